@@ -1,0 +1,1 @@
+"""TokenStep inference engine: plain Python and PyTorch, no Qt."""

@@ -1,0 +1,133 @@
+"""`main.py trace` (the event stream as JSON Lines on stdout) and `main.py download`.
+
+No Qt is imported on these paths. Logs and progress go to stderr; an error is one line on stderr and a
+non-zero exit (2 for bad arguments, 1 for a model or prompt that cannot be used); `--debug` shows the
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from .errors import ModelFormatError
+
+
+def _number(kind, low=None, high=None, low_open=False, what="value"):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be a {kind.__name__}, got {text!r}") from None
+        if value != value or (low is not None and (value <= low if low_open else value < low)) or \
+                (high is not None and value > high):
+            bounds = f"{'(' if low_open else '['}{low}, {high if high is not None else 'inf'}]"
+            raise argparse.ArgumentTypeError(f"{what} must be in {bounds}, got {text}")
+        return value
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .loading import DEVICE_CHOICES, DTYPE_CHOICES
+
+    parser = argparse.ArgumentParser(prog="main.py", description="TokenStep: watch a language model "
+                                     "write one token at a time.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    trace = sub.add_parser("trace", help="run one generation headless and print its events as JSON Lines")
+    trace.add_argument("--model", default="default", help="'default' (SmolLM2-135M-Instruct), an HF "
+                       "folder, or a .gguf file")
+    trace.add_argument("--prompt", default="The capital of France is")
+    trace.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    trace.add_argument("--system", default=None, help="system prompt (chat mode)")
+    trace.add_argument("--max-new-tokens", type=_number(int, 1, what="--max-new-tokens"), default=32)
+    trace.add_argument("--greedy", action="store_true", help="always take the most likely token")
+    trace.add_argument("--temperature", type=_number(float, 0, what="--temperature"), default=None,
+                       help="0 means greedy (default: the model's generation_config, else 1.0)")
+    trace.add_argument("--top-k", type=_number(int, 0, what="--top-k"), default=None, help="0 = off")
+    trace.add_argument("--top-p", type=_number(float, 0, 1, low_open=True, what="--top-p"), default=None)
+    trace.add_argument("--min-p", type=_number(float, 0, 1, what="--min-p"), default=None)
+    trace.add_argument("--seed", type=_number(int, 0, what="--seed"), default=0)
+    trace.add_argument("--stop", action="append", default=[], metavar="TEXT",
+                       help="stop when the generated text contains TEXT (repeatable)")
+    trace.add_argument("--top-n", type=_number(int, 1, what="--top-n"), default=20,
+                       help="candidates reported per step")
+    trace.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
+    trace.add_argument("--dtype", choices=DTYPE_CHOICES, default="auto")
+    trace.add_argument("--debug", action="store_true", help="show tracebacks")
+    download = sub.add_parser("download", help="fetch and convert the default model; print its folder")
+    download.add_argument("--debug", action="store_true", help="show tracebacks")
+    return parser
+
+
+class StderrProgress:
+    """Progress lines on stderr, at most a few per second per stage."""
+
+    def __init__(self):
+        self._last: dict[str, float] = {}
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done not in (0, total) and now - self._last.get(stage, 0.0) < 0.5:
+            return
+        self._last[stage] = now
+        if stage == "download":
+            print(f"[tokenstep] download {done / 1e6:.1f} / {total / 1e6:.1f} MB", file=sys.stderr)
+        elif total > 1:
+            print(f"[tokenstep] {stage} {done}/{total}", file=sys.stderr)
+        elif done == 0:
+            print(f"[tokenstep] {stage}…", file=sys.stderr)
+
+
+def _trace(args) -> int:
+    from dataclasses import replace
+
+    from .loading import load_model
+    from .session import GenerationSettings, Session, prompt_ids
+
+    model = load_model(args.model, device=args.device, dtype=args.dtype, progress=StderrProgress())
+    asked = {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p, "min_p": args.min_p}
+    asked = {k: v for k, v in asked.items() if v is not None}
+    # A model whose generation_config says do_sample=false is greedy unless sampling is asked for.
+    sampler = replace(model.defaults, **asked, greedy=args.greedy or (model.defaults.greedy and not asked))
+    settings = GenerationSettings(sampler=sampler, max_new_tokens=args.max_new_tokens,
+                                  stop_strings=tuple(args.stop), seed=args.seed, top_n=args.top_n)
+    ids, text = prompt_ids(model, args.prompt, chat=args.chat, system=args.system)
+    session = Session(model, settings)
+    out = sys.stdout
+    print(model.info().to_json(), file=out, flush=True)
+    for event in session.generate(ids, text):
+        print(event.to_json(), file=out, flush=True)
+    return 0
+
+
+def _download(args) -> int:
+    from .default_model import ensure_default_model
+
+    started = time.perf_counter()
+    folder = ensure_default_model(StderrProgress())
+    print(f"[tokenstep] default model ready in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    print(folder)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "trace" and any(not s for s in args.stop):
+        parser.error("--stop must not be empty")
+    try:
+        return _trace(args) if args.command == "trace" else _download(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader of stdout went away (e.g. `| head`)
+        return 0
+    except Exception as e:
+        if args.debug:
+            raise
+        message = str(e).splitlines()[0] if str(e) else type(e).__name__
+        expected = isinstance(e, (ModelFormatError, ValueError, OSError))
+        print(f"error: {message}" if expected else f"internal error ({type(e).__name__}): {message}",
+              file=sys.stderr)
+        return 1

@@ -1,0 +1,259 @@
+"""The shape of a model, read from a Hugging Face `config.json` and checked before any weight is read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ModelFormatError
+
+# HF class name -> the decoder family that runs it.
+SUPPORTED_ARCHITECTURES = {
+    "LlamaForCausalLM": "llama",
+    "MistralForCausalLM": "llama",
+    "Qwen2ForCausalLM": "llama",
+    "GPT2LMHeadModel": "gpt2",
+}
+
+_ACTIVATIONS = {
+    "silu": "silu",
+    "swish": "silu",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu_fast": "gelu_tanh",
+    "gelu": "gelu",
+    "relu": "relu",
+}
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    """How rotary frequencies are stretched for a longer window (`linear` or `llama3`)."""
+
+    kind: str
+    factor: float
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    original_context: int = 8192
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    architecture: str  # the HF class name, e.g. "LlamaForCausalLM"
+    family: str  # "llama" (Llama, Mistral, Qwen2) or "gpt2"
+    n_layers: int
+    hidden: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    ffn: int
+    vocab: int
+    context_length: int
+    norm_eps: float
+    norm: str  # "rms" or "layer"
+    activation: str  # "silu" (gated MLP), "gelu_tanh", "gelu", "relu"
+    positions: str  # "rope" or "learned"
+    tie_embeddings: bool
+    qkv_bias: bool
+    o_bias: bool
+    mlp_bias: bool
+    rope_theta: float | None = None
+    rope_scaling: RopeScaling | None = None
+    sliding_window: int | None = None
+    bos_id: int | None = None
+    eos_ids: tuple[int, ...] = ()
+
+    @property
+    def gated_mlp(self) -> bool:
+        return self.family == "llama"
+
+    @property
+    def q_dim(self) -> int:
+        return self.n_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.n_kv_heads * self.head_dim
+
+    @classmethod
+    def from_hf(cls, d: dict[str, Any], source: str = "config.json") -> "ModelConfig":
+        """Validate a config.json dict; any problem is one ModelFormatError line naming `source`."""
+        if not isinstance(d, dict):
+            raise ModelFormatError(f"{source}: expected a JSON object")
+        archs = d.get("architectures") or []
+        arch = archs[0] if isinstance(archs, list) and archs else None
+        if arch is None:
+            arch = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
+                    "qwen2": "Qwen2ForCausalLM", "gpt2": "GPT2LMHeadModel"}.get(d.get("model_type"))
+        if arch not in SUPPORTED_ARCHITECTURES:
+            shown = arch or d.get("model_type") or "none given"
+            raise ModelFormatError(
+                f"{source}: unsupported architecture {shown!r} "
+                f"(supported: {', '.join(SUPPORTED_ARCHITECTURES)})")
+        reader = _Reader(d, source)
+        if SUPPORTED_ARCHITECTURES[arch] == "gpt2":
+            return _gpt2_config(arch, reader)
+        return _llama_config(arch, reader)
+
+
+class _Reader:
+    """Typed access to config keys with one-line errors."""
+
+    def __init__(self, d: dict[str, Any], source: str):
+        self.d, self.source = d, source
+
+    def fail(self, message: str) -> ModelFormatError:
+        return ModelFormatError(f"{self.source}: {message}")
+
+    def int(self, *keys: str, default: int | None = None, minimum: int = 1) -> int:
+        for key in keys:
+            value = self.d.get(key)
+            if value is not None:
+                break
+        else:
+            if default is None:
+                raise self.fail(f"missing {keys[0]!r}")
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(f"{key!r} must be an integer, got {value!r}")
+        if value < minimum:
+            raise self.fail(f"{key!r} must be at least {minimum}, got {value}")
+        return value
+
+    def float(self, key: str, default: float) -> float:
+        value = self.d.get(key, default)
+        if value is None:
+            value = default
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise self.fail(f"{key!r} must be a positive number, got {value!r}")
+        return float(value)
+
+    def bool(self, key: str, default: bool) -> bool:
+        value = self.d.get(key, default)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self.fail(f"{key!r} must be true or false, got {value!r}")
+        return value
+
+    def token_ids(self, key: str) -> tuple[int, ...]:
+        value = self.d.get(key)
+        if value is None:
+            return ()
+        values = value if isinstance(value, list) else [value]
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
+            raise self.fail(f"{key!r} must be a token id or a list of them, got {value!r}")
+        return tuple(values)
+
+    def activation(self, key: str, default: str) -> str:
+        name = self.d.get(key) or default
+        if name not in _ACTIVATIONS:
+            raise self.fail(f"unsupported activation {name!r}")
+        return _ACTIVATIONS[name]
+
+
+def _heads(r: _Reader, hidden: int, n_heads: int, n_kv_heads: int) -> int:
+    if n_heads % n_kv_heads:
+        raise r.fail(f"{n_heads} attention heads cannot be grouped over {n_kv_heads} key/value heads")
+    if r.d.get("head_dim") is not None:
+        return r.int("head_dim")
+    if hidden % n_heads:
+        raise r.fail(f"hidden size {hidden} is not divisible by {n_heads} heads")
+    return hidden // n_heads
+
+
+def _rope(r: _Reader) -> tuple[float, RopeScaling | None]:
+    # transformers 5 keeps theta and scaling together in `rope_parameters`; older configs split them.
+    params = r.d.get("rope_parameters")
+    if params is not None and not isinstance(params, dict):
+        raise r.fail("'rope_parameters' must be an object")
+    params = params or {}
+    theta = params.get("rope_theta", r.d.get("rope_theta", 10000.0))
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or theta <= 0:
+        raise r.fail(f"'rope_theta' must be a positive number, got {theta!r}")
+    scaling = r.d.get("rope_scaling") or params
+    if not isinstance(scaling, dict):
+        raise r.fail("'rope_scaling' must be an object")
+    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    if r.d.get("partial_rotary_factor", 1.0) != 1.0:
+        raise r.fail("partial rotary embeddings are not supported")
+    if kind in (None, "default"):
+        return float(theta), None
+    factor = scaling.get("factor")
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
+        raise r.fail(f"rope scaling {kind!r} needs a positive 'factor', got {factor!r}")
+    if kind == "linear":
+        return float(theta), RopeScaling("linear", float(factor))
+    if kind == "llama3":
+        try:
+            return float(theta), RopeScaling(
+                "llama3", float(factor),
+                low_freq_factor=float(scaling["low_freq_factor"]),
+                high_freq_factor=float(scaling["high_freq_factor"]),
+                original_context=int(scaling["original_max_position_embeddings"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise r.fail(f"llama3 rope scaling is missing or has a bad {e}") from None
+    raise r.fail(f"unsupported rope_scaling type {kind!r} (supported: linear, llama3)")
+
+
+def _sliding_window(r: _Reader, arch: str) -> int | None:
+    layer_types = r.d.get("layer_types")
+    if arch == "MistralForCausalLM":
+        window = r.d.get("sliding_window")
+        return None if window is None else r.int("sliding_window")
+    if arch == "Qwen2ForCausalLM" and r.d.get("use_sliding_window"):
+        raise r.fail("Qwen2 per-layer sliding-window attention is not supported")
+    if isinstance(layer_types, list) and any(t != "full_attention" for t in layer_types):
+        raise r.fail("per-layer sliding-window attention is not supported")
+    return None
+
+
+def _llama_config(arch: str, r: _Reader) -> ModelConfig:
+    hidden = r.int("hidden_size")
+    n_heads = r.int("num_attention_heads")
+    n_kv_heads = r.int("num_key_value_heads", default=n_heads)
+    head_dim = _heads(r, hidden, n_heads, n_kv_heads)
+    if head_dim % 2:
+        raise r.fail(f"head_dim {head_dim} must be even for rotary embeddings")
+    activation = r.activation("hidden_act", "silu")
+    if activation != "silu":
+        raise r.fail(f"{arch} with activation {r.d.get('hidden_act')!r} is not supported (SwiGLU only)")
+    theta, scaling = _rope(r)
+    attention_bias = r.bool("attention_bias", False)
+    return ModelConfig(
+        architecture=arch, family="llama",
+        n_layers=r.int("num_hidden_layers"), hidden=hidden,
+        n_heads=n_heads, n_kv_heads=n_kv_heads, head_dim=head_dim,
+        ffn=r.int("intermediate_size"), vocab=r.int("vocab_size"),
+        context_length=r.int("max_position_embeddings"),
+        norm_eps=r.float("rms_norm_eps", 1e-6), norm="rms", activation="silu", positions="rope",
+        tie_embeddings=r.bool("tie_word_embeddings", False),
+        qkv_bias=True if arch == "Qwen2ForCausalLM" else attention_bias,
+        o_bias=False if arch == "Qwen2ForCausalLM" else attention_bias,
+        mlp_bias=r.bool("mlp_bias", False),
+        rope_theta=theta, rope_scaling=scaling, sliding_window=_sliding_window(r, arch),
+        bos_id=(r.token_ids("bos_token_id") or (None,))[0], eos_ids=r.token_ids("eos_token_id"),
+    )
+
+
+def _gpt2_config(arch: str, r: _Reader) -> ModelConfig:
+    for key, wanted in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
+                        ("add_cross_attention", False)):
+        if r.bool(key, wanted) != wanted:
+            raise r.fail(f"GPT-2 with {key}={not wanted} is not supported")
+    hidden = r.int("n_embd", "hidden_size")
+    n_heads = r.int("n_head", "num_attention_heads")
+    if hidden % n_heads:
+        raise r.fail(f"hidden size {hidden} is not divisible by {n_heads} heads")
+    return ModelConfig(
+        architecture=arch, family="gpt2",
+        n_layers=r.int("n_layer", "num_hidden_layers"), hidden=hidden,
+        n_heads=n_heads, n_kv_heads=n_heads, head_dim=hidden // n_heads,
+        ffn=r.int("n_inner", default=4 * hidden), vocab=r.int("vocab_size"),
+        context_length=r.int("n_positions", "n_ctx", "max_position_embeddings"),
+        norm_eps=r.float("layer_norm_epsilon", 1e-5), norm="layer",
+        activation=r.activation("activation_function", "gelu_new"), positions="learned",
+        tie_embeddings=r.bool("tie_word_embeddings", True),
+        qkv_bias=True, o_bias=True, mlp_bias=True,
+        bos_id=(r.token_ids("bos_token_id") or (None,))[0], eos_ids=r.token_ids("eos_token_id"),
+    )

@@ -1,0 +1,182 @@
+"""What a session reports: frozen dataclasses holding numpy arrays and Python scalars only.
+
+They cross the worker thread into the GUI as they are, and `to_json()` writes the trace's JSON Lines
+(one object per event, keys as in DESIGN.md "Event contract"). Fields the trace does not need (display
+pieces, the draw's CDF) stay out of the JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .sampling import SamplerSettings, Stage
+
+
+@dataclass(frozen=True)
+class Token:
+    id: int
+    text: str  # the decoded text this token adds (" Paris"); "" while a UTF-8 character is incomplete
+    piece: str  # how to show it on its own: the text, <E4 BD> for a partial character, <|im_end|>
+    special: bool = False
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "text": self.text}
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Top-N tokens by raw logit (sorted by logit), plus the chosen token when it is outside them."""
+
+    ids: np.ndarray  # (N,) int64
+    texts: tuple[str, ...]
+    logits: np.ndarray  # (N,) float64
+    p_raw: np.ndarray  # softmax(logits)
+    p_temp: np.ndarray  # softmax(logits / T)
+    p_final: np.ndarray  # the distribution drawn from (0 for removed tokens)
+
+    def to_list(self) -> list[dict]:
+        return [{"id": int(i), "text": t, "logit": float(lo), "p_raw": float(a), "p_temp": float(b),
+                 "p_final": float(c)}
+                for i, t, lo, a, b, c in zip(self.ids, self.texts, self.logits, self.p_raw, self.p_temp,
+                                             self.p_final)]
+
+
+@dataclass(frozen=True)
+class KeptCdf:
+    """The kept tokens in draw order (descending p_final) with their cumulative probability."""
+
+    ids: np.ndarray  # (M,) the first M of `n_kept`
+    texts: tuple[str, ...]
+    cdf: np.ndarray  # (M,)
+    n_kept: int
+
+
+@dataclass(frozen=True)
+class StepDistribution:
+    """Everything about one step's distribution the views draw; shared by past and pending steps."""
+
+    candidates: Candidates
+    stages: tuple[Stage, ...]
+    kept: KeptCdf
+    entropy: float  # of p_raw, nats
+    eos_p: float  # p_raw mass on the model's end-of-sequence tokens
+    settings: SamplerSettings
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    architecture: str
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    hidden_size: int
+    vocab_size: int
+    context_length: int
+    n_params: int
+    dtype: str
+    device: str
+    kv_bytes_per_token: int
+    weights_fingerprint: str
+    weights_bytes: int
+    eos_ids: tuple[int, ...] = ()
+    folder: str = ""
+
+    def to_json(self) -> str:
+        keys = ("name", "architecture", "n_layers", "n_heads", "n_kv_heads", "head_dim", "hidden_size",
+                "vocab_size", "context_length", "n_params", "dtype", "device", "kv_bytes_per_token",
+                "weights_fingerprint", "weights_bytes")
+        return _dump({"type": "model", **{k: getattr(self, k) for k in keys}})
+
+
+@dataclass(frozen=True)
+class PrefillDone:
+    tokens: tuple[Token, ...]
+    n_tokens: int
+    ms: float
+    kv_used_bytes: int
+    kv_allocated_bytes: int
+    prompt_text: str  # what was encoded (the rendered chat template in chat mode)
+    pending: StepDistribution | None = None  # step 1's distribution, before any draw
+    attention: np.ndarray | None = None  # (layers, heads, n_tokens) last position's attention
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.n_tokens / (self.ms / 1000) if self.ms > 0 else 0.0
+
+    def to_json(self) -> str:
+        return _dump({"type": "prefill", "tokens": [t.to_dict() for t in self.tokens],
+                      "n_tokens": self.n_tokens, "ms": self.ms, "kv_used_bytes": self.kv_used_bytes,
+                      "kv_allocated_bytes": self.kv_allocated_bytes})
+
+
+@dataclass(frozen=True)
+class StepDone:
+    index: int  # 1-based
+    position: int  # 0-based context position of the chosen token
+    token: Token
+    forward_ms: float  # the forward pass that produced this distribution (step 1: the prefill)
+    sample_ms: float
+    kv_used_bytes: int  # the cache that produced this distribution
+    kv_allocated_bytes: int
+    context_tokens: int  # context length after appending the token
+    chosen_rank: int  # 0-based rank by raw logit
+    random_u: float | None  # None when greedy
+    dist: StepDistribution
+    seed: int
+    stop_progress: tuple[int, ...] = ()  # per stop string: characters of it already matched at the end
+    attention: np.ndarray | None = None  # (layers, heads, positions) attention of the query that ran
+
+    @property
+    def entropy(self) -> float:
+        return self.dist.entropy
+
+    def to_json(self) -> str:
+        return _dump({
+            "type": "step", "index": self.index, "position": self.position, "token": self.token.to_dict(),
+            "forward_ms": self.forward_ms, "sample_ms": self.sample_ms, "kv_used_bytes": self.kv_used_bytes,
+            "kv_allocated_bytes": self.kv_allocated_bytes, "context_tokens": self.context_tokens,
+            "entropy": self.dist.entropy, "chosen_rank": self.chosen_rank, "random_u": self.random_u,
+            "candidates": self.dist.candidates.to_list(),
+            "stages": [{"name": s.name, "kept": s.kept, "removed_mass": s.removed_mass}
+                       for s in self.dist.stages]})
+
+
+@dataclass(frozen=True)
+class Pending:
+    """The next step's distribution under the current settings, before its draw (live preview)."""
+
+    index: int
+    dist: StepDistribution
+
+
+STOP_REASONS = ("eos", "max_new_tokens", "stop_string", "context_full", "aborted")
+
+
+@dataclass(frozen=True)
+class Stopped:
+    reason: str
+    n_generated: int
+    text: str  # generated text only: no prompt, no matched stop string, no final EOS
+    prefill_tokens_per_s: float
+    decode_tokens_per_s: float
+    stop_string: str | None = None
+
+    def to_json(self) -> str:
+        return _dump({"type": "stop", "reason": self.reason, "n_generated": self.n_generated,
+                      "text": self.text, "prefill_tokens_per_s": self.prefill_tokens_per_s,
+                      "decode_tokens_per_s": self.decode_tokens_per_s})
+
+
+@dataclass(frozen=True)
+class Failed:
+    message: str
+    details: str = field(default="", compare=False)
+
+
+def _dump(obj: dict) -> str:
+    return json.dumps(obj, ensure_ascii=False, allow_nan=False)

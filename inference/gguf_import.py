@@ -1,0 +1,268 @@
+"""GGUF -> a standard Hugging Face folder (config.json, model.safetensors, tokenizer.json, ...).
+
+The `gguf` package reads the file and dequantises each tensor to float32. Two things differ from HF:
+- names (`blk.N.attn_q` ...), mapped below;
+- llama.cpp stores Llama's Q and K rows permuted for its rotary layout; they are put back in HF order,
+  so the folder loads in transformers too. (A wrong permutation still ranks " Paris" first for
+  SmolLM2, so the tests check perplexity.)
+The tokenizer is rebuilt from the GGUF vocabulary and merges as a `tokenizers` BPE.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from . import cache_dir
+from .errors import ModelFormatError
+
+Progress = Callable[[str, int, int], None]  # (stage, done, total); may raise errors.Cancelled
+
+_SUPPORTED = ("llama", "qwen2")
+
+_LAYER_NAMES = {
+    "attn_norm.weight": "input_layernorm.weight",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "attn_q.weight": "self_attn.q_proj.weight",
+    "attn_k.weight": "self_attn.k_proj.weight",
+    "attn_v.weight": "self_attn.v_proj.weight",
+    "attn_output.weight": "self_attn.o_proj.weight",
+    "attn_q.bias": "self_attn.q_proj.bias",
+    "attn_k.bias": "self_attn.k_proj.bias",
+    "attn_v.bias": "self_attn.v_proj.bias",
+    "ffn_gate.weight": "mlp.gate_proj.weight",
+    "ffn_up.weight": "mlp.up_proj.weight",
+    "ffn_down.weight": "mlp.down_proj.weight",
+}
+_GLOBAL_NAMES = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
+
+# Pre-tokenizer regexes of the byte-level BPE families llama.cpp names in `tokenizer.ggml.pre`.
+_LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+"
+                 r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+_QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+_CONTROL, _USER_DEFINED = 3, 4  # llama.cpp token types
+
+
+def hf_name(gguf_name: str) -> str | None:
+    if gguf_name in _GLOBAL_NAMES:
+        return _GLOBAL_NAMES[gguf_name]
+    parts = gguf_name.split(".", 2)
+    if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in _LAYER_NAMES:
+        return f"model.layers.{parts[1]}.{_LAYER_NAMES[parts[2]]}"
+    return None
+
+
+def unpermute_rotary(weight: np.ndarray, n_heads: int) -> np.ndarray:
+    """Undo llama.cpp's Q/K row permutation: per head, (pairs, 2) -> (2, pairs)."""
+    rows = weight.shape[0]
+    rest = weight.shape[1:]
+    return weight.reshape(n_heads, rows // n_heads // 2, 2, *rest).swapaxes(1, 2).reshape(weight.shape)
+
+
+class _Metadata:
+    def __init__(self, reader, path: Path):
+        self.reader, self.path = reader, path
+
+    def get(self, key, default=None):
+        field = self.reader.fields.get(key)
+        if field is None:
+            return default
+        try:
+            return field.contents()
+        except Exception as e:
+            raise ModelFormatError(f"{self.path.name}: metadata {key!r} is unreadable ({e})") from None
+
+    def require(self, key):
+        value = self.get(key)
+        if value is None:
+            raise ModelFormatError(f"{self.path.name}: GGUF metadata {key!r} is missing")
+        return value
+
+
+def open_gguf(path: Path):
+    import gguf
+
+    if not path.is_file():
+        raise ModelFormatError(f"{path}: no such file")
+    try:
+        return gguf.GGUFReader(str(path))
+    except Exception as e:  # truncated or corrupt files fail deep inside numpy/memmap parsing
+        raise ModelFormatError(f"{path.name}: not a valid GGUF file ({type(e).__name__}: "
+                               f"{str(e).splitlines()[0] if str(e) else 'unreadable'})") from None
+
+
+def _config(meta: _Metadata, arch: str, tied: bool, n_vocab: int) -> dict:
+    p = arch + "."
+    n_heads = int(meta.require(p + "attention.head_count"))
+    hidden = int(meta.require(p + "embedding_length"))
+    head_dim = int(meta.get(p + "attention.key_length", hidden // n_heads))
+    rope_type = meta.get(p + "rope.scaling.type", "none")
+    rope_scaling = None
+    if rope_type == "linear":
+        rope_scaling = {"rope_type": "linear", "factor": float(meta.require(p + "rope.scaling.factor"))}
+    elif rope_type not in ("none", None):
+        raise ModelFormatError(f"{meta.path.name}: rope scaling {rope_type!r} is not supported")
+    eps = meta.get(p + "attention.layer_norm_rms_epsilon", 1e-6)
+    config = {
+        "architectures": ["LlamaForCausalLM" if arch == "llama" else "Qwen2ForCausalLM"],
+        "model_type": arch,
+        "hidden_size": hidden,
+        "intermediate_size": int(meta.require(p + "feed_forward_length")),
+        "num_hidden_layers": int(meta.require(p + "block_count")),
+        "num_attention_heads": n_heads,
+        "num_key_value_heads": int(meta.get(p + "attention.head_count_kv", n_heads)),
+        "head_dim": head_dim,
+        "max_position_embeddings": int(meta.require(p + "context_length")),
+        "rms_norm_eps": float(str(np.float32(eps))),  # GGUF stores float32: 1e-5 reads 9.99999974e-06
+        "rope_theta": float(meta.get(p + "rope.freq_base", 10000.0)),
+        "rope_scaling": rope_scaling,
+        "vocab_size": n_vocab,
+        "tie_word_embeddings": tied,
+        "hidden_act": "silu",
+        "torch_dtype": "float32",
+    }
+    if arch == "llama":
+        config.update(attention_bias=False, mlp_bias=False)
+    for key, name in (("bos_token_id", "tokenizer.ggml.bos_token_id"),
+                      ("eos_token_id", "tokenizer.ggml.eos_token_id"),
+                      ("pad_token_id", "tokenizer.ggml.padding_token_id")):
+        value = meta.get(name)
+        if value is not None:
+            config[key] = int(value)
+    return config
+
+
+def _tokenizer_files(meta: _Metadata) -> tuple[str, dict]:
+    """tokenizer.json text and tokenizer_config.json dict from the GGUF vocabulary."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+
+    kind = meta.require("tokenizer.ggml.model")
+    if kind != "gpt2":
+        raise ModelFormatError(f"{meta.path.name}: GGUF tokenizer {kind!r} is not supported "
+                               "(byte-level BPE 'gpt2' only)")
+    tokens = list(meta.require("tokenizer.ggml.tokens"))
+    types = list(meta.get("tokenizer.ggml.token_type", [1] * len(tokens)))
+    merges = [tuple(m.split(" ", 1)) for m in meta.require("tokenizer.ggml.merges")]
+    pre = meta.get("tokenizer.ggml.pre", "default")
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    if pre == "smollm":
+        pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+    elif pre in ("default", "gpt-2", "gpt2"):
+        pre_tokenizer = byte_level
+    elif pre in ("llama-bpe", "llama3", "qwen2"):
+        pattern = _LLAMA3_SPLIT if pre != "qwen2" else _QWEN2_SPLIT
+        pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    else:
+        raise ModelFormatError(f"{meta.path.name}: GGUF pre-tokenizer {pre!r} is not supported")
+    vocab = {token: i for i, token in enumerate(tokens)}
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
+    tokenizer.pre_tokenizer = pre_tokenizer
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.add_tokens([AddedToken(tokens[i], special=False, normalized=False)
+                          for i, t in enumerate(types) if t == _USER_DEFINED])
+    tokenizer.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False)
+                                  for i, t in enumerate(types) if t == _CONTROL])
+
+    def token(key):
+        index = meta.get(key)
+        return tokens[int(index)] if index is not None and 0 <= int(index) < len(tokens) else None
+
+    bos = token("tokenizer.ggml.bos_token_id")
+    add_bos = bool(meta.get("tokenizer.ggml.add_bos_token", False))
+    if add_bos and bos is not None:
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, vocab[bos])])
+    else:
+        tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "add_bos_token": add_bos,
+        "bos_token": bos,
+        "eos_token": token("tokenizer.ggml.eos_token_id"),
+        "pad_token": token("tokenizer.ggml.padding_token_id"),
+        "unk_token": token("tokenizer.ggml.unknown_token_id"),
+        "model_max_length": int(meta.get(meta.require("general.architecture") + ".context_length", 2048)),
+        "clean_up_tokenization_spaces": False,
+    }
+    template = meta.get("tokenizer.chat_template")
+    if template:
+        config["chat_template"] = template
+    return tokenizer.to_str(), {k: v for k, v in config.items() if v is not None}
+
+
+def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
+    """Write the HF folder for the GGUF at `path` into `out`. Returns facts for the manifest."""
+    from gguf.quants import dequantize
+    from safetensors.numpy import save_file
+
+    reader = open_gguf(path)
+    meta = _Metadata(reader, path)
+    arch = meta.require("general.architecture")
+    if arch not in _SUPPORTED:
+        raise ModelFormatError(f"{path.name}: GGUF architecture {arch!r} is not supported "
+                               f"(supported: {', '.join(_SUPPORTED)})")
+    names = {t.name for t in reader.tensors}
+    if "rope_freqs.weight" in names:
+        raise ModelFormatError(f"{path.name}: llama3-style rope frequency tensors are not supported")
+    tokenizer_json, tokenizer_config = _tokenizer_files(meta)
+    n_vocab = len(meta.require("tokenizer.ggml.tokens"))
+    config = _config(meta, arch, tied="output.weight" not in names, n_vocab=n_vocab)
+
+    tensors: dict[str, np.ndarray] = {}
+    total = len(reader.tensors)
+    for done, t in enumerate(reader.tensors):
+        if progress:
+            progress("dequantise", done, total)
+        name = hf_name(t.name)
+        if name is None:
+            raise ModelFormatError(f"{path.name}: unexpected tensor {t.name!r}")
+        try:
+            array = np.array(dequantize(t.data, t.tensor_type), dtype=np.float32)  # (rows, cols), writable
+        except Exception as e:
+            raise ModelFormatError(f"{path.name}: tensor {t.name!r} cannot be read ({e})") from None
+        expected = tuple(int(n) for n in reversed(t.shape))
+        if array.shape != expected:
+            array = array.reshape(expected)
+        if arch == "llama" and t.name.endswith("attn_q.weight"):
+            array = unpermute_rotary(array, config["num_attention_heads"])
+        elif arch == "llama" and t.name.endswith("attn_k.weight"):
+            array = unpermute_rotary(array, config["num_key_value_heads"])
+        tensors[name] = np.ascontiguousarray(array)
+    if progress:
+        progress("dequantise", total, total)
+        progress("write", 0, 1)
+    save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
+    del tensors
+    (out / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    (out / "tokenizer.json").write_text(tokenizer_json, encoding="utf-8")
+    (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2), encoding="utf-8")
+    generation = {k: config[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id") if k in config}
+    (out / "generation_config.json").write_text(json.dumps(generation, indent=2), encoding="utf-8")
+    if progress:
+        progress("write", 1, 1)
+    return {"source": path.name}
+
+
+def convert_cached(path: Path, progress: Progress | None = None, name: str | None = None) -> Path:
+    """The HF folder for this GGUF in the user cache, converted once and keyed by the file's hash."""
+    if not path.is_file():
+        raise ModelFormatError(f"{path}: no such file")
+    if progress:
+        progress("hash", 0, 1)
+    digest = cache_dir.file_sha256(path)
+    target = cache_dir.cache_root() / "converted" / f"{name or path.stem}-{digest[:16]}"
+    if cache_dir.read_manifest(target) is None:
+        cache_dir.publish(target, lambda tmp: {**convert(path, tmp, progress), "sha256": digest,
+                                               "name": name or path.stem})
+    return target

@@ -1,0 +1,161 @@
+"""From "default", a folder or a .gguf path to a ready model: config, weights, tokenizer, defaults."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from . import cache_dir
+from .config import ModelConfig
+from .errors import ModelFormatError
+from .events import ModelInfo
+from .model import Decoder
+from .sampling import SamplerSettings
+from .tokenizer import Tokenizer
+from .weights import build_weights, fingerprint, read_checkpoint, weights_bytes
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPE_CHOICES = ("auto", *DTYPES)
+DEVICE_CHOICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelFormatError("CUDA was asked for but no CUDA device is available")
+    return torch.device(name)
+
+
+def resolve_dtype(name: str, device: torch.device) -> str:
+    """A dtype name; `auto` is float32 on CPU (bf16 prefill measured slower there) and bfloat16 on CUDA."""
+    if name == "auto":
+        return "bfloat16" if device.type == "cuda" else "float32"
+    if name not in DTYPES:
+        raise ModelFormatError(f"unknown dtype {name!r} (choose from {', '.join(DTYPE_CHOICES)})")
+    return name
+
+
+@dataclass
+class LoadedModel:
+    name: str
+    folder: Path
+    config: ModelConfig
+    decoder: Decoder
+    tokenizer: Tokenizer
+    defaults: SamplerSettings
+    n_params: int
+    dtype: str
+    fingerprint: str
+    weights_bytes: int
+    load_seconds: float
+
+    @property
+    def device(self) -> torch.device:
+        return self.decoder.device
+
+    def info(self) -> ModelInfo:
+        c = self.config
+        return ModelInfo(
+            name=self.name, architecture=c.architecture, n_layers=c.n_layers, n_heads=c.n_heads,
+            n_kv_heads=c.n_kv_heads, head_dim=c.head_dim, hidden_size=c.hidden, vocab_size=c.vocab,
+            context_length=c.context_length, n_params=self.n_params, dtype=self.dtype,
+            device=str(self.device), kv_bytes_per_token=self.decoder.kv_bytes_per_token,
+            weights_fingerprint=self.fingerprint, weights_bytes=self.weights_bytes,
+            eos_ids=tuple(c.eos_ids), folder=str(self.folder))
+
+    def current_fingerprint(self) -> str:
+        return fingerprint(self.decoder.weights)
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ModelFormatError(f"{path}: cannot be read ({e.strerror})") from None
+    except ValueError as e:
+        raise ModelFormatError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise ModelFormatError(f"{path}: expected a JSON object")
+    return data
+
+
+def read_config(folder: Path) -> tuple[ModelConfig, dict]:
+    """The checked config (eos ids merged from generation_config.json) and the generation config."""
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        raise ModelFormatError(f"{folder}: no config.json")
+    config = ModelConfig.from_hf(_read_json(config_path), source=str(config_path))
+    generation: dict = {}
+    generation_path = folder / "generation_config.json"
+    if generation_path.is_file():
+        generation = _read_json(generation_path)
+        extra = generation.get("eos_token_id")
+        extra = extra if isinstance(extra, list) else [extra] if isinstance(extra, int) else []
+        eos = tuple(dict.fromkeys([*config.eos_ids, *extra]))
+        config = ModelConfig(**{**config.__dict__, "eos_ids": eos})
+    return config, generation
+
+
+def sampler_defaults(generation: dict) -> SamplerSettings:
+    """The model's generation_config.json where it says, else T 1.0, top-k 50, top-p 1.0, min-p 0."""
+    base = SamplerSettings()
+
+    def number(key, default, kind):
+        value = generation.get(key)
+        return kind(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+
+    return SamplerSettings(
+        temperature=number("temperature", base.temperature, float),
+        top_k=number("top_k", base.top_k, int),
+        top_p=number("top_p", base.top_p, float),
+        min_p=number("min_p", base.min_p, float),
+        greedy=generation.get("do_sample") is False)
+
+
+def resolve_folder(spec: str | Path, progress=None) -> Path:
+    if str(spec) == "default":
+        from .default_model import ensure_default_model
+
+        return ensure_default_model(progress)
+    path = Path(spec).expanduser()
+    if not path.exists():
+        raise ModelFormatError(f"{path}: no such file or folder")
+    if path.is_file():
+        if path.suffix.lower() == ".gguf":
+            from .gguf_import import convert_cached
+
+            return convert_cached(path, progress)
+        raise ModelFormatError(f"{path}: expected a model folder or a .gguf file")
+    return path
+
+
+def load_model(spec: str | Path = "default", device: str = "auto", dtype: str = "auto",
+               progress=None) -> LoadedModel:
+    """Load a model; every problem with the files is a one-line ModelFormatError."""
+    started = time.perf_counter()
+    folder = resolve_folder(spec, progress)
+    config, generation = read_config(folder)
+    tokenizer = Tokenizer.from_folder(folder)
+    if tokenizer.vocab_size > config.vocab:
+        raise ModelFormatError(f"{folder}: tokenizer has {tokenizer.vocab_size} tokens but the model "
+                               f"only {config.vocab}")
+    torch_device = resolve_device(device)
+    dtype_name = resolve_dtype(dtype, torch_device)
+    if progress:
+        progress("load", 0, 1)
+    hf_tensors, n_params = read_checkpoint(folder, config)
+    weights = build_weights(config, hf_tensors, DTYPES[dtype_name], torch_device)
+    decoder = Decoder(config, weights, DTYPES[dtype_name], torch_device)
+    manifest = cache_dir.read_manifest(folder) or {}
+    if progress:
+        progress("load", 1, 1)
+    return LoadedModel(
+        name=manifest.get("name") or folder.name, folder=folder, config=config, decoder=decoder,
+        tokenizer=tokenizer, defaults=sampler_defaults(generation), n_params=n_params, dtype=dtype_name,
+        fingerprint=fingerprint(weights), weights_bytes=weights_bytes(weights),
+        load_seconds=time.perf_counter() - started)

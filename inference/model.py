@@ -1,0 +1,260 @@
+"""The decoder, readable top to bottom: embeddings -> N x (attention, MLP) -> final norm -> lm head.
+
+One `forward(ids, start, cache)` serves both phases:
+- prefill: T prompt tokens at positions start..start+T-1 in one pass; a causal mask keeps each position
+  from seeing later ones, and the last row sees the whole prompt;
+- decode: one new token (T = 1) that reads every cached position and adds its own K/V.
+
+Weights are laid out for speed when loaded (see `weights.py`): Q/K/V fused into one matrix, gate/up
+fused into one, and each pre-norm's scale folded into the projection after it. Q and K rows of each head
+are stored in interleaved (even, odd) order, so rotary embedding is one complex multiply; attention
+scores q.k are unchanged by that shared reordering of head dimensions.
+Shapes: T = tokens in this call, n = positions in the cache after it, C = hidden, V = vocab.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+import torch.nn.functional as F
+
+from .config import ModelConfig
+from .kv_cache import KVCache
+
+
+@dataclass
+class Linear:
+    """y = x @ weight.T + bias, with an optional per-output-channel scale for int8 weights."""
+
+    weight: torch.Tensor  # (out, in): float, or int8 when `scale` is set
+    bias: torch.Tensor | None = None  # (out,)
+    scale: torch.Tensor | None = None  # (out,) int8 dequantisation scale
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.scale is not None:
+            y = torch._weight_int8pack_mm(x, self.weight, self.scale)  # (T, out)
+            return y if self.bias is None else y.add_(self.bias)
+        return F.linear(x, self.weight, self.bias)
+
+    def add_to(self, residual: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """residual + self(x), fused into one matmul call when the weights are floating point."""
+        if self.scale is not None:
+            return residual + self(x)
+        if self.bias is not None:
+            residual = residual + self.bias
+        return torch.addmm(residual, x, self.weight.t())  # (T, out)
+
+
+@dataclass
+class Norm:
+    """RMSNorm or LayerNorm. weight/bias are None when folded into the next projection."""
+
+    kind: str  # "rms" or "layer"
+    eps: float
+    size: int
+    weight: torch.Tensor | None = None
+    bias: torch.Tensor | None = None
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kind == "rms":
+            return F.rms_norm(x, (self.size,), self.weight, self.eps)
+        return F.layer_norm(x, (self.size,), self.weight, self.bias, self.eps)
+
+
+@dataclass
+class Layer:
+    attn_norm: Norm
+    qkv: Linear  # (q_dim + 2 kv_dim, C): rows of Q, then K, then V
+    o: Linear  # (C, q_dim)
+    mlp_norm: Norm
+    mlp_in: Linear  # gated: (2 ffn, C) gate rows then up rows; else (ffn, C)
+    mlp_out: Linear  # (C, ffn)
+
+
+@dataclass
+class DecoderWeights:
+    embed: torch.Tensor  # (V, C)
+    pos_embed: torch.Tensor | None  # (context, C) for learned positions
+    layers: list[Layer]
+    final_norm: Norm
+    lm_head: Linear  # (V, C); shares `embed` when tied
+
+    def tensors(self) -> list[torch.Tensor]:
+        """Every distinct runtime tensor once (shared ones counted once)."""
+        seen: dict[int, torch.Tensor] = {}
+        for t in _walk(self):
+            seen.setdefault(id(t), t)
+        return list(seen.values())
+
+
+def _walk(obj):
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, list):
+        for item in obj:
+            yield from _walk(item)
+    elif hasattr(obj, "__dataclass_fields__"):
+        for name in obj.__dataclass_fields__:
+            yield from _walk(getattr(obj, name))
+
+
+class AttentionCapture(Protocol):
+    def record(self, layer: int, probs: torch.Tensor) -> None:
+        """probs: (heads, T, n) attention weights of this call's queries over all cached positions."""
+
+
+def rope_inv_freq(config: ModelConfig) -> torch.Tensor:
+    """Rotary frequencies per pair of head dimensions (float32, as transformers computes them)."""
+    dim = config.head_dim
+    inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+    s = config.rope_scaling
+    if s is None:
+        return inv_freq
+    if s.kind == "linear":
+        return inv_freq / s.factor
+    # llama3: long wavelengths slowed by `factor`, short ones kept, a smooth blend between.
+    low_freq_wavelen = s.original_context / s.low_freq_factor
+    high_freq_wavelen = s.original_context / s.high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > low_freq_wavelen, inv_freq / s.factor, inv_freq)
+    smooth = (s.original_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor)
+    smoothed = (1 - smooth) * scaled / s.factor + smooth * scaled
+    medium = (wavelen >= high_freq_wavelen) & (wavelen <= low_freq_wavelen)
+    return torch.where(medium, smoothed, scaled)
+
+
+class Decoder:
+    def __init__(self, config: ModelConfig, weights: DecoderWeights, dtype: torch.dtype,
+                 device: torch.device):
+        self.config, self.weights = config, weights
+        self.dtype, self.device = dtype, torch.device(device)
+        self.kv_dtype = dtype if dtype.is_floating_point else torch.float32  # int8 weights keep float K/V
+        self._rope_table = torch.empty(0, config.head_dim // 2, dtype=torch.complex64, device=self.device)
+        self.forward_count = 0  # every forward pass ever run: lets tests prove a preview ran none
+
+    def new_cache(self, capacity: int) -> KVCache:
+        c = self.config
+        return KVCache(c.n_layers, c.n_kv_heads, c.head_dim, min(capacity, c.context_length),
+                       c.context_length, self.kv_dtype, self.device)
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        c = self.config
+        return 2 * c.n_layers * c.n_kv_heads * c.head_dim * self.kv_dtype.itemsize
+
+    def _rope(self, start: int, end: int) -> torch.Tensor:
+        """cos + i sin of each (position, frequency), grown on demand. (end - start, head_dim / 2)."""
+        if end > self._rope_table.shape[0]:
+            size = min(self.config.context_length, max(end, 2 * self._rope_table.shape[0], 1024))
+            positions = torch.arange(size, dtype=torch.int64).float()
+            freqs = torch.outer(positions, rope_inv_freq(self.config))  # (size, head_dim / 2)
+            self._rope_table = torch.polar(torch.ones_like(freqs), freqs).to(self.device)
+        return self._rope_table[start:end]
+
+    def forward(self, ids: torch.Tensor, start: int, cache: KVCache, *, all_logits: bool = False,
+                capture: AttentionCapture | None = None) -> torch.Tensor:
+        """ids: (T,) tokens at positions start..start+T-1. Returns float logits (T or 1, V)."""
+        c, w = self.config, self.weights
+        T = ids.shape[0]
+        end = start + T
+        if end > c.context_length:
+            raise ValueError(f"position {end - 1} is outside the context window of {c.context_length}")
+        cache.reserve(end)
+        self.forward_count += 1
+        x = w.embed[ids]  # (T, C)
+        if w.pos_embed is not None:
+            x = x + w.pos_embed[start:end]  # (T, C)
+        rope = self._rope(start, end)[:, None, :] if c.positions == "rope" else None  # (T, 1, hd/2)
+        for index, layer in enumerate(w.layers):
+            x = self._attention(x, layer, index, start, cache, rope, capture)  # (T, C)
+            x = self._mlp(x, layer)  # (T, C)
+        cache.length = end
+        if not all_logits:
+            x = x[-1:]  # (1, C): only the last position predicts the next token
+        logits = w.lm_head(w.final_norm(x))  # (T or 1, V)
+        return logits.float()
+
+    def _attention(self, x, layer: Layer, index: int, start: int, cache: KVCache, rope, capture):
+        c = self.config
+        T, hd = x.shape[0], c.head_dim
+        qkv = layer.qkv(layer.attn_norm(x))  # (T, q_dim + 2 kv_dim)
+        qk, v = qkv.split([c.q_dim + c.kv_dim, c.kv_dim], dim=-1)  # (T, q_dim + kv_dim), (T, kv_dim)
+        if rope is not None:
+            pairs = qk.float().reshape(T, c.n_heads + c.n_kv_heads, hd // 2, 2)  # (T, H + KV, hd/2, 2)
+            qk = torch.view_as_real(torch.view_as_complex(pairs) * rope).to(x.dtype)  # (T, H + KV, hd/2, 2)
+        qk = qk.reshape(T, c.n_heads + c.n_kv_heads, hd)  # (T, H + KV, hd)
+        q, k = qk.split([c.n_heads, c.n_kv_heads], dim=1)  # (T, H, hd), (T, KV, hd)
+        keys, values = cache.write(index, start, k, v.view(T, c.n_kv_heads, hd))  # (KV, n, hd) each
+        if capture is not None:
+            out = self._attend_captured(q, keys, values, start, index, capture)
+        elif T == 1:
+            out = self._attend_one(q, keys, values)
+        else:
+            out = self._attend_many(q, keys, values, start)
+        return layer.o.add_to(x, out)  # (T, C)
+
+    def _attend_one(self, q, keys, values):
+        """Decode: one query per head, no mask (it may see every cached position)."""
+        c = self.config
+        group = c.n_heads // c.n_kv_heads
+        window = c.sliding_window
+        if window is not None and keys.shape[1] > window:
+            keys, values = keys[:, -window:], values[:, -window:]  # (KV, window, hd)
+        # The query heads sharing one KV head become that head's `group` query rows.
+        grouped = q.view(c.n_kv_heads, group, c.head_dim)  # (KV, group, hd)
+        out = F.scaled_dot_product_attention(grouped, keys, values)  # (KV, group, hd)
+        return out.reshape(1, c.q_dim)  # (1, H * hd)
+
+    def _mask(self, T: int, start: int, n: int) -> torch.Tensor:
+        """(T, n) True where query position start+i may see key position j."""
+        q_pos = torch.arange(start, start + T, device=self.device)[:, None]  # (T, 1)
+        k_pos = torch.arange(n, device=self.device)[None, :]  # (1, n)
+        allowed = k_pos <= q_pos
+        if self.config.sliding_window is not None:
+            allowed &= k_pos > q_pos - self.config.sliding_window
+        return allowed  # (T, n)
+
+    def _attend_many(self, q, keys, values, start):
+        """Prefill: T queries at once under the causal mask."""
+        c = self.config
+        T, n = q.shape[0], keys.shape[1]
+        queries = q.transpose(0, 1)  # (H, T, hd)
+        if start == 0 and (c.sliding_window is None or n <= c.sliding_window):
+            out = F.scaled_dot_product_attention(queries, keys, values, is_causal=True,
+                                                 enable_gqa=c.n_heads != c.n_kv_heads)  # (H, T, hd)
+        else:
+            out = F.scaled_dot_product_attention(queries, keys, values, attn_mask=self._mask(T, start, n),
+                                                 enable_gqa=c.n_heads != c.n_kv_heads)  # (H, T, hd)
+        return out.transpose(0, 1).reshape(T, c.q_dim)  # (T, H * hd)
+
+    def _attend_captured(self, q, keys, values, start, index, capture):
+        """Same attention with the weights written out, for the attention view."""
+        c = self.config
+        T, n = q.shape[0], keys.shape[1]
+        group = c.n_heads // c.n_kv_heads
+        queries = q.transpose(0, 1).float()  # (H, T, hd)
+        k = keys.float().repeat_interleave(group, dim=0)  # (H, n, hd)
+        v = values.float().repeat_interleave(group, dim=0)  # (H, n, hd)
+        scores = queries @ k.transpose(1, 2) / math.sqrt(c.head_dim)  # (H, T, n)
+        scores = scores.masked_fill(~self._mask(T, start, n), float("-inf"))
+        probs = scores.softmax(dim=-1)  # (H, T, n)
+        capture.record(index, probs)
+        out = probs @ v  # (H, T, hd)
+        return out.transpose(0, 1).reshape(T, c.q_dim).to(q.dtype)  # (T, H * hd)
+
+    def _mlp(self, x, layer: Layer):
+        h = layer.mlp_in(layer.mlp_norm(x))  # (T, 2 ffn) or (T, ffn)
+        act = self.config.activation
+        if act == "silu":
+            gate, up = h.chunk(2, dim=-1)  # (T, ffn) each
+            h = F.silu(gate).mul_(up)  # (T, ffn)
+        elif act == "gelu_tanh":
+            h = F.gelu(h, approximate="tanh")
+        elif act == "gelu":
+            h = F.gelu(h)
+        else:
+            h = F.relu(h)
+        return layer.mlp_out.add_to(x, h)  # (T, C)

@@ -1,0 +1,139 @@
+"""From one step's logits to the token: temperature -> top-k -> top-p -> min-p -> renormalise -> draw.
+
+Pure functions over a 1-D logits tensor; nothing here touches the model. Each truncation works on the
+distribution renormalised after the previous stage (as transformers does) and reports how many tokens it
+kept and how much probability mass it removed, so the UI can draw the waterfall. The draw reads one
+uniform u in [0, 1) from a seeded generator against the kept tokens' CDF in descending-probability
+order (ties by token id). Math is float64 so the reported probabilities sum to 1 within ~1e-12.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    temperature: float = 1.0
+    top_k: int = 50  # 0 disables
+    top_p: float = 1.0  # 1 disables
+    min_p: float = 0.0  # 0 disables
+    greedy: bool = False  # argmax, no draw (temperature 0 means the same)
+
+    @property
+    def is_greedy(self) -> bool:
+        return self.greedy or self.temperature == 0
+
+    def validate(self) -> "SamplerSettings":
+        if not self.temperature >= 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if self.top_k < 0:
+            raise ValueError(f"top-k must be >= 0 (0 = off), got {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top-p must be in (0, 1], got {self.top_p}")
+        if not 0 <= self.min_p <= 1:
+            raise ValueError(f"min-p must be in [0, 1], got {self.min_p}")
+        return self
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str  # "temperature", "top_k", "top_p", "min_p" or "greedy"
+    kept: int  # tokens with non-zero probability after this stage
+    removed_mass: float  # mass this stage removed from the distribution it received
+
+
+@dataclass
+class Distribution:
+    p_raw: torch.Tensor  # (V,) softmax(logits)
+    p_temp: torch.Tensor  # (V,) softmax(logits / T); equals p_raw when greedy
+    p_final: torch.Tensor  # (V,) what the draw uses: truncated and renormalised, zeros elsewhere
+    kept_ids: torch.Tensor  # (K,) non-zero tokens of p_final, descending probability, ties by id
+    stages: list[Stage]
+    greedy: bool
+
+    @property
+    def kept_cdf(self) -> torch.Tensor:
+        return torch.cumsum(self.p_final[self.kept_ids], 0)  # (K,)
+
+
+def _descending(ids: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """ids ordered by descending p, ties broken by ascending id (a total, reproducible order)."""
+    by_id = torch.sort(ids, stable=True).values
+    order = torch.sort(p[by_id], descending=True, stable=True).indices
+    return by_id[order]
+
+
+def top_k_ids(scores: torch.Tensor, k: int) -> torch.Tensor:
+    """Exactly k ids of the highest scores; among ties at the threshold, the lowest ids."""
+    threshold = torch.topk(scores, k).values[-1]
+    above = torch.nonzero(scores > threshold).flatten()
+    tied = torch.nonzero(scores == threshold).flatten()  # ascending ids
+    return torch.cat([above, tied[: k - above.numel()]])
+
+
+def distribution(logits: torch.Tensor, s: SamplerSettings) -> Distribution:
+    logits = logits.detach().to("cpu", torch.float64).flatten()  # (V,)
+    V = logits.numel()
+    p_raw = torch.softmax(logits, 0)
+    if s.is_greedy:
+        best = int(torch.argmax(logits))  # first maximum
+        p_final = torch.zeros_like(p_raw)
+        p_final[best] = 1.0
+        stages = [Stage("temperature", int(torch.count_nonzero(p_raw)), 0.0),
+                  Stage("greedy", 1, float(1.0 - p_raw[best]))]
+        return Distribution(p_raw, p_raw, p_final, torch.tensor([best]), stages, True)
+
+    scores = logits / s.temperature
+    p_temp = torch.softmax(scores, 0)
+    ids = torch.nonzero(p_temp > 0).flatten()  # (K,) the candidates still in play
+    p = p_temp[ids]  # their renormalised probabilities
+    stages = [Stage("temperature", ids.numel(), 0.0)]
+
+    removed = 0.0
+    if 0 < s.top_k < ids.numel():
+        ids = top_k_ids(scores, s.top_k) if ids.numel() == V else ids[top_k_ids(scores[ids], s.top_k)]
+        kept_mass = float(p_temp[ids].sum())
+        removed, p = max(0.0, 1.0 - kept_mass), p_temp[ids] / kept_mass
+    stages.append(Stage("top_k", ids.numel(), removed))
+
+    removed = 0.0
+    if s.top_p < 1.0:
+        order = _descending(torch.arange(ids.numel()), p)
+        cumulative = torch.cumsum(p[order], 0)
+        n_keep = int(torch.searchsorted(cumulative, torch.tensor(s.top_p, dtype=torch.float64))) + 1
+        if n_keep < ids.numel():  # the smallest prefix whose mass reaches top_p
+            kept = order[:n_keep]
+            kept_mass = float(cumulative[n_keep - 1])
+            removed, ids, p = max(0.0, 1.0 - kept_mass), ids[kept], p[kept] / kept_mass
+    stages.append(Stage("top_p", ids.numel(), removed))
+
+    removed = 0.0
+    if s.min_p > 0.0:
+        keep = p >= s.min_p * p.max()
+        if not bool(keep.all()):
+            removed = float(p[~keep].sum())
+            ids, p = ids[keep], p[keep] / p[keep].sum()
+    stages.append(Stage("min_p", ids.numel(), removed))
+
+    p_final = torch.zeros_like(p_raw)
+    p_final[ids] = p
+    return Distribution(p_raw, p_temp, p_final, _descending(ids, p_final), stages, False)
+
+
+def draw(dist: Distribution, generator: torch.Generator) -> tuple[int, float | None]:
+    """(token, u). Greedy: the argmax and u None. Otherwise the first kept token whose CDF exceeds u."""
+    if dist.greedy:
+        return int(dist.kept_ids[0]), None
+    u = float(torch.rand((), generator=generator, dtype=torch.float64))
+    cdf = dist.kept_cdf
+    index = min(int(torch.searchsorted(cdf, torch.tensor(u, dtype=torch.float64), right=True)),
+                cdf.numel() - 1)
+    return int(dist.kept_ids[index]), u
+
+
+def entropy(p: torch.Tensor) -> float:
+    """Shannon entropy in nats (0 log 0 = 0)."""
+    return float(-torch.special.xlogy(p, p).sum())

@@ -1,0 +1,304 @@
+"""One generation: prompt -> prefill -> one token per step -> a stop. Driven by the CLI and the GUI worker.
+
+The session keeps the logits of the step about to be drawn ("pending"). A step draws from them, reports
+the draw, checks the stop rules and, unless generation ended, feeds the new token through the model to
+get the next pending logits: every distribution is computed on the prefix that includes every token
+drawn so far. Sampling settings may change between steps (they apply to the next draw); a changed seed
+takes effect at `reset()`, which returns to the prompt and re-seeds, so the same seed and settings
+reproduce the same tokens.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from .events import (Candidates, KeptCdf, Pending, PrefillDone, StepDistribution, StepDone, Stopped,
+                     Token)
+from .loading import LoadedModel
+from .sampling import Distribution, SamplerSettings, distribution, draw, entropy
+from .tokenizer import ChatMessage
+
+KEPT_SHOWN = 256  # kept tokens carried to the draw view (the rest only as a count)
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    sampler: SamplerSettings = SamplerSettings()
+    max_new_tokens: int = 64
+    stop_strings: tuple[str, ...] = ()
+    seed: int = 0
+    top_n: int = 20
+
+    def validate(self) -> "GenerationSettings":
+        self.sampler.validate()
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max new tokens must be >= 1, got {self.max_new_tokens}")
+        if self.top_n < 1:
+            raise ValueError(f"top-n must be >= 1, got {self.top_n}")
+        if any(not s for s in self.stop_strings):
+            raise ValueError("stop strings must not be empty")
+        return self
+
+
+class GenerationEnded(RuntimeError):
+    """Raised by `step()` after EOS, a stop string or a full context window: reset to go on."""
+
+
+class _LastRowCapture:
+    """Keeps each layer's attention of the newest query position: (layers, heads, n)."""
+
+    def __init__(self, n_layers: int):
+        self.rows: list[np.ndarray | None] = [None] * n_layers
+
+    def record(self, layer: int, probs: torch.Tensor) -> None:
+        self.rows[layer] = probs[:, -1, :].float().cpu().numpy()
+
+    def array(self) -> np.ndarray:
+        return np.stack(self.rows)
+
+
+def prompt_ids(model: LoadedModel, prompt: str, chat: bool = False, system: str | None = None) -> tuple[list[int], str]:
+    """(ids, text actually encoded). Chat mode renders the model's template with a generation prompt."""
+    tok = model.tokenizer
+    if not chat:
+        return tok.encode(prompt), prompt
+    messages = ([ChatMessage("system", system)] if system else []) + [ChatMessage("user", prompt)]
+    text = tok.render_chat(messages, add_generation_prompt=True)
+    return tok.encode(text, add_special_tokens=False), text
+
+
+class Session:
+    def __init__(self, model: LoadedModel, settings: GenerationSettings = GenerationSettings(),
+                 capture_attention: bool = False):
+        self.model = model
+        self.settings = settings.validate()
+        self.capture_attention = capture_attention
+        self._abort = threading.Event()
+        self.prompt: list[int] = []
+        self.prompt_text = ""
+        self.cache = None
+        self._prefill_logits: torch.Tensor | None = None
+        self._prefill_ms = 0.0
+        self._prefill_attention: np.ndarray | None = None
+        self._start_generation()
+
+    # --- state ----------------------------------------------------------------------------------------
+    def _start_generation(self) -> None:
+        self.generated: list[int] = []
+        self.text = ""  # generated text so far
+        self.stopped: Stopped | None = None
+        self._decode_seconds = 0.0
+        self._generator = torch.Generator(device="cpu").manual_seed(self.settings.seed)
+        self.seed_used = self.settings.seed
+        self._pending = self._prefill_logits
+        self._pending_forward_ms = self._prefill_ms
+        self._pending_attention = self._prefill_attention
+        self._stream = self.model.tokenizer.stream()
+        for token_id in self.prompt:
+            self._stream.push(token_id)
+
+    @property
+    def prefilled(self) -> bool:
+        return self._prefill_logits is not None
+
+    @property
+    def n_context(self) -> int:
+        return len(self.prompt) + len(self.generated)
+
+    @property
+    def forward_count(self) -> int:
+        return self.model.decoder.forward_count
+
+    def update_settings(self, settings: GenerationSettings) -> None:
+        """New settings apply to the next draw; a new seed applies from the next reset."""
+        self.settings = settings.validate()
+
+    def abort(self) -> None:
+        """Ask a running `run()` to stop before its next step (thread-safe)."""
+        self._abort.set()
+
+    def reset(self) -> None:
+        """Back to the state right after prefill: the prompt's cache kept, generated tokens forgotten."""
+        if self.cache is not None:
+            self.cache.crop(len(self.prompt))
+        self._abort.clear()
+        self._start_generation()
+
+    # --- prefill --------------------------------------------------------------------------------------
+    def prefill(self, ids: list[int], prompt_text: str = "") -> PrefillDone:
+        """Read the whole prompt in one forward pass: K/V for every position, logits for the last."""
+        c = self.model.config
+        if not ids:
+            raise ValueError("the prompt is empty: it must contain at least one token")
+        if len(ids) > c.context_length:
+            raise ValueError(f"the prompt is {len(ids)} tokens but the context window holds {c.context_length}")
+        bad = [i for i in ids if not 0 <= i < c.vocab]
+        if bad:
+            raise ValueError(f"token id {bad[0]} is outside the vocabulary of {c.vocab}")
+        decoder = self.model.decoder
+        self.cache = decoder.new_cache(len(ids) + self.settings.max_new_tokens)
+        capture = _LastRowCapture(c.n_layers) if self.capture_attention else None
+        started = time.perf_counter()
+        with torch.inference_mode():
+            logits = decoder.forward(torch.tensor(ids, device=decoder.device), 0, self.cache, capture=capture)
+            self._prefill_logits = logits[0].to("cpu")
+        self._prefill_ms = (time.perf_counter() - started) * 1000
+        self._prefill_attention = capture.array() if capture else None
+        self.prompt, self.prompt_text = list(ids), prompt_text
+        self._abort.clear()
+        self._start_generation()
+        stream = self.model.tokenizer.stream()
+        tokens = tuple(self._token(stream, i) for i in ids)
+        if len(ids) == c.context_length:
+            self.stopped = self._stopped("context_full")
+        return PrefillDone(tokens=tokens, n_tokens=len(ids), ms=self._prefill_ms,
+                           kv_used_bytes=self.cache.used_bytes, kv_allocated_bytes=self.cache.allocated_bytes,
+                           prompt_text=prompt_text, pending=self.preview().dist,
+                           attention=self._prefill_attention)
+
+    # --- one step -------------------------------------------------------------------------------------
+    def preview(self, sampler: SamplerSettings | None = None) -> Pending:
+        """The pending step's distribution under `sampler` (default: current settings). No forward pass."""
+        if self._pending is None:
+            self._feed_last()
+        sampler = (sampler or self.settings.sampler).validate()
+        dist = distribution(self._pending, sampler)
+        return Pending(len(self.generated) + 1, self._summarise(self._pending, dist, sampler, None))
+
+    def step(self) -> Iterator[StepDone | Stopped]:
+        """Draw one token: yields its StepDone (and a Stopped when generation ends), then feeds it on."""
+        self._resume()
+        started = time.perf_counter()
+        if self._pending is None:
+            self._feed_last()
+        forward_ms = self._pending_forward_ms
+        kv_used, kv_allocated = self.cache.used_bytes, self.cache.allocated_bytes
+        sampler = self.settings.sampler
+        t = time.perf_counter()
+        dist = distribution(self._pending, sampler)
+        token_id, u = draw(dist, self._generator)
+        sample_ms = (time.perf_counter() - t) * 1000
+        logits = self._pending
+
+        self.generated.append(token_id)
+        token = self._token(self._stream, token_id)
+        eos = token_id in self.model.config.eos_ids
+        if not eos:
+            self.text += token.text
+        progress, matched = self._stop_strings()
+        index = len(self.generated)
+        event = StepDone(
+            index=index, position=self.n_context - 1, token=token, forward_ms=forward_ms,
+            sample_ms=sample_ms, kv_used_bytes=kv_used, kv_allocated_bytes=kv_allocated,
+            context_tokens=self.n_context, chosen_rank=int((logits > logits[token_id]).sum()),
+            random_u=u, dist=self._summarise(logits, dist, sampler, token_id), seed=self.seed_used,
+            stop_progress=progress, attention=self._pending_attention)
+        self._pending, self._pending_attention = None, None
+        reason = ("eos" if eos else "stop_string" if matched is not None
+                  else "max_new_tokens" if index >= self.settings.max_new_tokens
+                  else "context_full" if self.n_context >= self.model.config.context_length else None)
+        self._decode_seconds += time.perf_counter() - started
+        yield event
+        if reason is not None:
+            if matched is not None:
+                self.text = self.text[:self.text.find(matched)]
+            self.stopped = self._stopped(reason, matched)
+            yield self.stopped
+            return
+        started = time.perf_counter()
+        self._feed_last()
+        self._decode_seconds += time.perf_counter() - started
+
+    def run(self) -> Iterator[StepDone | Stopped]:
+        """Step until a stop rule fires or `abort()` is called (checked between steps)."""
+        self._resume()
+        while self.stopped is None:
+            if self._abort.is_set():
+                self._abort.clear()
+                self.stopped = self._stopped("aborted")
+                yield self.stopped
+                return
+            yield from self.step()
+
+    def generate(self, ids: list[int], prompt_text: str = "") -> Iterator[PrefillDone | StepDone | Stopped]:
+        """Prefill then run: the whole event stream of one generation."""
+        yield self.prefill(ids, prompt_text)
+        if self.stopped is not None:
+            yield self.stopped
+            return
+        yield from self.run()
+
+    # --- helpers --------------------------------------------------------------------------------------
+    def _resume(self) -> None:
+        """Clear a stop that more steps may follow (an abort, a raised limit), or refuse."""
+        if not self.prefilled:
+            raise RuntimeError("prefill the prompt before stepping")
+        if self.stopped is None:
+            return
+        if self.stopped.reason in ("eos", "stop_string", "context_full"):
+            raise GenerationEnded(f"generation ended ({self.stopped.reason}); reset to start again")
+        if self.stopped.reason == "max_new_tokens" and len(self.generated) >= self.settings.max_new_tokens:
+            raise GenerationEnded("the max new tokens limit is reached; raise it or reset")
+        self.stopped = None
+
+    def _feed_last(self) -> None:
+        """Run the newest token through the model: its K/V join the cache, the next logits are pending."""
+        decoder = self.model.decoder
+        position = self.n_context - 1
+        capture = _LastRowCapture(self.model.config.n_layers) if self.capture_attention else None
+        started = time.perf_counter()
+        with torch.inference_mode():
+            ids = torch.tensor([self.generated[-1]], device=decoder.device)
+            self._pending = decoder.forward(ids, position, self.cache, capture=capture)[0].to("cpu")
+        self._pending_forward_ms = (time.perf_counter() - started) * 1000
+        self._pending_attention = capture.array() if capture else None
+
+    def _token(self, stream, token_id: int) -> Token:
+        text, piece = stream.push(token_id)
+        return Token(token_id, text, piece, self.model.tokenizer.is_special(token_id))
+
+    def _stop_strings(self) -> tuple[tuple[int, ...], str | None]:
+        """Per stop string, how much of it ends the text now; and the first one found in the text."""
+        text = self.text
+        progress, matched, first = [], None, len(text) + 1
+        for s in self.settings.stop_strings:
+            at = text.find(s)
+            if at >= 0 and at < first:
+                matched, first = s, at
+            progress.append(len(s) if at >= 0 else max(
+                (n for n in range(len(s) - 1, 0, -1) if text.endswith(s[:n])), default=0))
+        return tuple(progress), matched
+
+    def _summarise(self, logits: torch.Tensor, dist: Distribution, sampler: SamplerSettings,
+                   chosen: int | None) -> StepDistribution:
+        tok = self.model.tokenizer
+        n = min(self.settings.top_n, logits.numel())
+        top = torch.topk(logits, n).indices
+        if chosen is not None and chosen not in top.tolist():
+            top = torch.cat([top, torch.tensor([chosen])])
+        kept_ids = dist.kept_ids[:KEPT_SHOWN]
+        ids = top.numpy().astype(np.int64)
+        candidates = Candidates(
+            ids=ids, texts=tuple(tok.piece_text(int(i)) for i in ids),
+            logits=logits[top].double().numpy(), p_raw=dist.p_raw[top].numpy(),
+            p_temp=dist.p_temp[top].numpy(), p_final=dist.p_final[top].numpy())
+        kept = KeptCdf(ids=kept_ids.numpy().astype(np.int64),
+                       texts=tuple(tok.piece_text(int(i)) for i in kept_ids),
+                       cdf=dist.kept_cdf[:KEPT_SHOWN].numpy(), n_kept=int(dist.kept_ids.numel()))
+        eos = [i for i in self.model.config.eos_ids if i < logits.numel()]
+        return StepDistribution(candidates=candidates, stages=tuple(dist.stages), kept=kept,
+                                entropy=entropy(dist.p_raw), eos_p=float(dist.p_raw[eos].sum()) if eos else 0.0,
+                                settings=sampler)
+
+    def _stopped(self, reason: str, matched: str | None = None) -> Stopped:
+        prefill_rate = len(self.prompt) / (self._prefill_ms / 1000) if self._prefill_ms > 0 else 0.0
+        decode_rate = len(self.generated) / self._decode_seconds if self._decode_seconds > 0 else 0.0
+        return Stopped(reason=reason, n_generated=len(self.generated), text=self.text,
+                       prefill_tokens_per_s=prefill_rate, decode_tokens_per_s=decode_rate,
+                       stop_string=matched)

@@ -1,0 +1,199 @@
+"""Text <-> token ids, the readable form of each token, and the chat template.
+
+Encoding and decoding are the `tokenizers` library's, exactly as tokenizer.json defines them. On top:
+- the raw bytes of every token, so text can be rebuilt token by token even when one character's UTF-8
+  bytes are split over two tokens (the first shows as bytes, the second completes the character);
+- chat templates rendered in Jinja's immutable sandbox, so a template cannot reach Python internals.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .errors import ModelFormatError
+
+
+@lru_cache(maxsize=1)
+def _byte_level_alphabet() -> dict[str, int]:
+    """GPT-2's byte-level map, inverted: the printable stand-in character -> the byte it encodes."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    chars = {b: b for b in printable}
+    shift = 0
+    for b in range(256):
+        if b not in chars:
+            chars[b] = 256 + shift
+            shift += 1
+    return {chr(c): b for b, c in chars.items()}
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: str
+    content: str
+
+
+class Tokenizer:
+    def __init__(self, backend, config: dict[str, Any], chat_template: str | None, source: str):
+        self.backend = backend  # tokenizers.Tokenizer
+        self.source = source
+        self.chat_template = chat_template
+        self.config = config
+        self.vocab_size = backend.get_vocab_size(with_added_tokens=True)
+        self._special = {t.content: i for i, t in backend.get_added_tokens_decoder().items() if t.special}
+        self._special_ids = frozenset(self._special.values())
+        added = backend.get_added_tokens_decoder()
+        self._added_text = {i: t.content for i, t in added.items()}
+        decoder = json.loads(backend.to_str()).get("decoder") or {}
+        self._decoder_kinds = _decoder_kinds(decoder)
+        self._bytes_cache: dict[int, bytes] = {}
+
+    @classmethod
+    def from_folder(cls, folder: Path) -> "Tokenizer":
+        from tokenizers import Tokenizer as Backend
+
+        path = folder / "tokenizer.json"
+        if not path.is_file():
+            raise ModelFormatError(f"{folder}: no tokenizer.json (the fast-tokenizer file is required)")
+        try:
+            backend = Backend.from_file(str(path))
+        except Exception as e:  # the Rust side raises plain Exceptions for any malformed file
+            raise ModelFormatError(f"{path}: not a valid tokenizer file ({str(e).splitlines()[0]})") from None
+        config: dict[str, Any] = {}
+        config_path = folder / "tokenizer_config.json"
+        if config_path.is_file():
+            try:
+                config = json.loads(config_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as e:
+                raise ModelFormatError(f"{config_path}: not valid JSON ({e})") from None
+        template = config.get("chat_template")
+        if isinstance(template, list):  # named templates: take the default one
+            template = next((t.get("template") for t in template if t.get("name") == "default"), None)
+        jinja_file = folder / "chat_template.jinja"
+        if template is None and jinja_file.is_file():
+            template = jinja_file.read_text(encoding="utf-8")
+        if template is not None and not isinstance(template, str):
+            raise ModelFormatError(f"{config_path}: 'chat_template' must be a string")
+        return cls(backend, config, template, str(folder))
+
+    # --- ids and text ---------------------------------------------------------------------------------
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        return self.backend.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def is_special(self, token_id: int) -> bool:
+        return token_id in self._special_ids
+
+    def token_id(self, text: str) -> int | None:
+        return self.backend.token_to_id(text)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes this token adds to the text (special tokens: their written form)."""
+        cached = self._bytes_cache.get(token_id)
+        if cached is not None:
+            return cached
+        if token_id in self._added_text:
+            raw = self._added_text[token_id].encode("utf-8")
+        else:
+            piece = self.backend.id_to_token(token_id)
+            if piece is None:  # the model's padded vocabulary rows beyond the tokenizer's: no text
+                return b""
+            raw = _piece_bytes(piece, self._decoder_kinds) or self.decode([token_id]).encode("utf-8")
+        self._bytes_cache[token_id] = raw
+        return raw
+
+    def piece_text(self, token_id: int) -> str:
+        """One token decoded on its own (a candidate that was not drawn): partial bytes become U+FFFD."""
+        raw = self.token_bytes(token_id)
+        return raw.decode("utf-8", errors="replace") if raw else f"<id {token_id}>"
+
+    def stream(self) -> "TextStream":
+        return TextStream(self)
+
+    # --- chat -----------------------------------------------------------------------------------------
+    def special_token_text(self, key: str) -> str:
+        value = self.config.get(key)
+        if isinstance(value, dict):
+            value = value.get("content")
+        return value if isinstance(value, str) else ""
+
+    def render_chat(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> str:
+        """The prompt text the model was trained to see for these messages (special tokens included)."""
+        if not self.chat_template:
+            raise ModelFormatError(f"{self.source}: this model has no chat template")
+        from jinja2 import TemplateError
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        def raise_exception(message):
+            raise TemplateError(message)
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                            extensions=["jinja2.ext.loopcontrols"])
+        env.filters["tojson"] = lambda value, indent=None: json.dumps(value, ensure_ascii=False,
+                                                                      indent=indent)
+        env.globals["raise_exception"] = raise_exception
+        try:
+            template = env.from_string(self.chat_template)
+            return template.render(
+                messages=[{"role": m.role, "content": m.content} for m in messages],
+                add_generation_prompt=add_generation_prompt,
+                bos_token=self.special_token_text("bos_token"),
+                eos_token=self.special_token_text("eos_token"),
+                pad_token=self.special_token_text("pad_token"),
+                unk_token=self.special_token_text("unk_token"))
+        except TemplateError as e:  # SecurityError (a reach for Python internals) is a TemplateError
+            raise ModelFormatError(f"{self.source}: chat template failed: {type(e).__name__}: {e}") from None
+
+    def encode_chat(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> list[int]:
+        # The template already writes every special token the model expects; add none twice.
+        return self.encode(self.render_chat(messages, add_generation_prompt), add_special_tokens=False)
+
+
+class TextStream:
+    """Rebuilds text token by token; a character split over tokens appears with the token completing it."""
+
+    def __init__(self, tokenizer: Tokenizer):
+        self.tokenizer = tokenizer
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def push(self, token_id: int) -> tuple[str, str]:
+        """Returns (text, piece): the characters this token completes and its display form."""
+        tok = self.tokenizer
+        if tok.is_special(token_id):
+            flushed = self._decoder.decode(b"", final=True)  # bytes left dangling can never complete
+            self._decoder.reset()
+            text = flushed + tok.token_bytes(token_id).decode("utf-8")
+            return text, text
+        raw = tok.token_bytes(token_id)
+        if not raw:
+            return "", f"<id {token_id}>"
+        text = self._decoder.decode(raw)
+        piece = text if text else "<" + " ".join(f"{b:02X}" for b in raw) + ">"
+        return text, piece
+
+
+def _decoder_kinds(decoder: dict[str, Any]) -> set[str]:
+    if decoder.get("type") == "Sequence":
+        return {d.get("type") for d in decoder.get("decoders", [])}
+    return {decoder.get("type")}
+
+
+def _piece_bytes(piece: str, kinds: set[str]) -> bytes | None:
+    """A vocabulary piece's bytes for the two families of decoders causal LMs use."""
+    if "ByteLevel" in kinds:
+        alphabet = _byte_level_alphabet()
+        if all(ch in alphabet for ch in piece):
+            return bytes(alphabet[ch] for ch in piece)
+        return piece.encode("utf-8")
+    if "ByteFallback" in kinds or "Metaspace" in kinds or "Replace" in kinds:
+        if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+            return bytes([int(piece[3:5], 16)])  # sentencepiece byte-fallback token
+        return piece.replace("\u2581", " ").encode("utf-8")
+    return None

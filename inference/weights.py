@@ -1,0 +1,241 @@
+"""Reading safetensors checkpoints strictly and laying them out for `model.Decoder`.
+
+Every tensor the config implies must be present with exactly the implied shape; anything else in the
+files is an error (except a few known non-weight buffers). Only safetensors are read: pickle-based
+`.bin` files can run code when loaded, so they are refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import torch
+
+from .config import ModelConfig
+from .errors import ModelFormatError
+from .model import DecoderWeights, Layer, Linear, Norm
+
+# Buffers some checkpoints carry that are not weights: rotary tables and GPT-2's causal-mask tensors.
+_IGNORED = re.compile(r"(^|\.)rotary_emb\.inv_freq$|^transformer\.h\.\d+\.attn\.(masked_)?bias$")
+_FLOAT_DTYPES = {"F32", "F16", "BF16", "F64"}
+
+
+def expected_shapes(c: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """HF tensor name -> shape, as implied by the config (the name map of each architecture)."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    C, F = c.hidden, c.ffn
+    if c.family == "gpt2":
+        shapes["transformer.wte.weight"] = (c.vocab, C)
+        shapes["transformer.wpe.weight"] = (c.context_length, C)
+        for i in range(c.n_layers):
+            p = f"transformer.h.{i}."
+            # GPT-2's Conv1D stores weights as (in, out).
+            for name, shape in (("ln_1.weight", (C,)), ("ln_1.bias", (C,)),
+                                ("attn.c_attn.weight", (C, 3 * C)), ("attn.c_attn.bias", (3 * C,)),
+                                ("attn.c_proj.weight", (C, C)), ("attn.c_proj.bias", (C,)),
+                                ("ln_2.weight", (C,)), ("ln_2.bias", (C,)),
+                                ("mlp.c_fc.weight", (C, F)), ("mlp.c_fc.bias", (F,)),
+                                ("mlp.c_proj.weight", (F, C)), ("mlp.c_proj.bias", (C,))):
+                shapes[p + name] = shape
+        shapes["transformer.ln_f.weight"] = (C,)
+        shapes["transformer.ln_f.bias"] = (C,)
+        if not c.tie_embeddings:
+            shapes["lm_head.weight"] = (c.vocab, C)
+        return shapes
+    shapes["model.embed_tokens.weight"] = (c.vocab, C)
+    for i in range(c.n_layers):
+        p = f"model.layers.{i}."
+        shapes[p + "input_layernorm.weight"] = (C,)
+        shapes[p + "post_attention_layernorm.weight"] = (C,)
+        for proj, out, inp in (("q_proj", c.q_dim, C), ("k_proj", c.kv_dim, C), ("v_proj", c.kv_dim, C),
+                               ("o_proj", C, c.q_dim)):
+            shapes[f"{p}self_attn.{proj}.weight"] = (out, inp)
+            if c.qkv_bias if proj != "o_proj" else c.o_bias:
+                shapes[f"{p}self_attn.{proj}.bias"] = (out,)
+        for proj, out, inp in (("gate_proj", F, C), ("up_proj", F, C), ("down_proj", C, F)):
+            shapes[f"{p}mlp.{proj}.weight"] = (out, inp)
+            if c.mlp_bias:
+                shapes[f"{p}mlp.{proj}.bias"] = (out,)
+    shapes["model.norm.weight"] = (C,)
+    if not c.tie_embeddings:
+        shapes["lm_head.weight"] = (c.vocab, C)
+    return shapes
+
+
+def _canonical(name: str, family: str) -> str:
+    # GPT-2 checkpoints saved from the bare GPT2Model have no "transformer." prefix.
+    if family == "gpt2" and not name.startswith(("transformer.", "lm_head.")):
+        return "transformer." + name
+    return name
+
+
+def _weight_files(folder: Path) -> dict[Path, list[str] | None]:
+    """Safetensors files of a folder -> the tensor names the index assigns them (None: unindexed)."""
+    index = folder / "model.safetensors.index.json"
+    if index.exists():
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+            if not isinstance(weight_map, dict):
+                raise TypeError
+        except (OSError, ValueError, KeyError, TypeError):
+            raise ModelFormatError(f"{index}: not a valid safetensors index (needs a 'weight_map' object)") \
+                from None
+        files: dict[Path, list[str]] = {}
+        for name, file in weight_map.items():
+            files.setdefault(folder / str(file), []).append(name)
+        for file in files:
+            if not file.is_file():
+                raise ModelFormatError(f"{index}: shard {file.name} is missing")
+        return files
+    single = folder / "model.safetensors"
+    if single.is_file():
+        return {single: None}
+    if any(folder.glob("*.bin")) or any(folder.glob("*.pt")) or any(folder.glob("*.pth")):
+        raise ModelFormatError(f"{folder}: only pickle weights (.bin/.pt) found; TokenStep reads "
+                               "safetensors only, because unpickling a file can run arbitrary code")
+    raise ModelFormatError(f"{folder}: no model.safetensors or model.safetensors.index.json")
+
+
+def read_checkpoint(folder: Path, config: ModelConfig) -> tuple[dict[str, torch.Tensor], int]:
+    """Read and check every tensor. Returns (HF name -> float32 CPU tensor, parameter count)."""
+    from safetensors import SafetensorError, safe_open
+
+    expected = expected_shapes(config)
+    tensors: dict[str, torch.Tensor] = {}
+    optional = {"lm_head.weight"} if config.tie_embeddings else set()  # often saved although tied
+    for file, indexed_names in _weight_files(folder).items():
+        try:
+            with safe_open(str(file), framework="pt") as f:
+                names = list(f.keys())
+                if indexed_names is not None:
+                    absent = sorted(set(indexed_names) - set(names))
+                    if absent:
+                        raise ModelFormatError(f"{file.name}: the index lists {absent[0]!r} here but the "
+                                               "file does not hold it")
+                for stored in names:
+                    name = _canonical(stored, config.family)
+                    if _IGNORED.search(name):
+                        continue
+                    if name not in expected and name not in optional:
+                        raise ModelFormatError(f"{file.name}: unexpected tensor {stored!r} for "
+                                               f"{config.architecture} with this config.json")
+                    tensor_slice = f.get_slice(stored)
+                    shape = tuple(tensor_slice.get_shape())
+                    want = expected.get(name, (config.vocab, config.hidden))
+                    if shape != want:
+                        raise ModelFormatError(f"{file.name}: tensor {stored!r} has shape {list(shape)} but "
+                                               f"config.json implies {list(want)}")
+                    if tensor_slice.get_dtype() not in _FLOAT_DTYPES:
+                        raise ModelFormatError(f"{file.name}: tensor {stored!r} has dtype "
+                                               f"{tensor_slice.get_dtype()}; expected a float type")
+                    if name in tensors:
+                        raise ModelFormatError(f"{file.name}: tensor {stored!r} appears twice")
+                    tensors[name] = f.get_tensor(stored).float()
+        except SafetensorError as e:
+            raise ModelFormatError(f"{file}: not a valid safetensors file ({e})") from None
+        except OSError as e:
+            raise ModelFormatError(f"{file}: cannot be read ({e.strerror or e})") from None
+    missing = [name for name in expected if name not in tensors]
+    if missing:
+        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        raise ModelFormatError(f"{folder}: missing tensor {missing[0]!r}{more}")
+    n_params = sum(t.numel() for name, t in tensors.items() if name in expected)
+    return tensors, n_params
+
+
+def _fold(norm_weight, norm_bias, weight, bias):
+    """Fold a norm's affine (x_hat * g + b) into the projection after it: W' = W g, b' = W b + c."""
+    folded_bias = bias
+    if norm_bias is not None:
+        shift = weight @ norm_bias  # (out,)
+        folded_bias = shift if bias is None else bias + shift
+    return weight * norm_weight[None, :], folded_bias
+
+
+def _interleave_heads(t: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Reorder each head's rows from HF's (first half, second half) to (even, odd) rotary pairs."""
+    rest = t.shape[1:]
+    return t.reshape(n_heads, 2, -1, *rest).transpose(1, 2).reshape(-1, *rest)
+
+
+def build_weights(c: ModelConfig, hf: dict[str, torch.Tensor], dtype: torch.dtype,
+                  device: torch.device, fold_norms: bool = True) -> DecoderWeights:
+    """Fuse, fold and place the checked HF tensors; consumes `hf` to keep peak memory low."""
+
+    def take(name):
+        return hf.pop(name, None)
+
+    def place(t):
+        return None if t is None else t.to(device=device, dtype=dtype).contiguous()
+
+    def norm(weight, bias) -> Norm:
+        return Norm(c.norm, c.norm_eps, c.hidden, place(weight), place(bias))
+
+    def linear(weight, bias, norm_weight=None, norm_bias=None) -> tuple[Linear, Norm | None]:
+        """A projection, with the preceding norm folded in when `fold_norms` (returns the bare norm)."""
+        if norm_weight is None:
+            return Linear(place(weight), place(bias)), None
+        if fold_norms:
+            weight, bias = _fold(norm_weight, norm_bias, weight, bias)
+            return Linear(place(weight), place(bias)), norm(None, None)
+        return Linear(place(weight), place(bias)), norm(norm_weight, norm_bias)
+
+    layers = []
+    for i in range(c.n_layers):
+        if c.family == "gpt2":
+            p = f"transformer.h.{i}."
+            qkv, attn_norm = linear(take(p + "attn.c_attn.weight").t(), take(p + "attn.c_attn.bias"),
+                                    take(p + "ln_1.weight"), take(p + "ln_1.bias"))
+            o, _ = linear(take(p + "attn.c_proj.weight").t(), take(p + "attn.c_proj.bias"))
+            mlp_in, mlp_norm = linear(take(p + "mlp.c_fc.weight").t(), take(p + "mlp.c_fc.bias"),
+                                      take(p + "ln_2.weight"), take(p + "ln_2.bias"))
+            mlp_out, _ = linear(take(p + "mlp.c_proj.weight").t(), take(p + "mlp.c_proj.bias"))
+        else:
+            p = f"model.layers.{i}."
+            a = p + "self_attn."
+            q_w = _interleave_heads(take(a + "q_proj.weight"), c.n_heads)
+            k_w = _interleave_heads(take(a + "k_proj.weight"), c.n_kv_heads)
+            qkv_w = torch.cat([q_w, k_w, take(a + "v_proj.weight")])  # (q_dim + 2 kv_dim, C)
+            qkv_b = None
+            if c.qkv_bias:
+                qkv_b = torch.cat([_interleave_heads(take(a + "q_proj.bias"), c.n_heads),
+                                   _interleave_heads(take(a + "k_proj.bias"), c.n_kv_heads),
+                                   take(a + "v_proj.bias")])
+            qkv, attn_norm = linear(qkv_w, qkv_b, take(p + "input_layernorm.weight"))
+            o, _ = linear(take(a + "o_proj.weight"), take(a + "o_proj.bias"))
+            m = p + "mlp."
+            gate_up_w = torch.cat([take(m + "gate_proj.weight"), take(m + "up_proj.weight")])  # (2 ffn, C)
+            gate_up_b = torch.cat([take(m + "gate_proj.bias"), take(m + "up_proj.bias")]) if c.mlp_bias else None
+            mlp_in, mlp_norm = linear(gate_up_w, gate_up_b, take(p + "post_attention_layernorm.weight"))
+            mlp_out, _ = linear(take(m + "down_proj.weight"), take(m + "down_proj.bias"))
+        layers.append(Layer(attn_norm, qkv, o, mlp_norm, mlp_in, mlp_out))
+
+    if c.family == "gpt2":
+        embed = place(take("transformer.wte.weight"))
+        pos_embed = place(take("transformer.wpe.weight"))
+        final_norm = norm(take("transformer.ln_f.weight"), take("transformer.ln_f.bias"))
+    else:
+        embed = place(take("model.embed_tokens.weight"))
+        pos_embed = None
+        final_norm = norm(take("model.norm.weight"), None)
+    head = take("lm_head.weight")
+    lm_head = Linear(embed if c.tie_embeddings else place(head))
+    hf.clear()
+    return DecoderWeights(embed, pos_embed, layers, final_norm, lm_head)
+
+
+def fingerprint(weights: DecoderWeights) -> str:
+    """sha256 over every runtime tensor's bytes: proves a run left the weights untouched."""
+    digest = hashlib.sha256()
+    for t in weights.tensors():
+        digest.update(str((tuple(t.shape), t.dtype)).encode())
+        flat = t.detach().contiguous().view(-1)
+        digest.update(flat.view(torch.uint8).cpu().numpy().data)
+    return digest.hexdigest()[:16]
+
+
+def weights_bytes(weights: DecoderWeights) -> int:
+    return sum(t.numel() * t.element_size() for t in weights.tensors())

@@ -1,0 +1,21 @@
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile("tokenstep", deadline=None, max_examples=150,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("tokenstep")
+
+
+@pytest.fixture(scope="session")
+def default_model():
+    """The real default model, downloaded and converted once into the user cache, then reused."""
+    from inference.loading import load_model
+
+    return load_model("default", device="cpu", dtype="float32")

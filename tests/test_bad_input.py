@@ -1,0 +1,149 @@
+"""Every broken model is one clear ModelFormatError line naming the file; nothing crashes."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from inference.config import ModelConfig
+from inference.errors import ModelFormatError
+from inference.loading import load_model
+from inference.tokenizer import ChatMessage, Tokenizer
+from tiny import make_hf_model, save_hf_model
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory):
+    return save_hf_model(make_hf_model("llama"), tmp_path_factory.mktemp("good"))
+
+
+def _copy(good, tmp_path):
+    folder = tmp_path / "model"
+    shutil.copytree(good, folder)
+    return folder
+
+
+def _edit_config(folder, **changes):
+    path = folder / "config.json"
+    config = json.loads(path.read_text())
+    config.update(changes)
+    path.write_text(json.dumps(config))
+
+
+def test_nonexistent_path(tmp_path):
+    with pytest.raises(ModelFormatError, match="no such file or folder"):
+        load_model(tmp_path / "nope")
+
+
+def test_garbage_safetensors(good, tmp_path):
+    folder = _copy(good, tmp_path)
+    (folder / "model.safetensors").write_bytes(b"\x00\x01garbage" * 1000)
+    with pytest.raises(ModelFormatError, match=r"model\.safetensors: not a valid safetensors file"):
+        load_model(folder)
+
+
+def test_truncated_safetensors(good, tmp_path):
+    folder = _copy(good, tmp_path)
+    data = (folder / "model.safetensors").read_bytes()
+    (folder / "model.safetensors").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ModelFormatError, match="model.safetensors"):
+        load_model(folder)
+
+
+def test_unknown_architecture(good, tmp_path):
+    folder = _copy(good, tmp_path)
+    _edit_config(folder, architectures=["MambaForCausalLM"], model_type="mamba")
+    with pytest.raises(ModelFormatError, match="unsupported architecture 'MambaForCausalLM'"):
+        load_model(folder)
+
+
+def test_config_shape_mismatch(good, tmp_path):
+    folder = _copy(good, tmp_path)
+    _edit_config(folder, intermediate_size=128)
+    with pytest.raises(ModelFormatError, match=r"model.safetensors: tensor .*mlp.* has shape \[(96, 64|64, 96)\] but config.json implies \[(128, 64|64, 128)\]"):
+        load_model(folder)
+
+
+def test_missing_and_unexpected_tensors(good, tmp_path):
+    folder = _copy(good, tmp_path)
+    _edit_config(folder, num_hidden_layers=3)
+    with pytest.raises(ModelFormatError, match="missing tensor 'model.layers.2"):
+        load_model(folder)
+    _edit_config(folder, num_hidden_layers=1)
+    with pytest.raises(ModelFormatError, match="unexpected tensor 'model.layers.1"):
+        load_model(folder)
+
+
+def test_missing_tokenizer_and_weights(good, tmp_path):
+    folder = _copy(good, tmp_path)
+    (folder / "tokenizer.json").unlink()
+    with pytest.raises(ModelFormatError, match="no tokenizer.json"):
+        load_model(folder)
+    folder = _copy(good, tmp_path / "b")
+    (folder / "model.safetensors").unlink()
+    (folder / "pytorch_model.bin").write_bytes(b"pickle")
+    with pytest.raises(ModelFormatError, match="safetensors only"):
+        load_model(folder)
+
+
+def test_bad_config_values():
+    base = {"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 96,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100, "max_position_embeddings": 64}
+    ModelConfig.from_hf(base)
+    for change, message in (({"num_key_value_heads": 3}, "cannot be grouped"),
+                            ({"hidden_size": "big"}, "must be an integer"),
+                            ({"num_hidden_layers": 0}, "at least 1"),
+                            ({"rope_scaling": {"rope_type": "yarn", "factor": 2.0}}, "unsupported rope_scaling"),
+                            ({"hidden_act": "tanh"}, "unsupported activation")):
+        with pytest.raises(ModelFormatError, match=message):
+            ModelConfig.from_hf({**base, **change})
+    with pytest.raises(ModelFormatError, match="expected a JSON object"):
+        ModelConfig.from_hf([1, 2])
+
+
+def test_transformers5_rope_parameters_are_read():
+    base = {"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 96,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100, "max_position_embeddings": 64}
+    assert ModelConfig.from_hf({**base, "rope_theta": 1234.0}).rope_theta == 1234.0
+    c = ModelConfig.from_hf({**base, "rope_parameters": {"rope_type": "linear", "rope_theta": 99.0, "factor": 2.0}})
+    assert c.rope_theta == 99.0 and c.rope_scaling.kind == "linear" and c.rope_scaling.factor == 2.0
+
+
+def test_chat_template_cannot_reach_python_internals(good, tmp_path):
+    folder = _copy(good, tmp_path)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    for evil in ("{{ ''.__class__.__mro__[1].__subclasses__() }}",
+                 "{{ messages.__class__.__init__.__globals__ }}",
+                 "{% set x = messages.append(1) %}{{ x }}",
+                 "{{ raise_exception('no chat here') }}",
+                 "{% for m in messages %}"):
+        config["chat_template"] = evil
+        (folder / "tokenizer_config.json").write_text(json.dumps(config))
+        tok = Tokenizer.from_folder(folder)
+        with pytest.raises(ModelFormatError, match="chat template"):
+            tok.render_chat([ChatMessage("user", "hi")])
+
+
+def test_cli_bad_model_is_one_line_and_exit_1(tmp_path):
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    result = subprocess.run([sys.executable, str(ROOT / "main.py"), "trace", "--model", str(folder)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.strip().splitlines() == [f"error: {folder}: no config.json"]
+
+
+@pytest.mark.parametrize("args", [["--temperature", "-1"], ["--top-p", "0"], ["--top-p", "1.5"],
+                                  ["--top-k", "x"], ["--max-new-tokens", "0"], ["--min-p", "2"],
+                                  ["--dtype", "int4"], ["--stop", ""], ["--bogus"]])
+def test_cli_invalid_values_exit_2(args):
+    result = subprocess.run([sys.executable, str(ROOT / "main.py"), "trace", *args],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "usage:" in result.stderr and "Traceback" not in result.stderr

@@ -1,0 +1,71 @@
+"""Tiny random Hugging Face checkpoints of every supported architecture, written with transformers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+VOCAB = 320  # the model's vocabulary (>= the tokenizer's 256 byte tokens + merges + specials)
+MERGES = [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "n"), ("Ġ", "a")]
+BOS_ID, EOS_ID = 256 + len(MERGES), 257 + len(MERGES)  # <s> and </s>, added after the merges
+
+ARCHITECTURES = {
+    "llama": dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=128, rope_theta=500.0, rms_norm_eps=1e-5,
+                  tie_word_embeddings=False),
+    "mistral": dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=1, max_position_embeddings=128, rope_theta=1000.0, sliding_window=6),
+    "qwen2": dict(hidden_size=48, intermediate_size=80, num_hidden_layers=2, num_attention_heads=6,
+                  num_key_value_heads=2, max_position_embeddings=128, rope_theta=10000.0,
+                  tie_word_embeddings=True),
+    "gpt2": dict(n_embd=48, n_layer=2, n_head=4, n_positions=128, n_inner=None),
+}
+
+
+def write_tokenizer(folder: Path) -> None:
+    """A byte-level BPE over 256 byte symbols with a few merges, plus <s> and </s> specials."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+    from inference.tokenizer import _byte_level_alphabet
+
+    alphabet = sorted(_byte_level_alphabet(), key=_byte_level_alphabet().get)
+    vocab = {ch: i for i, ch in enumerate(alphabet)}
+    for a, b in MERGES:
+        vocab[a + b] = len(vocab)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=MERGES))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken("<s>", special=True), AddedToken("</s>", special=True)])
+    tok.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({
+        "bos_token": "<s>", "eos_token": "</s>",
+        "chat_template": "{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}</s>{% endfor %}"
+                         "{% if add_generation_prompt %}<s>assistant: {% endif %}"}))
+
+
+def make_hf_model(arch: str, seed: int = 0, init_std: float = 0.2, **overrides):
+    import transformers
+
+    cls_config = {"llama": transformers.LlamaConfig, "mistral": transformers.MistralConfig,
+                  "qwen2": transformers.Qwen2Config, "gpt2": transformers.GPT2Config}[arch]
+    cls_model = {"llama": transformers.LlamaForCausalLM, "mistral": transformers.MistralForCausalLM,
+                 "qwen2": transformers.Qwen2ForCausalLM, "gpt2": transformers.GPT2LMHeadModel}[arch]
+    kwargs = {**ARCHITECTURES[arch], "vocab_size": VOCAB, "bos_token_id": BOS_ID, "eos_token_id": EOS_ID,
+              "initializer_range": init_std, **overrides}
+    config = cls_config(**kwargs)
+    torch.manual_seed(seed)
+    model = cls_model(config).eval()
+    with torch.no_grad():  # random norms and biases too, so a misplaced one cannot hide
+        for name, p in model.named_parameters():
+            if p.ndim == 1:
+                p.copy_((1.0 if "weight" in name else 0.0) + 0.2 * torch.randn_like(p))
+    return model
+
+
+def save_hf_model(model, folder: Path, **save_kwargs) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder, safe_serialization=True, **save_kwargs)
+    write_tokenizer(folder)
+    return folder
