@@ -83,7 +83,8 @@ def _trace(args) -> int:
     from dataclasses import replace
 
     from .loading import load_model
-    from .session import GenerationSettings, Session, prompt_ids
+    from .session import Session, prompt_ids
+    from .settings import GenerationSettings
 
     model = load_model(args.model, device=args.device, dtype=args.dtype, progress=StderrProgress())
     asked = {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p, "min_p": args.min_p}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .sampling import SamplerSettings, Stage
+from .settings import SamplerSettings, Stage
 
 
 @dataclass(frozen=True)

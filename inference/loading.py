@@ -14,7 +14,7 @@ from .config import ModelConfig
 from .errors import ModelFormatError
 from .events import ModelInfo
 from .model import Decoder
-from .sampling import SamplerSettings
+from .settings import SamplerSettings
 from .tokenizer import Tokenizer
 from .weights import build_weights, fingerprint, read_checkpoint, weights_bytes
 

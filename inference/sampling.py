@@ -13,36 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-
-@dataclass(frozen=True)
-class SamplerSettings:
-    temperature: float = 1.0
-    top_k: int = 50  # 0 disables
-    top_p: float = 1.0  # 1 disables
-    min_p: float = 0.0  # 0 disables
-    greedy: bool = False  # argmax, no draw (temperature 0 means the same)
-
-    @property
-    def is_greedy(self) -> bool:
-        return self.greedy or self.temperature == 0
-
-    def validate(self) -> "SamplerSettings":
-        if not self.temperature >= 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if self.top_k < 0:
-            raise ValueError(f"top-k must be >= 0 (0 = off), got {self.top_k}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top-p must be in (0, 1], got {self.top_p}")
-        if not 0 <= self.min_p <= 1:
-            raise ValueError(f"min-p must be in [0, 1], got {self.min_p}")
-        return self
-
-
-@dataclass(frozen=True)
-class Stage:
-    name: str  # "temperature", "top_k", "top_p", "min_p" or "greedy"
-    kept: int  # tokens with non-zero probability after this stage
-    removed_mass: float  # mass this stage removed from the distribution it received
+from .settings import SamplerSettings, Stage
 
 
 @dataclass

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
@@ -21,29 +20,11 @@ import torch
 from .events import (Candidates, KeptCdf, Pending, PrefillDone, StepDistribution, StepDone, Stopped,
                      Token)
 from .loading import LoadedModel
-from .sampling import Distribution, SamplerSettings, distribution, draw, entropy
+from .sampling import Distribution, distribution, draw, entropy
+from .settings import GenerationSettings, SamplerSettings
 from .tokenizer import ChatMessage
 
 KEPT_SHOWN = 256  # kept tokens carried to the draw view (the rest only as a count)
-
-
-@dataclass(frozen=True)
-class GenerationSettings:
-    sampler: SamplerSettings = SamplerSettings()
-    max_new_tokens: int = 64
-    stop_strings: tuple[str, ...] = ()
-    seed: int = 0
-    top_n: int = 20
-
-    def validate(self) -> "GenerationSettings":
-        self.sampler.validate()
-        if self.max_new_tokens < 1:
-            raise ValueError(f"max new tokens must be >= 1, got {self.max_new_tokens}")
-        if self.top_n < 1:
-            raise ValueError(f"top-n must be >= 1, got {self.top_n}")
-        if any(not s for s in self.stop_strings):
-            raise ValueError("stop strings must not be empty")
-        return self
 
 
 class GenerationEnded(RuntimeError):

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from inference import cache_dir, default_model
-from inference.sampling import SamplerSettings
-from inference.session import GenerationSettings, Session, prompt_ids
+from inference.settings import SamplerSettings
+from inference.session import Session, prompt_ids
+from inference.settings import GenerationSettings
 from paragraph import PARAGRAPH
 
 ROOT = Path(__file__).resolve().parent.parent

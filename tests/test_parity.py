@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from inference.loading import load_model
-from inference.sampling import SamplerSettings
-from inference.session import GenerationSettings, Session
+from inference.settings import SamplerSettings
+from inference.session import Session
+from inference.settings import GenerationSettings
 from tiny import make_hf_model, save_hf_model
 
 CASES = {

@@ -4,7 +4,8 @@ import numpy as np
 import torch
 from hypothesis import assume, given, strategies as st
 
-from inference.sampling import SamplerSettings, distribution, draw, entropy, top_k_ids
+from inference.sampling import distribution, draw, entropy, top_k_ids
+from inference.settings import SamplerSettings
 
 logits_strategy = st.lists(st.floats(-30, 30, allow_nan=False, width=32), min_size=2, max_size=300).map(
     lambda xs: torch.tensor(xs, dtype=torch.float32))

@@ -5,8 +5,9 @@ import torch
 
 from inference.events import Pending, StepDone, Stopped
 from inference.loading import load_model
-from inference.sampling import SamplerSettings
-from inference.session import GenerationEnded, GenerationSettings, Session
+from inference.settings import SamplerSettings
+from inference.session import GenerationEnded, Session
+from inference.settings import GenerationSettings
 from tiny import make_hf_model, save_hf_model
 
 PROMPT = [5, 77, 200, 31, 9]

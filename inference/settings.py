@@ -1,0 +1,60 @@
+"""Settings of the sampler and of a generation: plain frozen dataclasses, free of torch.
+
+The GUI builds and sends these before any model is loaded, so importing them must stay cheap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    temperature: float = 1.0
+    top_k: int = 50  # 0 disables
+    top_p: float = 1.0  # 1 disables
+    min_p: float = 0.0  # 0 disables
+    greedy: bool = False  # argmax, no draw (temperature 0 means the same)
+
+    @property
+    def is_greedy(self) -> bool:
+        return self.greedy or self.temperature == 0
+
+    def validate(self) -> "SamplerSettings":
+        if not self.temperature >= 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if self.top_k < 0:
+            raise ValueError(f"top-k must be >= 0 (0 = off), got {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top-p must be in (0, 1], got {self.top_p}")
+        if not 0 <= self.min_p <= 1:
+            raise ValueError(f"min-p must be in [0, 1], got {self.min_p}")
+        return self
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str  # "temperature", "top_k", "top_p", "min_p" or "greedy"
+    kept: int  # tokens with non-zero probability after this stage
+    removed_mass: float  # mass this stage removed from the distribution it received
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    sampler: SamplerSettings = SamplerSettings()
+    max_new_tokens: int = 64
+    stop_strings: tuple[str, ...] = ()
+    seed: int = 0
+    top_n: int = 20
+
+    def validate(self) -> "GenerationSettings":
+        self.sampler.validate()
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max new tokens must be >= 1, got {self.max_new_tokens}")
+        if self.top_n < 1:
+            raise ValueError(f"top-n must be >= 1, got {self.top_n}")
+        if any(not s for s in self.stop_strings):
+            raise ValueError("stop strings must not be empty")
+        return self
+
+
