@@ -29,7 +29,7 @@ def _number(kind, low=None, high=None, low_open=False, what="value"):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .loading import DEVICE_CHOICES, DTYPE_CHOICES
+    from .settings import DEVICE_CHOICES, DTYPE_CHOICES
 
     parser = argparse.ArgumentParser(prog="main.py", description="TokenStep: watch a language model "
                                      "write one token at a time.")

@@ -85,6 +85,7 @@ class ModelInfo:
     weights_bytes: int
     eos_ids: tuple[int, ...] = ()
     folder: str = ""
+    sampler_defaults: SamplerSettings = SamplerSettings()  # from generation_config.json
 
     def to_json(self) -> str:
         keys = ("name", "architecture", "n_layers", "n_heads", "n_kv_heads", "head_dim", "hidden_size",

@@ -14,13 +14,11 @@ from .config import ModelConfig
 from .errors import ModelFormatError
 from .events import ModelInfo
 from .model import Decoder
-from .settings import SamplerSettings
+from .settings import DTYPE_CHOICES, SamplerSettings
 from .tokenizer import Tokenizer
 from .weights import build_weights, fingerprint, read_checkpoint, weights_bytes
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-DTYPE_CHOICES = ("auto", *DTYPES)
-DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
 
 def resolve_device(name: str) -> torch.device:
@@ -66,7 +64,7 @@ class LoadedModel:
             context_length=c.context_length, n_params=self.n_params, dtype=self.dtype,
             device=str(self.device), kv_bytes_per_token=self.decoder.kv_bytes_per_token,
             weights_fingerprint=self.fingerprint, weights_bytes=self.weights_bytes,
-            eos_ids=tuple(c.eos_ids), folder=str(self.folder))
+            eos_ids=tuple(c.eos_ids), folder=str(self.folder), sampler_defaults=self.defaults)
 
     def current_fingerprint(self) -> str:
         return fingerprint(self.decoder.weights)

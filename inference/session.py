@@ -17,6 +17,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
+from .errors import Cancelled
 from .events import (Candidates, KeptCdf, Pending, PrefillDone, StepDistribution, StepDone, Stopped,
                      Token)
 from .loading import LoadedModel
@@ -25,6 +26,7 @@ from .settings import GenerationSettings, SamplerSettings
 from .tokenizer import ChatMessage
 
 KEPT_SHOWN = 256  # kept tokens carried to the draw view (the rest only as a count)
+PREFILL_CHUNK = 512  # positions per prefill pass; longer prompts take several passes
 
 
 class GenerationEnded(RuntimeError):
@@ -112,8 +114,12 @@ class Session:
         self._start_generation()
 
     # --- prefill --------------------------------------------------------------------------------------
-    def prefill(self, ids: list[int], prompt_text: str = "") -> PrefillDone:
-        """Read the whole prompt in one forward pass: K/V for every position, logits for the last."""
+    def prefill(self, ids: list[int], prompt_text: str = "", progress=None) -> PrefillDone:
+        """Read the whole prompt in parallel: K/V for every position, logits for the last.
+
+        Prompts longer than PREFILL_CHUNK go through in chunks of that many positions, so a long prompt
+        reports progress (`progress("prefill", done, total)`) and `abort()` can cancel it in between.
+        """
         c = self.model.config
         if not ids:
             raise ValueError("the prompt is empty: it must contain at least one token")
@@ -125,9 +131,19 @@ class Session:
         decoder = self.model.decoder
         self.cache = decoder.new_cache(len(ids) + self.settings.max_new_tokens)
         capture = _LastRowCapture(c.n_layers) if self.capture_attention else None
+        self._abort.clear()
         started = time.perf_counter()
         with torch.inference_mode():
-            logits = decoder.forward(torch.tensor(ids, device=decoder.device), 0, self.cache, capture=capture)
+            for start in range(0, len(ids), PREFILL_CHUNK):
+                if self._abort.is_set():
+                    self._abort.clear()
+                    self._prefill_logits = None
+                    raise Cancelled("prefill cancelled")
+                chunk = torch.tensor(ids[start:start + PREFILL_CHUNK], device=decoder.device)
+                last = start + PREFILL_CHUNK >= len(ids)
+                logits = decoder.forward(chunk, start, self.cache, capture=capture if last else None)
+                if progress:
+                    progress("prefill", min(start + PREFILL_CHUNK, len(ids)), len(ids))
             self._prefill_logits = logits[0].to("cpu")
         self._prefill_ms = (time.perf_counter() - started) * 1000
         self._prefill_attention = capture.array() if capture else None
@@ -201,11 +217,15 @@ class Session:
         self._resume()
         while self.stopped is None:
             if self._abort.is_set():
-                self._abort.clear()
-                self.stopped = self._stopped("aborted")
-                yield self.stopped
+                yield self.abort_now()
                 return
             yield from self.step()
+
+    def abort_now(self) -> Stopped:
+        """End the generation here, between steps, as aborted by the user."""
+        self._abort.clear()
+        self.stopped = self._stopped("aborted")
+        return self.stopped
 
     def generate(self, ids: list[int], prompt_text: str = "") -> Iterator[PrefillDone | StepDone | Stopped]:
         """Prefill then run: the whole event stream of one generation."""

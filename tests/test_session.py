@@ -169,3 +169,18 @@ def test_attention_capture_rows_sum_to_one(no_eos):
     step2 = events[2]
     assert step2.attention.shape == (c.n_layers, c.n_heads, len(PROMPT) + 1)
     assert abs(step2.attention.sum(-1) - 1).max() < 1e-5
+
+
+def test_long_prompt_prefills_in_chunks_with_progress(no_eos, monkeypatch):
+    import inference.session as session_module
+
+    prompt = (PROMPT * 30)[:100]
+    whole = Session(no_eos, GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=4))
+    expected = [e.token.id for e in whole.generate(prompt) if isinstance(e, StepDone)]
+    monkeypatch.setattr(session_module, "PREFILL_CHUNK", 32)
+    seen = []
+    chunked = Session(no_eos, GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=4))
+    chunked.prefill(prompt, progress=lambda stage, done, total: seen.append((stage, done, total)))
+    assert seen == [("prefill", 32, 100), ("prefill", 64, 100), ("prefill", 96, 100), ("prefill", 100, 100)]
+    assert [e.token.id for e in chunked.run() if isinstance(e, StepDone)] == expected
+    assert torch.allclose(chunked._prefill_logits, whole._prefill_logits, atol=1e-5)

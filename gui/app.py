@@ -1,0 +1,106 @@
+"""Application start-up: arguments, QApplication, theme, the main window, and `--screenshot`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from PySide6.QtCore import QSettings, QTimer
+from PySide6.QtWidgets import QApplication
+
+from inference.settings import DEVICE_CHOICES, DTYPE_CHOICES
+
+SCREENSHOT_SIZE = (1600, 1000)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="main.py", description="TokenStep: watch a language model write "
+                                     "one token at a time. Subcommands: trace, download (see `main.py trace -h`).")
+    parser.add_argument("--model", default="default", help="'default', an HF model folder or a .gguf file")
+    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
+    parser.add_argument("--dtype", choices=DTYPE_CHOICES, default="auto")
+    parser.add_argument("--dark", action="store_true", help="start with the dark theme")
+    parser.add_argument("--presentation", action="store_true", help="start in presentation mode")
+    parser.add_argument("--prompt", default=None, help="the prompt to start with")
+    parser.add_argument("--screenshot", metavar="OUT.png", help="load, prefill, take --steps steps, save the "
+                        "window as a PNG and exit")
+    parser.add_argument("--steps", type=int, default=3, help="steps to take before --screenshot (default 3)")
+    return parser.parse_args(argv)
+
+
+class ScreenshotRun:
+    """Drive the window through load -> prefill -> N steps, let the views settle, save, quit."""
+
+    def __init__(self, window, path: str, steps: int):
+        self.window, self.path, self.steps = window, path, steps
+        self.exit_code = 1
+        c = window.controller
+        c.load_finished.connect(self._loaded)
+        c.error.connect(self._failed)
+        c.state_changed.connect(self._advance)
+        self._stepping = False
+
+    def _loaded(self, ok: bool, message: str) -> None:
+        if not ok:
+            print(f"error: {message or 'loading cancelled'}", file=sys.stderr)
+            QApplication.exit(1)
+            return
+        self.window.prefill()
+        self._stepping = True
+
+    def _failed(self, message: str, details: str, expected: bool) -> None:
+        print(f"error: {message}", file=sys.stderr)
+        QApplication.exit(1)
+
+    def _advance(self) -> None:
+        c = self.window.controller
+        if not self._stepping or not c.prefilled or c.busy or c.running:
+            return
+        if len(c.steps) < self.steps and c.can_step:
+            c.step()
+            return
+        self._stepping = False
+        QTimer.singleShot(400, self._save)  # a few redraw periods, so every view shows the last state
+
+    def _save(self) -> None:
+        QApplication.processEvents()
+        image = self.window.grab()
+        if image.save(self.path, "PNG"):
+            print(self.path)
+            self.exit_code = 0
+        else:
+            print(f"error: could not write {self.path}", file=sys.stderr)
+        QApplication.exit(self.exit_code)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    app = QApplication.instance() or QApplication([sys.argv[0]])
+    app.setApplicationName("TokenStep")
+    app.setOrganizationName("TokenStep")
+    app.setStyle("Fusion")
+    from .main_window import MainWindow
+    from .theme import Appearance
+
+    appearance = Appearance(dark=args.dark, presentation=args.presentation)
+    appearance.apply()
+    settings = QSettings("TokenStep", "TokenStep")
+    if args.screenshot:
+        settings = QSettings(QSettings.IniFormat, QSettings.UserScope, "TokenStep", "screenshot")
+        settings.clear()  # a screenshot always shows the default layout
+    window = MainWindow(settings=settings, appearance=appearance, model=args.model, device=args.device,
+                        dtype=args.dtype)
+    window.actions["dark"].setChecked(args.dark)
+    window.actions["presentation"].setChecked(args.presentation)
+    if args.prompt is not None:
+        window.controls.prompt.setPlainText(args.prompt)
+    run = None
+    if args.screenshot:
+        window.resize(*SCREENSHOT_SIZE)
+        run = ScreenshotRun(window, args.screenshot, max(args.steps, 0))
+    elif not window.layout_restored:
+        window.resize(1600, 1000)
+    window.show()
+    code = app.exec()
+    window.controller.shutdown()
+    return run.exit_code if run is not None and code == 0 else code

@@ -1,0 +1,341 @@
+"""GUI-side state: the model, the prompt's prefill, the steps so far, what is selected, the settings.
+
+It owns the worker thread, turns user intents into queued requests, keeps every event the worker sends
+back, and tells the views to redraw at most ~30 times a second (`redraw`), however fast events arrive.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
+
+from inference.events import ModelInfo, Pending, PrefillDone, StepDistribution, StepDone, Stopped
+from inference.settings import GenerationSettings
+
+from .worker import InferenceWorker
+
+REDRAW_INTERVAL_MS = 33  # <= 30 redraws per second
+
+
+@dataclass(frozen=True)
+class Shown:
+    """The step the views show: a drawn step (with its token) or the pending one (before its draw)."""
+
+    index: int
+    dist: StepDistribution
+    step: StepDone | None
+
+    @property
+    def pending(self) -> bool:
+        return self.step is None
+
+
+class Controller(QObject):
+    # requests, queued to the worker thread
+    _load = Signal(str, str, str, int)
+    _prefill = Signal(str, bool, str, int)
+    _step = Signal()
+    _run = Signal(int)
+    _pause = Signal()
+    _abort = Signal()
+    _reset = Signal(int)
+    _settings = Signal(object)
+    _capture = Signal(bool)
+
+    # to the window and the views
+    redraw = Signal()  # throttled: read the state and draw
+    model_changed = Signal()
+    progress = Signal(str, int, int)
+    load_finished = Signal(bool, str)  # ok, message ("" when cancelled)
+    error = Signal(str, str, bool)  # message, details, expected
+    state_changed = Signal()  # what the buttons can do now
+
+    def __init__(self, settings: GenerationSettings = GenerationSettings()):
+        super().__init__()
+        self.cancel = threading.Event()
+        self.thread = QThread()
+        self.thread.setObjectName("inference")
+        self.worker = InferenceWorker(self.cancel)
+        self.worker.moveToThread(self.thread)
+        w = self.worker
+        self._load.connect(w.load_model)
+        self._prefill.connect(w.prefill)
+        self._step.connect(w.step)
+        self._run.connect(w.run)
+        self._pause.connect(w.pause)
+        self._abort.connect(w.abort)
+        self._reset.connect(w.reset)
+        self._settings.connect(w.set_settings)
+        self._capture.connect(w.set_capture_attention)
+        w.model_loaded.connect(self._on_model_loaded)
+        w.load_failed.connect(self._on_load_failed)
+        w.progress.connect(self.progress)
+        w.prefilled.connect(self._on_prefilled)
+        w.stepped.connect(self._on_stepped)
+        w.pending.connect(self._on_pending)
+        w.stopped.connect(self._on_stopped)
+        w.running.connect(self._on_running)
+        w.failed.connect(self._on_failed)
+        w.cancelled.connect(self._on_cancelled)
+        w.finished.connect(self._on_finished)
+        self.thread.start()
+
+        self.settings = settings
+        self._sent_settings: GenerationSettings | None = None
+        self.info: ModelInfo | None = None
+        self.loading = False
+        self.epoch = 0
+        self._clear_generation()
+        self.prefilled_prompt: tuple[str, bool, str] | None = None
+        self._settings_timer = QTimer(self, singleShot=True, interval=0)
+        self._settings_timer.timeout.connect(self._send_settings)
+        self._throttle = QTimer(self, singleShot=True, interval=REDRAW_INTERVAL_MS)
+        self._throttle.timeout.connect(self._on_throttle)
+        self._redraw_due = False
+
+    # --- state ----------------------------------------------------------------------------------------
+    def _clear_generation(self) -> None:
+        self.prefill_event: PrefillDone | None = None
+        self.steps: list[StepDone] = []
+        self.pending: Pending | None = None
+        self.stopped: Stopped | None = None
+        self.running = False
+        self.busy = False  # a prefill or single step is on its way
+        self.mode = "pending"  # "latest" (newest drawn step), "pending" (next step) or "step" (a past one)
+        self.selected = 0
+
+    @property
+    def prefilled(self) -> bool:
+        return self.prefill_event is not None
+
+    @property
+    def can_step(self) -> bool:
+        ended = self.stopped is not None and self.stopped.reason in ("eos", "stop_string", "context_full")
+        limit = self.stopped is not None and self.stopped.reason == "max_new_tokens" and \
+            len(self.steps) >= self.settings.max_new_tokens
+        return self.info is not None and not self.loading and not self.running and not ended and not limit
+
+    def shown(self) -> Shown | None:
+        """What the candidate / draw / timing views should show now."""
+        if self.mode == "step" and 1 <= self.selected <= len(self.steps):
+            step = self.steps[self.selected - 1]
+            return Shown(step.index, step.dist, step)
+        if self.mode == "latest" and self.steps:
+            step = self.steps[-1]
+            return Shown(step.index, step.dist, step)
+        if self.pending is not None and self.pending.index == len(self.steps) + 1:
+            return Shown(self.pending.index, self.pending.dist, None)
+        if self.steps:
+            step = self.steps[-1]
+            return Shown(step.index, step.dist, step)
+        return None
+
+    def select(self, index: int | None) -> None:
+        """Scrub the history: a step number, or None / one past the last step for the pending step."""
+        if index is None or index > len(self.steps):
+            self.mode = "pending"
+        else:
+            self.mode, self.selected = "step", max(1, index)
+        self._dirty()
+
+    # --- intents --------------------------------------------------------------------------------------
+    def load(self, spec: str = "default", device: str = "auto", dtype: str = "auto") -> None:
+        self.loading = True
+        self.cancel.clear()
+        self.epoch += 1
+        self._load.emit(spec, device, dtype, self.epoch)
+        self.state_changed.emit()
+
+    def cancel_load(self) -> None:
+        self.cancel.set()  # checked by the worker's progress callback (a thread-safe flag)
+
+    def prefill(self, prompt: str, chat: bool, system: str = "") -> None:
+        if self.info is None or self.loading:
+            return
+        if self.running:
+            self._pause.emit()
+        self.epoch += 1
+        self._clear_generation()
+        self.busy = True
+        self.prefilled_prompt = (prompt, chat, system)
+        self._send_settings()
+        self._prefill.emit(prompt, chat, system, self.epoch)
+        self.state_changed.emit()
+        self._dirty()
+
+    def step(self) -> None:
+        if self.can_step and self.prefilled and not self.busy:
+            self.busy = True
+            self._send_settings()
+            self._step.emit()
+            self.state_changed.emit()
+
+    def run(self, n_steps: int = 0) -> None:
+        if self.can_step and self.prefilled and not self.busy:
+            self._send_settings()
+            self.running = True
+            self.mode = "latest"
+            self._run.emit(n_steps)
+            self.state_changed.emit()
+
+    def pause(self) -> None:
+        if self.running:
+            self._pause.emit()
+
+    def stop(self) -> None:
+        if self.prefilled and (self.stopped is None or self.running):
+            self._abort.emit()
+
+    def reset(self) -> None:
+        if not self.prefilled or self.loading:
+            return
+        self.epoch += 1
+        prefill = self.prefill_event
+        self._clear_generation()
+        self.prefill_event = prefill
+        self.busy = True
+        self._send_settings()
+        self._reset.emit(self.epoch)
+        self.state_changed.emit()
+        self._dirty()
+
+    def set_settings(self, settings: GenerationSettings) -> None:
+        """Takes effect on the next draw; the pending bars redraw from the kept logits (no forward)."""
+        sampler_changed = settings.sampler != self.settings.sampler
+        self.settings = settings
+        if sampler_changed and self.prefilled and not self.running:
+            self.mode = "pending"
+        if not self._settings_timer.isActive():
+            self._settings_timer.start()  # coalesce a slider drag into one request per event-loop turn
+        self.state_changed.emit()
+
+    def _send_settings(self) -> None:
+        self._settings_timer.stop()
+        if self.settings != self._sent_settings:  # an unchanged resend would only trigger a preview
+            self._sent_settings = self.settings
+            self._settings.emit(self.settings)
+
+    def set_capture_attention(self, on: bool) -> None:
+        self._capture.emit(on)
+
+    def trace_lines(self) -> list[str]:
+        """The same JSON Lines `main.py trace` writes, for what has happened so far."""
+        if self.info is None:
+            return []
+        lines = [self.info.to_json()]
+        if self.prefill_event is not None:
+            lines.append(self.prefill_event.to_json())
+        lines += [s.to_json() for s in self.steps]
+        if self.stopped is not None:
+            lines.append(self.stopped.to_json())
+        return lines
+
+    def shutdown(self, timeout_ms: int = 2000) -> bool:
+        """Stop the worker thread: the current step finishes, queued work is dropped. True when joined."""
+        self.cancel.set()
+        if self.worker.session is not None:
+            self.worker.session.abort()  # thread-safe flag: cuts a long prefill short between chunks
+        self.thread.quit()
+        return self.thread.wait(timeout_ms)
+
+    # --- answers from the worker ----------------------------------------------------------------------
+    @Slot(object, int)
+    def _on_model_loaded(self, info: ModelInfo, epoch: int) -> None:
+        self.info = info
+        self.loading = False
+        self.epoch = max(self.epoch, epoch)
+        self._clear_generation()
+        self.prefilled_prompt = None
+        self.model_changed.emit()
+        self.load_finished.emit(True, "")
+        self.state_changed.emit()
+        self._dirty()
+
+    @Slot(str)
+    def _on_load_failed(self, message: str) -> None:
+        self.loading = False
+        self.load_finished.emit(False, message)
+        self.state_changed.emit()
+
+    @Slot(object, int)
+    def _on_prefilled(self, event: PrefillDone, epoch: int) -> None:
+        if epoch != self.epoch:
+            return
+        self.prefill_event = event
+        self.pending = Pending(1, event.pending) if event.pending is not None else None
+        self.mode = "pending"
+        self.state_changed.emit()
+        self._dirty()
+
+    @Slot(object, int)
+    def _on_stepped(self, event: StepDone, epoch: int) -> None:
+        if epoch != self.epoch:
+            return
+        self.steps.append(event)
+        self.pending = None
+        if self.mode != "step":
+            self.mode = "latest"
+        self.state_changed.emit()
+        self._dirty()
+
+    @Slot(object, int)
+    def _on_pending(self, event: Pending, epoch: int) -> None:
+        if epoch != self.epoch:
+            return
+        self.pending = event
+        self.state_changed.emit()
+        self._dirty()
+
+    @Slot(object, int)
+    def _on_stopped(self, event: Stopped, epoch: int) -> None:
+        if epoch != self.epoch:
+            return
+        self.stopped = event
+        self.state_changed.emit()
+        self._dirty()
+
+    @Slot(bool, int)
+    def _on_running(self, running: bool, epoch: int) -> None:
+        if epoch != self.epoch:
+            return
+        self.running = running
+        if not running:
+            self.busy = False
+        self.state_changed.emit()
+        self._dirty()
+
+    @Slot(str, str, bool)
+    def _on_failed(self, message: str, details: str, expected: bool) -> None:
+        self.busy = False
+        self.running = False
+        self.error.emit(message, details, expected)
+        self.state_changed.emit()
+
+    @Slot()
+    def _on_cancelled(self) -> None:
+        self.busy = False
+        self.state_changed.emit()
+
+    @Slot(str, int)
+    def _on_finished(self, request: str, epoch: int) -> None:
+        """A prefill, step or reset is fully answered (events, preview): the next one may be sent."""
+        if epoch == self.epoch and request in ("prefill", "step", "reset"):
+            self.busy = False
+            self.state_changed.emit()
+
+    # --- throttled redraw -----------------------------------------------------------------------------
+    def _dirty(self) -> None:
+        if self._throttle.isActive():
+            self._redraw_due = True
+            return
+        self.redraw.emit()
+        self._throttle.start()
+
+    @Slot()
+    def _on_throttle(self) -> None:
+        if self._redraw_due:
+            self._redraw_due = False
+            self.redraw.emit()
+            self._throttle.start()

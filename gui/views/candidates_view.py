@@ -1,0 +1,292 @@
+"""Candidates: the step's top-N tokens, the sampler's waterfall, and the draw.
+
+- Bars: for each of the top-N tokens by raw logit, its probability as the model gave it (softmax of the
+  logits), after temperature, and in the final distribution the draw used (0 where truncated).
+- Waterfall: how much probability mass each sampler stage keeps and removes, and how many tokens remain,
+  from the raw distribution to the renormalised one.
+- Draw: the kept tokens laid end to end by probability (their CDF, most likely first) and the uniform u
+  that picked one; greedy takes the first without a draw.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
+
+from ..controller import Controller, Shown
+from ..theme import Appearance
+from .context_view import display
+from .plotting import colour, make_plot, style_plot, text_item
+
+STAGE_TITLES = {"temperature": "temp.", "top_k": "top-k", "top_p": "top-p", "min_p": "min-p",
+                "greedy": "argmax"}
+MAX_BARS = 21  # top-N (20) plus the chosen token when it ranks lower
+MAX_SEGMENT_LABELS = 8
+
+
+def compact(n: int) -> str:
+    return f"{n / 1000:.0f}K" if n >= 10_000 else f"{n:,}"
+
+
+def describe_settings(s) -> str:
+    if s.is_greedy:
+        return "greedy"
+    parts = [f"T {s.temperature:g}", f"top-k {s.top_k or 'off'}", f"top-p {s.top_p:g}"]
+    if s.min_p > 0:
+        parts.append(f"min-p {s.min_p:g}")
+    return " · ".join(parts)
+
+
+class CandidatesView(QWidget):
+    def __init__(self, controller: Controller, appearance: Appearance):
+        super().__init__()
+        self.controller, self.appearance = controller, appearance
+        self.header = QLabel("After Prefill the candidates for the first new token appear here.")
+        self.header.setObjectName("heading")
+        self.header.setWordWrap(True)
+        self.legend = QLabel()
+        self.legend.setTextFormat(Qt.RichText)
+        self.legend.setWordWrap(True)
+
+        self.bars = make_plot(appearance)
+        self.bars.invertY(True)
+        self.bars.setXRange(0, 1, padding=0.02)
+        self.bars.getPlotItem().setLabel("bottom", "probability")
+        self.bars.getAxis("left").setWidth(130)
+        self.bar_items = [pg.BarGraphItem(x0=[], y=[], height=0.26, width=[]) for _ in range(3)]
+        for item in self.bar_items:
+            self.bars.addItem(item)
+        self.chosen_outline = pg.BarGraphItem(x0=[], y=[], height=0.9, width=[])
+        self.bars.addItem(self.chosen_outline)
+        self.value_labels = [text_item(appearance) for _ in range(MAX_BARS)]
+        for label in self.value_labels:
+            self.bars.addItem(label)
+
+        self.waterfall = make_plot(appearance)
+        self.waterfall.setYRange(0, 1.4, padding=0)
+        self.waterfall.getAxis("left").setTicks([[(0, "0"), (0.5, "0.5"), (1, "1")]])
+        self.waterfall.getPlotItem().setLabel("left", "mass")
+        self.kept_bars = pg.BarGraphItem(x=[], height=[], width=0.6)
+        self.removed_bars = pg.BarGraphItem(x=[], y0=[], height=[], width=0.6)
+        self.waterfall.addItem(self.kept_bars)
+        self.waterfall.addItem(self.removed_bars)
+        self.stage_labels = [text_item(appearance, anchor=(0.5, 0)) for _ in range(6)]
+        for label in self.stage_labels:
+            self.waterfall.addItem(label)
+
+        self.draw = make_plot(appearance)
+        self.draw.setXRange(0, 1, padding=0.01)
+        self.draw.setYRange(0, 1, padding=0)
+        self.draw.getPlotItem().setLabel("bottom", "kept tokens end to end (CDF)")
+        self.draw.getAxis("left").setTicks([[]])
+        self.segments = pg.BarGraphItem(x0=[], y0=[], height=[], width=[])
+        self.draw.addItem(self.segments)
+        self.u_line = pg.InfiniteLine(angle=90, movable=False)
+        self.draw.addItem(self.u_line)
+        self.u_label = text_item(appearance, anchor=(0, 0))
+        self.draw.addItem(self.u_label)
+        self.segment_labels = [text_item(appearance, anchor=(0.5, 0.5)) for _ in range(MAX_SEGMENT_LABELS)]
+        for label in self.segment_labels:
+            self.draw.addItem(label)
+        self.draw_caption = QLabel()
+        self.draw_caption.setObjectName("muted")
+        self.draw_caption.setWordWrap(True)
+
+        side = QSplitter(Qt.Vertical)
+        side.addWidget(self._titled("Sampler stages: tokens kept, mass removed", self.waterfall))
+        side.addWidget(self._titled("The draw", self.draw, self.draw_caption))
+        side.setSizes([520, 480])
+        split = QSplitter(Qt.Horizontal)
+        split.addWidget(self._titled(None, self.bars, self.legend))
+        split.addWidget(side)
+        split.setSizes([560, 440])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 4, 6, 6)
+        layout.addWidget(self.header)
+        layout.addWidget(split, 1)
+        controller.redraw.connect(self.refresh)
+        appearance.changed.connect(self._restyle)
+        self._last: tuple | None = None
+        self._last_dist = None
+        self._restyle()
+
+    @staticmethod
+    def _titled(title, plot, extra=None) -> QWidget:
+        box = QWidget()
+        layout = QVBoxLayout(box)
+        layout.setContentsMargins(0, 0, 0, 0)
+        if title:
+            label = QLabel(title)
+            label.setObjectName("muted")
+            layout.addWidget(label)
+        layout.addWidget(plot, 1)
+        if extra is not None:
+            layout.addWidget(extra)
+        return box
+
+    def _restyle(self) -> None:
+        a, t = self.appearance, self.appearance.theme
+        for plot in (self.bars, self.waterfall, self.draw):
+            style_plot(plot, a)
+        for label in self.value_labels + self.stage_labels + self.segment_labels + [self.u_label]:
+            label.setColor(t.text)
+            label.setFont(a.font(0.85))
+        self.u_line.setPen(pg.mkPen(t.chosen, width=3 * a.scale))
+        self.legend.setText(
+            f"<span style='color:{t.raw}'>■</span> model (softmax of logits) &nbsp; "
+            f"<span style='color:{t.temp}'>■</span> after temperature &nbsp; "
+            f"<span style='color:{t.final}'>■</span> final (truncated, renormalised) &nbsp; "
+            f"<span style='color:{t.chosen}'>▮</span> drawn token")
+        self._last = None
+        self.refresh()
+
+    def refresh(self) -> None:
+        shown = self.controller.shown()
+        key = None if shown is None else (shown.index, shown.pending, self.appearance.presentation,
+                                          self.appearance.dark)
+        if key == self._last and (shown is None or shown.dist is self._last_dist):
+            return
+        self._last, self._last_dist = key, None if shown is None else shown.dist
+        if shown is None:
+            self.header.setText("After Prefill the candidates for the first new token appear here.")
+            for item in self.bar_items + [self.chosen_outline]:
+                item.setOpts(x0=[], y=[], width=[])
+            self.kept_bars.setOpts(x=[], height=[])
+            self.removed_bars.setOpts(x=[], y0=[], height=[])
+            self.segments.setOpts(x0=[], y0=[], height=[], width=[], brushes=[])
+            for label in self.value_labels + self.stage_labels + self.segment_labels + [self.u_label]:
+                label.setText("")
+            self.u_line.hide()
+            return
+        self._header(shown)
+        self._draw_bars(shown)
+        self._draw_waterfall(shown)
+        self._draw_draw(shown)
+
+    def _header(self, shown: Shown) -> None:
+        d = shown.dist
+        settings = describe_settings(d.settings)
+        perplexity = float(np.exp(d.entropy))
+        if shown.pending:
+            text = (f"Step {shown.index} (next, not drawn yet) · {settings} · entropy {d.entropy:.2f} nats "
+                    f"(as uncertain as ~{perplexity:.1f} equal choices)")
+        else:
+            s = shown.step
+            how = "greedy: the top token" if s.random_u is None else f"u = {s.random_u:.4f}"
+            text = (f"Step {s.index} drew {display(s.token.piece)!s} (rank {s.chosen_rank}, {how}) · {settings} "
+                    f"· entropy {d.entropy:.2f} nats (~{perplexity:.1f} equal choices) · seed {s.seed}")
+        self.header.setText(text)
+
+    def _draw_bars(self, shown: Shown) -> None:
+        a, t = self.appearance, self.appearance.theme
+        c = shown.dist.candidates
+        n = len(c.ids)
+        y = np.arange(n, dtype=float)
+        h = a.bar_width(0.26)
+        for item, values, offset, col in ((self.bar_items[0], c.p_raw, -h, t.raw),
+                                          (self.bar_items[1], c.p_temp, 0.0, t.temp),
+                                          (self.bar_items[2], c.p_final, h, t.final)):
+            item.setOpts(x0=np.zeros(n), y=y + offset, height=h, width=values, brush=colour(col), pen=None)
+        chosen = None if shown.step is None else int(np.nonzero(c.ids == shown.step.token.id)[0][0])
+        if chosen is None:
+            self.chosen_outline.setOpts(x0=[], y=[], width=[])
+        else:
+            self.chosen_outline.setOpts(x0=[-0.004], y=[chosen], width=[1.0], height=3.6 * h,
+                                        brush=colour(t.chosen, 40), pen=pg.mkPen(t.chosen, width=2 * a.scale))
+        ticks = []
+        for i, (token_id, text) in enumerate(zip(c.ids, c.texts)):
+            mark = "▶ " if i == chosen else ""
+            ticks.append((i, f"{mark}{display(text)[:18]}"))
+        self.bars.getAxis("left").setTicks([ticks])
+        self.bars.setYRange(-0.6, max(n, 10) - 0.4, padding=0)
+        for i, label in enumerate(self.value_labels):
+            if i < n:
+                label.setText(f"{c.p_final[i]:.3f}" if c.p_final[i] > 0 else f"{c.p_temp[i]:.3f} ✕")
+                end = max(c.p_raw[i], c.p_temp[i], c.p_final[i])
+                inside = end > 0.85  # no room to the right: write it inside the bar's end
+                label.setAnchor((1, 0.5) if inside else (0, 0.5))
+                label.setColor("#ffffff" if inside else t.text)
+                label.setPos(end - 0.01 if inside else end + 0.01, i)
+            else:
+                label.setText("")
+
+    def _draw_waterfall(self, shown: Shown) -> None:
+        t = self.appearance.theme
+        stages = shown.dist.stages
+        names, kept_mass, removed, counts = ["raw"], [1.0], [0.0], [stages[0].kept]
+        mass = 1.0
+        for stage in stages:
+            if stage.name == "temperature":
+                names.append(STAGE_TITLES["temperature"])
+                kept_mass.append(1.0)
+                removed.append(0.0)
+                counts.append(stage.kept)
+                continue
+            cut = mass * stage.removed_mass
+            mass -= cut
+            names.append(STAGE_TITLES[stage.name])
+            kept_mass.append(mass)
+            removed.append(cut)
+            counts.append(stage.kept)
+        names.append("renorm.")
+        kept_mass.append(1.0)
+        removed.append(0.0)
+        counts.append(stages[-1].kept)
+        x = np.arange(len(names), dtype=float)
+        self.kept_bars.setOpts(x=x, height=kept_mass, width=0.6, brush=colour(t.kept), pen=None)
+        self.removed_bars.setOpts(x=x, y0=kept_mass, height=removed, width=0.6, brush=colour(t.removed), pen=None)
+        self.waterfall.getAxis("bottom").setTicks([[(i, name) for i, name in enumerate(names)]])
+        self.waterfall.setXRange(-0.5, len(names) - 0.5, padding=0)
+        for i, label in enumerate(self.stage_labels):
+            if i < len(names):
+                cut = f"\n−{removed[i] * 100:.1f}%" if removed[i] > 0 else ""
+                label.setText(f"{compact(counts[i])}{cut}")
+                label.setPos(i, 1.38)
+            else:
+                label.setText("")
+
+    def _draw_draw(self, shown: Shown) -> None:
+        a, t = self.appearance, self.appearance.theme
+        kept = shown.dist.kept
+        cdf = kept.cdf
+        starts = np.concatenate([[0.0], cdf[:-1]]) if len(cdf) else np.array([])
+        widths = cdf - starts
+        chosen_id = None if shown.step is None else shown.step.token.id
+        brushes = [colour(t.chosen) if token_id == chosen_id else colour(t.final if i % 2 == 0 else t.temp)
+                   for i, token_id in enumerate(kept.ids)]
+        x0, w = list(starts), list(widths)
+        if len(cdf) and cdf[-1] < 0.999999:  # tokens beyond those carried: one grey block
+            x0.append(float(cdf[-1]))
+            w.append(1.0 - float(cdf[-1]))
+            brushes.append(colour(t.raw, 120))
+        self.segments.setOpts(x0=x0, y0=[0.05] * len(x0), height=[0.5] * len(x0), width=w, brushes=brushes,
+                              pen=pg.mkPen(t.panel, width=1))
+        order = np.argsort(-widths)[:MAX_SEGMENT_LABELS] if len(widths) else []
+        for i, label in enumerate(self.segment_labels):
+            if i < len(order) and widths[order[i]] > 0.06:
+                j = order[i]
+                label.setText(display(kept.texts[j])[:10])
+                label.setPos(starts[j] + widths[j] / 2, 0.3)
+            else:
+                label.setText("")
+        step = shown.step
+        if step is not None and step.random_u is not None:
+            self.u_line.setPos(step.random_u)
+            self.u_line.show()
+            self.u_label.setText(f"u = {step.random_u:.4f} → {display(step.token.piece)}")
+            self.u_label.setPos(min(step.random_u + 0.01, 0.7), 0.98)
+        else:
+            self.u_line.hide()
+            self.u_label.setText("")
+        n = kept.n_kept
+        if shown.dist.settings.is_greedy:
+            caption = "Greedy: the highest-logit token is taken; no random number is drawn."
+        elif step is None:
+            caption = (f"{n:,} tokens kept. The next Step draws u uniformly in [0, 1) from the seeded "
+                       "generator and takes the token whose segment contains it.")
+        else:
+            caption = (f"{n:,} tokens kept; u = {step.random_u:.4f} fell in the segment of "
+                       f"{display(step.token.piece)} (rank {step.chosen_rank} by logit).")
+        self.draw_caption.setText(caption)

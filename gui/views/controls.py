@@ -1,0 +1,192 @@
+"""Controls: the prompt, the sampler settings, the seed, the limits, and the step / run buttons."""
+
+from __future__ import annotations
+
+import random
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
+                               QLineEdit, QPlainTextEdit, QPushButton, QSizePolicy, QSlider, QSpinBox, QToolButton,
+                               QVBoxLayout, QWidget)
+
+from inference.settings import GenerationSettings, SamplerSettings
+
+DEFAULT_PROMPT = "The capital of France is"
+
+
+class SliderSpin(QWidget):
+    """A slider and a spin box showing one number; either one edits it."""
+
+    valueChanged = Signal(float)
+
+    def __init__(self, minimum: float, maximum: float, step: float, decimals: int, tooltip: str,
+                 special: str | None = None):
+        super().__init__()
+        self._scale = 1 / step
+        self.slider = QSlider(Qt.Horizontal)
+        self.slider.setRange(round(minimum * self._scale), round(maximum * self._scale))
+        if decimals:
+            self.spin = QDoubleSpinBox()
+            self.spin.setRange(minimum, maximum)
+            self.spin.setDecimals(decimals)
+            self.spin.setSingleStep(step)
+        else:
+            self.spin = QSpinBox()
+            self.spin.setRange(int(minimum), int(maximum))
+        if special:
+            self.spin.setSpecialValueText(special)
+        self.spin.setMinimumWidth(78)
+        for w in (self.slider, self.spin):
+            w.setToolTip(tooltip)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.slider, 1)
+        layout.addWidget(self.spin)
+        self.slider.valueChanged.connect(lambda v: self.spin.setValue(v / self._scale))
+        self.spin.valueChanged.connect(self._from_spin)
+
+    def _from_spin(self, value) -> None:
+        self.slider.blockSignals(True)
+        self.slider.setValue(round(value * self._scale))
+        self.slider.blockSignals(False)
+        self.valueChanged.emit(float(value))
+
+    def value(self) -> float:
+        return float(self.spin.value())
+
+    def setValue(self, value: float) -> None:
+        self.spin.setValue(value)
+
+
+class Controls(QWidget):
+    settings_changed = Signal(object)  # GenerationSettings
+
+    def __init__(self, actions: dict):
+        super().__init__()
+        self._quiet = False
+        prompt_box = QGroupBox("Prompt")
+        self.prompt = QPlainTextEdit(DEFAULT_PROMPT)
+        self.prompt.setPlaceholderText("Type a prompt, then Prefill (Ctrl+P)")
+        self.prompt.setTabChangesFocus(True)
+        self.prompt.setMinimumHeight(70)
+        self.chat = QCheckBox("Chat mode (use the model's chat template)")
+        self.chat.setToolTip("Wrap the prompt as a user message with the model's chat template; "
+                             "the context then shows its special tokens")
+        self.system = QLineEdit()
+        self.system.setPlaceholderText("System prompt (optional; the template may add its own)")
+        self.system.setEnabled(False)
+        self.chat.toggled.connect(self.system.setEnabled)
+        pl = QVBoxLayout(prompt_box)
+        pl.addWidget(self.prompt)
+        pl.addWidget(self.chat)
+        pl.addWidget(self.system)
+        self.prompt_state = QLabel()
+        self.prompt_state.setObjectName("muted")
+        self.prompt_state.setWordWrap(True)
+        pl.addWidget(self.prompt_state)
+
+        buttons = QHBoxLayout()
+        for name in ("prefill", "step", "run", "reset"):
+            b = QToolButton()
+            b.setDefaultAction(actions[name])
+            b.setToolButtonStyle(Qt.ToolButtonTextOnly)
+            b.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
+            b.setObjectName("primary" if name == "prefill" else name)
+            buttons.addWidget(b)
+
+        sampling = QGroupBox("Sampling (applies to the next draw)")
+        form = QFormLayout(sampling)
+        self.greedy = QCheckBox("Greedy: always take the top token")
+        self.greedy.setToolTip("Argmax, no random draw; the result is deterministic (temperature 0 means the same)")
+        self.temperature = SliderSpin(0.0, 2.5, 0.01, 2, "Divide the logits by T before softmax: "
+                                      "T < 1 sharpens, T > 1 flattens; 0 = greedy")
+        self.top_k = SliderSpin(0, 200, 1, 0, "Keep only the K most likely tokens (0 = off)", special="off")
+        self.top_p = SliderSpin(0.01, 1.0, 0.01, 2, "Keep the smallest set of top tokens whose mass reaches p "
+                                "(1 = off)")
+        self.min_p = SliderSpin(0.0, 1.0, 0.01, 2, "Drop tokens below min_p × the top probability (0 = off)",
+                                special="off")
+        form.addRow(self.greedy)
+        form.addRow("Temperature", self.temperature)
+        form.addRow("Top-k", self.top_k)
+        form.addRow("Top-p", self.top_p)
+        form.addRow("Min-p", self.min_p)
+
+        run = QGroupBox("Seed and limits")
+        rf = QFormLayout(run)
+        self.seed = QSpinBox()
+        self.seed.setRange(0, 2**31 - 1)
+        self.seed.setToolTip("Seed of the random generator used by the draw; takes effect at the next Reset "
+                             "or Prefill: the same seed and settings give the same tokens")
+        dice = QPushButton("⚄")
+        dice.setToolTip("A new random seed (Ctrl+D)")
+        dice.clicked.connect(self.roll_seed)
+        dice.setFixedWidth(40)
+        seed_row = QHBoxLayout()
+        seed_row.addWidget(self.seed, 1)
+        seed_row.addWidget(dice)
+        self.max_new = QSpinBox()
+        self.max_new.setRange(1, 100_000)
+        self.max_new.setValue(64)
+        self.max_new.setToolTip("Stop after this many new tokens")
+        self.stops = QLineEdit()
+        self.stops.setPlaceholderText(r'e.g.  .  |  \n\n   (separate with |, \n = new line)')
+        self.stops.setToolTip("Stop when the generated text contains one of these strings; "
+                              "the match itself is not part of the answer")
+        self.seed_state = QLabel()
+        self.seed_state.setObjectName("muted")
+        self.seed_state.setWordWrap(True)
+        rf.addRow("Seed", seed_row)
+        rf.addRow(self.seed_state)
+        rf.addRow("Max new tokens", self.max_new)
+        rf.addRow("Stop strings", self.stops)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 4, 6, 6)
+        layout.addWidget(prompt_box)
+        layout.addLayout(buttons)
+        layout.addWidget(sampling)
+        layout.addWidget(run)
+        layout.addStretch(1)
+        for w in (self.temperature, self.top_k, self.top_p, self.min_p):
+            w.valueChanged.connect(self._changed)
+        self.greedy.toggled.connect(self._changed)
+        self.seed.valueChanged.connect(self._changed)
+        self.max_new.valueChanged.connect(self._changed)
+        self.stops.textChanged.connect(self._changed)
+        self.apply_sampler(SamplerSettings())
+
+    def roll_seed(self) -> None:
+        self.seed.setValue(random.randrange(0, 2**31 - 1))
+
+    def apply_sampler(self, s: SamplerSettings) -> None:
+        """Show a model's default sampler settings without emitting one change per widget."""
+        self._quiet = True
+        self.temperature.setValue(s.temperature)
+        self.top_k.setValue(s.top_k)
+        self.top_p.setValue(s.top_p)
+        self.min_p.setValue(s.min_p)
+        self.greedy.setChecked(s.greedy)
+        self._quiet = False
+        self._changed()
+
+    def stop_strings(self) -> tuple[str, ...]:
+        parts = [p.strip(" ").replace("\\n", "\n").replace("\\t", "\t") for p in self.stops.text().split("|")]
+        return tuple(p for p in parts if p)
+
+    def settings(self) -> GenerationSettings:
+        sampler = SamplerSettings(temperature=self.temperature.value(), top_k=int(self.top_k.value()),
+                                  top_p=self.top_p.value(), min_p=self.min_p.value(),
+                                  greedy=self.greedy.isChecked())
+        return GenerationSettings(sampler=sampler, max_new_tokens=self.max_new.value(),
+                                  stop_strings=self.stop_strings(), seed=self.seed.value())
+
+    def _changed(self, *_) -> None:
+        greedy = self.greedy.isChecked() or self.temperature.value() == 0
+        for w in (self.top_k, self.top_p, self.min_p):
+            w.setEnabled(not greedy)
+        self.temperature.setEnabled(not self.greedy.isChecked())
+        if not self._quiet:
+            self.settings_changed.emit(self.settings())
+
+    def prompt_request(self) -> tuple[str, bool, str]:
+        return self.prompt.toPlainText(), self.chat.isChecked(), self.system.text()

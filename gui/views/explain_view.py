@@ -1,0 +1,78 @@
+"""Explain: what just happened, in plain words with the live numbers, in English or 简体中文."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from PySide6.QtWidgets import QTextBrowser, QVBoxLayout, QWidget
+
+from ..controller import Controller
+from ..theme import Appearance
+from .context_view import display
+from .kv_view import fmt_bytes, fmt_count
+
+TEXTS = json.loads((Path(__file__).resolve().parents[2] / "resources" / "translations" / "explain.json")
+                   .read_text(encoding="utf-8"))
+LANGUAGES = {"en": "English", "zh": "简体中文"}
+
+
+class ExplainView(QWidget):
+    def __init__(self, controller: Controller, appearance: Appearance, language: str = "en"):
+        super().__init__()
+        self.controller, self.appearance = controller, appearance
+        self.language = language
+        self.browser = QTextBrowser()
+        self.browser.setOpenExternalLinks(False)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.browser)
+        controller.redraw.connect(self.refresh)
+        appearance.changed.connect(self.refresh)
+        self._html = ""
+        self.refresh()
+
+    def set_language(self, language: str) -> None:
+        self.language = language
+        self.refresh()
+
+    def state_key(self) -> tuple[str, dict]:
+        """Which text applies now and the numbers that go into it."""
+        c = self.controller
+        info = c.info
+        if info is None:
+            return "no_model", {}
+        values = {"model": info.name, "params": fmt_count(info.n_params), "weights": fmt_bytes(info.weights_bytes),
+                  "window": f"{info.context_length:,}", "per_token": fmt_bytes(info.kv_bytes_per_token)}
+        if c.prefill_event is None:
+            return "loaded", values
+        p = c.prefill_event
+        values.update(n_prompt=p.n_tokens, ms=f"{p.ms:.0f}", kv=fmt_bytes(p.kv_used_bytes), n=len(c.steps))
+        if c.stopped is not None:
+            return f"stopped_{c.stopped.reason}", values
+        shown = c.shown()
+        if shown is None or (shown.pending and not c.steps):
+            return "prefilled", values
+        if shown.pending:
+            return "pending", {**values, "index": shown.index}
+        s = shown.step
+        cands = s.dist.candidates
+        at = list(cands.ids).index(s.token.id)
+        values.update(index=s.index, token=html.escape(f"“{display(s.token.piece)}”"), rank=s.chosen_rank,
+                      p=f"{cands.p_final[at]:.3f}" if s.random_u is not None else f"{cands.p_raw[at]:.3f}",
+                      u="—" if s.random_u is None else f"{s.random_u:.4f}", kept=f"{s.dist.kept.n_kept:,}",
+                      old=s.context_tokens - 1, kv=fmt_bytes(s.kv_used_bytes + info.kv_bytes_per_token))
+        return ("stepped_greedy" if s.random_u is None else "stepped_sampled"), values
+
+    def refresh(self) -> None:
+        key, values = self.state_key()
+        info = self.controller.info
+        values.update(muted=self.appearance.theme.muted,
+                      fingerprint=info.weights_fingerprint if info else "")
+        body = TEXTS[key][self.language].format(**values)
+        if info is not None:
+            body += TEXTS["footer"][self.language].format(**values)
+        if body != self._html:
+            self._html = body
+            self.browser.setHtml(body)

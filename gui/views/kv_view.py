@@ -1,0 +1,199 @@
+"""KV cache: the keys and values kept for every past position, how they grow, and what they cost.
+
+Shows the formula with this model's numbers, used vs allocated bytes against the context length, the
+per-layer K and V bytes, and the cache at the full context window and for N concurrent requests next to
+the weights, so that the context window (a capacity in tokens), the parameters (the model's fixed
+weights) and the KV cache (this request's notes, growing per token) read as three different things.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QSplitter, QVBoxLayout, QWidget
+
+from ..controller import Controller
+from ..theme import Appearance
+from .plotting import colour, make_plot, style_plot, text_item
+
+def fmt_bytes(n: float) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:,.2f} {unit}" if n / size < 100 else f"{n / size:,.0f} {unit}"
+    return f"{n:,.0f} B"
+
+
+def fmt_count(n: float) -> str:
+    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return str(int(n))
+
+
+class KvView(QWidget):
+    def __init__(self, controller: Controller, appearance: Appearance):
+        super().__init__()
+        self.controller, self.appearance = controller, appearance
+        self.formula = QLabel("Load a model to see its KV cache.")
+        self.formula.setTextFormat(Qt.RichText)
+        self.formula.setWordWrap(True)
+        self.formula.setTextInteractionFlags(Qt.TextSelectableByMouse)
+
+        self.growth = make_plot(appearance, "used and allocated vs context")
+        self.growth.getPlotItem().setLabel("bottom", "tokens in the context")
+        self.growth.getPlotItem().setLabel("left", "MB")
+        self.used_curve = self.growth.plot([], [], name="used")
+        self.allocated_curve = self.growth.plot([], [], name="allocated", stepMode=None)
+        self.growth_note = text_item(appearance, anchor=(0, 0))
+        self.growth.addItem(self.growth_note)
+
+        self.layers = make_plot(appearance, "each layer's K (dark) and V (light), KB")
+        self.layers.getPlotItem().setLabel("bottom", "layer")
+        self.k_bars = pg.BarGraphItem(x=[], height=[], width=0.8)
+        self.v_bars = pg.BarGraphItem(x=[], y0=[], height=[], width=0.8)
+        self.layers.addItem(self.k_bars)
+        self.layers.addItem(self.v_bars)
+
+        self.compare = make_plot(appearance, "weights vs KV cache (log scale)")
+        self.compare.invertY(True)
+        self.compare.getAxis("bottom").setTicks([[(k, unit) for k, unit in
+                                                  ((3, "1 KB"), (6, "1 MB"), (9, "1 GB"), (12, "1 TB"))]])
+        self.compare_bars = pg.BarGraphItem(x0=[], y=[], height=0.6, width=[])
+        self.compare.addItem(self.compare_bars)
+        self.compare_labels = [text_item(appearance) for _ in range(4)]
+        for label in self.compare_labels:
+            self.compare.addItem(label)
+        self.requests = QSpinBox()
+        self.requests.setRange(1, 4096)
+        self.requests.setValue(16)
+        self.requests.setSuffix(" concurrent requests")
+        self.requests.setToolTip("How many requests a server holds at once, each with its own KV cache")
+        self.requests.valueChanged.connect(self._force_refresh)
+        self.projection = QLabel()
+        self.projection.setWordWrap(True)
+        self.projection.setTextFormat(Qt.RichText)
+
+        self.layers.setFixedHeight(int(150 * appearance.scale))
+        left = QWidget()
+        lv = QVBoxLayout(left)
+        lv.setContentsMargins(0, 0, 0, 0)
+        lv.addWidget(self.formula)
+        lv.addStretch(1)
+        lv.addWidget(self.layers)
+        right = QWidget()
+        rv = QVBoxLayout(right)
+        rv.setContentsMargins(0, 0, 0, 0)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Project to"))
+        row.addWidget(self.requests)
+        row.addStretch(1)
+        rv.addLayout(row)
+        rv.addWidget(self.compare, 1)
+        rv.addWidget(self.projection)
+        split = QSplitter(Qt.Horizontal)
+        for w in (left, self.growth, right):
+            split.addWidget(w)
+        split.setSizes([330, 260, 320])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 4, 6, 6)
+        layout.addWidget(split, 1)
+        controller.redraw.connect(self.refresh)
+        appearance.changed.connect(self._restyle)
+        self._key = None
+        self._restyle()
+
+    def _restyle(self) -> None:
+        a, t = self.appearance, self.appearance.theme
+        for plot in (self.growth, self.layers, self.compare):
+            style_plot(plot, a)
+        self.used_curve.setPen(pg.mkPen(t.final, width=2.5 * a.scale))
+        self.allocated_curve.setPen(pg.mkPen(t.warning, width=1.5 * a.scale, style=Qt.DashLine))
+        for label in self.compare_labels + [self.growth_note]:
+            label.setColor(t.text)
+            label.setFont(a.font(0.85))
+        self._force_refresh()
+
+    def _force_refresh(self) -> None:
+        self._key = None
+        self.refresh()
+
+    def refresh(self) -> None:
+        c = self.controller
+        info = c.info
+        if info is None:
+            return
+        points = self._points()
+        key = (info.weights_fingerprint, len(points), self.requests.value(), points[-1] if points else None)
+        if key == self._key:
+            return
+        self._key = key
+        t = self.appearance.theme
+        per_token = info.kv_bytes_per_token
+        element = per_token // (2 * info.n_layers * info.n_kv_heads * info.head_dim)
+        kv_dtype = "float32" if info.dtype == "int8" else info.dtype
+        n_ctx, used, allocated = points[-1] if points else (0, 0, 0)
+        old = max(n_ctx - 1, 0)
+        self.formula.setText(
+            f"<b>{per_token:,} bytes per token</b> = 2 (K and V) × {info.n_layers} layers × {info.n_kv_heads} "
+            f"KV heads × {info.head_dim} dims × {element} B ({kv_dtype})<br>"
+            f"<b>now</b> {n_ctx:,} tokens → <b>{fmt_bytes(used)}</b> used of {fmt_bytes(allocated)} allocated<br>"
+            f"<span style='color:{t.kept}'>saves</span> re-projecting the {old:,} older positions in every layer; "
+            f"<span style='color:{t.chosen}'>costs</span> memory, and each step reads all of it "
+            f"({fmt_bytes(used)} now, +{fmt_bytes(per_token)} per token)")
+        if points:
+            x = np.array([p[0] for p in points], dtype=float)
+            self.used_curve.setData(x, np.array([p[1] for p in points]) / 1e6)
+            self.allocated_curve.setData(x, np.array([p[2] for p in points]) / 1e6)
+            top = max(p[2] for p in points) / 1e6
+            self.growth.setYRange(0, top * 1.15 or 1, padding=0)
+            self.growth.setXRange(0, max(x[-1], 8), padding=0.02)
+            self.growth_note.setText("— used   - - allocated")
+            self.growth_note.setPos(0, top * 1.13)
+        else:
+            self.used_curve.setData([], [])
+            self.allocated_curve.setData([], [])
+        layers = np.arange(info.n_layers, dtype=float)
+        per_tensor = used / (2 * info.n_layers) if info.n_layers else 0
+        self.k_bars.setOpts(x=layers, height=np.full(info.n_layers, per_tensor / 1e3), width=0.8,
+                            brush=colour(t.final), pen=None)
+        self.v_bars.setOpts(x=layers, y0=np.full(info.n_layers, per_tensor / 1e3),
+                            height=np.full(info.n_layers, per_tensor / 1e3), width=0.8, brush=colour(t.temp), pen=None)
+        self.layers.setXRange(-1, info.n_layers, padding=0)
+        self.layers.setYRange(0, max(2 * per_tensor / 1e3, 1) * 1.1, padding=0)
+        self._compare(info, used)
+
+    def _points(self) -> list[tuple[int, int, int]]:
+        """(context tokens, used bytes, allocated bytes) after prefill and after every step."""
+        c = self.controller
+        per_token = c.info.kv_bytes_per_token
+        if c.prefill_event is None:
+            return []
+        p = c.prefill_event
+        points = [(p.n_tokens, p.kv_used_bytes, p.kv_allocated_bytes)]
+        for s in c.steps:
+            # a step's event reports the cache that produced its distribution; the token it drew adds one more
+            points.append((s.context_tokens, s.kv_used_bytes + per_token, max(s.kv_allocated_bytes,
+                                                                              s.kv_used_bytes + per_token)))
+        return points
+
+    def _compare(self, info, used: int) -> None:
+        t = self.appearance.theme
+        n = self.requests.value()
+        full = info.kv_bytes_per_token * info.context_length
+        rows = [("weights", info.weights_bytes, t.accent), ("KV now", max(used, 1), t.final),
+                ("KV at full window", full, t.warning), (f"KV × {n} requests", full * n, t.chosen)]
+        values = np.array([max(v, 1) for _, v, _ in rows], dtype=float)
+        self.compare_bars.setOpts(x0=np.zeros(4), y=np.arange(4), width=np.log10(values), height=0.6,
+                                  brushes=[colour(col) for _, _, col in rows], pen=None)
+        self.compare.getAxis("left").setTicks([[(i, name) for i, (name, _, _) in enumerate(rows)]])
+        top = np.log10(values.max())
+        self.compare.setXRange(0, top + 2.4, padding=0)
+        self.compare.setYRange(-0.6, 3.6, padding=0)
+        for i, label in enumerate(self.compare_labels):
+            label.setText(fmt_bytes(values[i]))
+            label.setPos(np.log10(values[i]) + 0.05, i)
+        self.projection.setText(
+            f"<b>{fmt_count(info.n_params)} parameters</b>: fixed weights shared by all requests · "
+            f"<b>context window {info.context_length:,} tokens</b>: what one request may hold · "
+            f"<b>KV cache</b>: each request's own notes, {fmt_bytes(full)} when its window is full")

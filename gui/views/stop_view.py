@@ -1,0 +1,186 @@
+"""Stop: the rules that end a generation and how close each one is.
+
+End-of-sequence token (its probability at every step), the length limit, stop strings (how much of each
+is already matched at the end of the text), the context window (prompt / generated / free), and the
+user's Stop. When generation has ended, the rule that fired is named and highlighted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QPainter
+from PySide6.QtWidgets import QGridLayout, QLabel, QProgressBar, QVBoxLayout, QWidget
+
+from ..controller import Controller
+from ..theme import Appearance
+from .context_view import display
+from .plotting import make_plot, style_plot
+
+REASONS = {
+    "eos": "the model wrote its end-of-sequence token",
+    "max_new_tokens": "the length limit (max new tokens) was reached",
+    "stop_string": "a stop string appeared in the text",
+    "context_full": "the context window is full",
+    "aborted": "stopped by the user",
+}
+
+
+class WindowGauge(QWidget):
+    """A bar of the context window: prompt tokens, generated tokens, free positions."""
+
+    def __init__(self, appearance: Appearance):
+        super().__init__()
+        self.appearance = appearance
+        self.prompt = self.generated = 0
+        self.window = 1
+        self.setMinimumHeight(22)
+
+    def sizeHint(self) -> QSize:
+        return QSize(300, int(26 * self.appearance.scale))
+
+    def set_counts(self, prompt: int, generated: int, window: int) -> None:
+        self.prompt, self.generated, self.window = prompt, generated, max(window, 1)
+        self.update()
+
+    def paintEvent(self, event):
+        t = self.appearance.theme
+        p = QPainter(self)
+        p.setRenderHint(QPainter.Antialiasing)
+        r = QRectF(self.rect()).adjusted(1, 1, -1, -1)
+        p.setPen(QColor(t.grid))
+        p.setBrush(QColor(t.panel))
+        p.drawRoundedRect(r, 4, 4)
+        # at least a sliver for anything present, so a 5-token prompt in an 8k window stays visible
+        w_prompt = max(r.width() * self.prompt / self.window, 3 if self.prompt else 0)
+        w_gen = max(r.width() * self.generated / self.window, 3 if self.generated else 0)
+        p.setPen(Qt.NoPen)
+        p.setBrush(QColor(t.raw))
+        p.drawRect(QRectF(r.x(), r.y(), w_prompt, r.height()))
+        p.setBrush(QColor(t.kept))
+        p.drawRect(QRectF(r.x() + w_prompt, r.y(), w_gen, r.height()))
+
+
+class StopView(QWidget):
+    def __init__(self, controller: Controller, appearance: Appearance):
+        super().__init__()
+        self.controller, self.appearance = controller, appearance
+        self.status = QLabel("Nothing generated yet.")
+        self.status.setObjectName("big")
+        self.status.setWordWrap(True)
+        grid = QGridLayout()
+        grid.setColumnStretch(1, 1)
+        self.rows: dict[str, QLabel] = {}
+
+        def row(r, key, title):
+            label = QLabel(title)
+            label.setObjectName("heading")
+            grid.addWidget(label, r, 0, Qt.AlignTop)
+            self.rows[key] = label
+            return label
+
+        row(0, "eos", "End of sequence")
+        self.eos_plot = make_plot(appearance)
+        self.eos_plot.setFixedHeight(int(70 * appearance.scale))
+        self.eos_plot.setYRange(0, 1, padding=0)
+        self.eos_plot.getAxis("left").setTicks([[(0, "0"), (1, "1")]])
+        self.eos_plot.getAxis("bottom").setStyle(showValues=False)
+        self.eos_curve = self.eos_plot.plot([], [])
+        self.eos_text = QLabel()
+        self.eos_text.setObjectName("muted")
+        self.eos_text.setWordWrap(True)
+        box = QVBoxLayout()
+        box.addWidget(self.eos_plot)
+        box.addWidget(self.eos_text)
+        grid.addLayout(box, 0, 1)
+
+        row(1, "max_new_tokens", "Length limit")
+        self.limit = QProgressBar()
+        self.limit.setFormat("%v of %m new tokens")
+        grid.addWidget(self.limit, 1, 1)
+
+        row(2, "stop_string", "Stop strings")
+        self.stop_strings = QLabel()
+        self.stop_strings.setTextFormat(Qt.RichText)
+        self.stop_strings.setWordWrap(True)
+        grid.addWidget(self.stop_strings, 2, 1)
+
+        row(3, "context_full", "Context window")
+        self.gauge = WindowGauge(appearance)
+        self.gauge_text = QLabel()
+        self.gauge_text.setObjectName("muted")
+        box = QVBoxLayout()
+        box.addWidget(self.gauge)
+        box.addWidget(self.gauge_text)
+        grid.addLayout(box, 3, 1)
+
+        row(4, "aborted", "User stop")
+        hint = QLabel("Esc (Stop) ends the generation between two steps.")
+        hint.setObjectName("muted")
+        hint.setWordWrap(True)
+        grid.addWidget(hint, 4, 1)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 6, 8, 6)
+        layout.addWidget(self.status)
+        layout.addLayout(grid)
+        layout.addStretch(1)
+        controller.redraw.connect(self.refresh)
+        controller.state_changed.connect(self.refresh)
+        appearance.changed.connect(self._restyle)
+        self._restyle()
+
+    def _restyle(self) -> None:
+        style_plot(self.eos_plot, self.appearance)
+        self.eos_curve.setPen(pg.mkPen(self.appearance.theme.chosen, width=2 * self.appearance.scale))
+        self.eos_curve.setFillLevel(0)
+        self.eos_curve.setBrush(pg.mkBrush(self.appearance.theme.removed))
+        self.gauge.update()
+        self.refresh()
+
+    def refresh(self) -> None:
+        c = self.controller
+        t = self.appearance.theme
+        settings = c.settings
+        n_gen = len(c.steps)
+        n_prompt = c.prefill_event.n_tokens if c.prefill_event else 0
+        window = c.info.context_length if c.info else 1
+        eos_p = [s.dist.eos_p for s in c.steps]
+        if c.pending is not None and c.pending.index == n_gen + 1:
+            eos_p.append(c.pending.dist.eos_p)
+        if eos_p:
+            self.eos_curve.setData(np.arange(1, len(eos_p) + 1, dtype=float), np.array(eos_p))
+            self.eos_plot.setXRange(0.5, max(len(eos_p), 16) + 0.5, padding=0)
+            now = eos_p[-1]
+            self.eos_text.setText(f"p(end of sequence) at step {len(eos_p)}: {now:.4f}"
+                                  + ("  · the step drawn as EOS ends generation" if now > 0.5 else ""))
+        else:
+            self.eos_curve.setData([], [])
+            self.eos_text.setText("The probability of the end token at each step.")
+        self.limit.setMaximum(max(settings.max_new_tokens, 1))
+        self.limit.setValue(min(n_gen, settings.max_new_tokens))
+        self.limit.setFormat(f"{n_gen} of {settings.max_new_tokens} new tokens · "
+                             f"{max(settings.max_new_tokens - n_gen, 0)} left")
+        progress = c.steps[-1].stop_progress if c.steps else ()
+        lines = []
+        for i, s in enumerate(settings.stop_strings):
+            matched = progress[i] if i < len(progress) else 0
+            boxes = "".join("■" if j < matched else "□" for j in range(len(s)))
+            lines.append(f"<code>{display(s)}</code> <span style='color:{t.kept}'>{boxes}</span> {matched}/{len(s)}")
+        self.stop_strings.setText("<br>".join(lines) or "<i>none set</i> (add them in Controls)")
+        self.gauge.set_counts(n_prompt, n_gen, window)
+        free = window - n_prompt - n_gen
+        self.gauge_text.setText(f"prompt {n_prompt:,} · generated {n_gen:,} · free {free:,} of {window:,}")
+        reason = c.stopped.reason if c.stopped else None
+        for key, label in self.rows.items():
+            label.setStyleSheet(f"color: {t.chosen};" if key == reason else "")
+        if c.stopped is not None:
+            extra = f" ({display(c.stopped.stop_string)})" if c.stopped.stop_string else ""
+            self.status.setText(f"Ended after {c.stopped.n_generated} tokens: {REASONS[reason]}{extra}.")
+            self.status.setStyleSheet(f"color: {t.chosen};")
+        else:
+            self.status.setStyleSheet("")
+            state = "Running…" if c.running else "Generating step by step." if c.steps else \
+                "Prefilled: ready for step 1." if c.prefilled else "Nothing generated yet."
+            self.status.setText(state)

@@ -1,0 +1,97 @@
+"""Timing: prefill time and rate; each step's forward pass and sampling time; decode tokens per second."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from ..controller import Controller
+from ..theme import Appearance
+from .plotting import colour, make_plot, style_plot, text_item
+
+
+class TimingView(QWidget):
+    def __init__(self, controller: Controller, appearance: Appearance):
+        super().__init__()
+        self.controller, self.appearance = controller, appearance
+        self.summary = QLabel("Prefill and per-step times appear here.")
+        self.summary.setTextFormat(Qt.RichText)
+        self.summary.setWordWrap(True)
+        self.plot = make_plot(appearance)
+        self.plot.getPlotItem().setLabel("bottom", "step")
+        self.plot.getPlotItem().setLabel("left", "ms")
+        self.forward_bars = pg.BarGraphItem(x=[], height=[], width=0.7)
+        self.sample_bars = pg.BarGraphItem(x=[], y0=[], height=[], width=0.7)
+        self.selected_bar = pg.BarGraphItem(x=[], height=[], width=0.9)
+        for item in (self.selected_bar, self.forward_bars, self.sample_bars):
+            self.plot.addItem(item)
+        self.clip_label = text_item(appearance, anchor=(0, 0))
+        self.plot.addItem(self.clip_label)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 4, 6, 6)
+        layout.addWidget(self.summary)
+        layout.addWidget(self.plot, 1)
+        controller.redraw.connect(self.refresh)
+        appearance.changed.connect(self._restyle)
+        self._key = None
+        self._restyle()
+
+    def _restyle(self) -> None:
+        style_plot(self.plot, self.appearance)
+        self.clip_label.setColor(self.appearance.theme.text)
+        self.clip_label.setFont(self.appearance.font(0.85))
+        self._key = None
+        self.refresh()
+
+    def refresh(self) -> None:
+        c = self.controller
+        shown = c.shown()
+        key = (c.epoch, c.prefill_event is None, len(c.steps), None if shown is None else shown.index,
+               c.stopped is None)
+        if key == self._key:
+            return
+        self._key = key
+        t = self.appearance.theme
+        p = c.prefill_event
+        if p is None:
+            self.summary.setText("Prefill and per-step times appear here.")
+            self.forward_bars.setOpts(x=[], height=[], brushes=[])
+            self.sample_bars.setOpts(x=[], y0=[], height=[])
+            self.selected_bar.setOpts(x=[], height=[])
+            self.clip_label.setText("")
+            return
+        steps = c.steps
+        forward = np.array([s.forward_ms for s in steps])
+        sample = np.array([s.sample_ms for s in steps])
+        decode_forward = forward[1:]  # step 1 was drawn from the prefill's logits
+        text = (f"<b>Prefill</b>: {p.n_tokens} tokens in {p.ms:.1f} ms = <b>{p.tokens_per_s:,.0f} tokens/s</b> "
+                "(one parallel pass over the prompt)")
+        if len(steps) > 1:
+            per_token = float(np.mean(decode_forward + sample[1:]))
+            text += (f"<br><b>Decode</b>: {len(steps)} tokens, forward {np.median(decode_forward):.1f} ms "
+                     f"+ sampling {np.median(sample):.2f} ms per token (median) = "
+                     f"<b>{1000 / per_token:,.1f} tokens/s</b>; one token at a time, each reading all weights")
+        if c.stopped is not None and c.stopped.decode_tokens_per_s > 0:
+            text += f" · session: {c.stopped.decode_tokens_per_s:,.1f} tokens/s"
+        self.summary.setText(text)
+        x = np.arange(1, len(steps) + 1, dtype=float)
+        top = max(float(np.max(decode_forward + sample[1:])) * 1.35, 1.0) if len(steps) > 1 else \
+            max(p.ms, 1.0) * 1.2
+        shown_forward = np.minimum(forward, top * 0.97)
+        brushes = [colour(t.accent)] + [colour(t.final)] * (len(steps) - 1)
+        self.forward_bars.setOpts(x=x, height=shown_forward, width=0.7, brushes=brushes[:len(steps)], pen=None)
+        self.sample_bars.setOpts(x=x, y0=shown_forward, height=sample, width=0.7, brush=colour(t.warning), pen=None)
+        if steps and forward[0] > top * 0.97:
+            self.clip_label.setText(f"step 1 = prefill {forward[0]:.0f} ms ↑")
+            self.clip_label.setPos(0.7, top * 0.99)
+        else:
+            self.clip_label.setText("")
+        if shown is not None and shown.step is not None:
+            self.selected_bar.setOpts(x=[shown.index], height=[top], width=0.95, brush=colour(t.selected, 50),
+                                      pen=None)
+        else:
+            self.selected_bar.setOpts(x=[], height=[])
+        self.plot.setYRange(0, top, padding=0)
+        self.plot.setXRange(0.3, max(len(steps), 16) + 0.7, padding=0)

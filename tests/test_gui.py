@@ -1,0 +1,220 @@
+"""The desktop app, offscreen, driven as a person would, on the real default model."""
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QMessageBox
+
+from gui.main_window import LAYOUT_VERSION, MainWindow
+from gui.theme import Appearance
+
+WAIT = 120_000  # ms: generous, the machines are shared
+
+
+@pytest.fixture(scope="module")
+def cached_default_model(default_model):
+    return default_model  # make sure the converted model is in the cache before the window loads it
+
+
+@pytest.fixture()
+def settings_file(tmp_path):
+    return QSettings(str(tmp_path / "tokenstep.ini"), QSettings.IniFormat)
+
+
+@pytest.fixture()
+def window(qtbot, cached_default_model, settings_file):
+    """A window that has loaded the default model; held here, closed and joined after the test."""
+    win = MainWindow(settings=settings_file, appearance=Appearance())
+    qtbot.addWidget(win)
+    win.resize(1600, 1000)
+    win.show()
+    qtbot.waitUntil(lambda: win.controller.info is not None, timeout=WAIT)
+    yield win
+    win.close()
+    assert win.controller.thread.isFinished()
+
+
+def _idle(c):
+    return not c.busy and not c.running
+
+
+def prefill(qtbot, win, prompt="The capital of France is"):
+    win.controls.prompt.setPlainText(prompt)
+    win.actions["prefill"].trigger()
+    qtbot.waitUntil(lambda: win.controller.prefilled and _idle(win.controller), timeout=WAIT)
+
+
+def step(qtbot, win, n=1):
+    c = win.controller
+    for _ in range(n):
+        before = len(c.steps)
+        win.actions["step"].trigger()
+        qtbot.waitUntil(lambda: len(c.steps) == before + 1 and _idle(c), timeout=WAIT)
+
+
+def ids(win):
+    return [s.token.id for s in win.controller.steps]
+
+
+def settle(qtbot):
+    qtbot.wait(80)  # longer than one redraw period (33 ms)
+
+
+def test_three_steps_show_in_context_and_candidates(qtbot, window):
+    prefill(qtbot, window)
+    step(qtbot, window, 3)
+    settle(qtbot)
+    chips = window.views["context"].canvas.chips
+    assert len(chips) == 5 + 3
+    assert [ch.step for ch in chips[5:]] == [1, 2, 3]
+    assert [ch.token_id for ch in chips[5:]] == ids(window)
+    view = window.views["candidates"]
+    third = window.controller.steps[2]
+    assert view.header.text().startswith("Step 3 drew")
+    heights = view.bar_items[0].opts["width"]
+    assert np.allclose(heights, third.dist.candidates.p_raw)
+
+
+def test_reset_same_seed_reproduces_and_greedy_repeats(qtbot, window):
+    window.controls.seed.setValue(1234)
+    prefill(qtbot, window, "Once upon a time")
+    step(qtbot, window, 3)
+    first = ids(window)
+    window.actions["reset"].trigger()
+    qtbot.waitUntil(lambda: not window.controller.steps and _idle(window.controller), timeout=WAIT)
+    step(qtbot, window, 3)
+    assert ids(window) == first
+    assert window.controller.steps[0].seed == 1234
+    window.controls.greedy.setChecked(True)
+    window.actions["reset"].trigger()
+    qtbot.waitUntil(lambda: not window.controller.steps and _idle(window.controller), timeout=WAIT)
+    step(qtbot, window, 3)
+    greedy = ids(window)
+    window.actions["reset"].trigger()
+    qtbot.waitUntil(lambda: not window.controller.steps and _idle(window.controller), timeout=WAIT)
+    step(qtbot, window, 3)
+    assert ids(window) == greedy
+    assert all(s.random_u is None for s in window.controller.steps)
+
+
+def test_temperature_redraws_pending_bars_without_a_forward(qtbot, window):
+    prefill(qtbot, window)
+    c = window.controller
+    decoder = c.worker.model.decoder
+    settle(qtbot)
+    forwards = decoder.forward_count
+    view = window.views["candidates"]
+    before = np.array(view.bar_items[1].opts["width"])  # after-temperature bars
+    window.controls.temperature.setValue(2.0)
+    qtbot.waitUntil(lambda: c.pending is not None and c.pending.dist.settings.temperature == 2.0, timeout=WAIT)
+    settle(qtbot)
+    after = np.array(view.bar_items[1].opts["width"])
+    assert c.shown().pending and view.header.text().startswith("Step 1 (next")
+    assert after[0] < before[0] - 0.05  # a hotter temperature flattens the top bar
+    assert np.allclose(view.bar_items[0].opts["width"], c.pending.dist.candidates.p_raw)  # raw bars unchanged
+    assert decoder.forward_count == forwards
+
+
+def test_scrubbing_to_step_one_shows_its_candidates(qtbot, window):
+    prefill(qtbot, window)
+    step(qtbot, window, 3)
+    window.history.setValue(1)
+    settle(qtbot)
+    first = window.controller.steps[0]
+    view = window.views["candidates"]
+    assert view.header.text().startswith("Step 1 drew")
+    assert np.allclose(view.bar_items[2].opts["width"], first.dist.candidates.p_final)
+    assert window.views["context"].canvas.selected_step == 1
+
+
+def test_run_until_max_new_tokens(qtbot, window):
+    window.controls.max_new.setValue(10)
+    prefill(qtbot, window, "Write a long story about a dragon:")
+    window.actions["run"].trigger()
+    qtbot.waitUntil(lambda: window.controller.stopped is not None and _idle(window.controller), timeout=WAIT)
+    stopped = window.controller.stopped
+    assert stopped.reason in ("max_new_tokens", "eos")
+    if stopped.reason == "max_new_tokens":
+        assert stopped.n_generated == 10 and len(window.controller.steps) == 10
+    assert not window.actions["pause"].isEnabled()
+
+
+def test_bad_folder_shows_an_error_and_the_old_model_still_steps(qtbot, window, tmp_path, monkeypatch):
+    shown = []
+    monkeypatch.setattr(QMessageBox, "critical", lambda parent, title, text, *a: shown.append(text))
+    bad = tmp_path / "broken"
+    bad.mkdir()
+    (bad / "config.json").write_text('{"architectures": ["NopeForCausalLM"]}')
+    name = window.controller.info.name
+    window.load_model(str(bad))
+    qtbot.waitUntil(lambda: bool(shown), timeout=WAIT)
+    assert "unsupported architecture 'NopeForCausalLM'" in shown[0]
+    assert window.controller.info.name == name and not window.controller.loading
+    prefill(qtbot, window)
+    step(qtbot, window, 1)
+    assert len(window.controller.steps) == 1
+
+
+def test_layout_round_trips_and_a_stale_version_falls_back(qtbot, window, settings_file):
+    window.docks["timing"].hide()
+    window.docks["attention"].show()
+    window.save_layout()
+    again = MainWindow(settings=settings_file, appearance=Appearance(), autoload=False)
+    qtbot.addWidget(again)
+    try:
+        assert again.layout_restored
+        assert again.docks["timing"].isHidden() and not again.docks["attention"].isHidden()
+    finally:
+        again.close()
+    settings_file.setValue("layout/version", LAYOUT_VERSION - 1)
+    stale = MainWindow(settings=settings_file, appearance=Appearance(), autoload=False)
+    qtbot.addWidget(stale)
+    try:
+        assert not stale.layout_restored and not stale.docks["timing"].isHidden()
+    finally:
+        stale.close()
+
+
+def test_closing_mid_run_joins_the_thread_quickly(qtbot, cached_default_model, settings_file):
+    import time
+
+    win = MainWindow(settings=settings_file, appearance=Appearance())
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.waitUntil(lambda: win.controller.info is not None, timeout=WAIT)
+    win.controls.max_new.setValue(500)
+    win.controls.prompt.setPlainText("Count to one thousand: 1, 2, 3,")
+    win.actions["run"].trigger()
+    qtbot.waitUntil(lambda: len(win.controller.steps) >= 3, timeout=WAIT)
+    started = time.perf_counter()
+    win.close()
+    assert win.controller.thread.isFinished()
+    assert time.perf_counter() - started < 2.0
+    assert win.controller.stopped is None  # no abort message
+
+
+def test_export_trace_and_png(qtbot, window, tmp_path):
+    import json
+
+    prefill(qtbot, window)
+    step(qtbot, window, 2)
+    path = window.export_trace(str(tmp_path / "t.jsonl"))
+    events = [json.loads(line) for line in open(path, encoding="utf-8")]
+    assert [e["type"] for e in events] == ["model", "prefill", "step", "step"]
+    assert events[2]["token"]["id"] == window.controller.steps[0].token.id
+    png = window.export_png("candidates", str(tmp_path / "c.png"))
+    assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_presentation_and_dark_mode_rescale(qtbot, window):
+    canvas = window.views["context"].canvas
+    prefill(qtbot, window)
+    settle(qtbot)
+    normal = canvas.chips[0].rect.height()
+    window.actions["presentation"].trigger()
+    window.actions["dark"].trigger()
+    settle(qtbot)
+    assert canvas.chips[0].rect.height() > normal * 1.2
+    assert window.appearance.theme.name == "dark"
+    window.actions["presentation"].trigger()
+    window.actions["dark"].trigger()
