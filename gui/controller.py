@@ -7,6 +7,8 @@ back, and tells the views to redraw at most ~30 times a second (`redraw`), howev
 from __future__ import annotations
 
 import threading
+import time
+from collections import deque
 from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
@@ -16,7 +18,8 @@ from inference.settings import GenerationSettings
 
 from .worker import InferenceWorker
 
-REDRAW_INTERVAL_MS = 33  # <= 30 redraws per second
+REDRAW_INTERVAL_MS = 33  # <= 30 redraws per second while stepping by hand
+RUN_REDRAW_INTERVAL_MS = 66  # 15 per second during Run: the GUI thread shares the GIL and 2 cores with decode
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,7 @@ class Controller(QObject):
         self._throttle = QTimer(self, singleShot=True, interval=REDRAW_INTERVAL_MS)
         self._throttle.timeout.connect(self._on_throttle)
         self._redraw_due = False
+        self.redraw_ms: deque[float] = deque(maxlen=2000)
 
     # --- state ----------------------------------------------------------------------------------------
     def _clear_generation(self) -> None:
@@ -330,12 +334,16 @@ class Controller(QObject):
         if self._throttle.isActive():
             self._redraw_due = True
             return
-        self.redraw.emit()
-        self._throttle.start()
+        self._emit_redraw()
 
     @Slot()
     def _on_throttle(self) -> None:
         if self._redraw_due:
             self._redraw_due = False
-            self.redraw.emit()
-            self._throttle.start()
+            self._emit_redraw()
+
+    def _emit_redraw(self) -> None:
+        started = time.perf_counter()
+        self.redraw.emit()
+        self.redraw_ms.append((time.perf_counter() - started) * 1000)  # what every view's redraw cost
+        self._throttle.start(RUN_REDRAW_INTERVAL_MS if self.running else REDRAW_INTERVAL_MS)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
-from PySide6.QtWidgets import (QApplication, QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
+from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
                                QProgressDialog, QSlider, QToolBar, QWidget)
 
 from inference.settings import DEVICE_CHOICES, DTYPE_CHOICES
@@ -77,6 +77,7 @@ class MainWindow(QMainWindow):
         self._updating_history = False
         self.layout_restored = self.restore_layout()
         self._update_state()
+        self.views["context"].canvas.setFocus()
         if autoload:
             QTimer.singleShot(0, lambda: self.load_model(model))
 
@@ -328,6 +329,7 @@ class MainWindow(QMainWindow):
             return
         self.controller.set_settings(self.controls.settings())
         self.controller.prefill(prompt, chat, system)
+        self.views["context"].canvas.setFocus()  # so that Space steps instead of typing into the prompt
 
     def step_or_pause(self) -> None:
         c = self.controller

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout
 
 from ..controller import Controller
+from .base import View
 from ..theme import Appearance
-from .plotting import make_plot, style_plot
+from .plotting import make_plot, set_range, style_plot
 
 
-class AttentionView(QWidget):
+class AttentionView(View):
     def __init__(self, controller: Controller, appearance: Appearance):
-        super().__init__()
-        self.controller, self.appearance = controller, appearance
+        super().__init__(controller, appearance)
         self.caption = QLabel("Shown while this view is open: each step's attention is recorded from then on.")
         self.caption.setObjectName("muted")
         self.caption.setWordWrap(True)
@@ -41,10 +41,11 @@ class AttentionView(QWidget):
         layout.addLayout(row)
         layout.addWidget(self.plot, 1)
         layout.addWidget(self.caption)
-        controller.redraw.connect(self.refresh)
         controller.model_changed.connect(self._heads)
-        appearance.changed.connect(lambda: style_plot(self.plot, appearance))
         self._key = None
+
+    def restyle(self) -> None:
+        style_plot(self.plot, self.appearance)
 
     def _heads(self) -> None:
         info = self.controller.info
@@ -78,8 +79,7 @@ class AttentionView(QWidget):
         head = self.head.currentIndex()
         grid = attention.mean(axis=1) if head == 0 else attention[:, head - 1, :]  # (layers, positions)
         self.image.setImage(np.ascontiguousarray(grid.T), levels=(0.0, float(max(grid.max(), 1e-6))))
-        self.plot.setXRange(0, grid.shape[1], padding=0)
-        self.plot.setYRange(0, grid.shape[0], padding=0)
+        set_range(self.plot, x=(0, grid.shape[1]), y=(0, grid.shape[0]))
         where = "the last prompt position (prefill)" if shown is None or shown.step is None or shown.index == 1 \
             else f"the query at position {shown.step.position - 1}"
         self.caption.setText(f"Attention of {where} over {grid.shape[1]} positions in each of "

@@ -17,8 +17,9 @@ from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
 from ..controller import Controller, Shown
 from ..theme import Appearance
+from .base import View
 from .context_view import display
-from .plotting import colour, make_plot, style_plot, text_item
+from .plotting import colour, make_plot, set_range, style_plot, text_item
 
 STAGE_TITLES = {"temperature": "temp.", "top_k": "top-k", "top_p": "top-p", "min_p": "min-p",
                 "greedy": "argmax"}
@@ -39,10 +40,9 @@ def describe_settings(s) -> str:
     return " · ".join(parts)
 
 
-class CandidatesView(QWidget):
+class CandidatesView(View):
     def __init__(self, controller: Controller, appearance: Appearance):
-        super().__init__()
-        self.controller, self.appearance = controller, appearance
+        super().__init__(controller, appearance)
         self.header = QLabel("After Prefill the candidates for the first new token appear here.")
         self.header.setObjectName("heading")
         self.header.setWordWrap(True)
@@ -106,11 +106,9 @@ class CandidatesView(QWidget):
         layout.setContentsMargins(6, 4, 6, 6)
         layout.addWidget(self.header)
         layout.addWidget(split, 1)
-        controller.redraw.connect(self.refresh)
-        appearance.changed.connect(self._restyle)
         self._last: tuple | None = None
         self._last_dist = None
-        self._restyle()
+        self.restyle()
 
     @staticmethod
     def _titled(title, plot, extra=None) -> QWidget:
@@ -126,7 +124,7 @@ class CandidatesView(QWidget):
             layout.addWidget(extra)
         return box
 
-    def _restyle(self) -> None:
+    def restyle(self) -> None:
         a, t = self.appearance, self.appearance.theme
         for plot in (self.bars, self.waterfall, self.draw):
             style_plot(plot, a)
@@ -140,7 +138,6 @@ class CandidatesView(QWidget):
             f"<span style='color:{t.final}'>■</span> final (truncated, renormalised) &nbsp; "
             f"<span style='color:{t.chosen}'>▮</span> drawn token")
         self._last = None
-        self.refresh()
 
     def refresh(self) -> None:
         shown = self.controller.shown()
@@ -200,7 +197,7 @@ class CandidatesView(QWidget):
             mark = "▶ " if i == chosen else ""
             ticks.append((i, f"{mark}{display(text)[:18]}"))
         self.bars.getAxis("left").setTicks([ticks])
-        self.bars.setYRange(-0.6, max(n, 10) - 0.4, padding=0)
+        set_range(self.bars, y=(-0.6, max(n, 10) - 0.4))
         for i, label in enumerate(self.value_labels):
             if i < n:
                 label.setText(f"{c.p_final[i]:.3f}" if c.p_final[i] > 0 else f"{c.p_temp[i]:.3f} ✕")
@@ -238,7 +235,7 @@ class CandidatesView(QWidget):
         self.kept_bars.setOpts(x=x, height=kept_mass, width=0.6, brush=colour(t.kept), pen=None)
         self.removed_bars.setOpts(x=x, y0=kept_mass, height=removed, width=0.6, brush=colour(t.removed), pen=None)
         self.waterfall.getAxis("bottom").setTicks([[(i, name) for i, name in enumerate(names)]])
-        self.waterfall.setXRange(-0.5, len(names) - 0.5, padding=0)
+        set_range(self.waterfall, x=(-0.5, len(names) - 0.5))
         for i, label in enumerate(self.stage_labels):
             if i < len(names):
                 cut = f"\n−{removed[i] * 100:.1f}%" if removed[i] > 0 else ""
@@ -248,7 +245,7 @@ class CandidatesView(QWidget):
                 label.setText("")
 
     def _draw_draw(self, shown: Shown) -> None:
-        a, t = self.appearance, self.appearance.theme
+        t = self.appearance.theme
         kept = shown.dist.kept
         cdf = kept.cdf
         starts = np.concatenate([[0.0], cdf[:-1]]) if len(cdf) else np.array([])

@@ -15,6 +15,7 @@ from PySide6.QtGui import QColor, QFontMetricsF, QPainter, QPen
 from PySide6.QtWidgets import QLabel, QScrollArea, QToolTip, QVBoxLayout, QWidget
 
 from ..controller import Controller
+from .base import View
 from ..theme import Appearance
 
 PAD_X, PAD_Y, GAP, LINE_GAP = 4.0, 2.0, 3.0, 6.0
@@ -49,6 +50,7 @@ class ChipCanvas(QWidget):
         self.tooltips: dict[int, str] = {}
         self.placeholder = ""
         self.setMouseTracking(True)
+        self.setFocusPolicy(Qt.StrongFocus)
         self._width_cache: dict[str, float] = {}
         self._laid_out_width = -1
 
@@ -152,10 +154,9 @@ class ChipCanvas(QWidget):
             self.step_clicked.emit(self.chips[i].step)
 
 
-class ContextView(QWidget):
+class ContextView(View):
     def __init__(self, controller: Controller, appearance: Appearance):
-        super().__init__()
-        self.controller, self.appearance = controller, appearance
+        super().__init__(controller, appearance)
         self.summary = QLabel()
         self.summary.setObjectName("muted")
         self.summary.setWordWrap(True)
@@ -171,10 +172,8 @@ class ContextView(QWidget):
         layout.addWidget(self.summary)
         layout.addWidget(self.scroll, 1)
         self._shown_count = -1
-        controller.redraw.connect(self.refresh)
-        appearance.changed.connect(self._restyle)
 
-    def _restyle(self) -> None:
+    def restyle(self) -> None:
         self.canvas.relayout()
 
     def refresh(self) -> None:

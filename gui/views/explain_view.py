@@ -6,9 +6,10 @@ import html
 import json
 from pathlib import Path
 
-from PySide6.QtWidgets import QTextBrowser, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QTextBrowser, QVBoxLayout
 
 from ..controller import Controller
+from .base import View
 from ..theme import Appearance
 from .context_view import display
 from .kv_view import fmt_bytes, fmt_count
@@ -18,18 +19,15 @@ TEXTS = json.loads((Path(__file__).resolve().parents[2] / "resources" / "transla
 LANGUAGES = {"en": "English", "zh": "简体中文"}
 
 
-class ExplainView(QWidget):
+class ExplainView(View):
     def __init__(self, controller: Controller, appearance: Appearance, language: str = "en"):
-        super().__init__()
-        self.controller, self.appearance = controller, appearance
+        super().__init__(controller, appearance)
         self.language = language
         self.browser = QTextBrowser()
         self.browser.setOpenExternalLinks(False)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.browser)
-        controller.redraw.connect(self.refresh)
-        appearance.changed.connect(self.refresh)
         self._html = ""
         self.refresh()
 

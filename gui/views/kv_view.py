@@ -14,8 +14,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QSplitter, QVBoxLayout, QWidget
 
 from ..controller import Controller
+from .base import View
 from ..theme import Appearance
-from .plotting import colour, make_plot, style_plot, text_item
+from .plotting import colour, grid_ceiling, make_plot, nice_ceiling, set_range, style_plot, text_item
 
 def fmt_bytes(n: float) -> str:
     for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
@@ -31,10 +32,9 @@ def fmt_count(n: float) -> str:
     return str(int(n))
 
 
-class KvView(QWidget):
+class KvView(View):
     def __init__(self, controller: Controller, appearance: Appearance):
-        super().__init__()
-        self.controller, self.appearance = controller, appearance
+        super().__init__(controller, appearance)
         self.formula = QLabel("Load a model to see its KV cache.")
         self.formula.setTextFormat(Qt.RichText)
         self.formula.setWordWrap(True)
@@ -43,8 +43,8 @@ class KvView(QWidget):
         self.growth = make_plot(appearance, "used and allocated vs context")
         self.growth.getPlotItem().setLabel("bottom", "tokens in the context")
         self.growth.getPlotItem().setLabel("left", "MB")
-        self.used_curve = self.growth.plot([], [], name="used")
-        self.allocated_curve = self.growth.plot([], [], name="allocated", stepMode=None)
+        self.used_curve = self.growth.plot([], [], name="used", antialias=True)
+        self.allocated_curve = self.growth.plot([], [], name="allocated", antialias=True)
         self.growth_note = text_item(appearance, anchor=(0, 0))
         self.growth.addItem(self.growth_note)
 
@@ -98,21 +98,23 @@ class KvView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 4, 6, 6)
         layout.addWidget(split, 1)
-        controller.redraw.connect(self.refresh)
-        appearance.changed.connect(self._restyle)
         self._key = None
-        self._restyle()
+        self.restyle()
 
-    def _restyle(self) -> None:
+    def restyle(self) -> None:
         a, t = self.appearance, self.appearance.theme
         for plot in (self.growth, self.layers, self.compare):
             style_plot(plot, a)
         self.used_curve.setPen(pg.mkPen(t.final, width=2.5 * a.scale))
+        self.used_curve.setSymbol("o")
+        self.used_curve.setSymbolSize(5 * a.scale)
+        self.used_curve.setSymbolBrush(colour(t.final))
+        self.used_curve.setSymbolPen(None)
         self.allocated_curve.setPen(pg.mkPen(t.warning, width=1.5 * a.scale, style=Qt.DashLine))
         for label in self.compare_labels + [self.growth_note]:
             label.setColor(t.text)
             label.setFont(a.font(0.85))
-        self._force_refresh()
+        self._key = None
 
     def _force_refresh(self) -> None:
         self._key = None
@@ -146,8 +148,7 @@ class KvView(QWidget):
             self.used_curve.setData(x, np.array([p[1] for p in points]) / 1e6)
             self.allocated_curve.setData(x, np.array([p[2] for p in points]) / 1e6)
             top = max(p[2] for p in points) / 1e6
-            self.growth.setYRange(0, top * 1.15 or 1, padding=0)
-            self.growth.setXRange(0, max(x[-1], 8), padding=0.02)
+            set_range(self.growth, x=(0, grid_ceiling(x[-1], 16)), y=(0, nice_ceiling(top * 1.15)))
             self.growth_note.setText("— used   - - allocated")
             self.growth_note.setPos(0, top * 1.13)
         else:
@@ -159,8 +160,7 @@ class KvView(QWidget):
                             brush=colour(t.final), pen=None)
         self.v_bars.setOpts(x=layers, y0=np.full(info.n_layers, per_tensor / 1e3),
                             height=np.full(info.n_layers, per_tensor / 1e3), width=0.8, brush=colour(t.temp), pen=None)
-        self.layers.setXRange(-1, info.n_layers, padding=0)
-        self.layers.setYRange(0, max(2 * per_tensor / 1e3, 1) * 1.1, padding=0)
+        set_range(self.layers, x=(-1, info.n_layers), y=(0, nice_ceiling(max(2 * per_tensor / 1e3, 1) * 1.1)))
         self._compare(info, used)
 
     def _points(self) -> list[tuple[int, int, int]]:
@@ -188,8 +188,7 @@ class KvView(QWidget):
                                   brushes=[colour(col) for _, _, col in rows], pen=None)
         self.compare.getAxis("left").setTicks([[(i, name) for i, (name, _, _) in enumerate(rows)]])
         top = np.log10(values.max())
-        self.compare.setXRange(0, top + 2.4, padding=0)
-        self.compare.setYRange(-0.6, 3.6, padding=0)
+        set_range(self.compare, x=(0, float(np.ceil(top + 2.4))), y=(-0.6, 3.6))
         for i, label in enumerate(self.compare_labels):
             label.setText(fmt_bytes(values[i]))
             label.setPos(np.log10(values[i]) + 0.05, i)

@@ -14,9 +14,10 @@ from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QGridLayout, QLabel, QProgressBar, QVBoxLayout, QWidget
 
 from ..controller import Controller
+from .base import View
 from ..theme import Appearance
 from .context_view import display
-from .plotting import make_plot, style_plot
+from .plotting import grid_ceiling, make_plot, set_range, style_plot
 
 REASONS = {
     "eos": "the model wrote its end-of-sequence token",
@@ -62,10 +63,9 @@ class WindowGauge(QWidget):
         p.drawRect(QRectF(r.x() + w_prompt, r.y(), w_gen, r.height()))
 
 
-class StopView(QWidget):
+class StopView(View):
     def __init__(self, controller: Controller, appearance: Appearance):
-        super().__init__()
-        self.controller, self.appearance = controller, appearance
+        super().__init__(controller, appearance)
         self.status = QLabel("Nothing generated yet.")
         self.status.setObjectName("big")
         self.status.setWordWrap(True)
@@ -86,7 +86,7 @@ class StopView(QWidget):
         self.eos_plot.setYRange(0, 1, padding=0)
         self.eos_plot.getAxis("left").setTicks([[(0, "0"), (1, "1")]])
         self.eos_plot.getAxis("bottom").setStyle(showValues=False)
-        self.eos_curve = self.eos_plot.plot([], [])
+        self.eos_curve = self.eos_plot.plot([], [], antialias=True)
         self.eos_text = QLabel()
         self.eos_text.setObjectName("muted")
         self.eos_text.setWordWrap(True)
@@ -126,18 +126,14 @@ class StopView(QWidget):
         layout.addWidget(self.status)
         layout.addLayout(grid)
         layout.addStretch(1)
-        controller.redraw.connect(self.refresh)
-        controller.state_changed.connect(self.refresh)
-        appearance.changed.connect(self._restyle)
-        self._restyle()
+        self.restyle()
 
-    def _restyle(self) -> None:
+    def restyle(self) -> None:
         style_plot(self.eos_plot, self.appearance)
         self.eos_curve.setPen(pg.mkPen(self.appearance.theme.chosen, width=2 * self.appearance.scale))
         self.eos_curve.setFillLevel(0)
         self.eos_curve.setBrush(pg.mkBrush(self.appearance.theme.removed))
         self.gauge.update()
-        self.refresh()
 
     def refresh(self) -> None:
         c = self.controller
@@ -151,7 +147,7 @@ class StopView(QWidget):
             eos_p.append(c.pending.dist.eos_p)
         if eos_p:
             self.eos_curve.setData(np.arange(1, len(eos_p) + 1, dtype=float), np.array(eos_p))
-            self.eos_plot.setXRange(0.5, max(len(eos_p), 16) + 0.5, padding=0)
+            set_range(self.eos_plot, x=(0.5, grid_ceiling(len(eos_p), 16) + 0.5))
             now = eos_p[-1]
             self.eos_text.setText(f"p(end of sequence) at step {len(eos_p)}: {now:.4f}"
                                   + ("  · the step drawn as EOS ends generation" if now > 0.5 else ""))

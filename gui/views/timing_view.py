@@ -5,17 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QVBoxLayout
 
 from ..controller import Controller
+from .base import View
 from ..theme import Appearance
-from .plotting import colour, make_plot, style_plot, text_item
+from .plotting import colour, grid_ceiling, make_plot, nice_ceiling, set_range, style_plot, text_item
 
 
-class TimingView(QWidget):
+class TimingView(View):
     def __init__(self, controller: Controller, appearance: Appearance):
-        super().__init__()
-        self.controller, self.appearance = controller, appearance
+        super().__init__(controller, appearance)
         self.summary = QLabel("Prefill and per-step times appear here.")
         self.summary.setTextFormat(Qt.RichText)
         self.summary.setWordWrap(True)
@@ -33,17 +33,14 @@ class TimingView(QWidget):
         layout.setContentsMargins(6, 4, 6, 6)
         layout.addWidget(self.summary)
         layout.addWidget(self.plot, 1)
-        controller.redraw.connect(self.refresh)
-        appearance.changed.connect(self._restyle)
         self._key = None
-        self._restyle()
+        self.restyle()
 
-    def _restyle(self) -> None:
+    def restyle(self) -> None:
         style_plot(self.plot, self.appearance)
         self.clip_label.setColor(self.appearance.theme.text)
         self.clip_label.setFont(self.appearance.font(0.85))
         self._key = None
-        self.refresh()
 
     def refresh(self) -> None:
         c = self.controller
@@ -77,8 +74,8 @@ class TimingView(QWidget):
             text += f" · session: {c.stopped.decode_tokens_per_s:,.1f} tokens/s"
         self.summary.setText(text)
         x = np.arange(1, len(steps) + 1, dtype=float)
-        top = max(float(np.max(decode_forward + sample[1:])) * 1.35, 1.0) if len(steps) > 1 else \
-            max(p.ms, 1.0) * 1.2
+        top = nice_ceiling(max(float(np.max(decode_forward + sample[1:])) * 1.35, 1.0) if len(steps) > 1
+                           else max(p.ms, 1.0) * 1.2)
         shown_forward = np.minimum(forward, top * 0.97)
         brushes = [colour(t.accent)] + [colour(t.final)] * (len(steps) - 1)
         self.forward_bars.setOpts(x=x, height=shown_forward, width=0.7, brushes=brushes[:len(steps)], pen=None)
@@ -93,5 +90,4 @@ class TimingView(QWidget):
                                       pen=None)
         else:
             self.selected_bar.setOpts(x=[], height=[])
-        self.plot.setYRange(0, top, padding=0)
-        self.plot.setXRange(0.3, max(len(steps), 16) + 0.7, padding=0)
+        set_range(self.plot, x=(0.3, grid_ceiling(len(steps), 16) + 0.7), y=(0, top))

@@ -1,0 +1,43 @@
+"""What every dock view shares: redraw only while visible, and restyle when the appearance changes."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QWidget
+
+from ..controller import Controller
+from ..theme import Appearance
+
+
+class View(QWidget):
+    """Subclasses implement `refresh()` (draw the controller's state) and may override `restyle()`."""
+
+    def __init__(self, controller: Controller, appearance: Appearance):
+        super().__init__()
+        self.controller, self.appearance = controller, appearance
+        self._stale = True
+        controller.redraw.connect(self._on_redraw)
+        appearance.changed.connect(self._on_appearance)
+
+    def _on_redraw(self) -> None:
+        if self.isVisible():  # a hidden or tabbed-away dock costs nothing until it is shown
+            self._stale = False
+            self.refresh()
+        else:
+            self._stale = True
+
+    def _on_appearance(self) -> None:
+        self.restyle()
+        self._stale = True
+        self._on_redraw()
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if self._stale:
+            self._stale = False
+            self.refresh()
+
+    def restyle(self) -> None:
+        """Re-apply colours and fonts; the next refresh redraws the data."""
+
+    def refresh(self) -> None:
+        raise NotImplementedError
