@@ -22,6 +22,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--dark", action="store_true", help="start with the dark theme")
     parser.add_argument("--presentation", action="store_true", help="start in presentation mode")
     parser.add_argument("--prompt", default=None, help="the prompt to start with")
+    parser.add_argument("--chat", action="store_true", help="start in chat mode (the model's chat template)")
+    parser.add_argument("--system", default="", help="system prompt for chat mode")
+    parser.add_argument("--language", choices=("en", "zh"), default=None, help="language of the explanations")
     parser.add_argument("--screenshot", metavar="OUT.png", help="load, prefill, take --steps steps, save the "
                         "window as a PNG and exit")
     parser.add_argument("--steps", type=int, default=3, help="steps to take before --screenshot (default 3)")
@@ -94,6 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     window.actions["presentation"].setChecked(args.presentation)
     if args.prompt is not None:
         window.controls.prompt.setPlainText(args.prompt)
+    window.controls.chat.setChecked(args.chat)
+    window.controls.system.setText(args.system)
+    if args.language:
+        window.set_language(args.language)
     run = None
     if args.screenshot:
         window.resize(*SCREENSHOT_SIZE)

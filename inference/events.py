@@ -19,7 +19,7 @@ from .settings import SamplerSettings, Stage
 class Token:
     id: int
     text: str  # the decoded text this token adds (" Paris"); "" while a UTF-8 character is incomplete
-    piece: str  # how to show it on its own: the text, <E4 BD> for a partial character, <|im_end|>
+    piece: str  # how to show it on its own: the text, \xE4\xBD for a partial character, <|im_end|>
     special: bool = False
 
     def to_dict(self) -> dict:

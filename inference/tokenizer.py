@@ -175,7 +175,7 @@ class TextStream:
         if not raw:
             return "", f"<id {token_id}>"
         text = self._decoder.decode(raw)
-        piece = text if text else "<" + " ".join(f"{b:02X}" for b in raw) + ">"
+        piece = text if text else "".join(f"\\x{b:02X}" for b in raw)  # bytes of a character still incomplete
         return text, piece
 
 

@@ -29,7 +29,7 @@ def test_split_character_shows_bytes_then_completes(tok):
     assert len(ids) == 3
     pieces = _stream(tok, ids)
     assert [t for t, _ in pieces] == ["", "", "你"]
-    assert pieces[0][1] == "<E4>" and pieces[1][1] == "<BD>" and pieces[2][1] == "你"
+    assert pieces[0][1] == "\\xE4" and pieces[1][1] == "\\xBD" and pieces[2][1] == "你"
     assert tok.piece_text(ids[0]) == "\ufffd"
 
 
