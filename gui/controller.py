@@ -6,7 +6,9 @@ back, and tells the views to redraw at most ~30 times a second (`redraw`), howev
 
 from __future__ import annotations
 
+import atexit
 import threading
+import weakref
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -84,6 +86,10 @@ class Controller(QObject):
         w.cancelled.connect(self._on_cancelled)
         w.finished.connect(self._on_finished)
         self.thread.start()
+        # A thread still running when Python exits makes Qt abort the process: join it first, however
+        # the program ends (a closed window, app.quit, or a script that never closed its window).
+        this = weakref.ref(self)
+        atexit.register(lambda: this() is not None and this().shutdown())
 
         self.settings = settings
         self._sent_settings: GenerationSettings | None = None
@@ -238,6 +244,8 @@ class Controller(QObject):
 
     def shutdown(self, timeout_ms: int = 2000) -> bool:
         """Stop the worker thread: the current step finishes, queued work is dropped. True when joined."""
+        if self.thread.isFinished():
+            return True
         self.cancel.set()
         if self.worker.session is not None:
             self.worker.session.abort()  # thread-safe flag: cuts a long prefill short between chunks

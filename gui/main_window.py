@@ -402,31 +402,36 @@ class MainWindow(QMainWindow):
         c = self.controller
         has_model = c.info is not None and not c.loading
         a = self.actions
-        a["prefill"].setEnabled(has_model and not c.running)
-        a["step"].setEnabled(has_model and (c.running or not c.prefilled or c.can_step))
-        a["run"].setEnabled(has_model and not c.running and (not c.prefilled or c.can_step))
-        a["pause"].setEnabled(c.running)
-        a["stop"].setEnabled(c.prefilled and (c.running or c.stopped is None))
-        a["reset"].setEnabled(has_model and c.prefilled and not c.running)
-        a["step"].setText("Pause" if c.running else "Step")
+        enabled = {"prefill": has_model and not c.running,
+                   "step": has_model and (c.running or not c.prefilled or c.can_step),
+                   "run": has_model and not c.running and (not c.prefilled or c.can_step),
+                   "pause": c.running, "stop": c.prefilled and (c.running or c.stopped is None),
+                   "reset": has_model and c.prefilled and not c.running}
+        for key, on in enabled.items():
+            if a[key].isEnabled() != on:  # unchanged states would still relayout the toolbar
+                a[key].setEnabled(on)
+        step_text = "Pause" if c.running else "Step"
+        if a["step"].text() != step_text:
+            a["step"].setText(step_text)
         changed = c.prefilled_prompt is not None and c.prefilled_prompt != self.controls.prompt_request()
-        self.controls.prompt_state.setText(
-            "The prompt changed since it was read: Prefill (Ctrl+P) to read the new one." if changed else
-            "" if c.prefilled_prompt is None else "This prompt is in the context.")
+        _set_text(self.controls.prompt_state,
+                  "The prompt changed since it was read: Prefill (Ctrl+P) to read the new one." if changed else
+                  "" if c.prefilled_prompt is None else "This prompt is in the context.")
         seed_ran = c.steps[-1].seed if c.steps else None
         next_seed = self.controls.seed.value()
         if seed_ran is not None and seed_ran != next_seed:
-            self.controls.seed_state.setText(f"Seed {seed_ran} ran; the next Reset or Prefill uses {next_seed}.")
+            seed_text = f"Seed {seed_ran} ran; the next Reset or Prefill uses {next_seed}."
         elif seed_ran is not None:
-            self.controls.seed_state.setText(f"Seed {seed_ran} ran: Reset repeats these tokens.")
+            seed_text = f"Seed {seed_ran} ran: Reset repeats these tokens."
         else:
-            self.controls.seed_state.setText("")
+            seed_text = ""
+        _set_text(self.controls.seed_state, seed_text)
         if c.running:
-            self.status_state.setText("Running… (Space or Pause to pause, Esc to stop)")
+            _set_text(self.status_state, "Running… (Space or Pause to pause, Esc to stop)")
         elif c.prefill_event is not None and not c.busy and self.progress is None:
             p = c.prefill_event
-            self.status_state.setText(f"Prefilled {p.n_tokens} tokens in {p.ms:.0f} ms · {len(c.steps)} generated"
-                                      + (f" · ended: {c.stopped.reason}" if c.stopped else ""))
+            _set_text(self.status_state, f"Prefilled {p.n_tokens} tokens in {p.ms:.0f} ms · {len(c.steps)} "
+                      "generated" + (f" · ended: {c.stopped.reason}" if c.stopped else ""))
 
     def set_language(self, code: str) -> None:
         self.views["explain"].set_language(code)
@@ -518,3 +523,8 @@ class MainWindow(QMainWindow):
         self._close_progress()
         self.controller.shutdown()
         super().closeEvent(event)
+
+
+def _set_text(label: QLabel, text: str) -> None:
+    if label.text() != text:
+        label.setText(text)

@@ -218,3 +218,20 @@ def test_presentation_and_dark_mode_rescale(qtbot, window):
     assert window.appearance.theme.name == "dark"
     window.actions["presentation"].trigger()
     window.actions["dark"].trigger()
+
+
+def test_the_window_opens_before_torch_is_imported():
+    """The 1.7 s torch import happens in the worker thread, after the window is up."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import os, sys; os.environ['QT_QPA_PLATFORM'] = 'offscreen'\n"
+            "from PySide6.QtWidgets import QApplication; app = QApplication([])\n"
+            "from gui.main_window import MainWindow\n"
+            "w = MainWindow(autoload=False); w.show(); app.processEvents()\n"
+            "print('torch' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            cwd=Path(__file__).resolve().parent.parent)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "False"
