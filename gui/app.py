@@ -104,9 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     run = None
     if args.screenshot:
         window.resize(*SCREENSHOT_SIZE)
+        window.proportion_docks()
         run = ScreenshotRun(window, args.screenshot, max(args.steps, 0))
     elif not window.layout_restored:
         window.resize(1600, 1000)
+        window.proportion_docks()
     window.show()
     code = app.exec()
     window.controller.shutdown()

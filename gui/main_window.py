@@ -71,6 +71,7 @@ class MainWindow(QMainWindow):
         c.load_finished.connect(self._on_load_finished)
         c.error.connect(self._on_error)
         self.appearance.changed.connect(self._update_state)
+        self.actions["presentation"].toggled.connect(lambda _: QTimer.singleShot(0, self.proportion_docks))
         self.docks["attention"].visibilityChanged.connect(self._attention_visible)
 
         self.default_state = self.saveState(LAYOUT_VERSION)
@@ -159,11 +160,20 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(timing, attention)
         timing.raise_()
         attention.hide()
-        self.resizeDocks([controls, context], [350, 1250], Qt.Horizontal)
-        self.resizeDocks([context, candidates, kv], [130, 450, 330], Qt.Vertical)
-        self.resizeDocks([candidates, stop], [860, 390], Qt.Horizontal)
-        self.resizeDocks([kv, timing], [860, 390], Qt.Horizontal)
-        self.resizeDocks([controls, explain], [560, 400], Qt.Vertical)
+        self.proportion_docks()
+
+    def proportion_docks(self) -> None:
+        """The default share of the window for each dock (also after the type size changes)."""
+        d = self.docks
+        width, height = max(self.width(), 1280), max(self.height(), 720)
+        left = int(width * 0.22)
+        self.resizeDocks([d["controls"], d["context"]], [left, width - left], Qt.Horizontal)
+        self.resizeDocks([d["context"], d["candidates"], d["kv"]],
+                         [int(height * 0.14), int(height * 0.47), int(height * 0.35)], Qt.Vertical)
+        right = width - left
+        self.resizeDocks([d["candidates"], d["stop"]], [int(right * 0.72), int(right * 0.28)], Qt.Horizontal)
+        self.resizeDocks([d["kv"], d["timing"]], [int(right * 0.70), int(right * 0.30)], Qt.Horizontal)
+        self.resizeDocks([d["controls"], d["explain"]], [int(height * 0.58), int(height * 0.42)], Qt.Vertical)
 
     def _make_toolbar(self) -> None:
         bar = QToolBar("Generation")
@@ -502,6 +512,7 @@ class MainWindow(QMainWindow):
         self.restoreState(self.default_state, LAYOUT_VERSION)
         for key, dock in self.docks.items():
             dock.setVisible(key != "attention")
+        self.proportion_docks()
 
     # --- help -----------------------------------------------------------------------------------------
     def show_shortcuts(self) -> None:

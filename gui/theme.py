@@ -78,7 +78,7 @@ class Appearance(QObject):
     @property
     def scale(self) -> float:
         """Type and line sizes grow by this factor in presentation mode."""
-        return 1.45 if self.presentation else 1.0
+        return 1.3 if self.presentation else 1.0
 
     def font(self, relative: float = 1.0, bold: bool = False, mono: bool = False) -> QFont:
         font = QFont("DejaVu Sans Mono" if mono else QApplication.font().family())

@@ -98,13 +98,19 @@ class CandidatesView(View):
         side.addWidget(self._titled("Sampler stages: tokens kept, mass removed", self.waterfall))
         side.addWidget(self._titled("The draw", self.draw, self.draw_caption))
         side.setSizes([520, 480])
+        self.bars.setMinimumHeight(200)
+        self.waterfall.setMinimumHeight(110)
+        self.draw.setMinimumHeight(90)
         split = QSplitter(Qt.Horizontal)
-        split.addWidget(self._titled(None, self.bars, self.legend))
+        split.addWidget(self.bars)
         split.addWidget(side)
+        split.setStretchFactor(0, 3)  # the bars keep most of the width, also with presentation-size type
+        split.setStretchFactor(1, 2)
         split.setSizes([560, 440])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 4, 6, 6)
         layout.addWidget(self.header)
+        layout.addWidget(self.legend)
         layout.addWidget(split, 1)
         self._last: tuple | None = None
         self._last_dist = None
@@ -118,6 +124,7 @@ class CandidatesView(View):
         if title:
             label = QLabel(title)
             label.setObjectName("muted")
+            label.setWordWrap(True)
             layout.addWidget(label)
         layout.addWidget(plot, 1)
         if extra is not None:
