@@ -110,7 +110,16 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--switch-interval", type=float, default=None,
+                        help="override sys.setswitchinterval for the GUI process (experiments)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads in the GUI process (experiments)")
     args = parser.parse_args()
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
     gui = gui_run(args.steps, args.dtype)
     headless, n = headless_tokens_per_s(args.steps, args.dtype)
     gui["headless_tokens_per_s"] = headless

@@ -37,6 +37,8 @@ class MainWindow(QMainWindow):
         self.qsettings = settings or QSettings("TokenStep", "TokenStep")
         self.appearance = appearance or Appearance()
         self.device, self.dtype = device, dtype
+        self.model_spec = model  # what is loaded: 'default', a folder or a .gguf
+        self._requested_spec = model
         self.controller = Controller()
         self.actions: dict[str, QAction] = {}
         self._make_actions()
@@ -108,7 +110,7 @@ class MainWindow(QMainWindow):
         a("next", "Next step", lambda: self._scrub(+1), ["Alt+Right"], "Show the next step")
         self.actions["prev"].setIconText("◀")
         self.actions["next"].setIconText("▶")
-        a("dice", "New seed", self.controls_roll_seed, ["Ctrl+D"], "Pick a random seed")
+        a("dice", "New seed", lambda: self.controls.roll_seed(), ["Ctrl+D"], "Pick a random seed")
         a("open_folder", "Open model folder…", self.open_folder, ["Ctrl+O"], "Load a Hugging Face model folder")
         a("open_gguf", "Open GGUF file…", self.open_gguf, ["Ctrl+Shift+O"], "Convert and load a .gguf file")
         a("default_model", "Load the default model", lambda: self.load_model("default"), (),
@@ -123,9 +125,6 @@ class MainWindow(QMainWindow):
         a("reset_layout", "Reset layout", self.reset_layout, (), "Put every view back where it started")
         a("shortcuts", "Keyboard shortcuts", self.show_shortcuts, ["F1"])
         a("about", "About TokenStep", self.show_about)
-
-    def controls_roll_seed(self) -> None:
-        self.controls.roll_seed()
 
     def _dock(self, key: str, title: str, widget: QWidget, area) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -261,7 +260,7 @@ class MainWindow(QMainWindow):
 
     # --- model ----------------------------------------------------------------------------------------
     def load_model(self, spec: str) -> None:
-        self._spec = spec
+        self._requested_spec = spec
         self.status_state.setText(f"Loading {Path(spec).name if spec != 'default' else 'the default model'}…")
         self.progress = QProgressDialog("Loading the model…", "Cancel", 0, 0, self)
         self.progress.setWindowTitle("TokenStep")
@@ -275,12 +274,12 @@ class MainWindow(QMainWindow):
     def _set_device(self, device: str) -> None:
         self.device = device
         if self.controller.info is not None:
-            self.load_model(getattr(self, "_spec", "default"))
+            self.load_model(self.model_spec)
 
     def _set_dtype(self, dtype: str) -> None:
         self.dtype = dtype
         if self.controller.info is not None:
-            self.load_model(getattr(self, "_spec", "default"))
+            self.load_model(self.model_spec)
 
     def _probe_cuda(self) -> None:
         import sys
@@ -311,6 +310,7 @@ class MainWindow(QMainWindow):
     def _on_load_finished(self, ok: bool, message: str) -> None:
         self._close_progress()
         if ok:
+            self.model_spec = self._requested_spec
             self.status_state.setText("Model ready: write a prompt and press Prefill (Ctrl+P), then Step (Space).")
             return
         previous = self.controller.info

@@ -52,6 +52,11 @@ def step(qtbot, win, n=1):
         qtbot.waitUntil(lambda: len(c.steps) == before + 1 and _idle(c), timeout=WAIT)
 
 
+def reset(qtbot, win):
+    win.actions["reset"].trigger()
+    qtbot.waitUntil(lambda: not win.controller.steps and _idle(win.controller), timeout=WAIT)
+
+
 def ids(win):
     return [s.token.id for s in win.controller.steps]
 
@@ -80,18 +85,15 @@ def test_reset_same_seed_reproduces_and_greedy_repeats(qtbot, window):
     prefill(qtbot, window, "Once upon a time")
     step(qtbot, window, 3)
     first = ids(window)
-    window.actions["reset"].trigger()
-    qtbot.waitUntil(lambda: not window.controller.steps and _idle(window.controller), timeout=WAIT)
+    reset(qtbot, window)
     step(qtbot, window, 3)
     assert ids(window) == first
     assert window.controller.steps[0].seed == 1234
     window.controls.greedy.setChecked(True)
-    window.actions["reset"].trigger()
-    qtbot.waitUntil(lambda: not window.controller.steps and _idle(window.controller), timeout=WAIT)
+    reset(qtbot, window)
     step(qtbot, window, 3)
     greedy = ids(window)
-    window.actions["reset"].trigger()
-    qtbot.waitUntil(lambda: not window.controller.steps and _idle(window.controller), timeout=WAIT)
+    reset(qtbot, window)
     step(qtbot, window, 3)
     assert ids(window) == greedy
     assert all(s.random_u is None for s in window.controller.steps)
