@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pathlib import Path
+
 from PySide6.QtCore import QSettings, QTimer
+from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
 from inference.settings import DEVICE_CHOICES, DTYPE_CHOICES
 
 SCREENSHOT_SIZE = (1600, 1000)
+ICON = Path(__file__).resolve().parent.parent / "resources" / "icons" / "tokenstep.svg"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -82,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationName("TokenStep")
     app.setOrganizationName("TokenStep")
     app.setStyle("Fusion")
+    app.setWindowIcon(QIcon(str(ICON)))
     from .main_window import MainWindow
     from .theme import Appearance
 
