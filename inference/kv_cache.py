@@ -69,14 +69,14 @@ class KVCache:
         grown[:, :, :, :self.length].copy_(self.data[:, :, :, :self.length])
         self.data = grown
 
-    def write(self, layer: int, start: int, k: torch.Tensor, v: torch.Tensor):
+    def write(self, layer: int, start: int, kv: torch.Tensor):
         """Store K/V for positions start.. and return views of every position up to the new end.
 
-        k, v: (T, kv_heads, head_dim). Returns keys, values: (kv_heads, start + T, head_dim).
+        kv: (T, 2, kv_heads, head_dim), keys then values, in one copy. Returns keys, values:
+        (kv_heads, start + T, head_dim) each.
         """
-        end = start + k.shape[0]
-        self.data[layer, 0, :, start:end].copy_(k.transpose(0, 1))  # (kv_heads, T, head_dim)
-        self.data[layer, 1, :, start:end].copy_(v.transpose(0, 1))
+        end = start + kv.shape[0]
+        self.data[layer, :, :, start:end].copy_(kv.permute(1, 2, 0, 3))  # (2, kv_heads, T, head_dim)
         return self.data[layer, 0, :, :end], self.data[layer, 1, :, :end]
 
     def crop(self, n_positions: int) -> None:

@@ -168,3 +168,22 @@ def test_attention_capture_rows_sum_to_one(no_eos):
     step2 = events[2]
     assert step2.attention.shape == (c.n_layers, c.n_heads, len(PROMPT) + 1)
     assert abs(step2.attention.sum(-1) - 1).max() < 1e-5
+
+
+def test_chosen_rank_and_entropy_match_the_full_vocabulary(no_eos):
+    """Both are computed with shortcuts (from the top-N candidates, from one dot product)."""
+    from inference.sampling import entropy
+
+    settings = GenerationSettings(SamplerSettings(temperature=2.0, top_k=0), max_new_tokens=40, seed=5,
+                                  top_n=3)
+    session = Session(no_eos, settings)
+    session.prefill(PROMPT)
+    steps, logits = [], []
+    while session.stopped is None:
+        logits.append(session._pending)
+        steps += [e for e in session.step() if isinstance(e, StepDone)]
+    ranks = [int((lg > lg[s.token.id]).sum()) for s, lg in zip(steps, logits)]
+    assert [s.chosen_rank for s in steps] == ranks
+    assert any(r >= 3 for r in ranks) and any(r < 3 for r in ranks)  # both paths ran
+    for s, lg in zip(steps, logits):
+        assert abs(s.entropy - entropy(torch.softmax(lg.double(), 0))) < 1e-9
