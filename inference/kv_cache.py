@@ -29,6 +29,7 @@ class KVCache:
         self.max_capacity = max_capacity
         self.dtype, self.device = dtype, torch.device(device)
         self.data = torch.zeros(n_layers, 2, n_kv_heads, capacity, head_dim, dtype=dtype, device=device)
+        self._layers = self.data.unbind(0)  # per-layer views, so a decode step slices less
         self.length = 0  # positions holding valid K/V
 
     @property
@@ -68,6 +69,7 @@ class KVCache:
                             dtype=self.dtype, device=self.device)
         grown[:, :, :, :self.length].copy_(self.data[:, :, :, :self.length])
         self.data = grown
+        self._layers = grown.unbind(0)
 
     def write(self, layer: int, start: int, kv: torch.Tensor):
         """Store K/V for positions start.. and return views of every position up to the new end.
@@ -76,8 +78,9 @@ class KVCache:
         (kv_heads, start + T, head_dim) each.
         """
         end = start + kv.shape[0]
-        self.data[layer, :, :, start:end].copy_(kv.permute(1, 2, 0, 3))  # (2, kv_heads, T, head_dim)
-        return self.data[layer, 0, :, :end], self.data[layer, 1, :, :end]
+        stored = self._layers[layer]  # (2, kv_heads, capacity, head_dim)
+        stored[:, :, start:end].copy_(kv.permute(1, 2, 0, 3))  # (2, kv_heads, T, head_dim)
+        return stored[:, :, :end].unbind(0)
 
     def crop(self, n_positions: int) -> None:
         """Forget every position from `n_positions` on (rewind to an earlier point of the context)."""

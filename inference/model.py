@@ -85,7 +85,8 @@ class Linear:
     def _column(self, x: torch.Tensor) -> torch.Tensor:
         # Strides (0, 1, in) take bmm to its batched BLAS call, one block per thread; an (in, 1) column
         # with strides (.., 1, 1) falls back to a serial loop (measured 4x slower).
-        return x.reshape(1, -1).t().expand(self.row_blocks.shape[0], -1, 1)  # (P, in, 1)
+        x = x if x.is_contiguous() else x.contiguous()
+        return x.as_strided((self.row_blocks.shape[0], x.shape[1], 1), (0, 1, x.shape[1]))  # (P, in, 1)
 
 
 @dataclass
@@ -106,12 +107,14 @@ class Norm:
     def with_gain(self, x: torch.Tensor) -> tuple[torch.Tensor, float]:
         """(h, g) with norm(x) = g * h, for the next projection to apply g as its matmul alpha.
 
-        A folded RMSNorm of one row on CPU is x itself times 1/rms: one reduction and a host read (free on
-        CPU) replace the five small ops of the norm. Elsewhere (prefill, CUDA, LayerNorm) g is 1.
+        An RMSNorm of one row on CPU is x (times its weight, unless folded) times 1/rms: one reduction and
+        a host read (free on CPU) replace the five small ops of the norm. Elsewhere (prefill, CUDA,
+        LayerNorm) g is 1.
         """
-        if self.kind == "rms" and self.weight is None and x.shape[0] == 1 and x.device.type == "cpu":
+        if self.kind == "rms" and x.shape[0] == 1 and x.device.type == "cpu":
             mean_square = float(torch.linalg.vector_norm(x, dtype=torch.float32)) ** 2 / self.size
-            return x, 1.0 / math.sqrt(mean_square + self.eps)
+            gain = 1.0 / math.sqrt(mean_square + self.eps)
+            return (x, gain) if self.weight is None else (x * self.weight, gain)  # (1, C)
         return self(x), 1.0
 
 
@@ -132,13 +135,7 @@ class DecoderWeights:
     layers: list[Layer]
     final_norm: Norm
     lm_head: Linear  # (V, C); shares `embed` when tied
-    embed_scale: torch.Tensor | None = None  # (V,) when `embed` is int8
-
-    def embed_rows(self, ids: torch.Tensor) -> torch.Tensor:
-        rows = self.embed[ids]  # (T, C)
-        if self.embed_scale is None:
-            return rows
-        return rows.float() * self.embed_scale[ids, None]  # (T, C) float32
+    head_rows: torch.Tensor | None = None  # (V, C) float rows of an int8 head, to rescore its top tokens
 
     def linears(self) -> list[Linear]:
         return [lin for layer in self.layers for lin in (layer.qkv, layer.o, layer.mlp_in, layer.mlp_out)] + \
@@ -189,6 +186,9 @@ def rope_inv_freq(config: ModelConfig) -> torch.Tensor:
     return torch.where(medium, smoothed, scaled)
 
 
+RESCORED = 64  # tokens an int8 head rescores in float
+
+
 class Decoder:
     def __init__(self, config: ModelConfig, weights: DecoderWeights, dtype: torch.dtype,
                  device: torch.device):
@@ -231,7 +231,7 @@ class Decoder:
             raise ValueError(f"position {end - 1} is outside the context window of {c.context_length}")
         cache.reserve(end)
         self.forward_count += 1
-        x = w.embed_rows(ids)  # (T, C)
+        x = w.embed[ids]  # (T, C)
         if w.pos_embed is not None:
             x = x + w.pos_embed[start:end]  # (T, C)
         rope = self._rope(start, end)[:, None, :] if c.positions == "rope" else None  # (T, 1, hd/2)
@@ -241,8 +241,23 @@ class Decoder:
         cache.length = end
         if not all_logits:
             x = x[-1:]  # (1, C): only the last position predicts the next token
-        logits = w.lm_head(w.final_norm(x))  # (T or 1, V)
+        h = w.final_norm(x)  # (T or 1, C)
+        logits = w.lm_head(h)  # (T or 1, V)
+        if w.head_rows is not None:
+            logits = self._rescore_top(h, logits)
         return logits.float()
+
+    def _rescore_top(self, h: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        """An int8 head ranks every token; its best RESCORED get their logits again from the float rows.
+
+        The top candidates carry nearly all the probability and every number the candidate view shows;
+        rescoring them costs RESCORED rows read, against the whole float head (see weights.py for the
+        measured effect on quality).
+        """
+        top = logits.topk(min(RESCORED, logits.shape[-1]), dim=-1).indices  # (T, K)
+        rows = self.weights.head_rows[top]  # (T, K, C)
+        exact = torch.bmm(rows, h[:, :, None]).squeeze(-1)  # (T, K)
+        return logits.scatter_(1, top, exact)
 
     def _attention(self, x, layer: Layer, index: int, start: int, cache: KVCache, rope, capture):
         c = self.config
@@ -264,7 +279,7 @@ class Decoder:
 
     def _rotate(self, qk: torch.Tensor, rope: torch.Tensor) -> None:
         """Rotary embedding of the Q and K heads in place: each (even, odd) pair times cos + i sin."""
-        pairs = qk.unflatten(-1, (-1, self.config.head_dim // 2, 2))  # (T, H + KV, hd/2, 2)
+        pairs = qk.view(qk.shape[0], -1, self.config.head_dim // 2, 2)  # (T, H + KV, hd/2, 2)
         if qk.dtype == torch.float32:
             torch.view_as_complex(pairs).mul_(rope)
         else:  # no complex type for bf16: rotate in float32, round once
@@ -299,14 +314,16 @@ class Decoder:
         """Prefill: T queries at once under the causal mask."""
         c = self.config
         T, n = q.shape[0], keys.shape[1]
-        queries = q.transpose(0, 1)  # (H, T, hd)
+        # A batch dimension of 1: on CPU only 4-D inputs reach the flash kernel (3-D ones take the
+        # generic path, measured 4x slower at 512 tokens).
+        queries, keys, values = q.transpose(0, 1)[None], keys[None], values[None]  # (1, H or KV, T or n, hd)
+        gqa = c.n_heads != c.n_kv_heads
         if start == 0 and (c.sliding_window is None or n <= c.sliding_window):
-            out = F.scaled_dot_product_attention(queries, keys, values, is_causal=True,
-                                                 enable_gqa=c.n_heads != c.n_kv_heads)  # (H, T, hd)
+            out = F.scaled_dot_product_attention(queries, keys, values, is_causal=True, enable_gqa=gqa)
         else:
             out = F.scaled_dot_product_attention(queries, keys, values, attn_mask=self._mask(T, start, n),
-                                                 enable_gqa=c.n_heads != c.n_kv_heads)  # (H, T, hd)
-        return out.transpose(0, 1).reshape(T, c.q_dim)  # (T, H * hd)
+                                                 enable_gqa=gqa)  # (1, H, T, hd)
+        return out[0].transpose(0, 1).reshape(T, c.q_dim)  # (T, H * hd)
 
     def _attend_captured(self, q, keys, values, start, index, capture):
         """Same attention with the weights written out, for the attention view."""

@@ -177,7 +177,7 @@ def build_weights(c: ModelConfig, hf: dict[str, torch.Tensor], dtype: torch.dtyp
                   device: torch.device, fold_norms: bool = True) -> DecoderWeights:
     """Fuse, fold and place the checked HF tensors; consumes `hf` to keep peak memory low.
 
-    dtype int8 means int8 matrices (embedding table too) with per-row scales and float32 for the rest.
+    dtype int8 means int8 matrices with per-row scales, float32 for the rest (embedding table included).
     Norms are then not folded: a norm's scale multiplied into the columns would widen each row's range
     and so its int8 step.
     """
@@ -241,21 +241,26 @@ def build_weights(c: ModelConfig, hf: dict[str, torch.Tensor], dtype: torch.dtyp
         layers.append(Layer(attn_norm, qkv, o, mlp_norm, mlp_in, mlp_out))
 
     if c.family == "gpt2":
-        embed, embed_scale = matrix(take("transformer.wte.weight"))
+        embed = place(take("transformer.wte.weight"))
         pos_embed = place(take("transformer.wpe.weight"))
         final_norm = norm(take("transformer.ln_f.weight"), take("transformer.ln_f.bias"))
     else:
-        embed, embed_scale = matrix(take("model.embed_tokens.weight"))
+        embed = place(take("model.embed_tokens.weight"))
         pos_embed = None
         final_norm = norm(take("model.norm.weight"), None)
     head = take("lm_head.weight")  # saved by some checkpoints even when tied
-    if c.tie_embeddings:
-        lm_head = Linear(embed, scale=embed_scale)
+    head = embed if c.tie_embeddings else place(head)
+    if quantized:
+        # Measured on the default model (benchmarks/int8_quality.py): an int8 head alone moved the
+        # first-step probability of the top token by up to 0.034; with its top tokens rescored from the
+        # float rows, by no more than a float head does. The float rows stay in memory (the embedding
+        # lookup reads them anyway when tied) but a decode step reads only the rescored ones.
+        q, scale = quantize_rows(head)
+        lm_head, head_rows = Linear(q, scale=scale), head
     else:
-        head_weight, head_scale = matrix(head)
-        lm_head = Linear(head_weight, scale=head_scale)
+        lm_head, head_rows = Linear(head), None
     hf.clear()
-    return DecoderWeights(embed, pos_embed, layers, final_norm, lm_head, embed_scale)
+    return DecoderWeights(embed, pos_embed, layers, final_norm, lm_head, head_rows)
 
 
 def fingerprint(weights: DecoderWeights) -> str:
