@@ -29,6 +29,7 @@ class KVCache:
         self.max_capacity = max_capacity
         self.dtype, self.device = dtype, torch.device(device)
         self.data = torch.zeros(n_layers, 2, n_kv_heads, capacity, head_dim, dtype=dtype, device=device)
+        self._layers = self.data.unbind(0)  # per-layer views, so a decode step slices less
         self.length = 0  # positions holding valid K/V
 
     @property
@@ -68,16 +69,18 @@ class KVCache:
                             dtype=self.dtype, device=self.device)
         grown[:, :, :, :self.length].copy_(self.data[:, :, :, :self.length])
         self.data = grown
+        self._layers = grown.unbind(0)
 
-    def write(self, layer: int, start: int, k: torch.Tensor, v: torch.Tensor):
+    def write(self, layer: int, start: int, kv: torch.Tensor):
         """Store K/V for positions start.. and return views of every position up to the new end.
 
-        k, v: (T, kv_heads, head_dim). Returns keys, values: (kv_heads, start + T, head_dim).
+        kv: (T, 2, kv_heads, head_dim), keys then values, in one copy. Returns keys, values:
+        (kv_heads, start + T, head_dim) each.
         """
-        end = start + k.shape[0]
-        self.data[layer, 0, :, start:end].copy_(k.transpose(0, 1))  # (kv_heads, T, head_dim)
-        self.data[layer, 1, :, start:end].copy_(v.transpose(0, 1))
-        return self.data[layer, 0, :, :end], self.data[layer, 1, :, :end]
+        end = start + kv.shape[0]
+        stored = self._layers[layer]  # (2, kv_heads, capacity, head_dim)
+        stored[:, :, start:end].copy_(kv.permute(1, 2, 0, 3))  # (2, kv_heads, T, head_dim)
+        return stored[:, :, :end].unbind(0)
 
     def crop(self, n_positions: int) -> None:
         """Forget every position from `n_positions` on (rewind to an earlier point of the context)."""

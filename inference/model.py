@@ -15,7 +15,7 @@ Shapes: T = tokens in this call, n = positions in the cache after it, C = hidden
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
@@ -27,25 +27,66 @@ from .kv_cache import KVCache
 
 @dataclass
 class Linear:
-    """y = x @ weight.T + bias, with an optional per-output-channel scale for int8 weights."""
+    """y = alpha * (x @ weight.T) + bias, with an optional per-output-channel scale for int8 weights."""
 
     weight: torch.Tensor  # (out, in): float, or int8 when `scale` is set
     bias: torch.Tensor | None = None  # (out,)
     scale: torch.Tensor | None = None  # (out,) int8 dequantisation scale
+    # Derived at load by `split_rows` for one-row products on CPU; views or constants, not weights.
+    row_blocks: torch.Tensor | None = field(default=None, metadata={"derived": True})  # (P, out / P, in)
+    row_bias: torch.Tensor | None = field(default=None, metadata={"derived": True})  # (P, out / P, 1) or ()
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def split_rows(self, parts: int) -> None:
+        """Give one-row products `parts` row blocks, which bmm runs on parallel threads.
+
+        A (1, in) x (in, out) product goes to a BLAS GEMV that uses one thread on CPU and reaches about a
+        third of the memory bandwidth (measured); bmm over row blocks streams the matrix on every thread.
+        """
+        out = self.weight.shape[0]
+        if self.scale is not None or parts < 2 or out % parts:
+            return
+        self.row_blocks = self.weight.view(parts, out // parts, -1)
+        self.row_bias = (self.weight.new_zeros(()) if self.bias is None
+                         else self.bias.view(parts, out // parts, 1))
+
+    def __call__(self, x: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
         if self.scale is not None:
-            y = torch._weight_int8pack_mm(x, self.weight, self.scale)  # (T, out)
+            y = self._int8(x)  # (T, out) bfloat16
+            y = y.float() if alpha == 1.0 else y.float().mul_(alpha)
             return y if self.bias is None else y.add_(self.bias)
+        if self.row_blocks is not None and x.shape[0] == 1:
+            return torch.baddbmm(self.row_bias, self.row_blocks, self._column(x), alpha=alpha).view(1, -1)
+        if alpha != 1.0:
+            return torch.addmm(self.bias, x, self.weight.t(), alpha=alpha) if self.bias is not None \
+                else torch.mm(x, self.weight.t()).mul_(alpha)
         return F.linear(x, self.weight, self.bias)
+
+    def _int8(self, x: torch.Tensor) -> torch.Tensor:
+        """x @ (q * scale).T with bfloat16 activations: the int8 GEMV kernel is fast only with those
+        (measured 8x slower with float32); many rows go through a bfloat16 copy of the weights instead,
+        which the bf16 GEMM runs 2x faster than the int8 kernel does."""
+        xb = x.to(torch.bfloat16)  # (T, in)
+        if x.shape[0] == 1:
+            return torch._weight_int8pack_mm(xb, self.weight, self.scale)  # (1, out)
+        return F.linear(xb, self.weight.to(torch.bfloat16) * self.scale[:, None])  # (T, out)
 
     def add_to(self, residual: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """residual + self(x), fused into one matmul call when the weights are floating point."""
         if self.scale is not None:
-            return residual + self(x)
+            y = self._int8(x) if self.bias is None else self._int8(x).float().add_(self.bias)  # (T, out)
+            return residual + y  # float32: the residual stream stays full precision
         if self.bias is not None:
             residual = residual + self.bias
+        if self.row_blocks is not None and x.shape[0] == 1:
+            blocked = residual.view(self.row_blocks.shape[0], -1, 1)  # (P, out / P, 1)
+            return torch.baddbmm(blocked, self.row_blocks, self._column(x)).view(1, -1)
         return torch.addmm(residual, x, self.weight.t())  # (T, out)
+
+    def _column(self, x: torch.Tensor) -> torch.Tensor:
+        # Strides (0, 1, in) take bmm to its batched BLAS call, one block per thread; an (in, 1) column
+        # with strides (.., 1, 1) falls back to a serial loop (measured 4x slower).
+        x = x if x.is_contiguous() else x.contiguous()
+        return x.as_strided((self.row_blocks.shape[0], x.shape[1], 1), (0, 1, x.shape[1]))  # (P, in, 1)
 
 
 @dataclass
@@ -62,6 +103,19 @@ class Norm:
         if self.kind == "rms":
             return F.rms_norm(x, (self.size,), self.weight, self.eps)
         return F.layer_norm(x, (self.size,), self.weight, self.bias, self.eps)
+
+    def with_gain(self, x: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """(h, g) with norm(x) = g * h, for the next projection to apply g as its matmul alpha.
+
+        An RMSNorm of one row on CPU is x (times its weight, unless folded) times 1/rms: one reduction and
+        a host read (free on CPU) replace the five small ops of the norm. Elsewhere (prefill, CUDA,
+        LayerNorm) g is 1.
+        """
+        if self.kind == "rms" and x.shape[0] == 1 and x.device.type == "cpu":
+            mean_square = float(torch.linalg.vector_norm(x, dtype=torch.float32)) ** 2 / self.size
+            gain = 1.0 / math.sqrt(mean_square + self.eps)
+            return (x, gain) if self.weight is None else (x * self.weight, gain)  # (1, C)
+        return self(x), 1.0
 
 
 @dataclass
@@ -81,6 +135,11 @@ class DecoderWeights:
     layers: list[Layer]
     final_norm: Norm
     lm_head: Linear  # (V, C); shares `embed` when tied
+    head_rows: torch.Tensor | None = None  # (V, C) float rows of an int8 head, to rescore its top tokens
+
+    def linears(self) -> list[Linear]:
+        return [lin for layer in self.layers for lin in (layer.qkv, layer.o, layer.mlp_in, layer.mlp_out)] + \
+            [self.lm_head]
 
     def tensors(self) -> list[torch.Tensor]:
         """Every distinct runtime tensor once (shared ones counted once)."""
@@ -97,8 +156,9 @@ def _walk(obj):
         for item in obj:
             yield from _walk(item)
     elif hasattr(obj, "__dataclass_fields__"):
-        for name in obj.__dataclass_fields__:
-            yield from _walk(getattr(obj, name))
+        for name, f in obj.__dataclass_fields__.items():
+            if not f.metadata.get("derived"):
+                yield from _walk(getattr(obj, name))
 
 
 class AttentionCapture(Protocol):
@@ -126,6 +186,9 @@ def rope_inv_freq(config: ModelConfig) -> torch.Tensor:
     return torch.where(medium, smoothed, scaled)
 
 
+RESCORED = 64  # tokens an int8 head rescores in float
+
+
 class Decoder:
     def __init__(self, config: ModelConfig, weights: DecoderWeights, dtype: torch.dtype,
                  device: torch.device):
@@ -134,6 +197,10 @@ class Decoder:
         self.kv_dtype = dtype if dtype.is_floating_point else torch.float32  # int8 weights keep float K/V
         self._rope_table = torch.empty(0, config.head_dim // 2, dtype=torch.complex64, device=self.device)
         self.forward_count = 0  # every forward pass ever run: lets tests prove a preview ran none
+        self._zero = torch.zeros((), dtype=self.kv_dtype, device=self.device)  # a baddbmm input to ignore
+        if self.device.type == "cpu":
+            for linear in weights.linears():
+                linear.split_rows(torch.get_num_threads())
 
     def new_cache(self, capacity: int) -> KVCache:
         c = self.config
@@ -174,20 +241,34 @@ class Decoder:
         cache.length = end
         if not all_logits:
             x = x[-1:]  # (1, C): only the last position predicts the next token
-        logits = w.lm_head(w.final_norm(x))  # (T or 1, V)
+        h = w.final_norm(x)  # (T or 1, C)
+        logits = w.lm_head(h)  # (T or 1, V)
+        if w.head_rows is not None:
+            logits = self._rescore_top(h, logits)
         return logits.float()
+
+    def _rescore_top(self, h: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        """An int8 head ranks every token; its best RESCORED get their logits again from the float rows.
+
+        The top candidates carry nearly all the probability and every number the candidate view shows;
+        rescoring them costs RESCORED rows read, against the whole float head (see weights.py for the
+        measured effect on quality).
+        """
+        top = logits.topk(min(RESCORED, logits.shape[-1]), dim=-1).indices  # (T, K)
+        rows = self.weights.head_rows[top]  # (T, K, C)
+        exact = torch.bmm(rows, h[:, :, None]).squeeze(-1)  # (T, K)
+        return logits.scatter_(1, top, exact)
 
     def _attention(self, x, layer: Layer, index: int, start: int, cache: KVCache, rope, capture):
         c = self.config
         T, hd = x.shape[0], c.head_dim
-        qkv = layer.qkv(layer.attn_norm(x))  # (T, q_dim + 2 kv_dim)
-        qk, v = qkv.split([c.q_dim + c.kv_dim, c.kv_dim], dim=-1)  # (T, q_dim + kv_dim), (T, kv_dim)
+        h, gain = layer.attn_norm.with_gain(x)  # (T, C), norm(x) = gain * h
+        qkv = layer.qkv(h, gain)  # (T, q_dim + 2 kv_dim)
         if rope is not None:
-            pairs = qk.float().reshape(T, c.n_heads + c.n_kv_heads, hd // 2, 2)  # (T, H + KV, hd/2, 2)
-            qk = torch.view_as_real(torch.view_as_complex(pairs) * rope).to(x.dtype)  # (T, H + KV, hd/2, 2)
-        qk = qk.reshape(T, c.n_heads + c.n_kv_heads, hd)  # (T, H + KV, hd)
-        q, k = qk.split([c.n_heads, c.n_kv_heads], dim=1)  # (T, H, hd), (T, KV, hd)
-        keys, values = cache.write(index, start, k, v.view(T, c.n_kv_heads, hd))  # (KV, n, hd) each
+            self._rotate(qkv[:, :c.q_dim + c.kv_dim], rope)
+        q = qkv[:, :c.q_dim].view(T, c.n_heads, hd)  # (T, H, hd)
+        kv = qkv[:, c.q_dim:].view(T, 2, c.n_kv_heads, hd)  # (T, 2, KV, hd)
+        keys, values = cache.write(index, start, kv)  # (KV, n, hd) each
         if capture is not None:
             out = self._attend_captured(q, keys, values, start, index, capture)
         elif T == 1:
@@ -195,6 +276,14 @@ class Decoder:
         else:
             out = self._attend_many(q, keys, values, start)
         return layer.o.add_to(x, out)  # (T, C)
+
+    def _rotate(self, qk: torch.Tensor, rope: torch.Tensor) -> None:
+        """Rotary embedding of the Q and K heads in place: each (even, odd) pair times cos + i sin."""
+        pairs = qk.view(qk.shape[0], -1, self.config.head_dim // 2, 2)  # (T, H + KV, hd/2, 2)
+        if qk.dtype == torch.float32:
+            torch.view_as_complex(pairs).mul_(rope)
+        else:  # no complex type for bf16: rotate in float32, round once
+            qk.copy_(torch.view_as_real(torch.view_as_complex(pairs.float()) * rope).flatten(-3))
 
     def _attend_one(self, q, keys, values):
         """Decode: one query per head, no mask (it may see every cached position)."""
@@ -205,8 +294,12 @@ class Decoder:
             keys, values = keys[:, -window:], values[:, -window:]  # (KV, window, hd)
         # The query heads sharing one KV head become that head's `group` query rows.
         grouped = q.view(c.n_kv_heads, group, c.head_dim)  # (KV, group, hd)
-        out = F.scaled_dot_product_attention(grouped, keys, values)  # (KV, group, hd)
-        return out.reshape(1, c.q_dim)  # (1, H * hd)
+        if self.device.type != "cpu":  # one fused kernel on CUDA
+            return F.scaled_dot_product_attention(grouped, keys, values).reshape(1, c.q_dim)  # (1, H * hd)
+        # On CPU SDPA takes its generic path for one query (measured 1.6x slower than these three ops).
+        scores = torch.baddbmm(self._zero, grouped, keys.mT, alpha=c.head_dim ** -0.5)  # (KV, group, n)
+        probs = scores.softmax(-1, dtype=torch.float32).to(values.dtype)  # (KV, group, n)
+        return torch.bmm(probs, values).view(1, c.q_dim)  # (1, H * hd)
 
     def _mask(self, T: int, start: int, n: int) -> torch.Tensor:
         """(T, n) True where query position start+i may see key position j."""
@@ -221,14 +314,16 @@ class Decoder:
         """Prefill: T queries at once under the causal mask."""
         c = self.config
         T, n = q.shape[0], keys.shape[1]
-        queries = q.transpose(0, 1)  # (H, T, hd)
+        # A batch dimension of 1: on CPU only 4-D inputs reach the flash kernel (3-D ones take the
+        # generic path, measured 4x slower at 512 tokens).
+        queries, keys, values = q.transpose(0, 1)[None], keys[None], values[None]  # (1, H or KV, T or n, hd)
+        gqa = c.n_heads != c.n_kv_heads
         if start == 0 and (c.sliding_window is None or n <= c.sliding_window):
-            out = F.scaled_dot_product_attention(queries, keys, values, is_causal=True,
-                                                 enable_gqa=c.n_heads != c.n_kv_heads)  # (H, T, hd)
+            out = F.scaled_dot_product_attention(queries, keys, values, is_causal=True, enable_gqa=gqa)
         else:
             out = F.scaled_dot_product_attention(queries, keys, values, attn_mask=self._mask(T, start, n),
-                                                 enable_gqa=c.n_heads != c.n_kv_heads)  # (H, T, hd)
-        return out.transpose(0, 1).reshape(T, c.q_dim)  # (T, H * hd)
+                                                 enable_gqa=gqa)  # (1, H, T, hd)
+        return out[0].transpose(0, 1).reshape(T, c.q_dim)  # (T, H * hd)
 
     def _attend_captured(self, q, keys, values, start, index, capture):
         """Same attention with the weights written out, for the attention view."""
@@ -246,7 +341,8 @@ class Decoder:
         return out.transpose(0, 1).reshape(T, c.q_dim).to(q.dtype)  # (T, H * hd)
 
     def _mlp(self, x, layer: Layer):
-        h = layer.mlp_in(layer.mlp_norm(x))  # (T, 2 ffn) or (T, ffn)
+        h, gain = layer.mlp_norm.with_gain(x)  # (T, C), norm(x) = gain * h
+        h = layer.mlp_in(h, gain)  # (T, 2 ffn) or (T, ffn)
         act = self.config.activation
         if act == "silu":
             gate, up = h.chunk(2, dim=-1)  # (T, ffn) each

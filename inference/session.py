@@ -21,7 +21,7 @@ from .errors import Cancelled
 from .events import (Candidates, KeptCdf, Pending, PrefillDone, StepDistribution, StepDone, Stopped,
                      Token)
 from .loading import LoadedModel
-from .sampling import Distribution, distribution, draw, entropy
+from .sampling import Distribution, distribution, draw
 from .settings import GenerationSettings, SamplerSettings
 from .tokenizer import ChatMessage
 
@@ -190,11 +190,12 @@ class Session:
             self.text += token.text
         progress, matched = self._stop_strings()
         index = len(self.generated)
+        summary = self._summarise(logits, dist, sampler, token_id)
         event = StepDone(
             index=index, position=self.n_context - 1, token=token, forward_ms=forward_ms,
             sample_ms=sample_ms, kv_used_bytes=kv_used, kv_allocated_bytes=kv_allocated,
-            context_tokens=self.n_context, chosen_rank=int((logits > logits[token_id]).sum()),
-            random_u=u, dist=self._summarise(logits, dist, sampler, token_id), seed=self.seed_used,
+            context_tokens=self.n_context, chosen_rank=self._rank(logits, token_id, summary.candidates),
+            random_u=u, dist=summary, seed=self.seed_used,
             stop_progress=progress, attention=self._pending_attention)
         self._pending, self._pending_attention = None, None
         reason = ("eos" if eos else "stop_string" if matched is not None
@@ -276,6 +277,19 @@ class Session:
                 (n for n in range(len(s) - 1, 0, -1) if text.endswith(s[:n])), default=0))
         return tuple(progress), matched
 
+    def _rank(self, logits: torch.Tensor, token_id: int, candidates: Candidates) -> int:
+        """0-based rank by raw logit: how many logits are strictly higher.
+
+        A chosen token among the top-N candidates is outranked only by candidates (every higher logit
+        is among the top N), so the full-vocabulary pass is needed only for a token outside them.
+        """
+        n_top = min(self.settings.top_n, logits.numel())
+        top = candidates.logits[:n_top]
+        at = np.flatnonzero(candidates.ids[:n_top] == token_id)
+        if at.size:
+            return int((top > top[at[0]]).sum())
+        return int((logits > logits[token_id]).sum())
+
     def _summarise(self, logits: torch.Tensor, dist: Distribution, sampler: SamplerSettings,
                    chosen: int | None) -> StepDistribution:
         tok = self.model.tokenizer
@@ -294,7 +308,7 @@ class Session:
                        cdf=dist.kept_cdf[:KEPT_SHOWN].numpy(), n_kept=int(dist.kept_ids.numel()))
         eos = [i for i in self.model.config.eos_ids if i < logits.numel()]
         return StepDistribution(candidates=candidates, stages=tuple(dist.stages), kept=kept,
-                                entropy=entropy(dist.p_raw), eos_p=float(dist.p_raw[eos].sum()) if eos else 0.0,
+                                entropy=dist.entropy, eos_p=float(dist.p_raw[eos].sum()) if eos else 0.0,
                                 settings=sampler)
 
     def _stopped(self, reason: str, matched: str | None = None) -> Stopped:

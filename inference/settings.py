@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
+DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16", "int8")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
 

@@ -12,7 +12,7 @@ def test_bytes_growth_and_crop():
     assert cache.allocated_bytes == 5 * cache.bytes_per_token and cache.used_bytes == 0
     k = torch.arange(5 * 2 * 4, dtype=torch.float32).view(5, 2, 4)
     for layer in range(3):
-        keys, values = cache.write(layer, 0, k, -k)
+        keys, values = cache.write(layer, 0, torch.stack([k, -k], dim=1))  # (T, 2, kv_heads, head_dim)
         assert keys.shape == (2, 5, 4) and torch.equal(keys, k.transpose(0, 1))
     cache.length = 5
     cache.reserve(6)  # one more position than planned: grows by a whole block, keeping what it held

@@ -130,3 +130,14 @@ def test_sampling_never_changes_the_logits():
     d = distribution(logits, SamplerSettings(0.7, 10, 0.9, 0.05))
     draw(d, torch.Generator().manual_seed(0))
     assert torch.equal(logits, before)
+
+
+@given(logits_strategy)
+def test_entropy_from_logits_equals_the_direct_sum(logits):
+    d = distribution(logits, SamplerSettings(greedy=True))
+    assert abs(d.entropy - entropy(d.p_raw)) < 1e-9
+    masked = logits.double().clone()
+    masked[0] = float("-inf")
+    assume(bool(torch.isfinite(masked).any()))
+    d = distribution(masked, SamplerSettings(temperature=0.7, top_k=0))
+    assert abs(d.entropy - entropy(d.p_raw)) < 1e-9

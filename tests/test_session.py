@@ -184,3 +184,22 @@ def test_long_prompt_prefills_in_chunks_with_progress(no_eos, monkeypatch):
     assert seen == [("prefill", 32, 100), ("prefill", 64, 100), ("prefill", 96, 100), ("prefill", 100, 100)]
     assert [e.token.id for e in chunked.run() if isinstance(e, StepDone)] == expected
     assert torch.allclose(chunked._prefill_logits, whole._prefill_logits, atol=1e-5)
+
+
+def test_chosen_rank_and_entropy_match_the_full_vocabulary(no_eos):
+    """Both are computed with shortcuts (from the top-N candidates, from one dot product)."""
+    from inference.sampling import entropy
+
+    settings = GenerationSettings(SamplerSettings(temperature=2.0, top_k=0), max_new_tokens=40, seed=5,
+                                  top_n=3)
+    session = Session(no_eos, settings)
+    session.prefill(PROMPT)
+    steps, logits = [], []
+    while session.stopped is None:
+        logits.append(session._pending)
+        steps += [e for e in session.step() if isinstance(e, StepDone)]
+    ranks = [int((lg > lg[s.token.id]).sum()) for s, lg in zip(steps, logits)]
+    assert [s.chosen_rank for s in steps] == ranks
+    assert any(r >= 3 for r in ranks) and any(r < 3 for r in ranks)  # both paths ran
+    for s, lg in zip(steps, logits):
+        assert abs(s.entropy - entropy(torch.softmax(lg.double(), 0))) < 1e-9
