@@ -128,6 +128,7 @@ def main() -> int:
     print(f"worst event-loop lateness  {gui['worst_lateness_ms']:7.1f} ms   (p99 {gui['p99_lateness_ms']:.1f} ms; "
           "target <= 50)")
     print(f"GUI tokens/s (wall)        {gui['gui_tokens_per_s']:7.2f}")
+    print(f"engine's own tokens/s      {gui['session_tokens_per_s']:7.2f}   (the session inside the GUI's engine)")
     print(f"headless trace tokens/s    {headless:7.2f}")
     print(f"ratio GUI / headless       {gui['ratio_gui_to_headless']:7.3f}   (target >= 0.9)")
     print(f"redraws {gui['redraws']}, median {gui['redraw_ms_median']:.1f} ms, worst {gui['redraw_ms_worst']:.1f} ms; "

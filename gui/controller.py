@@ -7,13 +7,14 @@ back, and tells the views to redraw at most ~30 times a second (`redraw`), howev
 from __future__ import annotations
 
 import atexit
-import threading
+import os
+import sys
 import weakref
 import time
 from collections import deque
 from dataclasses import dataclass
 
-from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, QThread, QThreadPool, QTimer, Signal, Slot
 
 from inference.events import ModelInfo, Pending, PrefillDone, StepDistribution, StepDone, Stopped
 from inference.settings import GenerationSettings
@@ -21,7 +22,12 @@ from inference.settings import GenerationSettings
 from .worker import InferenceWorker
 
 REDRAW_INTERVAL_MS = 33  # <= 30 redraws per second while stepping by hand
-RUN_REDRAW_INTERVAL_MS = 66  # 15 per second during Run: the GUI thread shares the GIL and 2 cores with decode
+# During Run the GUI thread shares the GIL and the cores with decode: every ms of redraw is a ms of decode
+# lost, so a run redraws less often than stepping by hand does.
+RUN_REDRAW_INTERVAL_MS = int(os.environ.get("TOKENSTEP_RUN_REDRAW_MS", 200))
+# A waiting thread gets the GIL after this long (Python's default is 5 ms): the worker's next torch op
+# need not wait for a whole redraw.
+GIL_SWITCH_S = 0.001
 
 
 @dataclass(frozen=True)
@@ -59,11 +65,11 @@ class Controller(QObject):
 
     def __init__(self, settings: GenerationSettings = GenerationSettings()):
         super().__init__()
-        self.cancel = threading.Event()
         self.thread = QThread()
         self.thread.setObjectName("inference")
-        self.worker = InferenceWorker(self.cancel)
+        self.worker = InferenceWorker()
         self.worker.moveToThread(self.thread)
+        self.thread.started.connect(self.worker.start)
         w = self.worker
         self._load.connect(w.load_model)
         self._prefill.connect(w.prefill)
@@ -79,12 +85,15 @@ class Controller(QObject):
         w.progress.connect(self.progress)
         w.prefilled.connect(self._on_prefilled)
         w.stepped.connect(self._on_stepped)
+        w.stepped_many.connect(self._on_stepped_many)
         w.pending.connect(self._on_pending)
         w.stopped.connect(self._on_stopped)
         w.running.connect(self._on_running)
         w.failed.connect(self._on_failed)
         w.cancelled.connect(self._on_cancelled)
         w.finished.connect(self._on_finished)
+        w.ready.connect(self._on_ready)
+        w.engine_lost.connect(self._on_engine_lost)
         self.thread.start()
         # A thread still running when Python exits makes Qt abort the process: join it first, however
         # the program ends (a closed window, app.quit, or a script that never closed its window).
@@ -92,6 +101,8 @@ class Controller(QObject):
         atexit.register(lambda: this() is not None and this().shutdown())
 
         self.settings = settings
+        self.cuda_available: bool | None = None  # known once the engine is up
+        self.forward_count = 0  # forward passes the engine has run: a preview runs none
         self._sent_settings: GenerationSettings | None = None
         self.info: ModelInfo | None = None
         self.loading = False
@@ -104,6 +115,10 @@ class Controller(QObject):
         self._throttle.timeout.connect(self._on_throttle)
         self._redraw_due = False
         self.redraw_ms: deque[float] = deque(maxlen=2000)
+        sys.setswitchinterval(GIL_SWITCH_S)
+        # Qt converts large images (the window's backing store) on its global thread pool, one thread per
+        # core: bursts that take both cores from decode. One thread keeps painting off the engine's core.
+        QThreadPool.globalInstance().setMaxThreadCount(1)
 
     # --- state ----------------------------------------------------------------------------------------
     def _clear_generation(self) -> None:
@@ -153,13 +168,12 @@ class Controller(QObject):
     # --- intents --------------------------------------------------------------------------------------
     def load(self, spec: str = "default", device: str = "auto", dtype: str = "auto") -> None:
         self.loading = True
-        self.cancel.clear()
         self.epoch += 1
         self._load.emit(spec, device, dtype, self.epoch)
         self.state_changed.emit()
 
     def cancel_load(self) -> None:
-        self.cancel.set()  # checked by the worker's progress callback (a thread-safe flag)
+        self.worker.cancel()  # thread-safe: goes straight down the pipe, the engine checks it between chunks
 
     def prefill(self, prompt: str, chat: bool, system: str = "") -> None:
         if self.info is None or self.loading:
@@ -243,14 +257,12 @@ class Controller(QObject):
         return lines
 
     def shutdown(self, timeout_ms: int = 2000) -> bool:
-        """Stop the worker thread: the current step finishes, queued work is dropped. True when joined."""
+        """End the engine process and the worker thread within `timeout_ms`. True when both are gone."""
         if self.thread.isFinished():
             return True
-        self.cancel.set()
-        if self.worker.session is not None:
-            self.worker.session.abort()  # thread-safe flag: cuts a long prefill short between chunks
+        self.worker.shutdown(timeout_ms / 2000)
         self.thread.quit()
-        return self.thread.wait(timeout_ms)
+        return self.thread.wait(timeout_ms // 2)
 
     # --- answers from the worker ----------------------------------------------------------------------
     @Slot(object, int)
@@ -289,7 +301,18 @@ class Controller(QObject):
         self.pending = None
         if self.mode != "step":
             self.mode = "latest"
-        self.state_changed.emit()
+        if not self.running:  # during Run no button changes until it ends; the redraw shows the rest
+            self.state_changed.emit()
+        self._dirty()
+
+    @Slot(object, int)
+    def _on_stepped_many(self, events: list, epoch: int) -> None:
+        if epoch != self.epoch:
+            return
+        self.steps.extend(events)
+        self.pending = None
+        if self.mode != "step":
+            self.mode = "latest"
         self._dirty()
 
     @Slot(object, int)
@@ -330,12 +353,27 @@ class Controller(QObject):
         self.busy = False
         self.state_changed.emit()
 
-    @Slot(str, int)
-    def _on_finished(self, request: str, epoch: int) -> None:
+    @Slot(str, int, int)
+    def _on_finished(self, request: str, epoch: int, forward_count: int) -> None:
         """A prefill, step or reset is fully answered (events, preview): the next one may be sent."""
+        self.forward_count = forward_count
         if epoch == self.epoch and request in ("prefill", "step", "reset"):
             self.busy = False
             self.state_changed.emit()
+
+    @Slot(object)
+    def _on_ready(self, environment: dict) -> None:
+        self.cuda_available = environment["cuda"]
+
+    @Slot(str)
+    def _on_engine_lost(self, message: str) -> None:
+        self.info = None
+        self.loading = False
+        self._sent_settings = None  # the new engine has the default settings
+        self._clear_generation()
+        self.model_changed.emit()
+        self.error.emit(message, "", False)
+        self.state_changed.emit()
 
     # --- throttled redraw -----------------------------------------------------------------------------
     def _dirty(self) -> None:

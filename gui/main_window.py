@@ -282,11 +282,8 @@ class MainWindow(QMainWindow):
             self.load_model(self.model_spec)
 
     def _probe_cuda(self) -> None:
-        import sys
-
-        torch = sys.modules.get("torch")  # imported by the worker by now; never imported here first
-        if torch is not None:
-            self.device_actions["cuda"].setEnabled(torch.cuda.is_available())
+        if self.controller.cuda_available is not None:  # the engine says so once it is up
+            self.device_actions["cuda"].setEnabled(self.controller.cuda_available)
 
     @Slot(str, int, int)
     def _on_progress(self, stage: str, done: int, total: int) -> None:
@@ -324,6 +321,9 @@ class MainWindow(QMainWindow):
     @Slot()
     def _on_model_changed(self) -> None:
         info = self.controller.info
+        if info is None:
+            self.status_model.setText("no model")
+            return
         self.status_model.setText(
             f"<b>{info.name}</b> · {fmt_count(info.n_params)} parameters · {info.dtype} · {info.device} · "
             f"context window {info.context_length:,} tokens · weights {fmt_bytes(info.weights_bytes)}")

@@ -25,7 +25,7 @@ from .sampling import Distribution, distribution, draw
 from .settings import GenerationSettings, SamplerSettings
 from .tokenizer import ChatMessage
 
-KEPT_SHOWN = 256  # kept tokens carried to the draw view (the rest only as a count)
+KEPT_SHOWN = 64  # kept tokens carried to the draw view (the rest only as a count and their total mass)
 PREFILL_CHUNK = 512  # positions per prefill pass; longer prompts take several passes
 
 

@@ -19,6 +19,7 @@ class View(QWidget):
         appearance.changed.connect(self._on_appearance)
 
     def _on_redraw(self) -> None:
+        # All views refresh in one event-loop turn, so the window repaints once per redraw, not per view.
         if self.isVisible():  # a hidden or tabbed-away dock costs nothing until it is shown
             self._stale = False
             self.refresh()

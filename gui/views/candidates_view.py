@@ -136,8 +136,7 @@ class CandidatesView(View):
         for plot in (self.bars, self.waterfall, self.draw):
             style_plot(plot, a)
         for label in self.value_labels + self.stage_labels + self.segment_labels + [self.u_label]:
-            label.setColor(t.text)
-            label.setFont(a.font(0.85))
+            label.restyle(a)
         self.u_line.setPen(pg.mkPen(t.chosen, width=3 * a.scale))
         self.legend.setText(
             f"<span style='color:{t.raw}'>■</span> model (softmax of logits) &nbsp; "
@@ -161,7 +160,7 @@ class CandidatesView(View):
             self.removed_bars.setOpts(x=[], y0=[], height=[])
             self.segments.setOpts(x0=[], y0=[], height=[], width=[], brushes=[])
             for label in self.value_labels + self.stage_labels + self.segment_labels + [self.u_label]:
-                label.setText("")
+                label.show_text("")
             self.u_line.hide()
             return
         self._header(shown)
@@ -207,14 +206,13 @@ class CandidatesView(View):
         set_range(self.bars, y=(-0.6, max(n, 10) - 0.4))
         for i, label in enumerate(self.value_labels):
             if i < n:
-                label.setText(f"{c.p_final[i]:.3f}" if c.p_final[i] > 0 else f"{c.p_temp[i]:.3f} ✕")
                 end = max(c.p_raw[i], c.p_temp[i], c.p_final[i])
                 inside = end > 0.85  # no room to the right: write it inside the bar's end
-                label.setAnchor((1, 0.5) if inside else (0, 0.5))
-                label.setColor("#ffffff" if inside else t.text)
-                label.setPos(end - 0.01 if inside else end + 0.01, i)
+                label.show_text(f"{c.p_final[i]:.3f}" if c.p_final[i] > 0 else f"{c.p_temp[i]:.3f} ✕",
+                                round(end - 0.01 if inside else end + 0.01, 3), i,
+                                anchor=(1, 0.5) if inside else (0, 0.5), color="#ffffff" if inside else t.text)
             else:
-                label.setText("")
+                label.show_text("")
 
     def _draw_waterfall(self, shown: Shown) -> None:
         t = self.appearance.theme
@@ -246,10 +244,9 @@ class CandidatesView(View):
         for i, label in enumerate(self.stage_labels):
             if i < len(names):
                 cut = f"\n−{removed[i] * 100:.1f}%" if removed[i] > 0 else ""
-                label.setText(f"{compact(counts[i])}{cut}")
-                label.setPos(i, 1.38)
+                label.show_text(f"{compact(counts[i])}{cut}", i, 1.38)
             else:
-                label.setText("")
+                label.show_text("")
 
     def _draw_draw(self, shown: Shown) -> None:
         t = self.appearance.theme
@@ -271,19 +268,18 @@ class CandidatesView(View):
         for i, label in enumerate(self.segment_labels):
             if i < len(order) and widths[order[i]] > 0.06:
                 j = order[i]
-                label.setText(display(kept.texts[j])[:10])
-                label.setPos(starts[j] + widths[j] / 2, 0.3)
+                label.show_text(display(kept.texts[j])[:10], round(starts[j] + widths[j] / 2, 3), 0.3)
             else:
-                label.setText("")
+                label.show_text("")
         step = shown.step
         if step is not None and step.random_u is not None:
             self.u_line.setPos(step.random_u)
             self.u_line.show()
-            self.u_label.setText(f"u = {step.random_u:.4f} → {display(step.token.piece)}")
-            self.u_label.setPos(min(step.random_u + 0.01, 0.7), 0.98)
+            self.u_label.show_text(f"u = {step.random_u:.4f} → {display(step.token.piece)}",
+                                   min(step.random_u + 0.01, 0.7), 0.98)
         else:
             self.u_line.hide()
-            self.u_label.setText("")
+            self.u_label.show_text("")
         n = kept.n_kept
         if shown.dist.settings.is_greedy:
             caption = "Greedy: the highest-logit token is taken; no random number is drawn."

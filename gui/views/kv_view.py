@@ -112,8 +112,7 @@ class KvView(View):
         self.used_curve.setSymbolPen(None)
         self.allocated_curve.setPen(pg.mkPen(t.warning, width=1.5 * a.scale, style=Qt.DashLine))
         for label in self.compare_labels + [self.growth_note]:
-            label.setColor(t.text)
-            label.setFont(a.font(0.85))
+            label.restyle(a)
         self._key = None
 
     def _force_refresh(self) -> None:
@@ -149,8 +148,7 @@ class KvView(View):
             self.allocated_curve.setData(x, np.array([p[2] for p in points]) / 1e6)
             top = max(p[2] for p in points) / 1e6
             set_range(self.growth, x=(0, grid_ceiling(x[-1], 16)), y=(0, nice_ceiling(top * 1.15)))
-            self.growth_note.setText("— used   - - allocated")
-            self.growth_note.setPos(0, top * 1.13)
+            self.growth_note.show_text("— used   - - allocated", 0, round(top * 1.13, 2))
         else:
             self.used_curve.setData([], [])
             self.allocated_curve.setData([], [])
@@ -190,8 +188,7 @@ class KvView(View):
         top = np.log10(values.max())
         set_range(self.compare, x=(0, float(np.ceil(top + 2.4))), y=(-0.6, 3.6))
         for i, label in enumerate(self.compare_labels):
-            label.setText(fmt_bytes(values[i]))
-            label.setPos(np.log10(values[i]) + 0.05, i)
+            label.show_text(fmt_bytes(values[i]), round(float(np.log10(values[i])) + 0.05, 2), i)
         self.projection.setText(
             f"<b>{fmt_count(info.n_params)} parameters</b>: fixed weights shared by all requests · "
             f"<b>context window {info.context_length:,} tokens</b>: what one request may hold · "

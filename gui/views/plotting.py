@@ -43,10 +43,38 @@ def style_plot(plot: pg.PlotWidget, appearance: Appearance) -> None:
         item.setTitle(item.titleLabel.text, color=t.text, size=f"{font.pointSizeF():.0f}pt")
 
 
-def text_item(appearance: Appearance, anchor=(0, 0.5)) -> pg.TextItem:
-    item = pg.TextItem("", color=appearance.theme.text, anchor=anchor)
-    item.setFont(appearance.font(0.85))
-    return item
+class Label(pg.TextItem):
+    """A text item in a plot that touches Qt only when its text, place, anchor or colour change.
+
+    Views reposition their labels on every redraw; re-setting an unchanged text still re-lays out the
+    underlying QGraphicsTextItem, which was a large share of a redraw.
+    """
+
+    def __init__(self, appearance: Appearance, anchor=(0, 0.5)):
+        super().__init__("", color=appearance.theme.text, anchor=anchor)
+        self.setFont(appearance.font(0.85))
+        self._shown: tuple = ("", None, None, anchor, None)
+
+    def show_text(self, text: str, x: float = 0.0, y: float = 0.0, anchor=None, color: str | None = None):
+        old_text, old_x, old_y, old_anchor, old_color = self._shown
+        if text != old_text:
+            self.setText(text)
+        if anchor is not None and anchor != old_anchor:
+            self.setAnchor(anchor)
+        if color is not None and color != old_color:
+            self.setColor(color)
+        if text and (x, y) != (old_x, old_y):
+            self.setPos(x, y)
+        self._shown = (text, x, y, anchor or old_anchor, color or old_color)
+
+    def restyle(self, appearance: Appearance) -> None:
+        self.setColor(appearance.theme.text)
+        self.setFont(appearance.font(0.85))
+        self._shown = (self._shown[0], self._shown[1], self._shown[2], self._shown[3], None)
+
+
+def text_item(appearance: Appearance, anchor=(0, 0.5)) -> Label:
+    return Label(appearance, anchor)
 
 
 def set_range(plot: pg.PlotWidget, x: tuple[float, float] | None = None, y: tuple[float, float] | None = None,

@@ -11,7 +11,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QPainter
-from PySide6.QtWidgets import QGridLayout, QLabel, QProgressBar, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from ..controller import Controller
 from .base import View
@@ -28,22 +28,25 @@ REASONS = {
 }
 
 
-class WindowGauge(QWidget):
-    """A bar of the context window: prompt tokens, generated tokens, free positions."""
+class Gauge(QWidget):
+    """A bar split into coloured parts of a total, with a caption on it (painted on update, cheaply)."""
 
     def __init__(self, appearance: Appearance):
         super().__init__()
         self.appearance = appearance
-        self.prompt = self.generated = 0
-        self.window = 1
+        self.parts: tuple[tuple[int, str], ...] = ()  # (count, theme colour name)
+        self.total = 1
+        self.caption = ""
         self.setMinimumHeight(22)
 
     def sizeHint(self) -> QSize:
         return QSize(300, int(26 * self.appearance.scale))
 
-    def set_counts(self, prompt: int, generated: int, window: int) -> None:
-        self.prompt, self.generated, self.window = prompt, generated, max(window, 1)
-        self.update()
+    def set_parts(self, parts: tuple[tuple[int, str], ...], total: int, caption: str = "") -> None:
+        state = (parts, max(total, 1), caption)
+        if state != (self.parts, self.total, self.caption):
+            self.parts, self.total, self.caption = state
+            self.update()
 
     def paintEvent(self, event):
         t = self.appearance.theme
@@ -53,14 +56,18 @@ class WindowGauge(QWidget):
         p.setPen(QColor(t.grid))
         p.setBrush(QColor(t.panel))
         p.drawRoundedRect(r, 4, 4)
-        # at least a sliver for anything present, so a 5-token prompt in an 8k window stays visible
-        w_prompt = max(r.width() * self.prompt / self.window, 3 if self.prompt else 0)
-        w_gen = max(r.width() * self.generated / self.window, 3 if self.generated else 0)
         p.setPen(Qt.NoPen)
-        p.setBrush(QColor(t.raw))
-        p.drawRect(QRectF(r.x(), r.y(), w_prompt, r.height()))
-        p.setBrush(QColor(t.kept))
-        p.drawRect(QRectF(r.x() + w_prompt, r.y(), w_gen, r.height()))
+        x = r.x()
+        for count, colour_name in self.parts:
+            # at least a sliver for anything present, so a 5-token prompt in an 8k window stays visible
+            width = max(r.width() * count / self.total, 3 if count else 0)
+            p.setBrush(QColor(getattr(t, colour_name)))
+            p.drawRect(QRectF(x, r.y(), min(width, r.right() - x), r.height()))
+            x += width
+        if self.caption:
+            p.setPen(QColor(t.text))
+            p.setFont(self.appearance.font(0.9))
+            p.drawText(r, Qt.AlignCenter, self.caption)
 
 
 class StopView(View):
@@ -96,8 +103,7 @@ class StopView(View):
         grid.addLayout(box, 0, 1)
 
         row(1, "max_new_tokens", "Length limit")
-        self.limit = QProgressBar()
-        self.limit.setFormat("%v of %m new tokens")
+        self.limit = Gauge(appearance)
         grid.addWidget(self.limit, 1, 1)
 
         row(2, "stop_string", "Stop strings")
@@ -107,7 +113,7 @@ class StopView(View):
         grid.addWidget(self.stop_strings, 2, 1)
 
         row(3, "context_full", "Context window")
-        self.gauge = WindowGauge(appearance)
+        self.gauge = Gauge(appearance)
         self.gauge_text = QLabel()
         self.gauge_text.setObjectName("muted")
         box = QVBoxLayout()
@@ -134,6 +140,7 @@ class StopView(View):
         self.eos_curve.setFillLevel(0)
         self.eos_curve.setBrush(pg.mkBrush(self.appearance.theme.removed))
         self.gauge.update()
+        self.limit.update()
 
     def refresh(self) -> None:
         c = self.controller
@@ -154,9 +161,8 @@ class StopView(View):
         else:
             self.eos_curve.setData([], [])
             self.eos_text.setText("The probability of the end token at each step.")
-        self.limit.setMaximum(max(settings.max_new_tokens, 1))
-        self.limit.setValue(min(n_gen, settings.max_new_tokens))
-        self.limit.setFormat(f"{n_gen} of {settings.max_new_tokens} new tokens · "
+        self.limit.set_parts(((min(n_gen, settings.max_new_tokens), "selected"),), settings.max_new_tokens,
+                             f"{n_gen} of {settings.max_new_tokens} new tokens · "
                              f"{max(settings.max_new_tokens - n_gen, 0)} left")
         progress = c.steps[-1].stop_progress if c.steps else ()
         lines = []
@@ -165,7 +171,7 @@ class StopView(View):
             boxes = "".join("■" if j < matched else "□" for j in range(len(s)))
             lines.append(f"<code>{display(s)}</code> <span style='color:{t.kept}'>{boxes}</span> {matched}/{len(s)}")
         self.stop_strings.setText("<br>".join(lines) or "<i>none set</i> (add them in Controls)")
-        self.gauge.set_counts(n_prompt, n_gen, window)
+        self.gauge.set_parts(((n_prompt, "raw"), (n_gen, "kept")), window)
         free = window - n_prompt - n_gen
         self.gauge_text.setText(f"prompt {n_prompt:,} · generated {n_gen:,} · free {free:,} of {window:,}")
         reason = c.stopped.reason if c.stopped else None

@@ -38,8 +38,7 @@ class TimingView(View):
 
     def restyle(self) -> None:
         style_plot(self.plot, self.appearance)
-        self.clip_label.setColor(self.appearance.theme.text)
-        self.clip_label.setFont(self.appearance.font(0.85))
+        self.clip_label.restyle(self.appearance)
         self._key = None
 
     def refresh(self) -> None:
@@ -57,7 +56,7 @@ class TimingView(View):
             self.forward_bars.setOpts(x=[], height=[], brushes=[])
             self.sample_bars.setOpts(x=[], y0=[], height=[])
             self.selected_bar.setOpts(x=[], height=[])
-            self.clip_label.setText("")
+            self.clip_label.show_text("")
             return
         steps = c.steps
         forward = np.array([s.forward_ms for s in steps])
@@ -81,10 +80,9 @@ class TimingView(View):
         self.forward_bars.setOpts(x=x, height=shown_forward, width=0.7, brushes=brushes[:len(steps)], pen=None)
         self.sample_bars.setOpts(x=x, y0=shown_forward, height=sample, width=0.7, brush=colour(t.warning), pen=None)
         if steps and forward[0] > top * 0.97:
-            self.clip_label.setText(f"step 1 = prefill {forward[0]:.0f} ms ↑")
-            self.clip_label.setPos(0.7, top * 0.99)
+            self.clip_label.show_text(f"step 1 = prefill {forward[0]:.0f} ms ↑", 0.7, top * 0.99)
         else:
-            self.clip_label.setText("")
+            self.clip_label.show_text("")
         if shown is not None and shown.step is not None:
             self.selected_bar.setOpts(x=[shown.index], height=[top], width=0.95, brush=colour(t.selected, 50),
                                       pen=None)
