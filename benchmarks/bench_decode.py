@@ -134,20 +134,25 @@ class LlamaCppSide:
         return self.model.tokenize(text.encode(), add_bos=False, special=False)
 
     def run(self, ids: list[int], n_decode: int) -> dict:
-        import numpy as np
-
         self.model.reset()
         started = time.perf_counter()
         self.model.eval(ids)
-        token = int(np.argmax(self.model.scores[self.model.n_tokens - 1]))
+        token = self._argmax()
         stamps, tokens = [time.perf_counter()], [token]
         for _ in range(n_decode):
             self.model.eval([token])
-            token = int(np.argmax(self.model.scores[self.model.n_tokens - 1]))
+            token = self._argmax()
             stamps.append(time.perf_counter())
             tokens.append(token)
         return {"prefill_ms": (stamps[0] - started) * 1000,
                 "decode_ms": (stamps[-1] - stamps[0]) / n_decode * 1000, "tokens": tokens[:8]}
+
+    def _argmax(self) -> int:
+        """Greedy next token from the last evaluated position (the only one with logits)."""
+        import numpy as np
+
+        logits = np.ctypeslib.as_array(self.model._ctx.get_logits(), shape=(self.model.n_vocab(),))
+        return int(np.argmax(logits))
 
 
 def _extract_default_gguf() -> Path:
@@ -249,8 +254,11 @@ class Worker:
         return self._read()
 
     def close(self) -> None:
-        self.process.stdin.write(json.dumps({"op": "quit"}) + "\n")
-        self.process.stdin.close()
+        try:
+            self.process.stdin.write(json.dumps({"op": "quit"}) + "\n")
+            self.process.stdin.close()
+        except BrokenPipeError:  # the worker already exited (its error is on stderr)
+            pass
         self.process.wait()
 
 
