@@ -8,7 +8,8 @@ from inference.sampling import SamplerSettings
 from inference.session import GenerationSettings, Session
 from tiny import make_hf_model, save_hf_model
 
-pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+pytestmark = [pytest.mark.cuda,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 IDS = [5, 77, 200, 31, 9, 140, 250, 3]
 
 
