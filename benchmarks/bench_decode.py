@@ -4,9 +4,10 @@
 
 Absolute times on a shared machine are noise, so everything is measured in one run and reported as
 ratios: each side (engine + dtype) runs in its own worker process (so its peak RSS is its own), the
-parent asks the workers in turn, alternating their order every repeat, and reports medians. Between
-sides a bandwidth worker times a streaming read of 1 GiB (`torch.sum`); the decode floor is the weight
-bytes one decode step must read divided by that bandwidth.
+parent asks the workers in turn, alternating their order every repeat, and reports medians. Before
+every run a bandwidth worker times a streaming read of 1 GiB (`torch.sum`); the decode floor is the
+weight bytes one decode step must read divided by that bandwidth, and each run's decode time is set
+against the bandwidth measured just before it (the median of those ratios is reported).
 
 Timing points are the same on every side: prefill = from the call to the first token's distribution
 (TokenStep: `Session.prefill`; transformers: `generate` up to its first logits-processor call; llama.cpp:
@@ -56,9 +57,11 @@ class TokenStepSide:
         # The benchmark decodes a fixed number of tokens: without EOS ids nothing stops it early (the
         # decoder keeps its own config, so the model itself is unchanged).
         self.model = replace(loaded, config=replace(loaded.config, eos_ids=()))
+        from inference import kernels
+
         self.info = {"dtype": loaded.dtype, "weights_bytes": loaded.weights_bytes,
                      "decode_read_bytes": decode_read_bytes(loaded.decoder.weights, loaded.config),
-                     "fingerprint": loaded.fingerprint}
+                     "fingerprint": loaded.fingerprint, "decode_kernels": kernels.ops() is not None}
 
     def encode(self, text: str) -> list[int]:
         return self.model.tokenizer.encode(text)
@@ -134,20 +137,25 @@ class LlamaCppSide:
         return self.model.tokenize(text.encode(), add_bos=False, special=False)
 
     def run(self, ids: list[int], n_decode: int) -> dict:
-        import numpy as np
-
         self.model.reset()
         started = time.perf_counter()
         self.model.eval(ids)
-        token = int(np.argmax(self.model.scores[self.model.n_tokens - 1]))
+        token = self._argmax()
         stamps, tokens = [time.perf_counter()], [token]
         for _ in range(n_decode):
             self.model.eval([token])
-            token = int(np.argmax(self.model.scores[self.model.n_tokens - 1]))
+            token = self._argmax()
             stamps.append(time.perf_counter())
             tokens.append(token)
         return {"prefill_ms": (stamps[0] - started) * 1000,
                 "decode_ms": (stamps[-1] - stamps[0]) / n_decode * 1000, "tokens": tokens[:8]}
+
+    def _argmax(self) -> int:
+        """Greedy next token from the last evaluated position (the only one with logits)."""
+        import numpy as np
+
+        logits = np.ctypeslib.as_array(self.model._ctx.get_logits(), shape=(self.model.n_vocab(),))
+        return int(np.argmax(logits))
 
 
 def _extract_default_gguf() -> Path:
@@ -184,13 +192,22 @@ class BandwidthSide:
 
 
 def decode_read_bytes(weights, config) -> int:
-    """Bytes one decode step reads: every matrix, bias and norm once, one embedding row (not the table)."""
-    embed_id = id(weights.embed)
-    total = sum(t.numel() * t.element_size() for t in weights.tensors()
-                if id(t) != embed_id and (weights.pos_embed is None or t is not weights.pos_embed))
-    row = weights.embed.shape[1] * weights.embed.element_size()
-    tied = weights.lm_head.weight is weights.embed
-    return total + row + (weights.embed.numel() * weights.embed.element_size() if tied else 0)
+    """Bytes one decode step reads: every matrix, bias, scale and norm once; of the embedding table (and
+    learned positions) one row; of an int8 head's float rows the rescored ones."""
+    from inference.model import RESCORED
+
+    def size(t):
+        return t.numel() * t.element_size()
+
+    tables = [t for t in (weights.embed, weights.pos_embed, weights.head_rows) if t is not None]
+    total = sum(size(t) for t in weights.tensors() if all(t is not table for table in tables))
+    row = size(weights.embed[0])
+    total += row * (2 if weights.pos_embed is not None else 1)
+    if weights.lm_head.weight is weights.embed:  # a tied float head reads the whole table
+        total += size(weights.embed)
+    if weights.head_rows is not None:
+        total += RESCORED * row
+    return total
 
 
 def worker(args) -> None:
@@ -249,8 +266,11 @@ class Worker:
         return self._read()
 
     def close(self) -> None:
-        self.process.stdin.write(json.dumps({"op": "quit"}) + "\n")
-        self.process.stdin.close()
+        try:
+            self.process.stdin.write(json.dumps({"op": "quit"}) + "\n")
+            self.process.stdin.close()
+        except BrokenPipeError:  # the worker already exited (its error is on stderr)
+            pass
         self.process.wait()
 
 
@@ -319,7 +339,8 @@ def main(argv=None) -> int:
     workers = {side: Worker(side, args) for side in sides}
     bandwidth = Worker("bandwidth", args)
     results: dict[str, dict] = {side: {"prefill_ms": {n: [] for n in lengths},
-                                       "decode_ms": {n: [] for n in lengths}, "tokens": None}
+                                       "decode_ms": {n: [] for n in lengths},
+                                       "gb_per_s": {n: [] for n in lengths}, "tokens": None}
                                 for side in sides}
     gb_per_s: list[float] = []
     started = time.time()
@@ -331,6 +352,7 @@ def main(argv=None) -> int:
             for n in lengths:
                 for side in order:
                     gb_per_s.append(bandwidth.ask(op="bandwidth")["gb_per_s"])
+                    results[side]["gb_per_s"][n].append(gb_per_s[-1])  # measured just before this run
                     reply = workers[side].ask(op="run", prefill=n, decode=args.decode)
                     results[side]["prefill_ms"][n].append(reply["prefill_ms"])
                     results[side]["decode_ms"][n].append(reply["decode_ms"])
@@ -366,7 +388,8 @@ def summarise(args, sides, lengths, results, gb_per_s, seconds) -> dict:
         entry = {"info": r["info"], "peak_rss_mb": r["peak_rss_mb"], "first_tokens": r["tokens"],
                  "prefill_ms": {n: median(r["prefill_ms"][n]) for n in lengths},
                  "decode_ms_per_token": {n: median(r["decode_ms"][n]) for n in lengths},
-                 "samples": {"prefill_ms": r["prefill_ms"], "decode_ms": r["decode_ms"]}}
+                 "samples": {"prefill_ms": r["prefill_ms"], "decode_ms": r["decode_ms"],
+                             "gb_per_s": r["gb_per_s"]}}
         read = r["info"].get("decode_read_bytes")
         if read:
             entry["decode_read_mb"] = read / 1e6
@@ -384,9 +407,11 @@ def summarise(args, sides, lengths, results, gb_per_s, seconds) -> dict:
             "decode_vs_tokenstep_float32": {n: ratio(side, base_ts, "decode_ms_per_token", n)
                                             for n in lengths},
         }
-        if "floor_ms" in per_side[side]:
-            ratios[side]["decode_vs_floor"] = {n: per_side[side]["decode_ms_per_token"][n] /
-                                               per_side[side]["floor_ms"] for n in lengths}
+        read = per_side[side]["info"].get("decode_read_bytes")
+        if read:
+            # Each run against the bandwidth read just before it: the machine's memory speed drifts.
+            ratios[side]["decode_vs_floor"] = {n: median([ms / (read / (bw_i * 1e9) * 1000) for ms, bw_i in zip(
+                results[side]["decode_ms"][n], results[side]["gb_per_s"][n])]) for n in lengths}
     return {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": " ".join(["python", *sys.argv]),
             "seconds": round(seconds, 1), "threads": args.threads, "repeats": args.repeats,
             "decode_tokens": args.decode, "prefill_lengths": lengths, "cpu": cpu_facts(),

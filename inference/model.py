@@ -9,6 +9,9 @@ Weights are laid out for speed when loaded (see `weights.py`): Q/K/V fused into 
 fused into one, and each pre-norm's scale folded into the projection after it. Q and K rows of each head
 are stored in interleaved (even, odd) order, so rotary embedding is one complex multiply; attention
 scores q.k are unchanged by that shared reordering of head dimensions.
+Decode on CPU reads every weight once per token, so its one-row products go to the kernels of
+kernels.cpp where they can be built (float32 and int8 weights, float32 activations), else to bmm over
+row blocks (float32) or the stock int8 kernel; prefill's many rows go to the BLAS GEMM as usual.
 Shapes: T = tokens in this call, n = positions in the cache after it, C = hidden, V = vocab.
 """
 
@@ -21,6 +24,7 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 
+from . import kernels as decode_kernels
 from .config import ModelConfig
 from .kv_cache import KVCache
 
@@ -35,6 +39,7 @@ class Linear:
     # Derived at load by `split_rows` for one-row products on CPU; views or constants, not weights.
     row_blocks: torch.Tensor | None = field(default=None, metadata={"derived": True})  # (P, out / P, in)
     row_bias: torch.Tensor | None = field(default=None, metadata={"derived": True})  # (P, out / P, 1) or ()
+    kernels: object | None = field(default=None, metadata={"derived": True})  # torch.ops.tokenstep
 
     def split_rows(self, parts: int) -> None:
         """Give one-row products `parts` row blocks, which bmm runs on parallel threads.
@@ -43,13 +48,16 @@ class Linear:
         third of the memory bandwidth (measured); bmm over row blocks streams the matrix on every thread.
         """
         out = self.weight.shape[0]
-        if self.scale is not None or parts < 2 or out % parts:
+        # Only float32: bf16 bmm over blocks measured 1.8x slower than bf16 F.linear, which is threaded.
+        if self.weight.dtype != torch.float32 or parts < 2 or out % parts:
             return
         self.row_blocks = self.weight.view(parts, out // parts, -1)
         self.row_bias = (self.weight.new_zeros(()) if self.bias is None
                          else self.bias.view(parts, out // parts, 1))
 
     def __call__(self, x: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
+        if self.kernels is not None and x.shape[0] == 1:
+            return self._kernel(x, alpha)
         if self.scale is not None:
             y = self._int8(x)  # (T, out) bfloat16
             y = y.float() if alpha == 1.0 else y.float().mul_(alpha)
@@ -62,16 +70,14 @@ class Linear:
         return F.linear(x, self.weight, self.bias)
 
     def _int8(self, x: torch.Tensor) -> torch.Tensor:
-        """x @ (q * scale).T with bfloat16 activations: the int8 GEMV kernel is fast only with those
-        (measured 8x slower with float32); many rows go through a bfloat16 copy of the weights instead,
-        which the bf16 GEMM runs 2x faster than the int8 kernel does."""
-        xb = x.to(torch.bfloat16)  # (T, in)
-        if x.shape[0] == 1:
-            return torch._weight_int8pack_mm(xb, self.weight, self.scale)  # (1, out)
-        return F.linear(xb, self.weight.to(torch.bfloat16) * self.scale[:, None])  # (T, out)
+        """x @ (q * scale).T, bfloat16 out, for prefill (and decode without kernels.cpp): the stock int8
+        kernel is fast only with bfloat16 activations (measured 8x slower with float32)."""
+        return torch._weight_int8pack_mm(x.to(torch.bfloat16), self.weight, self.scale)  # (T, out)
 
     def add_to(self, residual: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """residual + self(x), fused into one matmul call when the weights are floating point."""
+        """residual + self(x), fused into one matmul call (except for int8 without kernels)."""
+        if self.kernels is not None and x.shape[0] == 1:
+            return self._kernel(x, 1.0, residual)
         if self.scale is not None:
             y = self._int8(x) if self.bias is None else self._int8(x).float().add_(self.bias)  # (T, out)
             return residual + y  # float32: the residual stream stays full precision
@@ -81,6 +87,12 @@ class Linear:
             blocked = residual.view(self.row_blocks.shape[0], -1, 1)  # (P, out / P, 1)
             return torch.baddbmm(blocked, self.row_blocks, self._column(x)).view(1, -1)
         return torch.addmm(residual, x, self.weight.t())  # (T, out)
+
+    def _kernel(self, x: torch.Tensor, alpha: float, residual: torch.Tensor | None = None) -> torch.Tensor:
+        x = x if x.is_contiguous() else x.contiguous()
+        if self.scale is None:
+            return self.kernels.gemv_f32(self.weight, x, alpha, self.bias, residual)  # (1, out)
+        return self.kernels.gemv_int8(self.weight, self.scale, x, alpha, self.bias, residual)  # (1, out)
 
     def _column(self, x: torch.Tensor) -> torch.Tensor:
         # Strides (0, 1, in) take bmm to its batched BLAS call, one block per thread; an (in, 1) column
@@ -199,8 +211,12 @@ class Decoder:
         self.forward_count = 0  # every forward pass ever run: lets tests prove a preview ran none
         self._zero = torch.zeros((), dtype=self.kv_dtype, device=self.device)  # a baddbmm input to ignore
         if self.device.type == "cpu":
+            kernels = decode_kernels.ops() if dtype in (torch.float32, torch.int8) else None
             for linear in weights.linears():
-                linear.split_rows(torch.get_num_threads())
+                if kernels is not None:
+                    linear.kernels = kernels
+                else:
+                    linear.split_rows(torch.get_num_threads())
 
     def new_cache(self, capacity: int) -> KVCache:
         c = self.config

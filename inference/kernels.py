@@ -1,0 +1,77 @@
+"""The decode GEMV kernels of kernels.cpp: compiled once into the user cache, loaded as torch ops.
+
+`ops()` returns `torch.ops.tokenstep` when the kernels can run here (x86-64 with AVX-512, a C++
+compiler, the torch headers), else None and the decoder keeps its stock ops, which give the same
+numbers up to float rounding order. TOKENSTEP_KERNELS=0 turns them off. A build takes about 10 s, once
+per torch version and source; the library is written under a temporary name and renamed into place,
+so an interrupted build is never loaded.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from . import cache_dir
+
+SOURCE = Path(__file__).with_name("kernels.cpp")
+FLAGS = ["-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma", "-fopenmp", "-shared",
+         "-fPIC", "-std=c++17", "-w"]
+
+
+def _usable_here() -> str | None:
+    """Why the kernels cannot run on this machine, or None."""
+    if os.environ.get("TOKENSTEP_KERNELS", "1") == "0":
+        return "TOKENSTEP_KERNELS=0"
+    if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
+        return f"no kernels for {sys.platform}/{platform.machine()}"
+    if torch.backends.cpu.get_cpu_capability() not in ("AVX512", "AMX"):
+        return "the CPU has no AVX-512"
+    if not shutil.which("c++"):
+        return "no C++ compiler (c++) on PATH"
+    return None
+
+
+def _build(target: Path) -> None:
+    torch_root = Path(torch.__file__).parent
+    torch_lib = torch_root / "lib"
+    abi = f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"
+    includes = [f"-I{torch_root / 'include'}", f"-I{torch_root / 'include' / 'torch' / 'csrc' / 'api' / 'include'}"]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        partial = Path(tmp) / target.name
+        command = ["c++", *FLAGS, abi, *includes, str(SOURCE), "-o", str(partial), f"-L{torch_lib}",
+                   "-ltorch", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{torch_lib}"]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        if result.returncode != 0:
+            raise RuntimeError(result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "failed")
+        os.replace(partial, target)
+
+
+@functools.lru_cache(maxsize=None)
+def ops():
+    """torch.ops.tokenstep with gemv_f32 and gemv_int8, or None (the reason goes to stderr once)."""
+    reason = _usable_here()
+    if reason is None:
+        key = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS).encode() + torch.__version__.encode())
+        target = cache_dir.cache_root() / "kernels" / f"tokenstep-{key.hexdigest()[:16]}.so"
+        try:
+            if not target.is_file():
+                print("[tokenstep] building the decode kernels (once)…", file=sys.stderr)
+                _build(target)
+            torch.ops.load_library(str(target))
+            return torch.ops.tokenstep
+        except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+            reason = f"build failed: {e}"
+    if reason != "TOKENSTEP_KERNELS=0":
+        print(f"[tokenstep] decode kernels off ({reason}); using stock PyTorch ops", file=sys.stderr)
+    return None
