@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from PySide6.QtCore import QSettings, QTimer
-from PySide6.QtGui import QIcon
+from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import QApplication
 
 from inference.settings import DEVICE_CHOICES, DTYPE_CHOICES
@@ -80,6 +80,17 @@ class ScreenshotRun:
         QApplication.exit(self.exit_code)
 
 
+def fit_to_screen(window) -> None:
+    """1600 x 1000 where the screen has room (frame included), else the screen's free area."""
+    screen = window.screen() or QGuiApplication.primaryScreen()
+    free = screen.availableGeometry() if screen is not None else None
+    if free is None:
+        window.resize(1600, 1000)
+        return
+    width, height = min(1600, free.width() - 16), min(1000, free.height() - 48)  # room for the frame
+    window.resize(width, height)  # where it goes is the window manager's choice
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     app = QApplication.instance() or QApplication([sys.argv[0]])
@@ -112,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         window.proportion_docks()
         run = ScreenshotRun(window, args.screenshot, max(args.steps, 0))
     elif not window.layout_restored:
-        window.resize(1600, 1000)
+        fit_to_screen(window)
         window.proportion_docks()
     window.show()
     code = app.exec()

@@ -7,7 +7,7 @@ from pathlib import Path
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
-                               QProgressDialog, QSlider, QToolBar, QWidget)
+                               QProgressDialog, QSlider, QTabWidget, QToolBar, QWidget)
 
 from inference.settings import DEVICE_CHOICES, DTYPE_CHOICES
 
@@ -73,10 +73,11 @@ class MainWindow(QMainWindow):
         c.load_finished.connect(self._on_load_finished)
         c.error.connect(self._on_error)
         self.appearance.changed.connect(self._update_state)
-        self.actions["presentation"].toggled.connect(lambda _: QTimer.singleShot(0, self.proportion_docks))
+        self.actions["presentation"].toggled.connect(self._presentation_layout)
         self.docks["attention"].visibilityChanged.connect(self._attention_visible)
 
         self.default_state = self.saveState(LAYOUT_VERSION)
+        self._state_before_presentation: QByteArray | None = None
         self._updating_history = False
         self.layout_restored = self.restore_layout()
         self._update_state()
@@ -141,6 +142,7 @@ class MainWindow(QMainWindow):
         placeholder.setMaximumSize(0, 0)
         self.setCentralWidget(placeholder)
         self.setDockNestingEnabled(True)
+        self.setTabPosition(Qt.AllDockWidgetAreas, QTabWidget.TabPosition.North)  # tabs read like titles
         v = self.views
         controls = self._dock("controls", "Controls", self.controls, Qt.LeftDockWidgetArea)
         context = self._dock("context", "Context", v["context"], Qt.RightDockWidgetArea)
@@ -167,12 +169,42 @@ class MainWindow(QMainWindow):
         width, height = max(self.width(), 1280), max(self.height(), 720)
         left = int(width * 0.22)
         self.resizeDocks([d["controls"], d["context"]], [left, width - left], Qt.Horizontal)
-        self.resizeDocks([d["context"], d["candidates"], d["kv"]],
-                         [int(height * 0.14), int(height * 0.47), int(height * 0.35)], Qt.Vertical)
+        shares = (0.13, 0.45, 0.42) if self.appearance.presentation else (0.14, 0.47, 0.35)
+        self.resizeDocks([d["context"], d["candidates"], d["kv"]], [int(height * s) for s in shares], Qt.Vertical)
         right = width - left
-        self.resizeDocks([d["candidates"], d["stop"]], [int(right * 0.72), int(right * 0.28)], Qt.Horizontal)
-        self.resizeDocks([d["kv"], d["timing"]], [int(right * 0.70), int(right * 0.30)], Qt.Horizontal)
-        self.resizeDocks([d["controls"], d["explain"]], [int(height * 0.58), int(height * 0.42)], Qt.Vertical)
+        tabbed = {w for key in ("candidates", "kv", "controls") for w in self.tabifiedDockWidgets(d[key])}
+        if d["stop"] not in tabbed:
+            self.resizeDocks([d["candidates"], d["stop"]], [int(right * 0.72), int(right * 0.28)], Qt.Horizontal)
+        if d["timing"] not in tabbed:
+            self.resizeDocks([d["kv"], d["timing"]], [int(right * 0.70), int(right * 0.30)], Qt.Horizontal)
+        if d["explain"] not in tabbed:
+            self.resizeDocks([d["controls"], d["explain"]], [int(height * 0.58), int(height * 0.42)], Qt.Vertical)
+
+    @Slot(bool)
+    def _presentation_layout(self, on: bool) -> None:
+        """Bigger type needs room: presentation mode stacks the secondary docks as tabs (Explain behind
+        Controls; Stop and Timing behind the KV cache), so Candidates and the KV cache get the whole
+        width; leaving it puts back the layout from before."""
+        QTimer.singleShot(0, lambda: self._apply_presentation_layout(on))
+
+    def _apply_presentation_layout(self, on: bool) -> None:
+        d = self.docks
+        if on:
+            self._state_before_presentation = self.saveState(LAYOUT_VERSION)
+            for dock in (d["controls"], d["explain"], d["kv"], d["stop"], d["timing"]):
+                if dock.isFloating():
+                    dock.setFloating(False)
+            self.tabifyDockWidget(d["controls"], d["explain"])
+            self.tabifyDockWidget(d["kv"], d["stop"])
+            self.tabifyDockWidget(d["kv"], d["timing"])
+            d["controls"].raise_()
+            d["kv"].raise_()
+            self.proportion_docks()
+            return
+        state, self._state_before_presentation = self._state_before_presentation, None
+        if state is None or not self.restoreState(state, LAYOUT_VERSION):
+            self.restoreState(self.default_state, LAYOUT_VERSION)
+            self.proportion_docks()
 
     def _make_toolbar(self) -> None:
         bar = QToolBar("Generation")
@@ -505,14 +537,19 @@ class MainWindow(QMainWindow):
     def save_layout(self) -> None:
         self.qsettings.setValue("layout/version", LAYOUT_VERSION)
         self.qsettings.setValue("layout/geometry", self.saveGeometry())
-        self.qsettings.setValue("layout/state", self.saveState(LAYOUT_VERSION))
+        # Presentation mode's tabbed layout is temporary: keep the one it will return to.
+        state = self._state_before_presentation or self.saveState(LAYOUT_VERSION)
+        self.qsettings.setValue("layout/state", state)
         self.qsettings.sync()
 
     def reset_layout(self) -> None:
         self.restoreState(self.default_state, LAYOUT_VERSION)
         for key, dock in self.docks.items():
             dock.setVisible(key != "attention")
-        self.proportion_docks()
+        if self._state_before_presentation is not None:
+            self._apply_presentation_layout(True)  # the default layout, as presentation mode shows it
+        else:
+            self.proportion_docks()
 
     # --- help -----------------------------------------------------------------------------------------
     def show_shortcuts(self) -> None:

@@ -17,6 +17,9 @@ from typing import Any
 
 from .errors import ModelFormatError
 
+_HEX_ERRORS = "tokenstep-hex"
+codecs.register_error(_HEX_ERRORS, lambda e: ("".join(f"\\x{b:02X}" for b in e.object[e.start:e.end]), e.end))
+
 
 @lru_cache(maxsize=1)
 def _byte_level_alphabet() -> dict[str, int]:
@@ -110,9 +113,10 @@ class Tokenizer:
         return raw
 
     def piece_text(self, token_id: int) -> str:
-        """One token decoded on its own (a candidate that was not drawn): partial bytes become U+FFFD."""
+        """One token read on its own (a candidate that was not drawn): bytes that are not a whole UTF-8
+        character show as \\xNN, as in the text stream, never as U+FFFD (which hides which byte it is)."""
         raw = self.token_bytes(token_id)
-        return raw.decode("utf-8", errors="replace") if raw else f"<id {token_id}>"
+        return raw.decode("utf-8", errors=_HEX_ERRORS) if raw else f"<id {token_id}>"
 
     def stream(self) -> "TextStream":
         return TextStream(self)

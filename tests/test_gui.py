@@ -237,3 +237,21 @@ def test_the_window_opens_before_torch_is_imported():
                             cwd=Path(__file__).resolve().parent.parent)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_presentation_mode_tabs_the_secondary_docks_and_gives_the_layout_back(qtbot, window):
+    d = window.docks
+    before = {key: dock.geometry() for key, dock in d.items() if dock.isVisible()}
+    window.actions["presentation"].trigger()
+    qtbot.waitUntil(lambda: d["stop"] in window.tabifiedDockWidgets(d["kv"]), timeout=5000)
+    assert d["timing"] in window.tabifiedDockWidgets(d["kv"])
+    assert d["explain"] in window.tabifiedDockWidgets(d["controls"])
+    # Candidates now spans the width that it shared with Stop
+    assert d["candidates"].width() > before["candidates"].width() + before["stop"].width() * 0.8
+    window.actions["presentation"].trigger()
+    qtbot.waitUntil(lambda: not window.tabifiedDockWidgets(d["kv"]), timeout=5000)
+    settle(qtbot)
+    after = {key: dock.geometry() for key, dock in d.items() if dock.isVisible()}
+    assert after.keys() == before.keys()
+    for key in before:
+        assert abs(after[key].width() - before[key].width()) <= 2 and abs(after[key].x() - before[key].x()) <= 2

@@ -30,7 +30,8 @@ def test_split_character_shows_bytes_then_completes(tok):
     pieces = _stream(tok, ids)
     assert [t for t, _ in pieces] == ["", "", "你"]
     assert pieces[0][1] == "\\xE4" and pieces[1][1] == "\\xBD" and pieces[2][1] == "你"
-    assert tok.piece_text(ids[0]) == "\ufffd"
+    assert tok.piece_text(ids[0]) == "\\xE4"  # a candidate on its own: the byte, not U+FFFD
+    assert tok.piece_text(ids[2]) == "\\xA0"
 
 
 def test_special_tokens_are_shown_as_written(tok):

@@ -42,3 +42,4 @@ class View(QWidget):
 
     def refresh(self) -> None:
         raise NotImplementedError
+

@@ -14,6 +14,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtGui import QFontMetricsF
 
 from ..controller import Controller, Shown
 from ..theme import Appearance
@@ -79,7 +80,6 @@ class CandidatesView(View):
         self.draw = make_plot(appearance)
         self.draw.setXRange(0, 1, padding=0.01)
         self.draw.setYRange(0, 1, padding=0)
-        self.draw.getPlotItem().setLabel("bottom", "kept tokens end to end (CDF)")
         self.draw.getAxis("left").setTicks([[]])
         self.segments = pg.BarGraphItem(x0=[], y0=[], height=[], width=[])
         self.draw.addItem(self.segments)
@@ -95,13 +95,12 @@ class CandidatesView(View):
         self.draw_caption.setWordWrap(True)
 
         side = QSplitter(Qt.Vertical)
+        side.setChildrenCollapsible(False)  # a squeezed plot must not draw over its caption
         side.addWidget(self._titled("Sampler stages: tokens kept, mass removed", self.waterfall))
-        side.addWidget(self._titled("The draw", self.draw, self.draw_caption))
+        side.addWidget(self._titled("The draw: kept tokens end to end (CDF)", self.draw, self.draw_caption))
         side.setSizes([520, 480])
-        self.bars.setMinimumHeight(200)
-        self.waterfall.setMinimumHeight(110)
-        self.draw.setMinimumHeight(90)
         split = QSplitter(Qt.Horizontal)
+        split.setChildrenCollapsible(False)
         split.addWidget(self.bars)
         split.addWidget(side)
         split.setStretchFactor(0, 3)  # the bars keep most of the width, also with presentation-size type
@@ -133,8 +132,11 @@ class CandidatesView(View):
 
     def restyle(self) -> None:
         a, t = self.appearance, self.appearance.theme
-        for plot in (self.bars, self.waterfall, self.draw):
+        for plot, height in ((self.bars, 160), (self.waterfall, 80), (self.draw, 60)):
             style_plot(plot, a)
+            plot.setMinimumHeight(int(height * a.scale))  # bigger type needs taller plots to stay clear
+        # Splitters give a wrapped label one line; the caption takes two (it would spill over the axis).
+        self.draw_caption.setMinimumHeight(2 * QFontMetricsF(a.font()).lineSpacing() + 4)
         for label in self.value_labels + self.stage_labels + self.segment_labels + [self.u_label]:
             label.restyle(a)
         self.u_line.setPen(pg.mkPen(t.chosen, width=3 * a.scale))
@@ -262,21 +264,29 @@ class CandidatesView(View):
             x0.append(float(cdf[-1]))
             w.append(1.0 - float(cdf[-1]))
             brushes.append(colour(t.raw, 120))
-        self.segments.setOpts(x0=x0, y0=[0.05] * len(x0), height=[0.5] * len(x0), width=w, brushes=brushes,
+        self.segments.setOpts(x0=x0, y0=[0.02] * len(x0), height=[0.44] * len(x0), width=w, brushes=brushes,
                               pen=pg.mkPen(t.panel, width=1))
+        # Name the widest segments, only where the name fits inside its segment (pixels, not axis units:
+        # narrow neighbours' names would run into each other).
         order = np.argsort(-widths)[:MAX_SEGMENT_LABELS] if len(widths) else []
+        metrics = QFontMetricsF(self.appearance.font(0.85))
+        axis_px = max(self.draw.getPlotItem().getViewBox().width(), 1.0) / 1.02  # the x range is 0..1.02
         for i, label in enumerate(self.segment_labels):
-            if i < len(order) and widths[order[i]] > 0.06:
+            name = display(kept.texts[order[i]])[:10] if i < len(order) else ""
+            if name and widths[order[i]] * axis_px >= metrics.horizontalAdvance(name) + 8:
                 j = order[i]
-                label.show_text(display(kept.texts[j])[:10], round(starts[j] + widths[j] / 2, 3), 0.3)
+                label.show_text(name, round(starts[j] + widths[j] / 2, 3), 0.24)
             else:
                 label.show_text("")
         step = shown.step
         if step is not None and step.random_u is not None:
             self.u_line.setPos(step.random_u)
             self.u_line.show()
+            # The label sits beside the line, on the side with room (it never runs over the line).
+            right = step.random_u <= 0.55
             self.u_label.show_text(f"u = {step.random_u:.4f} → {display(step.token.piece)}",
-                                   min(step.random_u + 0.01, 0.7), 0.98)
+                                   step.random_u + (0.01 if right else -0.01), 0.98,
+                                   anchor=(0, 0) if right else (1, 0))
         else:
             self.u_line.hide()
             self.u_label.show_text("")

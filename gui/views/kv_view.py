@@ -45,8 +45,6 @@ class KvView(View):
         self.growth.getPlotItem().setLabel("left", "MB")
         self.used_curve = self.growth.plot([], [], name="used", antialias=True)
         self.allocated_curve = self.growth.plot([], [], name="allocated", antialias=True)
-        self.growth_note = text_item(appearance, anchor=(0, 0))
-        self.growth.addItem(self.growth_note)
 
         self.layers = make_plot(appearance, "each layer's K (dark) and V (light), KB")
         self.layers.getPlotItem().setLabel("bottom", "layer")
@@ -92,9 +90,12 @@ class KvView(View):
         rv.addWidget(self.compare, 1)
         rv.addWidget(self.projection)
         split = QSplitter(Qt.Horizontal)
+        split.setChildrenCollapsible(False)
         for w in (left, self.growth, right):
             split.addWidget(w)
         split.setSizes([330, 260, 320])
+        for i, stretch in enumerate((4, 3, 4)):  # the text column keeps its share as the dock widens
+            split.setStretchFactor(i, stretch)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 4, 6, 6)
         layout.addWidget(split, 1)
@@ -105,13 +106,18 @@ class KvView(View):
         a, t = self.appearance, self.appearance.theme
         for plot in (self.growth, self.layers, self.compare):
             style_plot(plot, a)
+            plot.setMinimumHeight(int(90 * a.scale))  # room for the axes under bigger type
         self.used_curve.setPen(pg.mkPen(t.final, width=2.5 * a.scale))
         self.used_curve.setSymbol("o")
         self.used_curve.setSymbolSize(5 * a.scale)
         self.used_curve.setSymbolBrush(colour(t.final))
         self.used_curve.setSymbolPen(None)
         self.allocated_curve.setPen(pg.mkPen(t.warning, width=1.5 * a.scale, style=Qt.DashLine))
-        for label in self.compare_labels + [self.growth_note]:
+        # The key is the title (a legend inside the plot would sit on the allocated line).
+        self.growth.getPlotItem().setTitle(
+            f"<span style='color:{t.final}'>━ used</span> and <span style='color:{t.warning}'>╌ allocated</span>"
+            " vs context", color=t.text, size=f"{a.font(0.85).pointSizeF():.0f}pt")
+        for label in self.compare_labels:
             label.restyle(a)
         self._key = None
 
@@ -148,7 +154,6 @@ class KvView(View):
             self.allocated_curve.setData(x, np.array([p[2] for p in points]) / 1e6)
             top = max(p[2] for p in points) / 1e6
             set_range(self.growth, x=(0, grid_ceiling(x[-1], 16)), y=(0, nice_ceiling(top * 1.15)))
-            self.growth_note.show_text("— used   - - allocated", 0, round(top * 1.13, 2))
         else:
             self.used_curve.setData([], [])
             self.allocated_curve.setData([], [])

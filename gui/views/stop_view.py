@@ -89,7 +89,7 @@ class StopView(View):
 
         row(0, "eos", "End of sequence")
         self.eos_plot = make_plot(appearance)
-        self.eos_plot.setFixedHeight(int(70 * appearance.scale))
+        self.eos_plot.setFixedHeight(int(56 * appearance.scale))
         self.eos_plot.setYRange(0, 1, padding=0)
         self.eos_plot.getAxis("left").setTicks([[(0, "0"), (1, "1")]])
         self.eos_plot.getAxis("bottom").setStyle(showValues=False)

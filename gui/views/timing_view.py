@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout
 from ..controller import Controller
 from .base import View
 from ..theme import Appearance
-from .plotting import colour, grid_ceiling, make_plot, nice_ceiling, set_range, style_plot, text_item
+from .plotting import colour, grid_ceiling, make_plot, nice_ceiling, set_range, style_plot
 
 
 class TimingView(View):
@@ -27,8 +27,6 @@ class TimingView(View):
         self.selected_bar = pg.BarGraphItem(x=[], height=[], width=0.9)
         for item in (self.selected_bar, self.forward_bars, self.sample_bars):
             self.plot.addItem(item)
-        self.clip_label = text_item(appearance, anchor=(0, 0))
-        self.plot.addItem(self.clip_label)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 4, 6, 6)
         layout.addWidget(self.summary)
@@ -38,7 +36,6 @@ class TimingView(View):
 
     def restyle(self) -> None:
         style_plot(self.plot, self.appearance)
-        self.clip_label.restyle(self.appearance)
         self._key = None
 
     def refresh(self) -> None:
@@ -56,22 +53,21 @@ class TimingView(View):
             self.forward_bars.setOpts(x=[], height=[], brushes=[])
             self.sample_bars.setOpts(x=[], y0=[], height=[])
             self.selected_bar.setOpts(x=[], height=[])
-            self.clip_label.show_text("")
             return
         steps = c.steps
         forward = np.array([s.forward_ms for s in steps])
         sample = np.array([s.sample_ms for s in steps])
         decode_forward = forward[1:]  # step 1 was drawn from the prefill's logits
-        text = (f"<b>Prefill</b>: {p.n_tokens} tokens in {p.ms:.1f} ms = <b>{p.tokens_per_s:,.0f} tokens/s</b> "
+        # The words are coloured as their bars: they are the plot's legend.
+        text = (f"<b style='color:{t.accent}'>Prefill</b>: {p.n_tokens} tokens in {p.ms:.1f} ms = <b>{p.tokens_per_s:,.0f} tokens/s</b> "
                 "(one parallel pass over the prompt)")
         if len(steps) > 1:
             per_token = float(np.mean(decode_forward + sample[1:]))
-            text += (f"<br><b>Decode</b>: {len(steps)} tokens, forward {np.median(decode_forward):.1f} ms "
-                     f"+ sampling {np.median(sample):.2f} ms per token (median) = "
+            text += (f"<br><b>Decode</b>: {len(steps)} tokens, <span style='color:{t.final}'>forward</span> "
+                     f"{np.median(decode_forward):.1f} ms + <span style='color:{t.warning}'>sampling</span> {np.median(sample):.2f} ms per token (median) = "
                      f"<b>{1000 / per_token:,.1f} tokens/s</b>; one token at a time, each reading all weights")
         if c.stopped is not None and c.stopped.decode_tokens_per_s > 0:
             text += f" · session: {c.stopped.decode_tokens_per_s:,.1f} tokens/s"
-        self.summary.setText(text)
         x = np.arange(1, len(steps) + 1, dtype=float)
         top = nice_ceiling(max(float(np.max(decode_forward + sample[1:])) * 1.35, 1.0) if len(steps) > 1
                            else max(p.ms, 1.0) * 1.2)
@@ -79,10 +75,11 @@ class TimingView(View):
         brushes = [colour(t.accent)] + [colour(t.final)] * (len(steps) - 1)
         self.forward_bars.setOpts(x=x, height=shown_forward, width=0.7, brushes=brushes[:len(steps)], pen=None)
         self.sample_bars.setOpts(x=x, y0=shown_forward, height=sample, width=0.7, brush=colour(t.warning), pen=None)
-        if steps and forward[0] > top * 0.97:
-            self.clip_label.show_text(f"step 1 = prefill {forward[0]:.0f} ms ↑", 0.7, top * 0.99)
-        else:
-            self.clip_label.show_text("")
+        # A long prefill would flatten the decode bars: its bar is cut at the top and the summary says so
+        # (a note inside the plot would sit on the bars).
+        if bool(steps) and forward[0] > top * 0.97:
+            text = text.replace("over the prompt)", "over the prompt; bar 1, cut at the top)", 1)
+        self.summary.setText(text)
         if shown is not None and shown.step is not None:
             self.selected_bar.setOpts(x=[shown.index], height=[top], width=0.95, brush=colour(t.selected, 50),
                                       pen=None)
