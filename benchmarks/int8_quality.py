@@ -43,8 +43,11 @@ def first_step(models: dict, prompt: str) -> dict:
         with torch.inference_mode():
             logits = model.decoder.forward(torch.tensor(ids), 0, model.decoder.new_cache(len(ids)))[0]
         p = torch.softmax(logits.double(), 0)
-        top = int(torch.argmax(p))
-        out[name] = {"token": top, "text": model.tokenizer.decode([top]), "p": float(p[top])}
+        two = torch.topk(p, 2)
+        top, second = int(two.indices[0]), int(two.indices[1])
+        # the lead over the runner-up: where it is tiny, any change in rounding may swap the two
+        out[name] = {"token": top, "text": model.tokenizer.decode([top]), "p": float(p[top]),
+                     "runner_up": model.tokenizer.decode([second]), "lead": float(two.values[0] - two.values[1])}
     return out
 
 
@@ -96,7 +99,8 @@ def main(argv=None) -> int:
         report["teacher_forced"][prompt] = forced
         a, b = first["float32"], first[args.dtype]
         print(f"{prompt[:52]:52s} {a['text']!r:>14s} {a['p']:.4f} {b['text']!r:>14s} {b['p']:.4f} "
-              f"{abs(a['p'] - b['p']):7.4f} {forced['agreement']:10.1%}")
+              f"{abs(a['p'] - b['p']):7.4f} {forced['agreement']:10.1%}   float32 lead over "
+              f"{a['runner_up']!r}: {a['lead']:.4f}")
     for name, model in models.items():
         report["perplexity"][name] = perplexity(model)
     agreements = [f["agreement"] for f in report["teacher_forced"].values()]

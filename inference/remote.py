@@ -31,8 +31,11 @@ BATCH_S = 0.05  # during Run, steps reach the front-end in batches this far apar
 
 def serve(commands, events) -> None:
     """Process entry point: answer commands until ("quit",) or the front-end goes away."""
+    import torch
+
     try:
-        _Server(commands, events).loop()
+        with torch.inference_mode():  # the whole engine: sampling and previews too, not just forwards
+            _Server(commands, events).loop()
     except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
         pass  # the front-end closed its ends of the pipes: nothing left to answer
 
