@@ -295,24 +295,19 @@ class Controller(QObject):
 
     @Slot(object, int)
     def _on_stepped(self, event: StepDone, epoch: int) -> None:
-        if epoch != self.epoch:
-            return
-        self.steps.append(event)
-        self.pending = None
-        if self.mode != "step":
-            self.mode = "latest"
-        if not self.running:  # during Run no button changes until it ends; the redraw shows the rest
-            self.state_changed.emit()
-        self._dirty()
+        self._on_stepped_many([event], epoch)
 
     @Slot(object, int)
     def _on_stepped_many(self, events: list, epoch: int) -> None:
+        """One step taken by hand, or the steps of a Run batched by the engine."""
         if epoch != self.epoch:
             return
         self.steps.extend(events)
         self.pending = None
         if self.mode != "step":
             self.mode = "latest"
+        if not self.running:  # during Run no button changes until it ends; the redraw shows the rest
+            self.state_changed.emit()
         self._dirty()
 
     @Slot(object, int)

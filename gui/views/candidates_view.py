@@ -135,6 +135,7 @@ class CandidatesView(View):
         for plot, height in ((self.bars, 160), (self.waterfall, 80), (self.draw, 60)):
             style_plot(plot, a)
             plot.setMinimumHeight(int(height * a.scale))  # bigger type needs taller plots to stay clear
+        self._label_metrics = QFontMetricsF(a.font(0.85))  # the plot labels' font, measured once
         # Splitters give a wrapped label one line; the caption takes two (it would spill over the axis).
         self.draw_caption.setMinimumHeight(2 * QFontMetricsF(a.font()).lineSpacing() + 4)
         for label in self.value_labels + self.stage_labels + self.segment_labels + [self.u_label]:
@@ -269,11 +270,10 @@ class CandidatesView(View):
         # Name the widest segments, only where the name fits inside its segment (pixels, not axis units:
         # narrow neighbours' names would run into each other).
         order = np.argsort(-widths)[:MAX_SEGMENT_LABELS] if len(widths) else []
-        metrics = QFontMetricsF(self.appearance.font(0.85))
         axis_px = max(self.draw.getPlotItem().getViewBox().width(), 1.0) / 1.02  # the x range is 0..1.02
         for i, label in enumerate(self.segment_labels):
             name = display(kept.texts[order[i]])[:10] if i < len(order) else ""
-            if name and widths[order[i]] * axis_px >= metrics.horizontalAdvance(name) + 8:
+            if name and widths[order[i]] * axis_px >= self._label_metrics.horizontalAdvance(name) + 8:
                 j = order[i]
                 label.show_text(name, round(starts[j] + widths[j] / 2, 3), 0.24)
             else:

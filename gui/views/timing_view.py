@@ -58,28 +58,29 @@ class TimingView(View):
         forward = np.array([s.forward_ms for s in steps])
         sample = np.array([s.sample_ms for s in steps])
         decode_forward = forward[1:]  # step 1 was drawn from the prefill's logits
+        top = nice_ceiling(max(float(np.max(decode_forward + sample[1:])) * 1.35, 1.0) if len(steps) > 1
+                           else max(p.ms, 1.0) * 1.2)
+        # A long prefill would flatten the decode bars: its bar is cut at the top and the summary says so
+        # (a note inside the plot would sit on the bars).
+        clipped = bool(steps) and forward[0] > top * 0.97
         # The words are coloured as their bars: they are the plot's legend.
-        text = (f"<b style='color:{t.accent}'>Prefill</b>: {p.n_tokens} tokens in {p.ms:.1f} ms = <b>{p.tokens_per_s:,.0f} tokens/s</b> "
-                "(one parallel pass over the prompt)")
+        text = (f"<b style='color:{t.accent}'>Prefill</b>: {p.n_tokens} tokens in {p.ms:.1f} ms = "
+                f"<b>{p.tokens_per_s:,.0f} tokens/s</b> (one parallel pass over the prompt"
+                f"{'; bar 1, cut at the top' if clipped else ''})")
         if len(steps) > 1:
             per_token = float(np.mean(decode_forward + sample[1:]))
             text += (f"<br><b>Decode</b>: {len(steps)} tokens, <span style='color:{t.final}'>forward</span> "
-                     f"{np.median(decode_forward):.1f} ms + <span style='color:{t.warning}'>sampling</span> {np.median(sample):.2f} ms per token (median) = "
-                     f"<b>{1000 / per_token:,.1f} tokens/s</b>; one token at a time, each reading all weights")
+                     f"{np.median(decode_forward):.1f} ms + <span style='color:{t.warning}'>sampling</span> "
+                     f"{np.median(sample):.2f} ms per token (median) = <b>{1000 / per_token:,.1f} tokens/s</b>; "
+                     "one token at a time, each reading all weights")
         if c.stopped is not None and c.stopped.decode_tokens_per_s > 0:
             text += f" · session: {c.stopped.decode_tokens_per_s:,.1f} tokens/s"
+        self.summary.setText(text)
         x = np.arange(1, len(steps) + 1, dtype=float)
-        top = nice_ceiling(max(float(np.max(decode_forward + sample[1:])) * 1.35, 1.0) if len(steps) > 1
-                           else max(p.ms, 1.0) * 1.2)
         shown_forward = np.minimum(forward, top * 0.97)
         brushes = [colour(t.accent)] + [colour(t.final)] * (len(steps) - 1)
         self.forward_bars.setOpts(x=x, height=shown_forward, width=0.7, brushes=brushes[:len(steps)], pen=None)
         self.sample_bars.setOpts(x=x, y0=shown_forward, height=sample, width=0.7, brush=colour(t.warning), pen=None)
-        # A long prefill would flatten the decode bars: its bar is cut at the top and the summary says so
-        # (a note inside the plot would sit on the bars).
-        if bool(steps) and forward[0] > top * 0.97:
-            text = text.replace("over the prompt)", "over the prompt; bar 1, cut at the top)", 1)
-        self.summary.setText(text)
         if shown is not None and shown.step is not None:
             self.selected_bar.setOpts(x=[shown.index], height=[top], width=0.95, brush=colour(t.selected, 50),
                                       pen=None)
