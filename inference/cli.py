@@ -54,8 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="candidates reported per step")
     trace.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
     trace.add_argument("--dtype", choices=DTYPE_CHOICES, default="auto",
-                       help="auto = float32 on CPU, bfloat16 on CUDA; int8 = int8 weights with per-row "
-                       "scales, float32 activations and KV cache")
+                       help="auto = float32 on CPU, bfloat16 on CUDA; int8 = int8 weights with a scale per "
+                       "64 weights, float32 activations and KV cache")
     trace.add_argument("--debug", action="store_true", help="show tracebacks")
     download = sub.add_parser("download", help="fetch and convert the default model; print its folder")
     download.add_argument("--debug", action="store_true", help="show tracebacks")

@@ -18,7 +18,7 @@ from .settings import DTYPE_CHOICES, SamplerSettings
 from .tokenizer import Tokenizer
 from .weights import build_weights, fingerprint, read_checkpoint, weights_bytes
 
-# int8: weight-only int8 matrices with per-row scales; activations, norms and the KV cache in float32.
+# int8: weight-only int8 matrices with a scale per 64 weights of a row; activations, norms and the KV cache in float32.
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "int8": torch.int8}
 
 

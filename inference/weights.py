@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from . import kernels as decode_kernels
 from .config import ModelConfig
 from .errors import ModelFormatError
 from .model import DecoderWeights, Layer, Linear, Norm
@@ -161,29 +162,50 @@ def _interleave_heads(t: torch.Tensor, n_heads: int) -> torch.Tensor:
     return t.reshape(n_heads, 2, -1, *rest).transpose(1, 2).reshape(-1, *rest)
 
 
-def quantize_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Symmetric int8 per output channel: weight ~= q * scale[:, None]. Returns q (out, in), scale (out,).
+INT8_GROUP = 64  # weights that share one int8 scale along a row
 
-    The scale is bfloat16, the type `_weight_int8pack_mm` runs fast with; q is rounded against the
-    rounded scale, so the scale's rounding costs nothing beyond the int8 step itself.
+
+def quantize_rows(weight: torch.Tensor, group: int = INT8_GROUP) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric int8 per group of `group` weights along each row: weight ~= q * scale (repeated over the
+    group). Returns q (out, in) int8 and scale (out, in / group) bfloat16; a row whose length `group` does
+    not divide gets one scale (out, 1).
+
+    Measured on the default model over 25 prompts (first step against float32, norms not folded): one
+    scale per row moved the top token's probability by up to 0.076 and swapped the top-1 on two of them;
+    groups of 64 by up to 0.026 with no swap, and halved the mean KL divergence (0.0047 -> 0.0024);
+    groups of 32 were no better than 64. q is rounded against the rounded bfloat16 scale, so the scale's
+    rounding costs nothing beyond the int8 step itself.
     """
-    amax = weight.abs().amax(dim=1)  # (out,)
-    scale = (amax / 127).clamp_min(torch.finfo(torch.bfloat16).tiny).to(torch.bfloat16)  # (out,)
-    q = torch.round(weight / scale.float()[:, None]).clamp_(-128, 127).to(torch.int8)  # (out, in)
-    return q, scale
+    out, size = weight.shape
+    group = next((g for g in (group, 32, 16) if size % g == 0), size)
+    grouped = weight.reshape(out, size // group, group)
+    amax = grouped.abs().amax(dim=2)  # (out, groups)
+    scale = (amax / 127).clamp_min(torch.finfo(torch.bfloat16).tiny).to(torch.bfloat16)  # (out, groups)
+    q = torch.round(grouped / scale.float()[:, :, None]).clamp_(-128, 127).to(torch.int8)
+    return q.reshape(out, size), scale
 
 
 def build_weights(c: ModelConfig, hf: dict[str, torch.Tensor], dtype: torch.dtype,
                   device: torch.device, fold_norms: bool = True) -> DecoderWeights:
     """Fuse, fold and place the checked HF tensors; consumes `hf` to keep peak memory low.
 
-    dtype int8 means int8 matrices with per-row scales, float32 for the rest (embedding table included).
-    Norms are then not folded: a norm's scale multiplied into the columns would widen each row's range
-    and so its int8 step.
+    dtype int8 means int8 matrices with group-wise scales (quantize_rows), float32 for the rest (the
+    embedding table included). Norms are then not folded: a norm's scale multiplied into the columns
+    would widen each group's range and so its int8 step.
     """
     quantized = dtype == torch.int8
     float_dtype = torch.float32 if quantized else dtype
     fold_norms = fold_norms and not quantized
+    # Group-wise scales need kernels.cpp on CPU (or a CUDA device, where dequantising is cheap). Without
+    # it, one scale per row, shaped (out,), lets torch's int8 kernel run (model.py): less exact but faster
+    # than float32 (117 vs 67 tokens/s here), where dequantising per token ran at 8 tokens/s.
+    per_row = device.type == "cpu" and decode_kernels.ops() is None
+
+    def quantize(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if per_row:
+            q, scale = quantize_rows(weight, weight.shape[1])
+            return q, scale.view(-1)
+        return quantize_rows(weight)
 
     def take(name):
         return hf.pop(name, None)
@@ -195,7 +217,7 @@ def build_weights(c: ModelConfig, hf: dict[str, torch.Tensor], dtype: torch.dtyp
         """(weight as stored, its int8 scale or None)."""
         if not quantized:
             return place(weight), None
-        q, scale = quantize_rows(weight.float())
+        q, scale = quantize(weight.float())
         return q.to(device).contiguous(), scale.to(device)
 
     def norm(weight, bias) -> Norm:
@@ -255,7 +277,7 @@ def build_weights(c: ModelConfig, hf: dict[str, torch.Tensor], dtype: torch.dtyp
         # first-step probability of the top token by up to 0.034; with its top tokens rescored from the
         # float rows, by no more than a float head does. The float rows stay in memory (the embedding
         # lookup reads them anyway when tied) but a decode step reads only the rescored ones.
-        q, scale = quantize_rows(head)
+        q, scale = quantize(head)
         lm_head, head_rows = Linear(q, scale=scale), head
     else:
         lm_head, head_rows = Linear(head), None

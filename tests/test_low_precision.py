@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from inference.loading import DTYPE_CHOICES, load_model
 from tiny import make_hf_model, save_hf_model
+
+from inference import kernels
+from inference.loading import DTYPE_CHOICES, load_model
+from inference.weights import INT8_GROUP
 
 ROOT = Path(__file__).resolve().parent.parent
 IDS = [5, 77, 200, 31, 9, 140, 250, 3, 17, 99, 12, 5]
@@ -70,8 +72,14 @@ def test_int8_model_reports_its_own_dtype_and_sizes(models):
     c = model.config
     weights = model.decoder.weights
     matrices = [lin for lin in weights.linears() if lin.weight.dtype == torch.int8]
-    assert len(matrices) == 4 * c.n_layers + 1 and all(lin.scale.shape == (lin.weight.shape[0],)
-                                                       for lin in matrices)
+    assert len(matrices) == 4 * c.n_layers + 1
+    for lin in matrices:  # a bfloat16 scale per group of (at most) INT8_GROUP weights along each row
+        rows, size = lin.weight.shape
+        assert lin.scale.dtype == torch.bfloat16 and lin.scale.shape[0] == rows
+        if kernels.ops() is None:  # one per row, for torch's int8 kernel
+            assert lin.scale.shape == (rows,)
+        else:
+            assert size % lin.scale.shape[1] == 0 and size // lin.scale.shape[1] <= INT8_GROUP
     assert info.weights_bytes == sum(t.numel() * t.element_size() for t in weights.tensors())
     assert info.weights_bytes < reference.info().weights_bytes
     assert model.fingerprint != reference.fingerprint
