@@ -22,9 +22,14 @@ from inference.settings import GenerationSettings
 from .worker import InferenceWorker
 
 REDRAW_INTERVAL_MS = 33  # <= 30 redraws per second while stepping by hand
-# During Run the GUI thread shares the GIL and the cores with decode: every ms of redraw is a ms of decode
-# lost, so a run redraws less often than stepping by hand does.
-RUN_REDRAW_INTERVAL_MS = int(os.environ.get("TOKENSTEP_RUN_REDRAW_MS", 200))
+# During Run the engine uses every core, so each ms the GUI spends drawing is decode time lost: a run
+# redraws less often, and at each redraw only the cheap views (the context's new tokens, the status)
+# plus one of the plot views, in turn (`takes_turn`). Measured on 2 cores (benchmarks/gui_probe.py):
+# a plot view's refresh and paint cost 3-11 ms of GUI CPU, all of them together ~28 ms.
+RUN_REDRAW_INTERVAL_MS = int(os.environ.get("TOKENSTEP_RUN_REDRAW_MS", 250))
+# ...and a plot view gets its turn only while the GUI thread has used less than this share of one core
+# during the run (a token bucket over its CPU time: a slow paint postpones the next turns).
+RUN_GUI_CPU_SHARE = 0.05
 # A waiting thread gets the GIL after this long (Python's default is 5 ms): the worker's next torch op
 # need not wait for a whole redraw.
 GIL_SWITCH_S = 0.001
@@ -115,6 +120,11 @@ class Controller(QObject):
         self._throttle.timeout.connect(self._on_throttle)
         self._redraw_due = False
         self.redraw_ms: deque[float] = deque(maxlen=2000)
+        self._turn_takers: list[weakref.ref] = []  # plot views that redraw one at a time during Run
+        self._turn: QObject | None = None
+        self.turns_taken = 0
+        self._cpu_allowance = 0.0  # seconds of GUI-thread CPU the plot views may still spend in this run
+        self._cpu_mark = self._wall_mark = 0.0
         sys.setswitchinterval(GIL_SWITCH_S)
         # Qt converts large images (the window's backing store) on its global thread pool, one thread per
         # core: bursts that take both cores from decode. One thread keeps painting off the engine's core.
@@ -383,8 +393,38 @@ class Controller(QObject):
             self._redraw_due = False
             self._emit_redraw()
 
+    def take_turns(self, view: QObject) -> None:
+        """Register a costly view: during Run it redraws only when `takes_turn(view)` says so."""
+        self._turn_takers.append(weakref.ref(view))
+
+    def takes_turn(self, view: QObject) -> bool:
+        """True when `view` should redraw now: always, except during a Run on CPU, where the visible
+        costly views take one redraw each in turn (a hidden one has nothing to show, so it is skipped)."""
+        on_cpu = self.info is None or self.info.device == "cpu"
+        return not self.running or not on_cpu or view is self._turn
+
+    def _next_turn(self) -> None:
+        self._turn = None
+        cpu, wall = time.thread_time(), time.perf_counter()
+        if not self.running:
+            self._cpu_allowance, self._cpu_mark, self._wall_mark = 0.0, cpu, wall
+            return
+        # earn the share of the wall time since the last redraw, pay what the GUI thread used in it
+        # (the last redraw's paint included); kept within one redraw interval's worth either way
+        earned = RUN_GUI_CPU_SHARE * (wall - self._wall_mark) - (cpu - self._cpu_mark)
+        limit = RUN_GUI_CPU_SHARE * RUN_REDRAW_INTERVAL_MS / 1000
+        self._cpu_allowance = min(max(self._cpu_allowance + earned, -limit), limit)
+        self._cpu_mark, self._wall_mark = cpu, wall
+        if self._cpu_allowance <= 0:
+            return
+        visible = [view for ref in self._turn_takers if (view := ref()) is not None and view.isVisible()]
+        if visible:
+            self._turn = visible[self.turns_taken % len(visible)]
+            self.turns_taken += 1
+
     def _emit_redraw(self) -> None:
         started = time.perf_counter()
+        self._next_turn()
         self.redraw.emit()
         self.redraw_ms.append((time.perf_counter() - started) * 1000)  # what every view's redraw cost
         self._throttle.start(RUN_REDRAW_INTERVAL_MS if self.running else REDRAW_INTERVAL_MS)

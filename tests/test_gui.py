@@ -141,6 +141,42 @@ def test_run_until_max_new_tokens(qtbot, window):
     assert not window.actions["pause"].isEnabled()
 
 
+def test_plot_views_take_turns_during_run_within_a_cpu_share(qtbot, window, monkeypatch):
+    """During Run the context redraws every time; the plot views one at a time, and only while the GUI
+    thread stays within its CPU share; when the run ends every view catches up."""
+    import gui.controller as controller_module
+    from gui.views.base import View
+
+    c = window.controller
+    prefill(qtbot, window)
+    step(qtbot, window)
+    views = [v for v in window.findChildren(View) if v.isVisible()]
+    costly = [v for v in views if v.COSTLY]
+    cheap = [v for v in views if not v.COSTLY]
+    assert len(costly) >= 3 and any(type(v).__name__ == "ContextView" for v in cheap)
+    counts = {}
+    for v in views:
+        monkeypatch.setattr(v, "refresh", lambda v=v: counts.__setitem__(v, counts.get(v, 0) + 1))
+
+    def redraws(n):
+        counts.clear()
+        for _ in range(n):
+            c._emit_redraw()
+
+    c.running = True  # as if a run were on (no engine work: only the redraw policy is under test)
+    monkeypatch.setattr(controller_module, "RUN_GUI_CPU_SHARE", 1.0)  # a share that always allows a turn
+    redraws(3 * len(costly))
+    assert all(counts.get(v) == 3 * len(costly) for v in cheap)
+    assert sorted(counts.get(v, 0) for v in costly) == [3] * len(costly)  # round robin, one per redraw
+    monkeypatch.setattr(controller_module, "RUN_GUI_CPU_SHARE", 0.0)  # no CPU to spare: no plot turns
+    c._cpu_allowance = -1.0
+    redraws(len(costly))
+    assert not any(counts.get(v) for v in costly) and all(counts.get(v) == len(costly) for v in cheap)
+    c.running = False
+    redraws(1)
+    assert all(counts.get(v) == 1 for v in views)
+
+
 def test_bad_folder_shows_an_error_and_the_old_model_still_steps(qtbot, window, tmp_path, monkeypatch):
     shown = []
     monkeypatch.setattr(QMessageBox, "critical", lambda parent, title, text, *a: shown.append(text))

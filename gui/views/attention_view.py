@@ -17,6 +17,8 @@ from .plotting import make_plot, set_range, style_plot
 
 
 class AttentionView(View):
+    COSTLY = True  # takes turns with the other plot views during Run
+
     def __init__(self, controller: Controller, appearance: Appearance):
         super().__init__(controller, appearance)
         self.caption = QLabel("Shown while this view is open: each step's attention is recorded from then on.")

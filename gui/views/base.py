@@ -9,7 +9,11 @@ from ..theme import Appearance
 
 
 class View(QWidget):
-    """Subclasses implement `refresh()` (draw the controller's state) and may override `restyle()`."""
+    """Subclasses implement `refresh()` (draw the controller's state) and may override `restyle()`.
+
+    `COSTLY` views (plots) take turns during Run: one of them redraws per redraw (controller.py)."""
+
+    COSTLY = False
 
     def __init__(self, controller: Controller, appearance: Appearance):
         super().__init__()
@@ -17,9 +21,14 @@ class View(QWidget):
         self._stale = True
         controller.redraw.connect(self._on_redraw)
         appearance.changed.connect(self._on_appearance)
+        if self.COSTLY:
+            controller.take_turns(self)
 
     def _on_redraw(self) -> None:
         # All views refresh in one event-loop turn, so the window repaints once per redraw, not per view.
+        if self.COSTLY and not self.controller.takes_turn(self):
+            self._stale = True  # redrawn at its turn, or when the run ends
+            return
         if self.isVisible():  # a hidden or tabbed-away dock costs nothing until it is shown
             self._stale = False
             self.refresh()

@@ -42,6 +42,8 @@ def describe_settings(s) -> str:
 
 
 class CandidatesView(View):
+    COSTLY = True  # takes turns with the other plot views during Run
+
     def __init__(self, controller: Controller, appearance: Appearance):
         super().__init__(controller, appearance)
         self.header = QLabel("After Prefill the candidates for the first new token appear here.")

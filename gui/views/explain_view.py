@@ -20,6 +20,8 @@ LANGUAGES = {"en": "English", "zh": "简体中文"}
 
 
 class ExplainView(View):
+    COSTLY = True  # takes turns with the other plot views during Run
+
     def __init__(self, controller: Controller, appearance: Appearance, language: str = "en"):
         super().__init__(controller, appearance)
         self.language = language

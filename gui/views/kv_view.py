@@ -33,6 +33,8 @@ def fmt_count(n: float) -> str:
 
 
 class KvView(View):
+    COSTLY = True  # takes turns with the other plot views during Run
+
     def __init__(self, controller: Controller, appearance: Appearance):
         super().__init__(controller, appearance)
         self.formula = QLabel("Load a model to see its KV cache.")

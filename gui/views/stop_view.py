@@ -71,6 +71,8 @@ class Gauge(QWidget):
 
 
 class StopView(View):
+    COSTLY = True  # takes turns with the other plot views during Run
+
     def __init__(self, controller: Controller, appearance: Appearance):
         super().__init__(controller, appearance)
         self.status = QLabel("Nothing generated yet.")

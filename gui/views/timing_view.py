@@ -14,6 +14,8 @@ from .plotting import colour, grid_ceiling, make_plot, nice_ceiling, set_range, 
 
 
 class TimingView(View):
+    COSTLY = True  # takes turns with the other plot views during Run
+
     def __init__(self, controller: Controller, appearance: Appearance):
         super().__init__(controller, appearance)
         self.summary = QLabel("Prefill and per-step times appear here.")
