@@ -1,7 +1,7 @@
 """The decode GEMV kernels of kernels.cpp: compiled once into the user cache, loaded as torch ops.
 
-`ops()` returns `torch.ops.tokenstep` when the kernels can run here (x86-64 with AVX-512, a C++
-compiler, the torch headers), else None and the decoder keeps its stock ops, which give the same
+`ops()` returns `torch.ops.tokenstep` when the kernels can run here (x86-64 with AVX-512 or AVX2 + FMA,
+a C++ compiler, the torch headers), else None and the decoder keeps its stock ops, which give the same
 numbers up to float rounding order. TOKENSTEP_KERNELS=0 turns them off. A build takes about 10 s, once
 per torch version and source; the library is written under a temporary name and renamed into place,
 so an interrupted build is never loaded.
@@ -24,8 +24,17 @@ import torch
 from . import cache_dir
 
 SOURCE = Path(__file__).with_name("kernels.cpp")
-FLAGS = ["-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma", "-fopenmp", "-shared",
-         "-fPIC", "-std=c++17", "-w"]
+FLAGS = ["-O3", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-w"]
+# The instruction set torch detected on this CPU -> the flags kernels.cpp is built with for it.
+ISA_FLAGS = {
+    "AMX": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma"],
+    "AVX512": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma"],
+    "AVX2": ["-mavx2", "-mfma"],
+}
+
+
+def _isa_flags() -> list[str]:
+    return ISA_FLAGS.get(torch.backends.cpu.get_cpu_capability(), [])
 
 
 def _usable_here() -> str | None:
@@ -34,8 +43,8 @@ def _usable_here() -> str | None:
         return "TOKENSTEP_KERNELS=0"
     if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
         return f"no kernels for {sys.platform}/{platform.machine()}"
-    if torch.backends.cpu.get_cpu_capability() not in ("AVX512", "AMX"):
-        return "the CPU has no AVX-512"
+    if not _isa_flags():
+        return f"no kernels for this CPU's instruction set ({torch.backends.cpu.get_cpu_capability()})"
     if not shutil.which("c++"):
         return "no C++ compiler (c++) on PATH"
     return None
@@ -49,7 +58,7 @@ def _build(target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         partial = Path(tmp) / target.name
-        command = ["c++", *FLAGS, abi, *includes, str(SOURCE), "-o", str(partial), f"-L{torch_lib}",
+        command = ["c++", *FLAGS, *_isa_flags(), abi, *includes, str(SOURCE), "-o", str(partial), f"-L{torch_lib}",
                    "-ltorch", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{torch_lib}"]
         result = subprocess.run(command, capture_output=True, text=True, timeout=600)
         if result.returncode != 0:
@@ -62,7 +71,7 @@ def ops():
     """torch.ops.tokenstep with gemv_f32 and gemv_int8, or None (the reason goes to stderr once)."""
     reason = _usable_here()
     if reason is None:
-        key = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS).encode() + torch.__version__.encode())
+        key = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS + _isa_flags()).encode() + torch.__version__.encode())
         target = cache_dir.cache_root() / "kernels" / f"tokenstep-{key.hexdigest()[:16]}.so"
         try:
             if not target.is_file():

@@ -100,6 +100,24 @@ class Linear:
             return torch.baddbmm(blocked, self.row_blocks, self._column(x)).view(1, -1)
         return torch.addmm(residual, x, self._float_weight().t())  # (T, out)
 
+    def normed(self, x: torch.Tensor, norm: Norm, glu: bool = False) -> torch.Tensor:
+        """self(norm(x)); with `glu`, silu(gate) * up of that product's two halves (`fuses_glu`).
+
+        On the kernels an RMSNorm folded into this matrix is one more pass over x inside the same call."""
+        if self._fuses_norm(x, norm):
+            return self._kernel(x, 1.0, rms_eps=norm.eps, glu=glu)
+        if glu:
+            raise ValueError("a fused gated product needs the kernels and one row (see fuses_glu)")
+        h, gain = norm.with_gain(x)  # (T, C), norm(x) = gain * h
+        return self(h, gain)
+
+    def fuses_glu(self, x: torch.Tensor, norm: Norm) -> bool:
+        """Whether `normed(x, norm, glu=True)` runs here: on the kernels, for one row."""
+        return self._fuses_norm(x, norm) and x.shape[0] == 1
+
+    def _fuses_norm(self, x: torch.Tensor, norm: Norm) -> bool:
+        return self._on_kernels(x) and norm.kind == "rms" and norm.weight is None
+
     def _on_kernels(self, x: torch.Tensor) -> bool:
         rows = x.shape[0]
         return self.kernels is not None and (rows == 1 or (self.scale is not None and rows <= KERNEL_ROWS))
@@ -121,13 +139,15 @@ class Linear:
             return self.kernels.dequantize_int8(self.weight, self.scale)
         return dequantize(self.weight, self.scale)
 
-    def _kernel(self, x: torch.Tensor, alpha: float, residual: torch.Tensor | None = None) -> torch.Tensor:
+    def _kernel(self, x: torch.Tensor, alpha: float, residual: torch.Tensor | None = None,
+                rms_eps: float = -1.0, glu: bool = False) -> torch.Tensor:
+        """(T, out), or (1, out / 2) with glu; rms_eps >= 0 scales each row of x by 1 / rms first."""
         x = x if x.is_contiguous() else x.contiguous()
         if residual is not None and not residual.is_contiguous():
             residual = residual.contiguous()
         if self.scale is None:
-            return self.kernels.gemv_f32(self.weight, x, alpha, self.bias, residual)  # (1, out)
-        return self.kernels.gemv_int8(self.weight, self.scale, x, alpha, self.bias, residual)  # (T, out)
+            return self.kernels.gemv_f32(self.weight, x, alpha, self.bias, residual, rms_eps, glu)
+        return self.kernels.gemv_int8(self.weight, self.scale, x, alpha, self.bias, residual, rms_eps, glu)
 
     def _column(self, x: torch.Tensor) -> torch.Tensor:
         # Strides (0, 1, in) take bmm to its batched BLAS call, one block per thread; an (in, 1) column
@@ -245,8 +265,9 @@ class Decoder:
         self._rope_table = torch.empty(0, config.head_dim // 2, dtype=torch.complex64, device=self.device)
         self.forward_count = 0  # every forward pass ever run: lets tests prove a preview ran none
         self._zero = torch.zeros((), dtype=self.kv_dtype, device=self.device)  # a baddbmm input to ignore
+        self.kernels = None  # kernels.cpp's ops where they run (CPU, float32 or int8 weights)
         if self.device.type == "cpu":
-            kernels = decode_kernels.ops() if dtype in (torch.float32, torch.int8) else None
+            kernels = self.kernels = decode_kernels.ops() if dtype in (torch.float32, torch.int8) else None
             for linear in weights.linears():
                 if kernels is not None:
                     linear.kernels = kernels
@@ -313,8 +334,7 @@ class Decoder:
     def _attention(self, x, layer: Layer, index: int, start: int, cache: KVCache, rope, capture):
         c = self.config
         T, hd = x.shape[0], c.head_dim
-        h, gain = layer.attn_norm.with_gain(x)  # (T, C), norm(x) = gain * h
-        qkv = layer.qkv(h, gain)  # (T, q_dim + 2 kv_dim)
+        qkv = layer.qkv.normed(x, layer.attn_norm)  # (T, q_dim + 2 kv_dim)
         if rope is not None:
             self._rotate(qkv[:, :c.q_dim + c.kv_dim], rope)
         q = qkv[:, :c.q_dim].view(T, c.n_heads, hd)  # (T, H, hd)
@@ -347,6 +367,8 @@ class Decoder:
         grouped = q.view(c.n_kv_heads, group, c.head_dim)  # (KV, group, hd)
         if self.device.type != "cpu":  # one fused kernel on CUDA
             return F.scaled_dot_product_attention(grouped, keys, values).reshape(1, c.q_dim)  # (1, H * hd)
+        if self.kernels is not None:  # scores, softmax and the weighted sum in one call
+            return self.kernels.attend_one(q.reshape(1, c.q_dim), keys, values, c.head_dim ** -0.5)
         # On CPU SDPA takes its generic path for one query (measured 1.6x slower than these three ops).
         scores = torch.baddbmm(self._zero, grouped, keys.mT, alpha=c.head_dim ** -0.5)  # (KV, group, n)
         probs = scores.softmax(-1, dtype=torch.float32).to(values.dtype)  # (KV, group, n)
@@ -392,9 +414,10 @@ class Decoder:
         return out.transpose(0, 1).reshape(T, c.q_dim).to(q.dtype)  # (T, H * hd)
 
     def _mlp(self, x, layer: Layer):
-        h, gain = layer.mlp_norm.with_gain(x)  # (T, C), norm(x) = gain * h
-        h = layer.mlp_in(h, gain)  # (T, 2 ffn) or (T, ffn)
         act = self.config.activation
+        if act == "silu" and layer.mlp_in.fuses_glu(x, layer.mlp_norm):
+            return layer.mlp_out.add_to(x, layer.mlp_in.normed(x, layer.mlp_norm, glu=True))  # (T, C)
+        h = layer.mlp_in.normed(x, layer.mlp_norm)  # (T, 2 ffn) or (T, ffn)
         if act == "silu":
             gate, up = h.chunk(2, dim=-1)  # (T, ffn) each
             h = F.silu(gate).mul_(up)  # (T, ffn)

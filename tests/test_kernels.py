@@ -48,6 +48,70 @@ def test_gemv_int8_matches_the_dequantised_matmul(out_features, in_features, gro
     assert (got.double() - expected).abs().max().item() <= 1e-5 * expected.abs().max().item() + 1e-5
 
 
+def _rms_scaled(x: torch.Tensor, eps: float) -> torch.Tensor:
+    return x.double() / (x.double().pow(2).mean(-1, keepdim=True) + eps).sqrt()
+
+
+@pytest.mark.parametrize("in_features", [576, 37])
+def test_gemv_applies_the_folded_rms_norm_of_each_row(in_features):
+    """rms_eps >= 0: each row of x is divided by its rms first (the norm's weight lives in the matrix)."""
+    g = torch.Generator().manual_seed(in_features)
+    w = torch.randn(50, in_features, generator=g)
+    x = torch.randn(1, in_features, generator=g) * 3
+    bias, residual = torch.randn(50, generator=g), torch.randn(1, 50, generator=g)
+    expected = 0.5 * (_rms_scaled(x, 1e-5) @ w.double().t()) + bias.double() + residual.double()
+    got = ops.gemv_f32(w, x, 0.5, bias, residual, 1e-5)
+    assert (got.double() - expected).abs().max().item() <= 1e-5 * expected.abs().max().item() + 1e-5
+    q, scale = quantize_rows(w, 32 if in_features % 32 == 0 else in_features)
+    xs = torch.randn(5, in_features, generator=g) * torch.arange(1, 6)[:, None]  # rows of different rms
+    expected = _rms_scaled(xs, 1e-6) @ dequantize(q, scale).double().t()
+    for x_rows in (xs[:1], xs):
+        got = ops.gemv_int8(q, scale, x_rows, 1.0, None, None, 1e-6)
+        want = expected[: x_rows.shape[0]]
+        assert (got.double() - want).abs().max().item() <= 1e-5 * want.abs().max().item() + 1e-5
+
+
+@pytest.mark.parametrize("ffn, in_features", [(1536, 576), (70, 33)])
+def test_gated_product_is_silu_of_the_gate_rows_times_the_up_rows(ffn, in_features):
+    g = torch.Generator().manual_seed(ffn)
+    w = torch.randn(2 * ffn, in_features, generator=g) / in_features ** 0.5
+    x = torch.randn(1, in_features, generator=g)
+    bias = torch.randn(2 * ffn, generator=g)
+
+    def gated(product: torch.Tensor) -> torch.Tensor:
+        gate, up = product.chunk(2, dim=-1)
+        return torch.nn.functional.silu(gate) * up
+
+    expected = gated(0.8 * (_rms_scaled(x, 1e-5) @ w.double().t()) + bias.double())
+    got = ops.gemv_f32(w, x, 0.8, bias, None, 1e-5, True)
+    assert got.shape == (1, ffn)
+    assert (got.double() - expected).abs().max().item() <= 1e-5 * expected.abs().max().item() + 1e-5
+    q, scale = quantize_rows(w, in_features if in_features % 64 else 64)
+    expected = gated(x.double() @ dequantize(q, scale).double().t())
+    got = ops.gemv_int8(q, scale, x, 1.0, None, None, -1.0, True)
+    assert (got.double() - expected).abs().max().item() <= 1e-5 * expected.abs().max().item() + 1e-5
+    with pytest.raises(RuntimeError, match="glu"):
+        ops.gemv_int8(q, scale, torch.randn(3, in_features), 1.0, None, None, -1.0, True)
+
+
+@pytest.mark.parametrize("heads, kv_heads, head_dim, n", [(9, 3, 64, 1), (9, 3, 64, 300), (4, 4, 20, 17),
+                                                          (8, 1, 128, 64)])
+def test_attend_one_is_softmax_attention_over_the_cache_views(heads, kv_heads, head_dim, n):
+    """One query per head over cache views (heads a capacity apart), grouped query heads sharing K/V."""
+    g = torch.Generator().manual_seed(n + heads)
+    capacity = n + 13
+    stored = torch.randn(2, kv_heads, capacity, head_dim, generator=g) * 2  # as kv_cache.py keeps it
+    keys, values = stored[:, :, :n].unbind(0)
+    q = torch.randn(1, heads * head_dim, generator=g) * 2
+    group = heads // kv_heads
+    k, v = keys.double().repeat_interleave(group, 0), values.double().repeat_interleave(group, 0)
+    scores = (q.double().view(heads, 1, head_dim) @ k.mT) / head_dim ** 0.5  # (H, 1, n)
+    expected = (scores.softmax(-1) @ v).reshape(1, -1)
+    got = ops.attend_one(q, keys, values, head_dim ** -0.5)
+    assert got.shape == (1, heads * head_dim) and got.dtype == torch.float32
+    assert (got.double() - expected).abs().max().item() <= 1e-5 * expected.abs().max().item() + 1e-6
+
+
 def test_quantize_rows_groups_bound_each_weight_error_by_half_a_step():
     g = torch.Generator().manual_seed(3)
     w = torch.randn(64, 256, generator=g) * torch.logspace(-2, 1, 256)  # columns of very different ranges
@@ -62,14 +126,15 @@ def test_quantize_rows_groups_bound_each_weight_error_by_half_a_step():
     assert grouped_error < 0.1 * (dequantize(per_row, row_scale) - w)[:, small].norm()
 
 
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "gpt2"])
 @pytest.mark.parametrize("dtype", ["float32", "int8"])
-def test_decoder_with_kernels_equals_stock_ops(tmp_path, dtype):
+def test_decoder_with_kernels_equals_stock_ops(tmp_path, dtype, arch):
     """Same decode logits with the kernels as with bmm row blocks / the stock int8 kernel.
 
     float32: the same products summed in another order (1e-5, as cached decode against recompute).
     int8: the same dequantised products, float32 throughout, so the same 1e-5.
     """
-    model = load_model(save_hf_model(make_hf_model("llama"), tmp_path), device="cpu", dtype=dtype)
+    model = load_model(save_hf_model(make_hf_model(arch), tmp_path), device="cpu", dtype=dtype)
     ids = torch.tensor([5, 77, 200, 31, 9])
 
     def decode():
@@ -79,8 +144,9 @@ def test_decoder_with_kernels_equals_stock_ops(tmp_path, dtype):
             return model.decoder.forward(ids[-1:], len(ids) - 1, cache)
 
     linears = model.decoder.weights.linears()
-    assert all(lin.kernels is not None for lin in linears)
+    assert all(lin.kernels is not None for lin in linears) and model.decoder.kernels is not None
     with_kernels = decode()
+    model.decoder.kernels = None  # attention back on baddbmm / softmax / bmm
     for lin in linears:
         lin.kernels = None
         lin.split_rows(torch.get_num_threads())
