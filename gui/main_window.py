@@ -210,7 +210,9 @@ class MainWindow(QMainWindow):
         bar = QToolBar("Generation")
         bar.setObjectName("toolbar_generation")
         bar.setMovable(False)
-        for key in ("prefill", "step", "run", "pause", "stop", "reset"):
+        # No Pause button: during a run the Step button becomes Pause (Space), as in the Controls dock; the
+        # Generation menu keeps Pause with its own key.
+        for key in ("prefill", "step", "run", "stop", "reset"):
             bar.addAction(self.actions[key])
         bar.addSeparator()
         bar.addWidget(QLabel(" History "))

@@ -211,8 +211,8 @@ int64_t group_size(const at::Tensor& q, const at::Tensor& scale) {
   return q.size(1) / scale.size(1);
 }
 
-// Per row of x: alpha, times 1 / rms(x[t]) when rms_eps >= 0 (an RMSNorm whose weight is folded into
-// the matrix: the norm then costs one pass over x, inside the same call).
+// Per row of x: alpha, times 1 / rms(x[t]) when rms_eps >= 0 (an RMSNorm in the same call: one pass over
+// x; its weight is folded into the matrix, or multiplies x first, see `weighted`).
 std::vector<float> row_alphas(const float* x, int64_t T, int64_t K, double alpha, double rms_eps) {
   std::vector<float> out(T, static_cast<float>(alpha));
   if (rms_eps < 0) return out;
@@ -225,6 +225,23 @@ std::vector<float> row_alphas(const float* x, int64_t T, int64_t K, double alpha
     for (; k < K; ++k) squares += row[k] * row[k];
     const double gain = 1.0 / std::sqrt(static_cast<double>(squares) / K + rms_eps);
     out[t] = static_cast<float>(alpha * gain);
+  }
+  return out;
+}
+
+// x times an RMSNorm's weight per column, when the weight is not folded into the matrix (int8 matrices
+// are quantised from the model's own weights); else x itself.
+at::Tensor weighted(const at::Tensor& x, const std::optional<at::Tensor>& norm_weight) {
+  if (!norm_weight.has_value()) return x;
+  const int64_t T = x.size(0), K = x.size(1);
+  TORCH_CHECK(norm_weight->is_contiguous() && norm_weight->numel() == K && norm_weight->scalar_type() == at::kFloat,
+              "norm_weight: float32 (in,)");
+  at::Tensor out = at::empty_like(x);
+  const float* xp = x.data_ptr<float>();
+  const float* gp = norm_weight->data_ptr<float>();
+  float* op = out.data_ptr<float>();
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t k = 0; k < K; ++k) op[t * K + k] = xp[t * K + k] * gp[k];
   }
   return out;
 }
@@ -278,14 +295,16 @@ at::Tensor rows_glu(int64_t N, const at::Tensor& x, float alpha, const std::opti
 }
 
 at::Tensor gemv_f32(const at::Tensor& w, const at::Tensor& x, double alpha, const std::optional<at::Tensor>& bias,
-                    const std::optional<at::Tensor>& residual, double rms_eps, bool glu) {
+                    const std::optional<at::Tensor>& residual, double rms_eps, bool glu,
+                    const std::optional<at::Tensor>& norm_weight) {
   check(w, x, bias, residual);
   TORCH_CHECK(w.scalar_type() == at::kFloat && x.size(0) == 1, "weight: float32; x: one row");
   TORCH_CHECK(!glu || !residual.has_value(), "glu: no residual");
   const float* wp = w.data_ptr<float>();
-  const float* xp = x.data_ptr<float>();
   const int64_t K = w.size(1);
-  const std::vector<float> alphas = row_alphas(xp, 1, K, alpha, rms_eps);
+  const std::vector<float> alphas = row_alphas(x.data_ptr<float>(), 1, K, alpha, rms_eps);
+  const at::Tensor h = weighted(x, norm_weight);
+  const float* xp = h.data_ptr<float>();
   auto one = [=](int64_t r) { return dot_f32(wp + r * K, xp, K); };
   if (glu) return rows_glu(w.size(0), x, alphas[0], bias, one);
   return rows(w.size(0), x, alphas, bias, residual, [&](int64_t r, auto&& put) { put(0, one(r)); });
@@ -295,14 +314,15 @@ at::Tensor gemv_f32(const at::Tensor& w, const at::Tensor& x, double alpha, cons
 // dequantise each weight row once into a buffer that stays in L1 and take every x row's product with it.
 at::Tensor gemv_int8(const at::Tensor& q, const at::Tensor& scale, const at::Tensor& x, double alpha,
                      const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& residual,
-                     double rms_eps, bool glu) {
+                     double rms_eps, bool glu, const std::optional<at::Tensor>& norm_weight) {
   check(q, x, bias, residual);
   const int64_t G = group_size(q, scale), K = q.size(1), T = x.size(0), S = scale.size(1);
   TORCH_CHECK(!glu || (T == 1 && !residual.has_value()), "glu: one row of x, no residual");
   const int8_t* qp = q.data_ptr<int8_t>();
   const uint16_t* sp = reinterpret_cast<const uint16_t*>(scale.data_ptr());
-  const float* xp = x.data_ptr<float>();
-  const std::vector<float> alphas = row_alphas(xp, T, K, alpha, rms_eps);
+  const std::vector<float> alphas = row_alphas(x.data_ptr<float>(), T, K, alpha, rms_eps);
+  const at::Tensor h = weighted(x, norm_weight);
+  const float* xp = h.data_ptr<float>();
   auto one = [=](int64_t r) { return dot_int8(qp + r * K, xp, K, sp + r * S, G); };
   if (glu) return rows_glu(q.size(0), x, alphas[0], bias, one);
   if (T == 1) return rows(q.size(0), x, alphas, bias, residual, [&](int64_t r, auto&& put) { put(0, one(r)); });
@@ -385,9 +405,9 @@ at::Tensor dequantize_int8(const at::Tensor& q, const at::Tensor& scale) {
 
 TORCH_LIBRARY(tokenstep, m) {
   m.def("gemv_f32(Tensor w, Tensor x, float alpha, Tensor? bias, Tensor? residual, float rms_eps=-1, "
-        "bool glu=False) -> Tensor");
+        "bool glu=False, Tensor? norm_weight=None) -> Tensor");
   m.def("gemv_int8(Tensor q, Tensor scale, Tensor x, float alpha, Tensor? bias, Tensor? residual, "
-        "float rms_eps=-1, bool glu=False) -> Tensor");
+        "float rms_eps=-1, bool glu=False, Tensor? norm_weight=None) -> Tensor");
   m.def("attend_one(Tensor q, Tensor keys, Tensor values, float scale) -> Tensor");
   m.def("dequantize_int8(Tensor q, Tensor scale) -> Tensor");
 }

@@ -33,10 +33,11 @@ def resolve_device(name: str) -> torch.device:
 def resolve_dtype(name: str, device: torch.device) -> str:
     """A dtype name; `auto` is float32 on CPU and bfloat16 on CUDA.
 
-    On CPU, decode (what stepping waits for) reads the weights once per token: measured on an AVX512-BF16
-    CPU, bf16 decoded at 0.93x float32's time (within the noise) and prefilled 512 tokens 2.5x faster,
-    while its probabilities drift from the float32 reference by up to 0.024 (benchmarks/RESULTS.md);
-    on an AVX2-only CPU bf16 prefilled 5x slower. float32 keeps the exact numbers the app teaches with.
+    On CPU, decode (what stepping waits for) reads the weights once per token, and float32 has the
+    decode kernels: on an AVX512-BF16 CPU (no AMX) bf16 decoded 1.7-1.8x slower than float32
+    (benchmarks/results_bfloat16.json), and its probabilities drift from the float32 reference by up to
+    0.024; on an AVX2-only CPU bf16 prefilled 5x slower. float32 keeps the exact numbers the app
+    teaches with.
     """
     if name == "auto":
         return "bfloat16" if device.type == "cuda" else "float32"

@@ -103,9 +103,10 @@ class Linear:
     def normed(self, x: torch.Tensor, norm: Norm, glu: bool = False) -> torch.Tensor:
         """self(norm(x)); with `glu`, silu(gate) * up of that product's two halves (`fuses_glu`).
 
-        On the kernels an RMSNorm folded into this matrix is one more pass over x inside the same call."""
+        On the kernels an RMSNorm is one more pass over x inside the same call (its weight folded into
+        this matrix, or applied to x there)."""
         if self._fuses_norm(x, norm):
-            return self._kernel(x, 1.0, rms_eps=norm.eps, glu=glu)
+            return self._kernel(x, 1.0, rms_eps=norm.eps, glu=glu, norm_weight=norm.weight)
         if glu:
             raise ValueError("a fused gated product needs the kernels and one row (see fuses_glu)")
         h, gain = norm.with_gain(x)  # (T, C), norm(x) = gain * h
@@ -116,7 +117,8 @@ class Linear:
         return self._fuses_norm(x, norm) and x.shape[0] == 1
 
     def _fuses_norm(self, x: torch.Tensor, norm: Norm) -> bool:
-        return self._on_kernels(x) and norm.kind == "rms" and norm.weight is None
+        weight = norm.weight
+        return self._on_kernels(x) and norm.kind == "rms" and (weight is None or weight.dtype == torch.float32)
 
     def _on_kernels(self, x: torch.Tensor) -> bool:
         rows = x.shape[0]
@@ -140,14 +142,17 @@ class Linear:
         return dequantize(self.weight, self.scale)
 
     def _kernel(self, x: torch.Tensor, alpha: float, residual: torch.Tensor | None = None,
-                rms_eps: float = -1.0, glu: bool = False) -> torch.Tensor:
-        """(T, out), or (1, out / 2) with glu; rms_eps >= 0 scales each row of x by 1 / rms first."""
+                rms_eps: float = -1.0, glu: bool = False,
+                norm_weight: torch.Tensor | None = None) -> torch.Tensor:
+        """(T, out), or (1, out / 2) with glu; rms_eps >= 0 scales each row of x by 1 / rms first (and
+        by norm_weight per column)."""
         x = x if x.is_contiguous() else x.contiguous()
         if residual is not None and not residual.is_contiguous():
             residual = residual.contiguous()
         if self.scale is None:
-            return self.kernels.gemv_f32(self.weight, x, alpha, self.bias, residual, rms_eps, glu)
-        return self.kernels.gemv_int8(self.weight, self.scale, x, alpha, self.bias, residual, rms_eps, glu)
+            return self.kernels.gemv_f32(self.weight, x, alpha, self.bias, residual, rms_eps, glu, norm_weight)
+        return self.kernels.gemv_int8(self.weight, self.scale, x, alpha, self.bias, residual, rms_eps, glu,
+                                      norm_weight)
 
     def _column(self, x: torch.Tensor) -> torch.Tensor:
         # Strides (0, 1, in) take bmm to its batched BLAS call, one block per thread; an (in, 1) column

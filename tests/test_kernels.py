@@ -69,6 +69,14 @@ def test_gemv_applies_the_folded_rms_norm_of_each_row(in_features):
         got = ops.gemv_int8(q, scale, x_rows, 1.0, None, None, 1e-6)
         want = expected[: x_rows.shape[0]]
         assert (got.double() - want).abs().max().item() <= 1e-5 * want.abs().max().item() + 1e-5
+    # a norm weight not folded into the matrix multiplies x after its rms is taken
+    norm_weight = torch.rand(in_features, generator=g) + 0.5
+    expected = (_rms_scaled(xs, 1e-6) * norm_weight.double()) @ dequantize(q, scale).double().t()
+    got = ops.gemv_int8(q, scale, xs, 1.0, None, None, 1e-6, False, norm_weight)
+    assert (got.double() - expected).abs().max().item() <= 1e-5 * expected.abs().max().item() + 1e-5
+    expected = (_rms_scaled(x, 1e-5) * norm_weight.double()) @ w.double().t()
+    got = ops.gemv_f32(w, x, 1.0, None, None, 1e-5, False, norm_weight)
+    assert (got.double() - expected).abs().max().item() <= 1e-5 * expected.abs().max().item() + 1e-5
 
 
 @pytest.mark.parametrize("ffn, in_features", [(1536, 576), (70, 33)])

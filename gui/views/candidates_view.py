@@ -87,6 +87,7 @@ class CandidatesView(View):
         self.draw.addItem(self.segments)
         self.u_line = pg.InfiniteLine(angle=90, movable=False)
         self.draw.addItem(self.u_line)
+        self.u_line.hide()  # shown once a step has drawn u
         self.u_label = text_item(appearance, anchor=(0, 0))
         self.draw.addItem(self.u_label)
         self.segment_labels = [text_item(appearance, anchor=(0.5, 0.5)) for _ in range(MAX_SEGMENT_LABELS)]
