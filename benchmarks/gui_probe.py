@@ -92,8 +92,11 @@ def gui_run(window) -> dict:
     tick = QTimer()
     tick.setInterval(10)
 
+    stamps: list[float] = []
+
     def on_tick():
         lateness.append(max(clock.restart() - 10, 0))
+        stamps.append(time.perf_counter())
 
     tick.timeout.connect(on_tick)
     clock.start()
@@ -109,7 +112,10 @@ def gui_run(window) -> dict:
     tick.stop()
     redraws = list(c.redraw_ms)
     n = len(c.steps)
+    worst = max(range(len(lateness)), key=lateness.__getitem__) if lateness else 0
     return {"steps": n, "gui_tokens_per_s": n / elapsed, "worst_lateness_ms": max(lateness),
+            # when the worst tick came, from Run (0) to the end of the run (1): start-up, steady state, end
+            "worst_lateness_at": (stamps[worst] - started) / elapsed if stamps else 0.0,
             "p99_lateness_ms": sorted(lateness)[int(len(lateness) * 0.99) - 1] if lateness else 0.0,
             "redraws": len(redraws), "plot_view_turns": c.turns_taken - turns_before,
             "redraw_ms_median": statistics.median(redraws) if redraws else 0.0,
@@ -138,7 +144,7 @@ def main() -> int:
         runs.append(run)
         print(f"run {len(runs)}: {run['steps']} steps ({run['stop']}), GUI {run['gui_tokens_per_s']:.1f} tokens/s, "
               f"headless {run['headless_tokens_per_s']:.1f}, ratio {run['ratio_gui_to_headless']:.3f}; "
-              f"worst lateness {run['worst_lateness_ms']:.0f} ms (p99 {run['p99_lateness_ms']:.0f}); "
+              f"worst lateness {run['worst_lateness_ms']:.0f} ms at {run['worst_lateness_at']:.2f} of the run (p99 {run['p99_lateness_ms']:.0f}); "
               f"{run['redraws']} redraws, {run['plot_view_turns']} plot-view turns; GUI thread CPU "
               f"{run['gui_thread_cpu_ms_per_step']:.2f} ms per step", flush=True)
     window.close()

@@ -30,6 +30,10 @@ RUN_REDRAW_INTERVAL_MS = int(os.environ.get("TOKENSTEP_RUN_REDRAW_MS", 250))
 # ...and a plot view gets its turn only while the GUI thread has used less than this share of one core
 # during the run (a token bucket over its CPU time: a slow paint postpones the next turns).
 RUN_GUI_CPU_SHARE = 0.05
+# ...but never fewer turns than one per this many seconds: where the GUI thread's own event handling
+# already takes the share (measured 1.8-3.5 ms of GUI CPU per step on an AVX2 machine at ~30 steps/s),
+# the plots would otherwise stand still for a whole run. One plot redraw a second costs ~1 % of a core.
+RUN_MIN_TURN_S = 1.0
 # A waiting thread gets the GIL after this long (Python's default is 5 ms): the worker's next torch op
 # need not wait for a whole redraw.
 GIL_SWITCH_S = 0.001
@@ -124,7 +128,7 @@ class Controller(QObject):
         self._turn: QObject | None = None
         self.turns_taken = 0
         self._cpu_allowance = 0.0  # seconds of GUI-thread CPU the plot views may still spend in this run
-        self._cpu_mark = self._wall_mark = 0.0
+        self._cpu_mark = self._wall_mark = self._last_turn = 0.0
         sys.setswitchinterval(GIL_SWITCH_S)
         # Qt converts large images (the window's backing store) on its global thread pool, one thread per
         # core: bursts that take both cores from decode. One thread keeps painting off the engine's core.
@@ -407,7 +411,7 @@ class Controller(QObject):
         self._turn = None
         cpu, wall = time.thread_time(), time.perf_counter()
         if not self.running:
-            self._cpu_allowance, self._cpu_mark, self._wall_mark = 0.0, cpu, wall
+            self._cpu_allowance, self._cpu_mark, self._wall_mark, self._last_turn = 0.0, cpu, wall, wall
             return
         # earn the share of the wall time since the last redraw, pay what the GUI thread used in it
         # (the last redraw's paint included); kept within one redraw interval's worth either way
@@ -415,12 +419,13 @@ class Controller(QObject):
         limit = RUN_GUI_CPU_SHARE * RUN_REDRAW_INTERVAL_MS / 1000
         self._cpu_allowance = min(max(self._cpu_allowance + earned, -limit), limit)
         self._cpu_mark, self._wall_mark = cpu, wall
-        if self._cpu_allowance <= 0:
+        if self._cpu_allowance <= 0 and wall - self._last_turn < RUN_MIN_TURN_S:
             return
         visible = [view for ref in self._turn_takers if (view := ref()) is not None and view.isVisible()]
         if visible:
             self._turn = visible[self.turns_taken % len(visible)]
             self.turns_taken += 1
+            self._last_turn = wall
 
     def _emit_redraw(self) -> None:
         started = time.perf_counter()

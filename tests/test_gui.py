@@ -164,14 +164,19 @@ def test_plot_views_take_turns_during_run_within_a_cpu_share(qtbot, window, monk
             c._emit_redraw()
 
     c.running = True  # as if a run were on (no engine work: only the redraw policy is under test)
-    monkeypatch.setattr(controller_module, "RUN_GUI_CPU_SHARE", 1.0)  # a share that always allows a turn
+    monkeypatch.setattr(controller_module, "RUN_GUI_CPU_SHARE", 1.0)  # a whole core: a turn at every redraw
+    c._cpu_allowance = 1.0  # (the redraws themselves cost next to nothing here)
     redraws(3 * len(costly))
     assert all(counts.get(v) == 3 * len(costly) for v in cheap)
     assert sorted(counts.get(v, 0) for v in costly) == [3] * len(costly)  # round robin, one per redraw
-    monkeypatch.setattr(controller_module, "RUN_GUI_CPU_SHARE", 0.0)  # no CPU to spare: no plot turns
+    monkeypatch.setattr(controller_module, "RUN_GUI_CPU_SHARE", 0.0)  # no CPU to spare: no plot turns...
+    monkeypatch.setattr(controller_module, "RUN_MIN_TURN_S", 3600.0)
     c._cpu_allowance = -1.0
     redraws(len(costly))
     assert not any(counts.get(v) for v in costly) and all(counts.get(v) == len(costly) for v in cheap)
+    c._last_turn -= 3600.0  # ...except one when the last turn is RUN_MIN_TURN_S ago
+    redraws(len(costly))
+    assert sum(counts.get(v, 0) for v in costly) == 1
     c.running = False
     redraws(1)
     assert all(counts.get(v) == 1 for v in views)
