@@ -422,8 +422,14 @@ class Controller(QObject):
         if self._cpu_allowance <= 0 and wall - self._last_turn < RUN_MIN_TURN_S:
             return
         visible = [view for ref in self._turn_takers if (view := ref()) is not None and view.isVisible()]
-        if visible:
+        first = [view for view in visible if getattr(view, "FIRST", False)]
+        rest = [view for view in visible if view not in first]
+        if first and rest:  # every other turn to the first views, the rest in turn between
+            n = self.turns_taken
+            self._turn = first[(n // 2) % len(first)] if n % 2 == 0 else rest[(n // 2) % len(rest)]
+        elif visible:
             self._turn = visible[self.turns_taken % len(visible)]
+        if self._turn is not None:
             self.turns_taken += 1
             self._last_turn = wall
 

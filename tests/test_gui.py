@@ -166,9 +166,14 @@ def test_plot_views_take_turns_during_run_within_a_cpu_share(qtbot, window, monk
     c.running = True  # as if a run were on (no engine work: only the redraw policy is under test)
     monkeypatch.setattr(controller_module, "RUN_GUI_CPU_SHARE", 1.0)  # a whole core: a turn at every redraw
     c._cpu_allowance = 1.0  # (the redraws themselves cost next to nothing here)
-    redraws(3 * len(costly))
-    assert all(counts.get(v) == 3 * len(costly) for v in cheap)
-    assert sorted(counts.get(v, 0) for v in costly) == [3] * len(costly)  # round robin, one per redraw
+    first = [v for v in costly if v.FIRST]
+    assert [type(v).__name__ for v in first] == ["CandidatesView"]
+    rest = len(costly) - 1
+    redraws(6 * rest)
+    assert all(counts.get(v) == 6 * rest for v in cheap)
+    # one costly view per redraw: the candidates every other time, the others in turn between
+    assert counts.get(first[0]) == 3 * rest
+    assert sorted(counts.get(v, 0) for v in costly if v is not first[0]) == [3] * rest
     monkeypatch.setattr(controller_module, "RUN_GUI_CPU_SHARE", 0.0)  # no CPU to spare: no plot turns...
     monkeypatch.setattr(controller_module, "RUN_MIN_TURN_S", 3600.0)
     c._cpu_allowance = -1.0

@@ -14,6 +14,7 @@ class View(QWidget):
     `COSTLY` views (plots) take turns during Run: one of them redraws per redraw (controller.py)."""
 
     COSTLY = False
+    FIRST = False  # a costly view that takes every other turn (the rest share the others)
 
     def __init__(self, controller: Controller, appearance: Appearance):
         super().__init__()

@@ -42,7 +42,8 @@ def describe_settings(s) -> str:
 
 
 class CandidatesView(View):
-    COSTLY = True  # takes turns with the other plot views during Run
+    COSTLY = True  # takes turns with the other plot views during Run...
+    FIRST = True  # ...every other one: the step's distribution is what a run is watched for
 
     def __init__(self, controller: Controller, appearance: Appearance):
         super().__init__(controller, appearance)
