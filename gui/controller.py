@@ -398,7 +398,8 @@ class Controller(QObject):
             self._emit_redraw()
 
     def take_turns(self, view: QObject) -> None:
-        """Register a costly view: during Run it redraws only when `takes_turn(view)` says so."""
+        """Register a costly View: during Run it redraws only when `takes_turn(view)` says so (every
+        other turn when its class sets FIRST)."""
         self._turn_takers.append(weakref.ref(view))
 
     def takes_turn(self, view: QObject) -> bool:
@@ -422,7 +423,7 @@ class Controller(QObject):
         if self._cpu_allowance <= 0 and wall - self._last_turn < RUN_MIN_TURN_S:
             return
         visible = [view for ref in self._turn_takers if (view := ref()) is not None and view.isVisible()]
-        first = [view for view in visible if getattr(view, "FIRST", False)]
+        first = [view for view in visible if view.FIRST]
         rest = [view for view in visible if view not in first]
         if first and rest:  # every other turn to the first views, the rest in turn between
             n = self.turns_taken

@@ -26,11 +26,8 @@ from . import cache_dir
 SOURCE = Path(__file__).with_name("kernels.cpp")
 FLAGS = ["-O3", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-w"]
 # The instruction set torch detected on this CPU -> the flags kernels.cpp is built with for it.
-ISA_FLAGS = {
-    "AMX": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma"],
-    "AVX512": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma"],
-    "AVX2": ["-mavx2", "-mfma"],
-}
+_AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma"]
+ISA_FLAGS = {"AMX": _AVX512, "AVX512": _AVX512, "AVX2": ["-mavx2", "-mfma"]}
 
 
 def _isa_flags() -> list[str]:
@@ -58,8 +55,8 @@ def _build(target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         partial = Path(tmp) / target.name
-        command = ["c++", *FLAGS, *_isa_flags(), abi, *includes, str(SOURCE), "-o", str(partial), f"-L{torch_lib}",
-                   "-ltorch", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{torch_lib}"]
+        command = ["c++", *FLAGS, *_isa_flags(), abi, *includes, str(SOURCE), "-o", str(partial),
+                   f"-L{torch_lib}", "-ltorch", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{torch_lib}"]
         result = subprocess.run(command, capture_output=True, text=True, timeout=600)
         if result.returncode != 0:
             raise RuntimeError(result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "failed")
@@ -71,7 +68,8 @@ def ops():
     """torch.ops.tokenstep with gemv_f32 and gemv_int8, or None (the reason goes to stderr once)."""
     reason = _usable_here()
     if reason is None:
-        key = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS + _isa_flags()).encode() + torch.__version__.encode())
+        flags = " ".join(FLAGS + _isa_flags())
+        key = hashlib.sha256(SOURCE.read_bytes() + flags.encode() + torch.__version__.encode())
         target = cache_dir.cache_root() / "kernels" / f"tokenstep-{key.hexdigest()[:16]}.so"
         try:
             if not target.is_file():
