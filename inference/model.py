@@ -183,7 +183,8 @@ class Norm:
         LayerNorm) g is 1.
         """
         if self.kind == "rms" and x.shape[0] == 1 and x.device.type == "cpu":
-            mean_square = float(torch.linalg.vector_norm(x, dtype=torch.float32)) ** 2 / self.size
+            norm = torch.linalg.vector_norm(x, dtype=torch.promote_types(x.dtype, torch.float32))
+            mean_square = float(norm) ** 2 / self.size
             gain = 1.0 / math.sqrt(mean_square + self.eps)
             return (x, gain) if self.weight is None else (x * self.weight, gain)  # (1, C)
         return self(x), 1.0
@@ -355,9 +356,9 @@ class Decoder:
     def _rotate(self, qk: torch.Tensor, rope: torch.Tensor) -> None:
         """Rotary embedding of the Q and K heads in place: each (even, odd) pair times cos + i sin."""
         pairs = qk.view(qk.shape[0], -1, self.config.head_dim // 2, 2)  # (T, H + KV, hd/2, 2)
-        if qk.dtype == torch.float32:
+        if qk.dtype in (torch.float32, torch.float64):
             torch.view_as_complex(pairs).mul_(rope)
-        else:  # no complex type for bf16: rotate in float32, round once
+        else:  # no complex type for bf16 / fp16: rotate in float32, round once
             qk.copy_(torch.view_as_real(torch.view_as_complex(pairs.float()) * rope).flatten(-3))
 
     def _attend_one(self, q, keys, values):
@@ -375,7 +376,8 @@ class Decoder:
             return self.kernels.attend_one(q.reshape(1, c.q_dim), keys, values, c.head_dim ** -0.5)
         # On CPU SDPA takes its generic path for one query (measured 1.6x slower than these three ops).
         scores = torch.baddbmm(self._zero, grouped, keys.mT, alpha=c.head_dim ** -0.5)  # (KV, group, n)
-        probs = scores.softmax(-1, dtype=torch.float32).to(values.dtype)  # (KV, group, n)
+        probs = scores.softmax(-1, dtype=torch.promote_types(scores.dtype, torch.float32))  # (KV, group, n)
+        probs = probs.to(values.dtype)
         return torch.bmm(probs, values).view(1, c.q_dim)  # (1, H * hd)
 
     def _mask(self, T: int, start: int, n: int) -> torch.Tensor:
