@@ -88,16 +88,21 @@ def test_perplexity_of_an_english_paragraph(default_model):
 
 
 def test_matches_transformers_on_the_converted_folder(default_model):
+    """Our float32 forward against transformers' float64 forward of the same folder.
+
+    The oracle runs in float64: transformers' own float32 forward was seen 0.0024 off its float64 one in
+    some pytest runs on an Intel AVX-512 CPU (and 1.1e-4 in others), while ours stayed 9e-5 from it.
+    """
     import transformers
 
-    hf = transformers.AutoModelForCausalLM.from_pretrained(default_model.folder, dtype=torch.float32).eval()
+    hf = transformers.AutoModelForCausalLM.from_pretrained(default_model.folder, dtype=torch.float64).eval()
     ids = default_model.tokenizer.encode(PARAGRAPH)[:64]
     with torch.no_grad():
         expected = hf(torch.tensor([ids])).logits[0]
     decoder = default_model.decoder
     with torch.inference_mode():
         ours = decoder.forward(torch.tensor(ids), 0, decoder.new_cache(64), all_logits=True)
-    assert (ours - expected).abs().max().item() < 1e-3  # 30 layers of float32 in two different orders
+    assert (ours.double() - expected).abs().max().item() < 1e-3  # 30 layers of float32 against float64
 
 
 def test_sampling_reproducible_and_weights_unchanged(default_model):
