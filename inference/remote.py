@@ -19,6 +19,7 @@ several tokens),
 
 from __future__ import annotations
 
+import os
 import time
 import traceback
 from collections import deque
@@ -27,12 +28,18 @@ from .errors import Cancelled, ModelFormatError
 from .settings import GenerationSettings
 
 BATCH_S = 0.05  # during Run, steps reach the front-end in batches this far apart (it redraws less often)
+# The engine runs this much nicer than the front-end: when both want a core, the GUI's short paints and
+# input handling go first instead of waiting behind a decode step. The GUI takes at most a few % of a
+# core during Run (gui/controller.py), so decode loses only that; on an idle core nothing changes.
+ENGINE_NICENESS = 5
 
 
 def serve(commands, events) -> None:
     """Process entry point: answer commands until ("quit",) or the front-end goes away."""
     import torch
 
+    if hasattr(os, "nice"):
+        os.nice(ENGINE_NICENESS)
     try:
         with torch.inference_mode():  # the whole engine: sampling and previews too, not just forwards
             _Server(commands, events).loop()

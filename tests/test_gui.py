@@ -1,5 +1,7 @@
 """The desktop app, offscreen, driven as a person would, on the real default model."""
 
+import os
+
 import numpy as np
 import pytest
 from PySide6.QtCore import QSettings
@@ -7,6 +9,7 @@ from PySide6.QtWidgets import QMessageBox
 
 from gui.main_window import LAYOUT_VERSION, MainWindow
 from gui.theme import Appearance
+from inference.remote import ENGINE_NICENESS
 
 WAIT = 120_000  # ms: generous, the machines are shared
 
@@ -139,6 +142,14 @@ def test_run_until_max_new_tokens(qtbot, window):
     if stopped.reason == "max_new_tokens":
         assert stopped.n_generated == 10 and len(window.controller.steps) == 10
     assert not window.actions["pause"].isEnabled()
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="no process priorities here")
+def test_the_engine_process_yields_the_cpu_to_the_gui(window):
+    """The engine runs at a lower priority, so a paint never waits behind a decode step for a core."""
+    engine = window.controller.worker.process.pid
+    expected = min(os.getpriority(os.PRIO_PROCESS, 0) + ENGINE_NICENESS, 19)  # 19: the nicest there is
+    assert os.getpriority(os.PRIO_PROCESS, engine) == expected
 
 
 def test_plot_views_take_turns_during_run_within_a_cpu_share(qtbot, window, monkeypatch):
