@@ -81,7 +81,8 @@ def test_cached_decode_equals_full_recompute(pair):
 
     Run in float64: in float32 the two paths (one-row products vs the BLAS GEMM and flash attention of a
     prefill) round differently, by up to 1.4e-5 on an Intel AVX-512 CPU, where transformers' own float32
-    forward is 9.5e-6 from float64; float32 cached decode is held to transformers below (1e-4).
+    forward is 9.5e-6 from float64. Float32 cached decode is held to transformers (1e-4) by
+    test_cached_decode_matches_transformers_full_forward.
     """
     decoder = _float64_decoder(pair[3])
     ids = list(PROMPT)
