@@ -160,3 +160,26 @@ def test_decoder_with_kernels_equals_stock_ops(tmp_path, dtype, arch):
         lin.split_rows(torch.get_num_threads())
     stock = decode()
     assert (with_kernels - stock).abs().max().item() <= 1e-5
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_loaded_weights_are_aligned_copies_not_views_of_the_file(tmp_path, dtype):
+    """Every weight starts on a 64-byte line (a kernel's vector loads never straddle two lines) and lives
+    in memory of its own: overwriting the checkpoint under a loaded model changes none of its numbers."""
+    folder = save_hf_model(make_hf_model("llama"), tmp_path)
+    model = load_model(folder, device="cpu", dtype=dtype)
+    tensors = model.decoder.weights.tensors()
+    assert [t.shape for t in tensors if t.data_ptr() % 64] == []
+    ids = torch.tensor([5, 77, 200, 31, 9])
+
+    def logits():
+        with torch.inference_mode():
+            return model.decoder.forward(ids, 0, model.decoder.new_cache(8))
+
+    before = logits()
+    file = folder / "model.safetensors"
+    header = 8 + int.from_bytes(file.read_bytes()[:8], "little")
+    with open(file, "r+b") as f:  # the same file, every tensor's bytes now 0x7f (finite, large floats)
+        f.seek(header)
+        f.write(b"\x7f" * (file.stat().st_size - header))
+    assert torch.equal(logits(), before)
