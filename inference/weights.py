@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import re
 from pathlib import Path
 
@@ -287,7 +288,77 @@ def build_weights(c: ModelConfig, hf: dict[str, torch.Tensor], dtype: torch.dtyp
     else:
         lm_head, head_rows = Linear(head), None
     hf.clear()
-    return DecoderWeights(embed, pos_embed, layers, final_norm, lm_head, head_rows)
+    weights = DecoderWeights(embed, pos_embed, layers, final_norm, lm_head, head_rows)
+    if device.type == "cpu":
+        pack(weights)
+    return weights
+
+
+HUGE_PAGE = 2 << 20
+PACK_ALIGN = 64  # each tensor starts on a cache line
+
+
+def _arena(nbytes: int) -> torch.Tensor:
+    """nbytes of zeroed memory (uint8), on transparent huge pages where the OS offers them.
+
+    A private anonymous mapping advised MADV_HUGEPAGE (the allocator's own memory gets huge pages only
+    with THP "always", which most distributions leave at "madvise"). Elsewhere a plain tensor.
+    """
+    if not (hasattr(mmap, "MADV_HUGEPAGE") and hasattr(mmap, "MAP_PRIVATE")):
+        return torch.zeros(nbytes, dtype=torch.uint8)
+    whole_pages = -(-nbytes // HUGE_PAGE) * HUGE_PAGE  # the last page whole, so it can be a huge one too
+    region = mmap.mmap(-1, whole_pages + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        region.madvise(mmap.MADV_HUGEPAGE)
+    except OSError:  # THP compiled out or disabled: still one aligned block
+        pass
+    raw = torch.frombuffer(region, dtype=torch.uint8)  # keeps `region` alive as long as any view
+    start = -raw.data_ptr() % HUGE_PAGE
+    return raw[start:start + nbytes]
+
+
+def _slots(obj):
+    """(owner, key) of every weight slot under obj: dataclass fields (not derived ones) and list items."""
+    items = enumerate(obj) if isinstance(obj, list) else (
+        (name, getattr(obj, name)) for name, f in obj.__dataclass_fields__.items() if not f.metadata.get("derived"))
+    for key, value in items:
+        if isinstance(value, torch.Tensor):
+            yield obj, key
+        elif isinstance(value, list) or hasattr(value, "__dataclass_fields__"):
+            yield from _slots(value)
+
+
+def pack(weights: DecoderWeights) -> None:
+    """Move every tensor into one block of memory, in the order a decode step reads them.
+
+    Measured on an Intel Xeon VM (2 threads, default model): separate 538 MB buffers streamed at 23 to
+    31 GB/s depending on where each landed, huge-page ones at a steady 29.5. One forward: float32 23.5-24.0
+    ms as loaded, 23.3-23.6 packed, 22.7 packed on huge pages; int8 10.9, 10.0, 9.4 ms. The cost is at
+    load: on that VM first-touching huge pages took 0.8 s for 538 MB (0.1 s with small pages). Layer by
+    layer, then the final norm and the head, so a step is one sweep from the first byte to the last (the
+    embedding table, of which a step reads one row, sits with the tied head). Values, dtypes, shapes and
+    sharing are unchanged.
+    """
+    order = [*_slots(weights.layers), *_slots(weights.final_norm), *_slots(weights.lm_head),
+             *((weights, name) for name in ("head_rows", "embed", "pos_embed")
+               if getattr(weights, name) is not None)]
+    groups: dict[int, list] = {}  # id(tensor) -> [tensor, slots...]: shared tensors packed once
+    for owner, key in order:
+        t = owner[key] if isinstance(owner, list) else getattr(owner, key)
+        groups.setdefault(id(t), [t]).append((owner, key))
+    sizes = [-(-group[0].numel() * group[0].element_size() // PACK_ALIGN) * PACK_ALIGN for group in groups.values()]
+    block, offset = _arena(sum(sizes)), 0
+    for group, size in zip(list(groups.values()), sizes):
+        t = group[0]
+        view = block[offset:offset + t.numel() * t.element_size()].view(t.dtype).view(t.shape)
+        view.copy_(t)
+        for owner, key in group[1:]:
+            if isinstance(owner, list):
+                owner[key] = view
+            else:
+                setattr(owner, key, view)
+        offset += size
+        group.clear()  # the original is freed as soon as its copy is in place: the peak stays low
 
 
 def fingerprint(weights: DecoderWeights) -> str:

@@ -1,5 +1,7 @@
 """The decode kernels (inference/kernels.cpp) against stock PyTorch; skipped where they cannot be built."""
 
+from pathlib import Path
+
 import pytest
 import torch
 from tiny import make_hf_model, save_hf_model
@@ -7,7 +9,7 @@ from tiny import make_hf_model, save_hf_model
 from inference import kernels
 from inference.loading import load_model
 from inference.model import dequantize
-from inference.weights import INT8_GROUP, quantize_rows
+from inference.weights import INT8_GROUP, fingerprint, pack, quantize_rows
 
 ops = kernels.ops()
 pytestmark = pytest.mark.skipif(ops is None, reason="decode kernels unavailable here (see stderr)")
@@ -183,3 +185,53 @@ def test_loaded_weights_are_aligned_copies_not_views_of_the_file(tmp_path, dtype
         f.seek(header)
         f.write(b"\x7f" * (file.stat().st_size - header))
     assert torch.equal(logits(), before)
+
+
+def _smaps_entry(address: int) -> dict[str, str]:
+    """The /proc/self/smaps fields of the mapping that holds `address`."""
+    entry, inside = {}, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            lo, hi = (int(part, 16) for part in head.split("-"))
+            inside = lo <= address < hi
+        elif inside:
+            key, _, value = line.partition(":")
+            entry[key] = value.strip()
+    return entry
+
+
+@pytest.mark.parametrize("tied", [False, True])
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_weights_are_one_block_in_decode_order(tmp_path, dtype, tied):
+    """pack(): every tensor in one block, layer by layer and then the head, values and sharing unchanged."""
+    hf = make_hf_model("llama", tie_word_embeddings=tied)
+    model = load_model(save_hf_model(hf, tmp_path), device="cpu", dtype=dtype)
+    assert model.config.tie_embeddings == tied
+    w = model.decoder.weights
+    starts = [lin.weight.data_ptr() for lin in w.linears()]
+    assert starts == sorted(starts)  # qkv, o, mlp_in, mlp_out of layer 0, of layer 1, ..., the head
+    tensors = w.tensors()
+    extents = sorted((t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in tensors)
+    assert extents[-1][1] - extents[0][0] <= sum(hi - lo for lo, hi in extents) + 64 * len(extents)
+    assert all(t.untyped_storage().data_ptr() == tensors[0].untyped_storage().data_ptr() for t in tensors)
+    head = w.head_rows if dtype == "int8" else w.lm_head.weight
+    assert (head is w.embed) == tied
+
+    ids = torch.tensor([5, 77, 200, 31, 9])
+    with torch.inference_mode():
+        before = model.decoder.forward(ids, 0, model.decoder.new_cache(8))
+    old_first = extents[0][0]
+    pack(w)  # again: a fresh block, the same numbers
+    assert w.tensors()[0].data_ptr() != old_first and fingerprint(w) == model.fingerprint
+    with torch.inference_mode():
+        assert torch.equal(model.decoder.forward(ids, 0, model.decoder.new_cache(8)), before)
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists() or
+                    "[never]" in Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text(),
+                    reason="needs Linux with transparent huge pages")
+def test_packed_weights_sit_on_huge_pages(tmp_path):
+    model = load_model(save_hf_model(make_hf_model("llama"), tmp_path), device="cpu", dtype="float32")
+    mapping = _smaps_entry(model.decoder.weights.lm_head.weight.data_ptr())
+    assert mapping.get("THPeligible") == "1", mapping
