@@ -71,6 +71,10 @@ class KVCache:
         self.data = grown
         self._layers = grown.unbind(0)
 
+    def layer(self, index: int) -> torch.Tensor:
+        """One layer's whole storage, (2, kv_heads, capacity, head_dim): keys then values."""
+        return self._layers[index]
+
     def write(self, layer: int, start: int, kv: torch.Tensor):
         """Store K/V for positions start.. and return views of every position up to the new end.
 

@@ -105,7 +105,7 @@ class Linear:
 
         On the kernels an RMSNorm is one more pass over x inside the same call (its weight folded into
         this matrix, or applied to x there)."""
-        if self._fuses_norm(x, norm):
+        if self.fuses_norm(x, norm):
             return self._kernel(x, 1.0, rms_eps=norm.eps, glu=glu, norm_weight=norm.weight)
         if glu:
             raise ValueError("a fused gated product needs the kernels and one row (see fuses_glu)")
@@ -114,9 +114,10 @@ class Linear:
 
     def fuses_glu(self, x: torch.Tensor, norm: Norm) -> bool:
         """Whether `normed(x, norm, glu=True)` runs here: on the kernels, for one row."""
-        return self._fuses_norm(x, norm) and x.shape[0] == 1
+        return self.fuses_norm(x, norm) and x.shape[0] == 1
 
-    def _fuses_norm(self, x: torch.Tensor, norm: Norm) -> bool:
+    def fuses_norm(self, x: torch.Tensor, norm: Norm) -> bool:
+        """Whether `normed(x, norm)` applies the norm inside the kernel's product."""
         return self._on_kernels(x) and norm.kind == "rms"  # kernels run float32 / int8 models: float32 norms
 
     def _on_kernels(self, x: torch.Tensor) -> bool:
@@ -279,6 +280,13 @@ class Decoder:
                 else:
                     linear.split_rows(torch.get_num_threads())
 
+    def _fuses_layers(self) -> bool:
+        """Whether a decode step runs each layer as one kernels.cpp call (RMSNorm, rotary, gated SiLU)."""
+        c = self.config
+        return (self.kernels is not None and c.positions == "rope" and c.activation == "silu"
+                and all(layer.attn_norm.kind == "rms" and layer.mlp_norm.kind == "rms"
+                        for layer in self.weights.layers))
+
     def new_cache(self, capacity: int) -> KVCache:
         c = self.config
         return KVCache(c.n_layers, c.n_kv_heads, c.head_dim, min(capacity, c.context_length),
@@ -311,18 +319,38 @@ class Decoder:
         x = w.embed[ids]  # (T, C)
         if w.pos_embed is not None:
             x = x + w.pos_embed[start:end]  # (T, C)
-        rope = self._rope(start, end)[:, None, :] if c.positions == "rope" else None  # (T, 1, hd/2)
-        for index, layer in enumerate(w.layers):
-            x = self._attention(x, layer, index, start, cache, rope, capture)  # (T, C)
-            x = self._mlp(x, layer)  # (T, C)
+        if T == 1 and capture is None and self._fuses_layers():
+            x = self._decode_layers(x, start, cache)
+        else:
+            rope = self._rope(start, end)[:, None, :] if c.positions == "rope" else None  # (T, 1, hd/2)
+            for index, layer in enumerate(w.layers):
+                x = self._attention(x, layer, index, start, cache, rope, capture)  # (T, C)
+                x = self._mlp(x, layer)  # (T, C)
         cache.length = end
         if not all_logits:
             x = x[-1:]  # (1, C): only the last position predicts the next token
+        if w.head_rows is None and w.lm_head.fuses_norm(x, w.final_norm):  # the norm inside the product
+            return w.lm_head.normed(x, w.final_norm).float()  # (1, V)
         h = w.final_norm(x)  # (T or 1, C)
         logits = w.lm_head(h)  # (T or 1, V)
         if w.head_rows is not None:
             logits = self._rescore_top(h, logits)
         return logits.float()
+
+    def _decode_layers(self, x: torch.Tensor, position: int, cache: KVCache) -> torch.Tensor:
+        """Every layer for one new position, one kernels.cpp call each: the same steps as _attention and
+        _mlp (see decode_layer there), without a Python round trip between them."""
+        c = self.config
+        rope = torch.view_as_real(self._rope(position, position + 1))[0]  # (hd/2, 2): cos, sin
+        window = c.sliding_window or 0
+        for index, layer in enumerate(self.weights.layers):
+            linears = (layer.qkv, layer.o, layer.mlp_in, layer.mlp_out)
+            x = self.kernels.decode_layer(
+                x, [lin.weight for lin in linears], [lin.scale for lin in linears],
+                [lin.bias for lin in linears], [layer.attn_norm.weight, layer.mlp_norm.weight],
+                cache.layer(index), position, rope, c.n_heads, layer.attn_norm.eps, layer.mlp_norm.eps,
+                window)  # (1, C)
+        return x
 
     def _rescore_top(self, h: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
         """An int8 head ranks every token; its best RESCORED get their logits again from the float rows.

@@ -105,7 +105,8 @@ def test_gated_product_is_silu_of_the_gate_rows_times_the_up_rows(ffn, in_featur
 
 
 @pytest.mark.parametrize("heads, kv_heads, head_dim, n", [(9, 3, 64, 1), (9, 3, 64, 300), (4, 4, 20, 17),
-                                                          (8, 1, 128, 64)])
+                                                          (8, 1, 128, 64), (9, 3, 64, 2049), (6, 2, 80, 333),
+                                                          (16, 16, 8, 40)])
 def test_attend_one_is_softmax_attention_over_the_cache_views(heads, kv_heads, head_dim, n):
     """One query per head over cache views (heads a capacity apart), grouped query heads sharing K/V."""
     g = torch.Generator().manual_seed(n + heads)
@@ -136,22 +137,25 @@ def test_quantize_rows_groups_bound_each_weight_error_by_half_a_step():
     assert grouped_error < 0.1 * (dequantize(per_row, row_scale) - w)[:, small].norm()
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen2", "gpt2"])
+@pytest.mark.parametrize("arch", ["llama", "mistral", "qwen2", "gpt2"])
 @pytest.mark.parametrize("dtype", ["float32", "int8"])
 def test_decoder_with_kernels_equals_stock_ops(tmp_path, dtype, arch):
-    """Same decode logits with the kernels as with bmm row blocks / the stock int8 kernel.
+    """Same decode logits with the kernels as with bmm row blocks / the stock int8 kernel, step after step
+    (mistral's steps go past its sliding window of 6; llama, mistral and qwen2 run each layer as one
+    decode_layer call, gpt2 op by op).
 
     float32: the same products summed in another order (1e-5, as cached decode against recompute).
     int8: the same dequantised products, float32 throughout, so the same 1e-5.
     """
     model = load_model(save_hf_model(make_hf_model(arch), tmp_path), device="cpu", dtype=dtype)
-    ids = torch.tensor([5, 77, 200, 31, 9])
+    ids = torch.tensor([5, 77, 200, 31, 9, 140, 3, 66, 250, 18])
+    prompt = 4
 
     def decode():
-        cache = model.decoder.new_cache(8)
+        cache = model.decoder.new_cache(len(ids))
         with torch.inference_mode():
-            model.decoder.forward(ids[:-1], 0, cache)
-            return model.decoder.forward(ids[-1:], len(ids) - 1, cache)
+            model.decoder.forward(ids[:prompt], 0, cache)
+            return torch.cat([model.decoder.forward(ids[i:i + 1], i, cache) for i in range(prompt, len(ids))])
 
     linears = model.decoder.weights.linears()
     assert all(lin.kernels is not None for lin in linears) and model.decoder.kernels is not None
