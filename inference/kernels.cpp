@@ -136,6 +136,44 @@ inline float dot_f32(const float* w, const float* x, int64_t K) {
   return sum;
 }
 
+// R consecutive rows (K apart) times x in one pass: each x load serves R rows, and R streams are read
+// at once. Each row's sum is formed exactly as dot_f32 forms it (the same accumulators, the same order),
+// so the products are bit-identical to one row at a time. Measured on an Intel Xeon (2 threads, the
+// default model's o, down, qkv and head matrices): 25.5 GB/s one row at a time, 27.8 two, 28.9 four.
+// AVX-512 takes four rows (16 accumulators of 32 registers), AVX2 two (8 of 16).
+#if defined(__AVX512F__)
+constexpr int64_t kRowBlock = 4;
+#else
+constexpr int64_t kRowBlock = 2;
+#endif
+
+inline void dot_rows_f32(const float* w, const float* x, int64_t K, float* out) {
+  constexpr int64_t R = kRowBlock;
+  Vec a[R][4];
+  for (int64_t r = 0; r < R; ++r) a[r][0] = a[r][1] = a[r][2] = a[r][3] = vzero();
+  int64_t k = 0;
+  for (; k + kStep <= K; k += kStep) {
+    for (int64_t r = 0; r < R; ++r) prefetch_ahead(w + r * K + k, kStep * sizeof(float));
+    const Vec x0 = vload(x + k), x1 = vload(x + k + kLanes), x2 = vload(x + k + 2 * kLanes),
+              x3 = vload(x + k + 3 * kLanes);
+    for (int64_t r = 0; r < R; ++r) {
+      const float* v = w + r * K + k;
+      a[r][0] = vfma(vload(v), x0, a[r][0]);
+      a[r][1] = vfma(vload(v + kLanes), x1, a[r][1]);
+      a[r][2] = vfma(vload(v + 2 * kLanes), x2, a[r][2]);
+      a[r][3] = vfma(vload(v + 3 * kLanes), x3, a[r][3]);
+    }
+  }
+  for (; k + kLanes <= K; k += kLanes) {
+    for (int64_t r = 0; r < R; ++r) a[r][0] = vfma(vload(w + r * K + k), vload(x + k), a[r][0]);
+  }
+  for (int64_t r = 0; r < R; ++r) {
+    float sum = vsum(vadd(vadd(a[r][0], a[r][1]), vadd(a[r][2], a[r][3])));
+    for (int64_t tail = k; tail < K; ++tail) sum += w[r * K + tail] * x[tail];
+    out[r] = sum;
+  }
+}
+
 // Group-wise scales: each run of G weights of a row shares one scale (G = K / scale columns; G = K is
 // one scale per row). A group's products are summed first, then scaled once.
 inline float dot_int8_any(const int8_t* q, const float* x, int64_t K, const uint16_t* scale, int64_t G) {
@@ -303,26 +341,53 @@ at::Tensor rows(int64_t N, const at::Tensor& x, const std::vector<float>& alphas
   return y;
 }
 
+constexpr int64_t kBlock = 64;  // rows whose products one call of `fill` writes to a stack buffer
+
+// One row x: y[r] = alpha * dot(r, x) + bias[r] + residual[r], rows split over the threads.
+// fill(r, n, out) writes the products of rows r..r+n-1 (n <= kBlock) to out.
+template <typename Fill>
+at::Tensor rows_one(int64_t N, const at::Tensor& x, float alpha, const std::optional<at::Tensor>& bias,
+                    const std::optional<at::Tensor>& residual, Fill fill) {
+  at::Tensor y = at::empty({1, N}, x.options());
+  const float* bp = bias.has_value() ? bias->data_ptr<float>() : nullptr;
+  const float* rp = residual.has_value() ? residual->data_ptr<float>() : nullptr;
+  float* yp = y.data_ptr<float>();
+  at::parallel_for(0, N, kRowsPerTask, [&](int64_t begin, int64_t end) {
+    float products[kBlock];
+    for (int64_t b = begin; b < end; b += kBlock) {
+      const int64_t n = std::min(kBlock, end - b);
+      fill(b, n, products);
+      for (int64_t i = 0; i < n; ++i) {
+        float v = products[i] * alpha;
+        if (bp) v += bp[b + i];
+        if (rp) v += rp[b + i];
+        yp[b + i] = v;
+      }
+    }
+  });
+  return y;
+}
+
 // A gated MLP's input product for one row x: rows [0, F) of the matrix are the gate, [F, 2F) the up
 // projection, and y[r] = silu(gate_r) * up_r, so the (1, 2F) product never goes back to memory. Each
 // thread reads a block of gate rows, then the same block of up rows: two sequential streams.
-template <typename Dot>
-at::Tensor rows_glu(int64_t N, const at::Tensor& x, float alpha, const std::optional<at::Tensor>& bias, Dot dot) {
+template <typename Fill>
+at::Tensor rows_glu(int64_t N, const at::Tensor& x, float alpha, const std::optional<at::Tensor>& bias, Fill fill) {
   TORCH_CHECK(x.size(0) == 1 && N % 2 == 0, "glu: one row of x, an even number of rows (gate, then up)");
   const int64_t F = N / 2;
   at::Tensor y = at::empty({1, F}, x.options());
   const float* bp = bias.has_value() ? bias->data_ptr<float>() : nullptr;
   float* yp = y.data_ptr<float>();
-  constexpr int64_t kBlock = 64;
   at::parallel_for(0, F, kRowsPerTask, [&](int64_t begin, int64_t end) {
-    float gate[kBlock];
+    float gate[kBlock], up[kBlock];
     for (int64_t b = begin; b < end; b += kBlock) {
       const int64_t n = std::min(kBlock, end - b);
-      for (int64_t i = 0; i < n; ++i) gate[i] = dot(b + i) * alpha + (bp ? bp[b + i] : 0.0f);
+      fill(b, n, gate);
+      fill(F + b, n, up);
       for (int64_t i = 0; i < n; ++i) {
-        const float up = dot(F + b + i) * alpha + (bp ? bp[F + b + i] : 0.0f);
-        const float g = gate[i];
-        yp[b + i] = g / (1.0f + std::exp(-g)) * up;
+        const float g = gate[i] * alpha + (bp ? bp[b + i] : 0.0f);
+        const float u = up[i] * alpha + (bp ? bp[F + b + i] : 0.0f);
+        yp[b + i] = g / (1.0f + std::exp(-g)) * u;
       }
     }
   });
@@ -340,9 +405,13 @@ at::Tensor gemv_f32(const at::Tensor& w, const at::Tensor& x, double alpha, cons
   const std::vector<float> alphas = row_alphas(x.data_ptr<float>(), 1, K, alpha, rms_eps);
   const at::Tensor h = weighted(x, norm_weight);
   const float* xp = h.data_ptr<float>();
-  auto one = [=](int64_t r) { return dot_f32(wp + r * K, xp, K); };
-  if (glu) return rows_glu(w.size(0), x, alphas[0], bias, one);
-  return rows(w.size(0), x, alphas, bias, residual, [&](int64_t r, auto&& put) { put(0, one(r)); });
+  auto fill = [=](int64_t r, int64_t n, float* out) {
+    int64_t i = 0;
+    for (; i + kRowBlock <= n; i += kRowBlock) dot_rows_f32(wp + (r + i) * K, xp, K, out + i);
+    for (; i < n; ++i) out[i] = dot_f32(wp + (r + i) * K, xp, K);
+  };
+  if (glu) return rows_glu(w.size(0), x, alphas[0], bias, fill);
+  return rows_one(w.size(0), x, alphas[0], bias, residual, fill);
 }
 
 // One row of x streams the int8 matrix and widens it in registers. Several rows (a short prefill)
@@ -358,9 +427,11 @@ at::Tensor gemv_int8(const at::Tensor& q, const at::Tensor& scale, const at::Ten
   const std::vector<float> alphas = row_alphas(x.data_ptr<float>(), T, K, alpha, rms_eps);
   const at::Tensor h = weighted(x, norm_weight);
   const float* xp = h.data_ptr<float>();
-  auto one = [=](int64_t r) { return dot_int8(qp + r * K, xp, K, sp + r * S, G); };
-  if (glu) return rows_glu(q.size(0), x, alphas[0], bias, one);
-  if (T == 1) return rows(q.size(0), x, alphas, bias, residual, [&](int64_t r, auto&& put) { put(0, one(r)); });
+  auto fill = [=](int64_t r, int64_t n, float* out) {
+    for (int64_t i = 0; i < n; ++i) out[i] = dot_int8(qp + (r + i) * K, xp, K, sp + (r + i) * S, G);
+  };
+  if (glu) return rows_glu(q.size(0), x, alphas[0], bias, fill);
+  if (T == 1) return rows_one(q.size(0), x, alphas[0], bias, residual, fill);
   return rows(q.size(0), x, alphas, bias, residual, [=](int64_t r, auto&& put) {
     thread_local std::vector<float> buffer;
     buffer.resize(K);

@@ -239,3 +239,14 @@ def test_packed_weights_sit_on_huge_pages(tmp_path):
     model = load_model(save_hf_model(make_hf_model("llama"), tmp_path), device="cpu", dtype="float32")
     mapping = _smaps_entry(model.decoder.weights.lm_head.weight.data_ptr())
     assert mapping.get("THPeligible") == "1", mapping
+
+
+@pytest.mark.parametrize("out_features, in_features", [(1536, 576), (11, 100), (6, 16)])
+def test_gemv_f32_rows_in_blocks_are_bit_identical_to_one_row_at_a_time(out_features, in_features):
+    """Rows read several at a time sum exactly as a single row does: same numbers, not just close ones."""
+    g = torch.Generator().manual_seed(out_features)
+    w, x = torch.randn(out_features, in_features, generator=g), torch.randn(1, in_features, generator=g)
+    together = ops.gemv_f32(w, x, 1.0, None, None, -1.0, False, None)
+    alone = torch.cat([ops.gemv_f32(w[r:r + 1], x, 1.0, None, None, -1.0, False, None)
+                       for r in range(out_features)], dim=1)
+    assert torch.equal(together, alone)
