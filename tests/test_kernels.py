@@ -250,3 +250,20 @@ def test_gemv_f32_rows_in_blocks_are_bit_identical_to_one_row_at_a_time(out_feat
     alone = torch.cat([ops.gemv_f32(w[r:r + 1], x, 1.0, None, None, -1.0, False, None)
                        for r in range(out_features)], dim=1)
     assert torch.equal(together, alone)
+
+
+@pytest.mark.parametrize("batch_bytes", [1, 5000, 64 << 20])
+def test_checkpoint_is_read_whole_in_any_batch_size(tmp_path, batch_bytes, monkeypatch):
+    """The file is mapped again every READ_BATCH_BYTES; every tensor still comes out whole and exact."""
+    from safetensors.torch import load_file
+
+    from inference import weights
+    from inference.loading import read_config
+
+    folder = save_hf_model(make_hf_model("llama"), tmp_path)
+    config, _ = read_config(folder)
+    monkeypatch.setattr(weights, "READ_BATCH_BYTES", batch_bytes)
+    tensors, _ = weights.read_checkpoint(folder, config)
+    reference = {weights._canonical(k, config.family): v for k, v in load_file(folder / "model.safetensors").items()}
+    assert sorted(tensors) == sorted(reference)
+    assert all(torch.equal(tensors[name], reference[name].float()) for name in reference)
