@@ -217,21 +217,25 @@ class DecoderWeights:
     def tensors(self) -> list[torch.Tensor]:
         """Every distinct runtime tensor once (shared ones counted once)."""
         seen: dict[int, torch.Tensor] = {}
-        for t in _walk(self):
+        for t in (slot_value(owner, key) for owner, key in weight_slots(self)):
             seen.setdefault(id(t), t)
         return list(seen.values())
 
 
-def _walk(obj):
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, list):
-        for item in obj:
-            yield from _walk(item)
-    elif hasattr(obj, "__dataclass_fields__"):
-        for name, f in obj.__dataclass_fields__.items():
-            if not f.metadata.get("derived"):
-                yield from _walk(getattr(obj, name))
+def weight_slots(obj):
+    """(owner, key) of every tensor slot under obj: dataclass fields (not derived ones) and list items,
+    depth first in field order. `slot_value` reads one; weights.pack rebinds them."""
+    items = enumerate(obj) if isinstance(obj, list) else (
+        (name, getattr(obj, name)) for name, f in obj.__dataclass_fields__.items() if not f.metadata.get("derived"))
+    for key, value in items:
+        if isinstance(value, torch.Tensor):
+            yield obj, key
+        elif isinstance(value, list) or hasattr(value, "__dataclass_fields__"):
+            yield from weight_slots(value)
+
+
+def slot_value(owner, key):
+    return owner[key] if isinstance(owner, list) else getattr(owner, key)
 
 
 class AttentionCapture(Protocol):

@@ -19,7 +19,7 @@ import torch
 from . import kernels as decode_kernels
 from .config import ModelConfig
 from .errors import ModelFormatError
-from .model import DecoderWeights, Layer, Linear, Norm
+from .model import DecoderWeights, Layer, Linear, Norm, slot_value, weight_slots
 
 # Buffers some checkpoints carry that are not weights: rotary tables and GPT-2's causal-mask tensors.
 _IGNORED = re.compile(r"(^|\.)rotary_emb\.inv_freq$|^transformer\.h\.\d+\.attn\.(masked_)?bias$")
@@ -353,17 +353,6 @@ def _arena(nbytes: int) -> torch.Tensor:
     return raw[start:start + nbytes]
 
 
-def _slots(obj):
-    """(owner, key) of every weight slot under obj: dataclass fields (not derived ones) and list items."""
-    items = enumerate(obj) if isinstance(obj, list) else (
-        (name, getattr(obj, name)) for name, f in obj.__dataclass_fields__.items() if not f.metadata.get("derived"))
-    for key, value in items:
-        if isinstance(value, torch.Tensor):
-            yield obj, key
-        elif isinstance(value, list) or hasattr(value, "__dataclass_fields__"):
-            yield from _slots(value)
-
-
 def pack(weights: DecoderWeights) -> None:
     """Move every tensor into one block of memory, in the order a decode step reads them.
 
@@ -375,12 +364,12 @@ def pack(weights: DecoderWeights) -> None:
     embedding table, of which a step reads one row, sits with the tied head). Values, dtypes, shapes and
     sharing are unchanged.
     """
-    order = [*_slots(weights.layers), *_slots(weights.final_norm), *_slots(weights.lm_head),
+    order = [*weight_slots(weights.layers), *weight_slots(weights.final_norm), *weight_slots(weights.lm_head),
              *((weights, name) for name in ("head_rows", "embed", "pos_embed")
                if getattr(weights, name) is not None)]
     groups: dict[int, list] = {}  # id(tensor) -> [tensor, slots...]: shared tensors packed once
     for owner, key in order:
-        t = owner[key] if isinstance(owner, list) else getattr(owner, key)
+        t = slot_value(owner, key)
         groups.setdefault(id(t), [t]).append((owner, key))
     sizes = [-(-group[0].numel() * group[0].element_size() // PACK_ALIGN) * PACK_ALIGN for group in groups.values()]
     _release_freed_memory()  # what building the weights freed, before the block grows
