@@ -81,6 +81,8 @@ class ModelInfo:
     dtype: str
     device: str
     kv_bytes_per_token: int
+    kv_dtype: str  # the cache's element type (int8 weights keep a float32 cache)
+    kv_element_bytes: int
     weights_fingerprint: str
     weights_bytes: int
     eos_ids: tuple[int, ...] = ()

@@ -14,6 +14,11 @@ import torch
 GROW_BLOCK = 256  # positions added at a time when the planned capacity runs out
 
 
+def kv_bytes_per_token(n_layers: int, n_kv_heads: int, head_dim: int, element_bytes: int) -> int:
+    """2 (K and V) x layers x kv_heads x head_dim x bytes per element: what each token adds to the cache."""
+    return 2 * n_layers * n_kv_heads * head_dim * element_bytes
+
+
 @dataclass(frozen=True)
 class LayerBytes:
     keys: int
@@ -42,8 +47,7 @@ class KVCache:
 
     @property
     def bytes_per_token(self) -> int:
-        """2 (K and V) x layers x kv_heads x head_dim x bytes per element."""
-        return 2 * self.n_layers * self.n_kv_heads * self.head_dim * self.element_bytes
+        return kv_bytes_per_token(self.n_layers, self.n_kv_heads, self.head_dim, self.element_bytes)
 
     @property
     def used_bytes(self) -> int:

@@ -71,6 +71,8 @@ class LoadedModel:
             n_kv_heads=c.n_kv_heads, head_dim=c.head_dim, hidden_size=c.hidden, vocab_size=c.vocab,
             context_length=c.context_length, n_params=self.n_params, dtype=self.dtype,
             device=str(self.device), kv_bytes_per_token=self.decoder.kv_bytes_per_token,
+            kv_dtype=str(self.decoder.kv_dtype).removeprefix("torch."),
+            kv_element_bytes=self.decoder.kv_dtype.itemsize,
             weights_fingerprint=self.fingerprint, weights_bytes=self.weights_bytes,
             eos_ids=tuple(c.eos_ids), folder=str(self.folder), sampler_defaults=self.defaults)
 

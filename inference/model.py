@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 from . import kernels as decode_kernels
 from .config import ModelConfig
-from .kv_cache import KVCache
+from .kv_cache import KVCache, kv_bytes_per_token
 
 
 # int8 products of up to this many rows run on kernels.cpp; longer ones dequantise the matrix for BLAS.
@@ -299,7 +299,7 @@ class Decoder:
     @property
     def kv_bytes_per_token(self) -> int:
         c = self.config
-        return 2 * c.n_layers * c.n_kv_heads * c.head_dim * self.kv_dtype.itemsize
+        return kv_bytes_per_token(c.n_layers, c.n_kv_heads, c.head_dim, self.kv_dtype.itemsize)
 
     def _rope(self, start: int, end: int) -> torch.Tensor:
         """cos + i sin of each (position, frequency), grown on demand. (end - start, head_dim / 2)."""

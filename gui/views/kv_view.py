@@ -139,13 +139,11 @@ class KvView(View):
         self._key = key
         t = self.appearance.theme
         per_token = info.kv_bytes_per_token
-        element = per_token // (2 * info.n_layers * info.n_kv_heads * info.head_dim)
-        kv_dtype = "float32" if info.dtype == "int8" else info.dtype
         n_ctx, used, allocated = points[-1] if points else (0, 0, 0)
         old = max(n_ctx - 1, 0)
         self.formula.setText(
             f"<b>{per_token:,} bytes per token</b> = 2 (K and V) × {info.n_layers} layers × {info.n_kv_heads} "
-            f"KV heads × {info.head_dim} dims × {element} B ({kv_dtype})<br>"
+            f"KV heads × {info.head_dim} dims × {info.kv_element_bytes} B ({info.kv_dtype})<br>"
             f"<b>now</b> {n_ctx:,} tokens → <b>{fmt_bytes(used)}</b> used of {fmt_bytes(allocated)} allocated<br>"
             f"<span style='color:{t.kept}'>saves</span> re-projecting the {old:,} older positions in every layer; "
             f"<span style='color:{t.chosen}'>costs</span> memory, and each step reads all of it "
