@@ -85,8 +85,8 @@ def gui_run(window) -> dict:
     c = window.controller
     window.prefill()
     wait(lambda: c.prefilled and not c.busy)
-    c.redraw_ms.clear()
-    turns_before = c.turns_taken
+    c.scheduler.redraw_ms.clear()
+    turns_before = c.scheduler.turns_taken
     lateness: list[float] = []
     clock = QElapsedTimer()
     tick = QTimer()
@@ -110,14 +110,14 @@ def gui_run(window) -> dict:
     gui_cpu = time.thread_time() - cpu_started
     process_cpu = time.process_time() - process_cpu_started  # GUI thread + worker thread (not the engine)
     tick.stop()
-    redraws = list(c.redraw_ms)
+    redraws = list(c.scheduler.redraw_ms)
     n = len(c.steps)
     worst = max(range(len(lateness)), key=lateness.__getitem__) if lateness else 0
     return {"steps": n, "gui_tokens_per_s": n / elapsed, "worst_lateness_ms": max(lateness),
             # when the worst tick came, from Run (0) to the end of the run (1): start-up, steady state, end
             "worst_lateness_at": (stamps[worst] - started) / elapsed if stamps else 0.0,
             "p99_lateness_ms": sorted(lateness)[int(len(lateness) * 0.99) - 1] if lateness else 0.0,
-            "redraws": len(redraws), "plot_view_turns": c.turns_taken - turns_before,
+            "redraws": len(redraws), "plot_view_turns": c.scheduler.turns_taken - turns_before,
             "redraw_ms_median": statistics.median(redraws) if redraws else 0.0,
             "redraw_ms_worst": max(redraws) if redraws else 0.0,
             "gui_thread_cpu_ms_per_step": gui_cpu * 1000 / max(n, 1),

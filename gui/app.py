@@ -11,7 +11,7 @@ from PySide6.QtCore import QSettings, QTimer
 from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import QApplication
 
-from inference.settings import DEVICE_CHOICES, DTYPE_CHOICES
+from inference.cli import add_model_arguments, add_prompt_arguments
 
 SCREENSHOT_SIZE = (1600, 1000)
 ICON = Path(__file__).resolve().parent.parent / "resources" / "icons" / "tokenstep.svg"
@@ -20,14 +20,10 @@ ICON = Path(__file__).resolve().parent.parent / "resources" / "icons" / "tokenst
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="main.py", description="TokenStep: watch a language model write "
                                      "one token at a time. Subcommands: trace, download (see `main.py trace -h`).")
-    parser.add_argument("--model", default="default", help="'default', an HF model folder or a .gguf file")
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
-    parser.add_argument("--dtype", choices=DTYPE_CHOICES, default="auto")
+    add_model_arguments(parser)
     parser.add_argument("--dark", action="store_true", help="start with the dark theme")
     parser.add_argument("--presentation", action="store_true", help="start in presentation mode")
-    parser.add_argument("--prompt", default=None, help="the prompt to start with")
-    parser.add_argument("--chat", action="store_true", help="start in chat mode (the model's chat template)")
-    parser.add_argument("--system", default="", help="system prompt for chat mode")
+    add_prompt_arguments(parser, None)
     parser.add_argument("--language", choices=("en", "zh"), default=None, help="language of the explanations")
     parser.add_argument("--screenshot", metavar="OUT.png", help="load, prefill, take --steps steps, save the "
                         "window as a PNG and exit")

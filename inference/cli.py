@@ -11,7 +11,7 @@ import argparse
 import sys
 import time
 
-from .errors import ModelFormatError
+from .errors import is_expected, one_line
 
 
 def _number(kind, low=None, high=None, low_open=False, what="value"):
@@ -28,18 +28,35 @@ def _number(kind, low=None, high=None, low_open=False, what="value"):
     return parse
 
 
-def build_parser() -> argparse.ArgumentParser:
+DEFAULT_PROMPT = "The capital of France is"
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """--model, --device, --dtype: the same options, with the same meaning, in the app and in `trace`."""
     from .settings import DEVICE_CHOICES, DTYPE_CHOICES
 
+    parser.add_argument("--model", default="default", help="'default' (SmolLM2-135M-Instruct), an HF "
+                        "folder, or a .gguf file")
+    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
+    parser.add_argument("--dtype", choices=DTYPE_CHOICES, default="auto",
+                        help="auto = float32 on CPU, bfloat16 on CUDA; int8 = int8 weights with a scale per "
+                        "64 weights, float32 activations and KV cache")
+
+
+def add_prompt_arguments(parser: argparse.ArgumentParser, prompt_default: str | None) -> None:
+    """--prompt, --chat, --system: shared by the app and `trace`."""
+    parser.add_argument("--prompt", default=prompt_default, help="the prompt to read")
+    parser.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    parser.add_argument("--system", default="", help="system prompt (chat mode)")
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="main.py", description="TokenStep: watch a language model "
                                      "write one token at a time.")
     sub = parser.add_subparsers(dest="command", required=True)
     trace = sub.add_parser("trace", help="run one generation headless and print its events as JSON Lines")
-    trace.add_argument("--model", default="default", help="'default' (SmolLM2-135M-Instruct), an HF "
-                       "folder, or a .gguf file")
-    trace.add_argument("--prompt", default="The capital of France is")
-    trace.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
-    trace.add_argument("--system", default=None, help="system prompt (chat mode)")
+    add_model_arguments(trace)
+    add_prompt_arguments(trace, DEFAULT_PROMPT)
     trace.add_argument("--max-new-tokens", type=_number(int, 1, what="--max-new-tokens"), default=32)
     trace.add_argument("--greedy", action="store_true", help="always take the most likely token")
     trace.add_argument("--temperature", type=_number(float, 0, what="--temperature"), default=None,
@@ -52,10 +69,6 @@ def build_parser() -> argparse.ArgumentParser:
                        help="stop when the generated text contains TEXT (repeatable)")
     trace.add_argument("--top-n", type=_number(int, 1, what="--top-n"), default=20,
                        help="candidates reported per step")
-    trace.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
-    trace.add_argument("--dtype", choices=DTYPE_CHOICES, default="auto",
-                       help="auto = float32 on CPU, bfloat16 on CUDA; int8 = int8 weights with a scale per "
-                       "64 weights, float32 activations and KV cache")
     trace.add_argument("--debug", action="store_true", help="show tracebacks")
     download = sub.add_parser("download", help="fetch and convert the default model; print its folder")
     download.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -95,7 +108,7 @@ def _trace(args) -> int:
     sampler = replace(model.defaults, **asked, greedy=args.greedy or (model.defaults.greedy and not asked))
     settings = GenerationSettings(sampler=sampler, max_new_tokens=args.max_new_tokens,
                                   stop_strings=tuple(args.stop), seed=args.seed, top_n=args.top_n)
-    ids, text = prompt_ids(model, args.prompt, chat=args.chat, system=args.system)
+    ids, text = prompt_ids(model, args.prompt, chat=args.chat, system=args.system or None)
     session = Session(model, settings)
     out = sys.stdout
     print(model.info().to_json(), file=out, flush=True)
@@ -129,8 +142,5 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         if args.debug:
             raise
-        message = str(e).splitlines()[0] if str(e) else type(e).__name__
-        expected = isinstance(e, (ModelFormatError, ValueError, OSError))
-        print(f"error: {message}" if expected else f"internal error ({type(e).__name__}): {message}",
-              file=sys.stderr)
+        print(f"error: {one_line(e)}" if is_expected(e) else f"internal error ({one_line(e)})", file=sys.stderr)
         return 1

@@ -1,18 +1,18 @@
 """What a session reports: frozen dataclasses holding numpy arrays and Python scalars only.
 
-They cross the worker thread into the GUI as they are, and `to_json()` writes the trace's JSON Lines
-(one object per event, keys as in DESIGN.md "Event contract"). Fields the trace does not need (display
-pieces, the draw's CDF) stay out of the JSON.
+They cross from the engine process to the GUI as they are (inside protocol.py's replies), and
+`to_json()` writes the trace's JSON Lines (one object per event, keys as in ../shared/DESIGN.md "Event
+contract"). Fields the trace does not need (display pieces, the draw's CDF) stay out of the JSON.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from .settings import SamplerSettings, Stage
+from .settings import GenerationSettings, SamplerSettings, Stage
 
 
 @dataclass(frozen=True)
@@ -176,9 +176,18 @@ class Stopped:
 
 
 @dataclass(frozen=True)
-class Failed:
-    message: str
-    details: str = field(default="", compare=False)
+class SessionStatus:
+    """What a session can do now (the GUI enables its buttons from this, never from a copy of its own)."""
+
+    prefilled: bool
+    running: bool  # inside Session.run()
+    blocked: str  # why a step would be refused now; "" when it would be taken
+    n_generated: int
+    settings: GenerationSettings  # in force: the next draw uses them
+
+    @property
+    def can_step(self) -> bool:
+        return not self.blocked and not self.running
 
 
 def _dump(obj: dict) -> str:

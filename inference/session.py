@@ -1,35 +1,39 @@
-"""One generation: prompt -> prefill -> one token per step -> a stop. Driven by the CLI and the GUI worker.
+"""One generation: prompt -> prefill -> one token per step -> a stop. The ONE owner of generation state.
 
-The session keeps the logits of the step about to be drawn ("pending"). A step draws from them, reports
-the draw, checks the stop rules and, unless generation ended, feeds the new token through the model to
-get the next pending logits: every distribution is computed on the prefix that includes every token
-drawn so far. Sampling settings may change between steps (they apply to the next draw); a changed seed
-takes effect at `reset()`, which returns to the prompt and re-seeds, so the same seed and settings
-reproduce the same tokens.
+The CLI drives it directly; the GUI drives it through the engine process (engine.py). It keeps the logits
+of the step about to be drawn ("pending"). A step draws from them, reports the draw, checks the stop
+rules and, unless generation ended, feeds the new token through the model to get the next pending
+logits: every distribution is computed on the prefix that includes every token drawn so far. Sampling
+settings may change between steps (they apply to the next draw); a changed seed takes effect at
+`reset()`, which returns to the prompt and re-seeds, so the same seed and settings reproduce the same
+tokens. `run()` is the one run loop of the code base.
+
+Logits come from a `LogitsSource` (sources/): the model's own decoder in this process by default.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import torch
 
-from .errors import Cancelled
-from .events import (Candidates, KeptCdf, Pending, PrefillDone, StepDistribution, StepDone, Stopped,
-                     Token)
+from .errors import Cancelled, NotReady
+from .events import Pending, PrefillDone, SessionStatus, StepDone, Stopped, Token
 from .loading import LoadedModel
-from .sampling import Distribution, distribution, draw
+from .report import chosen_rank, summarise
+from .sampling import distribution, draw
 from .settings import GenerationSettings, SamplerSettings
+from .sources import LogitsSource
+from .sources.local import LocalDecoder
 from .tokenizer import ChatMessage
 
-KEPT_SHOWN = 64  # kept tokens carried to the draw view (the rest only as a count and their total mass)
 PREFILL_CHUNK = 512  # positions per prefill pass; longer prompts take several passes
 
 
-class GenerationEnded(RuntimeError):
+class GenerationEnded(NotReady):
     """Raised by `step()` after EOS, a stop string or a full context window: reset to go on."""
 
 
@@ -58,14 +62,16 @@ def prompt_ids(model: LoadedModel, prompt: str, chat: bool = False, system: str 
 
 class Session:
     def __init__(self, model: LoadedModel, settings: GenerationSettings = GenerationSettings(),
-                 capture_attention: bool = False):
+                 capture_attention: bool = False, source: LogitsSource | None = None):
         self.model = model
+        self.source = source if source is not None else LocalDecoder(model.decoder)
         self.settings = settings.validate()
         self.capture_attention = capture_attention
+        self.running = False  # inside run()
         self._abort = threading.Event()
+        self._pause = threading.Event()
         self.prompt: list[int] = []
         self.prompt_text = ""
-        self.cache = None
         self._prefill_logits: torch.Tensor | None = None
         self._prefill_ms = 0.0
         self._prefill_attention: np.ndarray | None = None
@@ -96,20 +102,44 @@ class Session:
 
     @property
     def forward_count(self) -> int:
-        return self.model.decoder.forward_count
+        return self.source.forward_count
+
+    @property
+    def pending_logits(self) -> torch.Tensor | None:
+        """The logits the next step will draw from (None until the pending forward pass has run)."""
+        return self._pending
+
+    def blocked(self) -> str:
+        """Why a step would be refused now, or "" when it would be taken (the rule `step()` enforces)."""
+        if not self.prefilled:
+            return "prefill the prompt before stepping"
+        reason = self.stopped.reason if self.stopped is not None else None
+        if reason in ("eos", "stop_string", "context_full"):
+            return f"generation ended ({reason}); reset to start again"
+        if reason == "max_new_tokens" and len(self.generated) >= self.settings.max_new_tokens:
+            return "the max new tokens limit is reached; raise it or reset"
+        return ""
+
+    def status(self) -> SessionStatus:
+        return SessionStatus(prefilled=self.prefilled, running=self.running, blocked=self.blocked(),
+                             n_generated=len(self.generated), settings=self.settings)
 
     def update_settings(self, settings: GenerationSettings) -> None:
         """New settings apply to the next draw; a new seed applies from the next reset."""
         self.settings = settings.validate()
 
     def abort(self) -> None:
-        """Ask a running `run()` to stop before its next step (thread-safe)."""
+        """End a running `run()` (or a chunked prefill) before its next step, as aborted (thread-safe)."""
         self._abort.set()
+
+    def pause(self) -> None:
+        """End a running `run()` before its next step; the generation can go on (thread-safe)."""
+        self._pause.set()
 
     def reset(self) -> None:
         """Back to the state right after prefill: the prompt's cache kept, generated tokens forgotten."""
-        if self.cache is not None:
-            self.cache.crop(len(self.prompt))
+        if self.prefilled:
+            self.source.crop(len(self.prompt))
         self._abort.clear()
         self._start_generation()
 
@@ -120,31 +150,22 @@ class Session:
         Prompts longer than PREFILL_CHUNK go through in chunks of that many positions, so a long prompt
         reports progress (`progress("prefill", done, total)`) and `abort()` can cancel it in between.
         """
+        self._check_prompt(ids)
         c = self.model.config
-        if not ids:
-            raise ValueError("the prompt is empty: it must contain at least one token")
-        if len(ids) > c.context_length:
-            raise ValueError(f"the prompt is {len(ids)} tokens but the context window holds {c.context_length}")
-        bad = [i for i in ids if not 0 <= i < c.vocab]
-        if bad:
-            raise ValueError(f"token id {bad[0]} is outside the vocabulary of {c.vocab}")
-        decoder = self.model.decoder
-        self.cache = decoder.new_cache(len(ids) + self.settings.max_new_tokens)
+        self.source.start(len(ids) + self.settings.max_new_tokens)
         capture = _LastRowCapture(c.n_layers) if self.capture_attention else None
         self._abort.clear()
         started = time.perf_counter()
-        with torch.inference_mode():
-            for start in range(0, len(ids), PREFILL_CHUNK):
-                if self._abort.is_set():
-                    self._abort.clear()
-                    self._prefill_logits = None
-                    raise Cancelled("prefill cancelled")
-                chunk = torch.tensor(ids[start:start + PREFILL_CHUNK], device=decoder.device)
-                last = start + PREFILL_CHUNK >= len(ids)
-                logits = decoder.forward(chunk, start, self.cache, capture=capture if last else None)
-                if progress:
-                    progress("prefill", min(start + PREFILL_CHUNK, len(ids)), len(ids))
-            self._prefill_logits = logits[0].to("cpu")
+        for start in range(0, len(ids), PREFILL_CHUNK):
+            if self._abort.is_set():
+                self._abort.clear()
+                self._prefill_logits = None
+                raise Cancelled("prefill cancelled")
+            last = start + PREFILL_CHUNK >= len(ids)
+            logits = self.source.forward(ids[start:start + PREFILL_CHUNK], start, capture if last else None)
+            if progress:
+                progress("prefill", min(start + PREFILL_CHUNK, len(ids)), len(ids))
+        self._prefill_logits = logits
         self._prefill_ms = (time.perf_counter() - started) * 1000
         self._prefill_attention = capture.array() if capture else None
         self.prompt, self.prompt_text = list(ids), prompt_text
@@ -155,9 +176,20 @@ class Session:
         if len(ids) == c.context_length:
             self.stopped = self._stopped("context_full")
         return PrefillDone(tokens=tokens, n_tokens=len(ids), ms=self._prefill_ms,
-                           kv_used_bytes=self.cache.used_bytes, kv_allocated_bytes=self.cache.allocated_bytes,
+                           kv_used_bytes=self.source.kv_used_bytes,
+                           kv_allocated_bytes=self.source.kv_allocated_bytes,
                            prompt_text=prompt_text, pending=self.preview().dist,
                            attention=self._prefill_attention)
+
+    def _check_prompt(self, ids: list[int]) -> None:
+        c = self.model.config
+        if not ids:
+            raise ValueError("the prompt is empty: it must contain at least one token")
+        if len(ids) > c.context_length:
+            raise ValueError(f"the prompt is {len(ids)} tokens but the context window holds {c.context_length}")
+        bad = [i for i in ids if not 0 <= i < c.vocab]
+        if bad:
+            raise ValueError(f"token id {bad[0]} is outside the vocabulary of {c.vocab}")
 
     # --- one step -------------------------------------------------------------------------------------
     def preview(self, sampler: SamplerSettings | None = None) -> Pending:
@@ -175,7 +207,7 @@ class Session:
         if self._pending is None:
             self._feed_last()
         forward_ms = self._pending_forward_ms
-        kv_used, kv_allocated = self.cache.used_bytes, self.cache.allocated_bytes
+        kv_used, kv_allocated = self.source.kv_used_bytes, self.source.kv_allocated_bytes
         sampler = self.settings.sampler
         t = time.perf_counter()
         dist = distribution(self._pending, sampler)
@@ -194,7 +226,8 @@ class Session:
         event = StepDone(
             index=index, position=self.n_context - 1, token=token, forward_ms=forward_ms,
             sample_ms=sample_ms, kv_used_bytes=kv_used, kv_allocated_bytes=kv_allocated,
-            context_tokens=self.n_context, chosen_rank=self._rank(logits, token_id, summary.candidates),
+            context_tokens=self.n_context,
+            chosen_rank=chosen_rank(logits, token_id, summary.candidates, self.settings.top_n),
             random_u=u, dist=summary, seed=self.seed_used,
             stop_progress=progress, attention=self._pending_attention)
         self._pending, self._pending_attention = None, None
@@ -213,14 +246,27 @@ class Session:
         self._feed_last()
         self._decode_seconds += time.perf_counter() - started
 
-    def run(self) -> Iterator[StepDone | Stopped]:
-        """Step until a stop rule fires or `abort()` is called (checked between steps)."""
+    def run(self, max_steps: int = 0, between: Callable[[], None] | None = None) -> Iterator[StepDone | Stopped]:
+        """Step until a stop rule fires, `abort()` or `pause()` is called, or `max_steps` were taken
+        (0 = no limit). `between` runs before every step: a driver reads its commands there."""
         self._resume()
-        while self.stopped is None:
-            if self._abort.is_set():
-                yield self.abort_now()
-                return
-            yield from self.step()
+        self._pause.clear()
+        self.running = True
+        try:
+            taken = 0
+            while self.stopped is None and (max_steps == 0 or taken < max_steps):
+                if between is not None:
+                    between()
+                if self._abort.is_set():
+                    yield self.abort_now()
+                    return
+                if self._pause.is_set():
+                    return
+                yield from self.step()
+                taken += 1
+        finally:
+            self.running = False
+            self._pause.clear()
 
     def abort_now(self) -> Stopped:
         """End the generation here, between steps, as aborted by the user."""
@@ -239,25 +285,16 @@ class Session:
     # --- helpers --------------------------------------------------------------------------------------
     def _resume(self) -> None:
         """Clear a stop that more steps may follow (an abort, a raised limit), or refuse."""
-        if not self.prefilled:
-            raise RuntimeError("prefill the prompt before stepping")
-        if self.stopped is None:
-            return
-        if self.stopped.reason in ("eos", "stop_string", "context_full"):
-            raise GenerationEnded(f"generation ended ({self.stopped.reason}); reset to start again")
-        if self.stopped.reason == "max_new_tokens" and len(self.generated) >= self.settings.max_new_tokens:
-            raise GenerationEnded("the max new tokens limit is reached; raise it or reset")
+        why = self.blocked()
+        if why:
+            raise NotReady(why) if not self.prefilled else GenerationEnded(why)
         self.stopped = None
 
     def _feed_last(self) -> None:
         """Run the newest token through the model: its K/V join the cache, the next logits are pending."""
-        decoder = self.model.decoder
-        position = self.n_context - 1
         capture = _LastRowCapture(self.model.config.n_layers) if self.capture_attention else None
         started = time.perf_counter()
-        with torch.inference_mode():
-            ids = torch.tensor([self.generated[-1]], device=decoder.device)
-            self._pending = decoder.forward(ids, position, self.cache, capture=capture)[0].to("cpu")
+        self._pending = self.source.forward([self.generated[-1]], self.n_context - 1, capture)
         self._pending_forward_ms = (time.perf_counter() - started) * 1000
         self._pending_attention = capture.array() if capture else None
 
@@ -277,39 +314,9 @@ class Session:
                 (n for n in range(len(s) - 1, 0, -1) if text.endswith(s[:n])), default=0))
         return tuple(progress), matched
 
-    def _rank(self, logits: torch.Tensor, token_id: int, candidates: Candidates) -> int:
-        """0-based rank by raw logit: how many logits are strictly higher.
-
-        A chosen token among the top-N candidates is outranked only by candidates (every higher logit
-        is among the top N), so the full-vocabulary pass is needed only for a token outside them.
-        """
-        n_top = min(self.settings.top_n, logits.numel())
-        top = candidates.logits[:n_top]
-        at = np.flatnonzero(candidates.ids[:n_top] == token_id)
-        if at.size:
-            return int((top > top[at[0]]).sum())
-        return int((logits > logits[token_id]).sum())
-
-    def _summarise(self, logits: torch.Tensor, dist: Distribution, sampler: SamplerSettings,
-                   chosen: int | None) -> StepDistribution:
-        tok = self.model.tokenizer
-        n = min(self.settings.top_n, logits.numel())
-        top = torch.topk(logits, n).indices
-        if chosen is not None and chosen not in top.tolist():
-            top = torch.cat([top, torch.tensor([chosen])])
-        kept_ids = dist.kept_ids[:KEPT_SHOWN]
-        ids = top.numpy().astype(np.int64)
-        candidates = Candidates(
-            ids=ids, texts=tuple(tok.piece_text(int(i)) for i in ids),
-            logits=logits[top].double().numpy(), p_raw=dist.p_raw[top].numpy(),
-            p_temp=dist.p_temp[top].numpy(), p_final=dist.p_final[top].numpy())
-        kept = KeptCdf(ids=kept_ids.numpy().astype(np.int64),
-                       texts=tuple(tok.piece_text(int(i)) for i in kept_ids),
-                       cdf=dist.kept_cdf[:KEPT_SHOWN].numpy(), n_kept=int(dist.kept_ids.numel()))
-        eos = [i for i in self.model.config.eos_ids if i < logits.numel()]
-        return StepDistribution(candidates=candidates, stages=tuple(dist.stages), kept=kept,
-                                entropy=dist.entropy, eos_p=float(dist.p_raw[eos].sum()) if eos else 0.0,
-                                settings=sampler)
+    def _summarise(self, logits, dist, sampler, chosen):
+        return summarise(logits, dist, sampler, chosen, self.settings.top_n, self.model.tokenizer,
+                         self.model.config.eos_ids)
 
     def _stopped(self, reason: str, matched: str | None = None) -> Stopped:
         prefill_rate = len(self.prompt) / (self._prefill_ms / 1000) if self._prefill_ms > 0 else 0.0

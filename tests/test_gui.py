@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QMessageBox
 
 from gui.main_window import LAYOUT_VERSION, MainWindow
 from gui.theme import Appearance
-from inference.remote import ENGINE_NICENESS
+from gui.worker import ENGINE_NICENESS
 
 WAIT = 120_000  # ms: generous, the machines are shared
 
@@ -64,14 +64,15 @@ def ids(win):
     return [s.token.id for s in win.controller.steps]
 
 
-def settle(qtbot):
-    qtbot.wait(80)  # longer than one redraw period (33 ms)
+def settle(qtbot, win):
+    """Until every view shows the latest reports (a redraw that waited for its interval has run)."""
+    qtbot.waitUntil(lambda: not win.controller.scheduler.redraw_due, timeout=WAIT)
 
 
 def test_three_steps_show_in_context_and_candidates(qtbot, window):
     prefill(qtbot, window)
     step(qtbot, window, 3)
-    settle(qtbot)
+    settle(qtbot, window)
     chips = window.views["context"].canvas.chips
     assert len(chips) == 5 + 3
     assert [ch.step for ch in chips[5:]] == [1, 2, 3]
@@ -105,14 +106,14 @@ def test_reset_same_seed_reproduces_and_greedy_repeats(qtbot, window):
 def test_temperature_redraws_pending_bars_without_a_forward(qtbot, window):
     prefill(qtbot, window)
     c = window.controller
-    settle(qtbot)
+    settle(qtbot, window)
     forwards = c.forward_count
     assert forwards >= 1  # the prefill ran one
     view = window.views["candidates"]
     before = np.array(view.bar_items[1].opts["width"])  # after-temperature bars
     window.controls.temperature.setValue(2.0)
     qtbot.waitUntil(lambda: c.pending is not None and c.pending.dist.settings.temperature == 2.0, timeout=WAIT)
-    settle(qtbot)
+    settle(qtbot, window)
     after = np.array(view.bar_items[1].opts["width"])
     assert c.shown().pending and view.header.text().startswith("Step 1 (next")
     assert after[0] < before[0] - 0.05  # a hotter temperature flattens the top bar
@@ -124,7 +125,7 @@ def test_scrubbing_to_step_one_shows_its_candidates(qtbot, window):
     prefill(qtbot, window)
     step(qtbot, window, 3)
     window.history.setValue(1)
-    settle(qtbot)
+    settle(qtbot, window)
     first = window.controller.steps[0]
     view = window.views["candidates"]
     assert view.header.text().startswith("Step 1 drew")
@@ -133,15 +134,16 @@ def test_scrubbing_to_step_one_shows_its_candidates(qtbot, window):
 
 
 def test_run_until_max_new_tokens(qtbot, window):
+    """Greedy, so the run is the same every time: this prompt's first 10 greedy tokens hold no EOS."""
+    window.controls.greedy.setChecked(True)
     window.controls.max_new.setValue(10)
     prefill(qtbot, window, "Write a long story about a dragon:")
     window.actions["run"].trigger()
     qtbot.waitUntil(lambda: window.controller.stopped is not None and _idle(window.controller), timeout=WAIT)
     stopped = window.controller.stopped
-    assert stopped.reason in ("max_new_tokens", "eos")
-    if stopped.reason == "max_new_tokens":
-        assert stopped.n_generated == 10 and len(window.controller.steps) == 10
-    assert not window.actions["pause"].isEnabled()
+    assert stopped.reason == "max_new_tokens"
+    assert stopped.n_generated == 10 and len(window.controller.steps) == 10
+    assert not window.actions["pause"].isEnabled() and not window.actions["step"].isEnabled()
 
 
 @pytest.mark.skipif(not hasattr(os, "getpriority"), reason="no process priorities here")
@@ -155,10 +157,9 @@ def test_the_engine_process_yields_the_cpu_to_the_gui(window):
 def test_plot_views_take_turns_during_run_within_a_cpu_share(qtbot, window, monkeypatch):
     """During Run the context redraws every time; the plot views one at a time, and only while the GUI
     thread stays within its CPU share; when the run ends every view catches up."""
-    import gui.controller as controller_module
     from gui.views.base import View
 
-    c = window.controller
+    scheduler = window.controller.scheduler
     prefill(qtbot, window)
     step(qtbot, window)
     views = [v for v in window.findChildren(View) if v.isVisible()]
@@ -168,15 +169,20 @@ def test_plot_views_take_turns_during_run_within_a_cpu_share(qtbot, window, monk
     counts = {}
     for v in views:
         monkeypatch.setattr(v, "refresh", lambda v=v: counts.__setitem__(v, counts.get(v, 0) + 1))
+    clock = {"cpu": 0.0, "wall": 0.0, "cpu_per_redraw": 0.0}
+    monkeypatch.setattr(scheduler, "cpu_clock", lambda: clock["cpu"])
+    monkeypatch.setattr(scheduler, "wall_clock", lambda: clock["wall"])
 
     def redraws(n):
         counts.clear()
         for _ in range(n):
-            c._emit_redraw()
+            clock["wall"] += 1.0  # a second between redraws...
+            clock["cpu"] += clock["cpu_per_redraw"]  # ...of which the GUI thread used this much
+            scheduler.redraw_now()
 
-    c.running = True  # as if a run were on (no engine work: only the redraw policy is under test)
-    monkeypatch.setattr(controller_module, "RUN_GUI_CPU_SHARE", 1.0)  # a whole core: a turn at every redraw
-    c._cpu_allowance = 1.0  # (the redraws themselves cost next to nothing here)
+    redraws(1)  # not running yet: the scheduler starts its accounts from the (fake) clocks
+    monkeypatch.setattr(scheduler, "is_running", lambda: True)  # only the redraw policy is under test
+    monkeypatch.setattr(scheduler, "cpu_share", 1.0)  # a whole core, unused: a turn at every redraw
     first = [v for v in costly if v.FIRST]
     assert [type(v).__name__ for v in first] == ["CandidatesView"]
     rest = len(costly) - 1
@@ -185,15 +191,15 @@ def test_plot_views_take_turns_during_run_within_a_cpu_share(qtbot, window, monk
     # one costly view per redraw: the candidates every other time, the others in turn between
     assert counts.get(first[0]) == 3 * rest
     assert sorted(counts.get(v, 0) for v in costly if v is not first[0]) == [3] * rest
-    monkeypatch.setattr(controller_module, "RUN_GUI_CPU_SHARE", 0.0)  # no CPU to spare: no plot turns...
-    monkeypatch.setattr(controller_module, "RUN_MIN_TURN_S", 3600.0)
-    c._cpu_allowance = -1.0
+    monkeypatch.setattr(scheduler, "cpu_share", 0.05)  # the GUI thread busy all the time: no plot turns...
+    monkeypatch.setattr(scheduler, "min_turn_s", 3600.0)
+    clock["cpu_per_redraw"] = 1.0
     redraws(len(costly))
     assert not any(counts.get(v) for v in costly) and all(counts.get(v) == len(costly) for v in cheap)
-    c._last_turn -= 3600.0  # ...except one when the last turn is RUN_MIN_TURN_S ago
+    clock["wall"] += 3600.0  # ...except one when the last turn is min_turn_s ago
     redraws(len(costly))
     assert sum(counts.get(v, 0) for v in costly) == 1
-    c.running = False
+    monkeypatch.setattr(scheduler, "is_running", lambda: False)
     redraws(1)
     assert all(counts.get(v) == 1 for v in views)
 
@@ -270,11 +276,11 @@ def test_export_trace_and_png(qtbot, window, tmp_path):
 def test_presentation_and_dark_mode_rescale(qtbot, window):
     canvas = window.views["context"].canvas
     prefill(qtbot, window)
-    settle(qtbot)
+    settle(qtbot, window)
     normal = canvas.chips[0].rect.height()
     window.actions["presentation"].trigger()
     window.actions["dark"].trigger()
-    settle(qtbot)
+    settle(qtbot, window)
     assert canvas.chips[0].rect.height() > normal * 1.1  # the type grew by the presentation scale
     assert window.appearance.theme.name == "dark"
     window.actions["presentation"].trigger()
@@ -309,7 +315,7 @@ def test_presentation_mode_tabs_the_secondary_docks_and_gives_the_layout_back(qt
     assert d["candidates"].width() > before["candidates"].width() + before["stop"].width() * 0.8
     window.actions["presentation"].trigger()
     qtbot.waitUntil(lambda: not window.tabifiedDockWidgets(d["kv"]), timeout=5000)
-    settle(qtbot)
+    settle(qtbot, window)
     after = {key: dock.geometry() for key, dock in d.items() if dock.isVisible()}
     assert after.keys() == before.keys()
     for key in before:

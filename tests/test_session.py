@@ -6,7 +6,9 @@ import torch
 from inference.events import Pending, StepDone, Stopped
 from inference.loading import load_model
 from inference.settings import SamplerSettings
+from inference.errors import NotReady
 from inference.session import GenerationEnded, Session
+from inference.sources.local import LocalDecoder
 from inference.settings import GenerationSettings
 from tiny import make_hf_model, save_hf_model
 
@@ -128,12 +130,24 @@ def test_abort_between_steps(no_eos):
     assert len(_tokens(session.run())) > 0  # after an abort, stepping goes on from where it was
 
 
+class CertainEos(LocalDecoder):
+    """The model's own source, except that every distribution puts all its mass on EOS."""
+
+    def __init__(self, decoder, eos: int):
+        super().__init__(decoder)
+        self.eos = eos
+
+    def forward(self, ids, start, capture=None):
+        logits = super().forward(ids, start, capture)
+        certain = torch.full_like(logits, -1e9)
+        certain[self.eos] = 10.0
+        return certain
+
+
 def test_eos_stops(model):
     eos = model.config.eos_ids[0]
-    session = Session(model, GenerationSettings(SAMPLED, max_new_tokens=5))
+    session = Session(model, GenerationSettings(SAMPLED, max_new_tokens=5), source=CertainEos(model.decoder, eos))
     session.prefill(PROMPT)
-    session._pending = torch.full_like(session._pending, -1e9)  # make EOS certain for the next draw
-    session._pending[eos] = 10.0
     events = list(session.step())
     assert events[-1].reason == "eos" and events[0].token.id == eos and events[0].token.special
     assert events[-1].text == ""
@@ -157,7 +171,7 @@ def test_bad_prompts(model):
         session.prefill([])
     with pytest.raises(ValueError, match="outside the vocabulary"):
         session.prefill([model.config.vocab + 1])
-    with pytest.raises(RuntimeError, match="prefill"):
+    with pytest.raises(NotReady, match="prefill"):
         list(Session(model).step())
 
 
@@ -183,7 +197,9 @@ def test_long_prompt_prefills_in_chunks_with_progress(no_eos, monkeypatch):
     chunked.prefill(prompt, progress=lambda stage, done, total: seen.append((stage, done, total)))
     assert seen == [("prefill", 32, 100), ("prefill", 64, 100), ("prefill", 96, 100), ("prefill", 100, 100)]
     assert [e.token.id for e in chunked.run() if isinstance(e, StepDone)] == expected
-    assert torch.allclose(chunked._prefill_logits, whole._prefill_logits, atol=1e-5)
+    whole.reset()
+    chunked.reset()
+    assert torch.allclose(chunked.pending_logits, whole.pending_logits, atol=1e-5)
 
 
 def test_chosen_rank_and_entropy_match_the_full_vocabulary(no_eos):
@@ -196,7 +212,7 @@ def test_chosen_rank_and_entropy_match_the_full_vocabulary(no_eos):
     session.prefill(PROMPT)
     steps, logits = [], []
     while session.stopped is None:
-        logits.append(session._pending)
+        logits.append(session.pending_logits)
         steps += [e for e in session.step() if isinstance(e, StepDone)]
     ranks = [int((lg > lg[s.token.id]).sum()) for s, lg in zip(steps, logits)]
     assert [s.chosen_rank for s in steps] == ranks

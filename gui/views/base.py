@@ -11,7 +11,7 @@ from ..theme import Appearance
 class View(QWidget):
     """Subclasses implement `refresh()` (draw the controller's state) and may override `restyle()`.
 
-    `COSTLY` views (plots) take turns during Run: one of them redraws per redraw (controller.py)."""
+    `COSTLY` views (plots) take turns during Run: one of them redraws per redraw (redraw.py)."""
 
     COSTLY = False
     FIRST = False  # a costly view that takes every other turn (the rest share the others)
@@ -20,14 +20,15 @@ class View(QWidget):
         super().__init__()
         self.controller, self.appearance = controller, appearance
         self._stale = True
-        controller.redraw.connect(self._on_redraw)
+        self.scheduler = controller.scheduler
+        self.scheduler.redraw.connect(self._on_redraw)
         appearance.changed.connect(self._on_appearance)
         if self.COSTLY:
-            controller.take_turns(self)
+            self.scheduler.take_turns(self)
 
     def _on_redraw(self) -> None:
         # All views refresh in one event-loop turn, so the window repaints once per redraw, not per view.
-        if self.COSTLY and not self.controller.takes_turn(self):
+        if self.COSTLY and not self.scheduler.takes_turn(self):
             self._stale = True  # redrawn at its turn, or when the run ends
             return
         if self.isVisible():  # a hidden or tabbed-away dock costs nothing until it is shown

@@ -1,0 +1,202 @@
+"""The typed, versioned messages between a front-end (the GUI's worker thread) and the engine process.
+
+Every message is a frozen dataclass sent inside an `Envelope` that carries `PROTOCOL_VERSION`, so a
+front-end and an engine from different versions refuse each other's messages with a clear error
+instead of misreading them. Commands go down, replies come up; replies hold the session's frozen
+events (numpy arrays and Python scalars, never tensors).
+
+`tag` is the front-end's label for one generation (a load, a prefill or a reset starts a new one): the
+engine echoes the tag of the generation it is serving on every reply about it, so a front-end can drop
+answers to a generation it has since replaced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .events import ModelInfo, Pending, PrefillDone, SessionStatus, StepDone, Stopped
+from .settings import GenerationSettings
+
+PROTOCOL_VERSION = 1
+
+
+# --- commands: front-end -> engine ---------------------------------------------------------------------
+class Command:
+    """Base of every command."""
+
+
+@dataclass(frozen=True)
+class Load(Command):
+    spec: str  # "default", an HF folder or a .gguf file
+    device: str
+    dtype: str
+    tag: int
+
+
+@dataclass(frozen=True)
+class Prefill(Command):
+    prompt: str
+    chat: bool
+    system: str
+    settings: GenerationSettings
+    tag: int
+
+
+@dataclass(frozen=True)
+class Step(Command):
+    """Draw one token (answered by its StepDone, the next Pending, and a Stopped when it ends)."""
+
+
+@dataclass(frozen=True)
+class Run(Command):
+    """Step until a stop rule fires, Pause or Abort arrives, or `max_steps` were taken (0 = no limit).
+
+    Steps come back in batches at most `batch_s` apart (0: each at once): a front-end that redraws a few
+    times a second needs one wake-up per batch, not per token.
+    """
+
+    max_steps: int = 0
+    batch_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Pause(Command):
+    """End a Run after the current step; the generation can go on."""
+
+
+@dataclass(frozen=True)
+class Abort(Command):
+    """End this generation now, as `aborted` (Reset or Prefill starts again)."""
+
+
+@dataclass(frozen=True)
+class Reset(Command):
+    """Back to the prompt (its cache kept), re-seeded from `settings.seed`."""
+
+    settings: GenerationSettings
+    tag: int
+
+
+@dataclass(frozen=True)
+class Configure(Command):
+    """New settings for the next draw; the pending distribution is reported again (no forward pass)."""
+
+    settings: GenerationSettings
+
+
+@dataclass(frozen=True)
+class CaptureAttention(Command):
+    on: bool
+
+
+@dataclass(frozen=True)
+class Cancel(Command):
+    """Cancel a download, conversion or long prefill in progress (checked between its chunks)."""
+
+
+@dataclass(frozen=True)
+class Quit(Command):
+    pass
+
+
+# --- replies: engine -> front-end ----------------------------------------------------------------------
+class Reply:
+    """Base of every reply."""
+
+
+@dataclass(frozen=True)
+class Ready(Reply):
+    cuda: bool  # whether this engine can use a CUDA device
+
+
+@dataclass(frozen=True)
+class Progress(Reply):
+    stage: str  # download / hash / dequantise / write / load / prefill
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class ModelLoaded(Reply):
+    info: ModelInfo
+    tag: int
+
+
+@dataclass(frozen=True)
+class LoadFailed(Reply):
+    message: str  # "" when cancelled on purpose; the previous model stays loaded
+
+
+@dataclass(frozen=True)
+class Prefilled(Reply):
+    event: PrefillDone
+    tag: int
+
+
+@dataclass(frozen=True)
+class Stepped(Reply):
+    events: tuple[StepDone, ...]  # one step, or a Run's batch, in order
+    tag: int
+
+
+@dataclass(frozen=True)
+class PendingStep(Reply):
+    event: Pending
+    tag: int
+
+
+@dataclass(frozen=True)
+class Ended(Reply):
+    event: Stopped
+    tag: int
+
+
+@dataclass(frozen=True)
+class Status(Reply):
+    """What the session can do now; sent whenever it may have changed."""
+
+    status: SessionStatus
+    tag: int
+
+
+@dataclass(frozen=True)
+class Failed(Reply):
+    message: str  # one line a person can act on
+    details: str  # the traceback, for a bug report
+    expected: bool  # bad input (True) or a bug (False)
+
+
+@dataclass(frozen=True)
+class Cancelled(Reply):
+    pass
+
+
+@dataclass(frozen=True)
+class Finished(Reply):
+    """`command` (its class name) is fully answered: the front-end may send the next one."""
+
+    command: str
+    tag: int
+    forward_count: int  # forward passes run so far: a preview runs none
+
+
+# --- the envelope ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Envelope:
+    version: int
+    message: Command | Reply
+
+
+def wrap(message: Command | Reply) -> Envelope:
+    return Envelope(PROTOCOL_VERSION, message)
+
+
+def unwrap(envelope: object, kind: type) -> Command | Reply:
+    """The message inside, or a ValueError naming what is wrong with it."""
+    if not isinstance(envelope, Envelope):
+        raise ValueError(f"not a protocol message: {type(envelope).__name__}")
+    if envelope.version != PROTOCOL_VERSION:
+        raise ValueError(f"protocol version {envelope.version} (this side speaks {PROTOCOL_VERSION})")
+    if not isinstance(envelope.message, kind):
+        raise ValueError(f"unknown {kind.__name__.lower()}: {type(envelope.message).__name__}")
+    return envelope.message

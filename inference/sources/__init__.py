@@ -1,0 +1,34 @@
+"""Where a session's logits come from: the `LogitsSource` seam.
+
+The session asks a source for the logits after a run of token ids at given positions, and for what
+its KV cache holds; it never touches a decoder or a cache itself. Today the one source is this process's
+own decoder (`local.LocalDecoder`); an inference server that is stepped one token per request fits the
+same shape (its cache is the server's, so it may not know the byte counts: it reports 0).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+
+
+class LogitsSource(Protocol):
+    forward_count: int  # forward passes run so far (a preview runs none)
+
+    def start(self, capacity: int) -> None:
+        """Forget everything; a fresh cache for about `capacity` positions (it may grow)."""
+
+    def forward(self, ids: list[int], start: int, capture=None) -> torch.Tensor:
+        """Read `ids` at positions start.. (their K/V join the cache); the last one's logits, (V,) on CPU.
+
+        `capture` (see model.AttentionCapture) receives each layer's attention weights, where supported."""
+
+    def crop(self, n_positions: int) -> None:
+        """Keep the cache of the first `n_positions` positions only."""
+
+    @property
+    def kv_used_bytes(self) -> int: ...
+
+    @property
+    def kv_allocated_bytes(self) -> int: ...

@@ -1,0 +1,35 @@
+"""The local source: this process's own decoder (inference/model.py) and its KV cache."""
+
+from __future__ import annotations
+
+import torch
+
+
+
+class LocalDecoder:
+    def __init__(self, decoder):
+        self.decoder = decoder
+        self.cache = None
+
+    @property
+    def forward_count(self) -> int:
+        return self.decoder.forward_count
+
+    def start(self, capacity: int) -> None:
+        self.cache = self.decoder.new_cache(capacity)
+
+    def forward(self, ids: list[int], start: int, capture=None) -> torch.Tensor:
+        with torch.inference_mode():
+            tensor = torch.tensor(ids, device=self.decoder.device)
+            return self.decoder.forward(tensor, start, self.cache, capture=capture)[0].to("cpu")
+
+    def crop(self, n_positions: int) -> None:
+        self.cache.crop(n_positions)
+
+    @property
+    def kv_used_bytes(self) -> int:
+        return self.cache.used_bytes
+
+    @property
+    def kv_allocated_bytes(self) -> int:
+        return self.cache.allocated_bytes

@@ -1,0 +1,102 @@
+"""The engine loop over real pipes, in this process: typed commands in, typed replies out, one run loop."""
+
+import multiprocessing
+import threading
+
+import pytest
+
+from inference import protocol as p
+from inference.engine import Engine
+from inference.events import SessionStatus, StepDone
+from inference.settings import GenerationSettings, SamplerSettings
+from tiny import make_hf_model, save_hf_model
+
+GREEDY = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=40)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return str(save_hf_model(make_hf_model("llama", seed=3), tmp_path_factory.mktemp("engine")))
+
+
+def serve(commands, finished: int):
+    """Queue `commands` (raw objects: envelopes or not) at once, so the engine finds them all waiting; once
+    `finished` of them are answered, Quit. The engine's replies."""
+    command_reader, command_writer = multiprocessing.Pipe(duplex=False)
+    reply_reader, reply_writer = multiprocessing.Pipe(duplex=False)
+    for command in commands:
+        command_writer.send(command)
+    thread = threading.Thread(target=lambda: Engine(command_reader, reply_writer, cuda=False).loop())
+    thread.start()
+    replies = []
+    while thread.is_alive() or reply_reader.poll():
+        if reply_reader.poll(0.05):
+            replies.append(p.unwrap(reply_reader.recv(), p.Reply))
+            if isinstance(replies[-1], p.Finished) and len(of(replies, p.Finished)) == finished:
+                command_writer.send(p.wrap(p.Quit()))
+    thread.join()
+    return replies
+
+
+def of(replies, kind):
+    return [r for r in replies if isinstance(r, kind)]
+
+
+def steps(replies):
+    return [e for r in of(replies, p.Stepped) for e in r.events]
+
+
+def test_a_bad_message_gets_an_error_reply_and_the_engine_goes_on(folder):
+    replies = serve(["not an envelope", p.Envelope(p.PROTOCOL_VERSION + 1, p.Step()),
+                     p.Envelope(p.PROTOCOL_VERSION, p.Ready(cuda=False)), p.wrap(p.Step()),
+                     p.wrap(p.Load(folder, "cpu", "float32", 1))], finished=2)
+    failed = of(replies, p.Failed)
+    assert "not a protocol message" in failed[0].message
+    assert "protocol version" in failed[1].message
+    assert "unknown command: Ready" in failed[2].message
+    assert "no model is loaded" in failed[3].message and failed[3].expected
+    assert of(replies, p.ModelLoaded)[0].tag == 1
+
+
+def test_run_is_the_session_run_loop_with_batches_and_a_step_limit(folder):
+    replies = serve([p.wrap(p.Load(folder, "cpu", "float32", 1)),
+                     p.wrap(p.Prefill("the cat", False, "", GREEDY, 2)),
+                     p.wrap(p.Run(max_steps=5, batch_s=60.0))], finished=3)
+    taken = steps(replies)
+    assert [s.index for s in taken] == [1, 2, 3, 4, 5]
+    assert len(of(replies, p.Stepped)[0].events) == 5  # a whole run in one batch: 60 s never passed
+    statuses = [r.status for r in of(replies, p.Status)]
+    assert any(s.running for s in statuses) and not statuses[-1].running
+    assert statuses[-1] == SessionStatus(True, False, "", 5, GREEDY)
+    finished = [r.command for r in of(replies, p.Finished)]
+    assert finished == ["Load", "Prefill", "Run"]
+    assert all(r.tag == 2 for r in of(replies, p.Stepped) + of(replies, p.PendingStep))
+
+
+def test_pause_ends_a_run_before_its_next_step_and_a_new_prompt_ends_it_too(folder):
+    replies = serve([p.wrap(p.Load(folder, "cpu", "float32", 1)),
+                     p.wrap(p.Prefill("the cat", False, "", GREEDY, 2)),
+                     p.wrap(p.Run()), p.wrap(p.Pause()),
+                     p.wrap(p.Run()), p.wrap(p.Step()),
+                     p.wrap(p.Run()), p.wrap(p.Prefill("a dog", False, "", GREEDY, 3))], finished=7)
+    assert [s.index for s in steps(replies)] == [1]  # every run ended before its first step; one Step
+    prefilled = of(replies, p.Prefilled)
+    assert [r.tag for r in prefilled] == [2, 3]
+    assert [r.command for r in of(replies, p.Finished)] == ["Load", "Prefill", "Run", "Run", "Step", "Run",
+                                                            "Prefill"]
+
+
+def test_abort_ends_the_generation_and_settings_preview_without_a_forward(folder):
+    hot = GenerationSettings(SamplerSettings(temperature=3.0, top_k=0), max_new_tokens=40)
+    replies = serve([p.wrap(p.Load(folder, "cpu", "float32", 1)),
+                     p.wrap(p.Prefill("the cat", False, "", GREEDY, 2)), p.wrap(p.Configure(hot)),
+                     p.wrap(p.Step()), p.wrap(p.Abort()), p.wrap(p.Reset(GREEDY, 3)), p.wrap(p.Step())],
+                    finished=7)
+    finished = {r.command: r.forward_count for r in of(replies, p.Finished)}
+    assert finished["Configure"] == finished["Prefill"]  # the preview reused the prefill's logits
+    pending = of(replies, p.PendingStep)
+    assert pending[0].event.dist.settings.temperature == 3.0
+    ended = of(replies, p.Ended)
+    assert [e.event.reason for e in ended] == ["aborted"]
+    after_reset = [e for r in of(replies, p.Stepped) if r.tag == 3 for e in r.events]
+    assert [s.index for s in after_reset] == [1] and isinstance(after_reset[0], StepDone)
