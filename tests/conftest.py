@@ -19,3 +19,14 @@ def default_model():
     from inference.loading import load_model
 
     return load_model("default", device="cpu", dtype="float32")
+
+
+def pytest_collection_modifyitems(items):
+    """`slow`: every test that needs the real default model (its fixture) or starts a subprocess, so that
+    `pytest -m "not slow"` is a quick check of everything else. The rule lives here, not in each file, so
+    a new test cannot forget it."""
+    for item in items:
+        function = getattr(item, "function", None)
+        runs_a_process = function is not None and "subprocess" in function.__code__.co_names
+        if "default_model" in getattr(item, "fixturenames", ()) or runs_a_process:
+            item.add_marker(pytest.mark.slow)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from inference import cache_dir, default_model
@@ -17,6 +18,7 @@ from inference.settings import GenerationSettings
 from paragraph import PARAGRAPH
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # every test here reads the real default model (in a subprocess or not)
 
 
 def _trace(*args, env=None):
