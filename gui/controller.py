@@ -261,6 +261,7 @@ class Controller(QObject):
     def _on_ended(self, reply: p.Ended) -> None:
         if self._current(reply):
             self.history.stopped = reply.event
+            self.state_changed.emit()  # the status line names the reason
             self.scheduler.dirty()
 
     def _on_status(self, reply: p.Status) -> None:
