@@ -10,13 +10,14 @@ from pathlib import Path
 import torch
 
 from . import cache_dir
+from .checkpoint import read_checkpoint
 from .config import ModelConfig
 from .errors import ModelFormatError
 from .events import ModelInfo
 from .model import Decoder
 from .settings import DTYPE_CHOICES, SamplerSettings
 from .tokenizer import Tokenizer
-from .weights import build_weights, fingerprint, read_checkpoint, weights_bytes
+from .weights import build_weights, fingerprint, weights_bytes
 
 # int8: weight-only int8 matrices with a scale per 64 weights of a row; activations, norms and the KV cache in float32.
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "int8": torch.int8}

@@ -257,13 +257,14 @@ def test_checkpoint_is_read_whole_in_any_batch_size(tmp_path, batch_bytes, monke
     """The file is mapped again every READ_BATCH_BYTES; every tensor still comes out whole and exact."""
     from safetensors.torch import load_file
 
-    from inference import weights
+    from inference import checkpoint
     from inference.loading import read_config
 
     folder = save_hf_model(make_hf_model("llama"), tmp_path)
     config, _ = read_config(folder)
-    monkeypatch.setattr(weights, "READ_BATCH_BYTES", batch_bytes)
-    tensors, _ = weights.read_checkpoint(folder, config)
-    reference = {weights._canonical(k, config.family): v for k, v in load_file(folder / "model.safetensors").items()}
+    monkeypatch.setattr(checkpoint, "READ_BATCH_BYTES", batch_bytes)
+    tensors, _ = checkpoint.read_checkpoint(folder, config)
+    reference = {checkpoint.canonical_name(k, config.family): v
+                 for k, v in load_file(folder / "model.safetensors").items()}
     assert sorted(tensors) == sorted(reference)
     assert all(torch.equal(tensors[name], reference[name].float()) for name in reference)

@@ -5,7 +5,8 @@ import torch
 
 from inference.loading import load_model, read_config
 from inference.model import Decoder
-from inference.weights import build_weights, read_checkpoint
+from inference.checkpoint import read_checkpoint
+from inference.weights import build_weights
 from inference.settings import SamplerSettings
 from inference.session import Session
 from inference.settings import GenerationSettings
