@@ -17,7 +17,7 @@ from tiny import make_hf_model, save_hf_model
 
 from inference import kernels
 from inference.loading import DTYPE_CHOICES, load_model
-from inference.weights import INT8_GROUP
+from inference.quant import INT8_GROUP
 
 ROOT = Path(__file__).resolve().parent.parent
 IDS = [5, 77, 200, 31, 9, 140, 250, 3, 17, 99, 12, 5]
