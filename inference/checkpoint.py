@@ -163,7 +163,7 @@ _FLOAT_DTYPES = {"F32", "F16", "BF16", "F64"}
 READ_BATCH_BYTES = 64 << 20  # file bytes mapped at a time while copying tensors out
 
 
-def weight_files(folder: Path) -> dict[Path, list[str] | None]:
+def _weight_files(folder: Path) -> dict[Path, list[str] | None]:
     """Safetensors files of a folder -> the tensor names the index assigns them (None: unindexed)."""
     index = folder / "model.safetensors.index.json"
     if index.exists():
@@ -196,7 +196,7 @@ def read_checkpoint(folder: Path, config: ModelConfig) -> tuple[dict[str, torch.
 
     expected = expected_shapes(config)
     tensors: dict[str, torch.Tensor] = {}
-    for file, indexed_names in weight_files(folder).items():
+    for file, indexed_names in _weight_files(folder).items():
         try:
             wanted = _checked_names(file, indexed_names, config, expected, tensors)
             tensors.update(_copied_out(file, wanted))

@@ -23,7 +23,7 @@ from .model import DecoderWeights, Layer
 from .packing import pack
 
 
-def fold(norm_weight, norm_bias, weight, bias):
+def _fold(norm_weight, norm_bias, weight, bias):
     """Fold a norm's affine (x_hat * g + b) into the projection after it: W' = W g, b' = W b + c."""
     folded_bias = bias
     if norm_bias is not None:
@@ -32,7 +32,7 @@ def fold(norm_weight, norm_bias, weight, bias):
     return weight * norm_weight[None, :], folded_bias
 
 
-def interleave_heads(t: torch.Tensor, n_heads: int) -> torch.Tensor:
+def _interleave_heads(t: torch.Tensor, n_heads: int) -> torch.Tensor:
     """Reorder each head's rows from HF's (first half, second half) to (even, odd) rotary pairs."""
     rest = t.shape[1:]
     return t.reshape(n_heads, 2, -1, *rest).transpose(1, 2).reshape(-1, *rest)
@@ -57,7 +57,7 @@ class BackendParts:
         """A projection and the norm before it (None if none), the norm folded in unless quantised."""
         has_norm = norm_weight is not None
         if has_norm and not self.quantized:
-            weight, bias = fold(norm_weight, norm_bias, weight, bias)
+            weight, bias = _fold(norm_weight, norm_bias, weight, bias)
             norm_weight = norm_bias = None
         if self.quantized:
             projection = quant.int8_linear(weight, self.place(bias), self.backend)
@@ -68,12 +68,12 @@ class BackendParts:
 
 def llama_layer(t: dict[str, torch.Tensor | None], c: ModelConfig, parts: BackendParts) -> Layer:
     """Llama, Mistral, Qwen2: fused QKV with interleaved rotary rows, fused gate/up."""
-    qkv_w = torch.cat([interleave_heads(t["q"], c.n_heads), interleave_heads(t["k"], c.n_kv_heads),
-                       t["v"]])  # (q_dim + 2 kv_dim, C)
-    qkv_b = None
-    if c.qkv_bias:
-        qkv_b = torch.cat([interleave_heads(t["q_bias"], c.n_heads), interleave_heads(t["k_bias"], c.n_kv_heads),
-                           t["v_bias"]])
+    def fused_qkv(suffix: str) -> torch.Tensor:
+        return torch.cat([_interleave_heads(t["q" + suffix], c.n_heads),
+                          _interleave_heads(t["k" + suffix], c.n_kv_heads), t["v" + suffix]])
+
+    qkv_w = fused_qkv("")  # (q_dim + 2 kv_dim, C)
+    qkv_b = fused_qkv("_bias") if c.qkv_bias else None
     qkv, attn_norm = parts.linear(qkv_w, qkv_b, t["attn_norm"])
     o, _ = parts.linear(t["o"], t["o_bias"])
     gate_up_w = torch.cat([t["gate"], t["up"]])  # (2 ffn, C)
