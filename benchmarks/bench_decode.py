@@ -45,15 +45,13 @@ def _prompt_ids(tokenizer_encode, n: int) -> list[int]:
 
 
 class TokenStepSide:
-    def __init__(self, model_spec: str, dtype: str, compile_mode: bool):
+    def __init__(self, model_spec: str, dtype: str):
         import torch
 
         from inference.loading import load_model
 
         self.torch = torch
         loaded = load_model(model_spec, device="cpu", dtype=dtype)
-        if compile_mode:
-            loaded.decoder.compile()
         # The benchmark decodes a fixed number of tokens: without EOS ids nothing stops it early (the
         # decoder keeps its own config, so the model itself is unchanged).
         self.model = replace(loaded, config=replace(loaded.config, eos_ids=()))
@@ -194,18 +192,19 @@ class BandwidthSide:
 def decode_read_bytes(weights, config) -> int:
     """Bytes one decode step reads: every matrix, bias, scale and norm once; of the embedding table (and
     learned positions) one row; of an int8 head's float rows the rescored ones."""
-    from inference.model import RESCORED
+    from inference.quant import RESCORED, RescoredHead
 
     def size(t):
         return t.numel() * t.element_size()
 
-    tables = [t for t in (weights.embed, weights.pos_embed, weights.head_rows) if t is not None]
+    head_rows = weights.lm_head.float_rows if isinstance(weights.lm_head, RescoredHead) else None
+    tables = [t for t in (weights.embed, weights.pos_embed, head_rows) if t is not None]
     total = sum(size(t) for t in weights.tensors() if all(t is not table for table in tables))
     row = size(weights.embed[0])
     total += row * (2 if weights.pos_embed is not None else 1)
     if weights.lm_head.weight is weights.embed:  # a tied float head reads the whole table
         total += size(weights.embed)
-    if weights.head_rows is not None:
+    if head_rows is not None:
         total += RESCORED * row
     return total
 
@@ -216,9 +215,7 @@ def worker(args) -> None:
     torch.set_num_threads(args.threads)
     kind, _, dtype = args.worker.partition(":")
     if kind == "tokenstep":
-        side = TokenStepSide(args.model, dtype, compile_mode=False)
-    elif kind == "tokenstep_compiled":
-        side = TokenStepSide(args.model, dtype, compile_mode=True)
+        side = TokenStepSide(args.model, dtype)
     elif kind == "transformers":
         side = TransformersSide(args.model, dtype)
     elif kind == "llama_cpp":
@@ -309,8 +306,8 @@ def main(argv=None) -> int:
     parser.add_argument("--prefill", default="16,128,512", help="prompt lengths, comma-separated")
     parser.add_argument("--decode", type=int, default=64, help="decode tokens per run")
     parser.add_argument("--sides", default=None,
-                        help="comma-separated engine:dtype list (engines: tokenstep, tokenstep_compiled, "
-                             "transformers, llama_cpp); default from --dtype")
+                        help="comma-separated engine:dtype list (engines: tokenstep, transformers, "
+                             "llama_cpp); default from --dtype")
     parser.add_argument("--quick", action="store_true", help="2 repeats, prefill 16 and 128, 32 tokens")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)

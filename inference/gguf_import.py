@@ -1,7 +1,7 @@
 """GGUF -> a standard Hugging Face folder (config.json, model.safetensors, tokenizer.json, ...).
 
 The `gguf` package reads the file and dequantises each tensor to float32. Two things differ from HF:
-- names (`blk.N.attn_q` ...), mapped below;
+- names (`blk.N.attn_q` ...), mapped by the family's table in checkpoint.py (`spec_for_gguf`);
 - llama.cpp stores Llama's Q and K rows permuted for its rotary layout; they are put back in HF order,
   so the folder loads in transformers too. (A wrong permutation still ranks " Paris" first for
   SmolLM2, so the tests check perplexity.)
@@ -17,31 +17,12 @@ from typing import Callable
 import numpy as np
 
 from . import cache_dir
+from .checkpoint import spec_for_gguf
 from .errors import ModelFormatError
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total); may raise errors.Cancelled
 
-_SUPPORTED = ("llama", "qwen2")
-
-_LAYER_NAMES = {
-    "attn_norm.weight": "input_layernorm.weight",
-    "ffn_norm.weight": "post_attention_layernorm.weight",
-    "attn_q.weight": "self_attn.q_proj.weight",
-    "attn_k.weight": "self_attn.k_proj.weight",
-    "attn_v.weight": "self_attn.v_proj.weight",
-    "attn_output.weight": "self_attn.o_proj.weight",
-    "attn_q.bias": "self_attn.q_proj.bias",
-    "attn_k.bias": "self_attn.k_proj.bias",
-    "attn_v.bias": "self_attn.v_proj.bias",
-    "ffn_gate.weight": "mlp.gate_proj.weight",
-    "ffn_up.weight": "mlp.up_proj.weight",
-    "ffn_down.weight": "mlp.down_proj.weight",
-}
-_GLOBAL_NAMES = {
-    "token_embd.weight": "model.embed_tokens.weight",
-    "output_norm.weight": "model.norm.weight",
-    "output.weight": "lm_head.weight",
-}
+_SUPPORTED = {"llama": "llama", "qwen2": "llama"}  # GGUF architecture -> the family (checkpoint.LAYOUTS)
 
 # Pre-tokenizer regexes of the byte-level BPE families llama.cpp names in `tokenizer.ggml.pre`.
 _LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+"
@@ -50,15 +31,6 @@ _QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?
                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 _CONTROL, _USER_DEFINED = 3, 4  # llama.cpp token types
-
-
-def hf_name(gguf_name: str) -> str | None:
-    if gguf_name in _GLOBAL_NAMES:
-        return _GLOBAL_NAMES[gguf_name]
-    parts = gguf_name.split(".", 2)
-    if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in _LAYER_NAMES:
-        return f"model.layers.{parts[1]}.{_LAYER_NAMES[parts[2]]}"
-    return None
 
 
 def unpermute_rotary(weight: np.ndarray, n_heads: int) -> np.ndarray:
@@ -224,9 +196,10 @@ def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
     for done, t in enumerate(reader.tensors):
         if progress:
             progress("dequantise", done, total)
-        name = hf_name(t.name)
-        if name is None:
+        known = spec_for_gguf(_SUPPORTED[arch], t.name)
+        if known is None:
             raise ModelFormatError(f"{path.name}: unexpected tensor {t.name!r}")
+        spec, name = known
         try:
             array = np.array(dequantize(t.data, t.tensor_type), dtype=np.float32)  # (rows, cols), writable
         except Exception as e:
@@ -234,9 +207,9 @@ def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
         expected = tuple(int(n) for n in reversed(t.shape))
         if array.shape != expected:
             array = array.reshape(expected)
-        if arch == "llama" and t.name.endswith("attn_q.weight"):
+        if arch == "llama" and spec.role == "q":
             array = unpermute_rotary(array, config["num_attention_heads"])
-        elif arch == "llama" and t.name.endswith("attn_k.weight"):
+        elif arch == "llama" and spec.role == "k":
             array = unpermute_rotary(array, config["num_key_value_heads"])
         tensors[name] = np.ascontiguousarray(array)
     if progress:

@@ -1,10 +1,11 @@
-"""The decode GEMV kernels of kernels.cpp: compiled once into the user cache, loaded as torch ops.
+"""The own CPU kernels of kernels.cpp (one-row products of float32 and int8 weights, one-query attention,
+a whole decode layer): compiled once into the user cache, loaded as torch ops.
 
 `ops()` returns `torch.ops.tokenstep` when the kernels can run here (x86-64 with AVX-512 or AVX2 + FMA,
-a C++ compiler, the torch headers), else None and the decoder keeps its stock ops, which give the same
-numbers up to float rounding order. TOKENSTEP_KERNELS=0 turns them off. A build takes about 10 s, once
-per torch version and source; the library is written under a temporary name and renamed into place,
-so an interrupted build is never loaded.
+a C++ compiler, the torch headers), else None and layers.select_backend chooses stock ops, which give
+the same numbers up to float rounding order. TOKENSTEP_KERNELS=0 turns them off. A build takes about
+10 s, once per torch version and source; the library is written under a temporary name and renamed into
+place, so an interrupted build is never loaded.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""From "default", a folder or a .gguf path to a ready model: config, weights, tokenizer, defaults."""
+"""From "default", a folder or a .gguf path to a ready model: config, weights, tokenizer, defaults.
+
+The one place a model is put together: the backend is chosen here, once (layers.select_backend), then the
+checked tensors (checkpoint.py) are built for it (weights.py) and handed to the decoder (model.py).
+"""
 
 from __future__ import annotations
 
@@ -12,11 +16,14 @@ import torch
 from . import cache_dir
 from .config import ModelConfig
 from .errors import ModelFormatError
+from .checkpoint import read_checkpoint
 from .events import ModelInfo
+from .layers import select_backend
 from .model import Decoder
+from .packing import fingerprint, weights_bytes
 from .settings import DTYPE_CHOICES, SamplerSettings
 from .tokenizer import Tokenizer
-from .weights import build_weights, fingerprint, read_checkpoint, weights_bytes
+from .weights import build_weights
 
 # int8: weight-only int8 matrices with a scale per 64 weights of a row; activations, norms and the KV cache in float32.
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "int8": torch.int8}
@@ -156,9 +163,10 @@ def load_model(spec: str | Path = "default", device: str = "auto", dtype: str = 
     dtype_name = resolve_dtype(dtype, torch_device)
     if progress:
         progress("load", 0, 1)
+    backend = select_backend(torch_device, DTYPES[dtype_name])
     hf_tensors, n_params = read_checkpoint(folder, config)
-    weights = build_weights(config, hf_tensors, DTYPES[dtype_name], torch_device)
-    decoder = Decoder(config, weights, DTYPES[dtype_name], torch_device)
+    weights = build_weights(config, hf_tensors, backend)
+    decoder = Decoder(config, weights, backend)
     manifest = cache_dir.read_manifest(folder) or {}
     if progress:
         progress("load", 1, 1)

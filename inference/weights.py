@@ -1,183 +1,26 @@
-"""Reading safetensors checkpoints strictly and laying them out for `model.Decoder`.
+"""The decoder's runtime weights, built from the checked HF tensors (checkpoint.py) for one backend.
 
-Every tensor the config implies must be present with exactly the implied shape; anything else in the
-files is an error (except a few known non-weight buffers). Only safetensors are read: pickle-based
-`.bin` files can run code when loaded, so they are refused.
+What `build_weights` does to them, so that model.py reads them fast:
+- fuses Q/K/V into one matrix and gate/up into one (GPT-2's Conv1D (in, out) matrices are transposed);
+- folds each pre-norm's scale (and a LayerNorm's shift) into the projection after it;
+- reorders each Q and K head's rows from HF's (first half, second half) into interleaved (even, odd)
+  rotary pairs, so rotary embedding is one complex multiply;
+- for dtype int8, quantises every matrix (quant.py) and leaves the norms unfolded: a norm's scale
+  multiplied into the columns would widen each group's range and so its int8 step;
+- on CPU, packs everything into one block in decode order (packing.py).
+One function per family builds a layer; `build_weights` adds the embeddings, the final norm and the head.
 """
 
 from __future__ import annotations
 
-import ctypes
-import hashlib
-import json
-import mmap
-import re
-from pathlib import Path
-
 import torch
 
-from . import kernels as decode_kernels
+from . import quant
+from .checkpoint import take_ends, take_layer
 from .config import ModelConfig
-from .errors import ModelFormatError
-from .model import DecoderWeights, Layer, Linear, Norm, slot_value, weight_slots
-
-# Buffers some checkpoints carry that are not weights: rotary tables and GPT-2's causal-mask tensors.
-_IGNORED = re.compile(r"(^|\.)rotary_emb\.inv_freq$|^transformer\.h\.\d+\.attn\.(masked_)?bias$")
-_FLOAT_DTYPES = {"F32", "F16", "BF16", "F64"}
-
-
-def expected_shapes(c: ModelConfig) -> dict[str, tuple[int, ...]]:
-    """HF tensor name -> shape, as implied by the config (the name map of each architecture)."""
-    shapes: dict[str, tuple[int, ...]] = {}
-    C, F = c.hidden, c.ffn
-    if c.family == "gpt2":
-        shapes["transformer.wte.weight"] = (c.vocab, C)
-        shapes["transformer.wpe.weight"] = (c.context_length, C)
-        for i in range(c.n_layers):
-            p = f"transformer.h.{i}."
-            # GPT-2's Conv1D stores weights as (in, out).
-            for name, shape in (("ln_1.weight", (C,)), ("ln_1.bias", (C,)),
-                                ("attn.c_attn.weight", (C, 3 * C)), ("attn.c_attn.bias", (3 * C,)),
-                                ("attn.c_proj.weight", (C, C)), ("attn.c_proj.bias", (C,)),
-                                ("ln_2.weight", (C,)), ("ln_2.bias", (C,)),
-                                ("mlp.c_fc.weight", (C, F)), ("mlp.c_fc.bias", (F,)),
-                                ("mlp.c_proj.weight", (F, C)), ("mlp.c_proj.bias", (C,))):
-                shapes[p + name] = shape
-        shapes["transformer.ln_f.weight"] = (C,)
-        shapes["transformer.ln_f.bias"] = (C,)
-        if not c.tie_embeddings:
-            shapes["lm_head.weight"] = (c.vocab, C)
-        return shapes
-    shapes["model.embed_tokens.weight"] = (c.vocab, C)
-    for i in range(c.n_layers):
-        p = f"model.layers.{i}."
-        shapes[p + "input_layernorm.weight"] = (C,)
-        shapes[p + "post_attention_layernorm.weight"] = (C,)
-        for proj, out, inp in (("q_proj", c.q_dim, C), ("k_proj", c.kv_dim, C), ("v_proj", c.kv_dim, C),
-                               ("o_proj", C, c.q_dim)):
-            shapes[f"{p}self_attn.{proj}.weight"] = (out, inp)
-            if c.qkv_bias if proj != "o_proj" else c.o_bias:
-                shapes[f"{p}self_attn.{proj}.bias"] = (out,)
-        for proj, out, inp in (("gate_proj", F, C), ("up_proj", F, C), ("down_proj", C, F)):
-            shapes[f"{p}mlp.{proj}.weight"] = (out, inp)
-            if c.mlp_bias:
-                shapes[f"{p}mlp.{proj}.bias"] = (out,)
-    shapes["model.norm.weight"] = (C,)
-    if not c.tie_embeddings:
-        shapes["lm_head.weight"] = (c.vocab, C)
-    return shapes
-
-
-def _canonical(name: str, family: str) -> str:
-    # GPT-2 checkpoints saved from the bare GPT2Model have no "transformer." prefix.
-    if family == "gpt2" and not name.startswith(("transformer.", "lm_head.")):
-        return "transformer." + name
-    return name
-
-
-def _weight_files(folder: Path) -> dict[Path, list[str] | None]:
-    """Safetensors files of a folder -> the tensor names the index assigns them (None: unindexed)."""
-    index = folder / "model.safetensors.index.json"
-    if index.exists():
-        try:
-            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-            if not isinstance(weight_map, dict):
-                raise TypeError
-        except (OSError, ValueError, KeyError, TypeError):
-            raise ModelFormatError(f"{index}: not a valid safetensors index (needs a 'weight_map' object)") \
-                from None
-        files: dict[Path, list[str]] = {}
-        for name, file in weight_map.items():
-            files.setdefault(folder / str(file), []).append(name)
-        for file in files:
-            if not file.is_file():
-                raise ModelFormatError(f"{index}: shard {file.name} is missing")
-        return files
-    single = folder / "model.safetensors"
-    if single.is_file():
-        return {single: None}
-    if any(folder.glob("*.bin")) or any(folder.glob("*.pt")) or any(folder.glob("*.pth")):
-        raise ModelFormatError(f"{folder}: only pickle weights (.bin/.pt) found; TokenStep reads "
-                               "safetensors only, because unpickling a file can run arbitrary code")
-    raise ModelFormatError(f"{folder}: no model.safetensors or model.safetensors.index.json")
-
-
-READ_BATCH_BYTES = 64 << 20  # file bytes mapped at a time while copying tensors out
-
-
-def read_checkpoint(folder: Path, config: ModelConfig) -> tuple[dict[str, torch.Tensor], int]:
-    """Read and check every tensor. Returns (HF name -> float32 CPU tensor, parameter count)."""
-    from safetensors import SafetensorError, safe_open
-
-    expected = expected_shapes(config)
-    tensors: dict[str, torch.Tensor] = {}
-    optional = {"lm_head.weight"} if config.tie_embeddings else set()  # often saved although tied
-    for file, indexed_names in _weight_files(folder).items():
-        try:
-            wanted: list[tuple[str, str]] = []  # (name in the file, canonical name), all checked first
-            with safe_open(str(file), framework="pt") as f:
-                names = list(f.keys())
-                if indexed_names is not None:
-                    absent = sorted(set(indexed_names) - set(names))
-                    if absent:
-                        raise ModelFormatError(f"{file.name}: the index lists {absent[0]!r} here but the "
-                                               "file does not hold it")
-                for stored in names:
-                    name = _canonical(stored, config.family)
-                    if _IGNORED.search(name):
-                        continue
-                    if name not in expected and name not in optional:
-                        raise ModelFormatError(f"{file.name}: unexpected tensor {stored!r} for "
-                                               f"{config.architecture} with this config.json")
-                    tensor_slice = f.get_slice(stored)
-                    shape = tuple(tensor_slice.get_shape())
-                    want = expected.get(name, (config.vocab, config.hidden))
-                    if shape != want:
-                        raise ModelFormatError(f"{file.name}: tensor {stored!r} has shape {list(shape)} but "
-                                               f"config.json implies {list(want)}")
-                    if tensor_slice.get_dtype() not in _FLOAT_DTYPES:
-                        raise ModelFormatError(f"{file.name}: tensor {stored!r} has dtype "
-                                               f"{tensor_slice.get_dtype()}; expected a float type")
-                    if name in tensors or any(name == seen for _, seen in wanted):
-                        raise ModelFormatError(f"{file.name}: tensor {stored!r} appears twice")
-                    wanted.append((stored, name))
-            tensors.update(_copied_out(file, wanted))
-        except SafetensorError as e:
-            raise ModelFormatError(f"{file}: not a valid safetensors file ({e})") from None
-        except OSError as e:
-            raise ModelFormatError(f"{file}: cannot be read ({e.strerror or e})") from None
-    missing = [name for name in expected if name not in tensors]
-    if missing:
-        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
-        raise ModelFormatError(f"{folder}: missing tensor {missing[0]!r}{more}")
-    n_params = sum(t.numel() for name, t in tensors.items() if name in expected)
-    return tensors, n_params
-
-
-def _copied_out(file: Path, wanted: list[tuple[str, str]]):
-    """(canonical name, float32 tensor of our own) for each (stored, canonical) name, in order.
-
-    safetensors maps the file and get_tensor views it at the offset the file gives, which need not be
-    64-byte aligned (40 bytes off for the default model): kernel loads then straddle cache lines
-    (measured: the tied head streamed at 14.8 GB/s, an aligned copy at 25.2), and a file replaced under
-    a running app could pull pages from under the weights. So each tensor is copied, and the file is
-    mapped again every READ_BATCH_BYTES: the pages a mapping touched count towards this process's memory
-    until it closes (one mapping for the whole default model raised the peak by 517 MB).
-    """
-    from safetensors import safe_open
-
-    at = 0
-    while at < len(wanted):
-        with safe_open(str(file), framework="pt") as f:
-            mapped = 0
-            while at < len(wanted) and mapped < READ_BATCH_BYTES:
-                stored, name = wanted[at]
-                view = f.get_tensor(stored)
-                mapped += view.numel() * view.element_size()
-                copy = view.to(torch.float32, copy=True)
-                del view
-                yield name, copy
-                at += 1
+from .layers import Backend, Linear, Norm
+from .model import DecoderWeights, Layer
+from .packing import pack
 
 
 def _fold(norm_weight, norm_bias, weight, bias):
@@ -195,213 +38,76 @@ def _interleave_heads(t: torch.Tensor, n_heads: int) -> torch.Tensor:
     return t.reshape(n_heads, 2, -1, *rest).transpose(1, 2).reshape(-1, *rest)
 
 
-INT8_GROUP = 64  # weights that share one int8 scale along a row
+class BackendParts:
+    """Makes the backend's linears and norms from HF tensors, on its device and in its float dtype."""
 
+    def __init__(self, config: ModelConfig, backend: Backend):
+        self.config, self.backend = config, backend
+        self.quantized = backend.dtype == torch.int8
+        self.float_dtype = backend.compute_dtype
 
-def quantize_rows(weight: torch.Tensor, group: int = INT8_GROUP) -> tuple[torch.Tensor, torch.Tensor]:
-    """Symmetric int8 per group of `group` weights along each row: weight ~= q * scale (repeated over the
-    group). Returns q (out, in) int8 and scale (out, in / group) bfloat16; a row whose length `group` does
-    not divide gets one scale (out, 1).
+    def place(self, t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else t.to(device=self.backend.device, dtype=self.float_dtype).contiguous()
 
-    Measured on the default model over 25 prompts (first step against float32, norms not folded): one
-    scale per row moved the top token's probability by up to 0.076 and swapped the top-1 on two of them;
-    groups of 64 by up to 0.026 with no swap, and halved the mean KL divergence (0.0047 -> 0.0024);
-    groups of 32 were no better than 64. q is rounded against the rounded bfloat16 scale, so the scale's
-    rounding costs nothing beyond the int8 step itself.
-    """
-    out, size = weight.shape
-    group = next((g for g in (group, 32, 16) if size % g == 0), size)
-    grouped = weight.reshape(out, size // group, group)
-    amax = grouped.abs().amax(dim=2)  # (out, groups)
-    scale = (amax / 127).clamp_min(torch.finfo(torch.bfloat16).tiny).to(torch.bfloat16)  # (out, groups)
-    q = torch.round(grouped / scale.float()[:, :, None]).clamp_(-128, 127).to(torch.int8)
-    return q.reshape(out, size), scale
+    def norm(self, weight, bias=None) -> Norm:
+        c = self.config
+        return self.backend.norm(c.norm, c.norm_eps, c.hidden, self.place(weight), self.place(bias))
 
-
-def build_weights(c: ModelConfig, hf: dict[str, torch.Tensor], dtype: torch.dtype,
-                  device: torch.device, fold_norms: bool = True) -> DecoderWeights:
-    """Fuse, fold and place the checked HF tensors; consumes `hf` to keep peak memory low.
-
-    dtype int8 means int8 matrices with group-wise scales (quantize_rows), float32 for the rest (the
-    embedding table included). Norms are then not folded: a norm's scale multiplied into the columns
-    would widen each group's range and so its int8 step.
-    """
-    quantized = dtype == torch.int8
-    float_dtype = torch.float32 if quantized else dtype
-    fold_norms = fold_norms and not quantized
-    # Group-wise scales need kernels.cpp on CPU (or a CUDA device, where dequantising is cheap). Without
-    # it, one scale per row, shaped (out,), lets torch's int8 kernel run (model.py): less exact but faster
-    # than float32 (117 vs 67 tokens/s here), where dequantising per token ran at 8 tokens/s.
-    per_row = device.type == "cpu" and decode_kernels.ops() is None
-
-    def quantize(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if per_row:
-            q, scale = quantize_rows(weight, weight.shape[1])
-            return q, scale.view(-1)
-        return quantize_rows(weight)
-
-    def take(name):
-        return hf.pop(name, None)
-
-    def place(t):
-        return None if t is None else t.to(device=device, dtype=float_dtype).contiguous()
-
-    def matrix(weight) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(weight as stored, its int8 scale or None)."""
-        if not quantized:
-            return place(weight), None
-        q, scale = quantize(weight.float())
-        return q.to(device).contiguous(), scale.to(device)
-
-    def norm(weight, bias) -> Norm:
-        return Norm(c.norm, c.norm_eps, c.hidden, place(weight), place(bias))
-
-    def linear(weight, bias, norm_weight=None, norm_bias=None) -> tuple[Linear, Norm | None]:
-        """A projection and the norm before it (None if none); the norm folded in when `fold_norms`."""
+    def linear(self, weight, bias, norm_weight=None, norm_bias=None) -> tuple[Linear, Norm | None]:
+        """A projection and the norm before it (None if none), the norm folded in unless quantised."""
         has_norm = norm_weight is not None
-        if has_norm and fold_norms:
+        if has_norm and not self.quantized:
             weight, bias = _fold(norm_weight, norm_bias, weight, bias)
             norm_weight = norm_bias = None
-        stored, scale = matrix(weight)
-        return Linear(stored, place(bias), scale), norm(norm_weight, norm_bias) if has_norm else None
-
-    layers = []
-    for i in range(c.n_layers):
-        if c.family == "gpt2":
-            p = f"transformer.h.{i}."
-            qkv, attn_norm = linear(take(p + "attn.c_attn.weight").t(), take(p + "attn.c_attn.bias"),
-                                    take(p + "ln_1.weight"), take(p + "ln_1.bias"))
-            o, _ = linear(take(p + "attn.c_proj.weight").t(), take(p + "attn.c_proj.bias"))
-            mlp_in, mlp_norm = linear(take(p + "mlp.c_fc.weight").t(), take(p + "mlp.c_fc.bias"),
-                                      take(p + "ln_2.weight"), take(p + "ln_2.bias"))
-            mlp_out, _ = linear(take(p + "mlp.c_proj.weight").t(), take(p + "mlp.c_proj.bias"))
+        if self.quantized:
+            projection = quant.int8_linear(weight, self.place(bias), self.backend)
         else:
-            p = f"model.layers.{i}."
-            a = p + "self_attn."
-            q_w = _interleave_heads(take(a + "q_proj.weight"), c.n_heads)
-            k_w = _interleave_heads(take(a + "k_proj.weight"), c.n_kv_heads)
-            qkv_w = torch.cat([q_w, k_w, take(a + "v_proj.weight")])  # (q_dim + 2 kv_dim, C)
-            qkv_b = None
-            if c.qkv_bias:
-                qkv_b = torch.cat([_interleave_heads(take(a + "q_proj.bias"), c.n_heads),
-                                   _interleave_heads(take(a + "k_proj.bias"), c.n_kv_heads),
-                                   take(a + "v_proj.bias")])
-            qkv, attn_norm = linear(qkv_w, qkv_b, take(p + "input_layernorm.weight"))
-            o, _ = linear(take(a + "o_proj.weight"), take(a + "o_proj.bias"))
-            m = p + "mlp."
-            gate_up_w = torch.cat([take(m + "gate_proj.weight"), take(m + "up_proj.weight")])  # (2 ffn, C)
-            gate_up_b = torch.cat([take(m + "gate_proj.bias"), take(m + "up_proj.bias")]) if c.mlp_bias else None
-            mlp_in, mlp_norm = linear(gate_up_w, gate_up_b, take(p + "post_attention_layernorm.weight"))
-            mlp_out, _ = linear(take(m + "down_proj.weight"), take(m + "down_proj.bias"))
-        layers.append(Layer(attn_norm, qkv, o, mlp_norm, mlp_in, mlp_out))
+            projection = self.backend.linear(self.place(weight), self.place(bias))
+        return projection, self.norm(norm_weight, norm_bias) if has_norm else None
 
-    if c.family == "gpt2":
-        embed = place(take("transformer.wte.weight"))
-        pos_embed = place(take("transformer.wpe.weight"))
-        final_norm = norm(take("transformer.ln_f.weight"), take("transformer.ln_f.bias"))
-    else:
-        embed = place(take("model.embed_tokens.weight"))
-        pos_embed = None
-        final_norm = norm(take("model.norm.weight"), None)
-    head = take("lm_head.weight")  # saved by some checkpoints even when tied
-    head = embed if c.tie_embeddings else place(head)
-    if quantized:
-        # Measured on the default model (benchmarks/int8_quality.py): an int8 head alone moved the
-        # first-step probability of the top token by up to 0.034; with its top tokens rescored from the
-        # float rows, by no more than a float head does. The float rows stay in memory (the embedding
-        # lookup reads them anyway when tied) but a decode step reads only the rescored ones.
-        q, scale = quantize(head)
-        lm_head, head_rows = Linear(q, scale=scale), head
-    else:
-        lm_head, head_rows = Linear(head), None
+
+def llama_layer(t: dict[str, torch.Tensor | None], c: ModelConfig, parts: BackendParts) -> Layer:
+    """Llama, Mistral, Qwen2: fused QKV with interleaved rotary rows, fused gate/up."""
+    def fused_qkv(suffix: str) -> torch.Tensor:
+        return torch.cat([_interleave_heads(t["q" + suffix], c.n_heads),
+                          _interleave_heads(t["k" + suffix], c.n_kv_heads), t["v" + suffix]])
+
+    qkv_w = fused_qkv("")  # (q_dim + 2 kv_dim, C)
+    qkv_b = fused_qkv("_bias") if c.qkv_bias else None
+    qkv, attn_norm = parts.linear(qkv_w, qkv_b, t["attn_norm"])
+    o, _ = parts.linear(t["o"], t["o_bias"])
+    gate_up_w = torch.cat([t["gate"], t["up"]])  # (2 ffn, C)
+    gate_up_b = torch.cat([t["gate_bias"], t["up_bias"]]) if c.mlp_bias else None
+    mlp_in, mlp_norm = parts.linear(gate_up_w, gate_up_b, t["mlp_norm"])
+    mlp_out, _ = parts.linear(t["down"], t["down_bias"])
+    return Layer(attn_norm, qkv, o, mlp_norm, mlp_in, mlp_out)
+
+
+def gpt2_layer(t: dict[str, torch.Tensor | None], c: ModelConfig, parts: BackendParts) -> Layer:
+    """GPT-2: Conv1D matrices transposed to (out, in); LayerNorms with a shift."""
+    qkv, attn_norm = parts.linear(t["qkv"].t(), t["qkv_bias"], t["attn_norm"], t["attn_norm_bias"])
+    o, _ = parts.linear(t["o"].t(), t["o_bias"])
+    mlp_in, mlp_norm = parts.linear(t["mlp_in"].t(), t["mlp_in_bias"], t["mlp_norm"], t["mlp_norm_bias"])
+    mlp_out, _ = parts.linear(t["mlp_out"].t(), t["mlp_out_bias"])
+    return Layer(attn_norm, qkv, o, mlp_norm, mlp_in, mlp_out)
+
+
+LAYER_BUILDERS = {"llama": llama_layer, "gpt2": gpt2_layer}  # config.family -> its layer
+
+
+def build_weights(c: ModelConfig, hf: dict[str, torch.Tensor], backend: Backend) -> DecoderWeights:
+    """Fuse, fold and place the checked HF tensors for `backend`; consumes `hf` to keep peak memory low."""
+    parts = BackendParts(c, backend)
+    build_layer = LAYER_BUILDERS[c.family]
+    layers = [build_layer(take_layer(hf, c, i), c, parts) for i in range(c.n_layers)]
+    ends = take_ends(hf, c)
     hf.clear()
-    weights = DecoderWeights(embed, pos_embed, layers, final_norm, lm_head, head_rows)
-    if device.type == "cpu":
+    embed = parts.place(ends["embed"])
+    pos_embed = parts.place(ends.get("positions"))
+    final_norm = parts.norm(ends["final_norm"], ends.get("final_norm_bias"))
+    head = embed if c.tie_embeddings else parts.place(ends["head"])
+    lm_head = quant.int8_head(head, backend) if parts.quantized else backend.linear(head)
+    weights = DecoderWeights(embed, pos_embed, layers, final_norm, lm_head)
+    if backend.device.type == "cpu":
         pack(weights)
     return weights
-
-
-HUGE_PAGE = 2 << 20
-PACK_ALIGN = 64  # each tensor starts on a cache line
-
-
-def _release_freed_memory() -> None:
-    """Hand the heap's freed pages back to the OS now (glibc keeps them for reuse; freed weights would
-    otherwise still count: 1.47 GB resident against 0.77 for the float32 default model)."""
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: nothing to do
-        pass
-
-
-def _arena(nbytes: int) -> torch.Tensor:
-    """nbytes of zeroed memory (uint8), on transparent huge pages where the OS offers them.
-
-    A private anonymous mapping advised MADV_HUGEPAGE (the allocator's own memory gets huge pages only
-    with THP "always", which most distributions leave at "madvise"). Elsewhere a plain tensor.
-    """
-    if not (hasattr(mmap, "MADV_HUGEPAGE") and hasattr(mmap, "MAP_PRIVATE")):
-        return torch.zeros(nbytes, dtype=torch.uint8)
-    whole_pages = -(-nbytes // HUGE_PAGE) * HUGE_PAGE  # the last page whole, so it can be a huge one too
-    region = mmap.mmap(-1, whole_pages + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    try:
-        region.madvise(mmap.MADV_HUGEPAGE)
-    except OSError:  # THP compiled out or disabled: still one aligned block
-        pass
-    raw = torch.frombuffer(region, dtype=torch.uint8)  # keeps `region` alive as long as any view
-    start = -raw.data_ptr() % HUGE_PAGE
-    return raw[start:start + nbytes]
-
-
-def pack(weights: DecoderWeights) -> None:
-    """Move every tensor into one block of memory, in the order a decode step reads them.
-
-    Measured on an Intel Xeon VM (2 threads, default model): separate 538 MB buffers streamed at 23 to
-    31 GB/s depending on where each landed, huge-page ones at a steady 29.5. One forward: float32 23.5-24.0
-    ms as loaded, 23.3-23.6 packed, 22.7 packed on huge pages; int8 10.9, 10.0, 9.4 ms. The cost is at
-    load: on that VM first-touching huge pages took 0.8 s for 538 MB (0.1 s with small pages). Layer by
-    layer, then the final norm and the head, so a step is one sweep from the first byte to the last (the
-    embedding table, of which a step reads one row, sits with the tied head). Values, dtypes, shapes and
-    sharing are unchanged.
-    """
-    order = [*weight_slots(weights.layers), *weight_slots(weights.final_norm), *weight_slots(weights.lm_head),
-             *((weights, name) for name in ("head_rows", "embed", "pos_embed")
-               if getattr(weights, name) is not None)]
-    groups: dict[int, list] = {}  # id(tensor) -> [tensor, slots...]: shared tensors packed once
-    for owner, key in order:
-        t = slot_value(owner, key)
-        groups.setdefault(id(t), [t]).append((owner, key))
-    sizes = [-(-group[0].numel() * group[0].element_size() // PACK_ALIGN) * PACK_ALIGN for group in groups.values()]
-    _release_freed_memory()  # what building the weights freed, before the block grows
-    block, offset, since_release = _arena(sum(sizes)), 0, 0
-    for group, size in zip(list(groups.values()), sizes):
-        t = group[0]
-        view = block[offset:offset + t.numel() * t.element_size()].view(t.dtype).view(t.shape)
-        view.copy_(t)
-        for owner, key in group[1:]:
-            if isinstance(owner, list):
-                owner[key] = view
-            else:
-                setattr(owner, key, view)
-        offset += size
-        group.clear()  # the original is freed as soon as its copy is in place: the peak stays low
-        del t
-        since_release += size
-        if since_release >= READ_BATCH_BYTES:
-            _release_freed_memory()
-            since_release = 0
-    _release_freed_memory()
-
-
-def fingerprint(weights: DecoderWeights) -> str:
-    """sha256 over every runtime tensor's bytes: proves a run left the weights untouched."""
-    digest = hashlib.sha256()
-    for t in weights.tensors():
-        digest.update(str((tuple(t.shape), t.dtype)).encode())
-        flat = t.detach().contiguous().view(-1)
-        digest.update(flat.view(torch.uint8).cpu().numpy().data)
-    return digest.hexdigest()[:16]
-
-
-def weights_bytes(weights: DecoderWeights) -> int:
-    return sum(t.numel() * t.element_size() for t in weights.tensors())

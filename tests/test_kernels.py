@@ -4,12 +4,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny import make_hf_model, save_hf_model
+from tiny import build_decoder, make_hf_model, save_hf_model, with_linears
 
 from inference import kernels
+from inference.layers import KernelLinear, select_backend
 from inference.loading import load_model
-from inference.model import dequantize
-from inference.weights import INT8_GROUP, fingerprint, pack, quantize_rows
+from inference.packing import fingerprint, pack
+from inference.quant import INT8_GROUP, Int8Linear, dequantize, quantize_rows
 
 ops = kernels.ops()
 pytestmark = pytest.mark.skipif(ops is None, reason="decode kernels unavailable here (see stderr)")
@@ -137,35 +138,45 @@ def test_quantize_rows_groups_bound_each_weight_error_by_half_a_step():
     assert grouped_error < 0.1 * (dequantize(per_row, row_scale) - w)[:, small].norm()
 
 
+def _stock_twin(kernel_decoder, folder, dtype):
+    """The same weights on stock ops. float32: loaded again for the stock CPU backend (one-row products as
+    bmm over row blocks). int8: the kernel model's own q and group scales in quant.Int8Linear, dequantised
+    to float32 for each product (the class CUDA uses). Attention: baddbmm / softmax / bmm, op by op."""
+    stock = select_backend("cpu", getattr(torch, dtype), allow_own_kernels=False)
+    if dtype == "float32":
+        return build_decoder(folder, stock)
+    return with_linears(kernel_decoder, lambda lin: Int8Linear(lin.weight, lin.bias, lin.scale), stock)
+
+
 @pytest.mark.parametrize("arch", ["llama", "mistral", "qwen2", "gpt2"])
 @pytest.mark.parametrize("dtype", ["float32", "int8"])
-def test_decoder_with_kernels_equals_stock_ops(tmp_path, dtype, arch):
-    """Same decode logits with the kernels as with bmm row blocks / the stock int8 kernel, step after step
+def test_decoder_on_kernels_equals_the_same_weights_on_stock_float_ops(tmp_path, dtype, arch):
+    """Same decode logits on the kernels as on stock float32 ops over the same weights, step after step
     (mistral's steps go past its sliding window of 6; llama, mistral and qwen2 run each layer as one
     decode_layer call, gpt2 op by op).
 
     float32: the same products summed in another order (1e-5, as cached decode against recompute).
-    int8: the same dequantised products, float32 throughout, so the same 1e-5.
+    int8: the same group-scaled weights dequantised, float32 throughout, so the same 1e-5. (The stock int8
+    path, one scale per row on torch's int8 kernel, is tested in test_low_precision.py.)
     """
-    model = load_model(save_hf_model(make_hf_model(arch), tmp_path), device="cpu", dtype=dtype)
+    folder = save_hf_model(make_hf_model(arch), tmp_path)
+    model = load_model(folder, device="cpu", dtype=dtype)
     ids = torch.tensor([5, 77, 200, 31, 9, 140, 3, 66, 250, 18])
     prompt = 4
 
-    def decode():
-        cache = model.decoder.new_cache(len(ids))
+    def decode(decoder):
+        cache = decoder.new_cache(len(ids))
         with torch.inference_mode():
-            model.decoder.forward(ids[:prompt], 0, cache)
-            return torch.cat([model.decoder.forward(ids[i:i + 1], i, cache) for i in range(prompt, len(ids))])
+            decoder.forward(ids[:prompt], 0, cache)
+            return torch.cat([decoder.forward(ids[i:i + 1], i, cache) for i in range(prompt, len(ids))])
 
-    linears = model.decoder.weights.linears()
-    assert all(lin.kernels is not None for lin in linears) and model.decoder.kernels is not None
-    with_kernels = decode()
-    model.decoder.kernels = None  # attention back on baddbmm / softmax / bmm
-    for lin in linears:
-        lin.kernels = None
-        lin.split_rows(torch.get_num_threads())
-    stock = decode()
-    assert (with_kernels - stock).abs().max().item() <= 1e-5
+    assert model.decoder.backend.name == "kernels"
+    assert all(isinstance(lin, KernelLinear) for lin in model.decoder.weights.linears()[:-1])
+    assert model.decoder.fused_decode == (arch != "gpt2")
+    stock = _stock_twin(model.decoder, folder, dtype)
+    assert stock.backend.name == "torch-cpu" and not stock.fused_decode
+    assert not any(isinstance(lin, KernelLinear) for lin in stock.weights.linears()[:-1])
+    assert (decode(model.decoder) - decode(stock)).abs().max().item() <= 1e-5
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int8"])
@@ -219,7 +230,7 @@ def test_weights_are_one_block_in_decode_order(tmp_path, dtype, tied):
     extents = sorted((t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in tensors)
     assert extents[-1][1] - extents[0][0] <= sum(hi - lo for lo, hi in extents) + 64 * len(extents)
     assert all(t.untyped_storage().data_ptr() == tensors[0].untyped_storage().data_ptr() for t in tensors)
-    head = w.head_rows if dtype == "int8" else w.lm_head.weight
+    head = w.lm_head.float_rows if dtype == "int8" else w.lm_head.weight
     assert (head is w.embed) == tied
 
     ids = torch.tensor([5, 77, 200, 31, 9])
@@ -257,13 +268,14 @@ def test_checkpoint_is_read_whole_in_any_batch_size(tmp_path, batch_bytes, monke
     """The file is mapped again every READ_BATCH_BYTES; every tensor still comes out whole and exact."""
     from safetensors.torch import load_file
 
-    from inference import weights
+    from inference import checkpoint
     from inference.loading import read_config
 
     folder = save_hf_model(make_hf_model("llama"), tmp_path)
     config, _ = read_config(folder)
-    monkeypatch.setattr(weights, "READ_BATCH_BYTES", batch_bytes)
-    tensors, _ = weights.read_checkpoint(folder, config)
-    reference = {weights._canonical(k, config.family): v for k, v in load_file(folder / "model.safetensors").items()}
+    monkeypatch.setattr(checkpoint, "READ_BATCH_BYTES", batch_bytes)
+    tensors, _ = checkpoint.read_checkpoint(folder, config)
+    reference = {checkpoint.canonical_name(k, config.family): v
+                 for k, v in load_file(folder / "model.safetensors").items()}
     assert sorted(tensors) == sorted(reference)
     assert all(torch.equal(tensors[name], reference[name].float()) for name in reference)

@@ -3,13 +3,13 @@
 import pytest
 import torch
 
-from inference.loading import load_model, read_config
+from inference.layers import select_backend
+from inference.loading import load_model
 from inference.model import Decoder
-from inference.weights import build_weights, read_checkpoint
 from inference.settings import SamplerSettings
 from inference.session import Session
 from inference.settings import GenerationSettings
-from tiny import make_hf_model, save_hf_model
+from tiny import build_decoder, make_hf_model, save_hf_model
 
 CASES = {
     "llama": {},
@@ -70,10 +70,7 @@ def test_cached_decode_matches_transformers_full_forward(pair):
 
 def _float64_decoder(folder) -> Decoder:
     """The same checkpoint in float64: what the cache does is then seen without float32 rounding."""
-    config, _ = read_config(folder)
-    tensors, _ = read_checkpoint(folder, config)
-    cpu = torch.device("cpu")
-    return Decoder(config, build_weights(config, tensors, torch.float64, cpu), torch.float64, cpu)
+    return build_decoder(folder, select_backend("cpu", torch.float64))
 
 
 def test_cached_decode_equals_full_recompute(pair):

@@ -1,4 +1,5 @@
-"""Tiny random Hugging Face checkpoints of every supported architecture, written with transformers."""
+"""Tiny random Hugging Face checkpoints of every supported architecture, written with transformers, and
+decoders built from them on a chosen backend."""
 
 from __future__ import annotations
 
@@ -69,3 +70,31 @@ def save_hf_model(model, folder: Path, **save_kwargs) -> Path:
     model.save_pretrained(folder, safe_serialization=True, **save_kwargs)
     write_tokenizer(folder)
     return folder
+
+
+def build_decoder(folder: Path, backend):
+    """The checkpoint in `folder` as a Decoder on `backend` (load_model chooses the backend itself)."""
+    from inference.checkpoint import read_checkpoint
+    from inference.loading import read_config
+    from inference.model import Decoder
+    from inference.weights import build_weights
+
+    config, _ = read_config(folder)
+    tensors, _ = read_checkpoint(folder, config)
+    return Decoder(config, build_weights(config, tensors, backend), backend)
+
+
+def with_linears(decoder, convert, backend):
+    """A Decoder on `backend` with the same weights, every projection replaced by convert(projection)
+    (an int8 head's product too; its float rows are kept)."""
+    from dataclasses import replace
+
+    from inference.model import Decoder, DecoderWeights
+    from inference.quant import RescoredHead
+
+    w = decoder.weights
+    layers = [replace(layer, qkv=convert(layer.qkv), o=convert(layer.o), mlp_in=convert(layer.mlp_in),
+                      mlp_out=convert(layer.mlp_out)) for layer in w.layers]
+    head = w.lm_head
+    head = RescoredHead(convert(head.linear), head.float_rows) if isinstance(head, RescoredHead) else convert(head)
+    return Decoder(decoder.config, DecoderWeights(w.embed, w.pos_embed, layers, w.final_norm, head), backend)
