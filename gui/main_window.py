@@ -18,7 +18,8 @@ from .views.candidates_view import CandidatesView
 from .views.context_view import ContextView
 from .views.controls import Controls
 from .views.explain_view import LANGUAGES, ExplainView
-from .views.kv_view import KvView, fmt_bytes, fmt_count
+from .views.format import fmt_bytes, fmt_count
+from .views.kv_view import KvView
 from .views.stop_view import StopView
 from .views.timing_view import TimingView
 

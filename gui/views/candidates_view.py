@@ -19,7 +19,7 @@ from PySide6.QtGui import QFontMetricsF
 from ..controller import Controller, Shown
 from ..theme import Appearance
 from .base import View
-from .context_view import display
+from .format import display
 from .plotting import colour, make_plot, set_range, style_plot, text_item
 
 STAGE_TITLES = {"temperature": "temp.", "top_k": "top-k", "top_p": "top-p", "min_p": "min-p",

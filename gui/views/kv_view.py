@@ -14,22 +14,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QSplitter, QVBoxLayout, QWidget
 
 from ..controller import Controller
-from .base import View
 from ..theme import Appearance
+from .base import View
+from .format import fmt_bytes, fmt_count
 from .plotting import colour, grid_ceiling, make_plot, nice_ceiling, set_range, style_plot, text_item
-
-def fmt_bytes(n: float) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if abs(n) >= size:
-            return f"{n / size:,.2f} {unit}" if n / size < 100 else f"{n / size:,.0f} {unit}"
-    return f"{n:,.0f} B"
-
-
-def fmt_count(n: float) -> str:
-    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return str(int(n))
 
 
 class KvView(View):

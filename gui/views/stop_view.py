@@ -14,9 +14,9 @@ from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from ..controller import Controller
-from .base import View
 from ..theme import Appearance
-from .context_view import display
+from .base import View
+from .format import display
 from .plotting import grid_ceiling, make_plot, set_range, style_plot
 
 REASONS = {
