@@ -160,6 +160,7 @@ class ContextView(View):
         self.canvas.placeholder = ("The prompt appears here as tokens after Prefill (Ctrl+P). "
                                    "Each Step (Space) appends one token where the cursor is.")
         self.canvas.step_clicked.connect(controller.select)
+        self.setFocusProxy(self.canvas)  # focused, the view takes the keys (Space steps) instead of the prompt
         self.scroll = QScrollArea()
         self.scroll.setWidgetResizable(True)
         self.scroll.setWidget(self.canvas)
