@@ -7,7 +7,8 @@ import pytest
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QMessageBox
 
-from gui.main_window import LAYOUT_VERSION, MainWindow
+from gui.dock_layout import LAYOUT_VERSION
+from gui.main_window import MainWindow
 from gui.theme import Appearance
 from gui.worker import ENGINE_NICENESS
 

@@ -11,8 +11,8 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout
 
 from ..controller import Controller
-from .base import View
 from ..theme import Appearance
+from .base import View
 from .plotting import make_plot, set_range, style_plot
 
 

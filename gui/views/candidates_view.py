@@ -19,7 +19,7 @@ from PySide6.QtGui import QFontMetricsF
 from ..controller import Controller, Shown
 from ..theme import Appearance
 from .base import View
-from .context_view import display
+from .format import display
 from .plotting import colour, make_plot, set_range, style_plot, text_item
 
 STAGE_TITLES = {"temperature": "temp.", "top_k": "top-k", "top_p": "top-p", "min_p": "min-p",
@@ -53,50 +53,9 @@ class CandidatesView(View):
         self.legend = QLabel()
         self.legend.setTextFormat(Qt.RichText)
         self.legend.setWordWrap(True)
-
-        self.bars = make_plot(appearance)
-        self.bars.invertY(True)
-        self.bars.setXRange(0, 1, padding=0.02)
-        self.bars.getPlotItem().setLabel("bottom", "probability")
-        self.bars.getAxis("left").setWidth(130)
-        self.bar_items = [pg.BarGraphItem(x0=[], y=[], height=0.26, width=[]) for _ in range(3)]
-        for item in self.bar_items:
-            self.bars.addItem(item)
-        self.chosen_outline = pg.BarGraphItem(x0=[], y=[], height=0.9, width=[])
-        self.bars.addItem(self.chosen_outline)
-        self.value_labels = [text_item(appearance) for _ in range(MAX_BARS)]
-        for label in self.value_labels:
-            self.bars.addItem(label)
-
-        self.waterfall = make_plot(appearance)
-        self.waterfall.setYRange(0, 1.4, padding=0)
-        self.waterfall.getAxis("left").setTicks([[(0, "0"), (0.5, "0.5"), (1, "1")]])
-        self.waterfall.getPlotItem().setLabel("left", "mass")
-        self.kept_bars = pg.BarGraphItem(x=[], height=[], width=0.6)
-        self.removed_bars = pg.BarGraphItem(x=[], y0=[], height=[], width=0.6)
-        self.waterfall.addItem(self.kept_bars)
-        self.waterfall.addItem(self.removed_bars)
-        self.stage_labels = [text_item(appearance, anchor=(0.5, 0)) for _ in range(6)]
-        for label in self.stage_labels:
-            self.waterfall.addItem(label)
-
-        self.draw = make_plot(appearance)
-        self.draw.setXRange(0, 1, padding=0.01)
-        self.draw.setYRange(0, 1, padding=0)
-        self.draw.getAxis("left").setTicks([[]])
-        self.segments = pg.BarGraphItem(x0=[], y0=[], height=[], width=[])
-        self.draw.addItem(self.segments)
-        self.u_line = pg.InfiniteLine(angle=90, movable=False)
-        self.draw.addItem(self.u_line)
-        self.u_line.hide()  # shown once a step has drawn u
-        self.u_label = text_item(appearance, anchor=(0, 0))
-        self.draw.addItem(self.u_label)
-        self.segment_labels = [text_item(appearance, anchor=(0.5, 0.5)) for _ in range(MAX_SEGMENT_LABELS)]
-        for label in self.segment_labels:
-            self.draw.addItem(label)
-        self.draw_caption = QLabel()
-        self.draw_caption.setObjectName("muted")
-        self.draw_caption.setWordWrap(True)
+        self._make_bars(appearance)
+        self._make_waterfall(appearance)
+        self._make_draw(appearance)
 
         side = QSplitter(Qt.Vertical)
         side.setChildrenCollapsible(False)  # a squeezed plot must not draw over its caption
@@ -118,6 +77,53 @@ class CandidatesView(View):
         self._last: tuple | None = None
         self._last_dist = None
         self.restyle()
+
+    def _make_bars(self, appearance: Appearance) -> None:
+        self.bars = make_plot(appearance)
+        self.bars.invertY(True)
+        self.bars.setXRange(0, 1, padding=0.02)
+        self.bars.getPlotItem().setLabel("bottom", "probability")
+        self.bars.getAxis("left").setWidth(130)
+        self.bar_items = [pg.BarGraphItem(x0=[], y=[], height=0.26, width=[]) for _ in range(3)]
+        for item in self.bar_items:
+            self.bars.addItem(item)
+        self.chosen_outline = pg.BarGraphItem(x0=[], y=[], height=0.9, width=[])
+        self.bars.addItem(self.chosen_outline)
+        self.value_labels = [text_item(appearance) for _ in range(MAX_BARS)]
+        for label in self.value_labels:
+            self.bars.addItem(label)
+
+    def _make_waterfall(self, appearance: Appearance) -> None:
+        self.waterfall = make_plot(appearance)
+        self.waterfall.setYRange(0, 1.4, padding=0)
+        self.waterfall.getAxis("left").setTicks([[(0, "0"), (0.5, "0.5"), (1, "1")]])
+        self.waterfall.getPlotItem().setLabel("left", "mass")
+        self.kept_bars = pg.BarGraphItem(x=[], height=[], width=0.6)
+        self.removed_bars = pg.BarGraphItem(x=[], y0=[], height=[], width=0.6)
+        self.waterfall.addItem(self.kept_bars)
+        self.waterfall.addItem(self.removed_bars)
+        self.stage_labels = [text_item(appearance, anchor=(0.5, 0)) for _ in range(6)]
+        for label in self.stage_labels:
+            self.waterfall.addItem(label)
+
+    def _make_draw(self, appearance: Appearance) -> None:
+        self.draw = make_plot(appearance)
+        self.draw.setXRange(0, 1, padding=0.01)
+        self.draw.setYRange(0, 1, padding=0)
+        self.draw.getAxis("left").setTicks([[]])
+        self.segments = pg.BarGraphItem(x0=[], y0=[], height=[], width=[])
+        self.draw.addItem(self.segments)
+        self.u_line = pg.InfiniteLine(angle=90, movable=False)
+        self.draw.addItem(self.u_line)
+        self.u_line.hide()  # shown once a step has drawn u
+        self.u_label = text_item(appearance, anchor=(0, 0))
+        self.draw.addItem(self.u_label)
+        self.segment_labels = [text_item(appearance, anchor=(0.5, 0.5)) for _ in range(MAX_SEGMENT_LABELS)]
+        for label in self.segment_labels:
+            self.draw.addItem(label)
+        self.draw_caption = QLabel()
+        self.draw_caption.setObjectName("muted")
+        self.draw_caption.setWordWrap(True)
 
     @staticmethod
     def _titled(title, plot, extra=None) -> QWidget:

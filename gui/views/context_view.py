@@ -15,8 +15,9 @@ from PySide6.QtGui import QColor, QFontMetricsF, QPainter, QPen
 from PySide6.QtWidgets import QLabel, QScrollArea, QToolTip, QVBoxLayout, QWidget
 
 from ..controller import Controller
-from .base import View
 from ..theme import Appearance
+from .base import View
+from .format import display
 
 PAD_X, PAD_Y, GAP, LINE_GAP = 4.0, 2.0, 3.0, 6.0
 
@@ -30,11 +31,6 @@ class Chip:
     step: int | None  # 1-based step index for generated tokens
     newline: bool
     rect: QRectF = None
-
-
-def display(piece: str) -> str:
-    shown = piece.replace(" ", "·").replace("\t", "→").replace("\r", "").replace("\n", "↵")
-    return shown or "∅"
 
 
 class ChipCanvas(QWidget):
@@ -164,6 +160,7 @@ class ContextView(View):
         self.canvas.placeholder = ("The prompt appears here as tokens after Prefill (Ctrl+P). "
                                    "Each Step (Space) appends one token where the cursor is.")
         self.canvas.step_clicked.connect(controller.select)
+        self.setFocusProxy(self.canvas)  # focused, the view takes the keys (Space steps) instead of the prompt
         self.scroll = QScrollArea()
         self.scroll.setWidgetResizable(True)
         self.scroll.setWidget(self.canvas)

@@ -11,6 +11,8 @@ from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QFormLayout, QGroupBox
 
 from inference.settings import GenerationSettings, SamplerSettings
 
+from ..controller import Controller
+
 DEFAULT_PROMPT = "The capital of France is"
 
 
@@ -59,12 +61,39 @@ class SliderSpin(QWidget):
 
 
 class Controls(QWidget):
-    settings_changed = Signal(object)  # GenerationSettings
+    """The request and the settings the user edits; its notes say how they relate to what the controller ran
+    (is this prompt the one in the context, which seed produced these tokens)."""
 
-    def __init__(self, actions: dict):
+    settings_changed = Signal(object)  # GenerationSettings
+    request_edited = Signal()  # the prompt, chat mode or system prompt was edited
+
+    def __init__(self, actions: dict, controller: Controller):
         super().__init__()
+        self.controller = controller
         self._quiet = False
-        prompt_box = QGroupBox("Prompt")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 4, 6, 6)
+        layout.addWidget(self._prompt_box())
+        layout.addLayout(self._buttons(actions))
+        layout.addWidget(self._sampling_box())
+        layout.addWidget(self._seed_box())
+        layout.addStretch(1)
+        for w in (self.temperature, self.top_k, self.top_p, self.min_p):
+            w.valueChanged.connect(self._changed)
+        self.greedy.toggled.connect(self._changed)
+        self.seed.valueChanged.connect(self._changed)
+        self.max_new.valueChanged.connect(self._changed)
+        self.stops.textChanged.connect(self._changed)
+        for edited in (self.prompt.textChanged, self.chat.toggled, self.system.textChanged):
+            edited.connect(self.request_edited)
+        self.request_edited.connect(self._show_notes)
+        self.seed.valueChanged.connect(self._show_notes)
+        controller.state_changed.connect(self._show_notes)
+        controller.model_changed.connect(self._take_model_defaults)
+        self.apply_sampler(SamplerSettings())
+
+    def _prompt_box(self) -> QGroupBox:
+        box = QGroupBox("Prompt")
         self.prompt = QPlainTextEdit(DEFAULT_PROMPT)
         self.prompt.setPlaceholderText("Type a prompt, then Prefill (Ctrl+P)")
         self.prompt.setTabChangesFocus(True)
@@ -76,15 +105,14 @@ class Controls(QWidget):
         self.system.setPlaceholderText("System prompt (optional; the template may add its own)")
         self.system.setEnabled(False)
         self.chat.toggled.connect(self.system.setEnabled)
-        pl = QVBoxLayout(prompt_box)
-        pl.addWidget(self.prompt)
-        pl.addWidget(self.chat)
-        pl.addWidget(self.system)
-        self.prompt_state = QLabel()
-        self.prompt_state.setObjectName("muted")
-        self.prompt_state.setWordWrap(True)
-        pl.addWidget(self.prompt_state)
+        self.prompt_state = _note()
+        layout = QVBoxLayout(box)
+        for w in (self.prompt, self.chat, self.system, self.prompt_state):
+            layout.addWidget(w)
+        return box
 
+    @staticmethod
+    def _buttons(actions: dict) -> QHBoxLayout:
         buttons = QHBoxLayout()
         for name in ("prefill", "step", "run", "reset"):
             b = QToolButton()
@@ -93,9 +121,11 @@ class Controls(QWidget):
             b.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
             b.setObjectName("primary" if name == "prefill" else name)
             buttons.addWidget(b)
+        return buttons
 
-        sampling = QGroupBox("Sampling (applies to the next draw)")
-        form = QFormLayout(sampling)
+    def _sampling_box(self) -> QGroupBox:
+        box = QGroupBox("Sampling (applies to the next draw)")
+        form = QFormLayout(box)
         self.greedy = QCheckBox("Greedy: always take the top token")
         self.greedy.setToolTip("Argmax, no random draw; the result is deterministic (temperature 0 means the same)")
         self.temperature = SliderSpin(0.0, 2.5, 0.01, 2, "Divide the logits by T before softmax: "
@@ -110,9 +140,11 @@ class Controls(QWidget):
         form.addRow("Top-k", self.top_k)
         form.addRow("Top-p", self.top_p)
         form.addRow("Min-p", self.min_p)
+        return box
 
-        run = QGroupBox("Seed and limits")
-        rf = QFormLayout(run)
+    def _seed_box(self) -> QGroupBox:
+        box = QGroupBox("Seed and limits")
+        form = QFormLayout(box)
         self.seed = QSpinBox()
         self.seed.setRange(0, 2**31 - 1)
         self.seed.setToolTip("Seed of the random generator used by the draw; takes effect at the next Reset "
@@ -132,28 +164,12 @@ class Controls(QWidget):
         self.stops.setPlaceholderText(r'e.g.  .  |  \n\n   (separate with |, \n = new line)')
         self.stops.setToolTip("Stop when the generated text contains one of these strings; "
                               "the match itself is not part of the answer")
-        self.seed_state = QLabel()
-        self.seed_state.setObjectName("muted")
-        self.seed_state.setWordWrap(True)
-        rf.addRow("Seed", seed_row)
-        rf.addRow(self.seed_state)
-        rf.addRow("Max new tokens", self.max_new)
-        rf.addRow("Stop strings", self.stops)
-
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(6, 4, 6, 6)
-        layout.addWidget(prompt_box)
-        layout.addLayout(buttons)
-        layout.addWidget(sampling)
-        layout.addWidget(run)
-        layout.addStretch(1)
-        for w in (self.temperature, self.top_k, self.top_p, self.min_p):
-            w.valueChanged.connect(self._changed)
-        self.greedy.toggled.connect(self._changed)
-        self.seed.valueChanged.connect(self._changed)
-        self.max_new.valueChanged.connect(self._changed)
-        self.stops.textChanged.connect(self._changed)
-        self.apply_sampler(SamplerSettings())
+        self.seed_state = _note()
+        form.addRow("Seed", seed_row)
+        form.addRow(self.seed_state)
+        form.addRow("Max new tokens", self.max_new)
+        form.addRow("Stop strings", self.stops)
+        return box
 
     def roll_seed(self) -> None:
         self.seed.setValue(random.randrange(0, 2**31 - 1))
@@ -190,3 +206,38 @@ class Controls(QWidget):
 
     def prompt_request(self) -> tuple[str, bool, str]:
         return self.prompt.toPlainText(), self.chat.isChecked(), self.system.text()
+
+    def _take_model_defaults(self) -> None:
+        info = self.controller.info
+        if info is None:
+            return
+        self.apply_sampler(info.sampler_defaults)
+        self.max_new.setMaximum(info.context_length)
+
+    def _show_notes(self, *_) -> None:
+        c = self.controller
+        changed = c.prefilled_prompt is not None and c.prefilled_prompt != self.prompt_request()
+        _set_text(self.prompt_state,
+                  "The prompt changed since it was read: Prefill (Ctrl+P) to read the new one." if changed else
+                  "" if c.prefilled_prompt is None else "This prompt is in the context.")
+        seed_ran = c.steps[-1].seed if c.steps else None
+        next_seed = self.seed.value()
+        if seed_ran is not None and seed_ran != next_seed:
+            seed_text = f"Seed {seed_ran} ran; the next Reset or Prefill uses {next_seed}."
+        elif seed_ran is not None:
+            seed_text = f"Seed {seed_ran} ran: Reset repeats these tokens."
+        else:
+            seed_text = ""
+        _set_text(self.seed_state, seed_text)
+
+
+def _note() -> QLabel:
+    label = QLabel()
+    label.setObjectName("muted")
+    label.setWordWrap(True)
+    return label
+
+
+def _set_text(label: QLabel, text: str) -> None:
+    if label.text() != text:  # state_changed comes at every step; only a new text needs the label redone
+        label.setText(text)

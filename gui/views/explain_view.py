@@ -9,10 +9,9 @@ from pathlib import Path
 from PySide6.QtWidgets import QTextBrowser, QVBoxLayout
 
 from ..controller import Controller
-from .base import View
 from ..theme import Appearance
-from .context_view import display
-from .kv_view import fmt_bytes, fmt_count
+from .base import View
+from .format import display, fmt_bytes, fmt_count
 
 TEXTS = json.loads((Path(__file__).resolve().parents[2] / "resources" / "translations" / "explain.json")
                    .read_text(encoding="utf-8"))

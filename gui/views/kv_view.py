@@ -14,22 +14,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QSplitter, QVBoxLayout, QWidget
 
 from ..controller import Controller
-from .base import View
 from ..theme import Appearance
+from .base import View
+from .format import fmt_bytes, fmt_count
 from .plotting import colour, grid_ceiling, make_plot, nice_ceiling, set_range, style_plot, text_item
-
-def fmt_bytes(n: float) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if abs(n) >= size:
-            return f"{n / size:,.2f} {unit}" if n / size < 100 else f"{n / size:,.0f} {unit}"
-    return f"{n:,.0f} B"
-
-
-def fmt_count(n: float) -> str:
-    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return str(int(n))
 
 
 class KvView(View):
@@ -55,24 +43,7 @@ class KvView(View):
         self.layers.addItem(self.k_bars)
         self.layers.addItem(self.v_bars)
 
-        self.compare = make_plot(appearance, "weights vs KV cache (log scale)")
-        self.compare.invertY(True)
-        self.compare.getAxis("bottom").setTicks([[(k, unit) for k, unit in
-                                                  ((3, "1 KB"), (6, "1 MB"), (9, "1 GB"), (12, "1 TB"))]])
-        self.compare_bars = pg.BarGraphItem(x0=[], y=[], height=0.6, width=[])
-        self.compare.addItem(self.compare_bars)
-        self.compare_labels = [text_item(appearance) for _ in range(4)]
-        for label in self.compare_labels:
-            self.compare.addItem(label)
-        self.requests = QSpinBox()
-        self.requests.setRange(1, 4096)
-        self.requests.setValue(16)
-        self.requests.setSuffix(" concurrent requests")
-        self.requests.setToolTip("How many requests a server holds at once, each with its own KV cache")
-        self.requests.valueChanged.connect(self._force_refresh)
-        self.projection = QLabel()
-        self.projection.setWordWrap(True)
-        self.projection.setTextFormat(Qt.RichText)
+        self._make_compare(appearance)
 
         self.layers.setFixedHeight(int(150 * appearance.scale))
         left = QWidget()
@@ -103,6 +74,27 @@ class KvView(View):
         layout.addWidget(split, 1)
         self._key = None
         self.restyle()
+
+    def _make_compare(self, appearance: Appearance) -> None:
+        """Weights vs the KV cache now, at a full window, and for N requests at once."""
+        self.compare = make_plot(appearance, "weights vs KV cache (log scale)")
+        self.compare.invertY(True)
+        self.compare.getAxis("bottom").setTicks([[(k, unit) for k, unit in
+                                                  ((3, "1 KB"), (6, "1 MB"), (9, "1 GB"), (12, "1 TB"))]])
+        self.compare_bars = pg.BarGraphItem(x0=[], y=[], height=0.6, width=[])
+        self.compare.addItem(self.compare_bars)
+        self.compare_labels = [text_item(appearance) for _ in range(4)]
+        for label in self.compare_labels:
+            self.compare.addItem(label)
+        self.requests = QSpinBox()
+        self.requests.setRange(1, 4096)
+        self.requests.setValue(16)
+        self.requests.setSuffix(" concurrent requests")
+        self.requests.setToolTip("How many requests a server holds at once, each with its own KV cache")
+        self.requests.valueChanged.connect(self._force_refresh)
+        self.projection = QLabel()
+        self.projection.setWordWrap(True)
+        self.projection.setTextFormat(Qt.RichText)
 
     def restyle(self) -> None:
         a, t = self.appearance, self.appearance.theme

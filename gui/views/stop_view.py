@@ -14,9 +14,9 @@ from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from ..controller import Controller
-from .base import View
 from ..theme import Appearance
-from .context_view import display
+from .base import View
+from .format import display
 from .plotting import grid_ceiling, make_plot, set_range, style_plot
 
 REASONS = {
@@ -78,6 +78,15 @@ class StopView(View):
         self.status = QLabel("Nothing generated yet.")
         self.status.setObjectName("big")
         self.status.setWordWrap(True)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 6, 8, 6)
+        layout.addWidget(self.status)
+        layout.addLayout(self._rules(appearance))
+        layout.addStretch(1)
+        self.restyle()
+
+    def _rules(self, appearance: Appearance) -> QGridLayout:
+        """One row per stop rule: its name (highlighted when it fired) and how close it is."""
         grid = QGridLayout()
         grid.setColumnStretch(1, 1)
         self.rows: dict[str, QLabel] = {}
@@ -87,7 +96,6 @@ class StopView(View):
             label.setObjectName("heading")
             grid.addWidget(label, r, 0, Qt.AlignTop)
             self.rows[key] = label
-            return label
 
         row(0, "eos", "End of sequence")
         self.eos_plot = make_plot(appearance)
@@ -128,13 +136,7 @@ class StopView(View):
         hint.setObjectName("muted")
         hint.setWordWrap(True)
         grid.addWidget(hint, 4, 1)
-
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(8, 6, 8, 6)
-        layout.addWidget(self.status)
-        layout.addLayout(grid)
-        layout.addStretch(1)
-        self.restyle()
+        return grid
 
     def restyle(self) -> None:
         style_plot(self.eos_plot, self.appearance)

@@ -8,8 +8,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QVBoxLayout
 
 from ..controller import Controller
-from .base import View
 from ..theme import Appearance
+from .base import View
 from .plotting import colour, grid_ceiling, make_plot, nice_ceiling, set_range, style_plot
 
 

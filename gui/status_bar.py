@@ -1,0 +1,54 @@
+"""The status bar: the loaded model on the right; on the left what is happening now, the last result (a load,
+an export) or the last error. Unexpected errors also open a dialog with the details."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QLabel, QMessageBox, QSizePolicy, QStatusBar
+
+from .controller import Controller
+from .views.format import fmt_bytes, fmt_count
+
+
+class StatusBar(QStatusBar):
+    def __init__(self, controller: Controller):
+        super().__init__()
+        # As QMainWindow.statusBar() sets up its own bar: a long message never makes the window wider.
+        self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
+        self.controller = controller
+        self.model = QLabel("no model")
+        self.state = QLabel()
+        self.addPermanentWidget(self.model)
+        self.addWidget(self.state, 1)
+        controller.model_changed.connect(self._show_model)
+        controller.state_changed.connect(self.show_generation)
+        controller.error.connect(self._show_error)
+
+    def say(self, text: str) -> None:
+        if self.state.text() != text:  # state_changed comes at every step; only a new text needs the label redone
+            self.state.setText(text)
+
+    def show_generation(self) -> None:
+        """Running, or what the last prefill read and how far generation got; a load keeps its own text."""
+        c = self.controller
+        if c.running:
+            self.say("Running… (Space or Pause to pause, Esc to stop)")
+        elif c.prefill_event is not None and not c.busy and not c.loading:
+            p = c.prefill_event
+            self.say(f"Prefilled {p.n_tokens} tokens in {p.ms:.0f} ms · {len(c.steps)} generated"
+                     + (f" · ended: {c.stopped.reason}" if c.stopped else ""))
+
+    def _show_model(self) -> None:
+        info = self.controller.info
+        if info is None:
+            self.model.setText("no model")
+            return
+        self.model.setText(
+            f"<b>{info.name}</b> · {fmt_count(info.n_params)} parameters · {info.dtype} · {info.device} · "
+            f"context window {info.context_length:,} tokens · weights {fmt_bytes(info.weights_bytes)}")
+
+    def _show_error(self, message: str, details: str, expected: bool) -> None:
+        self.say(message)
+        if not expected:
+            box = QMessageBox(QMessageBox.Critical, "Something went wrong", message, parent=self.window())
+            box.setDetailedText(details)
+            box.open()
