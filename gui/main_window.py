@@ -11,7 +11,7 @@ from . import export
 from .actions import Generation, make_actions, show_about, show_shortcuts
 from .controller import Controller
 from .dock_layout import DockLayout
-from .loading import ModelLoader
+from .model_loader import ModelLoader
 from .status_bar import StatusBar
 from .theme import Appearance
 from .views.attention_view import AttentionView
