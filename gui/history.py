@@ -8,6 +8,7 @@ the first, and `steps` is the path from the prompt to the current node.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 from inference.events import Pending, PrefillDone, SessionStatus, StepDistribution, StepDone, Stopped
@@ -28,14 +29,22 @@ class Shown:
 
 @dataclass(eq=False)
 class Node:
-    """One drawn step; the root (step None) stands for the prompt."""
+    """One drawn step; the root (step None) stands for the prompt.
+
+    A node refers to its parent weakly: the tree holds no reference cycles, so a forgotten history is
+    freed at once instead of by the cyclic garbage collector, whose full passes over every step's arrays
+    stalled the GUI thread."""
 
     step: StepDone | None
-    parent: "Node | None" = None
+    _parent: "weakref.ref[Node] | None" = None
     children: list["Node"] = field(default_factory=list)
 
+    @property
+    def parent(self) -> "Node | None":
+        return self._parent() if self._parent is not None else None
+
     def add(self, step: StepDone) -> "Node":
-        child = Node(step, self)
+        child = Node(step, weakref.ref(self))
         self.children.append(child)
         return child
 
