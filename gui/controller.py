@@ -53,6 +53,11 @@ class Controller(QObject):
         self._sent_settings: GenerationSettings | None = None
         self._settings_timer = QTimer(self, singleShot=True, interval=0)
         self._settings_timer.timeout.connect(self._send_settings)
+        self._handlers = {p.Ready: self._on_ready, p.Progress: self._on_progress, p.ModelLoaded: self._on_model_loaded,
+                          p.LoadFailed: self._on_load_failed, p.Prefilled: self._on_prefilled,
+                          p.Stepped: self._on_stepped, p.PendingStep: self._on_pending, p.Ended: self._on_ended,
+                          p.Status: self._on_status, p.Failed: self._on_failed, p.Cancelled: self._on_cancelled,
+                          p.Finished: self._on_finished}
         self._start_worker()
 
     def _start_worker(self) -> None:
@@ -212,8 +217,7 @@ class Controller(QObject):
     # --- replies from the engine ----------------------------------------------------------------------
     @Slot(object)
     def _on_reply(self, reply: p.Reply) -> None:
-        handler = getattr(self, "_on_" + type(reply).__name__.lower())
-        handler(reply)
+        self._handlers[type(reply)](reply)
 
     def _current(self, reply) -> bool:
         return reply.tag == self.epoch
@@ -224,7 +228,7 @@ class Controller(QObject):
     def _on_progress(self, reply: p.Progress) -> None:
         self.progress.emit(reply.stage, reply.done, reply.total)
 
-    def _on_modelloaded(self, reply: p.ModelLoaded) -> None:
+    def _on_model_loaded(self, reply: p.ModelLoaded) -> None:
         self.info = reply.info
         self.loading = False
         self.epoch = max(self.epoch, reply.tag)
@@ -237,7 +241,7 @@ class Controller(QObject):
         self.state_changed.emit()
         self.scheduler.dirty()
 
-    def _on_loadfailed(self, reply: p.LoadFailed) -> None:
+    def _on_load_failed(self, reply: p.LoadFailed) -> None:
         self.loading = False
         self.load_finished.emit(False, reply.message)
         self.state_changed.emit()
@@ -253,7 +257,7 @@ class Controller(QObject):
             self.history.stepped(reply.events)
             self.scheduler.dirty()
 
-    def _on_pendingstep(self, reply: p.PendingStep) -> None:
+    def _on_pending(self, reply: p.PendingStep) -> None:
         if self._current(reply):
             self.history.pending = reply.event
             self.scheduler.dirty()
