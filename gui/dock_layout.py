@@ -8,9 +8,10 @@ from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabWidget, QWidget
 
 from .theme import Appearance
 
-LAYOUT_VERSION = 5  # bump when docks change: an older saved layout then falls back to the default
+LAYOUT_VERSION = 6  # bump when docks change: an older saved layout then falls back to the default
 TITLES = {"controls": "Controls", "context": "Context", "candidates": "Candidates", "kv": "KV cache",
-          "stop": "Stop", "timing": "Timing", "explain": "Explain", "attention": "Attention"}
+          "stop": "Stop", "timing": "Timing", "explain": "Explain", "attention": "Attention",
+          "branches": "Branches", "compare": "Compare"}
 LEFT = ("controls", "explain")
 HIDDEN_AT_FIRST = ("attention",)  # it slows every step (attention is recorded while it is shown)
 
@@ -41,7 +42,8 @@ class DockLayout:
         return dock
 
     def _arrange(self) -> None:
-        # Controls and Explain on the left; Context on top; Candidates over KV; Stop over Timing on the right.
+        # Controls and Explain on the left; Context (Branches behind it) on top; Candidates over KV; Stop over
+        # Timing (Attention and Compare behind it) on the right.
         d, w = self.docks, self.window
         w.splitDockWidget(d["controls"], d["explain"], Qt.Vertical)
         w.splitDockWidget(d["context"], d["candidates"], Qt.Vertical)
@@ -49,7 +51,10 @@ class DockLayout:
         w.splitDockWidget(d["candidates"], d["stop"], Qt.Horizontal)
         w.splitDockWidget(d["kv"], d["timing"], Qt.Horizontal)
         w.tabifyDockWidget(d["timing"], d["attention"])
+        w.tabifyDockWidget(d["timing"], d["compare"])
+        w.tabifyDockWidget(d["context"], d["branches"])  # one click away, at the width a tree needs
         d["timing"].raise_()
+        d["context"].raise_()
         for key in HIDDEN_AT_FIRST:
             d[key].hide()
 

@@ -15,7 +15,9 @@ from .model_loader import ModelLoader
 from .status_bar import StatusBar
 from .theme import Appearance
 from .views.attention_view import AttentionView
+from .views.branches_view import BranchesView
 from .views.candidates_view import CandidatesView
+from .views.compare_view import CompareView
 from .views.context_view import ContextView
 from .views.controls import Controls
 from .views.explain_view import LANGUAGES, ExplainView
@@ -45,6 +47,8 @@ class MainWindow(QMainWindow):
             "stop": StopView(c, self.appearance),
             "explain": ExplainView(c, self.appearance, self.qsettings.value("explain/language", "en")),
             "attention": AttentionView(c, self.appearance),
+            "branches": BranchesView(c, self.appearance),
+            "compare": CompareView(c, self.appearance),
         }
         self.dock_layout = DockLayout(self, {"controls": self.controls, **self.views}, self.appearance,
                                       self.qsettings)

@@ -1,0 +1,363 @@
+"""Branches: every token taken so far, as a tree, so that no branch is lost from sight.
+
+Each branch is a row and the tokens of a row stand left → right by step index, in columns shared by all
+rows, so that step 5 of one branch sits above step 5 of another. A branch that parts from another starts
+with a connector from its parent's column; a dot marks the node where branches part. On each edge the
+probability of the token it leads to: p final (the distribution the draw used), or p raw for a forced
+token (it was not drawn; truncation may have given it p final 0). The current path is highlighted, the
+current token outlined, forced tokens dashed and flagged ⚑. A click on a token goes to its branch and
+shows that step.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass
+
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QFontMetricsF, QPainter, QPainterPath, QPen
+from PySide6.QtWidgets import QLabel, QScrollArea, QToolTip, QVBoxLayout, QWidget
+
+from ..compare import chosen_logit, chosen_p, edge_p
+from ..controller import Controller
+from ..theme import Appearance
+from .base import View
+from .format import display
+
+PAD_X, PAD_Y, MARGIN, ROW_GAP = 5.0, 3.0, 8.0, 12.0
+MAX_LABEL = 14  # characters of a token shown on its node (the tooltip has all of it)
+FLAG = "⚑"
+
+
+def assign_rows(root) -> list[tuple[object, int]]:
+    """(node, row) for every node, root first, in depth-first order.
+
+    A node's first child continues its row; each later child starts a new row below the rows of the
+    subtrees before it. Those rows begin further right, so a connector never crosses a token."""
+    placed, next_row = [], 1
+    stack = [(root, 0, True)]
+    while stack:
+        node, row, continues = stack.pop()
+        if not continues:
+            row, next_row = next_row, next_row + 1
+        placed.append((node, row))
+        for i in range(len(node.children) - 1, -1, -1):  # reversed: the first child's subtree comes first
+            stack.append((node.children[i], row, i == 0))
+    return placed
+
+
+def branch_tip(node):
+    """The last node of the row `node` is on (its first-child line)."""
+    while node.children:
+        node = node.children[0]
+    return node
+
+
+def format_p(p: float) -> str:
+    if p >= 0.995:
+        return "1.00"
+    if p >= 0.01:
+        return f"{p:.2f}"
+    return f"{p:.0e}".replace("e-0", "e-")  # 3e-4: four characters, like 0.37
+
+
+@dataclass(eq=False)
+class Placed:
+    node: object
+    row: int
+    rect: QRectF
+    label: str
+    junction_x: float  # where the edge into this node leaves the parent's column
+    p_text: str = ""
+    forced: bool = False
+
+
+class BranchCanvas(QWidget):
+    node_clicked = Signal(int)
+
+    def __init__(self, appearance: Appearance):
+        super().__init__()
+        self.appearance = appearance
+        self.placed: list[Placed] = []
+        self.by_id: dict[int, Placed] = {}
+        self._rows: dict[int, tuple[list[float], list[Placed]]] = {}  # row -> (lefts, placed) for hit tests
+        self.path: set[int] = set()
+        self.current, self.shown = 0, None
+        self.placeholder = ""
+        self._pitch = 1.0
+        self._width_cache: dict[str, float] = {}
+        self.setMouseTracking(True)
+
+    def _fonts(self):
+        return self.appearance.font(1.0, mono=True), self.appearance.font(0.78)
+
+    def set_tree(self, root, n_prompt: int) -> None:
+        """Lay out the whole tree (only when it changed: the marks below change without a relayout)."""
+        self.placed, self.by_id, self._rows = [], {}, {}
+        if root is None:
+            self.setMinimumSize(0, 0)
+            self.update()
+            return
+        font, small = self._fonts()
+        fm, sm = QFontMetricsF(font), QFontMetricsF(small)
+        height = fm.height() + 2 * PAD_Y
+        self._pitch = height + ROW_GAP + sm.height() * 0.5
+        rows = assign_rows(root)
+        labels, widths = [], {}
+        for node, _ in rows:
+            label = self._label(node, n_prompt)
+            w = self._width_cache.get(label)
+            if w is None:
+                w = self._width_cache[label] = max(fm.horizontalAdvance(label) + 2 * PAD_X, 2.2 * height)
+            labels.append((label, w))
+            depth = node.step.index if node.step is not None else 0
+            widths[depth] = max(widths.get(depth, 0.0), w)
+        gap = sm.horizontalAdvance("0.00") + 18
+        lefts = [MARGIN]
+        for depth in range(max(widths) + 1):
+            lefts.append(lefts[-1] + widths.get(depth, 0.0) + gap)
+        for (node, row), (label, w) in zip(rows, labels):
+            depth = node.step.index if node.step is not None else 0
+            rect = QRectF(lefts[depth], MARGIN + row * self._pitch + sm.height() * 0.5, w, height)
+            placed = Placed(node, row, rect, label, lefts[depth] - gap + 5 if depth else 0.0)
+            if node.step is not None:
+                p, _ = edge_p(node.step)
+                placed.p_text, placed.forced = format_p(p), bool(getattr(node.step, "forced", False))
+            self.placed.append(placed)
+            self.by_id[node.id] = placed
+        for placed in sorted(self.placed, key=lambda pl: pl.rect.left()):
+            lefts_in_row, in_row = self._rows.setdefault(placed.row, ([], []))
+            lefts_in_row.append(placed.rect.left())
+            in_row.append(placed)
+        n_rows = 1 + max(row for _, row in rows)
+        self.setMinimumSize(int(lefts[-1] + MARGIN), int(2 * MARGIN + n_rows * self._pitch))
+        self.update()
+
+    @staticmethod
+    def _label(node, n_prompt: int) -> str:
+        if node.step is None:
+            return f"prompt ({n_prompt})"
+        text = display(node.step.token.piece)
+        if len(text) > MAX_LABEL:
+            text = text[:MAX_LABEL - 1] + "…"
+        return (FLAG + text) if getattr(node.step, "forced", False) else text
+
+    def set_marks(self, path: set[int], current: int, shown: int | None) -> None:
+        self.path, self.current, self.shown = path, current, shown
+        self.update()
+
+    def relayout(self) -> None:
+        self._width_cache.clear()
+
+    def sizeHint(self) -> QSize:
+        return QSize(600, max(self.minimumHeight(), 120))
+
+    # --- painting -------------------------------------------------------------------------------------
+    def paintEvent(self, event):
+        t = self.appearance.theme
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.Antialiasing)
+        painter.fillRect(self.rect(), QColor(t.panel))
+        if not self.placed:
+            painter.setPen(QColor(t.muted))
+            painter.setFont(self.appearance.font(1.0))
+            painter.drawText(self.rect().adjusted(12, 12, -12, -12), Qt.AlignLeft | Qt.TextWordWrap,
+                             self.placeholder)
+            return
+        visible = QRectF(event.rect()).adjusted(-40, -self._pitch, 40, self._pitch)
+        shown = [pl for pl in self.placed if pl.rect.intersects(visible) or self._edge_visible(pl, visible)]
+        self._paint_edges(painter, [pl for pl in shown if pl.node.id not in self.path], on_path=False)
+        self._paint_edges(painter, [pl for pl in shown if pl.node.id in self.path], on_path=True)
+        self._paint_forks(painter, shown)
+        self._paint_nodes(painter, [pl for pl in shown if pl.rect.intersects(visible)])
+
+    def _edge_visible(self, placed: Placed, visible: QRectF) -> bool:
+        parent = self._parent(placed)
+        return parent is not None and visible.intersects(placed.rect.united(parent.rect))
+
+    def _parent(self, placed: Placed) -> Placed | None:
+        parent = placed.node.parent
+        return self.by_id.get(parent.id) if parent is not None else None
+
+    def _paint_edges(self, painter: QPainter, placed: list[Placed], on_path: bool) -> None:
+        t, scale = self.appearance.theme, self.appearance.scale
+        pen = QPen(QColor(t.selected if on_path else t.grid), (2.6 if on_path else 1.4) * scale)
+        painter.setFont(self._fonts()[1])
+        label_colour = QColor(t.text if on_path else t.muted)
+        for pl in placed:
+            parent = self._parent(pl)
+            if parent is None:
+                continue
+            start = QPointF(parent.rect.right(), parent.rect.center().y())
+            y, xj = pl.rect.center().y(), pl.junction_x
+            route = QPainterPath(start)
+            if pl.row != parent.row:  # a fork: along the parent's row to the junction, down, then across
+                route.lineTo(xj, start.y())
+                route.lineTo(xj, y)
+            route.lineTo(pl.rect.left(), y)
+            painter.setPen(pen)
+            painter.setBrush(Qt.NoBrush)
+            painter.drawPath(route)
+            label = QRectF(xj + 2, pl.rect.top() - self._pitch * 0.22, pl.rect.left() - xj - 4,
+                           pl.rect.height() * 0.5 + self._pitch * 0.22 - 2)
+            painter.setPen(label_colour)
+            painter.drawText(label, Qt.AlignHCenter | Qt.AlignBottom, pl.p_text)
+
+    def _paint_forks(self, painter: QPainter, placed: list[Placed]) -> None:
+        """A dot where branches part: on the parent's row, at the junction its children's edges leave from."""
+        t = self.appearance.theme
+        radius = 4.0 * self.appearance.scale
+        painter.setPen(Qt.NoPen)
+        painter.setBrush(QColor(t.accent))
+        for pl in placed:
+            if len(pl.node.children) > 1:
+                child = self.by_id.get(pl.node.children[1].id)
+                if child is not None:
+                    painter.drawEllipse(QPointF(child.junction_x, pl.rect.center().y()), radius, radius)
+
+    def _paint_nodes(self, painter: QPainter, placed: list[Placed]) -> None:
+        t, scale = self.appearance.theme, self.appearance.scale
+        font = self._fonts()[0]
+        painter.setFont(font)
+        for pl in placed:
+            node_id = pl.node.id
+            on_path = node_id in self.path
+            fill = QColor(t.prompt_chip if pl.node.step is None else t.generated_chip if on_path else t.window)
+            pen = QPen(QColor(t.grid), 1.0 * scale) if not on_path else QPen(Qt.NoPen)
+            if pl.forced:
+                pen = QPen(QColor(t.warning), 1.8 * scale, Qt.DashLine)
+            if node_id == self.shown:
+                fill = QColor(t.selected)
+                fill.setAlpha(90)
+                pen = QPen(QColor(t.selected), 2.5 * scale, Qt.DashLine if pl.forced else Qt.SolidLine)
+            if node_id == self.current:
+                pen = QPen(QColor(t.newest), 2.5 * scale, Qt.DashLine if pl.forced else Qt.SolidLine)
+            painter.setPen(pen)
+            painter.setBrush(fill)
+            painter.drawRoundedRect(pl.rect, 4, 4)
+            painter.setPen(QColor(t.text if on_path else t.muted))
+            painter.drawText(pl.rect, Qt.AlignCenter, pl.label)
+
+    # --- the mouse ------------------------------------------------------------------------------------
+    def placed_at(self, point: QPointF) -> Placed | None:
+        row = int((point.y() - MARGIN) // self._pitch) if self._pitch > 0 else -1
+        lefts, in_row = self._rows.get(row, ([], []))
+        i = bisect_right(lefts, point.x()) - 1
+        if i >= 0 and in_row[i].rect.contains(point):
+            return in_row[i]
+        return None
+
+    def mouseMoveEvent(self, event):
+        placed = self.placed_at(event.position())
+        if placed is None:
+            QToolTip.hideText()
+        else:
+            QToolTip.showText(event.globalPosition().toPoint(), tooltip(placed), self)
+
+    def mousePressEvent(self, event):
+        placed = self.placed_at(event.position())
+        if placed is not None and event.button() == Qt.LeftButton:
+            self.node_clicked.emit(placed.node.id)
+
+
+def tooltip(placed: Placed) -> str:
+    step = placed.node.step
+    if step is None:
+        return "The prompt, read in one prefill pass: every branch starts here."
+    p, kind = edge_p(step)
+    forced = getattr(step, "forced", False)
+    how = ("forced ⚑: taken, not drawn" if forced else
+           "greedy: the argmax, no draw" if step.random_u is None else f"drawn with u = {step.random_u:.4f}")
+    return (f"step {step.index} · token id {step.token.id}  {step.token.piece!r}\n"
+            f"{kind.replace('_', ' ')} {p:.4f}   (p raw {chosen_p(step):.4f})\n"
+            f"logit {chosen_logit(step):.3f}   rank {step.chosen_rank}\n{how}\n"
+            f"branch row {placed.row + 1} · node {placed.node.id}")
+
+
+class BranchesView(View):
+    def __init__(self, controller: Controller, appearance: Appearance):
+        super().__init__(controller, appearance)
+        # One line, so that the tree keeps the room of a short dock: what is where, then the legend.
+        self.summary = QLabel("No prompt read yet.")
+        self.summary.setTextFormat(Qt.RichText)
+        self.summary.setWordWrap(True)
+        self.canvas = BranchCanvas(appearance)
+        self.canvas.placeholder = ("Every token taken appears here as a tree: go back to a step (history "
+                                   "slider or a token in Context) and take another candidate to start a branch.")
+        self.canvas.node_clicked.connect(self._on_node_clicked)
+        self.scroll = QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setWidget(self.canvas)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 4, 6, 6)
+        layout.addWidget(self.summary)
+        layout.addWidget(self.scroll, 1)
+        self._tree_key = self._marks = None
+        self._select_after: tuple[int, int] | None = None  # (node id, step): shown once the switch lands
+        self.restyle()
+
+    def restyle(self) -> None:
+        t = self.appearance.theme
+        self._legend = (f"<span style='color:{t.muted}'>Rows are branches, steps left → right, "
+                        f"<span style='color:{t.accent}'>●</span> where they part · edges: <b>p final</b> "
+                        f"(what the draw used), <span style='color:{t.warning}'>{FLAG} forced</span>: <b>p raw</b>"
+                        " · click a token to go there</span>")
+        self.canvas.relayout()
+        self._tree_key = self._marks = None
+
+    def refresh(self) -> None:
+        c, h = self.controller, self.controller.history
+        prefill = c.prefill_event
+        tree_key = (c.epoch, id(h.root), len(h.nodes), prefill is not None)
+        if tree_key != self._tree_key:
+            self._tree_key = tree_key
+            self.canvas.set_tree(h.root if prefill is not None else None, len(prefill.tokens) if prefill else 0)
+        if prefill is None:
+            self.summary.setText("No prompt read yet. " + self._legend)
+            self._marks = None
+            return
+        path = h.path_nodes()
+        shown = c.shown()
+        shown_id = path[shown.index - 1].id if shown is not None and not shown.pending and \
+            0 < shown.index <= len(path) else None
+        marks = (tree_key, h.current.id, shown_id)
+        if marks != self._marks:
+            moved = self._marks is None or self._marks[1] != h.current.id or self._marks[0] != tree_key
+            self._marks = marks
+            self.canvas.set_marks({0} | {n.id for n in path}, h.current.id, shown_id)
+            if moved:
+                QTimer.singleShot(0, self._reveal_current)
+            n_tips = len(h.leaves())
+            self.summary.setText(
+                f"<b>{n_tips} branch{'es' if n_tips != 1 else ''}</b>, {len(h.nodes) - 1} tokens; current: row "
+                f"{self.canvas.by_id[h.current.id].row + 1}, {len(path)} step{'s' if len(path) != 1 else ''} · "
+                + self._legend)
+        self._select_when_switched()
+
+    def _reveal_current(self) -> None:
+        placed = self.canvas.by_id.get(self.controller.history.current.id)
+        if placed is not None:
+            centre = placed.rect.center()
+            self.scroll.ensureVisible(int(centre.x()), int(centre.y()), int(placed.rect.width()) + 60, 40)
+
+    def _on_node_clicked(self, node_id: int) -> None:
+        """On the current path: show that step. Elsewhere: switch to the branch (its whole row, so that
+        nothing is cut off it) and show the step clicked once the switch has landed."""
+        c, h = self.controller, self.controller.history
+        node = h.nodes.get(node_id)
+        if node is None or node.step is None:
+            return
+        if node_id in {n.id for n in h.path_nodes()}:
+            c.select(node.step.index)
+            return
+        tip = branch_tip(node)
+        self._select_after = (tip.id, node.step.index)
+        c.switch(tip.id)
+
+    def _select_when_switched(self) -> None:
+        if self._select_after is None:
+            return
+        tip_id, index = self._select_after
+        if self.controller.history.current.id == tip_id:
+            self._select_after = None
+            self.controller.select(index)

@@ -1,0 +1,232 @@
+"""Compare: two branches side by side — their texts, where they part, how likely the model found each.
+
+Log-prob is the sum of ln p_raw of the tokens a branch took (the model's own probability, the same measure
+for drawn and forced tokens); perplexity is exp(−mean ln p_raw), read as "as unsure as a choice among this
+many equally likely tokens". The plot shows each step's entropy (of p_raw, nats) on both branches: the
+steps before they part are the same on both, so the lines lie on top of each other up to there.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QComboBox, QGridLayout, QLabel, QSplitter, QTextBrowser, QVBoxLayout, QWidget
+
+from ..compare import BranchStats, branch_stats, chosen_p, parting_step
+from ..controller import Controller
+from ..theme import Appearance
+from .base import View
+from .format import display
+from .plotting import colour, grid_ceiling, make_plot, nice_ceiling, set_range, style_plot
+
+SIDES = ("A", "B")
+
+
+def default_pair(current: int, tips: list[int]) -> tuple[int, int | None]:
+    """The current branch, and the most recently made other tip (None when there is only one)."""
+    others = [tip for tip in tips if tip != current]
+    return current, (others[-1] if others else None)
+
+
+def fmt_log_prob(value: float) -> str:
+    return "−∞" if value == -math.inf else f"{value:.2f}".replace("-", "−")
+
+
+class CompareView(View):
+    COSTLY = True  # a plot: takes turns with the other plot views during Run
+
+    def __init__(self, controller: Controller, appearance: Appearance):
+        super().__init__(controller, appearance)
+        self.parting = QLabel("Fork at a past step to compare two branches.")
+        self.parting.setTextFormat(Qt.RichText)
+        self.parting.setWordWrap(True)
+        self.combos = {side: QComboBox() for side in SIDES}
+        self.headings = {side: QLabel() for side in SIDES}
+        self.stats = {side: QLabel() for side in SIDES}
+        self.texts = {side: QTextBrowser() for side in SIDES}
+        top = QWidget()
+        grid = QGridLayout(top)
+        grid.setContentsMargins(0, 0, 0, 0)
+        for column, side in enumerate(SIDES):
+            self.combos[side].setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+            self.combos[side].setMinimumContentsLength(12)
+            self.combos[side].activated.connect(self._on_chosen)
+            self.headings[side].setTextFormat(Qt.RichText)
+            self.stats[side].setTextFormat(Qt.RichText)
+            self.stats[side].setWordWrap(True)
+            self.texts[side].setOpenLinks(False)
+            grid.addWidget(self.headings[side], 0, 2 * column)
+            grid.addWidget(self.combos[side], 0, 2 * column + 1)
+            grid.addWidget(self.stats[side], 1, 2 * column, 1, 2)
+            grid.addWidget(self.texts[side], 2, 2 * column, 1, 2)
+            grid.setColumnStretch(2 * column + 1, 1)
+        self.plot = make_plot(appearance)
+        self.plot.getPlotItem().setLabel("bottom", "step")
+        self.plot.getPlotItem().setLabel("left", "entropy (nats)")
+        self.curves = {side: self.plot.plot([], []) for side in SIDES}
+        self.part_line = pg.InfiniteLine(angle=90, movable=False)
+        self.part_line.setVisible(False)
+        self.plot.addItem(self.part_line)
+        split = QSplitter(Qt.Vertical)
+        split.setChildrenCollapsible(False)
+        split.addWidget(top)
+        split.addWidget(self.plot)
+        split.setSizes([560, 440])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 4, 6, 6)
+        layout.addWidget(self.parting)
+        layout.addWidget(split, 1)
+        self._items_key = self._key = None
+        self.chosen: dict[str, int | None] = {"A": None, "B": None}
+        self.results: dict[str, BranchStats | None] = {"A": None, "B": None}
+        self.restyle()
+
+    def restyle(self) -> None:
+        t = self.appearance.theme
+        style_plot(self.plot, self.appearance)
+        for side, hex_colour, style in (("A", t.selected, Qt.SolidLine), ("B", t.warning, Qt.DashLine)):
+            self.curves[side].setPen(pg.mkPen(colour(hex_colour), width=2.2 * self.appearance.scale, style=style))
+            self.curves[side].setSymbol("o")
+            self.curves[side].setSymbolSize(5 * self.appearance.scale)
+            self.curves[side].setSymbolBrush(colour(hex_colour))
+            self.curves[side].setSymbolPen(None)
+            self.headings[side].setText(f"<b style='color:{hex_colour}'>Branch {side}</b>")
+        self.part_line.setPen(pg.mkPen(colour(t.accent), width=1.5, style=Qt.DotLine))
+        self._key = None
+
+    # --- which two branches ---------------------------------------------------------------------------
+    def _items(self) -> list[tuple[int, str]]:
+        """(node id, name) of each branch tip, and the current node when it is not a tip (after a rewind)."""
+        h = self.controller.history
+        tips = list(h.leaves())
+        nodes = tips if h.current in tips or h.current.step is None else tips + [h.current]
+        items = []
+        for number, node in enumerate(nodes, 1):
+            steps = h.path_to(node)
+            tail = display("".join(s.token.text for s in steps[-4:]))[-18:]
+            where = "current" if node is h.current else f"tip {number}"
+            items.append((node.id, f"{where}: …{tail} ({len(steps)} steps)"))
+        return items
+
+    def _update_combos(self) -> None:
+        h = self.controller.history
+        items = self._items()
+        key = (id(h.root), tuple(items), h.current.id)
+        if key == self._items_key:
+            return
+        self._items_key = key
+        a, b = default_pair(h.current.id, [node_id for node_id, _ in items])
+        self.chosen = {"A": a, "B": b}
+        for side in SIDES:
+            combo = self.combos[side]
+            combo.blockSignals(True)
+            combo.clear()
+            for node_id, name in items:
+                combo.addItem(name, node_id)
+            combo.setCurrentIndex(max(combo.findData(self.chosen[side]), 0) if self.chosen[side] is not None
+                                  else -1)
+            combo.blockSignals(False)
+
+    def _on_chosen(self, _index: int) -> None:
+        self.chosen = {side: self.combos[side].currentData() for side in SIDES}
+        self._key = None
+        self.refresh()
+
+    # --- drawing --------------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        c, h = self.controller, self.controller.history
+        if c.prefill_event is None or h.current is None:
+            self._clear("Fork at a past step to compare two branches.")
+            return
+        self._update_combos()
+        key = (id(h.root), self.chosen["A"], self.chosen["B"])
+        if key == self._key:
+            return
+        self._key = key
+        paths = {side: (h.path_to(h.nodes[self.chosen[side]]) if self.chosen[side] in h.nodes else None)
+                 for side in SIDES}
+        for side in SIDES:
+            self.results[side] = branch_stats(paths[side]) if paths[side] is not None else None
+        self._show_parting(paths["A"], paths["B"])
+        self._show_branches(paths["A"], paths["B"])
+        self._show_entropy(paths["A"], paths["B"])
+
+    def _clear(self, message: str) -> None:
+        if self._key == "clear":
+            return
+        self._key, self._items_key = "clear", None
+        self.parting.setText(message)
+        for side in SIDES:
+            self.combos[side].clear()
+            self.stats[side].setText("")
+            self.texts[side].setPlainText("")
+            self.curves[side].setData([], [])
+            self.results[side] = None
+        self.part_line.setVisible(False)
+
+    def _show_parting(self, a, b) -> None:
+        t = self.appearance.theme
+        if b is None:
+            self.parting.setText("Only one branch so far: go back to a step and take another token to compare.")
+            return
+        at = parting_step(a, b)
+        if at is None:
+            shorter, longer = ("A", "B") if len(a) <= len(b) else ("B", "A")
+            self.parting.setText("Both are the same branch." if len(a) == len(b) else
+                                 f"Branch {longer} continues branch {shorter} after step {min(len(a), len(b))}.")
+            return
+        took = []
+        for side, path, hex_colour in (("A", a, t.selected), ("B", b, t.warning)):
+            step = path[at - 1]
+            flag = " ⚑ forced" if getattr(step, "forced", False) else ""
+            took.append(f"<b style='color:{hex_colour}'>{side}</b> took <b>{html.escape(display(step.token.piece))}"
+                        f"</b> (p raw {chosen_p(step):.3f}{flag})")
+        self.parting.setText(f"They part at <b>step {at}</b> (after {at - 1} shared): " + ", ".join(took) + ".")
+
+    def _show_branches(self, a, b) -> None:
+        t = self.appearance.theme
+        at = parting_step(a, b) if b is not None else None
+        shared = (at - 1) if at is not None else min(len(a), len(b)) if b is not None else 0
+        for side, path, hex_colour in (("A", a, t.selected), ("B", b, t.warning)):
+            stats = self.results[side]
+            if path is None or stats is None:
+                self.stats[side].setText("")
+                self.texts[side].setPlainText("")
+                continue
+            self.stats[side].setText(
+                f"{stats.n_steps} steps · log p = <b>{fmt_log_prob(stats.log_prob)}</b> · perplexity "
+                f"<b>{stats.perplexity:.2f}</b>" if stats.n_steps else "no steps yet")
+            self.texts[side].setHtml(self._text_html(path, shared, at is not None, hex_colour))
+
+    def _text_html(self, path, shared: int, parts: bool, hex_colour: str) -> str:
+        t = self.appearance.theme
+
+        def chunk(steps) -> str:
+            return html.escape("".join(s.token.text for s in steps)).replace("\n", "<br>")
+
+        same = f"<span style='color:{t.muted}'>{chunk(path[:shared])}</span>"
+        if not parts or shared >= len(path):
+            rest = chunk(path[shared:])
+        else:
+            fork = f"<span style='background:{hex_colour}; color:#ffffff'>{chunk(path[shared:shared + 1])}</span>"
+            rest = fork + chunk(path[shared + 1:])
+        return f"<div style='white-space: pre-wrap; color:{t.text}'>{same}{rest}</div>"
+
+    def _show_entropy(self, a, b) -> None:
+        longest, top = 1, 1.0
+        for side, path in (("A", a), ("B", b)):
+            stats = self.results[side]
+            if path is None or stats is None:
+                self.curves[side].setData([], [])
+                continue
+            self.curves[side].setData([s.index for s in path], list(stats.entropies))
+            longest = max(longest, len(path))
+            top = max(top, max(stats.entropies, default=0.0))
+        at = parting_step(a, b) if b is not None else None
+        self.part_line.setVisible(at is not None)
+        if at is not None:
+            self.part_line.setValue(at)
+        set_range(self.plot, x=(0.5, grid_ceiling(longest, 16) + 0.5), y=(0.0, nice_ceiling(top * 1.1)))
