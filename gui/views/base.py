@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QWidget
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QDockWidget, QWidget
 
 from ..controller import Controller
 from ..theme import Appearance
@@ -20,6 +21,7 @@ class View(QWidget):
         super().__init__()
         self.controller, self.appearance = controller, appearance
         self._stale = True
+        self._watching_dock = False
         self.scheduler = controller.scheduler
         self.scheduler.redraw.connect(self._on_redraw)
         appearance.changed.connect(self._on_appearance)
@@ -45,6 +47,28 @@ class View(QWidget):
     def showEvent(self, event) -> None:
         super().showEvent(event)
         if self._stale:
+            self._stale = False
+            self.refresh()
+
+    def tabbed_away(self) -> bool:
+        """True while this view's dock is tabbed behind another: Qt keeps such a dock 'visible' and moves
+        it off-screen, so `isVisible` does not tell. A view that returns early from `refresh` when this is
+        True is refreshed when its tab is raised."""
+        if not self.isVisible() or not self.visibleRegion().isEmpty():
+            return False
+        self._stale = True
+        dock = self.parentWidget()
+        if isinstance(dock, QDockWidget) and not self._watching_dock:
+            self._watching_dock = True
+            dock.visibilityChanged.connect(self._on_dock_visibility)
+        return True
+
+    def _on_dock_visibility(self, visible: bool) -> None:
+        if visible and self._stale:
+            QTimer.singleShot(0, self._catch_up)  # once the raised tab has its place on screen
+
+    def _catch_up(self) -> None:
+        if self._stale and self.isVisible():
             self._stale = False
             self.refresh()
 

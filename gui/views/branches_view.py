@@ -307,8 +307,10 @@ class BranchesView(View):
 
     def refresh(self) -> None:
         c, h = self.controller, self.controller.history
+        if self.tabbed_away():  # behind another tab: drawn when raised
+            return
         prefill = c.prefill_event
-        tree_key = (c.epoch, id(h.root), len(h.nodes), prefill is not None)
+        tree_key = (id(h.root), len(h.log), prefill is not None)  # a redrawn step may have a new p
         if tree_key != self._tree_key:
             self._tree_key = tree_key
             self.canvas.set_tree(h.root if prefill is not None else None, len(prefill.tokens) if prefill else 0)

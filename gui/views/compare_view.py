@@ -138,6 +138,8 @@ class CompareView(View):
     # --- drawing --------------------------------------------------------------------------------------
     def refresh(self) -> None:
         c, h = self.controller, self.controller.history
+        if self.tabbed_away():  # behind another tab: drawn when raised
+            return
         if c.prefill_event is None or h.current is None:
             self._clear("Fork at a past step to compare two branches.")
             return
