@@ -24,7 +24,7 @@ from ..theme import Appearance
 from .base import View
 from .format import display
 
-PAD_X, PAD_Y, MARGIN, ROW_GAP = 5.0, 3.0, 8.0, 12.0
+PAD_X, PAD_Y, MARGIN, ROW_GAP = 5.0, 3.0, 6.0, 9.0
 MAX_LABEL = 14  # characters of a token shown on its node (the tooltip has all of it)
 FLAG = "⚑"
 
@@ -101,7 +101,7 @@ class BranchCanvas(QWidget):
         font, small = self._fonts()
         fm, sm = QFontMetricsF(font), QFontMetricsF(small)
         height = fm.height() + 2 * PAD_Y
-        self._pitch = height + ROW_GAP + sm.height() * 0.5
+        self._pitch = height + ROW_GAP
         rows = assign_rows(root)
         labels, widths = [], {}
         for node, _ in rows:
@@ -118,7 +118,7 @@ class BranchCanvas(QWidget):
             lefts.append(lefts[-1] + widths.get(depth, 0.0) + gap)
         for (node, row), (label, w) in zip(rows, labels):
             depth = node.step.index if node.step is not None else 0
-            rect = QRectF(lefts[depth], MARGIN + row * self._pitch + sm.height() * 0.5, w, height)
+            rect = QRectF(lefts[depth], MARGIN + row * self._pitch, w, height)
             placed = Placed(node, row, rect, label, lefts[depth] - gap + 5 if depth else 0.0)
             if node.step is not None:
                 p, _ = edge_p(node.step)
@@ -182,8 +182,10 @@ class BranchCanvas(QWidget):
     def _paint_edges(self, painter: QPainter, placed: list[Placed], on_path: bool) -> None:
         t, scale = self.appearance.theme, self.appearance.scale
         pen = QPen(QColor(t.selected if on_path else t.grid), (2.6 if on_path else 1.4) * scale)
-        painter.setFont(self._fonts()[1])
-        label_colour = QColor(t.text if on_path else t.muted)
+        small = self._fonts()[1]
+        painter.setFont(small)
+        label_h = QFontMetricsF(small).height()
+        label_colour, panel = QColor(t.text if on_path else t.muted), QColor(t.panel)
         for pl in placed:
             parent = self._parent(pl)
             if parent is None:
@@ -198,10 +200,12 @@ class BranchCanvas(QWidget):
             painter.setPen(pen)
             painter.setBrush(Qt.NoBrush)
             painter.drawPath(route)
-            label = QRectF(xj + 2, pl.rect.top() - self._pitch * 0.22, pl.rect.left() - xj - 4,
-                           pl.rect.height() * 0.5 + self._pitch * 0.22 - 2)
+            # the probability sits on its edge, on a patch of the background the line stops at
+            gap = QRectF(xj + 2, y - label_h / 2, pl.rect.left() - xj - 4, label_h)
+            label = painter.boundingRect(gap, Qt.AlignCenter, pl.p_text).adjusted(-2, 0, 2, 0)
+            painter.fillRect(label, panel)
             painter.setPen(label_colour)
-            painter.drawText(label, Qt.AlignHCenter | Qt.AlignBottom, pl.p_text)
+            painter.drawText(gap, Qt.AlignCenter, pl.p_text)
 
     def _paint_forks(self, painter: QPainter, placed: list[Placed]) -> None:
         """A dot where branches part: on the parent's row, at the junction its children's edges leave from."""
@@ -298,10 +302,17 @@ class BranchesView(View):
 
     def restyle(self) -> None:
         t = self.appearance.theme
-        self._legend = (f"<span style='color:{t.muted}'>Rows are branches, steps left → right, "
-                        f"<span style='color:{t.accent}'>●</span> where they part · edges: <b>p final</b> "
-                        f"(what the draw used), <span style='color:{t.warning}'>{FLAG} forced</span>: <b>p raw</b>"
-                        " · click a token to go there</span>")
+        self._legend = (f"<span style='color:{t.muted}'><span style='color:{t.accent}'>●</span> branches part · "
+                        f"on each edge <b>p final</b> (<span style='color:{t.warning}'>{FLAG} forced</span>: "
+                        "<b>p raw</b>) · click a token to go there</span>")
+        self.summary.setToolTip(
+            "Each row is a branch; its tokens stand left → right by step, so a step's tokens share a column.\n"
+            "A branch that parts from another starts with a connector from its parent; ● marks that node.\n"
+            "On each edge: p final, the probability in the distribution the draw used. A forced token "
+            f"({FLAG}, dashed) was not drawn,\nso its edge shows p raw, the model's own probability.\n"
+            "The current path is highlighted, the current token outlined, the step shown filled.\n"
+            "Click a token: its branch becomes current and its step is shown (a branch whose cache was "
+            "dropped is re-read in one pass).")
         self.canvas.relayout()
         self._tree_key = self._marks = None
 
@@ -331,9 +342,9 @@ class BranchesView(View):
                 QTimer.singleShot(0, self._reveal_current)
             n_tips = len(h.leaves())
             self.summary.setText(
-                f"<b>{n_tips} branch{'es' if n_tips != 1 else ''}</b>, {len(h.nodes) - 1} tokens; current: row "
-                f"{self.canvas.by_id[h.current.id].row + 1}, {len(path)} step{'s' if len(path) != 1 else ''} · "
-                + self._legend)
+                f"<b>{n_tips} branch{'es' if n_tips != 1 else ''}</b> · {len(h.nodes) - 1} tokens · current: "
+                f"row {self.canvas.by_id[h.current.id].row + 1}, {len(path)} step{'s' if len(path) != 1 else ''}"
+                " &nbsp; " + self._legend)
         self._select_when_switched()
 
     def _reveal_current(self) -> None:

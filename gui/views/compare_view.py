@@ -13,7 +13,8 @@ import math
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QComboBox, QGridLayout, QLabel, QSplitter, QTextBrowser, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QComboBox, QGridLayout, QLabel, QSizePolicy, QSplitter, QTextBrowser, QVBoxLayout,
+                               QWidget)
 
 from ..compare import BranchStats, branch_stats, chosen_p, parting_step
 from ..controller import Controller
@@ -50,6 +51,7 @@ class CompareView(View):
         top = QWidget()
         grid = QGridLayout(top)
         grid.setContentsMargins(0, 0, 0, 0)
+        grid.setVerticalSpacing(3)
         for column, side in enumerate(SIDES):
             self.combos[side].setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
             self.combos[side].setMinimumContentsLength(12)
@@ -58,14 +60,18 @@ class CompareView(View):
             self.stats[side].setTextFormat(Qt.RichText)
             self.stats[side].setWordWrap(True)
             self.texts[side].setOpenLinks(False)
+            self.texts[side].setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Ignored)  # the plot keeps room
+            self.texts[side].setMinimumHeight(36)
             grid.addWidget(self.headings[side], 0, 2 * column)
             grid.addWidget(self.combos[side], 0, 2 * column + 1)
             grid.addWidget(self.stats[side], 1, 2 * column, 1, 2)
             grid.addWidget(self.texts[side], 2, 2 * column, 1, 2)
             grid.setColumnStretch(2 * column + 1, 1)
         self.plot = make_plot(appearance)
-        self.plot.getPlotItem().setLabel("bottom", "step")
-        self.plot.getPlotItem().setLabel("left", "entropy (nats)")
+        self.plot.setMinimumHeight(80)
+        self.plot.setToolTip("Each step's entropy (of p raw, in nats) by step: A solid, B dashed; the dotted "
+                             "line is the step where they part")
+        self.plot.getPlotItem().setLabel("left", "entropy")  # the x axis is the step: its numbers say so
         self.curves = {side: self.plot.plot([], []) for side in SIDES}
         self.part_line = pg.InfiniteLine(angle=90, movable=False)
         self.part_line.setVisible(False)
@@ -74,9 +80,10 @@ class CompareView(View):
         split.setChildrenCollapsible(False)
         split.addWidget(top)
         split.addWidget(self.plot)
-        split.setSizes([560, 440])
+        split.setSizes([420, 580])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 4, 6, 6)
+        layout.setSpacing(3)
         layout.addWidget(self.parting)
         layout.addWidget(split, 1)
         self._items_key = self._key = None
@@ -199,8 +206,12 @@ class CompareView(View):
                 self.texts[side].setPlainText("")
                 continue
             self.stats[side].setText(
-                f"{stats.n_steps} steps · log p = <b>{fmt_log_prob(stats.log_prob)}</b> · perplexity "
-                f"<b>{stats.perplexity:.2f}</b>" if stats.n_steps else "no steps yet")
+                f"log p <b>{fmt_log_prob(stats.log_prob)}</b> · perplexity <b>{stats.perplexity:.2f}</b>"
+                if stats.n_steps else "no steps yet")
+            self.stats[side].setToolTip(
+                f"{stats.n_steps} steps. log p: the sum of ln p raw of the tokens this branch took (how likely "
+                "the model found the whole text); perplexity: exp(−log p / steps), as unsure as a choice among "
+                "that many equally likely tokens at each step.")
             self.texts[side].setHtml(self._text_html(path, shared, at is not None, hex_colour))
 
     def _text_html(self, path, shared: int, parts: bool, hex_colour: str) -> str:
