@@ -18,7 +18,7 @@ def make_step(index, token_id, text, p_raw, p_final=None, forced=False, node=0, 
     ids = [98, 99, token_id] if outside else [token_id, 99]
     raw = [0.5, 0.2, p_raw] if outside else [p_raw, 1 - p_raw]
     final = [0.6, 0.4, p_final] if outside else [p_final, 1 - p_final]
-    candidates = Candidates(np.array(ids), tuple(str(i) for i in ids), np.log(np.array(raw)) + 3.0,
+    candidates = Candidates(np.array(ids), tuple(str(i) for i in ids), np.log(np.maximum(raw, 1e-300)) + 3.0,
                             np.array(raw), np.array(raw), np.array(final))
     dist = StepDistribution(candidates, (), KeptCdf(np.array(ids[:1]), ("a",), np.array([1.0]), 1), entropy,
                             0.0, SamplerSettings())

@@ -86,6 +86,8 @@ class BranchCanvas(QWidget):
         self.placeholder = ""
         self._pitch = 1.0
         self._width_cache: dict[str, float] = {}
+        self._facts: dict[int, tuple] = {}  # node id -> (its step, what set_tree needs of it)
+        self._root, self._reach = None, 0.0
         self.setMouseTracking(True)
 
     def _fonts(self):
@@ -94,6 +96,9 @@ class BranchCanvas(QWidget):
     def set_tree(self, root, n_prompt: int) -> None:
         """Lay out the whole tree (only when it changed: the marks below change without a relayout)."""
         self.placed, self.by_id, self._rows = [], {}, {}
+        if root is not self._root:
+            self._root = root
+            self._facts.clear()
         if root is None:
             self.setMinimumSize(0, 0)
             self.update()
@@ -103,35 +108,45 @@ class BranchCanvas(QWidget):
         height = fm.height() + 2 * PAD_Y
         self._pitch = height + ROW_GAP
         rows = assign_rows(root)
-        labels, widths = [], {}
+        facts, widths = [], {}
         for node, _ in rows:
-            label = self._label(node, n_prompt)
-            w = self._width_cache.get(label)
-            if w is None:
-                w = self._width_cache[label] = max(fm.horizontalAdvance(label) + 2 * PAD_X, 2.2 * height)
-            labels.append((label, w))
-            depth = node.step.index if node.step is not None else 0
-            widths[depth] = max(widths.get(depth, 0.0), w)
+            fact = self._node_facts(node, n_prompt, fm, height)
+            facts.append(fact)
+            widths[node.depth] = max(widths.get(node.depth, 0.0), fact[1])
         gap = sm.horizontalAdvance("0.00") + 18
+        self._reach = max(widths.values()) + gap  # how far left of a visible point an edge may start
         lefts = [MARGIN]
         for depth in range(max(widths) + 1):
             lefts.append(lefts[-1] + widths.get(depth, 0.0) + gap)
-        for (node, row), (label, w) in zip(rows, labels):
-            depth = node.step.index if node.step is not None else 0
+        for (node, row), (label, w, p_text, forced) in zip(rows, facts):
+            depth = node.depth
             rect = QRectF(lefts[depth], MARGIN + row * self._pitch, w, height)
-            placed = Placed(node, row, rect, label, lefts[depth] - gap + 5 if depth else 0.0)
-            if node.step is not None:
-                p, _ = edge_p(node.step)
-                placed.p_text, placed.forced = format_p(p), bool(getattr(node.step, "forced", False))
+            placed = Placed(node, row, rect, label, lefts[depth] - gap + 5 if depth else 0.0, p_text, forced)
             self.placed.append(placed)
             self.by_id[node.id] = placed
-        for placed in sorted(self.placed, key=lambda pl: pl.rect.left()):
-            lefts_in_row, in_row = self._rows.setdefault(placed.row, ([], []))
-            lefts_in_row.append(placed.rect.left())
+            lefts_in_row, in_row = self._rows.setdefault(row, ([], []))  # depth-first: left to right
+            lefts_in_row.append(rect.left())
             in_row.append(placed)
-        n_rows = 1 + max(row for _, row in rows)
+        n_rows = 1 + max(self._rows)
         self.setMinimumSize(int(lefts[-1] + MARGIN), int(2 * MARGIN + n_rows * self._pitch))
         self.update()
+
+    def _node_facts(self, node, n_prompt: int, fm: QFontMetricsF, height: float) -> tuple:
+        """(label, width, p text, forced) of a node, kept while its step is the same report."""
+        kept = self._facts.get(node.id)
+        if kept is not None and kept[0] is node.step:
+            return kept[1]
+        label = self._label(node, n_prompt)
+        w = self._width_cache.get(label)
+        if w is None:
+            w = self._width_cache[label] = max(fm.horizontalAdvance(label) + 2 * PAD_X, 2.2 * height)
+        p_text, forced = "", False
+        if node.step is not None:
+            p_text, forced = format_p(edge_p(node.step)[0]), bool(getattr(node.step, "forced", False))
+        fact = (label, w, p_text, forced)
+        if node.step is not None:  # the root's label counts the prompt's tokens: not kept
+            self._facts[node.id] = (node.step, fact)
+        return fact
 
     @staticmethod
     def _label(node, n_prompt: int) -> str:
@@ -148,6 +163,7 @@ class BranchCanvas(QWidget):
 
     def relayout(self) -> None:
         self._width_cache.clear()
+        self._facts.clear()
 
     def sizeHint(self) -> QSize:
         return QSize(600, max(self.minimumHeight(), 120))
@@ -165,11 +181,20 @@ class BranchCanvas(QWidget):
                              self.placeholder)
             return
         visible = QRectF(event.rect()).adjusted(-40, -self._pitch, 40, self._pitch)
-        shown = [pl for pl in self.placed if pl.rect.intersects(visible) or self._edge_visible(pl, visible)]
+        shown = [pl for pl in self._near(visible) if pl.rect.intersects(visible) or self._edge_visible(pl, visible)]
         self._paint_edges(painter, [pl for pl in shown if pl.node.id not in self.path], on_path=False)
         self._paint_edges(painter, [pl for pl in shown if pl.node.id in self.path], on_path=True)
         self._paint_forks(painter, shown)
         self._paint_nodes(painter, [pl for pl in shown if pl.rect.intersects(visible)])
+
+    def _near(self, visible: QRectF) -> list[Placed]:
+        """The nodes whose node or incoming edge may be in `visible`: by x in every row (a fork's connector
+        may cross rows that are out of sight at both ends)."""
+        near = []
+        for lefts, in_row in self._rows.values():
+            start = bisect_right(lefts, visible.left() - self._reach)
+            near += in_row[start:bisect_right(lefts, visible.right() + self._reach)]
+        return near
 
     def _edge_visible(self, placed: Placed, visible: QRectF) -> bool:
         parent = self._parent(placed)
@@ -363,14 +388,13 @@ class BranchesView(View):
         if node_id in {n.id for n in h.path_nodes()}:
             c.select(node.step.index)
             return
+        if not c.can_move:  # during a run, or while another move is on its way
+            return
         tip = branch_tip(node)
         self._select_after = (tip.id, node.step.index)
         c.switch(tip.id)
 
     def _select_when_switched(self) -> None:
-        if self._select_after is None:
-            return
-        tip_id, index = self._select_after
-        if self.controller.history.current.id == tip_id:
-            self._select_after = None
+        if self._select_after is not None and self.controller.history.current.id == self._select_after[0]:
+            index, self._select_after = self._select_after[1], None
             self.controller.select(index)

@@ -67,6 +67,7 @@ class CompareView(View):
             grid.addWidget(self.stats[side], 1, 2 * column, 1, 2)
             grid.addWidget(self.texts[side], 2, 2 * column, 1, 2)
             grid.setColumnStretch(2 * column + 1, 1)
+        grid.setRowStretch(2, 1)  # height to spare goes to the texts
         self.plot = make_plot(appearance)
         self.plot.setMinimumHeight(80)
         self.plot.setToolTip("Each step's entropy (of p raw, in nats) by step: A solid, B dashed; the dotted "
@@ -224,7 +225,7 @@ class CompareView(View):
         if not parts or shared >= len(path):
             rest = chunk(path[shared:])
         else:
-            fork = f"<span style='background:{hex_colour}; color:#ffffff'>{chunk(path[shared:shared + 1])}</span>"
+            fork = f"<span style='background:{hex_colour}; color:{t.panel}'>{chunk(path[shared:shared + 1])}</span>"
             rest = fork + chunk(path[shared + 1:])
         return f"<div style='white-space: pre-wrap; color:{t.text}'>{same}{rest}</div>"
 
