@@ -160,3 +160,17 @@ def test_rows_continue_first_children_and_forks_go_below_earlier_subtrees():
 
 def test_format_p_keeps_four_characters():
     assert format_p(0.7725) == "0.77" and format_p(1.0) == "1.00" and format_p(0.003) == "3e-3"
+
+
+def test_a_dock_tabbed_away_draws_only_when_raised(qtbot, window):
+    """Qt keeps a dock tabbed behind another 'visible' (off-screen): the Branches view skips its redraws
+    there and catches up when its tab is raised."""
+    window.docks["context"].show()  # back to its tab, in front of Branches
+    window.docks["context"].raise_()
+    view = window.views["branches"]
+    qtbot.waitUntil(lambda: view.visibleRegion().isEmpty(), timeout=WAIT)
+    prefill_and_step(qtbot, window, 2)
+    settle(qtbot, window)
+    assert view.isVisible() and view.tabbed_away() and not view.canvas.placed
+    window.docks["branches"].raise_()
+    qtbot.waitUntil(lambda: len(view.canvas.placed) == 3, timeout=WAIT)
