@@ -4,7 +4,8 @@
   temperature or truncation, so that drawn and forced tokens are measured alike);
 - perplexity: exp(−mean ln p_raw), the "how many equally likely choices per token" a path looks like;
 - where two paths part: the first step whose node differs.
-The Branches view's edge probability (p_final for a drawn token, p_raw for a forced one) lives here too.
+The Branches view's edge probability (p_final for a drawn token, p_raw for a forced or greedy one) lives here
+too.
 """
 
 from __future__ import annotations
@@ -31,9 +32,11 @@ def chosen_logit(step: StepDone) -> float:
 
 
 def edge_p(step: StepDone) -> tuple[float, str]:
-    """The probability drawn on a step's edge and which one it is: p_final, the distribution the draw used;
-    a forced token was not drawn (its p_final may be 0, truncated away), so it shows the model's p_raw."""
-    kind = "p_raw" if getattr(step, "forced", False) else "p_final"
+    """The probability drawn on a step's edge and which one it is: p_final, the distribution the draw used.
+    A step without a draw shows the model's p_raw instead: a forced token (its p_final may be 0, truncated
+    away) and a greedy one (its p_final is 1 by definition, which says nothing)."""
+    no_draw = getattr(step, "forced", False) or step.dist.settings.is_greedy
+    kind = "p_raw" if no_draw else "p_final"
     return chosen_p(step, kind), kind
 
 

@@ -12,7 +12,8 @@ from inference.events import Candidates, KeptCdf, StepDistribution, StepDone, To
 from inference.settings import SamplerSettings
 
 
-def make_step(index, token_id, text, p_raw, p_final=None, forced=False, node=0, entropy=1.0, outside=False):
+def make_step(index, token_id, text, p_raw, p_final=None, forced=False, node=0, entropy=1.0, outside=False,
+              greedy=False):
     """A step whose candidates are [token_id, 99] (or [98, 99, token_id] when `outside` the top-N)."""
     p_final = p_raw if p_final is None else p_final
     ids = [98, 99, token_id] if outside else [token_id, 99]
@@ -21,7 +22,7 @@ def make_step(index, token_id, text, p_raw, p_final=None, forced=False, node=0, 
     candidates = Candidates(np.array(ids), tuple(str(i) for i in ids), np.log(np.maximum(raw, 1e-300)) + 3.0,
                             np.array(raw), np.array(raw), np.array(final))
     dist = StepDistribution(candidates, (), KeptCdf(np.array(ids[:1]), ("a",), np.array([1.0]), 1), entropy,
-                            0.0, SamplerSettings())
+                            0.0, SamplerSettings(greedy=greedy))
     fields = {f.name for f in dataclasses.fields(StepDone)}
     extra = {k: v for k, v in (("forced", forced), ("node", node)) if k in fields}
     return StepDone(index=index, position=4 + index, token=Token(token_id, text, text), forward_ms=1.0,
@@ -40,6 +41,8 @@ def test_chosen_probability_logit_and_edge_probability():
     if "forced" in {f.name for f in dataclasses.fields(StepDone)}:
         forced = make_step(3, 42, "x", 0.01, p_final=0.0, forced=True, outside=True)
         assert edge_p(forced) == (pytest.approx(0.01), "p_raw")  # a forced token shows the model's p
+    greedy = make_step(4, 7, "x", 0.3, p_final=1.0, greedy=True)
+    assert edge_p(greedy) == (pytest.approx(0.3), "p_raw")  # p final 1 of the argmax says nothing
 
 
 def test_log_prob_and_perplexity():

@@ -3,10 +3,10 @@
 Each branch is a row and the tokens of a row stand left → right by step index, in columns shared by all
 rows, so that step 5 of one branch sits above step 5 of another. A branch that parts from another starts
 with a connector from its parent's column; a dot marks the node where branches part. On each edge the
-probability of the token it leads to: p final (the distribution the draw used), or p raw for a forced
-token (it was not drawn; truncation may have given it p final 0). The current path is highlighted, the
-current token outlined, forced tokens dashed and flagged ⚑. A click on a token goes to its branch and
-shows that step.
+probability of the token it leads to: p final (the distribution the draw used), or p raw for a token that
+was not drawn (forced: truncation may have given it p final 0; greedy: its p final is 1). The current path
+is highlighted, the current token outlined, forced tokens dashed and flagged ⚑. A click on a token goes to
+its branch and shows that step.
 """
 
 from __future__ import annotations
@@ -293,12 +293,12 @@ def tooltip(placed: Placed) -> str:
     step = placed.node.step
     if step is None:
         return "The prompt, read in one prefill pass: every branch starts here."
-    p, kind = edge_p(step)
+    kind = edge_p(step)[1].replace("_", " ")
     forced = getattr(step, "forced", False)
     how = ("forced ⚑: taken, not drawn" if forced else
            "greedy: the argmax, no draw" if step.random_u is None else f"drawn with u = {step.random_u:.4f}")
     return (f"step {step.index} · token id {step.token.id}  {step.token.piece!r}\n"
-            f"{kind.replace('_', ' ')} {p:.4f}   (p raw {chosen_p(step):.4f})\n"
+            f"p raw {chosen_p(step):.4f} · p final {chosen_p(step, 'p_final'):.4f}   (the edge shows {kind})\n"
             f"logit {chosen_logit(step):.3f}   rank {step.chosen_rank}\n{how}\n"
             f"branch row {placed.row + 1} · node {placed.node.id}")
 
@@ -328,13 +328,13 @@ class BranchesView(View):
     def restyle(self) -> None:
         t = self.appearance.theme
         self._legend = (f"<span style='color:{t.muted}'><span style='color:{t.accent}'>●</span> branches part · "
-                        f"on each edge <b>p final</b> (<span style='color:{t.warning}'>{FLAG} forced</span>: "
-                        "<b>p raw</b>) · click a token to go there</span>")
+                        f"on each edge <b>p final</b> (greedy or <span style='color:{t.warning}'>{FLAG} forced</span>"
+                        ": <b>p raw</b>) · click a token to go there</span>")
         self.summary.setToolTip(
             "Each row is a branch; its tokens stand left → right by step, so a step's tokens share a column.\n"
             "A branch that parts from another starts with a connector from its parent; ● marks that node.\n"
             "On each edge: p final, the probability in the distribution the draw used. A forced token "
-            f"({FLAG}, dashed) was not drawn,\nso its edge shows p raw, the model's own probability.\n"
+            f"({FLAG}, dashed) or a greedy one\nwas not drawn, so its edge shows p raw, the model's own probability.\n"
             "The current path is highlighted, the current token outlined, the step shown filled.\n"
             "Click a token: its branch becomes current and its step is shown (a branch whose cache was "
             "dropped is re-read in one pass).")
