@@ -68,6 +68,13 @@ def shared_prefix(a: Sequence, b: Sequence) -> int:
     return n
 
 
+def default_other(chosen: int | None, tips: Sequence[int]) -> int | None:
+    """The branch to compare with `chosen` by default: the most recently made other tip (tips in the order
+    they were made), or None when there is no other."""
+    others = [tip for tip in tips if tip != chosen]
+    return others[-1] if others else None
+
+
 def path_text(steps: Sequence[StepDone]) -> str:
     """The generated text of a path (the prompt excluded)."""
     return "".join(step.token.text for step in steps)

@@ -52,15 +52,20 @@ def settle(qtbot, win):
     qtbot.waitUntil(lambda: not win.controller.scheduler.redraw_due, timeout=WAIT)
 
 
+def step(qtbot, win):
+    c = win.controller
+    before = len(c.steps)
+    win.actions["step"].trigger()
+    qtbot.waitUntil(lambda: len(c.steps) == before + 1 and idle(c), timeout=WAIT)
+
+
 def prefill_and_step(qtbot, win, n):
     c = win.controller
     win.controls.prompt.setPlainText("The capital of France is")
     win.actions["prefill"].trigger()
     qtbot.waitUntil(lambda: c.prefilled and idle(c), timeout=WAIT)
     for _ in range(n):
-        before = len(c.steps)
-        win.actions["step"].trigger()
-        qtbot.waitUntil(lambda: len(c.steps) == before + 1 and idle(c), timeout=WAIT)
+        step(qtbot, win)
 
 
 def fork_at(qtbot, win, index):
@@ -119,9 +124,11 @@ def test_compare_shows_both_texts_and_log_probs(qtbot, window):
     c = window.controller
     prefill_and_step(qtbot, window, 3)
     first_steps = list(c.steps)
+    view = show_dock(qtbot, window, "compare")
+    qtbot.waitUntil(lambda: view.results["A"] is not None and view.results["A"].n_steps == 3, timeout=WAIT)
+    assert view.results["B"] is None and "Only one branch" in view.parting.text()
     fork_at(qtbot, window, 2)
     second_steps = list(c.steps)
-    view = show_dock(qtbot, window, "compare")
     qtbot.waitUntil(lambda: view.results["B"] is not None, timeout=WAIT)
     # A: the current branch (the fork), B: the other tip
     a, b = view.results["A"], view.results["B"]
@@ -134,6 +141,10 @@ def test_compare_shows_both_texts_and_log_probs(qtbot, window):
     assert f"{expected_b:.2f}".replace("-", "−") in view.stats["B"].text()
     assert "step 2" in view.parting.text()
     assert list(view.curves["B"].getData()[1]) == pytest.approx([s.dist.entropy for s in first_steps])
+    # A follows the current branch as it grows; B stays on the other tip
+    step(qtbot, window)
+    qtbot.waitUntil(lambda: view.results["A"].n_steps == 3, timeout=WAIT)
+    assert view.results["B"].text == "".join(s.token.text for s in first_steps)
     # choosing the same branch on both sides says so
     view.combos["B"].setCurrentIndex(view.combos["A"].currentIndex())
     view.combos["B"].activated.emit(view.combos["A"].currentIndex())

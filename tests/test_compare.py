@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from gui.compare import (branch_stats, chosen_logit, chosen_p, edge_p, log_prob, parting_step, path_text,
-                         perplexity, shared_prefix)
+from gui.compare import (branch_stats, chosen_logit, chosen_p, default_other, edge_p, log_prob, parting_step,
+                         path_text, perplexity, shared_prefix)
 from inference.events import Candidates, KeptCdf, StepDistribution, StepDone, Token
 from inference.settings import SamplerSettings
 
@@ -70,3 +70,8 @@ def test_branch_stats():
     assert stats.text == path_text(steps) == " Paris."
     assert stats.n_steps == 2 and stats.entropies == (2.0, 0.5)
     assert stats.log_prob == pytest.approx(2 * math.log(0.5)) and stats.perplexity == pytest.approx(2.0)
+
+
+def test_the_default_other_branch_is_the_newest_other_tip():
+    assert default_other(5, [3, 5, 9]) == 9 and default_other(9, [3, 5, 9]) == 5
+    assert default_other(3, [3]) is None and default_other(None, []) is None

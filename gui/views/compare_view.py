@@ -16,7 +16,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QComboBox, QGridLayout, QLabel, QSizePolicy, QSplitter, QTextBrowser, QVBoxLayout,
                                QWidget)
 
-from ..compare import BranchStats, branch_stats, chosen_p, parting_step
+from ..compare import BranchStats, branch_stats, chosen_p, default_other, parting_step
 from ..controller import Controller
 from ..theme import Appearance
 from .base import View
@@ -24,12 +24,6 @@ from .format import display
 from .plotting import colour, grid_ceiling, make_plot, nice_ceiling, set_range, style_plot
 
 SIDES = ("A", "B")
-
-
-def default_pair(current: int, tips: list[int]) -> tuple[int, int | None]:
-    """The current branch, and the most recently made other tip (None when there is only one)."""
-    others = [tip for tip in tips if tip != current]
-    return current, (others[-1] if others else None)
 
 
 def fmt_log_prob(value: float) -> str:
@@ -89,6 +83,7 @@ class CompareView(View):
         layout.addWidget(split, 1)
         self._items_key = self._key = None
         self.chosen: dict[str, int | None] = {"A": None, "B": None}
+        self._user_chose = {side: False for side in SIDES}  # a side the user set keeps its branch
         self.results: dict[str, BranchStats | None] = {"A": None, "B": None}
         self.restyle()
 
@@ -113,33 +108,45 @@ class CompareView(View):
         nodes = tips if h.current in tips or h.current.step is None else tips + [h.current]
         items = []
         for number, node in enumerate(nodes, 1):
-            steps = h.path_to(node)
-            tail = display("".join(s.token.text for s in steps[-4:]))[-18:]
+            last, up = [], node
+            while up is not None and up.step is not None and len(last) < 4:
+                last.append(up.step.token.text)
+                up = up.parent
+            tail = display("".join(reversed(last)))[-18:]
             where = "current" if node is h.current else f"tip {number}"
-            items.append((node.id, f"{where}: …{tail} ({len(steps)} steps)"))
+            items.append((node.id, f"{where}: …{tail} ({node.depth} steps)"))
         return items
 
     def _update_combos(self) -> None:
+        """Refill the lists when the tree or the current node changed. A side keeps what the user chose while
+        that node is still listed; otherwise it follows the default (A the current branch, B the newest other)."""
         h = self.controller.history
-        items = self._items()
-        key = (id(h.root), tuple(items), h.current.id)
+        key = (id(h.root), len(h.log))
         if key == self._items_key:
             return
+        if self._items_key is None or self._items_key[0] != key[0]:
+            self._user_chose = {side: False for side in SIDES}
         self._items_key = key
-        a, b = default_pair(h.current.id, [node_id for node_id, _ in items])
-        self.chosen = {"A": a, "B": b}
+        items = self._items()
+        ids = [node_id for node_id, _ in items]
+        if not self._user_chose["A"] or self.chosen["A"] not in ids:
+            self.chosen["A"], self._user_chose["A"] = h.current.id, False
+        if not self._user_chose["B"] or self.chosen["B"] not in ids:
+            self.chosen["B"], self._user_chose["B"] = default_other(self.chosen["A"], ids), False
         for side in SIDES:
             combo = self.combos[side]
             combo.blockSignals(True)
             combo.clear()
             for node_id, name in items:
                 combo.addItem(name, node_id)
-            combo.setCurrentIndex(max(combo.findData(self.chosen[side]), 0) if self.chosen[side] is not None
-                                  else -1)
+            combo.setCurrentIndex(combo.findData(self.chosen[side]) if self.chosen[side] is not None else -1)
             combo.blockSignals(False)
 
     def _on_chosen(self, _index: int) -> None:
-        self.chosen = {side: self.combos[side].currentData() for side in SIDES}
+        for side in SIDES:
+            chosen = self.combos[side].currentData()
+            if chosen != self.chosen[side]:
+                self.chosen[side], self._user_chose[side] = chosen, True
         self._key = None
         self.refresh()
 
@@ -152,7 +159,7 @@ class CompareView(View):
             self._clear("Fork at a past step to compare two branches.")
             return
         self._update_combos()
-        key = (id(h.root), self.chosen["A"], self.chosen["B"])
+        key = (self._items_key, self.chosen["A"], self.chosen["B"])
         if key == self._key:
             return
         self._key = key
