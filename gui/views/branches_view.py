@@ -211,6 +211,7 @@ class BranchCanvas(QWidget):
         painter.setFont(small)
         label_h = QFontMetricsF(small).height()
         label_colour, panel = QColor(t.text if on_path else t.muted), QColor(t.panel)
+        painter.setBrush(Qt.NoBrush)
         for pl in placed:
             parent = self._parent(pl)
             if parent is None:
@@ -223,7 +224,6 @@ class BranchCanvas(QWidget):
                 route.lineTo(xj, y)
             route.lineTo(pl.rect.left(), y)
             painter.setPen(pen)
-            painter.setBrush(Qt.NoBrush)
             painter.drawPath(route)
             # the probability sits on its edge, on a patch of the background the line stops at
             gap = QRectF(xj + 2, y - label_h / 2, pl.rect.left() - xj - 4, label_h)
@@ -246,8 +246,7 @@ class BranchCanvas(QWidget):
 
     def _paint_nodes(self, painter: QPainter, placed: list[Placed]) -> None:
         t, scale = self.appearance.theme, self.appearance.scale
-        font = self._fonts()[0]
-        painter.setFont(font)
+        painter.setFont(self._fonts()[0])
         for pl in placed:
             node_id = pl.node.id
             on_path = node_id in self.path
@@ -346,7 +345,8 @@ class BranchesView(View):
         if self.tabbed_away():  # behind another tab: drawn when raised
             return
         prefill = c.prefill_event
-        tree_key = (id(h.root), len(h.log), prefill is not None)  # a redrawn step may have a new p
+        # the root itself (a new one could get a freed one's id), and the log's length: any report changes it
+        tree_key = (h.root, len(h.log), prefill is not None)
         if tree_key != self._tree_key:
             self._tree_key = tree_key
             self.canvas.set_tree(h.root if prefill is not None else None, len(prefill.tokens) if prefill else 0)

@@ -121,7 +121,7 @@ class CompareView(View):
         """Refill the lists when the tree or the current node changed. A side keeps what the user chose while
         that node is still listed; otherwise it follows the default (A the current branch, B the newest other)."""
         h = self.controller.history
-        key = (id(h.root), len(h.log))
+        key = (h.root, len(h.log))  # the root itself (kept, its id cannot be reused by a new one)
         if key == self._items_key:
             return
         if self._items_key is None or self._items_key[0] != key[0]:
