@@ -31,7 +31,7 @@ class TraceWriter:
         if isinstance(event, SettingsEvent):
             return self._settings(event)
         out = []
-        if isinstance(event, StepDone) and getattr(event, "settings", None) is not None:
+        if isinstance(event, StepDone) and event.settings is not None:
             out = self._settings(SettingsEvent(event.settings))
         return out + [event.to_json()]
 
@@ -60,18 +60,15 @@ def trace_lines(info: ModelInfo, events: Iterable) -> list[str]:
 
 
 def _first_settings(events: list) -> SettingsEvent | None:
+    """The settings to write after `model`: the log's first, else its first step's; with the seed in force
+    after the prefill (that of a step drawn before any rewind, reset or switch re-seeded)."""
+    steps = [e for e in events if isinstance(e, StepDone)]
     first = next((e for e in events if isinstance(e, SettingsEvent)), None)
-    drawn = None  # the first step drawn with the seed the prefill put in force
-    for event in events:
-        if isinstance(event, (Rewound, Switched)):
-            break
-        if isinstance(event, StepDone):
-            drawn = event
-            break
-    if first is None and drawn is not None and getattr(drawn, "settings", None) is not None:
-        first = SettingsEvent(drawn.settings)
-    if first is not None and drawn is not None and first.settings.seed != drawn.seed:
-        first = SettingsEvent(replace(first.settings, seed=drawn.seed))
+    if first is None and steps and steps[0].settings is not None:
+        first = SettingsEvent(steps[0].settings)
+    before_move = next((e for e in events if isinstance(e, (StepDone, Rewound, Switched))), None)
+    if first is not None and isinstance(before_move, StepDone) and first.settings.seed != before_move.seed:
+        first = SettingsEvent(replace(first.settings, seed=before_move.seed))
     return first
 
 
@@ -80,8 +77,9 @@ def script_from_trace(lines: Iterable[str]) -> dict[str, Any]:
     """A script (as JSON data) that replays the trace's token ids: its prompt ids, its settings, its seeds,
     its forced tokens and its rewinds, resets and branch switches; its captions too.
 
-    Drawn steps become `step N`; a step that may not draw the same token on replay (after a branch
-    switch, whose seed the trace does not record) is forced instead, so the ids always match."""
+    Drawn steps become `step N`; a step that may not draw the same token on replay (after a move whose
+    seed the trace does not record: a trace written before moves carried it) is forced instead, so the
+    ids always match."""
     builder = _ScriptBuilder()
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -154,11 +152,18 @@ class _ScriptBuilder:
         else:
             self.actions.append({"step": 1})
 
+    def _reseed(self, seed: Any) -> None:
+        """The replay's next move re-seeds from its settings: make their seed the one the trace put in force."""
+        if seed is None:  # a trace from before moves recorded their seed: force what follows
+            self.drawable = False
+            return
+        if self.current.get("seed") != int(seed):
+            self.actions.append({"seed": int(seed)})
+            self.current["seed"] = int(seed)
+        self.drawable = True
+
     def _rewind(self, event: dict[str, Any]) -> None:
-        seed = int(event["seed"])
-        if self.current.get("seed") != seed:
-            self.actions.append({"seed": seed})
-            self.current["seed"] = seed
+        self._reseed(event.get("seed"))
         if event["type"] == "reset":
             self.actions.append({"reset": True})
             self.path = []
@@ -166,18 +171,20 @@ class _ScriptBuilder:
             to_step = int(event["to_step"])
             self.actions.append({"rewind": to_step})
             del self.path[to_step - 1:]
-        self.drawable = True
 
     def _branch(self, event: dict[str, Any]) -> None:
+        """A switch to another branch: back to where the paths part, then its tokens forced. The switch
+        re-seeded, so the replay re-seeds too: by a rewind (or a reset) even where nothing is cut."""
         tokens = [int(t) for t in event["tokens"]]
         common = 0
         while common < min(len(tokens), len(self.path)) and tokens[common] == self.path[common]:
             common += 1
-        if common < len(self.path):
-            self.actions.append({"rewind": common + 1})
+        common = min(common, len(self.path) - 1)  # at least one step back, so that the replay re-seeds
+        self._reseed(event.get("seed"))
+        self.actions.append({"rewind": common + 1} if common >= 0 else {"reset": True})
+        common = max(common, 0)
         self.actions += [{"force": t} for t in tokens[common:]]
         self.path = tokens
-        self.drawable = False  # the switch's seed in force is not in the trace: force what follows
 
     def _caption(self, event: dict[str, Any]) -> None:
         self.actions.append({"caption": str(event["text"])})
