@@ -37,6 +37,7 @@ ACTIONS: dict[str, ActionSpec] = {
     "open_gguf": ActionSpec("Open GGUF file…", ("Ctrl+Shift+O",), "Convert and load a .gguf file"),
     "default_model": ActionSpec("Load the default model", (), "SmolLM2-135M-Instruct"),
     "export_trace": ActionSpec("Export trace…", ("Ctrl+E",), "Save the events as JSON Lines"),
+    "play_script": ActionSpec("Play script…", ("Ctrl+L",), "Play a lesson script, or replay an exported trace"),
     "export_png": ActionSpec("Export window as PNG…", ("Ctrl+Shift+E",), "Save the whole window as a PNG"),
     "quit": ActionSpec("Quit", ("Ctrl+Q",)),
     "presentation": ActionSpec("Presentation mode", ("F5",), "Larger text, thicker bars, more contrast for "
@@ -47,7 +48,7 @@ ACTIONS: dict[str, ActionSpec] = {
     "about": ActionSpec("About TokenStep"),
 }
 HELP_ORDER = ("prefill", "step", "run", "pause", "stop", "reset", "prev", "next", "dice", "open_folder",
-              "open_gguf", "export_trace", "export_png", "presentation", "dark", "shortcuts", "quit")
+              "open_gguf", "export_trace", "play_script", "export_png", "presentation", "dark", "shortcuts", "quit")
 
 
 def make_actions(window: QWidget) -> dict[str, QAction]:

@@ -15,6 +15,7 @@ from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import QFileDialog, QLabel, QMessageBox, QWidget
 
 from inference.errors import one_line
+from inference.events import Caption
 from inference.script import Action, Script, ScriptError, apply_settings, load_script, refusal
 from inference.settings import GenerationSettings
 
@@ -39,6 +40,7 @@ class ScriptPlayer(QObject):
         self._after: Callable[[], None] | None = None  # a check once it is done
         self._timer = QTimer(self, singleShot=True)
         self._timer.timeout.connect(self._tick)
+        controller.error.connect(self._on_error)
 
     @property
     def playing(self) -> bool:
@@ -57,13 +59,13 @@ class ScriptPlayer(QObject):
     def play(self, script: Script) -> bool:
         self.stop()
         try:
-            settings = apply_settings(self.controller.settings, script.overrides)
+            apply_settings(self.controller.settings, script.overrides)  # checked now, applied when a model is in
         except ValueError as e:
             self.failed.emit(f"script settings: {one_line(e)}")
             return False
-        self.script, self._next, self._steps_left = script, 0, 0
-        self._done = self._after = None
-        self._apply(settings)
+        self.script, self._next, self._steps_left, self._done = script, 0, 0, None
+        # In force once a model is loaded (a new model shows its own defaults in the Controls first).
+        self._after = lambda: self._apply(apply_settings(self.controller.settings, script.overrides))
         self._timer.start(0)
         return True
 
@@ -74,6 +76,12 @@ class ScriptPlayer(QObject):
     def _fail(self, error: ScriptError) -> None:
         self.stop()
         self.failed.emit(str(error))
+
+    def _on_error(self, message: str, details: str, expected: bool) -> None:
+        """The engine refused or failed a request of the script's: the script stops there."""
+        if self.script is not None and self._next > 0:
+            self._fail(self.script.actions[self._next - 1].error(message.splitlines()[0] if message else
+                                                                 "the engine failed"))
 
     # --- the loop -------------------------------------------------------------------------------------
     def _idle(self) -> bool:
@@ -87,29 +95,31 @@ class ScriptPlayer(QObject):
             self._timer.start(POLL_MS)
             return
         self._done = None
-        if self._after is not None:
-            after, self._after = self._after, None
-            try:
-                after()
-            except ScriptError as e:
-                self._fail(e)
-                return
-        if self._steps_left:
-            self._step_again()
-            self._timer.start(0)
-            return
-        if self._next >= len(self.script.actions):
-            self.stop()
-            self.finished.emit()
-            return
-        action = self.script.actions[self._next]
-        self._next += 1
         try:
-            delay = self._play(action)
+            delay = self._advance()
         except ScriptError as e:
             self._fail(e)
             return
-        self._timer.start(delay)
+        if delay is None:
+            self.stop()
+            self.finished.emit()
+        else:
+            self._timer.start(delay)
+
+    def _advance(self) -> int | None:
+        """Check what the last request left, then start the next step or action: the ms to wait before
+        the next tick, None when the script is over."""
+        if self._after is not None:
+            after, self._after = self._after, None
+            after()
+        if self._steps_left:
+            self._step_again()
+            return 0
+        if self._next >= len(self.script.actions):
+            return None
+        action = self.script.actions[self._next]
+        self._next += 1
+        return self._play(action)
 
     def _play(self, action: Action) -> int:
         """Start `action`; returns the ms to wait before the next tick."""
@@ -126,25 +136,34 @@ class ScriptPlayer(QObject):
             self._step_again()
         elif kind == "run":
             c.select(None)
-            c.run()
+            self._request(action, c.run)
         elif kind in ("set", "seed"):
             try:
                 self._apply(apply_settings(c.settings, action.overrides))
             except ValueError as e:
                 raise action.error(one_line(e)) from None
         elif kind == "reset":
-            c.reset()
+            self._request(action, c.reset)
             self._done = lambda: not c.steps
         elif kind == "rewind":
-            c.rewind(action.value)
+            self._request(action, lambda: c.rewind(action.value))
             self._done = lambda: len(c.steps) == action.value - 1
         elif kind == "force":
             self._force(action)
         elif kind == "caption":
+            c.history.log.append(Caption(action.value))  # an exported trace keeps the lesson's captions
             self.caption.emit(action.value)
         elif kind == "wait":
             return action.value
         return 0
+
+    def _request(self, action: Action, send: Callable[[], None]) -> None:
+        """Send a gated request; the controller drops one it cannot serve now: then say so, not wait forever."""
+        send()
+        if not self.controller.busy:
+            status = self.controller.history.status
+            raise action.error(status.blocked if status is not None and status.blocked else
+                               "the app could not do this now (is a run or a load under way?)")
 
     def _step_again(self) -> None:
         """The next step of a `step N`, unless a stop rule ended the generation inside it."""
@@ -156,7 +175,7 @@ class ScriptPlayer(QObject):
         before = len(c.steps)
         self._steps_left -= 1
         c.select(None)
-        c.step()
+        self._request(self.script.actions[self._next - 1], c.step)
         self._done = lambda: len(c.steps) > before
 
     def _prefill(self, action: Action) -> None:
@@ -166,7 +185,7 @@ class ScriptPlayer(QObject):
                                "with main.py trace --script")
         if self.controls is not None:
             _show_prompt(self.controls, script)
-        c.prefill(script.prompt, script.chat, script.system or "")
+        self._request(action, lambda: c.prefill(script.prompt, script.chat, script.system or ""))
         self._done = lambda: c.prefilled
         if script.prompt_ids is not None:
             self._after = lambda: self._check_ids(action)
@@ -180,13 +199,15 @@ class ScriptPlayer(QObject):
     def _force(self, action: Action) -> None:
         c = self.controller
         before = len(c.steps)
-        c.select(None)  # take at the pending step, not at a step the history slider shows
         if isinstance(action.value, int):
-            c.take(action.value)
-            self._done = lambda: len(c.steps) > before or c.stopped is not None
+            c.select(None)  # take it at the pending step, not at a past step the history slider shows
+            shown = c.shown()
+            if shown is None or not shown.pending:
+                raise action.error("the pending step's distribution has not come yet")
+            self._request(action, lambda: c.take(action.value))
         else:
-            c.force_text(action.value)
-            self._done = lambda: len(c.steps) > before or c.stopped is not None
+            self._request(action, lambda: c.force_text(action.value))
+        self._done = lambda: len(c.steps) > before or c.stopped is not None
 
     def _apply(self, settings: GenerationSettings) -> None:
         if self.controls is not None:
