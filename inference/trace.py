@@ -16,8 +16,8 @@ import json
 from dataclasses import replace
 from typing import Any, Iterable
 
-from .events import ModelInfo, PrefillDone, Rewound, SettingsEvent, StepDone, Switched
-from .script import ScriptError, settings_dict
+from .events import ModelInfo, Rewound, SettingsEvent, StepDone, Switched
+from .script import ScriptError
 
 
 class TraceWriter:

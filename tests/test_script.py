@@ -1,60 +1,20 @@
-"""Lesson scripts: checked with one line naming the action, played headless, and traces turned back into
-scripts that replay the same token ids (tiny random models; the CLI in a subprocess)."""
+"""Lesson scripts: checked with one line naming the action, and played headless (tiny random models)."""
 
 import dataclasses
-import json
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from inference.errors import is_expected
-from inference.events import Caption, PrefillDone, Rewound, SettingsEvent, StepDone, Stopped, Switched
+from inference.events import Caption, StepDone, Stopped
 from inference.lesson import play
-from inference.loading import load_model
-from inference.script import (Script, ScriptError, apply_settings, load_script, parse_script,
-                              settings_dict)
+from inference.script import Script, ScriptError, apply_settings, load_script, parse_script, settings_dict
 from inference.session import Session
 from inference.settings import GenerationSettings, SamplerSettings
-from inference.trace import TraceWriter, script_from_trace, trace_lines
-from tiny import make_hf_model, save_hf_model
+from scripted import ROOT, a_script, folder, model, play_all  # noqa: F401 (fixtures)
 
-ROOT = Path(__file__).resolve().parent.parent
 LESSONS = ROOT / "resources" / "lessons"
-SAMPLED = {"seed": 7, "temperature": 1.5, "top_k": 0, "max_new_tokens": 12}
-
-
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    return save_hf_model(make_hf_model("llama", seed=11), tmp_path_factory.mktemp("script"))
-
-
-@pytest.fixture(scope="module")
-def model(folder):
-    loaded = load_model(folder, device="cpu")
-    # No EOS: a random model may end at any step, and these tests count steps.
-    loaded.config = dataclasses.replace(loaded.config, eos_ids=())
-    return loaded
-
-
-def _script(actions, **top):
-    return {"prompt": "the cat", "settings": SAMPLED, "actions": actions, **top}
-
-
-def _play(model, data):
-    return list(play(Session(model), model, parse_script(data)))
-
-
-def _trace(model, events):
-    writer = TraceWriter()
-    return [model.info().to_json()] + [line for e in events for line in writer.lines(e)]
-
-
-def _steps(events):
-    return [(e.index, e.token.id, e.forced) for e in events if isinstance(e, StepDone)]
 
 
 # --- parsing -------------------------------------------------------------------------------------------
@@ -88,7 +48,7 @@ BAD = [
 @pytest.mark.parametrize("actions, message", BAD)
 def test_a_bad_action_is_one_line_naming_its_index(actions, message):
     with pytest.raises(ScriptError) as caught:
-        parse_script(_script(actions))
+        parse_script(a_script(actions))
     text = str(caught.value)
     assert re.search(message, text), text
     assert "\n" not in text and is_expected(caught.value)
@@ -123,13 +83,13 @@ BAD_ACTIONS = st.sampled_from([{"step": -1}, {"stepp": 1}, {"rewind": "2"}, {"se
 @hsettings(max_examples=200)
 def test_the_first_bad_action_is_named_by_its_index(before, bad, after):
     with pytest.raises(ScriptError) as caught:
-        parse_script(_script(before + [bad] + after))
+        parse_script(a_script(before + [bad] + after))
     message = str(caught.value)
     assert message.startswith(f"action {len(before)}") and "\n" not in message
 
 
 def test_a_good_script_parses_into_frozen_actions():
-    script = parse_script(_script([{"prefill": True}, {"step": 3}, {"set": {"temperature": 0.3, "stop": ["."]}},
+    script = parse_script(a_script([{"prefill": True}, {"step": 3}, {"set": {"temperature": 0.3, "stop": ["."]}},
                                    {"force": " London"}, {"force": 42}, {"caption": "Hi"}, {"wait": 1500}]))
     assert isinstance(script, Script) and script.prompt == "the cat" and not script.chat
     assert [(a.index, a.kind, a.value) for a in script.actions][:2] == [(0, "prefill", None), (1, "step", 3)]
@@ -183,7 +143,7 @@ def test_both_lessons_play_the_same_actions():
 
 # --- playing -------------------------------------------------------------------------------------------
 def test_a_script_plays_into_the_expected_events(model):
-    events = _play(model, _script([
+    events = play_all(model, a_script([
         {"prefill": True}, {"caption": "read"}, {"step": 3}, {"set": {"temperature": 0.3}}, {"rewind": 2},
         {"force": 200}, {"step": 1}, {"seed": 9}, {"reset": True}, {"step": 2}, {"wait": 5000}]))
     kinds = [type(e).__name__ for e in events]
@@ -202,21 +162,21 @@ def test_a_script_plays_into_the_expected_events(model):
 
 
 def test_the_same_seed_redraws_the_same_tokens_after_a_rewind(model):
-    events = _play(model, _script([{"prefill": True}, {"step": 6}, {"rewind": 3}, {"step": 4}]))
+    events = play_all(model, a_script([{"prefill": True}, {"step": 6}, {"rewind": 3}, {"step": 4}]))
     steps = [e for e in events if isinstance(e, StepDone)]
     assert [s.token.id for s in steps[:6]] == [s.token.id for s in steps[:2] + steps[6:]]
     assert [s.random_u for s in steps[2:6]] == [s.random_u for s in steps[6:]]
 
 
 def test_force_text_takes_its_tokens_one_step_each(model):
-    events = _play(model, _script([{"prefill": True}, {"force": " the cat"}]))
+    events = play_all(model, a_script([{"prefill": True}, {"force": " the cat"}]))
     forced = [e for e in events if isinstance(e, StepDone)]
     assert [s.token.id for s in forced] == model.tokenizer.encode(" the cat", add_special_tokens=False)
     assert all(s.forced for s in forced) and [s.index for s in forced] == list(range(1, len(forced) + 1))
 
 
 def test_run_steps_until_a_stop_rule_and_step_after_it_is_refused(model):
-    script = _script([{"prefill": True}, {"set": {"max_new_tokens": 5}}, {"run": True}, {"step": 1}])
+    script = a_script([{"prefill": True}, {"set": {"max_new_tokens": 5}}, {"run": True}, {"step": 1}])
     events = []
     with pytest.raises(ScriptError) as caught:
         for event in play(Session(model), model, parse_script(script)):
@@ -227,7 +187,7 @@ def test_run_steps_until_a_stop_rule_and_step_after_it_is_refused(model):
 
 
 def test_step_n_ends_quietly_where_a_stop_rule_fires_inside_it(model):
-    events = _play(model, _script([{"prefill": True}, {"set": {"max_new_tokens": 2}}, {"step": 5}, {"rewind": 2},
+    events = play_all(model, a_script([{"prefill": True}, {"set": {"max_new_tokens": 2}}, {"step": 5}, {"rewind": 2},
                                    {"step": 1}]))
     assert [e.index for e in events if isinstance(e, StepDone)] == [1, 2, 2]
     assert [type(e).__name__ for e in events].count("Stopped") == 2
@@ -242,182 +202,15 @@ def test_step_n_ends_quietly_where_a_stop_rule_fires_inside_it(model):
 ])
 def test_what_the_session_refuses_names_the_action(model, actions, message):
     with pytest.raises(ScriptError) as caught:
-        _play(model, _script(actions))
+        play_all(model, a_script(actions))
     assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
 
 
 def test_prompt_ids_are_read_exactly(model):
-    events = _play(model, {"prompt_ids": [5, 77, 200], "actions": [{"prefill": True}, {"step": 1}]})
+    events = play_all(model, {"prompt_ids": [5, 77, 200], "actions": [{"prefill": True}, {"step": 1}]})
     assert [t.id for t in events[1].tokens] == [5, 77, 200]
 
 
 def test_a_too_long_prompt_names_the_prefill(model):
     with pytest.raises(ScriptError, match=r'^action 0 \("prefill"\): the prompt is 200 tokens but the context'):
-        _play(model, {"prompt_ids": [5] * 200, "actions": [{"prefill": True}]})
-
-
-# --- traces ----------------------------------------------------------------------------------------------
-def test_the_trace_records_the_settings_in_force_at_every_step(model):
-    lines = _trace(model, _play(model, _script([{"prefill": True}, {"step": 2}, {"set": {"top_k": 5}},
-                                                {"set": {"top_k": 5}}, {"step": 1}])))
-    events = [json.loads(line) for line in lines]
-    assert [e["type"] for e in events] == ["model", "settings", "prefill", "step", "step", "settings", "step"]
-    assert events[1]["top_k"] == 0 and events[5]["top_k"] == 5 and events[1]["seed"] == 7
-    assert set(events[1]) == {"type", "seed", "temperature", "top_k", "top_p", "min_p", "greedy", "max_new_tokens",
-                              "stop"}
-
-
-def test_a_log_without_settings_events_gets_them_from_its_steps(model):
-    """The app's log has no settings events: the steps' settings are written, with the prefill's seed."""
-    session = Session(model, GenerationSettings(SamplerSettings(temperature=1.5, top_k=0), seed=5))
-    log = [session.prefill([5, 77, 200])]
-    session.update_settings(dataclasses.replace(session.settings, seed=6))  # applies from the next rewind
-    log += list(session.step())
-    session.update_settings(dataclasses.replace(session.settings, sampler=SamplerSettings(temperature=0.4)))
-    log += list(session.step()) + [session.rewind(2)] + list(session.step())
-    events = [json.loads(line) for line in trace_lines(model.info(), log)]
-    assert [e["type"] for e in events] == ["model", "settings", "prefill", "settings", "step", "settings", "step",
-                                           "rewind", "step"]
-    assert events[1]["seed"] == 5 and events[3]["seed"] == 6 and events[5]["temperature"] == 0.4
-    assert events[7]["seed"] == 6
-    assert _replayed_ids(model, [json.dumps(e) for e in events]) == [(1, log[1].token.id, False),
-                                                                     (2, log[2].token.id, False),
-                                                                     (2, log[4].token.id, False)]
-
-
-def _replayed_ids(model, lines):
-    script = parse_script(script_from_trace(lines))
-    return _steps(play(Session(model), model, script))
-
-
-def test_a_trace_turned_into_a_script_replays_its_token_ids(model):
-    events = _play(model, _script([
-        {"prefill": True}, {"step": 3}, {"set": {"temperature": 0.8, "top_k": 40}}, {"rewind": 2}, {"step": 2},
-        {"force": " the cat"}, {"seed": 11}, {"rewind": 4}, {"step": 2}, {"caption": "hi"}, {"set": {"seed": 3}},
-        {"reset": True}, {"set": {"greedy": True}}, {"step": 2}, {"set": {"greedy": False, "max_new_tokens": 6}},
-        {"run": True}]))
-    lines = _trace(model, events)
-    script = script_from_trace(lines)
-    assert script["prompt_ids"] == [t.id for t in events[1].tokens] and script["settings"]["seed"] == 7
-    assert {"caption": "hi"} in script["actions"] and {"reset": True} in script["actions"]
-    replayed = list(play(Session(model), model, parse_script(script)))
-    assert _steps(replayed) == _steps(events)
-    assert [e.random_u for e in replayed if isinstance(e, StepDone)] == \
-        [e.random_u for e in events if isinstance(e, StepDone)]
-
-
-def test_a_branch_switch_replays_as_rewind_and_forced_tokens(model):
-    session = Session(model, apply_settings(GenerationSettings(), SAMPLED))
-    log = [session.prefill([5, 77, 200, 31])]
-    for _ in range(4):
-        log += list(session.step())
-    first = list(session.generated)
-    log += [session.rewind(2)] + list(session.force(9)) + list(session.step())
-    second_leaf = session.node
-    log.append(session.switch(log[4].node))  # back to the tip of the first branch
-    log += list(session.step())
-    log.append(session.switch(second_leaf))
-    log += list(session.step())
-    lines = trace_lines(model.info(), log)
-    assert sum('"type": "branch"' in line for line in lines) == 2
-    script = parse_script(script_from_trace(lines))
-    replay = Session(model)
-    replayed = list(play(replay, model, script))
-    assert replay.generated == session.generated
-    drawn_after_switch = [e for e in log if isinstance(e, StepDone)][-1]
-    assert [e for e in replayed if isinstance(e, StepDone)][-1].token.id == drawn_after_switch.token.id
-    assert first == session.tree.tokens(log[4].node)
-
-
-OPS = st.lists(st.one_of(
-    st.tuples(st.just("step"), st.integers(1, 3)), st.tuples(st.just("rewind"), st.integers(1, 6)),
-    st.tuples(st.just("force"), st.integers(0, 300)), st.tuples(st.just("seed"), st.integers(0, 50)),
-    st.tuples(st.just("temperature"), st.sampled_from([0.0, 0.5, 1.0, 2.0])), st.tuples(st.just("reset"), st.none()),
-    st.tuples(st.just("switch"), st.integers(0, 40))), min_size=1, max_size=10)
-
-
-@given(OPS)
-@hsettings(max_examples=30)
-def test_any_session_history_replays_from_its_trace(model, ops):
-    session = Session(model, apply_settings(GenerationSettings(), {**SAMPLED, "max_new_tokens": 64}))
-    log = [session.prefill([5, 77, 200])]
-    for op, value in ops:
-        if op == "step":
-            for _ in range(value):
-                log += list(session.step())
-        elif op == "rewind" and value <= len(session.generated):
-            log.append(session.rewind(value))
-        elif op == "force":
-            log += list(session.force(value))
-        elif op == "seed":
-            session.update_settings(dataclasses.replace(session.settings, seed=value))
-        elif op == "temperature":
-            session.update_settings(dataclasses.replace(session.settings, sampler=SamplerSettings(temperature=value)))
-        elif op == "reset":
-            log.append(session.reset())
-        elif op == "switch" and value in session.tree.nodes:
-            log.append(session.switch(value))
-    replay = Session(model)
-    replayed = list(play(replay, model, parse_script(script_from_trace(trace_lines(model.info(), log)))))
-    assert replay.generated == session.generated
-    drawn = [(s.index, s.token.id) for s in log if isinstance(s, StepDone)]
-    assert [(s.index, s.token.id) for s in replayed if isinstance(s, StepDone) and not s.forced] == \
-        [(s.index, s.token.id) for s in log if isinstance(s, StepDone) and not s.forced]
-    assert set(drawn) >= {(s.index, s.token.id) for s in replayed if isinstance(s, StepDone)}
-
-
-def test_an_unusable_trace_is_one_line():
-    with pytest.raises(ScriptError, match="^the trace has no prefill event"):
-        script_from_trace(['{"type": "model"}'])
-    with pytest.raises(ScriptError, match="^trace line 2: not valid JSON"):
-        script_from_trace(['{"type": "model"}', "{"])
-    with pytest.raises(ScriptError, match='^trace line 2: a "prefill" event without a valid'):
-        script_from_trace(['{"type": "model"}', '{"type": "prefill"}'])
-
-
-# --- the command line ----------------------------------------------------------------------------------
-def _cli(folder, script_path):
-    return [sys.executable, str(ROOT / "main.py"), "trace", "--model", str(folder), "--script", str(script_path)]
-
-
-RUN = dict(capture_output=True, text=True, timeout=300, cwd=ROOT)
-
-
-def test_cli_a_bad_script_exits_2_with_one_line_and_no_output(folder, tmp_path):
-    path = tmp_path / "bad.json"
-    path.write_text(json.dumps(_script([{"prefill": True}, {"stepp": 2}])))
-    result = subprocess.run(_cli(folder, path), **RUN)
-    assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr.strip().splitlines()[-1] == \
-        'error: action 1: unknown action "stepp" (known: prefill, run, reset, step, set, seed, rewind, force, ' \
-        'caption, wait)'
-
-
-def test_cli_plays_a_script_and_replays_its_own_trace(folder, tmp_path):
-    path = tmp_path / "lesson.json"
-    path.write_text(json.dumps(_script([{"prefill": True}, {"step": 3}, {"rewind": 2}, {"force": " the"},
-                                        {"caption": "fork"}, {"set": {"max_new_tokens": 6}}, {"run": True}])))
-    result = subprocess.run(_cli(folder, path), **RUN)
-    assert result.returncode == 0, result.stderr
-    events = [json.loads(line) for line in result.stdout.splitlines()]
-    assert [e["type"] for e in events][:3] == ["model", "settings", "prefill"] and events[-1]["type"] == "stop"
-    assert [e["type"] for e in events].count("rewind") == 1 and {"type": "caption", "text": "fork"} in events
-    assert [e["forced"] for e in events if e["type"] == "step"] == [False] * 3 + [True] + [False] * 4
-    trace = tmp_path / "trace.jsonl"
-    trace.write_text(result.stdout)
-    again = subprocess.run(_cli(folder, trace), **RUN)
-    assert again.returncode == 0, again.stderr
-    ids = lambda out: [(e["index"], e["token"]["id"]) for e in map(json.loads, out.splitlines())  # noqa: E731
-                       if e["type"] == "step"]
-    assert ids(again.stdout) == ids(result.stdout)
-
-
-def test_cli_a_play_time_error_keeps_whole_lines_and_exits_2(folder, tmp_path):
-    path = tmp_path / "late.json"
-    path.write_text(json.dumps(_script([{"prefill": True}, {"step": 2}, {"rewind": 5}])))
-    result = subprocess.run(_cli(folder, path), **RUN)
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1] == 'error: action 2 ("rewind"): rewind 5 is past the 2 steps ' \
-                                                     'taken so far'
-    assert [json.loads(line)["type"] for line in result.stdout.splitlines()] == \
-        ["model", "settings", "prefill", "step", "step"]
+        play_all(model, {"prompt_ids": [5] * 200, "actions": [{"prefill": True}]})
