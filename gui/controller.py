@@ -239,7 +239,7 @@ class Controller(QObject):
         """The same JSON Lines `main.py trace` writes, for what has happened so far."""
         if self.info is None:
             return []
-        return trace_lines(self.info, self.history.log)
+        return trace_lines(self.info, self.history.log, self.settings)
 
     def shutdown(self, timeout_ms: int = 2000) -> bool:
         """End the engine process and the worker thread within `timeout_ms`. True when both are gone."""

@@ -78,14 +78,6 @@ class Script:
 
 
 # --- settings ------------------------------------------------------------------------------------------
-def settings_dict(settings: GenerationSettings) -> dict[str, Any]:
-    """The settings keyed as in a script and in the trace's `settings` event."""
-    s = settings.sampler
-    return {"seed": settings.seed, "temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p,
-            "min_p": s.min_p, "greedy": s.greedy, "max_new_tokens": settings.max_new_tokens,
-            "stop": list(settings.stop_strings)}
-
-
 def apply_settings(base: GenerationSettings, overrides: Mapping[str, Any]) -> GenerationSettings:
     """`base` with the script's keys replaced; raises ValueError when a value is out of range."""
     sampler = replace(base.sampler, **{k: v for k, v in overrides.items() if k in SAMPLER_KEYS})

@@ -17,7 +17,8 @@ from dataclasses import replace
 from typing import Any, Iterable
 
 from .events import ModelInfo, Rewound, SettingsEvent, StepDone, Switched
-from .script import ScriptError
+from .script import SETTING_KEYS, ScriptError
+from .settings import GenerationSettings
 
 
 class TraceWriter:
@@ -43,15 +44,16 @@ class TraceWriter:
         return [line]
 
 
-def trace_lines(info: ModelInfo, events: Iterable) -> list[str]:
+def trace_lines(info: ModelInfo, events: Iterable, settings: GenerationSettings | None = None) -> list[str]:
     """The whole trace of `events` (a session's log, in order) on the model `info` describes.
 
     A `settings` line follows `model` even where the log has none before the prompt was read: the
-    settings of the first step, with the seed its draw used (the seed in force after the prefill)."""
+    settings of the first step, with the seed its draw used (the seed in force after the prefill); with no
+    step either, `settings` (those the front-end has now)."""
     events = list(events)
     writer = TraceWriter()
     lines = [info.to_json()]
-    first = _first_settings(events)
+    first = _first_settings(events) or (SettingsEvent(settings) if settings is not None else None)
     if first is not None:
         lines += writer.lines(first)
     for event in events:
@@ -118,8 +120,7 @@ class _ScriptBuilder:
             handler(event)
 
     def _settings(self, event: dict[str, Any]) -> None:
-        values = {k: event[k] for k in ("seed", "temperature", "top_k", "top_p", "min_p", "greedy",
-                                         "max_new_tokens", "stop")}
+        values = {k: event[k] for k in SETTING_KEYS}
         if self.settings is None and self.prompt_ids is None:
             self.settings, self.current = dict(values), dict(values)
             return

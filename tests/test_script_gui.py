@@ -97,3 +97,9 @@ def test_a_bad_script_gets_one_line_in_a_dialog_and_the_app_goes_on(qtbot, windo
     qtbot.waitUntil(lambda: not c.busy, timeout=WAIT)
     window.actions["step"].trigger()  # the app still steps by hand
     qtbot.waitUntil(lambda: len(c.steps) == 2 and not c.busy, timeout=WAIT)
+
+
+def test_the_app_takes_a_script_to_play_on_its_command_line():
+    from gui.app import parse_args
+
+    assert parse_args(["--script", "lesson.json"]).script == "lesson.json" and parse_args([]).script is None

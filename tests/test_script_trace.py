@@ -37,6 +37,8 @@ def test_a_log_without_settings_events_gets_them_from_its_steps(model):
     log += list(session.step())
     session.update_settings(dataclasses.replace(session.settings, sampler=SamplerSettings(temperature=0.4)))
     log += list(session.step()) + [session.rewind(2)] + list(session.step())
+    only_prefill = [json.loads(line) for line in trace_lines(model.info(), log[:1], session.settings)]
+    assert [e["type"] for e in only_prefill] == ["model", "settings", "prefill"] and only_prefill[1]["seed"] == 6
     events = [json.loads(line) for line in trace_lines(model.info(), log)]
     assert [e["type"] for e in events] == ["model", "settings", "prefill", "settings", "step", "settings", "step",
                                            "rewind", "step"]
