@@ -25,7 +25,7 @@ from .worker import InferenceWorker
 # During Run the engine sends its steps in batches this far apart: the views redraw less often than that.
 RUN_BATCH_S = 0.05
 # Requests answered by `Finished`: until then the next Step, Run or Reset waits.
-GATED = ("Prefill", "Step", "Run", "Reset")
+GATED = ("Prefill", "Step", "Run", "Reset", "Rewind", "Force", "Switch")
 
 
 class Controller(QObject):
@@ -57,7 +57,8 @@ class Controller(QObject):
                           p.LoadFailed: self._on_load_failed, p.Prefilled: self._on_prefilled,
                           p.Stepped: self._on_stepped, p.PendingStep: self._on_pending, p.Ended: self._on_ended,
                           p.Status: self._on_status, p.Failed: self._on_failed, p.Cancelled: self._on_cancelled,
-                          p.Finished: self._on_finished}
+                          p.Finished: self._on_finished, p.RewoundReply: self._on_rewound,
+                          p.SwitchedReply: self._on_switched}
         self._start_worker()
 
     def _start_worker(self) -> None:
@@ -153,6 +154,42 @@ class Controller(QObject):
             self.history.follow_latest()
             self._request("Run", p.Run(max_steps=n_steps, batch_s=RUN_BATCH_S))
 
+    # --- the branch moves ---------------------------------------------------------------------------
+    @property
+    def can_move(self) -> bool:
+        """Whether a rewind, a switch or a fork may be asked for now."""
+        return self.info is not None and not self.loading and self.prefilled and not self.running \
+            and not self.busy
+
+    def take(self, token_id: int) -> None:
+        """Take `token_id` at the step shown: the pending one is forced to it; a past step k is forked
+        there (rewind to k, then force)."""
+        shown = self.shown()
+        if shown is None or not self.can_move:
+            return
+        if not shown.pending:
+            self._send_settings()
+            self._command.emit(p.Rewind(shown.index))
+        elif not self.can_step:
+            return
+        self._request("Force", p.Force(int(token_id)))
+
+    def force_text(self, text: str) -> None:
+        if self.can_step and self.can_move:
+            self._request("Force", p.Force(text))
+
+    def rewind(self, to_step: int) -> None:
+        if self.can_move and 1 <= to_step <= len(self.steps):
+            self._request("Rewind", p.Rewind(to_step))
+
+    def backspace(self) -> None:
+        """Remove the last token of the current branch (it stays in the tree)."""
+        self.rewind(len(self.steps))
+
+    def switch(self, node_id: int) -> None:
+        if self.can_move and node_id in self.history.nodes:
+            self._request("Switch", p.Switch(node_id))
+
     def _request(self, name: str, command: p.Command) -> None:
         self._send_settings()
         self.in_flight = name
@@ -168,10 +205,10 @@ class Controller(QObject):
             self._command.emit(p.Abort())
 
     def reset(self) -> None:
+        """Back to the prompt, re-seeded; the branches taken so far stay in the tree."""
         if not self.prefilled or self.loading:
             return
         self.epoch += 1
-        self.history.clear(keep_prefill=True)
         self.in_flight = "Reset"
         self._sent_settings = self.settings
         self._settings_timer.stop()
@@ -201,10 +238,7 @@ class Controller(QObject):
         """The same JSON Lines `main.py trace` writes, for what has happened so far."""
         if self.info is None:
             return []
-        h = self.history
-        lines = [self.info.to_json()] + ([h.prefill.to_json()] if h.prefill is not None else [])
-        lines += [s.to_json() for s in h.steps]
-        return lines + ([h.stopped.to_json()] if h.stopped is not None else [])
+        return [self.info.to_json()] + [event.to_json() for event in self.history.log]
 
     def shutdown(self, timeout_ms: int = 2000) -> bool:
         """End the engine process and the worker thread within `timeout_ms`. True when both are gone."""
@@ -262,9 +296,19 @@ class Controller(QObject):
             self.history.pending = reply.event
             self.scheduler.dirty()
 
+    def _on_rewound(self, reply: p.RewoundReply) -> None:
+        if self._current(reply):
+            self.history.rewound(reply.event)
+            self.scheduler.dirty()
+
+    def _on_switched(self, reply: p.SwitchedReply) -> None:
+        if self._current(reply):
+            self.history.switched(reply.event)
+            self.scheduler.dirty()
+
     def _on_ended(self, reply: p.Ended) -> None:
         if self._current(reply):
-            self.history.stopped = reply.event
+            self.history.ended(reply.event)
             self.state_changed.emit()  # the status line names the reason
             self.scheduler.dirty()
 

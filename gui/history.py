@@ -11,7 +11,8 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 
-from inference.events import Pending, PrefillDone, SessionStatus, StepDistribution, StepDone, Stopped
+from inference.events import (Pending, PrefillDone, Rewound, SessionStatus, StepDistribution, StepDone, Stopped,
+                              Switched)
 
 
 @dataclass(frozen=True)
@@ -29,12 +30,14 @@ class Shown:
 
 @dataclass(eq=False)
 class Node:
-    """One drawn step; the root (step None) stands for the prompt.
+    """One drawn step, a node of the session's branch tree (same id); the root (id 0, step None) stands
+    for the prompt.
 
     A node refers to its parent weakly: the tree holds no reference cycles, so a forgotten history is
     freed at once instead of by the cyclic garbage collector, whose full passes over every step's arrays
     stalled the GUI thread."""
 
+    id: int
     step: StepDone | None
     _parent: "weakref.ref[Node] | None" = None
     children: list["Node"] = field(default_factory=list)
@@ -43,8 +46,16 @@ class Node:
     def parent(self) -> "Node | None":
         return self._parent() if self._parent is not None else None
 
+    @property
+    def depth(self) -> int:
+        return self.step.index if self.step is not None else 0
+
+    @property
+    def token_id(self) -> int | None:
+        return self.step.token.id if self.step is not None else None
+
     def add(self, step: StepDone) -> "Node":
-        child = Node(step, weakref.ref(self))
+        child = Node(step.node, step, weakref.ref(self))
         self.children.append(child)
         return child
 
@@ -53,38 +64,88 @@ class History:
     def __init__(self):
         self.clear()
 
-    def clear(self, keep_prefill: bool = False) -> None:
-        """Forget the steps (a new prompt, a reset, a new model); a reset keeps the prompt's prefill."""
-        if not keep_prefill:
-            self.prefill: PrefillDone | None = None
-        self.root = Node(None)
+    def clear(self) -> None:
+        """Forget everything (a new prompt, a new model)."""
+        self.prefill: PrefillDone | None = None
+        self.root = Node(0, None)
+        self.nodes: dict[int, Node] = {0: self.root}
         self.current = self.root
         self._path: list[StepDone] = []  # the steps from the root to `current`, kept as it grows
         self.pending: Pending | None = None
         self.stopped: Stopped | None = None
         self.status: SessionStatus | None = None
+        self.reread: Switched | None = None  # the last branch switch's re-read, until the next step
+        self.log: list = []  # every event in the order it came: what a trace export writes
         self.mode = "pending"  # "latest" (newest drawn step), "pending" (next step) or "step" (a past one)
         self.selected = 0
 
     # --- reports --------------------------------------------------------------------------------------
     def prefilled(self, event: PrefillDone) -> None:
+        self.clear()
         self.prefill = event
+        self.log.append(event)
         self.pending = Pending(1, event.pending) if event.pending is not None else None
         self.mode = "pending"
 
     def stepped(self, events) -> None:
         for event in events:
-            self.current = self.current.add(event)
+            node = self.nodes.get(event.node)
+            if node is None:
+                parent = self.nodes.get(event.parent, self.current)
+                node = self.nodes[event.node] = parent.add(event)
+            else:  # the same token taken again after a rewind: the branch already there, redrawn
+                node.step = event
+            if node.parent is not self.current:
+                self._path = self.path_to(node.parent)
+            self.current = node
             self._path.append(event)
-        self.pending = None
+            self.log.append(event)
+        self.pending, self.stopped, self.reread = None, None, None
         if self.mode != "step":
             self.mode = "latest"
+
+    def rewound(self, event: Rewound) -> None:
+        """A rewind or reset: steps from event.to_step on leave the path (they stay in the tree)."""
+        self.log.append(event)
+        self._move(self.nodes.get(event.node, self.root), event.pending)
+
+    def switched(self, event: Switched) -> None:
+        self.log.append(event)
+        self._move(self.nodes.get(event.node, self.root), event.pending)
+        self.reread = event
+
+    def ended(self, event: Stopped) -> None:
+        self.stopped = event
+        self.log.append(event)
+
+    def _move(self, node: Node, pending: StepDistribution | None) -> None:
+        self.current = node
+        self._path = self.path_to(node)
+        self.pending = Pending(node.depth + 1, pending) if pending is not None else None
+        self.stopped, self.reread, self.mode = None, None, "pending"
 
     # --- reading --------------------------------------------------------------------------------------
     @property
     def steps(self) -> list[StepDone]:
         """The drawn steps of the current branch, step 1 first."""
         return self._path
+
+    def path_to(self, node: Node | None) -> list[StepDone]:
+        """The steps from step 1 to `node`."""
+        out = []
+        while node is not None and node.step is not None:
+            out.append(node.step)
+            node = node.parent
+        return out[::-1]
+
+    def path_nodes(self) -> list[Node]:
+        """The current path's nodes, step 1 first (the root excluded)."""
+        return [self.nodes[s.node] for s in self._path if s.node in self.nodes]
+
+    def leaves(self) -> list[Node]:
+        """The tips of the branches, in the order they were made."""
+        return sorted((n for n in self.nodes.values() if not n.children and n.step is not None),
+                      key=lambda n: n.id)
 
     def shown(self) -> Shown | None:
         """What the candidate / draw / timing views should show now."""

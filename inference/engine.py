@@ -54,7 +54,8 @@ class Engine:
         self.announce_run = False
         self.handlers = {p.Load: self.load, p.Prefill: self.prefill, p.Step: self.step, p.Run: self.run,
                          p.Pause: self.pause, p.Abort: self.abort, p.Reset: self.reset,
-                         p.Configure: self.configure, p.CaptureAttention: self.capture, p.Cancel: self.cancel}
+                         p.Configure: self.configure, p.CaptureAttention: self.capture, p.Cancel: self.cancel,
+                         p.Rewind: self.rewind, p.Force: self.force, p.Switch: self.switch}
         self.send(p.Ready(cuda=cuda))
 
     # --- the pipe -------------------------------------------------------------------------------------
@@ -176,6 +177,19 @@ class Engine:
             self.send_event(event)
         self.send_preview()
 
+    def force(self, command: p.Force) -> None:
+        for event in self.need_session().force(command.token):
+            self.send_event(event)
+        self.send_preview()
+
+    def rewind(self, command: p.Rewind) -> None:
+        self.send(p.RewoundReply(self.need_session().rewind(command.to_step), self.tag))
+        self.send_preview()
+
+    def switch(self, command: p.Switch) -> None:
+        self.send(p.SwitchedReply(self.need_session().switch(command.node), self.tag))
+        self.send_preview()
+
     def run(self, command: p.Run) -> None:
         session = self.need_session()
         self.batch_s, self.announce_run = command.batch_s, True
@@ -235,7 +249,7 @@ class Engine:
             raise NotReady("prefill the prompt first")
         self.tag = command.tag
         session.update_settings(command.settings)
-        session.reset()
+        self.send(p.RewoundReply(session.reset(), self.tag))
         self.send_preview()
 
     def configure(self, command: p.Configure) -> None:

@@ -22,8 +22,14 @@ class Token:
     piece: str  # how to show it on its own: the text, \xE4\xBD for a partial character, <|im_end|>
     special: bool = False
 
+    @property
+    def shown_text(self) -> str:
+        """The text, or for a token that only carries bytes of an incomplete character its own bytes as
+        \\xNN (what a candidate list shows for it too)."""
+        return self.text or self.piece
+
     def to_dict(self) -> dict:
-        return {"id": self.id, "text": self.text}
+        return {"id": self.id, "text": self.shown_text}
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,10 @@ class StepDone:
     seed: int
     stop_progress: tuple[int, ...] = ()  # per stop string: characters of it already matched at the end
     attention: np.ndarray | None = None  # (layers, heads, positions) attention of the query that ran
+    forced: bool = False  # the token was chosen by the user (force), not drawn; random_u is None
+    node: int = 0  # this step's node in the session's branch tree
+    parent: int = 0  # the node before it (0: the root, i.e. the prompt)
+    settings: GenerationSettings | None = None  # in force at this draw (the draw used `seed`)
 
     @property
     def entropy(self) -> float:
@@ -144,6 +154,7 @@ class StepDone:
             "forward_ms": self.forward_ms, "sample_ms": self.sample_ms, "kv_used_bytes": self.kv_used_bytes,
             "kv_allocated_bytes": self.kv_allocated_bytes, "context_tokens": self.context_tokens,
             "entropy": self.dist.entropy, "chosen_rank": self.chosen_rank, "random_u": self.random_u,
+            "forced": self.forced,
             "candidates": self.dist.candidates.to_list(),
             "stages": [{"name": s.name, "kept": s.kept, "removed_mass": s.removed_mass}
                        for s in self.dist.stages]})
@@ -155,6 +166,70 @@ class Pending:
 
     index: int
     dist: StepDistribution
+
+
+@dataclass(frozen=True)
+class Rewound:
+    """Back to just before step `to_step` (a reset: back to the prompt). Its distribution is pending again."""
+
+    to_step: int
+    node: int  # the current node now (0: the prompt)
+    kv_used_bytes: int
+    kv_allocated_bytes: int
+    seed: int  # the seed in force from here on
+    reset: bool = False
+    pending: StepDistribution | None = None
+    forward_ms: float = 0.0  # 0 when the pending logits were kept; else the pass that recomputed them
+
+    def to_json(self) -> str:
+        return _dump({"type": "reset" if self.reset else "rewind", "to_step": self.to_step,
+                      "kv_used_bytes": self.kv_used_bytes, "kv_allocated_bytes": self.kv_allocated_bytes,
+                      "seed": self.seed})
+
+
+@dataclass(frozen=True)
+class Switched:
+    """Another branch became current; the positions its cache lacked were re-read in ONE parallel pass."""
+
+    node: int
+    to_step: int  # steps on the new path (the pending step is to_step + 1)
+    reread_tokens: int  # 0 when the cache already held the whole path
+    ms: float
+    kv_used_bytes: int
+    kv_allocated_bytes: int
+    tokens: tuple[int, ...]  # the generated ids of the new path
+    seed: int = 0  # the seed in force from here on
+    pending: StepDistribution | None = None
+
+    def to_json(self) -> str:
+        return _dump({"type": "branch", "node": self.node, "to_step": self.to_step,
+                      "reread_tokens": self.reread_tokens, "ms": self.ms, "kv_used_bytes": self.kv_used_bytes,
+                      "kv_allocated_bytes": self.kv_allocated_bytes, "tokens": list(self.tokens),
+                      "seed": self.seed})
+
+
+@dataclass(frozen=True)
+class Caption:
+    """A lesson script's caption (shown over the app; a line of the trace)."""
+
+    text: str
+
+    def to_json(self) -> str:
+        return _dump({"type": "caption", "text": self.text})
+
+
+@dataclass(frozen=True)
+class SettingsEvent:
+    """The settings in force (once after `model`, then whenever they change), so a trace can be replayed."""
+
+    settings: GenerationSettings
+
+    def to_json(self) -> str:
+        s = self.settings
+        return _dump({"type": "settings", "seed": s.seed, "temperature": s.sampler.temperature,
+                      "top_k": s.sampler.top_k, "top_p": s.sampler.top_p, "min_p": s.sampler.min_p,
+                      "greedy": s.sampler.greedy, "max_new_tokens": s.max_new_tokens,
+                      "stop": list(s.stop_strings)})
 
 
 STOP_REASONS = ("eos", "max_new_tokens", "stop_string", "context_full", "aborted")

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .events import ModelInfo, Pending, PrefillDone, SessionStatus, StepDone, Stopped
+from .events import ModelInfo, Pending, PrefillDone, Rewound, SessionStatus, StepDone, Stopped, Switched
 from .settings import GenerationSettings
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: the branch moves (Rewind, Force, Switch)
 
 
 # --- commands: front-end -> engine ---------------------------------------------------------------------
@@ -75,6 +75,27 @@ class Reset(Command):
 
     settings: GenerationSettings
     tag: int
+
+
+@dataclass(frozen=True)
+class Rewind(Command):
+    """Back to just before step `to_step` (answered by RewoundReply and the pending step)."""
+
+    to_step: int
+
+
+@dataclass(frozen=True)
+class Force(Command):
+    """Take this token (an id, or a text: its tokens one step each) instead of drawing."""
+
+    token: int | str
+
+
+@dataclass(frozen=True)
+class Switch(Command):
+    """Make another node of the branch tree current (answered by SwitchedReply and the pending step)."""
+
+    node: int
 
 
 @dataclass(frozen=True)
@@ -142,6 +163,20 @@ class Stepped(Reply):
 @dataclass(frozen=True)
 class PendingStep(Reply):
     event: Pending
+    tag: int
+
+
+@dataclass(frozen=True)
+class RewoundReply(Reply):
+    """A rewind, or a reset (event.reset): the steps from event.to_step on left the current branch."""
+
+    event: Rewound
+    tag: int
+
+
+@dataclass(frozen=True)
+class SwitchedReply(Reply):
+    event: Switched
     tag: int
 
 

@@ -18,8 +18,11 @@ KEPT_SHOWN = 64  # kept tokens carried to the draw view (the rest only as a coun
 
 
 def summarise(logits: torch.Tensor, dist: Distribution, sampler: SamplerSettings, chosen: int | None,
-              top_n: int, tokenizer, eos_ids) -> StepDistribution:
-    """The top `top_n` tokens by raw logit (plus `chosen` when outside them), the stages, the kept CDF."""
+              top_n: int, text_of, eos_ids) -> StepDistribution:
+    """The top `top_n` tokens by raw logit (plus `chosen` when outside them), the stages, the kept CDF.
+
+    `text_of(id)` is how a token reads at this point of the text (the stream's `peek`): a token that
+    would complete a character pending in the stream reads as that character, as it would if drawn."""
     n = min(top_n, logits.numel())
     top = torch.topk(logits, n).indices
     if chosen is not None and chosen not in top.tolist():
@@ -27,11 +30,11 @@ def summarise(logits: torch.Tensor, dist: Distribution, sampler: SamplerSettings
     kept_ids = dist.kept_ids[:KEPT_SHOWN]
     ids = top.numpy().astype(np.int64)
     candidates = Candidates(
-        ids=ids, texts=tuple(tokenizer.piece_text(int(i)) for i in ids),
+        ids=ids, texts=tuple(text_of(int(i)) for i in ids),
         logits=logits[top].double().numpy(), p_raw=dist.p_raw[top].numpy(),
         p_temp=dist.p_temp[top].numpy(), p_final=dist.p_final[top].numpy())
     kept = KeptCdf(ids=kept_ids.numpy().astype(np.int64),
-                   texts=tuple(tokenizer.piece_text(int(i)) for i in kept_ids),
+                   texts=tuple(text_of(int(i)) for i in kept_ids),
                    cdf=dist.kept_cdf[:KEPT_SHOWN].numpy(), n_kept=int(dist.kept_ids.numel()))
     eos = [i for i in eos_ids if i < logits.numel()]
     return StepDistribution(candidates=candidates, stages=tuple(dist.stages), kept=kept,

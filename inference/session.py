@@ -4,15 +4,18 @@ The CLI drives it directly; the GUI drives it through the engine process (engine
 of the step about to be drawn ("pending"). A step draws from them, reports the draw, checks the stop
 rules and, unless generation ended, feeds the new token through the model to get the next pending
 logits: every distribution is computed on the prefix that includes every token drawn so far. Sampling
-settings may change between steps (they apply to the next draw); a changed seed takes effect at
-`reset()`, which returns to the prompt and re-seeds, so the same seed and settings reproduce the same
-tokens. `run()` is the one run loop of the code base.
+settings may change between steps (they apply to the next draw). The draw of step k reads a uniform u that
+is a function of (seed, k) alone; a changed seed takes effect at the next `reset()` or `rewind()`, so the
+same seed and settings reproduce the same tokens. Every token taken is a node of a branch tree
+(branches.py): rewind, take another token, switch back, and nothing is lost. `run()` is the one run loop
+of the code base.
 
 Logits come from a `LogitsSource` (sources/): the model's own decoder in this process by default.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from typing import Callable, Iterator
@@ -20,12 +23,14 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 
+from .branches import BranchMoves, BranchTree, KeptLogits, KeptPending
 from .errors import Cancelled, NotReady
 from .events import Pending, PrefillDone, SessionStatus, StepDone, Stopped, Token
 from .loading import LoadedModel
 from .report import chosen_rank, summarise
 from .sampling import distribution, draw
 from .settings import GenerationSettings, SamplerSettings
+from .stops import match_stop_strings
 from .sources import LogitsSource
 from .sources.local import LocalDecoder
 from .tokenizer import ChatMessage
@@ -35,6 +40,13 @@ PREFILL_CHUNK = 512  # positions per prefill pass; longer prompts take several p
 
 class GenerationEnded(NotReady):
     """Raised by `step()` after EOS, a stop string or a full context window: reset to go on."""
+
+
+def draw_seed(seed: int, index: int) -> int:
+    """The generator seed of step `index`'s draw: a function of (seed, index) alone, so a rewind and redraw
+    with the same seed and settings draws the same u, and another seed changes every later draw."""
+    digest = hashlib.blake2b(f"{seed}:{index}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
 
 
 class _LastRowCapture:
@@ -60,7 +72,7 @@ def prompt_ids(model: LoadedModel, prompt: str, chat: bool = False, system: str 
     return tok.encode(text, add_special_tokens=False), text
 
 
-class Session:
+class Session(BranchMoves):
     def __init__(self, model: LoadedModel, settings: GenerationSettings = GenerationSettings(),
                  capture_attention: bool = False, source: LogitsSource | None = None):
         self.model = model
@@ -72,29 +84,39 @@ class Session:
         self._pause = threading.Event()
         self.prompt: list[int] = []
         self.prompt_text = ""
-        self._prefill_logits: torch.Tensor | None = None
         self._prefill_ms = 0.0
-        self._prefill_attention: np.ndarray | None = None
-        self._start_generation()
+        self._decode_seconds = 0.0
+        self.tree = BranchTree()
+        self.kept = KeptLogits()
+        self._go_to(0)
 
     # --- state ----------------------------------------------------------------------------------------
-    def _start_generation(self) -> None:
-        self.generated: list[int] = []
-        self.text = ""  # generated text so far
-        self.stopped: Stopped | None = None
-        self._decode_seconds = 0.0
-        self._generator = torch.Generator(device="cpu").manual_seed(self.settings.seed)
+    def _go_to(self, node: int, pending: KeptPending | None = None) -> None:
+        """Make `node` current: its tokens are the generated ones, `pending` the next step's logits (None:
+        computed when needed). The cache must already hold the prompt and the tokens before the last."""
+        self.node = node
+        self.generated: list[int] = self.tree.tokens(node)
         self.seed_used = self.settings.seed
-        self._pending = self._prefill_logits
-        self._pending_forward_ms = self._prefill_ms
-        self._pending_attention = self._prefill_attention
+        self._pending = pending.logits if pending else None
+        self._pending_forward_ms = pending.forward_ms if pending else 0.0
+        self._pending_attention = pending.attention if pending else None
         self._stream = self.model.tokenizer.stream()
         for token_id in self.prompt:
             self._stream.push(token_id)
+        self.text, self.stopped = "", None
+        eos_ids = self.model.config.eos_ids
+        for token_id in self.generated:
+            token = self._token(self._stream, token_id)
+            if token_id not in eos_ids:
+                self.text += token.text
+        if self.prefilled and (self.generated or len(self.prompt) >= self.model.config.context_length):
+            reason, matched = self._stop_reason(self.generated[-1] if self.generated else None)
+            if reason is not None:
+                self._stop(reason, matched)
 
     @property
     def prefilled(self) -> bool:
-        return self._prefill_logits is not None
+        return self.kept.get(0) is not None
 
     @property
     def n_context(self) -> int:
@@ -115,9 +137,9 @@ class Session:
             return "prefill the prompt before stepping"
         reason = self.stopped.reason if self.stopped is not None else None
         if reason in ("eos", "stop_string", "context_full"):
-            return f"generation ended ({reason}); reset to start again"
+            return f"generation ended ({reason}); rewind or reset to go on"
         if reason == "max_new_tokens" and len(self.generated) >= self.settings.max_new_tokens:
-            return "the max new tokens limit is reached; raise it or reset"
+            return "the max new tokens limit is reached; raise it, rewind or reset"
         return ""
 
     def status(self) -> SessionStatus:
@@ -125,7 +147,7 @@ class Session:
                              n_generated=len(self.generated), settings=self.settings)
 
     def update_settings(self, settings: GenerationSettings) -> None:
-        """New settings apply to the next draw; a new seed applies from the next reset."""
+        """New settings apply to the next draw; a new seed applies from the next reset or rewind."""
         self.settings = settings.validate()
 
     def abort(self) -> None:
@@ -136,16 +158,10 @@ class Session:
         """End a running `run()` before its next step; the generation can go on (thread-safe)."""
         self._pause.set()
 
-    def reset(self) -> None:
-        """Back to the state right after prefill: the prompt's cache kept, generated tokens forgotten."""
-        if self.prefilled:
-            self.source.crop(len(self.prompt))
-        self._abort.clear()
-        self._start_generation()
-
     # --- prefill --------------------------------------------------------------------------------------
     def prefill(self, ids: list[int], prompt_text: str = "", progress=None) -> PrefillDone:
-        """Read the whole prompt in parallel: K/V for every position, logits for the last.
+        """Read the whole prompt in parallel: K/V for every position, logits for the last. A new prompt
+        starts a new branch tree.
 
         Prompts longer than PREFILL_CHUNK go through in chunks of that many positions, so a long prompt
         reports progress (`progress("prefill", done, total)`) and `abort()` can cancel it in between.
@@ -153,33 +169,40 @@ class Session:
         self._check_prompt(ids)
         c = self.model.config
         self.source.start(len(ids) + self.settings.max_new_tokens)
-        capture = _LastRowCapture(c.n_layers) if self.capture_attention else None
+        self.prompt, self.prompt_text = [], ""
+        self.tree, self.kept = BranchTree(), KeptLogits(self.kept.budget)
         self._abort.clear()
         started = time.perf_counter()
-        for start in range(0, len(ids), PREFILL_CHUNK):
-            if self._abort.is_set():
-                self._abort.clear()
-                self._prefill_logits = None
-                raise Cancelled("prefill cancelled")
-            last = start + PREFILL_CHUNK >= len(ids)
-            logits = self.source.forward(ids[start:start + PREFILL_CHUNK], start, capture if last else None)
-            if progress:
-                progress("prefill", min(start + PREFILL_CHUNK, len(ids)), len(ids))
-        self._prefill_logits = logits
+        try:
+            logits, attention = self._read(ids, 0, progress)
+        except Cancelled:
+            self._go_to(0)  # nothing prefilled
+            raise
         self._prefill_ms = (time.perf_counter() - started) * 1000
-        self._prefill_attention = capture.array() if capture else None
         self.prompt, self.prompt_text = list(ids), prompt_text
-        self._abort.clear()
-        self._start_generation()
+        self._decode_seconds = 0.0
+        entry = KeptPending(logits, attention, self._prefill_ms)
+        self.kept.put(0, entry)
+        self._go_to(0, entry)
         stream = self.model.tokenizer.stream()
         tokens = tuple(self._token(stream, i) for i in ids)
-        if len(ids) == c.context_length:
-            self.stopped = self._stopped("context_full")
         return PrefillDone(tokens=tokens, n_tokens=len(ids), ms=self._prefill_ms,
                            kv_used_bytes=self.source.kv_used_bytes,
                            kv_allocated_bytes=self.source.kv_allocated_bytes,
-                           prompt_text=prompt_text, pending=self.preview().dist,
-                           attention=self._prefill_attention)
+                           prompt_text=prompt_text, pending=self.preview().dist, attention=attention)
+
+    def _read(self, ids: list[int], start: int, progress=None) -> tuple[torch.Tensor, np.ndarray | None]:
+        """Read `ids` at positions start.. in parallel (chunks of PREFILL_CHUNK): the last one's logits."""
+        capture = _LastRowCapture(self.model.config.n_layers) if self.capture_attention else None
+        for at in range(0, len(ids), PREFILL_CHUNK):
+            if self._abort.is_set():
+                self._abort.clear()
+                raise Cancelled("prefill cancelled")
+            last = at + PREFILL_CHUNK >= len(ids)
+            logits = self.source.forward(ids[at:at + PREFILL_CHUNK], start + at, capture if last else None)
+            if progress:
+                progress("prefill", min(at + PREFILL_CHUNK, len(ids)), len(ids))
+        return logits, capture.array() if capture else None
 
     def _check_prompt(self, ids: list[int]) -> None:
         c = self.model.config
@@ -187,9 +210,12 @@ class Session:
             raise ValueError("the prompt is empty: it must contain at least one token")
         if len(ids) > c.context_length:
             raise ValueError(f"the prompt is {len(ids)} tokens but the context window holds {c.context_length}")
-        bad = [i for i in ids if not 0 <= i < c.vocab]
+        self._check_ids(ids)
+
+    def _check_ids(self, ids: list[int]) -> None:
+        bad = [i for i in ids if not 0 <= i < self.model.config.vocab]
         if bad:
-            raise ValueError(f"token id {bad[0]} is outside the vocabulary of {c.vocab}")
+            raise ValueError(f"token id {bad[0]} is outside the vocabulary of {self.model.config.vocab}")
 
     # --- one step -------------------------------------------------------------------------------------
     def preview(self, sampler: SamplerSettings | None = None) -> Pending:
@@ -203,44 +229,60 @@ class Session:
     def step(self) -> Iterator[StepDone | Stopped]:
         """Draw one token: yields its StepDone (and a Stopped when generation ends), then feeds it on."""
         self._resume()
+        yield from self._take(None)
+
+    def force(self, token: int | str) -> Iterator[StepDone | Stopped]:
+        """Take `token` (an id, or a text: its tokens one step each) instead of drawing. Each step's
+        distribution is still computed and reported; its event is marked forced."""
+        if isinstance(token, str):
+            ids = self.model.tokenizer.encode(token, add_special_tokens=False)
+            if not ids:
+                raise ValueError("the text to force is empty: it encodes to no tokens")
+        else:
+            ids = [int(token)]
+        self._check_ids(ids)
+        self._resume()
+        for token_id in ids:
+            if self.stopped is not None:
+                return
+            yield from self._take(token_id)
+
+    def _take(self, forced: int | None) -> Iterator[StepDone | Stopped]:
         started = time.perf_counter()
         if self._pending is None:
             self._feed_last()
         forward_ms = self._pending_forward_ms
         kv_used, kv_allocated = self.source.kv_used_bytes, self.source.kv_allocated_bytes
-        sampler = self.settings.sampler
+        sampler, index = self.settings.sampler, len(self.generated) + 1
         t = time.perf_counter()
         dist = distribution(self._pending, sampler)
-        token_id, u = draw(dist, self._generator)
+        if forced is None:
+            token_id, u = draw(dist, torch.Generator().manual_seed(draw_seed(self.seed_used, index)))
+        else:
+            token_id, u = forced, None
         sample_ms = (time.perf_counter() - t) * 1000
         logits = self._pending
+        summary = self._summarise(logits, dist, sampler, token_id)  # texts read before the token joins
 
+        parent, self.node = self.node, self.tree.child(self.node, token_id)
         self.generated.append(token_id)
         token = self._token(self._stream, token_id)
-        eos = token_id in self.model.config.eos_ids
-        if not eos:
+        if token_id not in self.model.config.eos_ids:
             self.text += token.text
-        progress, matched = self._stop_strings()
-        index = len(self.generated)
-        summary = self._summarise(logits, dist, sampler, token_id)
+        reason, matched = self._stop_reason(token_id)
         event = StepDone(
             index=index, position=self.n_context - 1, token=token, forward_ms=forward_ms,
             sample_ms=sample_ms, kv_used_bytes=kv_used, kv_allocated_bytes=kv_allocated,
             context_tokens=self.n_context,
             chosen_rank=chosen_rank(logits, token_id, summary.candidates, self.settings.top_n),
-            random_u=u, dist=summary, seed=self.seed_used,
-            stop_progress=progress, attention=self._pending_attention)
+            random_u=u, dist=summary, seed=self.seed_used, stop_progress=self._stop_strings()[0],
+            attention=self._pending_attention, forced=forced is not None, node=self.node, parent=parent,
+            settings=self.settings)
         self._pending, self._pending_attention = None, None
-        reason = ("eos" if eos else "stop_string" if matched is not None
-                  else "max_new_tokens" if index >= self.settings.max_new_tokens
-                  else "context_full" if self.n_context >= self.model.config.context_length else None)
         self._decode_seconds += time.perf_counter() - started
         yield event
         if reason is not None:
-            if matched is not None:
-                self.text = self.text[:self.text.find(matched)]
-            self.stopped = self._stopped(reason, matched)
-            yield self.stopped
+            yield self._stop(reason, matched)
             return
         started = time.perf_counter()
         self._feed_last()
@@ -262,7 +304,7 @@ class Session:
                     return
                 if self._pause.is_set():
                     return
-                yield from self.step()
+                yield from self._take(None)
                 taken += 1
         finally:
             self.running = False
@@ -271,8 +313,7 @@ class Session:
     def abort_now(self) -> Stopped:
         """End the generation here, between steps, as aborted by the user."""
         self._abort.clear()
-        self.stopped = self._stopped("aborted")
-        return self.stopped
+        return self._stop("aborted")
 
     def generate(self, ids: list[int], prompt_text: str = "") -> Iterator[PrefillDone | StepDone | Stopped]:
         """Prefill then run: the whole event stream of one generation."""
@@ -283,6 +324,10 @@ class Session:
         yield from self.run()
 
     # --- helpers --------------------------------------------------------------------------------------
+    def _check_idle(self) -> None:
+        if self.running:
+            raise NotReady("a run is in progress: pause it first")
+
     def _resume(self) -> None:
         """Clear a stop that more steps may follow (an abort, a raised limit), or refuse."""
         why = self.blocked()
@@ -297,30 +342,34 @@ class Session:
         self._pending = self.source.forward([self.generated[-1]], self.n_context - 1, capture)
         self._pending_forward_ms = (time.perf_counter() - started) * 1000
         self._pending_attention = capture.array() if capture else None
+        self.kept.put(self.node, KeptPending(self._pending, self._pending_attention, self._pending_forward_ms))
 
     def _token(self, stream, token_id: int) -> Token:
         text, piece = stream.push(token_id)
         return Token(token_id, text, piece, self.model.tokenizer.is_special(token_id))
 
+    def _stop_reason(self, token_id: int | None) -> tuple[str | None, str | None]:
+        """The stop rule the newest token (None: the prompt alone) fires, and the stop string it matched."""
+        matched = self._stop_strings()[1]
+        n = len(self.generated)
+        reason = ("eos" if token_id in self.model.config.eos_ids else "stop_string" if matched is not None
+                  else "max_new_tokens" if n and n >= self.settings.max_new_tokens
+                  else "context_full" if self.n_context >= self.model.config.context_length else None)
+        return reason, matched
+
     def _stop_strings(self) -> tuple[tuple[int, ...], str | None]:
-        """Per stop string, how much of it ends the text now; and the first one found in the text."""
-        text = self.text
-        progress, matched, first = [], None, len(text) + 1
-        for s in self.settings.stop_strings:
-            at = text.find(s)
-            if at >= 0 and at < first:
-                matched, first = s, at
-            progress.append(len(s) if at >= 0 else max(
-                (n for n in range(len(s) - 1, 0, -1) if text.endswith(s[:n])), default=0))
-        return tuple(progress), matched
+        return match_stop_strings(self.text, self.settings.stop_strings)
 
     def _summarise(self, logits, dist, sampler, chosen):
-        return summarise(logits, dist, sampler, chosen, self.settings.top_n, self.model.tokenizer,
+        return summarise(logits, dist, sampler, chosen, self.settings.top_n, self._stream.peek,
                          self.model.config.eos_ids)
 
-    def _stopped(self, reason: str, matched: str | None = None) -> Stopped:
+    def _stop(self, reason: str, matched: str | None = None) -> Stopped:
+        if matched is not None:
+            self.text = self.text[:self.text.find(matched)]
         prefill_rate = len(self.prompt) / (self._prefill_ms / 1000) if self._prefill_ms > 0 else 0.0
         decode_rate = len(self.generated) / self._decode_seconds if self._decode_seconds > 0 else 0.0
-        return Stopped(reason=reason, n_generated=len(self.generated), text=self.text,
-                       prefill_tokens_per_s=prefill_rate, decode_tokens_per_s=decode_rate,
-                       stop_string=matched)
+        self.stopped = Stopped(reason=reason, n_generated=len(self.generated), text=self.text,
+                               prefill_tokens_per_s=prefill_rate, decode_tokens_per_s=decode_rate,
+                               stop_string=matched)
+        return self.stopped

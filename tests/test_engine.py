@@ -100,3 +100,20 @@ def test_abort_ends_the_generation_and_settings_preview_without_a_forward(folder
     assert [e.event.reason for e in ended] == ["aborted"]
     after_reset = [e for r in of(replies, p.Stepped) if r.tag == 3 for e in r.events]
     assert [s.index for s in after_reset] == [1] and isinstance(after_reset[0], StepDone)
+
+
+def test_rewind_force_and_switch_over_the_pipe(folder):
+    commands = [p.Load(folder, "cpu", "float32", 1), p.Prefill("the cat", False, "", GREEDY, 2),
+                p.Step(), p.Step(), p.Step(), p.Rewind(2), p.Force(7), p.Step(), p.Rewind(99), p.Switch(3)]
+    replies = serve([p.wrap(c) for c in commands], finished=len(commands))
+    taken = steps(replies)
+    assert [e.index for e in taken] == [1, 2, 3, 2, 3]
+    assert taken[3].forced and taken[3].token.id == 7 and taken[3].parent == taken[0].node
+    assert not taken[4].forced
+    rewound = of(replies, p.RewoundReply)[0].event
+    assert rewound.to_step == 2 and rewound.node == taken[0].node
+    assert "rewind 99 is outside" in of(replies, p.Failed)[0].message  # and the engine went on
+    switched = of(replies, p.SwitchedReply)[0].event
+    assert switched.node == 3 and switched.tokens == tuple(e.token.id for e in taken[:3])
+    assert switched.reread_tokens == 2  # steps 2 and 3 of the first branch, in one pass
+    assert of(replies, p.PendingStep)[-1].event.index == 4

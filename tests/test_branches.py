@@ -1,0 +1,178 @@
+"""Rewind, force, switch and the branch tree, on tiny random models of every architecture, in float64: the
+cache after any move must equal a fresh prefill of the current path."""
+
+import dataclasses
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+
+from inference.events import StepDone, Stopped
+from inference.layers import select_backend
+from inference.loading import load_model
+from inference.session import Session, draw_seed
+from inference.settings import GenerationSettings, SamplerSettings
+from inference.sources.local import LocalDecoder
+from tiny import ARCHITECTURES, build_decoder, make_hf_model, save_hf_model
+
+PROMPT = [5, 77, 200, 31, 9]
+SAMPLED = SamplerSettings(temperature=1.5, top_k=0)
+
+
+def _model(arch, folder):
+    """The tiny model in float64 (no float32 rounding between a cached and a fresh path), with no EOS."""
+    model = load_model(save_hf_model(make_hf_model(arch, seed=5), folder), device="cpu")
+    decoder = build_decoder(folder, select_backend("cpu", torch.float64))
+    return dataclasses.replace(model, decoder=decoder, config=dataclasses.replace(model.config, eos_ids=()))
+
+
+@pytest.fixture(scope="module", params=sorted(ARCHITECTURES))
+def model(request, tmp_path_factory):
+    return _model(request.param, tmp_path_factory.mktemp(request.param))
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    return _model("llama", tmp_path_factory.mktemp("llama64"))
+
+
+def _steps(events):
+    return [e for e in events if isinstance(e, StepDone)]
+
+
+def assert_cache_is_fresh(session: Session) -> None:
+    """The cache holds exactly the prompt + path (K/V equal to a fresh prefill's) and the pending logits
+    are that prefill's last logits."""
+    ids = session.prompt + session.generated
+    fresh = LocalDecoder(session.model.decoder)
+    fresh.start(len(ids))
+    logits = fresh.forward(ids, 0)
+    cache = session.source.cache
+    held = len(ids) - (1 if session.pending_logits is None and session.generated else 0)
+    assert cache.length == held
+    assert (cache.data[:, :, :, :held] - fresh.cache.data[:, :, :, :held]).abs().max().item() <= 1e-5
+    if session.pending_logits is not None:
+        assert (session.pending_logits - logits).abs().max().item() <= 1e-5
+
+
+def test_rewind_force_and_switch_back(model):
+    session = Session(model, GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=20))
+    session.prefill(PROMPT)
+    first = _steps([e for _ in range(6) for e in session.step()])
+    count = session.forward_count
+    rewound = session.rewind(3)
+    assert session.forward_count == count  # the pending distribution was kept: no forward pass
+    assert rewound.to_step == 3 and session.generated == [s.token.id for s in first[:2]]
+    assert rewound.kv_used_bytes == (len(PROMPT) + 2) * session.source.cache.bytes_per_token
+    assert torch.equal(session.pending_logits, session.kept.get(first[1].node).logits)
+    assert rewound.pending.candidates.logits.tolist() == first[2].dist.candidates.logits.tolist()
+    assert_cache_is_fresh(session)
+
+    other = int(torch.topk(session.pending_logits, 2).indices[1])  # the runner-up, not the greedy choice
+    forced = _steps(session.force(other))
+    assert forced[0].forced and forced[0].random_u is None and forced[0].token.id == other
+    assert forced[0].dist.candidates.logits.tolist() == first[2].dist.candidates.logits.tolist()
+    assert forced[0].node != first[2].node and forced[0].parent == first[1].node
+    _steps([e for _ in range(2) for e in session.step()])
+    assert_cache_is_fresh(session)
+    assert len([n for n in session.tree.nodes.values() if not n.children]) == 2  # both branches kept
+
+    count = session.forward_count
+    switched = session.switch(first[-1].node)
+    assert session.generated == [s.token.id for s in first]
+    assert switched.reread_tokens == 4 and switched.to_step == 6  # steps 3-6 differ from the fork on
+    assert session.forward_count == count + 1  # ONE parallel pass
+    assert_cache_is_fresh(session)
+
+
+def test_same_token_after_rewind_follows_the_branch(llama):
+    session = Session(llama, GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=20))
+    session.prefill(PROMPT)
+    first = _steps([e for _ in range(4) for e in session.step()])
+    session.rewind(2)
+    again = _steps([e for _ in range(3) for e in session.step()])
+    assert [s.node for s in again] == [s.node for s in first[1:]]
+    assert len(session.tree.nodes) == 5
+
+
+def test_seeded_redraw_reproduces_and_another_seed_differs(llama):
+    s = GenerationSettings(SAMPLED, max_new_tokens=40, seed=7)
+    session = Session(llama, s)
+    session.prefill(PROMPT)
+    first = _steps([e for _ in range(8) for e in session.step()])
+    session.rewind(4)
+    again = _steps([e for _ in range(5) for e in session.step()])
+    assert [(e.token.id, e.random_u) for e in again] == [(e.token.id, e.random_u) for e in first[3:]]
+    session.update_settings(dataclasses.replace(s, seed=8))
+    session.rewind(4)
+    other = _steps([e for _ in range(5) for e in session.step()])
+    assert [e.random_u for e in other] != [e.random_u for e in first[3:]]
+    assert all(e.seed == 8 for e in other)
+    u = float(torch.rand((), generator=torch.Generator().manual_seed(draw_seed(8, 4)), dtype=torch.float64))
+    assert other[0].random_u == u  # step 4's u is a function of (seed, 4) alone
+
+
+def test_force_text_and_errors(llama):
+    session = Session(llama, GenerationSettings(SAMPLED, max_new_tokens=20, seed=1))
+    with pytest.raises(Exception, match="prefill"):
+        session.rewind(1)
+    session.prefill(PROMPT)
+    ids = llama.tokenizer.encode(" the cat", add_special_tokens=False)
+    forced = _steps(session.force(" the cat"))
+    assert [e.token.id for e in forced] == ids and all(e.forced for e in forced)
+    for bad in (0, len(ids) + 1):
+        with pytest.raises(ValueError, match="outside"):
+            session.rewind(bad)
+    with pytest.raises(ValueError, match="vocabulary"):
+        list(session.force(10**6))
+    with pytest.raises(ValueError, match="empty"):
+        list(session.force(""))
+    with pytest.raises(ValueError, match="no node"):
+        session.switch(999)
+    assert_cache_is_fresh(session)
+
+
+def test_dropped_logits_cost_one_forward(llama):
+    session = Session(llama, GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=20))
+    session.prefill(PROMPT)
+    session.kept.budget = 1  # over budget at once: only the prompt's and the newest node's are kept
+    _steps([e for _ in range(5) for e in session.step()])
+    count = session.forward_count
+    rewound = session.rewind(3)
+    assert session.forward_count == count + 1 and rewound.forward_ms > 0
+    assert_cache_is_fresh(session)
+
+
+def test_stop_then_rewind_goes_on(llama):
+    session = Session(llama, GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=3))
+    session.prefill(PROMPT)
+    events = list(session.run())
+    assert isinstance(events[-1], Stopped) and session.blocked()
+    session.rewind(2)
+    assert session.stopped is None and not session.blocked()
+    assert _steps(session.step())[0].index == 2
+
+
+OPS = st.lists(st.tuples(st.sampled_from(["step", "rewind", "force", "reset", "switch"]),
+                         st.integers(0, 10**6)), min_size=1, max_size=12)
+
+
+@hsettings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS)
+def test_any_moves_leave_the_cache_fresh(llama, ops):
+    session = Session(llama, GenerationSettings(SAMPLED, max_new_tokens=8, seed=3))
+    session.prefill(PROMPT)
+    for op, r in ops:
+        n = len(session.generated)
+        if op == "step" and not session.blocked():
+            list(session.step())
+        elif op == "rewind" and n:
+            session.rewind(1 + r % n)
+        elif op == "force" and not session.blocked():
+            list(session.force(r % llama.config.vocab))
+        elif op == "reset":
+            session.reset()
+        elif op == "switch":
+            session.switch(r % len(session.tree.nodes))
+        assert session.generated == session.tree.tokens(session.node)
+        assert_cache_is_fresh(session)
