@@ -201,7 +201,7 @@ class CandidatesView(View):
                     f"(as uncertain as ~{perplexity:.1f} equal choices)")
         else:
             s = shown.step
-            forced = getattr(s, "forced", False)
+            forced = s.forced
             how = ("forced: you chose it" if forced else "greedy: the top token" if s.random_u is None
                    else f"u = {s.random_u:.4f}")
             verb = "took" if forced else "drew"
@@ -315,7 +315,7 @@ class CandidatesView(View):
             self.u_line.hide()
             self.u_label.show_text("")
         n = kept.n_kept
-        if step is not None and getattr(step, "forced", False):
+        if step is not None and step.forced:
             caption = (f"No draw: you chose {display(step.token.piece)} (rank {step.chosen_rank} by logit). "
                        "The distribution is still the model's.")
         elif shown.dist.settings.is_greedy:
@@ -347,9 +347,9 @@ class CandidatesView(View):
 
     def _can_take(self) -> bool:
         c = self.controller
-        if self._drawn is None or not c.prefilled or c.running or c.busy:
+        if self._drawn is None or not c.can_move:
             return False
-        return c.can_step if self._drawn.pending else True
+        return c.can_step if self._drawn.pending else True  # a fork rewinds first: it clears a stop
 
     def _text_of(self, token_id: int) -> str:
         d = self._drawn.dist

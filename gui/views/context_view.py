@@ -240,7 +240,7 @@ class ContextView(View):
                               token.text.endswith("\n")))
             cands = step.dist.candidates
             at = list(cands.ids).index(token.id)
-            how = ("forced (you chose it)" if getattr(step, "forced", False)
+            how = ("forced (you chose it)" if step.forced
                    else "greedy" if step.random_u is None else f"u = {step.random_u:.4f}")
             tips[len(chips) - 1] = (
                 f"step {step.index} · position {step.position}\nid {token.id}  {token.piece!r}\n"

@@ -64,7 +64,7 @@ class ExplainView(View):
         s = shown.step
         cands = s.dist.candidates
         at = list(cands.ids).index(s.token.id)
-        forced = getattr(s, "forced", False)
+        forced = s.forced
         values.update(index=s.index, token=html.escape(f"“{display(s.token.piece)}”"), rank=s.chosen_rank,
                       p=f"{cands.p_final[at]:.3f}" if s.random_u is not None else f"{cands.p_raw[at]:.3f}",
                       u="—" if s.random_u is None else f"{s.random_u:.4f}", kept=f"{s.dist.kept.n_kept:,}",
@@ -78,7 +78,7 @@ class ExplainView(View):
         notes = ""
         if key.startswith("stepped") and self.past_step() is not None:
             notes += TEXTS["past_note"][self.language].format(**values)
-        reread = getattr(self.controller.history, "reread", None)
+        reread = self.controller.history.reread
         if reread is not None and self.controller.prefill_event is not None:
             which = "reread" if reread.reread_tokens > 0 else "reread_held"
             notes += TEXTS[which][self.language].format(reread=reread.reread_tokens, reread_ms=f"{reread.ms:.0f}")

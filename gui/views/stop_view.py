@@ -154,7 +154,7 @@ class StopView(View):
         past = self.past_step()
         # A past step k: the rules as they stood right after its token (k generated, its settings).
         n_gen = past.index if past is not None else len(c.steps)
-        settings = (getattr(past, "settings", None) if past is not None else None) or c.settings
+        settings = (past.settings if past is not None else None) or c.settings
         steps = c.steps[:n_gen]
         self.shown_generated = n_gen
         self._eos(steps, past is None)

@@ -47,7 +47,7 @@ class TimingView(View):
     def refresh(self) -> None:
         c = self.controller
         shown = c.shown()
-        reread = getattr(c.history, "reread", None)
+        reread = c.history.reread
         # identities, not lengths: a rewind, a fork or a branch switch can leave as many steps as before
         key = (c.epoch, id(c.prefill_event), id(c.steps[-1]) if c.steps else None, len(c.steps),
                None if shown is None else shown.index, c.stopped is None, id(reread))
@@ -104,7 +104,7 @@ class TimingView(View):
             s = shown.step
             source = ("the prefill's last position" if s.index == 1
                       else f"one new token attending to {s.context_tokens - 1} positions")
-            draw = ("no draw: you chose the token" if getattr(s, "forced", False)
+            draw = ("no draw: you chose the token" if s.forced
                     else f"sampling {s.sample_ms:.2f} ms")
             text += (f"<br><b style='color:{t.selected}'>Step {s.index}</b>: forward {s.forward_ms:.1f} ms "
                      f"({source}) · {draw}")
