@@ -85,6 +85,7 @@ class StopView(View):
         layout.addLayout(self._rules(appearance))
         layout.addStretch(1)
         self.shown_generated = 0  # tokens generated as of the shown step
+        self._key = None
         self.restyle()
 
     def _rules(self, appearance: Appearance) -> QGridLayout:
@@ -147,6 +148,7 @@ class StopView(View):
         self.eos_curve.setBrush(pg.mkBrush(self.appearance.theme.removed))
         self.gauge.update()
         self.limit.update()
+        self._key = None
 
     def refresh(self) -> None:
         c = self.controller
@@ -156,6 +158,12 @@ class StopView(View):
         n_gen = past.index if past is not None else len(c.steps)
         settings = (past.settings if past is not None else None) or c.settings
         steps = c.steps[:n_gen]
+        # what the rules are drawn from: nothing else changed, nothing to redraw
+        key = (id(steps[-1]) if steps else None, n_gen, len(c.steps), past is None, id(c.pending), id(c.stopped),
+               settings, c.running, id(c.prefill_event), id(c.info), self.appearance.theme)
+        if key == self._key:
+            return
+        self._key = key
         self.shown_generated = n_gen
         self._eos(steps, past is None)
         self.limit.set_parts(((min(n_gen, settings.max_new_tokens), "selected"),), settings.max_new_tokens,
