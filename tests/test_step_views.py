@@ -80,7 +80,9 @@ def test_clicking_a_candidate_bar_or_a_draw_segment_takes_it(qtbot, window):
     assert c.shown().pending and view._can_take()
     cands = c.pending.dist.candidates
     assert view.bar_picker.token_at_scene(view.bar_picker.scene_pos(QPointF(0.3, 2))) == int(cands.ids[2])
-    assert "take" in view._describe_take(int(cands.ids[2]))
+    view.bar_picker._on_move(view.bar_picker.scene_pos(QPointF(0.3, 2)))  # hovering says a click takes it
+    assert view.bars.viewport().cursor().shape() == Qt.PointingHandCursor
+    assert view._describe_take(int(cands.ids[2])).startswith("Click to take")
     click_bar(qtbot, view, 2)
     wait_until(lambda: len(c.steps) == 1 and idle(c))
     assert c.steps[0].token.id == int(cands.ids[2]) and c.steps[0].forced
