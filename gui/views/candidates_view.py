@@ -201,10 +201,9 @@ class CandidatesView(View):
                     f"(as uncertain as ~{perplexity:.1f} equal choices)")
         else:
             s = shown.step
-            forced = s.forced
-            how = ("forced: you chose it" if forced else "greedy: the top token" if s.random_u is None
+            how = ("forced: you chose it" if s.forced else "greedy: the top token" if s.random_u is None
                    else f"u = {s.random_u:.4f}")
-            verb = "took" if forced else "drew"
+            verb = "took" if s.forced else "drew"
             text = (f"Step {s.index} {verb} {display(s.token.piece)!s} (rank {s.chosen_rank}, {how}) · {settings} "
                     f"· entropy {d.entropy:.2f} nats (~{perplexity:.1f} equal choices) · seed {s.seed}")
         self.header.setText(text)
