@@ -158,12 +158,14 @@ class StopView(View):
         n_gen = past.index if past is not None else len(c.steps)
         settings = (past.settings if past is not None else None) or c.settings
         steps = c.steps[:n_gen]
-        # what the rules are drawn from: nothing else changed, nothing to redraw
-        key = (id(steps[-1]) if steps else None, n_gen, len(c.steps), past is None, id(c.pending), id(c.stopped),
-               settings, c.running, id(c.prefill_event), id(c.info), self.appearance.theme)
+        # What the rules are drawn from; unchanged, nothing to redraw. The objects are kept with the key, so
+        # that a new report can never reuse a forgotten one's id.
+        reports = (steps[-1] if steps else None, c.pending, c.stopped, c.prefill_event, c.info)
+        key = (tuple(map(id, reports)), n_gen, len(c.steps), past is None, settings, c.running,
+               self.appearance.theme)
         if key == self._key:
             return
-        self._key = key
+        self._key, self._reports = key, reports
         self.shown_generated = n_gen
         self._eos(steps, past is None)
         self.limit.set_parts(((min(n_gen, settings.max_new_tokens), "selected"),), settings.max_new_tokens,
