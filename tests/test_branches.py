@@ -2,6 +2,7 @@
 cache after any move must equal a fresh prefill of the current path."""
 
 import dataclasses
+import json
 
 import pytest
 import torch
@@ -176,3 +177,16 @@ def test_any_moves_leave_the_cache_fresh(llama, ops):
             session.switch(r % len(session.tree.nodes))
         assert session.generated == session.tree.tokens(session.node)
         assert_cache_is_fresh(session)
+
+
+def test_partial_characters_read_the_same_in_candidates_and_stream(llama):
+    """"你" is three byte tokens here: the first two carry bytes (\\xNN), the third the character — in
+    the step's token and in its candidate list alike."""
+    session = Session(llama, GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=20, top_n=400))
+    session.prefill(PROMPT)
+    steps = _steps(session.force("你"))
+    assert [json.loads(s.to_json())["token"]["text"] for s in steps] == ["\\xE4", "\\xBD", "你"]
+    for s in steps:
+        c = s.dist.candidates
+        assert c.texts[list(c.ids).index(s.token.id)] == s.token.shown_text
+    assert session.text == "你"

@@ -166,3 +166,44 @@ def test_download_command_prints_the_folder_last():
     assert result.returncode == 0, result.stderr
     folder = Path(result.stdout.strip().splitlines()[-1])
     assert folder == default_model.default_folder() and (folder / "config.json").is_file()
+
+
+def test_rewind_and_force_match_a_fresh_forward(default_model, tmp_path):
+    """The issue's walk-through: step 4, rewind 1, force " London", step 3 — greedy, float32."""
+    ids, _ = prompt_ids(default_model, "The capital of France is")
+    session = Session(default_model, GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=16))
+    session.prefill(ids)
+    first = [e for _ in range(4) for e in session.step()]
+    rewound = session.rewind(1)
+    assert rewound.kv_used_bytes == len(ids) * default_model.info().kv_bytes_per_token
+    london = default_model.tokenizer.encode(" London", add_special_tokens=False)
+    assert len(london) == 1 and london[0] != first[0].token.id
+    forced = list(session.force(" London"))
+    assert forced[0].forced and forced[0].token.id == london[0] and forced[0].index == 1
+    assert np.array_equal(forced[0].dist.candidates.logits, first[0].dist.candidates.logits)
+    later = [e for _ in range(3) for e in session.step()]
+    assert [e.index for e in later] == [2, 3, 4]
+    path = ids + [e.token.id for e in forced + later]
+    out = tmp_path / "oracle.npy"
+    result = subprocess.run([sys.executable, "-c", _ORACLE, str(default_model.folder), ",".join(map(str, path)),
+                             str(out)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    expected = np.load(out, allow_pickle=False)
+    for e in later:  # step k's distribution: the logits after position prompt + k - 2
+        c = e.dist.candidates
+        assert np.abs(c.logits - expected[len(ids) + e.index - 2, c.ids]).max() <= 1e-3
+
+
+def test_seeded_redraw_after_rewind(default_model):
+    ids, _ = prompt_ids(default_model, "The capital of France is")
+    settings = GenerationSettings(SamplerSettings(temperature=1.0, top_k=50), max_new_tokens=32, seed=7)
+    session = Session(default_model, settings)
+    session.prefill(ids)
+    first = [e for _ in range(8) for e in session.step()]
+    session.rewind(4)
+    again = [e for _ in range(5) for e in session.step()]
+    assert [(e.token.id, e.random_u) for e in again] == [(e.token.id, e.random_u) for e in first[3:]]
+    session.update_settings(GenerationSettings(settings.sampler, max_new_tokens=32, seed=8))
+    session.rewind(4)
+    other = [e for _ in range(5) for e in session.step()]
+    assert all(e.seed == 8 for e in other) and [e.random_u for e in other] != [e.random_u for e in first[3:]]
