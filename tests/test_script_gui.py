@@ -33,9 +33,6 @@ def window(qtbot, folder, tmp_path):
     qtbot.addWidget(win)
     win.resize(1400, 900)
     win.show()
-    # The Candidates view on main cannot yet draw a forced step (random_u None); the i14-views branch can.
-    # Hidden, it does not redraw: this file tests the player, not that view.
-    win.docks["candidates"].hide()
     qtbot.waitUntil(lambda: win.controller.info is not None, timeout=WAIT)
     yield win
     win.close()
