@@ -193,8 +193,8 @@ class ScriptPlayer(QObject):
     def _check_ids(self, action: Action) -> None:
         read = tuple(t.id for t in self.controller.prefill_event.tokens)
         if read != self.script.prompt_ids:
-            raise action.error(f"the prompt text was read as {len(read)} other tokens than its "
-                               f"{len(self.script.prompt_ids)} prompt_ids: play it with main.py trace --script")
+            raise action.error(f"the app read the prompt text as other tokens than its prompt_ids ({len(read)} "
+                               f"for {len(self.script.prompt_ids)}): play it with main.py trace --script")
 
     def _force(self, action: Action) -> None:
         c = self.controller

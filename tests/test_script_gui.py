@@ -76,6 +76,12 @@ def test_a_script_plays_in_the_app_with_its_captions_and_the_same_tokens_as_head
     again = Session(model)
     events = list(play(again, model, replay))
     assert again.generated == session.generated and any(isinstance(e, StepDone) and e.forced for e in events)
+    # The app replays its own exported trace too (its prompt as text, checked against the prompt ids).
+    path = tmp_path / "exported.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with qtbot.waitSignal(player.finished, timeout=WAIT):
+        assert window.play_script(str(path))
+    assert [s.token.id for s in c.steps] == session.generated and not dialogs
 
 
 def test_a_bad_script_gets_one_line_in_a_dialog_and_the_app_goes_on(qtbot, window, tmp_path, dialogs):
