@@ -30,6 +30,10 @@ ACTIONS: dict[str, ActionSpec] = {
     "pause": ActionSpec("Pause", ("Pause",), "Pause a run after the current step"),
     "stop": ActionSpec("Stop", ("Esc",), "End this generation now (between steps)"),
     "reset": ActionSpec("Reset", ("Ctrl+R",), "Back to the prompt; re-seed: same seed, same tokens"),
+    # Window-wide, yet a text field that has the focus keeps its Backspace: editors claim the key first
+    # (Qt's ShortcutOverride), so the shortcut fires only while the focus is elsewhere.
+    "backspace": ActionSpec("Remove last token", ("Backspace",), "Take back the last token: its step is "
+                            "pending again (no forward pass); the branch is kept in the tree"),
     "prev": ActionSpec("Previous step", ("Alt+Left",), "Show the previous step", icon_text="◀"),
     "next": ActionSpec("Next step", ("Alt+Right",), "Show the next step", icon_text="▶"),
     "dice": ActionSpec("New seed", ("Ctrl+D",), "Pick a random seed"),
@@ -37,6 +41,7 @@ ACTIONS: dict[str, ActionSpec] = {
     "open_gguf": ActionSpec("Open GGUF file…", ("Ctrl+Shift+O",), "Convert and load a .gguf file"),
     "default_model": ActionSpec("Load the default model", (), "SmolLM2-135M-Instruct"),
     "export_trace": ActionSpec("Export trace…", ("Ctrl+E",), "Save the events as JSON Lines"),
+    "play_script": ActionSpec("Play script…", ("Ctrl+L",), "Play a lesson script, or replay an exported trace"),
     "export_png": ActionSpec("Export window as PNG…", ("Ctrl+Shift+E",), "Save the whole window as a PNG"),
     "quit": ActionSpec("Quit", ("Ctrl+Q",)),
     "presentation": ActionSpec("Presentation mode", ("F5",), "Larger text, thicker bars, more contrast for "
@@ -46,8 +51,8 @@ ACTIONS: dict[str, ActionSpec] = {
     "shortcuts": ActionSpec("Keyboard shortcuts", ("F1",)),
     "about": ActionSpec("About TokenStep"),
 }
-HELP_ORDER = ("prefill", "step", "run", "pause", "stop", "reset", "prev", "next", "dice", "open_folder",
-              "open_gguf", "export_trace", "export_png", "presentation", "dark", "shortcuts", "quit")
+HELP_ORDER = ("prefill", "step", "run", "pause", "stop", "reset", "backspace", "prev", "next", "dice", "open_folder",
+              "open_gguf", "export_trace", "play_script", "export_png", "presentation", "dark", "shortcuts", "quit")
 
 
 def make_actions(window: QWidget) -> dict[str, QAction]:
@@ -79,6 +84,7 @@ class Generation:
         self.controller, self.controls, self.actions, self.status = controller, controls, actions, status
         self.focus_after_prefill = focus_after_prefill
         controller.state_changed.connect(self.enable)
+        actions["backspace"].triggered.connect(controller.backspace)
 
     def prefill(self) -> None:
         prompt, chat, system = self.controls.prompt_request()
@@ -124,7 +130,8 @@ class Generation:
                    "step": has_model and (c.running or not c.prefilled or c.can_step),
                    "run": has_model and not c.running and (not c.prefilled or c.can_step),
                    "pause": c.running, "stop": c.prefilled and (c.running or c.stopped is None),
-                   "reset": has_model and c.prefilled and not c.running}
+                   "reset": has_model and c.prefilled and not c.running,
+                   "backspace": has_model and bool(c.steps) and not c.running and not c.busy}
         for key, on in enabled.items():
             if a[key].isEnabled() != on:  # unchanged states would still relayout the toolbar
                 a[key].setEnabled(on)

@@ -28,6 +28,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--screenshot", metavar="OUT.png", help="load, prefill, take --steps steps, save the "
                         "window as a PNG and exit")
     parser.add_argument("--steps", type=int, default=3, help="steps to take before --screenshot (default 3)")
+    parser.add_argument("--script", metavar="FILE", help="play a lesson script (or replay a trace) once the model "
+                        "is loaded")
     return parser.parse_args(argv)
 
 
@@ -122,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         fit_to_screen(window)
         window.proportion_docks()
     window.show()
+    if args.script:  # after show: a bad script's dialog opens over the window
+        QTimer.singleShot(0, lambda: window.play_script(args.script))
     code = app.exec()
     window.controller.shutdown()
     return run.exit_code if run is not None and code == 0 else code

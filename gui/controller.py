@@ -17,6 +17,7 @@ from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 from inference import protocol as p
 from inference.events import ModelInfo
 from inference.settings import GenerationSettings
+from inference.trace import trace_lines
 
 from .history import History, Shown
 from .redraw import RedrawScheduler
@@ -238,7 +239,7 @@ class Controller(QObject):
         """The same JSON Lines `main.py trace` writes, for what has happened so far."""
         if self.info is None:
             return []
-        return [self.info.to_json()] + [event.to_json() for event in self.history.log]
+        return trace_lines(self.info, self.history.log, self.settings)
 
     def shutdown(self, timeout_ms: int = 2000) -> bool:
         """End the engine process and the worker thread within `timeout_ms`. True when both are gone."""

@@ -12,6 +12,7 @@ from .actions import Generation, make_actions, show_about, show_shortcuts
 from .controller import Controller
 from .dock_layout import DockLayout
 from .model_loader import ModelLoader
+from .script_player import CaptionBanner, ScriptPlayer, open_and_play, show_failure
 from .status_bar import StatusBar
 from .theme import Appearance
 from .views.attention_view import AttentionView
@@ -57,6 +58,8 @@ class MainWindow(QMainWindow):
         self.setStatusBar(self.status)
         self.loader = ModelLoader(self, c, self.status, model, device, dtype)
         self.generation = Generation(c, self.controls, self.actions, self.status, self.views["context"])
+        self.script_player = ScriptPlayer(c, self.controls, self)
+        self.caption = CaptionBanner(self)
         self._make_toolbar()
         self._make_menus()
         self._connect()
@@ -75,6 +78,7 @@ class MainWindow(QMainWindow):
                  "dice": self.controls.roll_seed, "open_folder": self.loader.open_folder,
                  "open_gguf": self.loader.open_gguf, "default_model": lambda: self.load_model("default"),
                  "export_trace": self.export_trace, "export_png": lambda: self.export_png(None),
+                 "play_script": lambda: open_and_play(self, self.script_player),
                  "quit": self.close, "presentation": self.appearance.set_presentation,
                  "dark": self.appearance.set_dark, "reset_layout": self.reset_layout,
                  "shortcuts": lambda: show_shortcuts(self, a), "about": lambda: show_about(self)}
@@ -82,6 +86,8 @@ class MainWindow(QMainWindow):
             a[key].triggered.connect(slot)
         a["presentation"].toggled.connect(self.dock_layout.set_presentation)
         self.controls.settings_changed.connect(c.set_settings)
+        self.script_player.caption.connect(self.caption.show_text)
+        self.script_player.failed.connect(lambda message: show_failure(self, message))
         c.model_changed.connect(self._show_model_in_title)
         # Editing the request or the look brings the status line back from a one-off message (an export's).
         self.controls.request_edited.connect(self.status.show_generation)
@@ -112,6 +118,7 @@ class MainWindow(QMainWindow):
         for key in ("open_folder", "open_gguf", "default_model"):
             file.addAction(a[key])
         file.addSeparator()
+        file.addAction(a["play_script"])
         file.addAction(a["export_trace"])
         png = file.addMenu("Export view as PNG")
         png.addAction(a["export_png"])
@@ -162,6 +169,10 @@ class MainWindow(QMainWindow):
     def set_language(self, code: str) -> None:
         self.views["explain"].set_language(code)
         self.qsettings.setValue("explain/language", code)
+
+    def play_script(self, path: str) -> bool:
+        """Play a lesson script (or replay a trace) once a model is loaded; a bad one gets an error dialog."""
+        return self.script_player.play_file(path)
 
     def export_trace(self, path: str | None = None) -> str | None:
         return export.export_trace(self, self.controller.trace_lines(), self.status, path)

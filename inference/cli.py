@@ -1,8 +1,8 @@
 """`main.py trace` (the event stream as JSON Lines on stdout) and `main.py download`.
 
 No Qt is imported on these paths. Logs and progress go to stderr; an error is one line on stderr and a
-non-zero exit (2 for bad arguments, 1 for a model or prompt that cannot be used); `--debug` shows the
-traceback.
+non-zero exit (2 for bad arguments or a bad lesson script, 1 for a model or prompt that cannot be used);
+`--debug` shows the traceback.
 """
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from itertools import chain
 
 from .errors import is_expected, one_line
+from .script import ScriptError
 
 
 def _number(kind, low=None, high=None, low_open=False, what="value"):
@@ -69,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="stop when the generated text contains TEXT (repeatable)")
     trace.add_argument("--top-n", type=_number(int, 1, what="--top-n"), default=20,
                        help="candidates reported per step")
+    trace.add_argument("--script", metavar="FILE", help="play a lesson script (JSON), or replay a trace "
+                       "(.jsonl): its prompt and settings take the place of the options above")
     trace.add_argument("--debug", action="store_true", help="show tracebacks")
     download = sub.add_parser("download", help="fetch and convert the default model; print its folder")
     download.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -97,10 +101,14 @@ class StderrProgress:
 def _trace(args) -> int:
     from dataclasses import replace
 
+    from .events import SettingsEvent
     from .loading import load_model
+    from .script import load_script
     from .session import Session, prompt_ids
     from .settings import GenerationSettings
+    from .trace import TraceWriter
 
+    script = load_script(args.script) if args.script else None  # a bad script fails before the model loads
     model = load_model(args.model, device=args.device, dtype=args.dtype, progress=StderrProgress())
     asked = {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p, "min_p": args.min_p}
     asked = {k: v for k, v in asked.items() if v is not None}
@@ -108,12 +116,19 @@ def _trace(args) -> int:
     sampler = replace(model.defaults, **asked, greedy=args.greedy or (model.defaults.greedy and not asked))
     settings = GenerationSettings(sampler=sampler, max_new_tokens=args.max_new_tokens,
                                   stop_strings=tuple(args.stop), seed=args.seed, top_n=args.top_n)
-    ids, text = prompt_ids(model, args.prompt, chat=args.chat, system=args.system or None)
     session = Session(model, settings)
-    out = sys.stdout
-    print(model.info().to_json(), file=out, flush=True)
-    for event in session.generate(ids, text):
-        print(event.to_json(), file=out, flush=True)
+    if script is not None:
+        from .lesson import play
+
+        events = play(session, model, script)
+    else:
+        ids, text = prompt_ids(model, args.prompt, chat=args.chat, system=args.system or None)
+        events = chain([SettingsEvent(settings)], session.generate(ids, text))
+    writer = TraceWriter()
+    print(model.info().to_json(), flush=True)
+    for event in events:  # each line whole and flushed: an error ends the trace between two lines
+        for line in writer.lines(event):
+            print(line, flush=True)
     return 0
 
 
@@ -143,4 +158,4 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"error: {one_line(e)}" if is_expected(e) else f"internal error ({one_line(e)})", file=sys.stderr)
-        return 1
+        return 2 if isinstance(e, ScriptError) else 1

@@ -39,8 +39,9 @@ def test_config_and_facts(default_model):
 
 def test_trace_paris_greedy():
     events = _trace("--prompt", "The capital of France is", "--greedy", "--max-new-tokens", "8")
-    model, prefill, steps, stop = events[0], events[1], events[2:-1], events[-1]
-    assert [e["type"] for e in events] == ["model", "prefill"] + ["step"] * 8 + ["stop"]
+    model, settings, prefill, steps, stop = events[0], events[1], events[2], events[3:-1], events[-1]
+    assert [e["type"] for e in events] == ["model", "settings", "prefill"] + ["step"] * 8 + ["stop"]
+    assert settings["greedy"] and settings["max_new_tokens"] == 8 and settings["seed"] == 0
     assert [t["id"] for t in prefill["tokens"]] == [504, 3575, 282, 4649, 314]
     assert [t["text"] for t in prefill["tokens"]] == ["The", " capital", " of", " France", " is"]
     first = steps[0]

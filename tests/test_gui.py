@@ -268,8 +268,8 @@ def test_export_trace_and_png(qtbot, window, tmp_path):
     step(qtbot, window, 2)
     path = window.export_trace(str(tmp_path / "t.jsonl"))
     events = [json.loads(line) for line in open(path, encoding="utf-8")]
-    assert [e["type"] for e in events] == ["model", "prefill", "step", "step"]
-    assert events[2]["token"]["id"] == window.controller.steps[0].token.id
+    assert [e["type"] for e in events] == ["model", "settings", "prefill", "step", "step"]
+    assert events[3]["token"]["id"] == window.controller.steps[0].token.id
     png = window.export_png("candidates", str(tmp_path / "c.png"))
     assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 

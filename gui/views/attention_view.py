@@ -71,7 +71,8 @@ class AttentionView(View):
             attention = shown.step.attention
         elif c.prefill_event is not None and (shown is None or shown.index == 1):
             attention = c.prefill_event.attention
-        key = (c.epoch, None if shown is None else shown.index, attention is None, self.head.currentIndex())
+        # the array's identity, not the step number: after a fork or a branch switch step k is another step
+        key = (c.epoch, None if shown is None else shown.index, id(attention), self.head.currentIndex())
         if key == self._key:
             return
         self._key = key

@@ -5,6 +5,8 @@ from __future__ import annotations
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QDockWidget, QWidget
 
+from inference.events import StepDone
+
 from ..controller import Controller
 from ..theme import Appearance
 
@@ -71,6 +73,15 @@ class View(QWidget):
         if self._stale and self.isVisible():
             self._stale = False
             self.refresh()
+
+    def past_step(self) -> StepDone | None:
+        """The shown step when it is one before the newest (the history slider or a chip moved back), so
+        that every view shows the state as it was then; None for the newest or the pending step, which the
+        views show as it is now."""
+        shown = self.controller.shown()
+        if shown is None or shown.step is None or shown.index >= len(self.controller.steps):
+            return None
+        return shown.step
 
     def restyle(self) -> None:
         """Re-apply colours and fonts; the next refresh redraws the data."""

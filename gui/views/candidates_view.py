@@ -6,6 +6,9 @@
   from the raw distribution to the renormalised one.
 - Draw: the kept tokens laid end to end by probability (their CDF, most likely first) and the uniform u
   that picked one; greedy takes the first without a draw.
+
+A click on a bar or a draw segment takes that token: at the pending step it is forced, at a past step the
+session forks there (rewind, then force), keeping the branch it leaves.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from ..theme import Appearance
 from .base import View
 from .format import display
 from .plotting import colour, make_plot, set_range, style_plot, text_item
+from .token_picker import TokenPicker
 
 STAGE_TITLES = {"temperature": "temp.", "top_k": "top-k", "top_p": "top-p", "min_p": "min-p",
                 "greedy": "argmax"}
@@ -76,6 +80,11 @@ class CandidatesView(View):
         layout.addWidget(split, 1)
         self._last: tuple | None = None
         self._last_dist = None
+        self._drawn: Shown | None = None  # what the plots show now: what a click picks from
+        self.bar_picker = TokenPicker(self.bars, self._bar_token, self._describe_take, self._can_take)
+        self.draw_picker = TokenPicker(self.draw, self._segment_token, self._describe_take, self._can_take)
+        self.bar_picker.picked.connect(self.take)
+        self.draw_picker.picked.connect(self.take)
         self.restyle()
 
     def _make_bars(self, appearance: Appearance) -> None:
@@ -155,7 +164,8 @@ class CandidatesView(View):
             f"<span style='color:{t.raw}'>■</span> model (softmax of logits) &nbsp; "
             f"<span style='color:{t.temp}'>■</span> after temperature &nbsp; "
             f"<span style='color:{t.final}'>■</span> final (truncated, renormalised) &nbsp; "
-            f"<span style='color:{t.chosen}'>▮</span> drawn token")
+            f"<span style='color:{t.chosen}'>▮</span> drawn token &nbsp; "
+            f"<span style='color:{t.muted}'>· click a bar or a draw segment to take that token</span>")
         self._last = None
 
     def refresh(self) -> None:
@@ -165,6 +175,7 @@ class CandidatesView(View):
         if key == self._last and (shown is None or shown.dist is self._last_dist):
             return
         self._last, self._last_dist = key, None if shown is None else shown.dist
+        self._drawn = shown
         if shown is None:
             self.header.setText("After Prefill the candidates for the first new token appear here.")
             for item in self.bar_items + [self.chosen_outline]:
@@ -190,8 +201,10 @@ class CandidatesView(View):
                     f"(as uncertain as ~{perplexity:.1f} equal choices)")
         else:
             s = shown.step
-            how = "greedy: the top token" if s.random_u is None else f"u = {s.random_u:.4f}"
-            text = (f"Step {s.index} drew {display(s.token.piece)!s} (rank {s.chosen_rank}, {how}) · {settings} "
+            how = ("forced: you chose it" if s.forced else "greedy: the top token" if s.random_u is None
+                   else f"u = {s.random_u:.4f}")
+            verb = "took" if s.forced else "drew"
+            text = (f"Step {s.index} {verb} {display(s.token.piece)!s} (rank {s.chosen_rank}, {how}) · {settings} "
                     f"· entropy {d.entropy:.2f} nats (~{perplexity:.1f} equal choices) · seed {s.seed}")
         self.header.setText(text)
 
@@ -301,7 +314,10 @@ class CandidatesView(View):
             self.u_line.hide()
             self.u_label.show_text("")
         n = kept.n_kept
-        if shown.dist.settings.is_greedy:
+        if step is not None and step.forced:
+            caption = (f"No draw: you chose {display(step.token.piece)} (rank {step.chosen_rank} by logit). "
+                       "The distribution is still the model's.")
+        elif shown.dist.settings.is_greedy:
             caption = "Greedy: the highest-logit token is taken; no random number is drawn."
         elif step is None:
             caption = (f"{n:,} tokens kept. The next Step draws u uniformly in [0, 1) from the seeded "
@@ -310,3 +326,49 @@ class CandidatesView(View):
             caption = (f"{n:,} tokens kept; u = {step.random_u:.4f} fell in the segment of "
                        f"{display(step.token.piece)} (rank {step.chosen_rank} by logit).")
         self.draw_caption.setText(caption)
+
+    # --- taking a token by clicking it ----------------------------------------------------------------
+    def _bar_token(self, point) -> int | None:
+        """The candidate whose row of bars is at this point (data coordinates: y is the row)."""
+        if self._drawn is None:
+            return None
+        ids = self._drawn.dist.candidates.ids
+        row = int(round(point.y()))
+        return int(ids[row]) if 0 <= row < len(ids) else None
+
+    def _segment_token(self, point) -> int | None:
+        """The kept token whose segment of the draw strip is at this point (its CDF interval on x)."""
+        if self._drawn is None or not (0 <= point.x() < 1 and 0 <= point.y() <= 0.5):
+            return None
+        kept = self._drawn.dist.kept
+        i = int(np.searchsorted(kept.cdf, point.x(), side="right"))
+        return int(kept.ids[i]) if i < len(kept.ids) else None
+
+    def _can_take(self) -> bool:
+        c = self.controller
+        if self._drawn is None or not c.can_move:
+            return False
+        return c.can_step if self._drawn.pending else True  # a fork rewinds first: it clears a stop
+
+    def _text_of(self, token_id: int) -> str:
+        d = self._drawn.dist
+        for ids, texts in ((d.candidates.ids, d.candidates.texts), (d.kept.ids, d.kept.texts)):
+            hits = np.nonzero(ids == token_id)[0]
+            if len(hits):
+                return display(texts[hits[0]])
+        return f"id {token_id}"
+
+    def _describe_take(self, token_id: int) -> str:
+        shown = self._drawn
+        text = self._text_of(token_id)
+        if shown.pending:
+            return f"Click to take {text} as step {shown.index} (you choose it: no draw)"
+        drawn = display(shown.step.token.piece)
+        if token_id == shown.step.token.id:
+            return f"Click to take {text} at step {shown.index} again (it is the token drawn there)"
+        return (f"Click to take this token: fork at step {shown.index} with {text} instead of {drawn} "
+                "(the current branch is kept)")
+
+    def take(self, token_id: int) -> None:
+        """At the pending step the token is taken; at a past step the controller forks there."""
+        self.controller.take(token_id)

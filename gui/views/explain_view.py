@@ -1,4 +1,9 @@
-"""Explain: what just happened, in plain words with the live numbers, in English or 简体中文."""
+"""Explain: what just happened, in plain words with the live numbers, in English or 简体中文.
+
+It explains the shown step: the newest, the pending one, or a past one picked on the history slider (then
+also that the later tokens came after it). A forced step says the user chose it; a branch switch says how
+many tokens it re-read in one parallel pass.
+"""
 
 from __future__ import annotations
 
@@ -48,7 +53,8 @@ class ExplainView(View):
             return "loaded", values
         p = c.prefill_event
         values.update(n_prompt=p.n_tokens, ms=f"{p.ms:.0f}", kv=fmt_bytes(p.kv_used_bytes), n=len(c.steps))
-        if c.stopped is not None:
+        past = self.past_step()
+        if c.stopped is not None and past is None:
             return f"stopped_{c.stopped.reason}", values
         shown = c.shown()
         if shown is None or (shown.pending and not c.steps):
@@ -58,18 +64,32 @@ class ExplainView(View):
         s = shown.step
         cands = s.dist.candidates
         at = list(cands.ids).index(s.token.id)
+        forced = s.forced
         values.update(index=s.index, token=html.escape(f"“{display(s.token.piece)}”"), rank=s.chosen_rank,
                       p=f"{cands.p_final[at]:.3f}" if s.random_u is not None else f"{cands.p_raw[at]:.3f}",
                       u="—" if s.random_u is None else f"{s.random_u:.4f}", kept=f"{s.dist.kept.n_kept:,}",
                       old=s.context_tokens - 1, kv=fmt_bytes(s.kv_used_bytes + info.kv_bytes_per_token))
+        if forced:
+            return "stepped_forced", values
         return ("stepped_greedy" if s.random_u is None else "stepped_sampled"), values
+
+    def _notes(self, key: str, values: dict) -> str:
+        """What comes after the main text: looking back at a past step, and the last branch switch."""
+        notes = ""
+        if key.startswith("stepped") and self.past_step() is not None:
+            notes += TEXTS["past_note"][self.language].format(**values)
+        reread = self.controller.history.reread
+        if reread is not None and self.controller.prefill_event is not None:
+            which = "reread" if reread.reread_tokens > 0 else "reread_held"
+            notes += TEXTS[which][self.language].format(reread=reread.reread_tokens, reread_ms=f"{reread.ms:.0f}")
+        return notes
 
     def refresh(self) -> None:
         key, values = self.state_key()
         info = self.controller.info
         values.update(muted=self.appearance.theme.muted,
                       fingerprint=info.weights_fingerprint if info else "")
-        body = TEXTS[key][self.language].format(**values)
+        body = TEXTS[key][self.language].format(**values) + self._notes(key, values)
         if info is not None:
             body += TEXTS["footer"][self.language].format(**values)
         if body != self._html:

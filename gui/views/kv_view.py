@@ -4,6 +4,8 @@ Shows the formula with this model's numbers, used vs allocated bytes against the
 per-layer K and V bytes, and the cache at the full context window and for N concurrent requests next to
 the weights, so that the context window (a capacity in tokens), the parameters (the model's fixed
 weights) and the KV cache (this request's notes, growing per token) read as three different things.
+With a past step shown, all of it is the cache as it was for that step (the one that produced its
+distribution); the later growth stays on the curve, greyed.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class KvView(View):
         self.growth.getPlotItem().setLabel("left", "MB")
         self.used_curve = self.growth.plot([], [], name="used", antialias=True)
         self.allocated_curve = self.growth.plot([], [], name="allocated", antialias=True)
+        self.later_curve = self.growth.plot([], [], name="later", antialias=True)  # after a past step shown
 
         self.layers = make_plot(appearance, "each layer's K (dark) and V (light), KB")
         self.layers.getPlotItem().setLabel("bottom", "layer")
@@ -73,6 +76,8 @@ class KvView(View):
         layout.setContentsMargins(6, 4, 6, 6)
         layout.addWidget(split, 1)
         self._key = None
+        self.shown_used_bytes = 0  # what the view shows now: the cache of the shown step
+        self.shown_positions = 0
         self.restyle()
 
     def _make_compare(self, appearance: Appearance) -> None:
@@ -107,6 +112,7 @@ class KvView(View):
         self.used_curve.setSymbolBrush(colour(t.final))
         self.used_curve.setSymbolPen(None)
         self.allocated_curve.setPen(pg.mkPen(t.warning, width=1.5 * a.scale, style=Qt.DashLine))
+        self.later_curve.setPen(pg.mkPen(colour(t.muted, 110), width=2 * a.scale))
         # The key is the title (a legend inside the plot would sit on the allocated line).
         self.growth.getPlotItem().setTitle(
             f"<span style='color:{t.final}'>━ used</span> and <span style='color:{t.warning}'>╌ allocated</span>"
@@ -125,30 +131,20 @@ class KvView(View):
         if info is None:
             return
         points = self._points()
-        key = (info.weights_fingerprint, len(points), self.requests.value(), points[-1] if points else None)
+        past = self.past_step()
+        # A past step k shows the cache that produced its distribution: the prompt and k - 1 tokens.
+        upto = past.index if past is not None else len(points)
+        key = (info.weights_fingerprint, len(points), self.requests.value(), points[-1] if points else None, upto)
         if key == self._key:
             return
         self._key = key
+        n_ctx, used, allocated = points[upto - 1] if points else (0, 0, 0)
+        if past is not None:
+            n_ctx, used, allocated = past.context_tokens - 1, past.kv_used_bytes, past.kv_allocated_bytes
+        self.shown_used_bytes, self.shown_positions = used, n_ctx
+        self._formula(info, n_ctx, used, allocated, past)
+        self._growth(points, upto)
         t = self.appearance.theme
-        per_token = info.kv_bytes_per_token
-        n_ctx, used, allocated = points[-1] if points else (0, 0, 0)
-        old = max(n_ctx - 1, 0)
-        self.formula.setText(
-            f"<b>{per_token:,} bytes per token</b> = 2 (K and V) × {info.n_layers} layers × {info.n_kv_heads} "
-            f"KV heads × {info.head_dim} dims × {info.kv_element_bytes} B ({info.kv_dtype})<br>"
-            f"<b>now</b> {n_ctx:,} tokens → <b>{fmt_bytes(used)}</b> used of {fmt_bytes(allocated)} allocated<br>"
-            f"<span style='color:{t.kept}'>saves</span> re-projecting the {old:,} older positions in every layer; "
-            f"<span style='color:{t.chosen}'>costs</span> memory, and each step reads all of it "
-            f"({fmt_bytes(used)} now, +{fmt_bytes(per_token)} per token)")
-        if points:
-            x = np.array([p[0] for p in points], dtype=float)
-            self.used_curve.setData(x, np.array([p[1] for p in points]) / 1e6)
-            self.allocated_curve.setData(x, np.array([p[2] for p in points]) / 1e6)
-            top = max(p[2] for p in points) / 1e6
-            set_range(self.growth, x=(0, grid_ceiling(x[-1], 16)), y=(0, nice_ceiling(top * 1.15)))
-        else:
-            self.used_curve.setData([], [])
-            self.allocated_curve.setData([], [])
         layers = np.arange(info.n_layers, dtype=float)
         per_tensor = used / (2 * info.n_layers) if info.n_layers else 0
         self.k_bars.setOpts(x=layers, height=np.full(info.n_layers, per_tensor / 1e3), width=0.8,
@@ -156,7 +152,42 @@ class KvView(View):
         self.v_bars.setOpts(x=layers, y0=np.full(info.n_layers, per_tensor / 1e3),
                             height=np.full(info.n_layers, per_tensor / 1e3), width=0.8, brush=colour(t.temp), pen=None)
         set_range(self.layers, x=(-1, info.n_layers), y=(0, nice_ceiling(max(2 * per_tensor / 1e3, 1) * 1.1)))
-        self._compare(info, used)
+        self._compare(info, used, "KV now" if past is None else f"KV at step {past.index}")
+
+    def _formula(self, info, n_ctx: int, used: int, allocated: int, past) -> None:
+        t = self.appearance.theme
+        per_token = info.kv_bytes_per_token
+        old = max(n_ctx - 1, 0)
+        when = "<b>now</b>" if past is None else f"<b style='color:{t.selected}'>at step {past.index}</b>"
+        text = (
+            f"<b>{per_token:,} bytes per token</b> = 2 (K and V) × {info.n_layers} layers × {info.n_kv_heads} "
+            f"KV heads × {info.head_dim} dims × {info.kv_element_bytes} B ({info.kv_dtype})<br>"
+            f"{when} {n_ctx:,} tokens → <b>{fmt_bytes(used)}</b> used of {fmt_bytes(allocated)} allocated<br>")
+        if past is not None:
+            later = len(self.controller.steps) - past.index + 1
+            text += (f"the cache that produced step {past.index}'s distribution; the {later} later "
+                     f"position{'s' if later != 1 else ''} (greyed on the curve) came after it<br>")
+        text += (f"<span style='color:{t.kept}'>saves</span> re-projecting the {old:,} older positions in every "
+                 f"layer; <span style='color:{t.chosen}'>costs</span> memory, and each step reads all of it "
+                 f"({fmt_bytes(used)} {'now' if past is None else 'then'}, +{fmt_bytes(per_token)} per token)")
+        self.formula.setText(text)
+
+    def _growth(self, points: list[tuple[int, int, int]], upto: int) -> None:
+        """Used and allocated bytes after prefill and each step; after a shown past step, greyed."""
+        if not points:
+            for curve in (self.used_curve, self.allocated_curve, self.later_curve):
+                curve.setData([], [])
+            return
+        x = np.array([p[0] for p in points], dtype=float)
+        used_mb = np.array([p[1] for p in points]) / 1e6
+        self.used_curve.setData(x[:upto], used_mb[:upto])
+        self.allocated_curve.setData(x, np.array([p[2] for p in points]) / 1e6)
+        if upto < len(points):
+            self.later_curve.setData(x[upto - 1:], used_mb[upto - 1:])
+        else:
+            self.later_curve.setData([], [])
+        top = max(p[2] for p in points) / 1e6
+        set_range(self.growth, x=(0, grid_ceiling(x[-1], 16)), y=(0, nice_ceiling(top * 1.15)))
 
     def _points(self) -> list[tuple[int, int, int]]:
         """(context tokens, used bytes, allocated bytes) after prefill and after every step."""
@@ -172,11 +203,11 @@ class KvView(View):
                                                                               s.kv_used_bytes + per_token)))
         return points
 
-    def _compare(self, info, used: int) -> None:
+    def _compare(self, info, used: int, used_name: str) -> None:
         t = self.appearance.theme
         n = self.requests.value()
         full = info.kv_bytes_per_token * info.context_length
-        rows = [("weights", info.weights_bytes, t.accent), ("KV now", max(used, 1), t.final),
+        rows = [("weights", info.weights_bytes, t.accent), (used_name, max(used, 1), t.final),
                 ("KV at full window", full, t.warning), (f"KV × {n} requests", full * n, t.chosen)]
         values = np.array([max(v, 1) for _, v, _ in rows], dtype=float)
         self.compare_bars.setOpts(x0=np.zeros(4), y=np.arange(4), width=np.log10(values), height=0.6,

@@ -2,7 +2,8 @@
 
 End-of-sequence token (its probability at every step), the length limit, stop strings (how much of each
 is already matched at the end of the text), the context window (prompt / generated / free), and the
-user's Stop. When generation has ended, the rule that fired is named and highlighted.
+user's Stop. When generation has ended, the rule that fired is named and highlighted. With a past step
+shown, every rule reads as it stood at that step (its stop-string matches, k tokens generated, its limit).
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ class StopView(View):
         layout.addWidget(self.status)
         layout.addLayout(self._rules(appearance))
         layout.addStretch(1)
+        self.shown_generated = 0  # tokens generated as of the shown step
+        self._key = None
         self.restyle()
 
     def _rules(self, appearance: Appearance) -> QGridLayout:
@@ -145,43 +148,70 @@ class StopView(View):
         self.eos_curve.setBrush(pg.mkBrush(self.appearance.theme.removed))
         self.gauge.update()
         self.limit.update()
+        self._key = None
 
     def refresh(self) -> None:
         c = self.controller
         t = self.appearance.theme
-        settings = c.settings
-        n_gen = len(c.steps)
-        n_prompt = c.prefill_event.n_tokens if c.prefill_event else 0
-        window = c.info.context_length if c.info else 1
-        eos_p = [s.dist.eos_p for s in c.steps]
-        if c.pending is not None and c.pending.index == n_gen + 1:
-            eos_p.append(c.pending.dist.eos_p)
-        if eos_p:
-            self.eos_curve.setData(np.arange(1, len(eos_p) + 1, dtype=float), np.array(eos_p))
-            set_range(self.eos_plot, x=(0.5, grid_ceiling(len(eos_p), 16) + 0.5))
-            now = eos_p[-1]
-            self.eos_text.setText(f"p(end of sequence) at step {len(eos_p)}: {now:.4f}"
-                                  + ("  · the step drawn as EOS ends generation" if now > 0.5 else ""))
-        else:
-            self.eos_curve.setData([], [])
-            self.eos_text.setText("The probability of the end token at each step.")
+        past = self.past_step()
+        # A past step k: the rules as they stood right after its token (k generated, its settings).
+        n_gen = past.index if past is not None else len(c.steps)
+        settings = (past.settings if past is not None else None) or c.settings
+        steps = c.steps[:n_gen]
+        # What the rules are drawn from; unchanged, nothing to redraw. The objects are kept with the key, so
+        # that a new report can never reuse a forgotten one's id.
+        reports = (steps[-1] if steps else None, c.pending, c.stopped, c.prefill_event, c.info)
+        key = (tuple(map(id, reports)), n_gen, len(c.steps), past is None, settings, c.running,
+               self.appearance.theme)
+        if key == self._key:
+            return
+        self._key, self._reports = key, reports
+        self.shown_generated = n_gen
+        self._eos(steps, past is None)
         self.limit.set_parts(((min(n_gen, settings.max_new_tokens), "selected"),), settings.max_new_tokens,
                              f"{n_gen} of {settings.max_new_tokens} new tokens · "
                              f"{max(settings.max_new_tokens - n_gen, 0)} left")
-        progress = c.steps[-1].stop_progress if c.steps else ()
+        progress = steps[-1].stop_progress if steps else ()
         lines = []
         for i, s in enumerate(settings.stop_strings):
             matched = progress[i] if i < len(progress) else 0
             boxes = "".join("■" if j < matched else "□" for j in range(len(s)))
             lines.append(f"<code>{display(s)}</code> <span style='color:{t.kept}'>{boxes}</span> {matched}/{len(s)}")
         self.stop_strings.setText("<br>".join(lines) or "<i>none set</i> (add them in Controls)")
+        n_prompt = c.prefill_event.n_tokens if c.prefill_event else 0
+        window = c.info.context_length if c.info else 1
         self.gauge.set_parts(((n_prompt, "raw"), (n_gen, "kept")), window)
         free = window - n_prompt - n_gen
         self.gauge_text.setText(f"prompt {n_prompt:,} · generated {n_gen:,} · free {free:,} of {window:,}")
-        reason = c.stopped.reason if c.stopped else None
+        self._status(past)
+
+    def _eos(self, steps, with_pending: bool) -> None:
+        """p(end of sequence) at each step up to the shown one (and the pending one when it is shown)."""
+        c = self.controller
+        eos_p = [s.dist.eos_p for s in steps]
+        if with_pending and c.pending is not None and c.pending.index == len(steps) + 1:
+            eos_p.append(c.pending.dist.eos_p)
+        if eos_p:
+            self.eos_curve.setData(np.arange(1, len(eos_p) + 1, dtype=float), np.array(eos_p))
+            set_range(self.eos_plot, x=(0.5, grid_ceiling(max(len(eos_p), len(c.steps)), 16) + 0.5))
+            now = eos_p[-1]
+            self.eos_text.setText(f"p(end of sequence) at step {len(eos_p)}: {now:.4f}"
+                                  + ("  · the step drawn as EOS ends generation" if now > 0.5 else ""))
+        else:
+            self.eos_curve.setData([], [])
+            self.eos_text.setText("The probability of the end token at each step.")
+
+    def _status(self, past) -> None:
+        c = self.controller
+        t = self.appearance.theme
+        reason = c.stopped.reason if c.stopped and past is None else None
         for key, label in self.rows.items():
             label.setStyleSheet(f"color: {t.chosen};" if key == reason else "")
-        if c.stopped is not None:
+        if past is not None:
+            self.status.setStyleSheet(f"color: {t.selected};")
+            self.status.setText(f"At step {past.index} of {len(c.steps)}: no rule had fired yet; the rules as "
+                                "they stood then.")
+        elif c.stopped is not None:
             extra = f" ({display(c.stopped.stop_string)})" if c.stopped.stop_string else ""
             self.status.setText(f"Ended after {c.stopped.n_generated} tokens: {REASONS[reason]}{extra}.")
             self.status.setStyleSheet(f"color: {t.chosen};")

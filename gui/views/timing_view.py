@@ -1,4 +1,8 @@
-"""Timing: prefill time and rate; each step's forward pass and sampling time; decode tokens per second."""
+"""Timing: prefill time and rate; each step's forward pass and sampling time; decode tokens per second.
+
+The shown step (the history slider's, or the newest) is highlighted and its own times named; a switch to
+another branch whose cache was not held says how many tokens it re-read in one parallel pass.
+"""
 
 from __future__ import annotations
 
@@ -43,8 +47,10 @@ class TimingView(View):
     def refresh(self) -> None:
         c = self.controller
         shown = c.shown()
-        key = (c.epoch, c.prefill_event is None, len(c.steps), None if shown is None else shown.index,
-               c.stopped is None)
+        reread = c.history.reread
+        # identities, not lengths: a rewind, a fork or a branch switch can leave as many steps as before
+        key = (c.epoch, id(c.prefill_event), id(c.steps[-1]) if c.steps else None, len(c.steps),
+               None if shown is None else shown.index, c.stopped is None, id(reread))
         if key == self._key:
             return
         self._key = key
@@ -77,7 +83,7 @@ class TimingView(View):
                      "one token at a time, each reading all weights")
         if c.stopped is not None and c.stopped.decode_tokens_per_s > 0:
             text += f" · session: {c.stopped.decode_tokens_per_s:,.1f} tokens/s"
-        self.summary.setText(text)
+        self.summary.setText(text + self._shown_text(shown, reread))
         x = np.arange(1, len(steps) + 1, dtype=float)
         shown_forward = np.minimum(forward, top * 0.97)
         brushes = [colour(t.accent)] + [colour(t.final)] * (len(steps) - 1)
@@ -89,3 +95,22 @@ class TimingView(View):
         else:
             self.selected_bar.setOpts(x=[], height=[])
         set_range(self.plot, x=(0.3, grid_ceiling(len(steps), 16) + 0.7), y=(0, top))
+
+    def _shown_text(self, shown, reread) -> str:
+        """The highlighted step's own times, and the last branch switch's re-read."""
+        t = self.appearance.theme
+        text = ""
+        if shown is not None and shown.step is not None:
+            s = shown.step
+            source = ("the prefill's last position" if s.index == 1
+                      else f"one new token attending to {s.context_tokens - 1} positions")
+            draw = ("no draw: you chose the token" if s.forced
+                    else f"sampling {s.sample_ms:.2f} ms")
+            text += (f"<br><b style='color:{t.selected}'>Step {s.index}</b>: forward {s.forward_ms:.1f} ms "
+                     f"({source}) · {draw}")
+        if reread is not None and reread.reread_tokens > 0:
+            text += (f"<br><b style='color:{t.accent}'>Branch switch</b>: re-read {reread.reread_tokens} tokens "
+                     f"in one parallel pass ({reread.ms:.1f} ms), as a prefill does")
+        elif reread is not None:
+            text += "<br><b>Branch switch</b>: its cache was still held, nothing re-read"
+        return text
