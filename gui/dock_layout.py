@@ -42,8 +42,8 @@ class DockLayout:
         return dock
 
     def _arrange(self) -> None:
-        # Controls and Explain on the left; Context (Branches behind it) on top; Candidates over KV; Stop over
-        # Timing (Attention and Compare behind it) on the right.
+        # Controls and Explain on the left; Context (Branches behind it) on top; Candidates over KV; Stop
+        # (Compare behind it) over Timing (Attention behind it) on the right.
         d, w = self.docks, self.window
         w.splitDockWidget(d["controls"], d["explain"], Qt.Vertical)
         w.splitDockWidget(d["context"], d["candidates"], Qt.Vertical)
@@ -51,10 +51,10 @@ class DockLayout:
         w.splitDockWidget(d["candidates"], d["stop"], Qt.Horizontal)
         w.splitDockWidget(d["kv"], d["timing"], Qt.Horizontal)
         w.tabifyDockWidget(d["timing"], d["attention"])
-        w.tabifyDockWidget(d["timing"], d["compare"])
+        w.tabifyDockWidget(d["stop"], d["compare"])
         w.tabifyDockWidget(d["context"], d["branches"])  # one click away, at the width a tree needs
-        d["timing"].raise_()
-        d["context"].raise_()
+        for key in ("timing", "stop", "context"):
+            d[key].raise_()
         for key in HIDDEN_AT_FIRST:
             d[key].hide()
 
@@ -90,12 +90,13 @@ class DockLayout:
         d, w = self.docks, self.window
         if on:
             self._state_before_presentation = w.saveState(LAYOUT_VERSION)
-            for dock in (d["controls"], d["explain"], d["kv"], d["stop"], d["timing"]):
-                if dock.isFloating():
-                    dock.setFloating(False)
+            behind_kv = ("stop", "timing", "compare", "attention")  # the last two would stay beside Candidates
+            for key in ("controls", "explain", "kv", *behind_kv):
+                if d[key].isFloating():
+                    d[key].setFloating(False)
             w.tabifyDockWidget(d["controls"], d["explain"])
-            w.tabifyDockWidget(d["kv"], d["stop"])
-            w.tabifyDockWidget(d["kv"], d["timing"])
+            for key in behind_kv:
+                w.tabifyDockWidget(d["kv"], d[key])
             d["controls"].raise_()
             d["kv"].raise_()
             self.proportion()

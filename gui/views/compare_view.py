@@ -48,7 +48,7 @@ class CompareView(View):
         grid.setVerticalSpacing(3)
         for column, side in enumerate(SIDES):
             self.combos[side].setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
-            self.combos[side].setMinimumContentsLength(12)
+            self.combos[side].setMinimumContentsLength(4)  # the default layout's share of the width holds
             self.combos[side].activated.connect(self._on_chosen)
             self.headings[side].setTextFormat(Qt.RichText)
             self.stats[side].setTextFormat(Qt.RichText)
