@@ -67,7 +67,7 @@ class CompareView(View):
         self.plot.setToolTip("Each step's entropy (of p raw, in nats) by step: A solid, B dashed; the dotted "
                              "line is the step where they part")
         self.plot.getPlotItem().setLabel("left", "entropy")  # the x axis is the step: its numbers say so
-        self.curves = {side: self.plot.plot([], []) for side in SIDES}
+        self.curves = {side: self.plot.plot([], [], antialias=True) for side in SIDES}
         self.part_line = pg.InfiniteLine(angle=90, movable=False)
         self.part_line.setVisible(False)
         self.plot.addItem(self.part_line)
@@ -221,6 +221,7 @@ class CompareView(View):
                 "the model found the whole text); perplexity: exp(−log p / steps), as unsure as a choice among "
                 "that many equally likely tokens at each step.")
             self.texts[side].setHtml(self._text_html(path, shared, at is not None, hex_colour))
+            self.texts[side].scrollToAnchor("part")  # a long text opens where the branches part
 
     def _text_html(self, path, shared: int, parts: bool, hex_colour: str) -> str:
         t = self.appearance.theme
@@ -228,7 +229,7 @@ class CompareView(View):
         def chunk(steps) -> str:
             return html.escape("".join(s.token.text for s in steps)).replace("\n", "<br>")
 
-        same = f"<span style='color:{t.muted}'>{chunk(path[:shared])}</span>"
+        same = f"<span style='color:{t.muted}'>{chunk(path[:shared])}</span><a name='part'></a>"
         if not parts or shared >= len(path):
             rest = chunk(path[shared:])
         else:
