@@ -133,7 +133,8 @@ class Controller(QObject):
     def cancel_load(self) -> None:
         self.worker.cancel()  # thread-safe: goes straight down the pipe, the engine checks it between chunks
 
-    def prefill(self, prompt: str, chat: bool, system: str = "") -> None:
+    def prefill(self, prompt: str, chat: bool, system: str = "", ids: tuple[int, ...] = ()) -> None:
+        """Read the prompt (or exactly the token `ids`, when given: a replayed trace)."""
         if self.info is None or self.loading:
             return
         self.epoch += 1
@@ -142,7 +143,7 @@ class Controller(QObject):
         self.prefilled_prompt = (prompt, chat, system)
         self._sent_settings = self.settings
         self._settings_timer.stop()
-        self._command.emit(p.Prefill(prompt, chat, system, self.settings, self.epoch))
+        self._command.emit(p.Prefill(prompt, chat, system, self.settings, self.epoch, tuple(ids)))
         self.state_changed.emit()
         self.scheduler.dirty()
 
@@ -175,9 +176,10 @@ class Controller(QObject):
             return
         self._request("Force", p.Force(int(token_id)))
 
-    def force_text(self, text: str) -> None:
+    def force(self, token: int | str) -> None:
+        """Take `token` (an id, or a text: its tokens one step each) at the pending step."""
         if self.can_step and self.can_move:
-            self._request("Force", p.Force(text))
+            self._request("Force", p.Force(token))
 
     def rewind(self, to_step: int) -> None:
         if self.can_move and 1 <= to_step <= len(self.steps):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 
-from inference.events import (Pending, PrefillDone, Rewound, SessionStatus, StepDistribution, StepDone, Stopped,
+from inference.events import (Caption, Pending, PrefillDone, Rewound, SessionStatus, StepDistribution, StepDone, Stopped,
                               Switched)
 
 
@@ -113,6 +113,10 @@ class History:
         self.log.append(event)
         self._move(self.nodes.get(event.node, self.root), event.pending)
         self.reread = event
+
+    def captioned(self, caption: Caption) -> None:
+        """A lesson's caption: kept in the log, so an exported trace shows it where it came."""
+        self.log.append(caption)
 
     def ended(self, event: Stopped) -> None:
         self.stopped = event

@@ -16,7 +16,8 @@ from PySide6.QtWidgets import QFileDialog, QLabel, QMessageBox, QWidget
 
 from inference.errors import one_line
 from inference.events import Caption
-from inference.script import Action, Script, ScriptError, apply_settings, load_script, refusal
+from inference.script import Action, Script, ScriptError, apply_settings, refusal
+from inference.trace import load_script
 from inference.settings import GenerationSettings
 
 from .controller import Controller
@@ -151,7 +152,7 @@ class ScriptPlayer(QObject):
         elif kind == "force":
             self._force(action)
         elif kind == "caption":
-            c.history.log.append(Caption(action.value))  # an exported trace keeps the lesson's captions
+            c.history.captioned(Caption(action.value))  # an exported trace keeps the lesson's captions
             self.caption.emit(action.value)
         elif kind == "wait":
             return action.value
@@ -180,33 +181,17 @@ class ScriptPlayer(QObject):
 
     def _prefill(self, action: Action) -> None:
         script, c = self.script, self.controller
-        if script.prompt is None:
-            raise action.error('the app reads a prompt text; this script has only "prompt_ids": play it '
-                               "with main.py trace --script")
-        if self.controls is not None:
+        if self.controls is not None and script.prompt is not None:
             _show_prompt(self.controls, script)
-        self._request(action, lambda: c.prefill(script.prompt, script.chat, script.system or ""))
+        ids = tuple(script.prompt_ids or ())  # exact ids (a replayed trace): read as they are
+        self._request(action, lambda: c.prefill(script.prompt or "", script.chat, script.system or "", ids))
         self._done = lambda: c.prefilled
-        if script.prompt_ids is not None:
-            self._after = lambda: self._check_ids(action)
-
-    def _check_ids(self, action: Action) -> None:
-        read = tuple(t.id for t in self.controller.prefill_event.tokens)
-        if read != self.script.prompt_ids:
-            raise action.error(f"the app read the prompt text as other tokens than its prompt_ids ({len(read)} "
-                               f"for {len(self.script.prompt_ids)}): play it with main.py trace --script")
 
     def _force(self, action: Action) -> None:
         c = self.controller
         before = len(c.steps)
-        if isinstance(action.value, int):
-            c.select(None)  # take it at the pending step, not at a past step the history slider shows
-            shown = c.shown()
-            if shown is None or not shown.pending:
-                raise action.error("the pending step's distribution has not come yet")
-            self._request(action, lambda: c.take(action.value))
-        else:
-            self._request(action, lambda: c.force_text(action.value))
+        c.select(None)  # show the pending step, where the token is taken
+        self._request(action, lambda: c.force(action.value))
         self._done = lambda: len(c.steps) > before or c.stopped is not None
 
     def _apply(self, settings: GenerationSettings) -> None:

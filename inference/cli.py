@@ -103,7 +103,7 @@ def _trace(args) -> int:
 
     from .events import SettingsEvent
     from .loading import load_model
-    from .script import load_script
+    from .trace import load_script
     from .session import Session, prompt_ids
     from .settings import GenerationSettings
     from .trace import TraceWriter

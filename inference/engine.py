@@ -162,7 +162,10 @@ class Engine:
         session = self.need_session()
         self.tag = command.tag
         session.update_settings(command.settings)
-        ids, text = prompt_ids(self.model, command.prompt, chat=command.chat, system=command.system or None)
+        if command.ids:
+            ids, text = list(command.ids), self.model.tokenizer.decode(list(command.ids))
+        else:
+            ids, text = prompt_ids(self.model, command.prompt, chat=command.chat, system=command.system or None)
         self.send(p.Prefilled(session.prefill(ids, text, progress=self._prefill_progress), self.tag))
         if session.stopped is not None:
             self.send(p.Ended(session.stopped, self.tag))

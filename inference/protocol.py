@@ -40,6 +40,7 @@ class Prefill(Command):
     system: str
     settings: GenerationSettings
     tag: int
+    ids: tuple[int, ...] = ()  # exact token ids to read instead of encoding `prompt` (a replayed trace)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Mapping
 
 from .settings import GenerationSettings
@@ -219,30 +218,6 @@ def parse_script(data: Any) -> Script:
         raise reads.error('the script has no "prompt" (or "prompt_ids") to read')
     return Script(prompt=prompt, prompt_ids=ids, chat=chat, system=system or None, settings=settings,
                   actions=parsed, title=title)
-
-
-def load_script(path: str | Path) -> Script:
-    """A script file, or a trace (.jsonl whose first line is its `model` event) turned into one."""
-    path = Path(path)
-    text = path.read_text(encoding="utf-8")
-    first = text.lstrip().split("\n", 1)[0]
-    if _is_trace_line(first):
-        from .trace import script_from_trace
-
-        return parse_script(script_from_trace(text.splitlines()))
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ScriptError(f"{path.name}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
-    return parse_script(data)
-
-
-def _is_trace_line(line: str) -> bool:
-    try:
-        event = json.loads(line)
-    except ValueError:
-        return False
-    return isinstance(event, dict) and event.get("type") == "model"
 
 
 # --- what depends on the session: checked as each action plays -------------------------------------------

@@ -167,7 +167,6 @@ class Session(BranchMoves):
         reports progress (`progress("prefill", done, total)`) and `abort()` can cancel it in between.
         """
         self._check_prompt(ids)
-        c = self.model.config
         self.source.start(len(ids) + self.settings.max_new_tokens)
         self.prompt, self.prompt_text = [], ""
         self.tree, self.kept = BranchTree(), KeptLogits(self.kept.budget)

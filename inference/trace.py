@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Iterable
 
 from .events import ModelInfo, Rewound, SettingsEvent, StepDone, Switched
-from .script import SETTING_KEYS, ScriptError
+from .script import SETTING_KEYS, Script, ScriptError, parse_script
 from .settings import GenerationSettings
 
 
@@ -200,3 +201,25 @@ class _ScriptBuilder:
             data["settings"] = self.settings
         data["actions"] = self.actions
         return data
+
+
+def load_script(path: str | Path) -> Script:
+    """A script file, or a trace (.jsonl whose first line is its `model` event) turned into one."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    first = text.lstrip().split("\n", 1)[0]
+    if _is_trace_line(first):
+        return parse_script(script_from_trace(text.splitlines()))
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ScriptError(f"{path.name}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    return parse_script(data)
+
+
+def _is_trace_line(line: str) -> bool:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(event, dict) and event.get("type") == "model"

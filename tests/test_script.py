@@ -9,7 +9,8 @@ from hypothesis import given, settings as hsettings, strategies as st
 from inference.errors import is_expected
 from inference.events import Caption, StepDone, Stopped
 from inference.lesson import play
-from inference.script import Script, ScriptError, apply_settings, load_script, parse_script
+from inference.script import Script, ScriptError, apply_settings, parse_script
+from inference.trace import load_script
 from inference.session import Session
 from inference.settings import GenerationSettings, SamplerSettings
 from scripted import ROOT, a_script, folder, model, play_all  # noqa: F401 (fixtures)
