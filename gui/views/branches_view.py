@@ -70,6 +70,7 @@ class Placed:
     junction_x: float  # where the edge into this node leaves the parent's column
     p_text: str = ""
     forced: bool = False
+    parent: "Placed | None" = None  # laid out before its children (depth-first)
 
 
 class BranchCanvas(QWidget):
@@ -121,7 +122,8 @@ class BranchCanvas(QWidget):
         for (node, row), (label, w, p_text, forced) in zip(rows, facts):
             depth = node.depth
             rect = QRectF(lefts[depth], MARGIN + row * self._pitch, w, height)
-            placed = Placed(node, row, rect, label, lefts[depth] - gap + 5 if depth else 0.0, p_text, forced)
+            parent = self.by_id.get(node.parent.id) if node.parent is not None else None
+            placed = Placed(node, row, rect, label, lefts[depth] - gap + 5 if depth else 0.0, p_text, forced, parent)
             self.placed.append(placed)
             self.by_id[node.id] = placed
             lefts_in_row, in_row = self._rows.setdefault(row, ([], []))  # depth-first: left to right
@@ -196,13 +198,9 @@ class BranchCanvas(QWidget):
             near += in_row[start:bisect_right(lefts, visible.right() + self._reach)]
         return near
 
-    def _edge_visible(self, placed: Placed, visible: QRectF) -> bool:
-        parent = self._parent(placed)
-        return parent is not None and visible.intersects(placed.rect.united(parent.rect))
-
-    def _parent(self, placed: Placed) -> Placed | None:
-        parent = placed.node.parent
-        return self.by_id.get(parent.id) if parent is not None else None
+    @staticmethod
+    def _edge_visible(placed: Placed, visible: QRectF) -> bool:
+        return placed.parent is not None and visible.intersects(placed.rect.united(placed.parent.rect))
 
     def _paint_edges(self, painter: QPainter, placed: list[Placed], on_path: bool) -> None:
         t, scale = self.appearance.theme, self.appearance.scale
@@ -213,7 +211,7 @@ class BranchCanvas(QWidget):
         label_colour, panel = QColor(t.text if on_path else t.muted), QColor(t.panel)
         painter.setBrush(Qt.NoBrush)
         for pl in placed:
-            parent = self._parent(pl)
+            parent = pl.parent
             if parent is None:
                 continue
             start = QPointF(parent.rect.right(), parent.rect.center().y())
@@ -277,6 +275,7 @@ class BranchCanvas(QWidget):
 
     def mouseMoveEvent(self, event):
         placed = self.placed_at(event.position())
+        self.setCursor(Qt.ArrowCursor if placed is None or placed.node.step is None else Qt.PointingHandCursor)
         if placed is None:
             QToolTip.hideText()
         else:
