@@ -118,6 +118,10 @@ def test_a_fork_shows_as_a_second_row_and_a_click_switches_back(qtbot, window):
     qtbot.waitUntil(lambda: not c.shown().pending and c.shown().index == 2, timeout=WAIT)
     settle(qtbot, window)
     assert canvas.current == rows[0][2].node.id and canvas.shown == old_second.node.id
+    # a token on the current path only shows its step: no switch, the branch stays whole
+    qtbot.mouseClick(canvas, Qt.LeftButton, pos=rows[0][0].rect.center().toPoint())
+    qtbot.waitUntil(lambda: c.shown().index == 1 and canvas.shown == rows[0][0].node.id, timeout=WAIT)
+    assert ids(window) == first and canvas.current == rows[0][2].node.id
 
 
 def test_compare_shows_both_texts_and_log_probs(qtbot, window):
