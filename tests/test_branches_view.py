@@ -189,3 +189,4 @@ def test_a_dock_tabbed_away_draws_only_when_raised(qtbot, window):
     assert view.isVisible() and view.tabbed_away() and not view.canvas.placed
     window.docks["branches"].raise_()
     qtbot.waitUntil(lambda: len(view.canvas.placed) == 3, timeout=WAIT)
+    assert "1 branch</b> · 2 tokens · current: row 1, 2 steps" in view.summary.text()

@@ -365,10 +365,9 @@ class BranchesView(View):
             if moved:
                 QTimer.singleShot(0, self._reveal_current)
             n_tips = len(h.leaves())
-            self.summary.setText(
-                f"<b>{n_tips} branch{'es' if n_tips != 1 else ''}</b> · {len(h.nodes) - 1} tokens · current: "
-                f"row {self.canvas.by_id[h.current.id].row + 1}, {len(path)} step{'s' if len(path) != 1 else ''}"
-                " &nbsp; " + self._legend)
+            where = (f"<b>{n_tips} branch{'es' if n_tips != 1 else ''}</b> · {len(h.nodes) - 1} tokens · current: "
+                     f"row {self.canvas.by_id[h.current.id].row + 1}, {len(path)} step{'s' if len(path) != 1 else ''}")
+            self.summary.setText((where if n_tips else "No token taken yet.") + " &nbsp; " + self._legend)
         self._select_when_switched()
 
     def _reveal_current(self) -> None:
