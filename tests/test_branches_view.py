@@ -190,3 +190,16 @@ def test_a_dock_tabbed_away_draws_only_when_raised(qtbot, window):
     window.docks["branches"].raise_()
     qtbot.waitUntil(lambda: len(view.canvas.placed) == 3, timeout=WAIT)
     assert "1 branch</b> · 2 tokens · current: row 1, 2 steps" in view.summary.text()
+
+
+def test_after_a_rewind_compare_offers_the_current_path_beside_the_tips(qtbot, window):
+    c = window.controller
+    prefill_and_step(qtbot, window, 3)
+    view = show_dock(qtbot, window, "compare")
+    c.backspace()  # the third token leaves the path, not the tree
+    qtbot.waitUntil(lambda: len(c.steps) == 2 and idle(c), timeout=WAIT)
+    qtbot.waitUntil(lambda: view.results["A"] is not None and view.results["A"].n_steps == 2, timeout=WAIT)
+    assert view.results["B"].n_steps == 3
+    assert [view.combos["A"].itemText(i).split(":")[0] for i in range(view.combos["A"].count())] == ["tip 1",
+                                                                                                      "current"]
+    assert "Branch B continues branch A after step 2" in view.parting.text()
