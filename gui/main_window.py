@@ -127,7 +127,7 @@ class MainWindow(QMainWindow):
         file.addSeparator()
         file.addAction(a["quit"])
         generation = m.addMenu("&Generation")
-        for key in ("prefill", "step", "run", "pause", "stop", "reset"):
+        for key in ("prefill", "step", "run", "pause", "stop", "reset", "backspace"):
             generation.addAction(a[key])
         generation.addSeparator()
         for key in ("prev", "next", "dice"):
