@@ -151,6 +151,10 @@ def test_backspace_removes_the_last_token_but_not_a_character_of_the_prompt(qtbo
     wait_until(lambda: len(c.steps) == 1 and idle(c))
     assert c.pending is not None and c.pending.index == 2
     assert np.allclose(c.pending.dist.candidates.logits, second.dist.candidates.logits)
+    settle(window)
+    said = window.views["explain"]._html  # a rewind, not a preview of new settings
+    assert "Rewound to step 2" in said and "no forward pass" in said
+    assert f"cropped</b> to {c.prefill_event.n_tokens + 1} positions" in said
 
 
 def test_the_history_slider_moves_every_view_to_the_step(qtbot, window):

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QTextBrowser, QVBoxLayout
 
+from inference.events import Rewound
+
 from ..controller import Controller
 from ..theme import Appearance
 from .base import View
@@ -59,6 +61,14 @@ class ExplainView(View):
         shown = c.shown()
         if shown is None or (shown.pending and not c.steps):
             return "prefilled", values
+        last = c.history.log[-1] if c.history.log else None
+        if shown.pending and isinstance(last, Rewound) and not last.reset and last.to_step == shown.index:
+            zh = self.language == "zh"
+            forward = ((f"一次 {last.forward_ms:.0f} 毫秒的前向传播：保存的 Logits 已被丢弃" if zh else
+                        f"one forward pass of {last.forward_ms:.0f} ms: its kept logits had been dropped")
+                       if last.forward_ms else ("没有前向传播" if zh else "no forward pass"))
+            return "rewound", {**values, "index": shown.index, "positions": p.n_tokens + shown.index - 1,
+                               "kv": fmt_bytes(last.kv_used_bytes), "forward": forward}
         if shown.pending:
             return "pending", {**values, "index": shown.index}
         s = shown.step
