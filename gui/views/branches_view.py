@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QLabel, QScrollArea, QToolTip, QVBoxLayout, QWidge
 from ..compare import chosen_logit, chosen_p, edge_p
 from ..controller import Controller
 from ..theme import Appearance
-from .base import View
+from .base import View, begin_paint
 from .format import display
 
 PAD_X, PAD_Y, MARGIN, ROW_GAP = 5.0, 3.0, 6.0, 9.0
@@ -172,15 +172,8 @@ class BranchCanvas(QWidget):
 
     # --- painting -------------------------------------------------------------------------------------
     def paintEvent(self, event):
-        t = self.appearance.theme
-        painter = QPainter(self)
-        painter.setRenderHint(QPainter.Antialiasing)
-        painter.fillRect(self.rect(), QColor(t.panel))
-        if not self.placed:
-            painter.setPen(QColor(t.muted))
-            painter.setFont(self.appearance.font(1.0))
-            painter.drawText(self.rect().adjusted(12, 12, -12, -12), Qt.AlignLeft | Qt.TextWordWrap,
-                             self.placeholder)
+        painter = begin_paint(self, self.appearance, self.placeholder, not self.placed)
+        if painter is None:
             return
         visible = QRectF(event.rect()).adjusted(-40, -self._pitch, 40, self._pitch)
         shown = [pl for pl in self._near(visible) if pl.rect.intersects(visible) or self._edge_visible(pl, visible)]

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QLabel, QScrollArea, QToolTip, QVBoxLayout, QWidge
 
 from ..controller import Controller
 from ..theme import Appearance
-from .base import View
+from .base import View, begin_paint
 from .format import display
 
 PAD_X, PAD_Y, GAP, LINE_GAP = 4.0, 2.0, 3.0, 6.0
@@ -107,13 +107,8 @@ class ChipCanvas(QWidget):
 
     def paintEvent(self, event):
         t = self.appearance.theme
-        painter = QPainter(self)
-        painter.setRenderHint(QPainter.Antialiasing)
-        painter.fillRect(self.rect(), QColor(t.panel))
-        if not self.chips:
-            painter.setPen(QColor(t.muted))
-            painter.setFont(self.appearance.font(1.0))
-            painter.drawText(self.rect().adjusted(12, 12, -12, -12), Qt.AlignLeft | Qt.TextWordWrap, self.placeholder)
+        painter = begin_paint(self, self.appearance, self.placeholder, not self.chips)
+        if painter is None:
             return
         painter.setFont(self.appearance.font(1.05, mono=True))
         visible = QRectF(event.rect())
