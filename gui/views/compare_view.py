@@ -66,7 +66,7 @@ class CompareView(View):
         self.plot.setMinimumHeight(80)
         self.plot.setToolTip("Each step's entropy (of p raw, in nats) by step: A solid, B dashed; the dotted "
                              "line is the step where they part")
-        self.plot.getPlotItem().setLabel("left", "entropy")  # the x axis is the step: its numbers say so
+        self.plot.getPlotItem().setLabel("left", "entropy (nats)")  # the x axis is the step: its numbers say so
         self.curves = {side: self.plot.plot([], [], antialias=True) for side in SIDES}
         self.part_line = pg.InfiniteLine(angle=90, movable=False)
         self.part_line.setVisible(False)
