@@ -1,0 +1,156 @@
+"""Speculative decoding in the app (issue 16): the Speculate control, ghost chips in Context, the verify block
+and counters in Timing and the status bar, and Explain's words, on the real default model.
+
+A repetitive prompt, greedy: prompt lookup finds the last words earlier in the prompt and the model agrees
+with most of the draft. One window serves the module (loading the model is the slow part).
+"""
+
+import time
+
+import pytest
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QApplication
+
+from gui.main_window import MainWindow
+from gui.speculation import pass_of
+from gui.theme import Appearance
+
+WAIT = 120_000  # ms: generous, the machines are shared
+PROMPT = "one two three one two three one two"
+
+
+def wait_until(condition, timeout_ms=WAIT):
+    deadline = time.monotonic() + timeout_ms / 1000
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        QApplication.processEvents()
+        time.sleep(0.005)
+
+
+@pytest.fixture(scope="module")
+def window(qapp, default_model, tmp_path_factory):
+    settings = QSettings(str(tmp_path_factory.mktemp("speculate") / "tokenstep.ini"), QSettings.IniFormat)
+    win = MainWindow(settings=settings, appearance=Appearance())
+    win.resize(1600, 1000)
+    win.show()
+    wait_until(lambda: win.controller.info is not None)
+    yield win
+    win.close()
+    assert win.controller.thread.isFinished()
+
+
+def idle(c):
+    return not c.busy and not c.running
+
+
+def settle(win):
+    wait_until(lambda: not win.controller.scheduler.redraw_due)
+    QApplication.processEvents()
+
+
+def prefill(win, speculate):
+    win.controls.greedy.setChecked(True)
+    win.controls.speculate.setValue(speculate)
+    win.controls.prompt.setPlainText(PROMPT)
+    win.actions["prefill"].trigger()
+    c = win.controller
+    wait_until(lambda: c.prefilled and not c.steps and idle(c))
+    assert c.settings.speculate == speculate
+    settle(win)
+
+
+def step(win):
+    """One Step: with speculation one verify pass, which may decide several steps."""
+    c = win.controller
+    before = len(c.steps)
+    win.actions["step"].trigger()
+    wait_until(lambda: len(c.steps) > before and idle(c))
+    settle(win)
+    return len(c.steps) - before
+
+
+def test_speculate_control_sets_the_setting_and_explains_itself(window):
+    spin = window.controls.speculate
+    assert spin.minimum() == 0 and spin.maximum() >= 8 and spin.specialValueText() == "off"
+    assert "prompt lookup" in spin.toolTip().lower()
+    spin.setValue(3)
+    assert window.controller.settings.speculate == 3
+    spin.setValue(0)
+    assert window.controller.settings.speculate == 0
+
+
+def test_a_verify_pass_shows_ghost_chips_a_block_and_counters(window):
+    c = window.controller
+    prefill(window, 4)
+    emitted = [step(window) for _ in range(3)]
+    assert max(emitted) > 1  # one Step, one pass, several tokens
+    newest = pass_of(c.history, c.steps[-1])
+    assert newest is not None and c.history.verifies[newest.index] is newest.verified
+    v = newest.verified
+    context = window.views["context"]
+    canvas = context.canvas
+    assert context.verify_pass.index == v.index
+    assert canvas.drafts("verified") == v.accepted
+    assert canvas.drafts("rejected") == len(v.drafted) - v.accepted
+    ghosts = [chip for chip in canvas.chips if chip.draft == "rejected"]
+    assert [chip.token_id for chip in ghosts] == [t.id for t in v.drafted[v.accepted:]]
+    assert all(chip.step is None for chip in ghosts)  # not steps: a click on one selects nothing
+    passes = {s.verified_by: pass_of(c.history, s) for s in c.steps if s.verified_by}
+    earlier = sum(p.accepted for i, p in passes.items() if i != v.index)
+    assert canvas.drafts("accepted") == earlier
+    assert f"Verify pass at step {v.index}" in context.summary.text()
+
+    timing = window.views["timing"]
+    k = timing.counters
+    assert k is not None and k.tokens_per_pass > 1 and k.passes < len(c.steps)
+    assert k.accepted == sum(p.accepted for p in passes.values())
+    assert k.verify_passes == len(passes)
+    assert "tokens per forward pass" in timing.summary.text()
+    widths = list(timing.verify_bars.opts["width"])
+    assert len(widths) == k.verify_passes and max(widths) > 1  # a block wider than one step's bar
+    assert "tokens per forward pass" in window.status.state.text()
+
+    explain = window.views["explain"]
+    assert "Verify pass" in explain._html and "causal mask" in explain._html
+    assert "same random number" in explain._html
+    window.set_language("zh")
+    assert "验证前向" in explain._html and "因果掩码" in explain._html
+    window.set_language("en")
+
+
+def test_a_past_step_shows_its_own_pass_muted_after_it(window):
+    c = window.controller
+    prefill(window, 4)
+    while len(c.steps) < 6:
+        step(window)
+    first = pass_of(c.history, c.steps[0])
+    assert first is not None
+    window.history.setValue(1)
+    settle(window)
+    context = window.views["context"]
+    assert context.verify_pass.index == first.index == 1
+    assert context.canvas.drafts("verified") == first.accepted
+    assert context.canvas.greyed == len(c.steps) - 1  # the tokens after step 1 are still greyed
+    assert "Verify pass" in window.views["explain"]._html
+    assert "decided by the verify pass at step 1" in window.views["timing"].summary.text()
+    c.select(None)
+    settle(window)
+
+
+def test_without_speculation_no_ghosts_and_the_same_tokens(window):
+    c = window.controller
+    prefill(window, 4)
+    while len(c.steps) < 6:
+        step(window)
+    speculated = [s.token.id for s in c.steps[:6]]
+    prefill(window, 0)
+    for _ in range(6):
+        assert step(window) == 1
+    assert [s.token.id for s in c.steps] == speculated
+    assert all(s.verified_by == 0 for s in c.steps)
+    canvas = window.views["context"].canvas
+    assert canvas.drafts("verified") == canvas.drafts("rejected") == canvas.drafts("accepted") == 0
+    assert window.views["context"].verify_pass is None
+    assert window.views["timing"].counters is None
+    assert "tokens per forward pass" not in window.status.state.text()
+    assert "Verify pass" not in window.views["explain"]._html
