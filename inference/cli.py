@@ -69,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--seed", type=_number(int, 0, what="--seed"), default=0)
     trace.add_argument("--stop", action="append", default=[], metavar="TEXT",
                        help="stop when the generated text contains TEXT (repeatable)")
+    trace.add_argument("--speculate", type=_number(int, 0, 16, what="--speculate"), default=0, metavar="N",
+                       help="draft up to N tokens by prompt lookup and verify them in one forward pass (0 = off)")
     trace.add_argument("--top-n", type=_number(int, 1, what="--top-n"), default=20,
                        help="candidates reported per step")
     trace.add_argument("--script", metavar="FILE", help="play a lesson script (JSON), or replay a trace "
@@ -115,7 +117,8 @@ def _trace(args) -> int:
     # A model whose generation_config says do_sample=false is greedy unless sampling is asked for.
     sampler = replace(model.defaults, **asked, greedy=args.greedy or (model.defaults.greedy and not asked))
     settings = GenerationSettings(sampler=sampler, max_new_tokens=args.max_new_tokens,
-                                  stop_strings=tuple(args.stop), seed=args.seed, top_n=args.top_n)
+                                  stop_strings=tuple(args.stop), seed=args.seed, top_n=args.top_n,
+                                  speculate=args.speculate)
     session = Session(model, settings)
     if script is not None:
         from .lesson import play

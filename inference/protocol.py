@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .events import ModelInfo, Pending, PrefillDone, Rewound, SessionStatus, StepDone, Stopped, Switched
+from .events import ModelInfo, Pending, PrefillDone, Rewound, SessionStatus, StepDone, Stopped, Switched, Verified
 from .settings import GenerationSettings
 
 PROTOCOL_VERSION = 2  # 2: the branch moves (Rewind, Force, Switch)
@@ -157,7 +157,7 @@ class Prefilled(Reply):
 
 @dataclass(frozen=True)
 class Stepped(Reply):
-    events: tuple[StepDone, ...]  # one step, or a Run's batch, in order
+    events: tuple[StepDone | Verified, ...]  # one step, or a Run's batch, in order (a verify pass first)
     tag: int
 
 

@@ -25,7 +25,7 @@ import torch
 
 from .branches import BranchMoves, BranchTree, KeptLogits, KeptPending
 from .errors import Cancelled, NotReady
-from .events import Pending, PrefillDone, SessionStatus, StepDone, Stopped, Token
+from .events import Pending, PrefillDone, SessionStatus, StepDone, Stopped, Token, Verified
 from .loading import LoadedModel
 from .report import chosen_rank, summarise
 from .sampling import distribution, draw
@@ -33,6 +33,7 @@ from .settings import GenerationSettings, SamplerSettings
 from .stops import match_stop_strings
 from .sources import LogitsSource
 from .sources.local import LocalDecoder
+from .speculate import Speculation
 from .tokenizer import ChatMessage
 
 PREFILL_CHUNK = 512  # positions per prefill pass; longer prompts take several passes
@@ -72,7 +73,7 @@ def prompt_ids(model: LoadedModel, prompt: str, chat: bool = False, system: str 
     return tok.encode(text, add_special_tokens=False), text
 
 
-class Session(BranchMoves):
+class Session(BranchMoves, Speculation):
     def __init__(self, model: LoadedModel, settings: GenerationSettings = GenerationSettings(),
                  capture_attention: bool = False, source: LogitsSource | None = None):
         self.model = model
@@ -228,7 +229,7 @@ class Session(BranchMoves):
     def step(self) -> Iterator[StepDone | Stopped]:
         """Draw one token: yields its StepDone (and a Stopped when generation ends), then feeds it on."""
         self._resume()
-        yield from self._take(None)
+        yield from self._next()
 
     def force(self, token: int | str) -> Iterator[StepDone | Stopped]:
         """Take `token` (an id, or a text: its tokens one step each) instead of drawing. Each step's
@@ -250,8 +251,19 @@ class Session(BranchMoves):
         started = time.perf_counter()
         if self._pending is None:
             self._feed_last()
-        forward_ms = self._pending_forward_ms
-        kv_used, kv_allocated = self.source.kv_used_bytes, self.source.kv_allocated_bytes
+        event, reason, matched = self._draw(forced, self.source.kv_used_bytes)
+        self._decode_seconds += time.perf_counter() - started
+        yield event
+        if reason is not None:
+            yield self._stop(reason, matched)
+            return
+        started = time.perf_counter()
+        self._feed_last()
+        self._decode_seconds += time.perf_counter() - started
+
+    def _draw(self, forced: int | None, kv_used: int, verified_by: int = 0) -> tuple[StepDone, str | None, str | None]:
+        """Take a token from the pending logits (drawn, or `forced`): the step's event, and the stop rule
+        it fires (with the stop string matched)."""
         sampler, index = self.settings.sampler, len(self.generated) + 1
         t = time.perf_counter()
         dist = distribution(self._pending, sampler)
@@ -270,22 +282,22 @@ class Session(BranchMoves):
             self.text += token.text
         reason, matched = self._stop_reason(token_id)
         event = StepDone(
-            index=index, position=self.n_context - 1, token=token, forward_ms=forward_ms,
-            sample_ms=sample_ms, kv_used_bytes=kv_used, kv_allocated_bytes=kv_allocated,
+            index=index, position=self.n_context - 1, token=token, forward_ms=self._pending_forward_ms,
+            sample_ms=sample_ms, kv_used_bytes=kv_used, kv_allocated_bytes=self.source.kv_allocated_bytes,
             context_tokens=self.n_context,
             chosen_rank=chosen_rank(logits, token_id, summary.candidates, self.settings.top_n),
             random_u=u, dist=summary, seed=self.seed_used, stop_progress=self._stop_strings()[0],
             attention=self._pending_attention, forced=forced is not None, node=self.node, parent=parent,
-            settings=self.settings)
+            settings=self.settings, verified_by=verified_by)
         self._pending, self._pending_attention = None, None
-        self._decode_seconds += time.perf_counter() - started
-        yield event
-        if reason is not None:
-            yield self._stop(reason, matched)
-            return
-        started = time.perf_counter()
-        self._feed_last()
-        self._decode_seconds += time.perf_counter() - started
+        return event, reason, matched
+
+    def _next(self) -> Iterator[StepDone | Stopped | Verified]:
+        """One step, or with `settings.speculate` one verify pass (speculate.py)."""
+        if self.settings.speculate:
+            yield from self._verify()
+        else:
+            yield from self._take(None)
 
     def run(self, max_steps: int = 0, between: Callable[[], None] | None = None) -> Iterator[StepDone | Stopped]:
         """Step until a stop rule fires, `abort()` or `pause()` is called, or `max_steps` were taken
@@ -303,7 +315,7 @@ class Session(BranchMoves):
                     return
                 if self._pause.is_set():
                     return
-                yield from self._take(None)
+                yield from self._next()
                 taken += 1
         finally:
             self.running = False

@@ -18,10 +18,11 @@ class LocalDecoder:
     def start(self, capacity: int) -> None:
         self.cache = self.decoder.new_cache(capacity)
 
-    def forward(self, ids: list[int], start: int, capture=None) -> torch.Tensor:
+    def forward(self, ids: list[int], start: int, capture=None, all_logits: bool = False) -> torch.Tensor:
         with torch.inference_mode():
             tensor = torch.tensor(ids, device=self.decoder.device)
-            return self.decoder.forward(tensor, start, self.cache, capture=capture)[0].to("cpu")
+            logits = self.decoder.forward(tensor, start, self.cache, capture=capture, all_logits=all_logits)
+            return (logits if all_logits else logits[0]).to("cpu")
 
     def crop(self, n_positions: int) -> None:
         self.cache.crop(n_positions)
@@ -29,6 +30,10 @@ class LocalDecoder:
     @property
     def kv_used_bytes(self) -> int:
         return self.cache.used_bytes
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return self.cache.bytes_per_token
 
     @property
     def kv_allocated_bytes(self) -> int:
