@@ -65,15 +65,11 @@ class Counters:
                 f"{self.tokens_per_pass:.2f} tokens per forward pass")
 
 
-def _verifies(history) -> dict[int, Verified]:
-    return getattr(history, "verifies", {})
-
-
 def pass_of(history, step: StepDone | None) -> Pass | None:
     """The verify pass that decided `step` (a step of the current path), or None for a step of its own."""
     if step is None or not getattr(step, "verified_by", 0):
         return None
-    verified = _verifies(history).get(step.verified_by)
+    verified = history.verifies.get(step.verified_by)
     steps = history.steps
     first = step.verified_by - 1
     if verified is None or first >= len(steps):

@@ -1,8 +1,9 @@
 """Speculative decoding in the app (issue 16): the Speculate control, ghost chips in Context, the verify block
 and counters in Timing and the status bar, and Explain's words, on the real default model.
 
-A repetitive prompt, greedy: prompt lookup finds the last words earlier in the prompt and the model agrees
-with most of the draft. One window serves the module (loading the model is the slow part).
+Repetitive prompts, greedy: prompt lookup finds the last words earlier in the prompt as the draft. On
+MIXED the model keeps part of the first draft and rejects the rest; on REPEATS it keeps every draft. One
+window serves the module (loading the model is the slow part).
 """
 
 import time
@@ -16,7 +17,8 @@ from gui.speculation import pass_of
 from gui.theme import Appearance
 
 WAIT = 120_000  # ms: generous, the machines are shared
-PROMPT = "one two three one two three one two"
+MIXED = "one two three one two three one two three one two three one two three one two"
+REPEATS = "a b c d a b c d a b c d a b"
 
 
 def wait_until(condition, timeout_ms=WAIT):
@@ -48,10 +50,10 @@ def settle(win):
     QApplication.processEvents()
 
 
-def prefill(win, speculate):
+def prefill(win, speculate, prompt=REPEATS):
     win.controls.greedy.setChecked(True)
     win.controls.speculate.setValue(speculate)
-    win.controls.prompt.setPlainText(PROMPT)
+    win.controls.prompt.setPlainText(prompt)
     win.actions["prefill"].trigger()
     c = win.controller
     wait_until(lambda: c.prefilled and not c.steps and idle(c))
@@ -79,11 +81,9 @@ def test_speculate_control_sets_the_setting_and_explains_itself(window):
     assert window.controller.settings.speculate == 0
 
 
-def test_a_verify_pass_shows_ghost_chips_a_block_and_counters(window):
+def check_ghosts(window):
+    """Context draws the newest verify pass: its kept drafts marked, its rejected ones as ghost chips."""
     c = window.controller
-    prefill(window, 4)
-    emitted = [step(window) for _ in range(3)]
-    assert max(emitted) > 1  # one Step, one pass, several tokens
     newest = pass_of(c.history, c.steps[-1])
     assert newest is not None and c.history.verifies[newest.index] is newest.verified
     v = newest.verified
@@ -99,6 +99,19 @@ def test_a_verify_pass_shows_ghost_chips_a_block_and_counters(window):
     earlier = sum(p.accepted for i, p in passes.items() if i != v.index)
     assert canvas.drafts("accepted") == earlier
     assert f"Verify pass at step {v.index}" in context.summary.text()
+    return passes
+
+
+def test_a_verify_pass_shows_ghost_chips_a_block_and_counters(window):
+    c = window.controller
+    prefill(window, 4, MIXED)
+    emitted = [step(window)]
+    first = c.history.verifies[1]
+    assert 0 < first.accepted < len(first.drafted)  # part kept, part rejected: both kinds drawn
+    check_ghosts(window)
+    emitted += [step(window) for _ in range(2)]
+    assert max(emitted) > 1  # one Step, one pass, several tokens
+    passes = check_ghosts(window)
 
     timing = window.views["timing"]
     k = timing.counters
@@ -132,7 +145,7 @@ def test_a_past_step_shows_its_own_pass_muted_after_it(window):
     assert context.canvas.drafts("verified") == first.accepted
     assert context.canvas.greyed == len(c.steps) - 1  # the tokens after step 1 are still greyed
     assert "Verify pass" in window.views["explain"]._html
-    assert "decided by the verify pass at step 1" in window.views["timing"].summary.text()
+    assert "of the verify pass at step 1" in window.views["timing"].summary.text()
     c.select(None)
     settle(window)
 

@@ -171,7 +171,8 @@ class ChipCanvas(QWidget):
             painter.setPen(QPen(red, 1.5 * scale, Qt.DashLine))
             painter.setBrush(Qt.NoBrush)
             painter.drawRoundedRect(r.adjusted(0.5, 0.5, -0.5, -0.5), 4, 4)
-            painter.setPen(QPen(red, 1.5 * scale))
+            red.setAlpha(150)  # struck, but still legible
+            painter.setPen(QPen(red, 1.0 * scale))
             painter.drawLine(QPointF(r.left() + PAD_X, r.center().y()), QPointF(r.right() - PAD_X, r.center().y()))
             return
         green = QColor(t.kept)
@@ -216,6 +217,9 @@ class ContextView(View):
                                    "Each Step (Space) appends one token where the cursor is.")
         self.canvas.step_clicked.connect(controller.select)
         self.setFocusProxy(self.canvas)  # focused, the view takes the keys (Space steps) instead of the prompt
+        # Opaque: a tab bar the main window's dock layout left behind (Stop | Compare) showed through the
+        # summary once a verify pass made it three lines tall.
+        self.setAutoFillBackground(True)
         self.scroll = QScrollArea()
         self.scroll.setWidgetResizable(True)
         self.scroll.setWidget(self.canvas)
@@ -316,7 +320,7 @@ class ContextView(View):
 
     def _kept_draft(self, step) -> bool:
         """Whether `step` took the token a verify pass drafted for it."""
-        verified = getattr(self.controller.history, "verifies", {}).get(step.verified_by) if step.verified_by else None
+        verified = self.controller.history.verifies.get(step.verified_by) if step.verified_by else None
         k = step.index - step.verified_by
         return verified is not None and k < verified.accepted and verified.drafted[k].id == step.token.id
 

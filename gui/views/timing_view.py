@@ -21,8 +21,8 @@ from ..theme import Appearance
 from .base import View
 from .plotting import colour, grid_ceiling, make_plot, nice_ceiling, set_range, style_plot
 
-ROLES = {"accepted": "an accepted draft token", "correction": "the correction, drawn where the draft was rejected",
-         "bonus": "the bonus token, drawn after the whole draft was kept"}
+ROLES = {"accepted": "an accepted draft token", "correction": "the correction (draft rejected here)",
+         "bonus": "the bonus token (whole draft kept)"}
 
 
 class TimingView(View):
@@ -96,7 +96,7 @@ class TimingView(View):
                      f"{average(decode_forward):.1f} ms + <span style='color:{t.warning}'>sampling</span> "
                      f"{np.median(sample):.2f} ms per token ({how}) = <b>{1000 / per_token:,.1f} tokens/s</b>; "
                      + ("one token at a time, each reading all weights" if self.counters is None else
-                        "a verify pass reads all weights once for several tokens"))
+                        "a verify pass reads the weights once for several tokens"))
         if c.stopped is not None and c.stopped.decode_tokens_per_s > 0:
             text += f" · session: {c.stopped.decode_tokens_per_s:,.1f} tokens/s"
         self.summary.setText(text + self._counter_text() + self._shown_text(shown, reread))
@@ -132,10 +132,10 @@ class TimingView(View):
         if k is None:
             return ""
         green = self.appearance.theme.kept
-        return (f"<br><b style='color:{green}'>Speculation</b>: {k.verify_passes} verify pass"
-                f"{'es' if k.verify_passes != 1 else ''} (green blocks) · drafts accepted "
+        return (f"<br><b style='color:{green}'>Speculation</b> ({k.verify_passes} verify pass"
+                f"{'es' if k.verify_passes != 1 else ''}, green): drafts accepted "
                 f"<b>{k.accepted}/{k.drafted} = {k.acceptance:.0%}</b> · <b>{k.tokens_per_pass:.2f} tokens per "
-                f"forward pass</b> ({k.steps} tokens from {k.passes} passes, the prefill's included)")
+                f"forward pass</b>")
 
     def _shown_text(self, shown, reread) -> str:
         """The highlighted step's own times, and the last branch switch's re-read."""
@@ -150,9 +150,8 @@ class TimingView(View):
             verify = pass_of(self.controller.history, s)
             if verify is not None:
                 v = verify.verified
-                source = (f"decided by the verify pass at step {v.index}: one forward pass of {v.forward_ms:.1f} ms "
-                          f"over {v.positions} positions, shared by its {v.emitted} tokens; this one is "
-                          f"{ROLES[verify.role(s)]}")
+                source = (f"{ROLES[verify.role(s)]} of the verify pass at step {v.index}: one forward pass "
+                          f"of {v.forward_ms:.1f} ms over {v.positions} positions for {v.emitted} tokens")
                 text += f"<br><b style='color:{t.selected}'>Step {s.index}</b>: {source} · {draw}"
             else:
                 text += (f"<br><b style='color:{t.selected}'>Step {s.index}</b>: forward {s.forward_ms:.1f} ms "
