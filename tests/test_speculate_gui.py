@@ -7,13 +7,15 @@ window serves the module (loading the model is the slow part).
 """
 
 import time
+from types import SimpleNamespace
 
 import pytest
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QApplication
 
 from gui.main_window import MainWindow
-from gui.speculation import pass_of
+from gui.speculation import counters, newest_pass, pass_of
+from inference.events import Token, Verified
 from gui.theme import Appearance
 
 WAIT = 120_000  # ms: generous, the machines are shared
@@ -71,6 +73,40 @@ def step(win):
     return len(c.steps) - before
 
 
+def fake_history(ids, verified_by, verifies):
+    """Steps as the views read them (index, token id, verified_by) and the history's passes."""
+    steps = [SimpleNamespace(index=i + 1, token=SimpleNamespace(id=t), verified_by=v)
+             for i, (t, v) in enumerate(zip(ids, verified_by))]
+    return SimpleNamespace(steps=steps, verifies={v.index: v for v in verifies})
+
+
+def verified(index, drafted, accepted, emitted):
+    return Verified(index=index, drafted=tuple(Token(t, str(t), str(t)) for t in drafted), ngram=(1,),
+                    accepted=accepted, emitted=emitted, positions=len(drafted) + 1, forward_ms=10.0)
+
+
+def test_passes_roles_and_counters_without_a_model():
+    # step 1 on its own; pass 2 drafted 10 11 12 13, kept 10 11, drew 99; pass 5 drafted 20 21, kept both + bonus 22
+    h = fake_history([5, 10, 11, 99, 20, 21, 22], [0, 2, 2, 2, 5, 5, 5],
+                     [verified(2, [10, 11, 12, 13], 2, 3), verified(5, [20, 21], 2, 3)])
+    assert pass_of(h, h.steps[0]) is None
+    p = pass_of(h, h.steps[2])
+    assert p.index == 2 and p.rejected == 2 and [s.index for s in p.steps] == [2, 3, 4]
+    assert [p.role(s) for s in p.steps] == ["accepted", "accepted", "correction"]
+    assert pass_of(h, h.steps[6]).role(h.steps[6]) == "bonus"
+    assert newest_pass(h).index == 5 and newest_pass(h, upto=4).index == 2 and newest_pass(h, upto=1) is None
+    k = counters(h)
+    assert (k.steps, k.passes, k.verify_passes, k.drafted, k.accepted) == (7, 3, 2, 6, 4)
+    assert k.tokens_per_pass == pytest.approx(7 / 3) and k.acceptance == pytest.approx(4 / 6)
+    assert "tokens per forward pass" in k.text()
+    assert counters(fake_history([5, 6], [0, 0], [])) is None
+
+
+def test_a_pass_of_another_branch_at_the_same_step_is_not_this_paths():
+    h = fake_history([5, 30, 31], [0, 2, 2], [verified(2, [10, 11], 1, 2)])  # that pass kept 10, not 30
+    assert pass_of(h, h.steps[1]) is None
+
+
 def test_speculate_control_sets_the_setting_and_explains_itself(window):
     spin = window.controls.speculate
     assert spin.minimum() == 0 and spin.maximum() >= 8 and spin.specialValueText() == "off"
@@ -109,6 +145,9 @@ def test_a_verify_pass_shows_ghost_chips_a_block_and_counters(window):
     first = c.history.verifies[1]
     assert 0 < first.accepted < len(first.drafted)  # part kept, part rejected: both kinds drawn
     check_ghosts(window)
+    canvas = window.views["context"].canvas
+    tip = {chip.step: canvas.tooltips[i] for i, chip in enumerate(canvas.chips) if chip.step is not None}
+    assert "✓ kept" in tip[1] and "the correction in the verify pass at step 1" in tip[first.accepted + 1]
     emitted += [step(window) for _ in range(2)]
     assert max(emitted) > 1  # one Step, one pass, several tokens
     passes = check_ghosts(window)

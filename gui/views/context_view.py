@@ -27,6 +27,7 @@ from .base import View, begin_paint
 from .format import display
 
 PAD_X, PAD_Y, GAP, LINE_GAP = 4.0, 2.0, 3.0, 6.0
+KEPT = "\ndrafted by prompt lookup ✓ kept: the draw picked the draft token"
 
 
 @dataclass
@@ -289,8 +290,9 @@ class ContextView(View):
         chips: list[Chip] = []
         tips: dict[int, str] = {}
         # after this step (0: the prompt) come the ghosts; none when a rewind cut the pass short of them
-        ghosts_after = (verify.index + verify.accepted - 1 if verify is not None and len(verify.steps) >= verify.accepted
-                        else -1)
+        ghosts_after = -1
+        if verify is not None and len(verify.steps) >= verify.accepted:
+            ghosts_after = verify.index + verify.accepted - 1
         for pos, token in enumerate(prefill.tokens):
             kind = "special" if token.special else "prompt"
             chips.append(Chip(display(token.piece), kind, token.id, pos, None, token.text.endswith("\n")))
@@ -300,8 +302,8 @@ class ContextView(View):
         for step in self.controller.steps:
             token = step.token
             kind = "special" if token.special else "generated"
-            draft = ""
-            if self._kept_draft(step):
+            draft, note = "", self._verify_note(step)
+            if note.startswith(KEPT):
                 draft = "verified" if verify is not None and step.verified_by == verify.index else "accepted"
             chips.append(Chip(display(token.piece), kind, token.id, step.position, step.index,
                               token.text.endswith("\n"), draft=draft))
@@ -313,16 +315,25 @@ class ContextView(View):
                 f"step {step.index} · position {step.position}\nid {token.id}  {token.piece!r}\n"
                 f"logit {cands.logits[at]:.3f}   p {cands.p_raw[at]:.4f}   p final {cands.p_final[at]:.4f}\n"
                 f"rank {step.chosen_rank}   {how}\nclick: show this step (then a candidate click forks here)"
-                + ("\ndrafted by prompt lookup ✓ kept: the draw picked the draft token" if draft else ""))
+                + note)
             if step.index == ghosts_after:
                 self._ghosts(verify, chips, tips)
         return chips, tips
 
-    def _kept_draft(self, step) -> bool:
-        """Whether `step` took the token a verify pass drafted for it."""
+    def _verify_note(self, step) -> str:
+        """What the verify pass that decided `step` made of it (its tooltip's last line; "" for a step of its
+        own). A kept draft token's note starts with KEPT."""
         verified = self.controller.history.verifies.get(step.verified_by) if step.verified_by else None
-        k = step.index - step.verified_by
-        return verified is not None and k < verified.accepted and verified.drafted[k].id == step.token.id
+        if verified is None:
+            return ""
+        k = step.index - verified.index
+        if k < verified.accepted:  # (ids differ only for a pass of another branch at the same step)
+            kept = verified.drafted[k].id == step.token.id
+            return KEPT + f" in the verify pass at step {verified.index}" if kept else ""
+        if k < len(verified.drafted):
+            return (f"\nthe correction in the verify pass at step {verified.index}: the draw rejected the draft "
+                    f"{verified.drafted[k].piece!r}")
+        return f"\nthe bonus token of the verify pass at step {verified.index}: the whole draft was kept"
 
     @staticmethod
     def _ghosts(verify: Pass, chips: list[Chip], tips: dict[int, str]) -> None:
