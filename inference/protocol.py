@@ -112,6 +112,13 @@ class CaptureAttention(Command):
 
 
 @dataclass(frozen=True)
+class KvCache(Command):
+    """Decode with the KV cache (on) or re-read the whole prefix every pass (off); kept for new sessions."""
+
+    on: bool
+
+
+@dataclass(frozen=True)
 class Cancel(Command):
     """Cancel a download, conversion or long prefill in progress (checked between its chunks)."""
 
