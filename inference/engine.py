@@ -57,7 +57,7 @@ class Engine:
                          p.Pause: self.pause, p.Abort: self.abort, p.Reset: self.reset,
                          p.Configure: self.configure, p.CaptureAttention: self.capture, p.Cancel: self.cancel,
                          p.Rewind: self.rewind, p.Force: self.force, p.Switch: self.switch,
-                         p.KvCache: self.kv_cache}
+                         p.KvCache: self.kv_cache, p.CheckWeights: self.check_weights}
         self.send(p.Ready(cuda=cuda))
 
     # --- the pipe -------------------------------------------------------------------------------------
@@ -153,6 +153,13 @@ class Engine:
     def cancel(self, command: p.Cancel) -> None:
         """A cancel that arrived when nothing was cancellable: nothing to do."""
 
+    def check_weights(self, command: p.CheckWeights) -> None:
+        if self.model is None:
+            raise NotReady("no model is loaded yet")
+        started = time.perf_counter()
+        now = self.model.current_fingerprint()
+        self.send(p.WeightsChecked(self.model.fingerprint, now, (time.perf_counter() - started) * 1000))
+
     def kv_cache(self, command: p.KvCache) -> None:
         self.use_kv_cache = command.on
         if self.session is not None:
@@ -236,6 +243,7 @@ class Engine:
     def send_event(self, event) -> None:
         if isinstance(event, Stopped):
             self.send(p.Ended(event, self.tag))
+            self.check_weights(p.CheckWeights())  # a generation ended: show that it left the weights as loaded
         else:
             self.queue_step(event)
 
@@ -252,7 +260,7 @@ class Engine:
         """Stop: end this generation as aborted (Reset or Prefill starts again)."""
         s = self.session
         if s is not None and s.prefilled and s.stopped is None:
-            self.send(p.Ended(s.abort_now(), self.tag))
+            self.send_event(s.abort_now())
 
     def reset(self, command: p.Reset) -> None:
         session = self.need_session()

@@ -29,7 +29,7 @@ from .events import Pending, PrefillDone, SessionStatus, StepDone, Stopped, Toke
 from .loading import LoadedModel
 from .report import chosen_rank, summarise
 from .sampling import distribution, draw
-from .settings import GenerationSettings, SamplerSettings
+from .settings import PREFILL_CHUNK, GenerationSettings, SamplerSettings
 from .stops import match_stop_strings
 from .sources import LogitsSource
 from .sources.local import LocalDecoder
@@ -37,7 +37,6 @@ from .sources.nocache import NoCacheDecoder, fresh_source
 from .speculate import Speculation
 from .tokenizer import ChatMessage
 
-PREFILL_CHUNK = 512  # positions per prefill pass; longer prompts take several passes
 
 
 class GenerationEnded(NotReady):
