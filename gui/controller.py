@@ -51,6 +51,7 @@ class Controller(QObject):
         self.forward_count = 0  # forward passes the engine has run: a preview runs none
         self.in_flight: str | None = None  # a gated request on its way
         self.weights_check: p.WeightsChecked | None = None  # the newest re-hash of the weights
+        self.kv_cache = True  # asked of the engine (it keeps the choice for the sessions it makes)
         self.prefilled_prompt: tuple[str, bool, str] | None = None
         self.settings = settings  # what the user last asked for; sent coalesced, at most once per turn
         self._sent_settings: GenerationSettings | None = None
@@ -235,6 +236,12 @@ class Controller(QObject):
         if self.settings != self._sent_settings:  # an unchanged resend would only trigger a preview
             self._sent_settings = self.settings
             self._command.emit(p.Configure(self.settings))
+
+    def set_kv_cache(self, on: bool) -> None:
+        """Decode with the KV cache, or re-read the whole prefix every step (same logits, growing cost)."""
+        self.kv_cache = on
+        self._command.emit(p.KvCache(on))
+        self.state_changed.emit()
 
     def check_weights(self) -> None:
         """Hash the weights again in the engine (it also does so whenever a generation ends)."""
