@@ -362,6 +362,7 @@ class Controller(QObject):
         self.loading = False
         self.in_flight = None
         self._sent_settings = None  # the new engine has the default settings
+        self.kv_cache = True
         self.history.clear()
         self.model_changed.emit()
         self.error.emit(message, "", False)
