@@ -71,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="stop when the generated text contains TEXT (repeatable)")
     trace.add_argument("--speculate", type=_number(int, 0, 16, what="--speculate"), default=0, metavar="N",
                        help="draft up to N tokens by prompt lookup and verify them in one forward pass (0 = off)")
+    trace.add_argument("--no-kv-cache", action="store_true",
+                       help="keep no KV cache: every step re-reads the whole prefix (same logits, growing cost)")
     trace.add_argument("--top-n", type=_number(int, 1, what="--top-n"), default=20,
                        help="candidates reported per step")
     trace.add_argument("--script", metavar="FILE", help="play a lesson script (JSON), or replay a trace "
@@ -120,6 +122,7 @@ def _trace(args) -> int:
                                   stop_strings=tuple(args.stop), seed=args.seed, top_n=args.top_n,
                                   speculate=args.speculate)
     session = Session(model, settings)
+    session.use_kv_cache(not args.no_kv_cache)
     if script is not None:
         from .lesson import play
 

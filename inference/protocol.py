@@ -112,6 +112,18 @@ class CaptureAttention(Command):
 
 
 @dataclass(frozen=True)
+class KvCache(Command):
+    """Decode with the KV cache (on) or re-read the whole prefix every pass (off); kept for new sessions."""
+
+    on: bool
+
+
+@dataclass(frozen=True)
+class CheckWeights(Command):
+    """Hash the weights again (answered by WeightsChecked); also done whenever a generation ends."""
+
+
+@dataclass(frozen=True)
 class Cancel(Command):
     """Cancel a download, conversion or long prefill in progress (checked between its chunks)."""
 
@@ -193,6 +205,16 @@ class Status(Reply):
 
     status: SessionStatus
     tag: int
+
+
+@dataclass(frozen=True)
+class WeightsChecked(Reply):
+    """The weights' fingerprint hashed again now, next to the one taken at load: equal, as inference
+    never changes a weight."""
+
+    at_load: str
+    now: str
+    ms: float
 
 
 @dataclass(frozen=True)

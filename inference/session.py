@@ -29,14 +29,14 @@ from .events import Pending, PrefillDone, SessionStatus, StepDone, Stopped, Toke
 from .loading import LoadedModel
 from .report import chosen_rank, summarise
 from .sampling import distribution, draw
-from .settings import GenerationSettings, SamplerSettings
+from .settings import PREFILL_CHUNK, GenerationSettings, SamplerSettings
 from .stops import match_stop_strings
 from .sources import LogitsSource
 from .sources.local import LocalDecoder
+from .sources.nocache import NoCacheDecoder, fresh_source
 from .speculate import Speculation
 from .tokenizer import ChatMessage
 
-PREFILL_CHUNK = 512  # positions per prefill pass; longer prompts take several passes
 
 
 class GenerationEnded(NotReady):
@@ -142,6 +142,19 @@ class Session(BranchMoves, Speculation):
         if reason == "max_new_tokens" and len(self.generated) >= self.settings.max_new_tokens:
             return "the max new tokens limit is reached; raise it, rewind or reset"
         return ""
+
+    @property
+    def kv_cache(self) -> bool:
+        return not isinstance(self.source, NoCacheDecoder)
+
+    def use_kv_cache(self, on: bool) -> None:
+        """Decode with the KV cache, or without (each pass re-reads the whole prefix: the same logits, at a
+        cost that grows with the context). Switching on re-reads the context in one pass."""
+        self._check_idle()
+        if on != self.kv_cache:
+            held = self.n_context - (1 if self._pending is None and self.generated else 0) if self.prefilled else 0
+            self.source = fresh_source(self.model.decoder, on, (self.prompt + self.generated)[:held],
+                                       len(self.prompt) + self.settings.max_new_tokens)
 
     def status(self) -> SessionStatus:
         return SessionStatus(prefilled=self.prefilled, running=self.running, blocked=self.blocked(),
