@@ -206,3 +206,26 @@ def test_without_speculation_no_ghosts_and_the_same_tokens(window):
     assert window.views["timing"].counters is None
     assert "tokens per forward pass" not in window.status.state.text()
     assert "Verify pass" not in window.views["explain"]._html
+
+
+def test_a_run_with_speculation_then_a_rewind_into_a_pass(window):
+    c = window.controller
+    window.controls.max_new.setValue(24)
+    prefill(window, 4)
+    window.actions["run"].trigger()
+    wait_until(lambda: c.stopped is not None and idle(c))
+    settle(window)
+    assert len(c.steps) == 24 and c.stopped.reason == "max_new_tokens"
+    k = window.views["timing"].counters
+    assert k.steps == 24 and k.tokens_per_pass > 2 and k.acceptance > 0.9
+    assert sum(window.views["timing"].verify_bars.opts["width"]) > 0
+    newest = pass_of(c.history, c.steps[-1])
+    c.rewind(newest.index + 1)  # back into the newest pass: its first step stays, the rest leave the path
+    wait_until(lambda: len(c.steps) == newest.index and idle(c))
+    settle(window)
+    canvas = window.views["context"].canvas
+    kept = pass_of(c.history, c.steps[-1])
+    assert kept is not None and len(kept.steps) == 1
+    assert canvas.drafts("verified") == min(1, kept.accepted)
+    assert canvas.drafts("rejected") == (len(kept.verified.drafted) - kept.accepted if kept.accepted <= 1 else 0)
+    window.controls.max_new.setValue(64)
