@@ -281,7 +281,9 @@ class ContextView(View):
         last = verify.role(verify.steps[-1]) if len(verify.steps) == v.emitted else "accepted"
         return (f"\nVerify pass at step {v.index}: “{gram}” was found earlier in the context, so the "
                 f"{len(v.drafted)} tokens that followed it were drafted; ONE forward pass read {v.positions} "
-                f"positions and the draws kept {v.accepted} (green) and rejected {verify.rejected} (red, dashed)"
+                f"positions and the draws kept "
+                + (f"{v.accepted} (green) and rejected {verify.rejected} (red, dashed)" if verify.rejected
+                   else f"all {v.accepted} (green)")
                 + (f"; {after[last]}" if last in after else "") + ".")
 
     def _chips(self, prefill, verify: Pass | None) -> tuple[list[Chip], dict[int, str]]:
