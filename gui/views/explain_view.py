@@ -87,7 +87,7 @@ class ExplainView(View):
 
     def _notes(self, key: str, values: dict) -> str:
         """What comes after the main text: looking back at a past step, and the last branch switch."""
-        notes = self._verify_note(values) if key.startswith("stepped") else ""
+        notes = ""
         if key.startswith("stepped") and self.past_step() is not None:
             notes += TEXTS["past_note"][self.language].format(**values)
         reread = self.controller.history.reread
@@ -123,7 +123,11 @@ class ExplainView(View):
         info = self.controller.info
         values.update(muted=self.appearance.theme.muted,
                       fingerprint=info.weights_fingerprint if info else "")
-        body = TEXTS[key][self.language].format(**values) + self._notes(key, values)
+        body = TEXTS[key][self.language].format(**values)
+        verify = self._verify_note(values) if key.startswith("stepped") else ""
+        if verify:  # its words on the pass replace the last paragraph's "only the new position was projected"
+            body = body[:body.rfind("<p>")] + verify
+        body += self._notes(key, values)
         if info is not None:
             body += TEXTS["footer"][self.language].format(**values)
         if body != self._html:
