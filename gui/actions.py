@@ -34,6 +34,9 @@ ACTIONS: dict[str, ActionSpec] = {
     # (Qt's ShortcutOverride), so the shortcut fires only while the focus is elsewhere.
     "backspace": ActionSpec("Remove last token", ("Backspace",), "Take back the last token: its step is "
                             "pending again (no forward pass); the branch is kept in the tree"),
+    "kv_cache": ActionSpec("Use the KV cache", ("Ctrl+K",), "Off: every step re-reads the whole prefix (same "
+                           "logits, a cost that grows with the context; Timing compares both). Between steps",
+                           checkable=True),
     "prev": ActionSpec("Previous step", ("Alt+Left",), "Show the previous step", icon_text="◀"),
     "next": ActionSpec("Next step", ("Alt+Right",), "Show the next step", icon_text="▶"),
     "dice": ActionSpec("New seed", ("Ctrl+D",), "Pick a random seed"),
@@ -51,7 +54,7 @@ ACTIONS: dict[str, ActionSpec] = {
     "shortcuts": ActionSpec("Keyboard shortcuts", ("F1",)),
     "about": ActionSpec("About TokenStep"),
 }
-HELP_ORDER = ("prefill", "step", "run", "pause", "stop", "reset", "backspace", "prev", "next", "dice", "open_folder",
+HELP_ORDER = ("prefill", "step", "run", "pause", "stop", "reset", "backspace", "kv_cache", "prev", "next", "dice", "open_folder",
               "open_gguf", "export_trace", "play_script", "export_png", "presentation", "dark", "shortcuts", "quit")
 
 
@@ -85,6 +88,8 @@ class Generation:
         self.focus_after_prefill = focus_after_prefill
         controller.state_changed.connect(self.enable)
         actions["backspace"].triggered.connect(controller.backspace)
+        actions["kv_cache"].setChecked(controller.kv_cache)
+        actions["kv_cache"].toggled.connect(lambda on: on != controller.kv_cache and controller.set_kv_cache(on))
 
     def prefill(self) -> None:
         prompt, chat, system = self.controls.prompt_request()
@@ -131,10 +136,13 @@ class Generation:
                    "run": has_model and not c.running and (not c.prefilled or c.can_step),
                    "pause": c.running, "stop": c.prefilled and (c.running or c.stopped is None),
                    "reset": has_model and c.prefilled and not c.running,
-                   "backspace": has_model and bool(c.steps) and not c.running and not c.busy}
+                   "backspace": has_model and bool(c.steps) and not c.running and not c.busy,
+                   "kv_cache": has_model and not c.running and not c.busy}  # between steps only
         for key, on in enabled.items():
             if a[key].isEnabled() != on:  # unchanged states would still relayout the toolbar
                 a[key].setEnabled(on)
+        if a["kv_cache"].isChecked() != c.kv_cache:
+            a["kv_cache"].setChecked(c.kv_cache)
         step_text = "Pause" if c.running else "Step"  # during a run the Step button pauses
         if a["step"].text() != step_text:
             a["step"].setText(step_text)

@@ -75,7 +75,8 @@ class DockLayout:
         if d["stop"] not in tabbed:
             w.resizeDocks([d["candidates"], d["stop"]], [int(right * 0.72), int(right * 0.28)], Qt.Horizontal)
         if d["timing"] not in tabbed:
-            w.resizeDocks([d["kv"], d["timing"]], [int(right * 0.70), int(right * 0.30)], Qt.Horizontal)
+            # Timing holds two plots (per step, and the timeline to scale): it needs more than a third
+            w.resizeDocks([d["kv"], d["timing"]], [int(right * 0.6), int(right * 0.4)], Qt.Horizontal)
         if d["explain"] not in tabbed:
             w.resizeDocks([d["controls"], d["explain"]], [int(height * 0.58), int(height * 0.42)], Qt.Vertical)
 

@@ -130,6 +130,8 @@ class MainWindow(QMainWindow):
         for key in ("prefill", "step", "run", "pause", "stop", "reset", "backspace"):
             generation.addAction(a[key])
         generation.addSeparator()
+        generation.addAction(a["kv_cache"])
+        generation.addSeparator()
         for key in ("prev", "next", "dice"):
             generation.addAction(a[key])
         self.loader.fill_menu(m.addMenu("&Model"))

@@ -2,8 +2,9 @@
 
 It explains the shown step: the newest, the pending one, or a past one picked on the history slider (then
 also that the later tokens came after it). A forced step says the user chose it; a branch switch says how
-many tokens it re-read in one parallel pass. A step decided by a speculative verify pass says why one pass
-could check several drafted tokens and why the output is the same as without speculation.
+many tokens it re-read in one parallel pass; a step without the KV cache, that it re-read every position. A
+step decided by a speculative verify pass says why one pass could check several drafted tokens and why the
+output is the same as without speculation.
 """
 
 from __future__ import annotations
@@ -90,6 +91,11 @@ class ExplainView(View):
         notes = ""
         if key.startswith("stepped") and self.past_step() is not None:
             notes += TEXTS["past_note"][self.language].format(**values)
+        shown = self.controller.shown()
+        step = shown.step if key.startswith("stepped") and shown is not None else None
+        if step is not None and step.index > 1 and step.kv_used_bytes == 0 and not step.verified_by:
+            notes += TEXTS["cache_off_note"][self.language].format(old=step.context_tokens - 1,
+                                                                    forward_ms=f"{step.forward_ms:.0f}")
         reread = self.controller.history.reread
         if reread is not None and self.controller.prefill_event is not None:
             which = "reread" if reread.reread_tokens > 0 else "reread_held"

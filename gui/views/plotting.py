@@ -104,3 +104,22 @@ def nice_ceiling(value: float) -> float:
 def grid_ceiling(value: float, block: int) -> float:
     """value rounded up to a whole number of blocks (at least one): an x axis that grows in jumps."""
     return float(max(1, math.ceil(value / block)) * block)
+
+
+def snug_ceiling(value: float) -> float:
+    """A round axis top just above value (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8 x 10^k): the data fills the plot
+    instead of its lower half, and the top still changes rarely."""
+    if value <= 0:
+        return 1.0
+    exponent = math.floor(math.log10(value))
+    for step in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10):
+        if step * 10 ** exponent >= value:
+            return float(step * 10 ** exponent)
+    return float(10 ** (exponent + 1))
+
+
+def bar_width(plot: pg.PlotWidget, span: float, width: float = 0.7) -> float:
+    """Bars `width` apart-units wide, or touching (1.0) where that would leave them thinner than 2 pixels:
+    sub-pixel bars vanish or alias into gaps."""
+    px = max(plot.getPlotItem().getViewBox().width(), 1.0) / max(span, 1e-9)
+    return width if width * px >= 2.0 else 1.0

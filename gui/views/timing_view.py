@@ -13,13 +13,16 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QVBoxLayout
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QProgressBar, QVBoxLayout
 
 from ..controller import Controller
 from ..speculation import counters, pass_of
 from ..theme import Appearance
+from ..timing_data import cache_off, median_cached_ms
 from .base import View
-from .plotting import colour, grid_ceiling, make_plot, nice_ceiling, set_range, style_plot
+from .cache_series import CacheSeries
+from .plotting import bar_width, colour, grid_ceiling, make_plot, set_range, snug_ceiling, style_plot
+from .timeline_view import Timeline
 
 ROLES = {"accepted": "an accepted draft token", "correction": "the correction (draft rejected here)",
          "bonus": "the bonus token (whole draft kept)"}
@@ -33,8 +36,16 @@ class TimingView(View):
         self.summary = QLabel("Prefill and per-step times appear here.")
         self.summary.setTextFormat(Qt.RichText)
         self.summary.setWordWrap(True)
+        self.kv_cache = QCheckBox("KV cache")
+        self.kv_cache.setChecked(controller.kv_cache)
+        self.kv_cache.setToolTip("Decode with the KV cache (Ctrl+K). Off: every step re-reads the whole prefix "
+                                 "(same logits, a cost that grows with the context). Applies between steps.")
+        self.kv_cache.toggled.connect(self._on_toggle)
+        self.progress = QProgressBar()
+        self.progress.setFormat("prefill: %v of %m positions read")
+        self.progress.hide()
         self.plot = make_plot(appearance)
-        self.plot.getPlotItem().setLabel("bottom", "step")
+        self.plot.getPlotItem().setLabel("bottom", "step (reads prompt + step − 1 positions)")
         self.plot.getPlotItem().setLabel("left", "ms")
         self.forward_bars = pg.BarGraphItem(x=[], height=[], width=0.7)
         self.sample_bars = pg.BarGraphItem(x=[], y0=[], height=[], width=0.7)
@@ -43,28 +54,73 @@ class TimingView(View):
         self.counters = None  # the speculation counters shown (None: no verify pass on this path)
         for item in (self.selected_bar, self.forward_bars, self.sample_bars, self.verify_bars):
             self.plot.addItem(item)
+        self.series = CacheSeries(self.plot, appearance)
+        self.timeline = Timeline(appearance)
+        self.decode_ms: float | None = None  # the median cached decode pass, kept across prompts of a model
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 4, 6, 6)
-        layout.addWidget(self.summary)
-        layout.addWidget(self.plot, 1)
+        header = QHBoxLayout()
+        header.addWidget(self.summary, 1)
+        header.addWidget(self.kv_cache, 0, Qt.AlignTop)
+        layout.addLayout(header)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.plot, 3)
+        layout.addWidget(self.timeline.plot, 2)
         self._key = None
+        controller.progress.connect(self._on_progress)
+        controller.state_changed.connect(self._sync_toggle)
+        controller.model_changed.connect(self._forget_model)
         self.restyle()
 
     def restyle(self) -> None:
         style_plot(self.plot, self.appearance)
+        self.summary.setFont(self.appearance.font(0.9))
+        self.timeline.restyle()
+        self.timeline.plot.setMinimumHeight(int(70 * self.appearance.scale))
+        self.plot.setMinimumHeight(int(90 * self.appearance.scale))
         self._key = None
 
+    # --- the toggle and the prefill's progress -----------------------------------------------------------
+    def _on_toggle(self, on: bool) -> None:
+        if on != self.controller.kv_cache:
+            self.controller.set_kv_cache(on)
+
+    def _sync_toggle(self) -> None:
+        c = self.controller
+        if self.kv_cache.isChecked() != c.kv_cache:
+            self.kv_cache.setChecked(c.kv_cache)
+        self.kv_cache.setEnabled(c.info is not None and not c.loading and not c.running and not c.busy)
+        if not c.busy and self.progress.isVisible():
+            self.progress.hide()
+
+    def _forget_model(self) -> None:
+        self.decode_ms = None
+        self._sync_toggle()
+
+    def _on_progress(self, stage: str, done: int, total: int) -> None:
+        """A long prompt is read in chunks: the bar follows them, and hides when the last one is read."""
+        if stage != "prefill":
+            return
+        if done >= total:
+            self.progress.hide()
+            return
+        self.progress.setRange(0, total)
+        self.progress.setValue(done)
+        self.progress.show()
+
+    # --- drawing ---------------------------------------------------------------------------------------
     def refresh(self) -> None:
         c = self.controller
         shown = c.shown()
         reread = c.history.reread
         # identities, not lengths: a rewind, a fork or a branch switch can leave as many steps as before
         key = (c.epoch, id(c.prefill_event), id(c.steps[-1]) if c.steps else None, len(c.steps),
-               None if shown is None else shown.index, c.stopped is None, id(reread))
+               None if shown is None else shown.index, c.stopped is None, id(reread), len(c.history.log),
+               self.plot.width(), self.timeline.plot.width())
         if key == self._key:
             return
         self._key = key
-        t = self.appearance.theme
+        self.timeline.update(c.history.log, shown.step if shown is not None else None)
         p = c.prefill_event
         if p is None:
             self.summary.setText("Prefill and per-step times appear here.")
@@ -72,47 +128,81 @@ class TimingView(View):
             self.sample_bars.setOpts(x=[], y0=[], height=[])
             self.selected_bar.setOpts(x=[], height=[])
             self.verify_bars.setOpts(x=[], height=[], width=[])
+            self.series.update([])
             self.counters = None
             return
-        steps = c.steps
-        forward = np.array([s.forward_ms for s in steps])
-        sample = np.array([s.sample_ms for s in steps])
-        decode_forward = forward[1:]  # step 1 was drawn from the prefill's logits
-        top = nice_ceiling(max(float(np.max(decode_forward + sample[1:])) * 1.35, 1.0) if len(steps) > 1
-                           else max(p.ms, 1.0) * 1.2)
-        # A long prefill would flatten the decode bars: its bar is cut at the top and the summary says so
-        # (a note inside the plot would sit on the bars).
-        clipped = bool(steps) and forward[0] > top * 0.97
-        # The words are coloured as their bars: they are the plot's legend.
-        text = (f"<b style='color:{t.accent}'>Prefill</b>: {p.n_tokens} tokens in {p.ms:.1f} ms = "
-                f"<b>{p.tokens_per_s:,.0f} tokens/s</b> (one parallel pass over the prompt"
-                f"{'; bar 1, cut at the top' if clipped else ''})")
         self.counters = counters(c.history)
+        self.summary.setText(self._text(shown, reread))
+        self._draw_steps(shown)
+
+    def _text(self, shown, reread) -> str:
+        c, t, p = self.controller, self.appearance.theme, self.controller.prefill_event
+        steps = c.steps
+        median = median_cached_ms(c.history.log)
+        self.decode_ms = median if median is not None else self.decode_ms
+        # The words are coloured as their bars: they are the plot's legend.
+        text = (f"<b style='color:{t.accent}'>Prefill</b>: {p.n_tokens} positions in one pass, {p.ms:.1f} ms = "
+                f"<b>{p.tokens_per_s:,.0f} tokens/s</b>" + self._estimate(p.n_tokens))
         if len(steps) > 1:
-            per_token = float(np.mean(decode_forward + sample[1:]))
+            forward = np.array([s.forward_ms for s in steps[1:]])  # step 1 was drawn from the prefill's logits
+            sample = np.array([s.sample_ms for s in steps])
+            per_token = float(np.mean(forward + sample[1:]))
             # a verify pass's time is on its first step, 0 on the others: only the mean is a cost per token
             average, how = (np.mean, "mean") if self.counters else (np.median, "median")
             text += (f"<br><b>Decode</b>: {len(steps)} tokens, <span style='color:{t.final}'>forward</span> "
-                     f"{average(decode_forward):.1f} ms + <span style='color:{t.warning}'>sampling</span> "
-                     f"{np.median(sample):.2f} ms per token ({how}) = <b>{1000 / per_token:,.1f} tokens/s</b>; "
-                     + ("one token at a time, each reading all weights" if self.counters is None else
-                        "a verify pass reads the weights once for several tokens"))
+                     f"{average(forward):.1f} ms + <span style='color:{t.warning}'>sampling</span> "
+                     f"{np.median(sample):.2f} ms ({how}) = <b>{1000 / per_token:,.1f} tokens/s</b>")
         if c.stopped is not None and c.stopped.decode_tokens_per_s > 0:
             text += f" · session: {c.stopped.decode_tokens_per_s:,.1f} tokens/s"
-        self.summary.setText(text + self._counter_text() + self._shown_text(shown, reread))
+        return text + self._cache_text() + self._counter_text() + self._shown_text(shown, reread)
+
+    def _estimate(self, n: int) -> str:
+        """n positions read in one pass, against n decode steps one after another (measured median)."""
+        if self.decode_ms is None:
+            return ""
+        return (f"; {n} × one decode step would have taken ≈ <b>{n * self.decode_ms:,.0f} ms</b> "
+                f"<span style='color:{self.appearance.theme.muted}'>(estimate: × the median cached step "
+                f"measured, {self.decode_ms:.1f} ms)</span>")
+
+    def _cache_text(self) -> str:
+        """The two series' legend, once this prompt has steps in both modes; or that the cache is off."""
+        c, t = self.controller, self.appearance.theme
+        if self.series.shown:
+            return "<br>" + self.series.words(c.info, c.prefill_event.n_tokens + len(c.steps))
+        if not c.kv_cache:
+            return (f"<br><b style='color:{t.chosen}'>KV cache off</b>: each step re-reads the whole prefix; "
+                    f"turn it on and step the same prompt to compare")
+        return ""
+
+    def _draw_steps(self, shown) -> None:
+        c, t = self.controller, self.appearance.theme
+        steps = c.steps
+        forward = np.array([s.forward_ms for s in steps])
+        sample = np.array([s.sample_ms for s in steps])
+        series_top = self.series.update(c.history.log)
+        decode = forward[1:] + sample[1:]
+        high = max(float(np.max(decode)) if len(decode) else c.prefill_event.ms, series_top, 1.0)
+        top = snug_ceiling(high * (1.25 if self.series.shown else 1.1))
+        # A long prefill would flatten the decode bars: its bar (step 1's) is cut at the top.
         x = np.arange(1, len(steps) + 1, dtype=float)
+        span = grid_ceiling(len(steps), 16) + 0.4
+        width = bar_width(self.plot, span)
         shown_forward = np.minimum(forward, top * 0.97)
         shown_forward[[s.verified_by > 0 for s in steps]] = 0.0  # drawn as the pass's block instead
         self._verify_blocks(top)
-        brushes = [colour(t.accent)] + [colour(t.final)] * (len(steps) - 1)
-        self.forward_bars.setOpts(x=x, height=shown_forward, width=0.7, brushes=brushes[:len(steps)], pen=None)
-        self.sample_bars.setOpts(x=x, y0=shown_forward, height=sample, width=0.7, brush=colour(t.warning), pen=None)
+        brushes = [colour(t.accent)] + [colour(t.chosen if cache_off(s) else t.final) for s in steps[1:]]
+        pens = None if width < 1.0 else [pg.mkPen(b.color(), width=1) for b in brushes]  # touching: >= 1 px
+        self.forward_bars.setOpts(x=x, height=shown_forward, width=width, brushes=brushes[:len(steps)], pen=None,
+                                  pens=pens[:len(steps)] if pens else None)
+        self.sample_bars.setOpts(x=x, y0=shown_forward, height=sample, width=width, brush=colour(t.warning), pen=None)
         if shown is not None and shown.step is not None:
-            self.selected_bar.setOpts(x=[shown.index], height=[top], width=0.95, brush=colour(t.selected, 50),
-                                      pen=None)
+            self.selected_bar.setOpts(x=[shown.index], height=[top], width=max(width, 0.95),
+                                      brush=colour(t.selected, 50), pen=None)
         else:
             self.selected_bar.setOpts(x=[], height=[])
-        set_range(self.plot, x=(0.3, grid_ceiling(len(steps), 16) + 0.7), y=(0, top))
+        set_range(self.plot, x=(0.3, span + 0.3), y=(0, top))
+        if self.series.shown:
+            self.plot.setToolTip(self.series.formula_text(c.info, c.prefill_event.n_tokens + len(steps)))
 
     def _verify_blocks(self, top: float) -> None:
         """One bar per verify pass of the path, spanning the steps it decided, as high as its one pass."""

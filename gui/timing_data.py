@@ -1,0 +1,128 @@
+"""What Timing draws, read from the history's log: the forward passes in the order they ran (the timeline),
+forward ms by context position per cache mode, and the per-step work of each mode from the formula.
+
+Qt-free, like `history.py`. The log holds every event since the prompt was read, so a run with the cache,
+a reset and a run without it on the same prompt both stay there (the tree keeps only the newest step of a
+node). A step's forward pass ran just before its draw, except where its logits came from an earlier pass:
+step 1 draws from the prefill's, a step after a rewind from the kept (or recomputed) logits, a step after a
+branch switch from the switch's re-read, a step of a verify pass from that one pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from inference.events import ModelInfo, PrefillDone, Rewound, StepDone, Switched, Verified
+
+# what a block of the timeline is: it says which colour and which words it gets
+PREFILL, REREAD, CACHED, NO_CACHE, VERIFY, SAMPLE, RECOMPUTE = (
+    "prefill", "reread", "cached", "no_cache", "verify", "sample", "recompute")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One stretch of engine time: a forward pass (with the draw that followed it) or a draw alone."""
+
+    kind: str
+    start_ms: float
+    ms: float
+    label: str  # the token drawn, "prefill", "re-read 12"...
+    step: StepDone | None = None  # the (first) step it drew
+    positions: int = 0  # positions the pass read
+
+
+def fresh(log) -> list[tuple[StepDone, bool]]:
+    """Every step of the log with whether its forward pass ran right before its draw (its forward_ms is
+    then that pass's own time, in the mode it was taken in)."""
+    out, fed = [], False
+    for event in log:
+        if isinstance(event, (PrefillDone, Rewound, Switched, Verified)):
+            fed = False  # the next step's logits came from this event's pass (or were kept)
+        elif isinstance(event, StepDone):
+            out.append((event, fed and not event.verified_by))
+            fed = True
+    return out
+
+
+def cache_off(step: StepDone) -> bool:
+    """A step taken without the KV cache: nothing was held between passes."""
+    return step.kv_used_bytes == 0
+
+
+def mode_series(log) -> dict[bool, tuple[np.ndarray, np.ndarray]]:
+    """Per mode (True: with the cache), the forward ms of the steps whose pass ran in it, by step index
+    (context positions read = prompt + index - 1); the newest measurement of an index wins."""
+    by_mode: dict[bool, dict[int, float]] = {True: {}, False: {}}
+    for step, ran in fresh(log):
+        if ran:
+            by_mode[not cache_off(step)][step.index] = step.forward_ms
+    out = {}
+    for mode, points in by_mode.items():
+        index = np.array(sorted(points), dtype=float)
+        out[mode] = (index, np.array([points[int(i)] for i in index], dtype=float))
+    return out
+
+
+def median_cached_ms(log) -> float | None:
+    """The median forward ms of the cached decode passes in the log (None: none yet)."""
+    ms = [s.forward_ms for s, ran in fresh(log) if ran and not cache_off(s)]
+    return float(np.median(ms)) if ms else None
+
+
+def timeline(log) -> list[Block]:
+    """The engine's passes and draws since the prompt was read, end to end in ms."""
+    blocks: list[Block] = []
+    at = 0.0
+    fed = False
+    verify: Verified | None = None
+
+    def add(kind, ms, label, step=None, positions=0):
+        nonlocal at
+        blocks.append(Block(kind, at, max(ms, 0.0), label, step, positions))
+        at += max(ms, 0.0)
+
+    for event in log:
+        if isinstance(event, PrefillDone):
+            add(PREFILL, event.ms, f"prefill {event.n_tokens}", positions=event.n_tokens)
+            fed = False
+        elif isinstance(event, Switched):
+            if event.reread_tokens:
+                add(REREAD, event.ms, f"re-read {event.reread_tokens}", positions=event.reread_tokens)
+            fed = False
+        elif isinstance(event, Rewound):
+            if event.forward_ms:
+                add(RECOMPUTE, event.forward_ms, f"step {event.to_step}", positions=1)
+            fed = False
+        elif isinstance(event, Verified):
+            verify = event
+        elif isinstance(event, StepDone):
+            text = event.token.shown_text
+            if verify is not None and event.verified_by == verify.index:
+                if event.index == verify.index:
+                    add(VERIFY, verify.forward_ms, f"verify {verify.emitted}", event, verify.positions)
+                add(SAMPLE, event.sample_ms, text, event)
+            elif fed:
+                kind = NO_CACHE if cache_off(event) else CACHED
+                add(kind, event.forward_ms + event.sample_ms, text, event,
+                    event.context_tokens - 1 if kind == NO_CACHE else 1)
+            else:
+                add(SAMPLE, event.sample_ms, text, event)
+            fed = True
+    return blocks
+
+
+@dataclass(frozen=True)
+class Work:
+    """One decode step's work from the formula, at a context of `context` positions."""
+
+    context: int
+    kv_macs_cached: int  # K/V projections of the one new position
+    kv_read_cached: int  # bytes of past K/V the cached step reads
+    kv_macs_no_cache: int  # K/V projections of every position again
+
+
+def work(info: ModelInfo, context: int) -> Work:
+    one = 2 * info.n_layers * info.hidden_size * info.n_kv_heads * info.head_dim
+    return Work(context, one, info.kv_bytes_per_token * context, one * context)
