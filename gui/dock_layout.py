@@ -4,7 +4,7 @@ the layout saved between sessions (versioned: a layout saved by an older dock se
 from __future__ import annotations
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabWidget, QWidget
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabBar, QTabWidget, QWidget
 
 from .theme import Appearance
 
@@ -57,6 +57,20 @@ class DockLayout:
             d[key].raise_()
         for key in HIDDEN_AT_FIRST:
             d[key].hide()
+        self._hide_tab_bars()
+
+    def _hide_tab_bars(self) -> None:
+        """Hide the window's dock tab bars; its next layout shows again the ones in use. Qt leaves stale ones
+        visible: tabifying Stop with Compare (and Context with Branches) made two tab bars each, and the
+        first stayed where the layout had put it before the window's size was known (a second "Stop |
+        Compare" over Candidates); a restoreState leaves the previous layout's bars behind in the same way."""
+        for bar in self.window.findChildren(QTabBar):
+            if bar.parent() is self.window:
+                bar.hide()
+
+    def _restore_state(self, state: QByteArray) -> bool:
+        self._hide_tab_bars()
+        return self.window.restoreState(state, LAYOUT_VERSION)
 
     def remember_default(self) -> None:
         """Keep the layout as built as the default; called once the toolbar is in, so that it is part of it."""
@@ -103,8 +117,8 @@ class DockLayout:
             self.proportion()
             return
         state, self._state_before_presentation = self._state_before_presentation, None
-        if state is None or not w.restoreState(state, LAYOUT_VERSION):
-            w.restoreState(self.default_state, LAYOUT_VERSION)
+        if state is None or not self._restore_state(state):
+            self._restore_state(self.default_state)
             self.proportion()
 
     def restore(self) -> bool:
@@ -115,8 +129,8 @@ class DockLayout:
         state = self.settings.value("layout/state")
         if isinstance(geometry, QByteArray):
             self.window.restoreGeometry(geometry)
-        if not isinstance(state, QByteArray) or not self.window.restoreState(state, LAYOUT_VERSION):
-            self.window.restoreState(self.default_state, LAYOUT_VERSION)
+        if not isinstance(state, QByteArray) or not self._restore_state(state):
+            self._restore_state(self.default_state)
             return False
         return True
 
@@ -129,7 +143,7 @@ class DockLayout:
         self.settings.sync()
 
     def reset(self) -> None:
-        self.window.restoreState(self.default_state, LAYOUT_VERSION)
+        self._restore_state(self.default_state)
         for key, dock in self.docks.items():
             dock.setVisible(key not in HIDDEN_AT_FIRST)
         if self._state_before_presentation is not None:
