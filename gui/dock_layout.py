@@ -90,7 +90,7 @@ class DockLayout:
             w.resizeDocks([d["candidates"], d["stop"]], [int(right * 0.72), int(right * 0.28)], Qt.Horizontal)
         if d["timing"] not in tabbed:
             # Timing holds two plots (per step, and the timeline to scale): it needs more than a third
-            w.resizeDocks([d["kv"], d["timing"]], [int(right * 0.6), int(right * 0.4)], Qt.Horizontal)
+            w.resizeDocks([d["kv"], d["timing"]], [int(right * 0.64), int(right * 0.36)], Qt.Horizontal)
         if d["explain"] not in tabbed:
             w.resizeDocks([d["controls"], d["explain"]], [int(height * 0.58), int(height * 0.42)], Qt.Vertical)
 

@@ -30,8 +30,10 @@ class Timeline:
         self.appearance = appearance
         self.plot = make_plot(appearance)
         item = self.plot.getPlotItem()
-        item.hideAxis("left")
-        item.setTitle("every pass to scale, ms since the prompt was read")
+        item.hideAxis("left")  # its words are in Timing's summary: an axis label would take the blocks' height
+        self.plot.setToolTip("Every forward pass since the prompt was read, end to end in ms: the prefill, one block "
+                             "per decode step (its pass and its draw), re-reads hatched (a branch switch's in the "
+                             "prefill's colour, a step without the KV cache in red), a verify pass in green")
         self.bars = pg.BarGraphItem(x0=[], y0=[], width=[], height=[])
         self.shown = pg.BarGraphItem(x0=[], y0=[], width=[], height=[])
         self.plot.addItem(self.bars)

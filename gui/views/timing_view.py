@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QProgressBar, QVBoxLayout
+from PySide6.QtWidgets import QCheckBox, QFrame, QHBoxLayout, QLabel, QProgressBar, QScrollArea, QVBoxLayout
 
 from ..controller import Controller
 from ..speculation import counters, pass_of
@@ -45,7 +45,7 @@ class TimingView(View):
         self.progress.setFormat("prefill: %v of %m positions read")
         self.progress.hide()
         self.plot = make_plot(appearance)
-        self.plot.getPlotItem().setLabel("bottom", "step (reads prompt + step − 1 positions)")
+        self.plot.setToolTip("Each step's forward pass and draw; step k's pass read prompt + k − 1 positions")
         self.plot.getPlotItem().setLabel("left", "ms")
         self.forward_bars = pg.BarGraphItem(x=[], height=[], width=0.7)
         self.sample_bars = pg.BarGraphItem(x=[], y0=[], height=[], width=0.7)
@@ -60,9 +60,14 @@ class TimingView(View):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 4, 6, 6)
         header = QHBoxLayout()
-        header.addWidget(self.summary, 1)
+        # in a small window the words scroll rather than squeeze the plots below a readable height
+        words = QScrollArea()
+        words.setWidget(self.summary)
+        words.setWidgetResizable(True)
+        words.setFrameShape(QFrame.NoFrame)
+        header.addWidget(words, 1)
         header.addWidget(self.kv_cache, 0, Qt.AlignTop)
-        layout.addLayout(header)
+        layout.addLayout(header, 2)
         layout.addWidget(self.progress)
         layout.addWidget(self.plot, 3)
         layout.addWidget(self.timeline.plot, 2)
@@ -76,8 +81,8 @@ class TimingView(View):
         style_plot(self.plot, self.appearance)
         self.summary.setFont(self.appearance.font(0.9))
         self.timeline.restyle()
-        self.timeline.plot.setMinimumHeight(int(70 * self.appearance.scale))
-        self.plot.setMinimumHeight(int(90 * self.appearance.scale))
+        self.timeline.plot.setMinimumHeight(int(56 * self.appearance.scale))
+        self.plot.setMinimumHeight(int(100 * self.appearance.scale))
         self._key = None
 
     # --- the toggle and the prefill's progress -----------------------------------------------------------
@@ -154,7 +159,9 @@ class TimingView(View):
                      f"{np.median(sample):.2f} ms ({how}) = <b>{1000 / per_token:,.1f} tokens/s</b>")
         if c.stopped is not None and c.stopped.decode_tokens_per_s > 0:
             text += f" · session: {c.stopped.decode_tokens_per_s:,.1f} tokens/s"
-        return text + self._cache_text() + self._counter_text() + self._shown_text(shown, reread)
+        return (text + self._cache_text() + self._counter_text() + self._shown_text(shown, reread)
+                + f"<br><span style='color:{t.muted}'>Below the steps: every pass to scale in ms (hatched: a "
+                  f"re-read)</span>")
 
     def _estimate(self, n: int) -> str:
         """n positions read in one pass, against n decode steps one after another (measured median)."""
