@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .attention import PromptAttention
 from .settings import GenerationSettings, SamplerSettings, Stage
 
 
@@ -112,6 +113,7 @@ class PrefillDone:
     prompt_text: str  # what was encoded (the rendered chat template in chat mode)
     pending: StepDistribution | None = None  # step 1's distribution, before any draw
     attention: np.ndarray | None = None  # (layers, heads, n_tokens) last position's attention
+    prompt_attention: PromptAttention | None = None  # every position's: the whole triangle of one pass
 
     @property
     def tokens_per_s(self) -> float:
@@ -167,6 +169,7 @@ class Pending:
 
     index: int
     dist: StepDistribution
+    attention: np.ndarray | None = None  # (layers, heads, n) of the query that ran, when recorded
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from .branches import BranchMoves, BranchTree, KeptLogits, KeptPending
+from .capture import LastRowCapture, PromptCapture, Recapture
 from .errors import Cancelled, NotReady
 from .events import Pending, PrefillDone, SessionStatus, StepDone, Stopped, Token, Verified
 from .loading import LoadedModel
@@ -51,19 +52,6 @@ def draw_seed(seed: int, index: int) -> int:
     return int.from_bytes(digest, "little") >> 1
 
 
-class _LastRowCapture:
-    """Keeps each layer's attention of the newest query position: (layers, heads, n)."""
-
-    def __init__(self, n_layers: int):
-        self.rows: list[np.ndarray | None] = [None] * n_layers
-
-    def record(self, layer: int, probs: torch.Tensor) -> None:
-        self.rows[layer] = probs[:, -1, :].float().cpu().numpy()
-
-    def array(self) -> np.ndarray:
-        return np.stack(self.rows)
-
-
 def prompt_ids(model: LoadedModel, prompt: str, chat: bool = False, system: str | None = None) -> tuple[list[int], str]:
     """(ids, text actually encoded). Chat mode renders the model's template with a generation prompt."""
     tok = model.tokenizer
@@ -74,7 +62,7 @@ def prompt_ids(model: LoadedModel, prompt: str, chat: bool = False, system: str 
     return tok.encode(text, add_special_tokens=False), text
 
 
-class Session(BranchMoves, Speculation):
+class Session(BranchMoves, Speculation, Recapture):
     def __init__(self, model: LoadedModel, settings: GenerationSettings = GenerationSettings(),
                  capture_attention: bool = False, source: LogitsSource | None = None):
         self.model = model
@@ -187,8 +175,9 @@ class Session(BranchMoves, Speculation):
         self.tree, self.kept = BranchTree(), KeptLogits(self.kept.budget)
         self._abort.clear()
         started = time.perf_counter()
+        capture = PromptCapture(self.model.config, len(ids)) if self.capture_attention else None
         try:
-            logits, attention = self._read(ids, 0, progress)
+            logits, attention = self._read(ids, 0, progress, capture)
         except Cancelled:
             self._go_to(0)  # nothing prefilled
             raise
@@ -203,17 +192,22 @@ class Session(BranchMoves, Speculation):
         return PrefillDone(tokens=tokens, n_tokens=len(ids), ms=self._prefill_ms,
                            kv_used_bytes=self.source.kv_used_bytes,
                            kv_allocated_bytes=self.source.kv_allocated_bytes,
-                           prompt_text=prompt_text, pending=self.preview().dist, attention=attention)
+                           prompt_text=prompt_text, pending=self.preview().dist, attention=attention,
+                           prompt_attention=capture.prompt() if capture else None)
 
-    def _read(self, ids: list[int], start: int, progress=None) -> tuple[torch.Tensor, np.ndarray | None]:
-        """Read `ids` at positions start.. in parallel (chunks of PREFILL_CHUNK): the last one's logits."""
-        capture = _LastRowCapture(self.model.config.n_layers) if self.capture_attention else None
+    def _read(self, ids: list[int], start: int, progress=None,
+              capture: LastRowCapture | None = None) -> tuple[torch.Tensor, np.ndarray | None]:
+        """Read `ids` at positions start.. in parallel (chunks of PREFILL_CHUNK): the last one's logits.
+        `capture` (a PromptCapture records every chunk) or, while attention is recorded, the last row's."""
+        if capture is None and self.capture_attention:
+            capture = LastRowCapture(self.model.config.n_layers)
         for at in range(0, len(ids), PREFILL_CHUNK):
             if self._abort.is_set():
                 self._abort.clear()
                 raise Cancelled("prefill cancelled")
             last = at + PREFILL_CHUNK >= len(ids)
-            logits = self.source.forward(ids[at:at + PREFILL_CHUNK], start + at, capture if last else None)
+            logits = self.source.forward(ids[at:at + PREFILL_CHUNK], start + at,
+                                         capture if last or isinstance(capture, PromptCapture) else None)
             if progress:
                 progress("prefill", min(at + PREFILL_CHUNK, len(ids)), len(ids))
         return logits, capture.array() if capture else None
@@ -238,7 +232,8 @@ class Session(BranchMoves, Speculation):
             self._feed_last()
         sampler = (sampler or self.settings.sampler).validate()
         dist = distribution(self._pending, sampler)
-        return Pending(len(self.generated) + 1, self._summarise(self._pending, dist, sampler, None))
+        return Pending(len(self.generated) + 1, self._summarise(self._pending, dist, sampler, None),
+                       self._pending_attention)
 
     def step(self) -> Iterator[StepDone | Stopped]:
         """Draw one token: yields its StepDone (and a Stopped when generation ends), then feeds it on."""
@@ -362,7 +357,7 @@ class Session(BranchMoves, Speculation):
 
     def _feed_last(self) -> None:
         """Run the newest token through the model: its K/V join the cache, the next logits are pending."""
-        capture = _LastRowCapture(self.model.config.n_layers) if self.capture_attention else None
+        capture = LastRowCapture(self.model.config.n_layers) if self.capture_attention else None
         started = time.perf_counter()
         self._pending = self.source.forward([self.generated[-1]], self.n_context - 1, capture)
         self._pending_forward_ms = (time.perf_counter() - started) * 1000
