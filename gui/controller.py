@@ -59,7 +59,8 @@ class Controller(QObject):
                           p.Stepped: self._on_stepped, p.PendingStep: self._on_pending, p.Ended: self._on_ended,
                           p.Status: self._on_status, p.Failed: self._on_failed, p.Cancelled: self._on_cancelled,
                           p.Finished: self._on_finished, p.RewoundReply: self._on_rewound,
-                          p.SwitchedReply: self._on_switched}
+                          p.SwitchedReply: self._on_switched, p.Recaptured: self._on_recaptured}
+        self._attention_asked: set[tuple[int, int]] = set()  # (epoch, node): each recomputed once
         self._start_worker()
 
     def _start_worker(self) -> None:
@@ -237,6 +238,16 @@ class Controller(QObject):
     def set_capture_attention(self, on: bool) -> None:
         self._command.emit(p.CaptureAttention(on))
 
+    def request_attention(self, node: int) -> bool:
+        """Ask for the attention of the pass that fed `node` (0: the prefill) when it ran unrecorded (the
+        view was closed): recomputed once, on the engine's scratch cache. False when not asked now."""
+        key = (self.epoch, node)
+        if key in self._attention_asked or not self.prefilled or self.running or self.busy or self.loading:
+            return False
+        self._attention_asked.add(key)
+        self._command.emit(p.Recapture(node))
+        return True
+
     def trace_lines(self) -> list[str]:
         """The same JSON Lines `main.py trace` writes, for what has happened so far."""
         if self.info is None:
@@ -307,6 +318,11 @@ class Controller(QObject):
     def _on_switched(self, reply: p.SwitchedReply) -> None:
         if self._current(reply):
             self.history.switched(reply.event)
+            self.scheduler.dirty()
+
+    def _on_recaptured(self, reply: p.Recaptured) -> None:
+        if self._current(reply):
+            self.history.attention[reply.event.node] = reply.event
             self.scheduler.dirty()
 
     def _on_ended(self, reply: p.Ended) -> None:

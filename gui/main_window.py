@@ -94,6 +94,7 @@ class MainWindow(QMainWindow):
         self.appearance.changed.connect(self.status.show_generation)
         # Attention is recorded (on a slower path) only while its dock is on screen.
         self.docks["attention"].visibilityChanged.connect(c.set_capture_attention)
+        self.views["attention"].cells_selected.connect(self.views["context"].canvas.highlight)
 
     def _make_toolbar(self) -> None:
         bar = QToolBar("Generation")

@@ -57,7 +57,7 @@ class Engine:
                          p.Pause: self.pause, p.Abort: self.abort, p.Reset: self.reset,
                          p.Configure: self.configure, p.CaptureAttention: self.capture, p.Cancel: self.cancel,
                          p.Rewind: self.rewind, p.Force: self.force, p.Switch: self.switch,
-                         p.KvCache: self.kv_cache}
+                         p.KvCache: self.kv_cache, p.Recapture: self.recapture}
         self.send(p.Ready(cuda=cuda))
 
     # --- the pipe -------------------------------------------------------------------------------------
@@ -162,6 +162,9 @@ class Engine:
         self.capture_attention = command.on
         if self.session is not None:
             self.session.capture_attention = command.on
+
+    def recapture(self, command: p.Recapture) -> None:
+        self.send(p.Recaptured(self.need_session().attention_of(command.node), self.tag))
 
     # --- generation -----------------------------------------------------------------------------------
     def prefill(self, command: p.Prefill) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .attention import AttentionOf
 from .events import ModelInfo, Pending, PrefillDone, Rewound, SessionStatus, StepDone, Stopped, Switched, Verified
 from .settings import GenerationSettings
 
@@ -112,6 +113,13 @@ class CaptureAttention(Command):
 
 
 @dataclass(frozen=True)
+class Recapture(Command):
+    """Recompute the attention of the pass that fed `node` (0: the prefill), which ran unrecorded."""
+
+    node: int
+
+
+@dataclass(frozen=True)
 class KvCache(Command):
     """Decode with the KV cache (on) or re-read the whole prefix every pass (off); kept for new sessions."""
 
@@ -185,6 +193,12 @@ class RewoundReply(Reply):
 @dataclass(frozen=True)
 class SwitchedReply(Reply):
     event: Switched
+    tag: int
+
+
+@dataclass(frozen=True)
+class Recaptured(Reply):
+    event: AttentionOf
     tag: int
 
 

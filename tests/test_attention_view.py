@@ -105,3 +105,135 @@ def test_the_cap_keeps_a_complete_top_left_square():
 def test_kv_groups():
     assert kv_groups(9, 3) == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
     assert kv_groups(4, 4) == [[0], [1], [2], [3]]
+
+
+# --- the dock --------------------------------------------------------------------------------------------
+WAIT = 120_000
+
+
+def wait_until(condition, timeout_ms=WAIT):
+    from PySide6.QtWidgets import QApplication
+
+    deadline = time.monotonic() + timeout_ms / 1000
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        QApplication.processEvents()
+        time.sleep(0.005)
+
+
+def idle(c):
+    return not c.busy and not c.running
+
+
+@pytest.fixture(scope="module")
+def window(qapp, tiny_folder, tmp_path_factory):
+    from PySide6.QtCore import QSettings
+
+    from gui.main_window import MainWindow
+    from gui.theme import Appearance
+
+    settings = QSettings(str(tmp_path_factory.mktemp("attn-gui") / "tokenstep.ini"), QSettings.IniFormat)
+    win = MainWindow(settings=settings, appearance=Appearance(), model=str(tiny_folder))
+    win.resize(1400, 900)
+    win.show()
+    wait_until(lambda: win.controller.info is not None)
+    yield win
+    win.close()
+
+
+def settle(win):
+    from PySide6.QtWidgets import QApplication
+
+    wait_until(lambda: not win.controller.scheduler.redraw_due)
+    QApplication.processEvents()
+
+
+def prefill(win, prompt="abcdef"):  # the tiny byte-level tokenizer: six tokens
+    win.controls.greedy.setChecked(True)
+    win.controls.prompt.setPlainText(prompt)
+    win.actions["prefill"].trigger()
+    c = win.controller
+    wait_until(lambda: c.prefilled and not c.steps and idle(c))
+    settle(win)
+
+
+def step(win, n=1):
+    c = win.controller
+    for _ in range(n):
+        before = len(c.steps)
+        win.actions["step"].trigger()
+        wait_until(lambda: len(c.steps) == before + 1 and idle(c))
+    settle(win)
+
+
+def show_attention(win):
+    win.docks["attention"].show()
+    win.docks["attention"].raise_()
+    settle(win)
+    return win.views["attention"]
+
+
+def test_opened_after_prefill_it_recomputes_and_draws_the_masked_triangle(window):
+    window.docks["attention"].hide()
+    prefill(window)
+    assert window.controller.prefill_event.prompt_attention is None  # not recorded: the dock was closed
+    view = show_attention(window)
+    assert view.stack.currentWidget() is view.placeholder or view.grid is not None  # never an empty frame
+    wait_until(lambda: view.grid is not None)
+    image = view.plot.image.image
+    assert image.shape == (6, 6) and view.grid.shape == (6, 6)
+    masked = np.isnan(view.grid)
+    assert masked.sum() == 15 and masked[np.triu_indices(6, 1)].all()
+    np.testing.assert_allclose(np.nansum(view.grid, axis=1), 1.0, atol=1e-2)
+    assert "ONE parallel pass" in view.caption.text() and "causal mask" in view.caption.text()
+
+
+def test_prefill_with_the_dock_open_and_a_decode_row_after_a_step(window):
+    view = show_attention(window)
+    prefill(window)
+    c = window.controller
+    prompt = c.prefill_event.prompt_attention
+    assert prompt is not None and view.grid.shape == (6, 6)
+    step(window)  # step 1 (drawn from the prefill) is shown: still the triangle
+    assert view.grid.shape == (6, 6)
+    c.select(None)  # the pending step 2: the decode pass that fed step 1's token
+    settle(window)
+    assert view.grid.shape == (1, 7) and not np.isnan(view.grid).any()
+    np.testing.assert_allclose(view.grid.sum(), 1.0, atol=1e-5)
+    step(window)
+    c.select(2)
+    settle(window)
+    layer, head = view.picker.current
+    np.testing.assert_allclose(view.grid[0], c.steps[1].attention[layer].mean(0), atol=1e-6)
+    assert "position 6" in view.caption.text()
+
+
+def test_layer_and_head_choose_the_captured_matrix(window):
+    view = show_attention(window)
+    prefill(window)
+    prompt = window.controller.prefill_event.prompt_attention
+    for layer, head in ((0, 3), (1, 0), (0, None)):
+        view.picker.select(layer, head)
+        settle(window)
+        np.testing.assert_array_equal(view.grid, prompt.matrix(layer, head))
+    assert not np.array_equal(prompt.matrix(0, 3), prompt.matrix(0, 2))
+
+
+def test_grouped_heads_are_drawn_and_a_click_highlights_both_tokens_in_context(window, qtbot):
+    from PySide6.QtCore import Qt
+
+    view = show_attention(window)
+    prefill(window)
+    text = view.picker.groups.text()
+    assert "share 2 K/V heads" in text and "K/V head 0:" in text and "K/V head 1:" in text
+    assert text.index("q1") < text.index("K/V head 1:") < text.index("q2")  # q0 q1 | q2 q3
+    view.picker.select(1, 2)
+    settle(window)
+    assert "q2 (K/V head 1)" in view.caption.text()
+    view._hover(4, 1)
+    assert "query 4 'e' → key 1 'b'" in view.hover_text.text() and "weight 0." in view.hover_text.text()
+    view._hover(1, 4)
+    assert "masked" in view.hover_text.text()
+    viewport = view.plot.viewport()
+    qtbot.mouseClick(viewport, Qt.LeftButton, pos=view.plot.mapFromScene(view.plot.scene_pos(4, 1)))
+    assert window.views["context"].canvas.highlighted == {4, 1}
