@@ -51,6 +51,7 @@ class TokenAxis(pg.AxisItem):
 
     def tickValues(self, minVal, maxVal, size):
         n = len(self.labels)
+        minVal, maxVal = min(minVal, maxVal), max(minVal, maxVal)  # an inverted axis passes them reversed
         if n == 0 or size <= 0 or maxVal <= minVal:
             return []
         per_cell = size / (maxVal - minVal)
@@ -86,8 +87,9 @@ class AttentionPlot(pg.PlotWidget):
         self.image = pg.ImageItem()
         self.addItem(self.image)
         self.colour_bar = pg.ColorBarItem(values=(0, 1), colorMap=pg.colormap.get(COLOUR_MAP), interactive=False,
-                                          label="weight", width=12)
+                                          width=12)
         self.colour_bar.setImageItem(self.image, insert_in=self.getPlotItem())
+        self.colour_bar.axis.enableAutoSIPrefix(False)
         self.marker = QGraphicsRectItem()
         self.marker.setBrush(Qt.NoBrush)
         self.marker.setZValue(5)
@@ -97,7 +99,15 @@ class AttentionPlot(pg.PlotWidget):
         self._shape = None
         self.scene().sigMouseMoved.connect(self._moved)
         self.scene().sigMouseClicked.connect(self._clicked)
+        self.set_contrast(True)
         self.restyle()
+
+    def set_contrast(self, root: bool) -> None:
+        """Colours by the weight (linear) or by its square root, so that small weights beside an
+        attention sink still show; the colour bar keeps the weights' own scale either way."""
+        base = pg.colormap.get(COLOUR_MAP)
+        stops = np.linspace(0.0, 1.0, 33)
+        self.colour_bar.setColorMap(pg.ColorMap(stops ** 2 if root else stops, base.map(stops, mode="byte")))
 
     def restyle(self) -> None:
         t, a = self.appearance.theme, self.appearance

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QLabel, QPushButton, QStackedWidget, QToolTip, QVBoxLayout
+from PySide6.QtWidgets import QCheckBox, QLabel, QPushButton, QStackedWidget, QToolTip, QVBoxLayout
 from PySide6.QtGui import QCursor
 
 from inference.attention import PromptAttention
@@ -52,12 +52,18 @@ class AttentionView(View):
         super().__init__(controller, appearance)
         self.picker = HeadPicker(appearance)
         self.picker.changed.connect(self._force)
+        self.contrast = QCheckBox("√ colours")
+        self.contrast.setChecked(True)
+        self.contrast.setToolTip("Colour by the square root of the weight: small weights beside a large one "
+                                 "(often the first position) stay visible. The colour bar shows the weights.")
+        self.picker.row.addWidget(self.contrast)
         fit = QPushButton("Fit")
         fit.setToolTip("Show the whole matrix again (the wheel zooms, a drag pans)")
         self.picker.row.addWidget(fit)
         self.picker.row.addStretch(1)
         self.plot = AttentionPlot(appearance)
         fit.clicked.connect(self.plot.fit)
+        self.contrast.toggled.connect(self.plot.set_contrast)
         self.plot.hovered.connect(self._hover)
         self.plot.clicked.connect(self._select)
         self.placeholder = QLabel()
@@ -139,6 +145,7 @@ class AttentionView(View):
         else:
             self._draw_row(source.row)
         self.stack.setCurrentWidget(self.plot)
+        self.hover_text.setText(" ")  # it described the cell under the mouse in the previous picture
 
     def _placeholder(self, source: Source | None) -> None:
         c = self.controller
@@ -163,8 +170,8 @@ class AttentionView(View):
         P = prompt.n_positions
         self.rows = list(range(P))
         self.plot.show_grid(grid, self.labels[:P], self.labels[:P])
-        capped = (f" Showing the first {P} of the {prompt.n_prompt} prompt positions: all layers and heads "
-                  f"of the whole triangle would not fit the {fmt_bytes(prompt.packed.nbytes)} kept."
+        capped = (f" Showing the first {P} of the {prompt.n_prompt} prompt positions: the prefill's triangles of "
+                  f"every layer and head are kept as float16 up to {fmt_bytes(prompt.packed.nbytes)}."
                   if prompt.capped else "")
         self.caption.setText(
             f"Prefill, layer {layer + 1}, {self.picker.head_name(head)}: all {P}×{P} weights came out of ONE "

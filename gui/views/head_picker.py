@@ -95,10 +95,10 @@ class HeadPicker(QWidget):
         _, chosen = self.current
         parts = []
         for kv, heads in enumerate(kv_groups(self.n_heads, self.n_kv_heads)):
-            links = " ".join(
+            links = "&nbsp;".join(
                 f'<a href="{h}" style="color:{t.selected if h == chosen else t.text}; text-decoration:none">'
                 + (f"<b>[q{h}]</b>" if h == chosen else f"q{h}") + "</a>" for h in heads)
-            parts.append(f'<span style="color:{t.muted}">K/V head {kv}:</span> {links}')
+            parts.append(f'<span style="color:{t.muted}">K/V&nbsp;head&nbsp;{kv}:</span>&nbsp;{links}')
         if self.n_kv_heads < self.n_heads:
             group = self.n_heads // self.n_kv_heads
             intro = (f"Grouped-query attention: {self.n_heads} query heads share {self.n_kv_heads} K/V heads "
