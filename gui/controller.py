@@ -240,9 +240,12 @@ class Controller(QObject):
 
     def request_attention(self, node: int) -> bool:
         """Ask for the attention of the pass that fed `node` (0: the prefill) when it ran unrecorded (the
-        view was closed): recomputed once, on the engine's scratch cache. False when not asked now."""
+        view was closed): recomputed once, on the engine's scratch cache. True once asked (now or before);
+        False while it cannot be asked yet (a request or a run on its way): ask again when the state changes."""
         key = (self.epoch, node)
-        if key in self._attention_asked or not self.prefilled or self.running or self.busy or self.loading:
+        if key in self._attention_asked:
+            return True
+        if not self.prefilled or self.running or self.busy or self.loading:
             return False
         self._attention_asked.add(key)
         self._command.emit(p.Recapture(node))

@@ -225,7 +225,7 @@ def test_grouped_heads_are_drawn_and_a_click_highlights_both_tokens_in_context(w
 
     view = show_attention(window)
     prefill(window)
-    text = re.sub("<[^>]+>", "", view.picker.groups.text()).replace("&nbsp;", " ")
+    text = re.sub("<[^>]+>", "", view.picker.groups.text()).replace("&nbsp;", " ").replace("\u2060", "")
     assert "share 2 K/V heads" in text and "K/V head 0:" in text and "K/V head 1:" in text
     assert text.index("q1") < text.index("K/V head 1:") < text.index("q2")  # q0 q1 | q2 q3
     view.picker.select(1, 2)
@@ -238,3 +238,18 @@ def test_grouped_heads_are_drawn_and_a_click_highlights_both_tokens_in_context(w
     viewport = view.plot.viewport()
     qtbot.mouseClick(viewport, Qt.LeftButton, pos=view.plot.mapFromScene(view.plot.scene_pos(4, 1)))
     assert window.views["context"].canvas.highlighted == {4, 1}
+
+
+def test_opened_after_steps_it_recomputes_the_shown_decode_row(window):
+    window.docks["attention"].hide()
+    prefill(window)
+    step(window, 2)
+    c = window.controller
+    assert c.steps[1].attention is None  # taken while the dock was closed
+    view = show_attention(window)
+    wait_until(lambda: view.grid is not None)
+    assert view.grid.shape == (1, 7)
+    recomputed = c.history.attention[c.steps[1].parent].attention
+    layer, head = view.picker.current
+    expected = recomputed[layer].mean(0) if head is None else recomputed[layer, head]
+    np.testing.assert_allclose(view.grid[0], expected, atol=1e-6)

@@ -83,6 +83,7 @@ class AttentionView(View):
         layout.addWidget(self.hover_text)
         layout.addWidget(self.caption)
         controller.model_changed.connect(self._model)
+        controller.state_changed.connect(self._retry)
         self._key = None
         self.source: Source | None = None
         self.rows: list[int] = []  # the context position of each shown row
@@ -102,6 +103,11 @@ class AttentionView(View):
         info = self.controller.info
         self.picker.set_model(info.n_layers if info else 0, info.n_heads if info else 0,
                               info.n_kv_heads if info else 0)
+
+    def _retry(self) -> None:
+        """A recomputation that could not be asked for while the engine was busy is asked for now."""
+        if self._key is None and self.isVisible():
+            self.refresh()
 
     def _force(self) -> None:
         self._key = None
@@ -125,6 +131,8 @@ class AttentionView(View):
         return Source(node, row=row if row is not None else (again.attention if again is not None else None))
 
     def refresh(self) -> None:
+        if self.tabbed_away():  # behind another tab: nothing recorded, nothing recomputed until raised
+            return
         c = self.controller
         source = self.find_source()
         shown = c.shown()
@@ -153,13 +161,13 @@ class AttentionView(View):
         if source is None:
             text = ("Prefill a prompt (Ctrl+P): this view then shows the prompt's attention, every query "
                     "position against every key, for the layer and head chosen above.")
-        elif not c.running:
-            c.request_attention(source.node)  # once per node; answered by a redraw with it
+        elif c.request_attention(source.node):  # once per node; the answer brings a redraw
             text = ("Computing this pass's attention: it ran while this view was closed, so it was not "
                     "recorded. The engine re-reads its positions once on a scratch cache (nothing else changes).")
-        else:
-            text = ("This step ran while this view was closed, during a run: its attention was not recorded. "
-                    "It is recomputed when the run pauses; steps taken from now on are recorded as they run.")
+        else:  # a step or a run is on its way: ask when it is done (state_changed)
+            self._key = None
+            text = ("This pass ran while this view was closed, so its attention was not recorded. It is "
+                    "recomputed once the engine is free; steps taken from now on are recorded as they run.")
         self.placeholder.setText(text)
         self.stack.setCurrentWidget(self.placeholder)
         self.caption.setText("")

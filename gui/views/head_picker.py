@@ -12,6 +12,7 @@ from inference.attention import kv_groups
 
 from ..theme import Appearance
 
+KV = "K/\u2060V"  # a word joiner: never broken after its slash
 MEAN = -1  # the head "index" of the mean over all heads
 
 
@@ -98,11 +99,11 @@ class HeadPicker(QWidget):
             links = "&nbsp;".join(
                 f'<a href="{h}" style="color:{t.selected if h == chosen else t.text}; text-decoration:none">'
                 + (f"<b>[q{h}]</b>" if h == chosen else f"q{h}") + "</a>" for h in heads)
-            parts.append(f'<span style="color:{t.muted}">K/V&nbsp;head&nbsp;{kv}:</span>&nbsp;{links}')
+            parts.append(f'<span style="color:{t.muted}">{KV}&nbsp;head&nbsp;{kv}:</span>&nbsp;{links}')
         if self.n_kv_heads < self.n_heads:
             group = self.n_heads // self.n_kv_heads
             intro = (f"Grouped-query attention: {self.n_heads} query heads share {self.n_kv_heads} K/V heads "
-                     f"({group} each: one cached K/V serves the whole group). ")
+                     f"({group} each: one cached K/V serves the whole group). ").replace("K/V", KV)
         else:
             intro = f"{self.n_heads} heads, each with its own K/V head. "
         self.groups.setText(f'<span style="color:{t.muted}">{intro}</span>' + " &nbsp;│&nbsp; ".join(parts))
