@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from .events import ModelInfo, Pending, PrefillDone, Rewound, SessionStatus, StepDone, Stopped, Switched
 from .settings import GenerationSettings
 
-PROTOCOL_VERSION = 2  # 2: the branch moves (Rewind, Force, Switch)
+PROTOCOL_VERSION = 3  # 2: the branch moves (Rewind, Force, Switch); 3: the logit lens (CaptureLens)
 
 
 # --- commands: front-end -> engine ---------------------------------------------------------------------
@@ -108,6 +108,13 @@ class Configure(Command):
 
 @dataclass(frozen=True)
 class CaptureAttention(Command):
+    on: bool
+
+
+@dataclass(frozen=True)
+class CaptureLens(Command):
+    """Report each step's logit lens (lens.py) from now on; turned on, the pending step's too (a preview)."""
+
     on: bool
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from dataclasses import replace
 from typing import Callable, Iterator
 
 import numpy as np
@@ -26,6 +27,7 @@ import torch
 from .branches import BranchMoves, BranchTree, KeptLogits, KeptPending
 from .errors import Cancelled, NotReady
 from .events import Pending, PrefillDone, SessionStatus, StepDone, Stopped, Token
+from .lens import LensCapture, forward_with
 from .loading import LoadedModel
 from .report import chosen_rank, summarise
 from .sampling import distribution, draw
@@ -72,13 +74,14 @@ def prompt_ids(model: LoadedModel, prompt: str, chat: bool = False, system: str 
     return tok.encode(text, add_special_tokens=False), text
 
 
-class Session(BranchMoves):
+class Session(BranchMoves, LensCapture):
     def __init__(self, model: LoadedModel, settings: GenerationSettings = GenerationSettings(),
-                 capture_attention: bool = False, source: LogitsSource | None = None):
+                 capture_attention: bool = False, source: LogitsSource | None = None, capture_lens: bool = False):
         self.model = model
         self.source = source if source is not None else LocalDecoder(model.decoder)
         self.settings = settings.validate()
         self.capture_attention = capture_attention
+        self._init_lens(capture_lens)  # the logit lens of each step (lens.py)
         self.running = False  # inside run()
         self._abort = threading.Event()
         self._pause = threading.Event()
@@ -100,6 +103,7 @@ class Session(BranchMoves):
         self._pending = pending.logits if pending else None
         self._pending_forward_ms = pending.forward_ms if pending else 0.0
         self._pending_attention = pending.attention if pending else None
+        self._hold_lens(self._pending, pending.residuals if pending else None)
         self._stream = self.model.tokenizer.stream()
         for token_id in self.prompt:
             self._stream.push(token_id)
@@ -173,14 +177,14 @@ class Session(BranchMoves):
         self._abort.clear()
         started = time.perf_counter()
         try:
-            logits, attention = self._read(ids, 0, progress)
+            logits, attention, residuals = self._read(ids, 0, progress)
         except Cancelled:
             self._go_to(0)  # nothing prefilled
             raise
         self._prefill_ms = (time.perf_counter() - started) * 1000
         self.prompt, self.prompt_text = list(ids), prompt_text
         self._decode_seconds = 0.0
-        entry = KeptPending(logits, attention, self._prefill_ms)
+        entry = KeptPending(logits, attention, self._prefill_ms, residuals)
         self.kept.put(0, entry)
         self._go_to(0, entry)
         stream = self.model.tokenizer.stream()
@@ -190,18 +194,21 @@ class Session(BranchMoves):
                            kv_allocated_bytes=self.source.kv_allocated_bytes,
                            prompt_text=prompt_text, pending=self.preview().dist, attention=attention)
 
-    def _read(self, ids: list[int], start: int, progress=None) -> tuple[torch.Tensor, np.ndarray | None]:
-        """Read `ids` at positions start.. in parallel (chunks of PREFILL_CHUNK): the last one's logits."""
+    def _read(self, ids: list[int], start: int, progress=None):
+        """Read `ids` at positions start.. in parallel (chunks of PREFILL_CHUNK): the last one's logits, its
+        attention and its residual rows (each None unless captured)."""
         capture = _LastRowCapture(self.model.config.n_layers) if self.capture_attention else None
+        residuals = self._residual_capture()
         for at in range(0, len(ids), PREFILL_CHUNK):
             if self._abort.is_set():
                 self._abort.clear()
                 raise Cancelled("prefill cancelled")
             last = at + PREFILL_CHUNK >= len(ids)
-            logits = self.source.forward(ids[at:at + PREFILL_CHUNK], start + at, capture if last else None)
+            logits = forward_with(self.source, ids[at:at + PREFILL_CHUNK], start + at, capture if last else None,
+                                  residuals if last else None)
             if progress:
                 progress("prefill", min(at + PREFILL_CHUNK, len(ids)), len(ids))
-        return logits, capture.array() if capture else None
+        return logits, capture.array() if capture else None, residuals.tensor() if residuals else None
 
     def _check_prompt(self, ids: list[int]) -> None:
         c = self.model.config
@@ -337,11 +344,15 @@ class Session(BranchMoves):
     def _feed_last(self) -> None:
         """Run the newest token through the model: its K/V join the cache, the next logits are pending."""
         capture = _LastRowCapture(self.model.config.n_layers) if self.capture_attention else None
+        lens = self._residual_capture()
         started = time.perf_counter()
-        self._pending = self.source.forward([self.generated[-1]], self.n_context - 1, capture)
+        self._pending = forward_with(self.source, [self.generated[-1]], self.n_context - 1, capture, lens)
         self._pending_forward_ms = (time.perf_counter() - started) * 1000
         self._pending_attention = capture.array() if capture else None
-        self.kept.put(self.node, KeptPending(self._pending, self._pending_attention, self._pending_forward_ms))
+        residuals = lens.tensor() if lens else None
+        self._hold_lens(self._pending, residuals)
+        self.kept.put(self.node, KeptPending(self._pending, self._pending_attention, self._pending_forward_ms,
+                                             residuals))
 
     def _token(self, stream, token_id: int) -> Token:
         text, piece = stream.push(token_id)
@@ -360,8 +371,10 @@ class Session(BranchMoves):
         return match_stop_strings(self.text, self.settings.stop_strings)
 
     def _summarise(self, logits, dist, sampler, chosen):
-        return summarise(logits, dist, sampler, chosen, self.settings.top_n, self._stream.peek,
-                         self.model.config.eos_ids)
+        summary = summarise(logits, dist, sampler, chosen, self.settings.top_n, self._stream.peek,
+                            self.model.config.eos_ids)
+        lens = self._lens(logits, chosen)
+        return summary if lens is None else replace(summary, lens=lens)
 
     def _stop(self, reason: str, matched: str | None = None) -> Stopped:
         if matched is not None:

@@ -18,10 +18,14 @@ class LocalDecoder:
     def start(self, capacity: int) -> None:
         self.cache = self.decoder.new_cache(capacity)
 
-    def forward(self, ids: list[int], start: int, capture=None) -> torch.Tensor:
+    def forward(self, ids: list[int], start: int, capture=None, residuals=None) -> torch.Tensor:
         with torch.inference_mode():
             tensor = torch.tensor(ids, device=self.decoder.device)
-            return self.decoder.forward(tensor, start, self.cache, capture=capture)[0].to("cpu")
+            return self.decoder.forward(tensor, start, self.cache, capture=capture, residuals=residuals)[0].to("cpu")
+
+    def head_logits(self, rows: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():
+            return self.decoder.head_logits(rows)
 
     def crop(self, n_positions: int) -> None:
         self.cache.crop(n_positions)
