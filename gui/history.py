@@ -12,7 +12,7 @@ import weakref
 from dataclasses import dataclass, field
 
 from inference.events import (Caption, Pending, PrefillDone, Rewound, SessionStatus, StepDistribution, StepDone, Stopped,
-                              Switched)
+                              Switched, Verified)
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,7 @@ class History:
         self.status: SessionStatus | None = None
         self.reread: Switched | None = None  # the last branch switch's re-read, until the next step
         self.log: list = []  # every event in the order it came: what a trace export writes
+        self.verifies: dict[int, Verified] = {}  # speculative verify passes, by the first step they decided
         self.mode = "pending"  # "latest" (newest drawn step), "pending" (next step) or "step" (a past one)
         self.selected = 0
 
@@ -89,6 +90,10 @@ class History:
 
     def stepped(self, events) -> None:
         for event in events:
+            if isinstance(event, Verified):  # a verify pass: it comes before the steps it decided
+                self.verifies[event.index] = event
+                self.log.append(event)
+                continue
             node = self.nodes.get(event.node)
             if node is None:
                 parent = self.nodes.get(event.parent, self.current)

@@ -73,7 +73,6 @@ class KeptPending:
     logits: torch.Tensor  # (V,) on CPU
     attention: np.ndarray | None
     forward_ms: float
-    residuals: torch.Tensor | None = None  # (layers - 1, C): the logit lens's rows (lens.py), when captured
 
 
 class KeptLogits:
@@ -85,8 +84,6 @@ class KeptLogits:
     @staticmethod
     def _size(entry: KeptPending) -> int:
         extra = entry.attention.nbytes if entry.attention is not None else 0
-        if entry.residuals is not None:
-            extra += entry.residuals.numel() * entry.residuals.element_size()
         return entry.logits.numel() * entry.logits.element_size() + extra
 
     def put(self, node: int, entry: KeptPending) -> None:
@@ -172,8 +169,8 @@ class BranchMoves:
 
     def _read_pending(self, node: int, ids: list[int], start: int) -> KeptPending:
         started = time.perf_counter()
-        logits, attention, residuals = self._read(ids, start)
-        entry = KeptPending(logits, attention, (time.perf_counter() - started) * 1000, residuals)
+        logits, attention = self._read(ids, start)
+        entry = KeptPending(logits, attention, (time.perf_counter() - started) * 1000)
         self.kept.put(node, entry)
         return entry
 

@@ -69,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--seed", type=_number(int, 0, what="--seed"), default=0)
     trace.add_argument("--stop", action="append", default=[], metavar="TEXT",
                        help="stop when the generated text contains TEXT (repeatable)")
+    trace.add_argument("--speculate", type=_number(int, 0, 16, what="--speculate"), default=0, metavar="N",
+                       help="draft up to N tokens by prompt lookup and verify them in one forward pass (0 = off)")
+    trace.add_argument("--no-kv-cache", action="store_true",
+                       help="keep no KV cache: every step re-reads the whole prefix (same logits, growing cost)")
     trace.add_argument("--top-n", type=_number(int, 1, what="--top-n"), default=20,
                        help="candidates reported per step")
     trace.add_argument("--logit-lens", action="store_true", help="each step also reports, after every "
@@ -117,8 +121,10 @@ def _trace(args) -> int:
     # A model whose generation_config says do_sample=false is greedy unless sampling is asked for.
     sampler = replace(model.defaults, **asked, greedy=args.greedy or (model.defaults.greedy and not asked))
     settings = GenerationSettings(sampler=sampler, max_new_tokens=args.max_new_tokens,
-                                  stop_strings=tuple(args.stop), seed=args.seed, top_n=args.top_n)
+                                  stop_strings=tuple(args.stop), seed=args.seed, top_n=args.top_n,
+                                  speculate=args.speculate)
     session = Session(model, settings, capture_lens=args.logit_lens)
+    session.use_kv_cache(not args.no_kv_cache)
     if script is not None:
         from .lesson import play
 

@@ -166,6 +166,7 @@ class StepDone:
     node: int = 0  # this step's node in the session's branch tree
     parent: int = 0  # the node before it (0: the root, i.e. the prompt)
     settings: GenerationSettings | None = None  # in force at this draw (the draw used `seed`)
+    verified_by: int = 0  # the first step of the verify pass that decided it (0: a step of its own)
 
     @property
     def entropy(self) -> float:
@@ -237,6 +238,25 @@ class Switched:
 
 
 @dataclass(frozen=True)
+class Verified:
+    """One speculative verify pass: a drafted continuation read in ONE forward pass, kept while the draws
+    agree with it. Comes before the steps it decided."""
+
+    index: int  # the first step this pass decided
+    drafted: tuple[Token, ...]
+    ngram: tuple[int, ...]  # the context's last n tokens, found earlier in the context
+    accepted: int  # drafted tokens the draws agreed with (a prefix of `drafted`)
+    emitted: int  # steps this pass decided: the accepted ones, plus a correction or a bonus token
+    positions: int  # tokens the pass read
+    forward_ms: float
+
+    def to_json(self) -> str:
+        return _dump({"type": "verify", "index": self.index, "drafted": [t.to_dict() for t in self.drafted],
+                      "ngram": list(self.ngram), "accepted": self.accepted, "emitted": self.emitted,
+                      "positions": self.positions, "forward_ms": self.forward_ms})
+
+
+@dataclass(frozen=True)
 class Caption:
     """A lesson script's caption (shown over the app; a line of the trace)."""
 
@@ -257,7 +277,7 @@ class SettingsEvent:
         return _dump({"type": "settings", "seed": s.seed, "temperature": s.sampler.temperature,
                       "top_k": s.sampler.top_k, "top_p": s.sampler.top_p, "min_p": s.sampler.min_p,
                       "greedy": s.sampler.greedy, "max_new_tokens": s.max_new_tokens,
-                      "stop": list(s.stop_strings)})
+                      "stop": list(s.stop_strings), "speculate": s.speculate})
 
 
 STOP_REASONS = ("eos", "max_new_tokens", "stop_string", "context_full", "aborted")

@@ -10,20 +10,22 @@ the step's own), paid only while `Session.capture_lens` is on.
 
 What is kept, and why: p(chosen) is known only after the draw, but the draw may come much later (a rewind
 makes step k pending again, and another token may be taken there). Keeping each layer's full-vocabulary
-row per step would cost n_layers x V floats (5.9 MB a step on the default model, a 256 MB budget spent in
-43 steps). So the *residual rows* (n_layers - 1, C) are kept with the pending logits instead (69 KB a step
-there, in `KeptLogits`): the log-probabilities are computed from them once per pending step, cached while
-it stays pending (one (n_layers, V) array), and a step's event keeps only each layer's top k and p(chosen).
+row per step would cost n_layers x V floats (5.9 MB a step on the default model: the 256 MB budget of kept
+logits spent in 43 steps). So the *residual rows* (n_layers - 1, C) are held instead, for exactly as long
+as the pending logits they came with are kept (69 KB a step there, 35 % on top of the kept logits): the
+log-probabilities are computed from them once per pending step and cached while it stays pending (one
+(n_layers, V) array); a step's event keeps only each layer's top k and p(chosen).
 """
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import replace
 
 import numpy as np
 import torch
 
-from .events import LogitLens
+from .events import LogitLens, StepDistribution
 
 
 class ResidualRows:
@@ -62,55 +64,56 @@ def lens_report(log_probs: torch.Tensor, k: int, text_of, chosen: int | None) ->
                      p_chosen=p_chosen)
 
 
-def forward_with(source, ids: list[int], start: int, capture, residuals: ResidualRows | None) -> torch.Tensor:
-    """source.forward, handing it `residuals` only when the lens is captured: a source that cannot give the
-    stream (a server) still serves a session that does not ask for it."""
-    if residuals is None:
-        return source.forward(ids, start, capture)
-    return source.forward(ids, start, capture, residuals=residuals)
-
-
 class LensCapture:
-    """The session's part of the lens (mixed into session.Session, whose state it reads): what to hand the
-    source, what to keep, and the lens each reported distribution carries."""
+    """The session's part of the lens (mixed into session.Session, whose state it reads).
 
-    def _init_lens(self, on: bool) -> None:
-        self.capture_lens = on
-        self._lens_rows: tuple[torch.Tensor, torch.Tensor] | None = None  # (pending logits, their residuals)
-        self._lens_log_probs: tuple[torch.Tensor, torch.Tensor] | None = None  # (residuals, log-probs)
+    Residual rows are held by the identity of the logits tensor they came with (`_forward`): only a
+    distribution of those very logits gets a lens (a verify pass's rows, or logits kept from before the lens
+    was on, have none), and the rows go when those logits do (dropped from the kept ones, a new prompt).
+    """
 
-    def _residual_capture(self) -> ResidualRows | None:
-        return ResidualRows(self.model.config.n_layers) if self.capture_lens else None
+    capture_lens = False
+    _lens_log_probs: tuple[torch.Tensor, torch.Tensor] | None = None  # (residuals, log-probs) of the newest
 
-    def _hold_lens(self, logits: torch.Tensor | None, residuals: torch.Tensor | None) -> None:
-        """The residual rows of the pending `logits`: only a distribution of these very logits gets a lens,
-        so a pending step that came another way (a verify pass, a kept one from before) has none."""
-        self._lens_rows = (logits, residuals) if logits is not None and residuals is not None else None
+    def _forward(self, ids: list[int], start: int, capture=None, lens: bool = True) -> torch.Tensor:
+        """source.forward; while the lens is captured, a pass whose last position is predicted (`lens`) also
+        hands the source a ResidualRows (a source that cannot give the stream, a server, is never asked)."""
+        if not (lens and self.capture_lens):
+            return self.source.forward(ids, start, capture)
+        rows = ResidualRows(self.model.config.n_layers)
+        logits = self.source.forward(ids, start, capture, residuals=rows)
+        self._hold_residuals(logits, rows.tensor())
+        return logits
 
-    def _lens(self, logits: torch.Tensor, chosen: int | None) -> LogitLens | None:
-        held = self._lens_rows
-        if not self.capture_lens or held is None or held[0] is not logits:
-            return None
+    def _hold_residuals(self, logits: torch.Tensor, residuals: torch.Tensor | None) -> None:
+        held = self.__dict__.setdefault("_lens_residuals", {})  # id(logits) -> (weak logits, residuals)
+        if residuals is not None:
+            held[id(logits)] = (weakref.ref(logits), residuals)
+            weakref.finalize(logits, held.pop, id(logits), None)
+
+    def _with_lens(self, summary: StepDistribution, logits: torch.Tensor, chosen: int | None) -> StepDistribution:
+        """`summary` of `logits` with its lens, when captured for these logits."""
+        held = self.__dict__.get("_lens_residuals", {}).get(id(logits))
+        if not self.capture_lens or held is None or held[0]() is not logits:
+            return summary
         residuals = held[1]
         if self._lens_log_probs is None or self._lens_log_probs[0] is not residuals:
             self._lens_log_probs = (residuals, lens_log_probs(self.source.head_logits, residuals, logits))
-        return lens_report(self._lens_log_probs[1], self.settings.top_n, self._stream.peek, chosen)
+        lens = lens_report(self._lens_log_probs[1], self.settings.top_n, self._stream.peek, chosen)
+        return replace(summary, lens=lens)
 
     def set_capture_lens(self, on: bool) -> bool:
         """Capture the lens from the next forward pass on (off: no cost at all). Turned on while a pending
         step has none, its position is read again (one forward pass of one token, the cache cropped by one
         first) so that its lens shows at once. Returns whether that pass ran."""
         self.capture_lens = on
-        held = self._lens_rows
-        if not on or self.running or self._pending is None or (held is not None and held[0] is self._pending):
+        pending = self._pending
+        held = self.__dict__.get("_lens_residuals", {}).get(id(pending))
+        if not on or self.running or pending is None or (held is not None and held[0]() is pending):
             return False
         n = self.n_context
-        capture = self._residual_capture()
+        rows = ResidualRows(self.model.config.n_layers)
         self.source.crop(n - 1)
-        forward_with(self.source, [(self.prompt + self.generated)[-1]], n - 1, None, capture)
-        residuals = capture.tensor()
-        self._hold_lens(self._pending, residuals)
-        kept = self.kept.get(self.node)
-        if kept is not None and kept.logits is self._pending:
-            self.kept.put(self.node, replace(kept, residuals=residuals))
+        self.source.forward([(self.prompt + self.generated)[-1]], n - 1, residuals=rows)
+        self._hold_residuals(pending, rows.tensor())
         return True

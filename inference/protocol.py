@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .events import ModelInfo, Pending, PrefillDone, Rewound, SessionStatus, StepDone, Stopped, Switched
+from .events import ModelInfo, Pending, PrefillDone, Rewound, SessionStatus, StepDone, Stopped, Switched, Verified
 from .settings import GenerationSettings
 
 PROTOCOL_VERSION = 3  # 2: the branch moves (Rewind, Force, Switch); 3: the logit lens (CaptureLens)
@@ -119,6 +119,18 @@ class CaptureLens(Command):
 
 
 @dataclass(frozen=True)
+class KvCache(Command):
+    """Decode with the KV cache (on) or re-read the whole prefix every pass (off); kept for new sessions."""
+
+    on: bool
+
+
+@dataclass(frozen=True)
+class CheckWeights(Command):
+    """Hash the weights again (answered by WeightsChecked); also done whenever a generation ends."""
+
+
+@dataclass(frozen=True)
 class Cancel(Command):
     """Cancel a download, conversion or long prefill in progress (checked between its chunks)."""
 
@@ -164,7 +176,7 @@ class Prefilled(Reply):
 
 @dataclass(frozen=True)
 class Stepped(Reply):
-    events: tuple[StepDone, ...]  # one step, or a Run's batch, in order
+    events: tuple[StepDone | Verified, ...]  # one step, or a Run's batch, in order (a verify pass first)
     tag: int
 
 
@@ -200,6 +212,16 @@ class Status(Reply):
 
     status: SessionStatus
     tag: int
+
+
+@dataclass(frozen=True)
+class WeightsChecked(Reply):
+    """The weights' fingerprint hashed again now, next to the one taken at load: equal, as inference
+    never changes a weight."""
+
+    at_load: str
+    now: str
+    ms: float
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from .settings import GenerationSettings
 
 # Settings keys a script may set, as they are spelled in the JSON (and in the trace's `settings` event).
 SAMPLER_KEYS = ("temperature", "top_k", "top_p", "min_p", "greedy")
-SETTING_KEYS = ("seed",) + SAMPLER_KEYS + ("max_new_tokens", "stop")
+SETTING_KEYS = ("seed",) + SAMPLER_KEYS + ("max_new_tokens", "stop", "speculate")
 # Actions whose value is only a marker: {"prefill": true}.
 MARKERS = ("prefill", "run", "reset")
 ACTION_KINDS = MARKERS + ("step", "set", "seed", "rewind", "force", "caption", "wait")
@@ -83,8 +83,9 @@ def apply_settings(base: GenerationSettings, overrides: Mapping[str, Any]) -> Ge
     changed = {"sampler": sampler}
     if "seed" in overrides:
         changed["seed"] = overrides["seed"]
-    if "max_new_tokens" in overrides:
-        changed["max_new_tokens"] = overrides["max_new_tokens"]
+    for key in ("max_new_tokens", "speculate"):
+        if key in overrides:
+            changed[key] = overrides[key]
     if "stop" in overrides:
         changed["stop_strings"] = tuple(overrides["stop"])
     return replace(base, **changed).validate()
@@ -109,7 +110,7 @@ def _setting(key: str, value: Any) -> Any:
     """One settings value checked for its type (its range is checked by the settings' validate())."""
     if key == "seed":
         return _integer(value, "seed", 0, MAX_SEED)
-    if key in ("top_k", "max_new_tokens"):
+    if key in ("top_k", "max_new_tokens", "speculate"):
         return _integer(value, key)  # its range: validate()
     if key == "greedy":
         if not isinstance(value, bool):

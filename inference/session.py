@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from dataclasses import replace
 from typing import Callable, Iterator
 
 import numpy as np
@@ -26,18 +25,18 @@ import torch
 
 from .branches import BranchMoves, BranchTree, KeptLogits, KeptPending
 from .errors import Cancelled, NotReady
-from .events import Pending, PrefillDone, SessionStatus, StepDone, Stopped, Token
-from .lens import LensCapture, forward_with
+from .events import Pending, PrefillDone, SessionStatus, StepDone, Stopped, Token, Verified
+from .lens import LensCapture
 from .loading import LoadedModel
 from .report import chosen_rank, summarise
 from .sampling import distribution, draw
-from .settings import GenerationSettings, SamplerSettings
+from .settings import PREFILL_CHUNK, GenerationSettings, SamplerSettings
 from .stops import match_stop_strings
 from .sources import LogitsSource
 from .sources.local import LocalDecoder
+from .sources.nocache import NoCacheDecoder, fresh_source
+from .speculate import Speculation
 from .tokenizer import ChatMessage
-
-PREFILL_CHUNK = 512  # positions per prefill pass; longer prompts take several passes
 
 
 class GenerationEnded(NotReady):
@@ -74,14 +73,13 @@ def prompt_ids(model: LoadedModel, prompt: str, chat: bool = False, system: str 
     return tok.encode(text, add_special_tokens=False), text
 
 
-class Session(BranchMoves, LensCapture):
+class Session(BranchMoves, Speculation, LensCapture):
     def __init__(self, model: LoadedModel, settings: GenerationSettings = GenerationSettings(),
                  capture_attention: bool = False, source: LogitsSource | None = None, capture_lens: bool = False):
         self.model = model
         self.source = source if source is not None else LocalDecoder(model.decoder)
         self.settings = settings.validate()
-        self.capture_attention = capture_attention
-        self._init_lens(capture_lens)  # the logit lens of each step (lens.py)
+        self.capture_attention, self.capture_lens = capture_attention, capture_lens  # lens.py: the logit lens
         self.running = False  # inside run()
         self._abort = threading.Event()
         self._pause = threading.Event()
@@ -103,7 +101,6 @@ class Session(BranchMoves, LensCapture):
         self._pending = pending.logits if pending else None
         self._pending_forward_ms = pending.forward_ms if pending else 0.0
         self._pending_attention = pending.attention if pending else None
-        self._hold_lens(self._pending, pending.residuals if pending else None)
         self._stream = self.model.tokenizer.stream()
         for token_id in self.prompt:
             self._stream.push(token_id)
@@ -146,6 +143,19 @@ class Session(BranchMoves, LensCapture):
             return "the max new tokens limit is reached; raise it, rewind or reset"
         return ""
 
+    @property
+    def kv_cache(self) -> bool:
+        return not isinstance(self.source, NoCacheDecoder)
+
+    def use_kv_cache(self, on: bool) -> None:
+        """Decode with the KV cache, or without (each pass re-reads the whole prefix: the same logits, at a
+        cost that grows with the context). Switching on re-reads the context in one pass."""
+        self._check_idle()
+        if on != self.kv_cache:
+            held = self.n_context - (1 if self._pending is None and self.generated else 0) if self.prefilled else 0
+            self.source = fresh_source(self.model.decoder, on, (self.prompt + self.generated)[:held],
+                                       len(self.prompt) + self.settings.max_new_tokens)
+
     def status(self) -> SessionStatus:
         return SessionStatus(prefilled=self.prefilled, running=self.running, blocked=self.blocked(),
                              n_generated=len(self.generated), settings=self.settings)
@@ -177,14 +187,14 @@ class Session(BranchMoves, LensCapture):
         self._abort.clear()
         started = time.perf_counter()
         try:
-            logits, attention, residuals = self._read(ids, 0, progress)
+            logits, attention = self._read(ids, 0, progress)
         except Cancelled:
             self._go_to(0)  # nothing prefilled
             raise
         self._prefill_ms = (time.perf_counter() - started) * 1000
         self.prompt, self.prompt_text = list(ids), prompt_text
         self._decode_seconds = 0.0
-        entry = KeptPending(logits, attention, self._prefill_ms, residuals)
+        entry = KeptPending(logits, attention, self._prefill_ms)
         self.kept.put(0, entry)
         self._go_to(0, entry)
         stream = self.model.tokenizer.stream()
@@ -194,21 +204,18 @@ class Session(BranchMoves, LensCapture):
                            kv_allocated_bytes=self.source.kv_allocated_bytes,
                            prompt_text=prompt_text, pending=self.preview().dist, attention=attention)
 
-    def _read(self, ids: list[int], start: int, progress=None):
-        """Read `ids` at positions start.. in parallel (chunks of PREFILL_CHUNK): the last one's logits, its
-        attention and its residual rows (each None unless captured)."""
+    def _read(self, ids: list[int], start: int, progress=None) -> tuple[torch.Tensor, np.ndarray | None]:
+        """Read `ids` at positions start.. in parallel (chunks of PREFILL_CHUNK): the last one's logits."""
         capture = _LastRowCapture(self.model.config.n_layers) if self.capture_attention else None
-        residuals = self._residual_capture()
         for at in range(0, len(ids), PREFILL_CHUNK):
             if self._abort.is_set():
                 self._abort.clear()
                 raise Cancelled("prefill cancelled")
             last = at + PREFILL_CHUNK >= len(ids)
-            logits = forward_with(self.source, ids[at:at + PREFILL_CHUNK], start + at, capture if last else None,
-                                  residuals if last else None)
+            logits = self._forward(ids[at:at + PREFILL_CHUNK], start + at, capture if last else None, lens=last)
             if progress:
                 progress("prefill", min(at + PREFILL_CHUNK, len(ids)), len(ids))
-        return logits, capture.array() if capture else None, residuals.tensor() if residuals else None
+        return logits, capture.array() if capture else None
 
     def _check_prompt(self, ids: list[int]) -> None:
         c = self.model.config
@@ -235,7 +242,7 @@ class Session(BranchMoves, LensCapture):
     def step(self) -> Iterator[StepDone | Stopped]:
         """Draw one token: yields its StepDone (and a Stopped when generation ends), then feeds it on."""
         self._resume()
-        yield from self._take(None)
+        yield from self._next()
 
     def force(self, token: int | str) -> Iterator[StepDone | Stopped]:
         """Take `token` (an id, or a text: its tokens one step each) instead of drawing. Each step's
@@ -257,8 +264,19 @@ class Session(BranchMoves, LensCapture):
         started = time.perf_counter()
         if self._pending is None:
             self._feed_last()
-        forward_ms = self._pending_forward_ms
-        kv_used, kv_allocated = self.source.kv_used_bytes, self.source.kv_allocated_bytes
+        event, reason, matched = self._draw(forced, self.source.kv_used_bytes)
+        self._decode_seconds += time.perf_counter() - started
+        yield event
+        if reason is not None:
+            yield self._stop(reason, matched)
+            return
+        started = time.perf_counter()
+        self._feed_last()
+        self._decode_seconds += time.perf_counter() - started
+
+    def _draw(self, forced: int | None, kv_used: int, verified_by: int = 0) -> tuple[StepDone, str | None, str | None]:
+        """Take a token from the pending logits (drawn, or `forced`): the step's event, and the stop rule
+        it fires (with the stop string matched)."""
         sampler, index = self.settings.sampler, len(self.generated) + 1
         t = time.perf_counter()
         dist = distribution(self._pending, sampler)
@@ -277,22 +295,22 @@ class Session(BranchMoves, LensCapture):
             self.text += token.text
         reason, matched = self._stop_reason(token_id)
         event = StepDone(
-            index=index, position=self.n_context - 1, token=token, forward_ms=forward_ms,
-            sample_ms=sample_ms, kv_used_bytes=kv_used, kv_allocated_bytes=kv_allocated,
+            index=index, position=self.n_context - 1, token=token, forward_ms=self._pending_forward_ms,
+            sample_ms=sample_ms, kv_used_bytes=kv_used, kv_allocated_bytes=self.source.kv_allocated_bytes,
             context_tokens=self.n_context,
             chosen_rank=chosen_rank(logits, token_id, summary.candidates, self.settings.top_n),
             random_u=u, dist=summary, seed=self.seed_used, stop_progress=self._stop_strings()[0],
             attention=self._pending_attention, forced=forced is not None, node=self.node, parent=parent,
-            settings=self.settings)
+            settings=self.settings, verified_by=verified_by)
         self._pending, self._pending_attention = None, None
-        self._decode_seconds += time.perf_counter() - started
-        yield event
-        if reason is not None:
-            yield self._stop(reason, matched)
-            return
-        started = time.perf_counter()
-        self._feed_last()
-        self._decode_seconds += time.perf_counter() - started
+        return event, reason, matched
+
+    def _next(self) -> Iterator[StepDone | Stopped | Verified]:
+        """One step, or with `settings.speculate` one verify pass (speculate.py)."""
+        if self.settings.speculate:
+            yield from self._verify()
+        else:
+            yield from self._take(None)
 
     def run(self, max_steps: int = 0, between: Callable[[], None] | None = None) -> Iterator[StepDone | Stopped]:
         """Step until a stop rule fires, `abort()` or `pause()` is called, or `max_steps` were taken
@@ -310,7 +328,7 @@ class Session(BranchMoves, LensCapture):
                     return
                 if self._pause.is_set():
                     return
-                yield from self._take(None)
+                yield from self._next()
                 taken += 1
         finally:
             self.running = False
@@ -344,15 +362,11 @@ class Session(BranchMoves, LensCapture):
     def _feed_last(self) -> None:
         """Run the newest token through the model: its K/V join the cache, the next logits are pending."""
         capture = _LastRowCapture(self.model.config.n_layers) if self.capture_attention else None
-        lens = self._residual_capture()
         started = time.perf_counter()
-        self._pending = forward_with(self.source, [self.generated[-1]], self.n_context - 1, capture, lens)
+        self._pending = self._forward([self.generated[-1]], self.n_context - 1, capture)
         self._pending_forward_ms = (time.perf_counter() - started) * 1000
         self._pending_attention = capture.array() if capture else None
-        residuals = lens.tensor() if lens else None
-        self._hold_lens(self._pending, residuals)
-        self.kept.put(self.node, KeptPending(self._pending, self._pending_attention, self._pending_forward_ms,
-                                             residuals))
+        self.kept.put(self.node, KeptPending(self._pending, self._pending_attention, self._pending_forward_ms))
 
     def _token(self, stream, token_id: int) -> Token:
         text, piece = stream.push(token_id)
@@ -371,10 +385,8 @@ class Session(BranchMoves, LensCapture):
         return match_stop_strings(self.text, self.settings.stop_strings)
 
     def _summarise(self, logits, dist, sampler, chosen):
-        summary = summarise(logits, dist, sampler, chosen, self.settings.top_n, self._stream.peek,
-                            self.model.config.eos_ids)
-        lens = self._lens(logits, chosen)
-        return summary if lens is None else replace(summary, lens=lens)
+        return self._with_lens(summarise(logits, dist, sampler, chosen, self.settings.top_n, self._stream.peek,
+                                         self.model.config.eos_ids), logits, chosen)
 
     def _stop(self, reason: str, matched: str | None = None) -> Stopped:
         if matched is not None:

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16", "int8")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
+MAX_SPECULATE = 16
+PREFILL_CHUNK = 512  # positions per prefill pass; longer prompts take several passes (with progress between)
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,7 @@ class GenerationSettings:
     stop_strings: tuple[str, ...] = ()
     seed: int = 0
     top_n: int = 20
+    speculate: int = 0  # draft tokens per verify pass, by prompt lookup (0 = off)
 
     def validate(self) -> "GenerationSettings":
         self.sampler.validate()
@@ -56,6 +59,8 @@ class GenerationSettings:
             raise ValueError(f"max new tokens must be >= 1, got {self.max_new_tokens}")
         if self.top_n < 1:
             raise ValueError(f"top-n must be >= 1, got {self.top_n}")
+        if not 0 <= self.speculate <= MAX_SPECULATE:
+            raise ValueError(f"speculate must be in [0, {MAX_SPECULATE}] draft tokens, got {self.speculate}")
         if any(not s for s in self.stop_strings):
             raise ValueError("stop strings must not be empty")
         return self

@@ -117,3 +117,38 @@ def test_rewind_force_and_switch_over_the_pipe(folder):
     assert switched.node == 3 and switched.tokens == tuple(e.token.id for e in taken[:3])
     assert switched.reread_tokens == 2  # steps 2 and 3 of the first branch, in one pass
     assert of(replies, p.PendingStep)[-1].event.index == 4
+
+
+def test_a_verify_pass_comes_before_the_steps_it_decided(folder):
+    import dataclasses
+
+    from inference.events import Verified
+
+    spec = dataclasses.replace(GREEDY, speculate=4, max_new_tokens=24)
+    commands = [p.Load(folder, "cpu", "float32", 1), p.Prefill("ab ab ab ab ab ab", False, "", spec, 2),
+                p.Run(max_steps=0)]
+    replies = serve([p.wrap(c) for c in commands], finished=len(commands))
+    events = [e for r in of(replies, p.Stepped) for e in r.events]
+    verifies = [(i, e) for i, e in enumerate(events) if isinstance(e, Verified)]
+    assert verifies, "a repeated pattern drafts"
+    for at, v in verifies:
+        decided = events[at + 1:at + 1 + v.emitted]
+        assert [e.index for e in decided] == list(range(v.index, v.index + v.emitted))
+        assert all(e.verified_by == v.index for e in decided)
+        assert [e.token.id for e in decided[:v.accepted]] == [t.id for t in v.drafted[:v.accepted]]
+    plain = serve([p.wrap(c) for c in commands[:1] + [dataclasses.replace(commands[1], settings=GREEDY)]
+                   + commands[2:]], finished=len(commands))
+    assert [e.token.id for e in events if isinstance(e, StepDone)] == [e.token.id for e in steps(plain)][:24]
+
+
+def test_the_weights_are_hashed_again_when_a_generation_ends_and_on_demand(folder):
+    short = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=3)
+    commands = [p.Load(folder, "cpu", "float32", 1), p.Prefill("the cat", False, "", short, 2),
+                p.Step(), p.Step(), p.Step(), p.CheckWeights()]
+    replies = serve([p.wrap(c) for c in commands], finished=len(commands))
+    checks = of(replies, p.WeightsChecked)
+    assert len(checks) == 2  # after the generation's stop, and the one asked for
+    loaded = of(replies, p.ModelLoaded)[0].info.weights_fingerprint
+    assert all(c.at_load == c.now == loaded and c.ms > 0 for c in checks)
+    ended = next(i for i, r in enumerate(replies) if isinstance(r, p.Ended))
+    assert isinstance(replies[ended + 1], p.WeightsChecked)

@@ -220,6 +220,24 @@ def test_turned_on_later_the_pending_step_is_read_again(llama):
     assert all(e.lens is None for e in session.step())
 
 
+def test_without_kv_cache_the_lens_is_the_same_and_a_verify_pass_may_have_none(llama):
+    lenses = []
+    for cached in (True, False):
+        session = Session(llama, SAMPLED, capture_lens=True)
+        session.use_kv_cache(cached)
+        session.prefill(PROMPT)
+        lenses.append([e.lens for _ in range(3) for e in session.step()])
+    for a, b in zip(*lenses):
+        assert np.array_equal(a.ids[:, :3], b.ids[:, :3])
+        np.testing.assert_allclose(a.p, b.p, atol=1e-5)
+    repeated = PROMPT * 3  # prompt lookup drafts the repeat
+    session = Session(llama, replace(SAMPLED, speculate=4), capture_lens=True)
+    session.prefill(repeated)
+    steps = [e for e in session.run() if hasattr(e, "token")]
+    assert any(s.verified_by for s in steps)
+    assert all(s.lens is None or s.lens.p_chosen.shape == (4,) for s in steps)
+
+
 def test_capture_lens_over_the_pipe(llama):
     from test_engine import of, serve, steps
 

@@ -26,7 +26,7 @@ def test_the_trace_records_the_settings_in_force_at_every_step(model):
     assert [e["type"] for e in events] == ["model", "settings", "prefill", "step", "step", "settings", "step"]
     assert events[1]["top_k"] == 0 and events[5]["top_k"] == 5 and events[1]["seed"] == 7
     assert set(events[1]) == {"type", "seed", "temperature", "top_k", "top_p", "min_p", "greedy", "max_new_tokens",
-                              "stop"}
+                              "stop", "speculate"}
 
 
 def test_a_log_without_settings_events_gets_them_from_its_steps(model):

@@ -19,8 +19,10 @@ class LogitsSource(Protocol):
     def start(self, capacity: int) -> None:
         """Forget everything; a fresh cache for about `capacity` positions (it may grow)."""
 
-    def forward(self, ids: list[int], start: int, capture=None, residuals=None) -> torch.Tensor:
-        """Read `ids` at positions start.. (their K/V join the cache); the last one's logits, (V,) on CPU.
+    def forward(self, ids: list[int], start: int, capture=None, all_logits: bool = False,
+                residuals=None) -> torch.Tensor:
+        """Read `ids` at positions start.. (their K/V join the cache); the last one's logits, (V,) on CPU
+        (every position's, (T, V), with `all_logits`).
 
         `capture` (see model.AttentionCapture) receives each layer's attention weights, `residuals`
         (model.ResidualCapture) the residual stream after each layer, where supported."""
@@ -33,6 +35,9 @@ class LogitsSource(Protocol):
 
     @property
     def kv_used_bytes(self) -> int: ...
+
+    @property
+    def kv_bytes_per_token(self) -> int: ...
 
     @property
     def kv_allocated_bytes(self) -> int: ...

@@ -18,10 +18,13 @@ class LocalDecoder:
     def start(self, capacity: int) -> None:
         self.cache = self.decoder.new_cache(capacity)
 
-    def forward(self, ids: list[int], start: int, capture=None, residuals=None) -> torch.Tensor:
+    def forward(self, ids: list[int], start: int, capture=None, all_logits: bool = False,
+                residuals=None) -> torch.Tensor:
         with torch.inference_mode():
             tensor = torch.tensor(ids, device=self.decoder.device)
-            return self.decoder.forward(tensor, start, self.cache, capture=capture, residuals=residuals)[0].to("cpu")
+            logits = self.decoder.forward(tensor, start, self.cache, capture=capture, all_logits=all_logits,
+                                          residuals=residuals)
+            return (logits if all_logits else logits[0]).to("cpu")
 
     def head_logits(self, rows: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode():
@@ -33,6 +36,10 @@ class LocalDecoder:
     @property
     def kv_used_bytes(self) -> int:
         return self.cache.used_bytes
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return self.cache.bytes_per_token
 
     @property
     def kv_allocated_bytes(self) -> int:
