@@ -251,6 +251,9 @@ class Controller(QObject):
     def set_capture_attention(self, on: bool) -> None:
         self._command.emit(p.CaptureAttention(on))
 
+    def set_capture_lens(self, on: bool) -> None:
+        self._command.emit(p.CaptureLens(on))
+
     def trace_lines(self) -> list[str]:
         """The same JSON Lines `main.py trace` writes, for what has happened so far."""
         if self.info is None:

@@ -304,3 +304,56 @@ def test_default_model_matches_transformers(default_model, tmp_path):
     for s, want in zip(steps, expected):
         assert_lens_matches(s.lens, want.astype(np.float64), s.token.id, TOLERANCE)
     assert steps[0].lens.texts[-1][0] == " Paris" and steps[0].lens.ids[:10, 0].tolist() != [steps[0].token.id] * 10
+
+
+# --- the dock ----------------------------------------------------------------------------------------
+def test_dock_shows_each_layer_and_follows_the_history_slider(qtbot, llama, tmp_path):
+    from PySide6.QtCore import QSettings
+
+    from gui.main_window import MainWindow
+    from gui.theme import Appearance
+    from gui.views.format import display
+
+    wait = 120_000
+    win = MainWindow(settings=QSettings(str(tmp_path / "t.ini"), QSettings.IniFormat), appearance=Appearance(),
+                     model=str(llama.folder))
+    qtbot.addWidget(win)
+    c, view = win.controller, win.views["lens"]
+
+    def settle():
+        qtbot.waitUntil(lambda: not c.busy and not c.running and not c.scheduler.redraw_due, timeout=wait)
+        qtbot.wait(50)
+
+    def shows(lens, index):
+        rows = [view.table.item(r, 1).text() for r in range(view.table.rowCount())]
+        return rows == [display(lens.texts[layer][0]) for layer in range(3, -1, -1)] and \
+            view.marker.isVisible() and view.marker.rect().center().x() == index
+
+    try:
+        win.resize(1600, 1000)
+        win.show()
+        qtbot.waitUntil(lambda: c.info is not None, timeout=wait)
+        assert not win.docks["lens"].isVisible()  # hidden at first: nothing recorded
+        win.docks["lens"].toggleViewAction().trigger()
+        win.controls.prompt.setPlainText("the cat")
+        win.prefill()
+        qtbot.waitUntil(lambda: c.prefilled, timeout=wait)
+        settle()
+        assert view.table.rowCount() == 4 and shows(c.pending.dist.lens, 1)
+        assert view.table.item(0, 3).text() == "—"  # the pending step: nothing chosen yet
+        for _ in range(3):
+            win.actions["step"].trigger()
+            settle()
+        assert len(c.steps) == 3 and view.table.rowCount() == 4
+        win.history.setValue(2)
+        settle()
+        step = c.steps[1]
+        assert shows(step.lens, 2)
+        assert view.table.item(0, 3).text() == f"{step.lens.p_chosen[-1]:.3f}"
+        assert np.count_nonzero(view.image.image[:, :, 3].any(axis=1)) == 3  # a column per step with a lens
+        win.docks["lens"].hide()  # capture off again
+        win.actions["step"].trigger()
+        qtbot.waitUntil(lambda: len(c.steps) == 4, timeout=wait)
+        assert c.steps[-1].lens is None
+    finally:
+        win.close()
