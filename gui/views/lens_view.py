@@ -55,7 +55,6 @@ class LensView(View):
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.Stretch)
-        self.table.setMinimumWidth(280)
         split = QSplitter(Qt.Horizontal)
         split.addWidget(self.plot)
         split.addWidget(self.table)
@@ -80,6 +79,7 @@ class LensView(View):
         self.marker.setBrush(QBrush(Qt.NoBrush))
         self.table.setFont(self.appearance.font(0.95))
         self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 6)
+        self.table.setMinimumWidth(int(330 * self.appearance.scale))  # every column readable
         self._key = self._grid_key = None
 
     def refresh(self) -> None:
@@ -166,4 +166,4 @@ class LensView(View):
         chosen = "" if lens.p_chosen is None else f"; p(chosen) {lens.p_chosen[-1]:.3f} after the last layer"
         return (f"Step {shown.index}{' (next, not drawn)' if shown.step is None else ''}: each layer's stream "
                 f"through the final norm and head. The top guess is {what} {first}{chosen}. "
-                "Brighter = higher p(chosen); red = top-1 equals it.")
+                "Colour: p(chosen) from 0 (dark) to 1 (yellow); a red token is the one finally chosen.")
