@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QLabel, QMessageBox, QSizePolicy, QStatusBar
 from inference.settings import PREFILL_CHUNK
 
 from .controller import Controller
+from .speculation import counters
 from .views.format import fmt_bytes, fmt_count
 
 
@@ -38,7 +39,9 @@ class StatusBar(QStatusBar):
             self.say("Running… (Space or Pause to pause, Esc to stop)")
         elif c.prefill_event is not None and not c.busy and not c.loading:
             p = c.prefill_event
+            spec = counters(c.history)
             self.say(f"Prefilled {p.n_tokens} tokens in {p.ms:.0f} ms · {len(c.steps)} generated"
+                     + (f" · {spec.text()}" if spec is not None else "")
                      + (f" · ended: {c.stopped.reason}" if c.stopped else ""))
 
     def _show_progress(self, stage: str, done: int, total: int) -> None:
