@@ -49,6 +49,7 @@ class Controller(QObject):
         self.epoch = 0  # the tag of the newest generation asked for
         self.cuda_available: bool | None = None  # known once the engine is up
         self.forward_count = 0  # forward passes the engine has run: a preview runs none
+        self.capture_lens = False  # whether the logit lens is asked for (its dock is shown)
         self.in_flight: str | None = None  # a gated request on its way
         self.weights_check: p.WeightsChecked | None = None  # the newest re-hash of the weights
         self.kv_cache = True  # asked of the engine (it keeps the choice for the sessions it makes)
@@ -252,6 +253,7 @@ class Controller(QObject):
         self._command.emit(p.CaptureAttention(on))
 
     def set_capture_lens(self, on: bool) -> None:
+        self.capture_lens = on  # a restarted engine is asked again (_on_ready)
         self._command.emit(p.CaptureLens(on))
 
     def trace_lines(self) -> list[str]:
@@ -278,6 +280,8 @@ class Controller(QObject):
 
     def _on_ready(self, reply: p.Ready) -> None:
         self.cuda_available = reply.cuda
+        if self.capture_lens:
+            self._command.emit(p.CaptureLens(True))
 
     def _on_progress(self, reply: p.Progress) -> None:
         self.progress.emit(reply.stage, reply.done, reply.total)
