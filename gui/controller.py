@@ -49,6 +49,7 @@ class Controller(QObject):
         self.epoch = 0  # the tag of the newest generation asked for
         self.cuda_available: bool | None = None  # known once the engine is up
         self.forward_count = 0  # forward passes the engine has run: a preview runs none
+        self.capture_lens = False  # whether the logit lens is asked for (its dock is shown)
         self.in_flight: str | None = None  # a gated request on its way
         self.weights_check: p.WeightsChecked | None = None  # the newest re-hash of the weights
         self.kv_cache = True  # asked of the engine (it keeps the choice for the sessions it makes)
@@ -62,7 +63,9 @@ class Controller(QObject):
                           p.Stepped: self._on_stepped, p.PendingStep: self._on_pending, p.Ended: self._on_ended,
                           p.Status: self._on_status, p.Failed: self._on_failed, p.Cancelled: self._on_cancelled,
                           p.Finished: self._on_finished, p.RewoundReply: self._on_rewound,
-                          p.SwitchedReply: self._on_switched, p.WeightsChecked: self._on_weights_checked}
+                          p.SwitchedReply: self._on_switched, p.WeightsChecked: self._on_weights_checked,
+                          p.Recaptured: self._on_recaptured}
+        self._attention_asked: set[tuple[int, int]] = set()  # (epoch, node): each recomputed once
         self._start_worker()
 
     def _start_worker(self) -> None:
@@ -251,6 +254,23 @@ class Controller(QObject):
     def set_capture_attention(self, on: bool) -> None:
         self._command.emit(p.CaptureAttention(on))
 
+    def set_capture_lens(self, on: bool) -> None:
+        self.capture_lens = on  # a restarted engine is asked again (_on_ready)
+        self._command.emit(p.CaptureLens(on))
+
+    def request_attention(self, node: int) -> bool:
+        """Ask for the attention of the pass that fed `node` (0: the prefill) when it ran unrecorded (the
+        view was closed): recomputed once, on the engine's scratch cache. True once asked (now or before);
+        False while it cannot be asked yet (a request or a run on its way): ask again when the state changes."""
+        key = (self.epoch, node)
+        if key in self._attention_asked:
+            return True
+        if not self.prefilled or self.running or self.busy or self.loading:
+            return False
+        self._attention_asked.add(key)
+        self._command.emit(p.Recapture(node))
+        return True
+
     def trace_lines(self) -> list[str]:
         """The same JSON Lines `main.py trace` writes, for what has happened so far."""
         if self.info is None:
@@ -275,6 +295,8 @@ class Controller(QObject):
 
     def _on_ready(self, reply: p.Ready) -> None:
         self.cuda_available = reply.cuda
+        if self.capture_lens:
+            self._command.emit(p.CaptureLens(True))
 
     def _on_progress(self, reply: p.Progress) -> None:
         self.progress.emit(reply.stage, reply.done, reply.total)
@@ -322,6 +344,11 @@ class Controller(QObject):
     def _on_switched(self, reply: p.SwitchedReply) -> None:
         if self._current(reply):
             self.history.switched(reply.event)
+            self.scheduler.dirty()
+
+    def _on_recaptured(self, reply: p.Recaptured) -> None:
+        if self._current(reply):
+            self.history.attention[reply.event.node] = reply.event
             self.scheduler.dirty()
 
     def _on_ended(self, reply: p.Ended) -> None:

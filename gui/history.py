@@ -11,6 +11,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 
+from inference.attention import AttentionOf
 from inference.events import (Caption, Pending, PrefillDone, Rewound, SessionStatus, StepDistribution, StepDone, Stopped,
                               Switched, Verified)
 
@@ -77,6 +78,7 @@ class History:
         self.reread: Switched | None = None  # the last branch switch's re-read, until the next step
         self.log: list = []  # every event in the order it came: what a trace export writes
         self.verifies: dict[int, Verified] = {}  # speculative verify passes, by the first step they decided
+        self.attention: dict[int, AttentionOf] = {}  # recomputed on request, by the node its pass fed
         self.mode = "pending"  # "latest" (newest drawn step), "pending" (next step) or "step" (a past one)
         self.selected = 0
 

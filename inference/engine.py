@@ -47,6 +47,7 @@ class Engine:
         self.model = None
         self.session = None
         self.capture_attention = False  # asked for before any session exists; each new session gets it
+        self.capture_lens = False  # likewise
         self.use_kv_cache = True
         self.tag = 0
         self.batch: list = []  # a Run's StepDone events not yet sent
@@ -56,8 +57,9 @@ class Engine:
         self.handlers = {p.Load: self.load, p.Prefill: self.prefill, p.Step: self.step, p.Run: self.run,
                          p.Pause: self.pause, p.Abort: self.abort, p.Reset: self.reset,
                          p.Configure: self.configure, p.CaptureAttention: self.capture, p.Cancel: self.cancel,
+                         p.CaptureLens: self.capture_logit_lens,
                          p.Rewind: self.rewind, p.Force: self.force, p.Switch: self.switch,
-                         p.KvCache: self.kv_cache, p.CheckWeights: self.check_weights}
+                         p.KvCache: self.kv_cache, p.CheckWeights: self.check_weights, p.Recapture: self.recapture}
         self.send(p.Ready(cuda=cuda))
 
     # --- the pipe -------------------------------------------------------------------------------------
@@ -139,7 +141,8 @@ class Engine:
         try:
             model = load_model(command.spec, device=command.device, dtype=command.dtype,
                                progress=self._load_progress)
-            session = Session(model, capture_attention=self.capture_attention)
+            session = Session(model, capture_attention=self.capture_attention,
+                              capture_lens=self.capture_lens)
             session.use_kv_cache(self.use_kv_cache)
         except Cancelled:
             self.send(p.LoadFailed(""))  # an empty message: cancelled on purpose
@@ -169,6 +172,14 @@ class Engine:
         self.capture_attention = command.on
         if self.session is not None:
             self.session.capture_attention = command.on
+
+    def recapture(self, command: p.Recapture) -> None:
+        self.send(p.Recaptured(self.need_session().attention_of(command.node), self.tag))
+
+    def capture_logit_lens(self, command: p.CaptureLens) -> None:
+        self.capture_lens = command.on
+        if self.session is not None and self.session.set_capture_lens(command.on):
+            self.send_preview()  # the pending step's lens, read again for it
 
     # --- generation -----------------------------------------------------------------------------------
     def prefill(self, command: p.Prefill) -> None:
@@ -233,7 +244,7 @@ class Engine:
                 self.session.pause()
             elif isinstance(command, p.Abort):
                 self.session.abort()
-            elif isinstance(command, (p.Configure, p.CaptureAttention, p.Cancel)):
+            elif isinstance(command, (p.Configure, p.CaptureAttention, p.CaptureLens, p.Cancel)):
                 self.handle(command)
             else:  # a step, new prompt, reset, run, load or quit: the run ends; it and those after it come next
                 self.deferred.appendleft(command)

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .attention import AttentionOf
 from .events import ModelInfo, Pending, PrefillDone, Rewound, SessionStatus, StepDone, Stopped, Switched, Verified
 from .settings import GenerationSettings
 
-PROTOCOL_VERSION = 2  # 2: the branch moves (Rewind, Force, Switch)
+PROTOCOL_VERSION = 3  # 2: the branch moves (Rewind, Force, Switch); 3: the logit lens (CaptureLens)
 
 
 # --- commands: front-end -> engine ---------------------------------------------------------------------
@@ -112,6 +113,20 @@ class CaptureAttention(Command):
 
 
 @dataclass(frozen=True)
+class Recapture(Command):
+    """Recompute the attention of the pass that fed `node` (0: the prefill), which ran unrecorded."""
+
+    node: int
+
+
+@dataclass(frozen=True)
+class CaptureLens(Command):
+    """Report each step's logit lens (lens.py) from now on; turned on, the pending step's too (a preview)."""
+
+    on: bool
+
+
+@dataclass(frozen=True)
 class KvCache(Command):
     """Decode with the KV cache (on) or re-read the whole prefix every pass (off); kept for new sessions."""
 
@@ -190,6 +205,12 @@ class RewoundReply(Reply):
 @dataclass(frozen=True)
 class SwitchedReply(Reply):
     event: Switched
+    tag: int
+
+
+@dataclass(frozen=True)
+class Recaptured(Reply):
+    event: AttentionOf
     tag: int
 
 

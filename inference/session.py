@@ -24,8 +24,10 @@ import numpy as np
 import torch
 
 from .branches import BranchMoves, BranchTree, KeptLogits, KeptPending
+from .capture import LastRowCapture, PromptCapture, Recapture
 from .errors import Cancelled, NotReady
 from .events import Pending, PrefillDone, SessionStatus, StepDone, Stopped, Token, Verified
+from .lens import LensCapture
 from .loading import LoadedModel
 from .report import chosen_rank, summarise
 from .sampling import distribution, draw
@@ -36,7 +38,6 @@ from .sources.local import LocalDecoder
 from .sources.nocache import NoCacheDecoder, fresh_source
 from .speculate import Speculation
 from .tokenizer import ChatMessage
-
 
 
 class GenerationEnded(NotReady):
@@ -50,19 +51,6 @@ def draw_seed(seed: int, index: int) -> int:
     return int.from_bytes(digest, "little") >> 1
 
 
-class _LastRowCapture:
-    """Keeps each layer's attention of the newest query position: (layers, heads, n)."""
-
-    def __init__(self, n_layers: int):
-        self.rows: list[np.ndarray | None] = [None] * n_layers
-
-    def record(self, layer: int, probs: torch.Tensor) -> None:
-        self.rows[layer] = probs[:, -1, :].float().cpu().numpy()
-
-    def array(self) -> np.ndarray:
-        return np.stack(self.rows)
-
-
 def prompt_ids(model: LoadedModel, prompt: str, chat: bool = False, system: str | None = None) -> tuple[list[int], str]:
     """(ids, text actually encoded). Chat mode renders the model's template with a generation prompt."""
     tok = model.tokenizer
@@ -73,13 +61,13 @@ def prompt_ids(model: LoadedModel, prompt: str, chat: bool = False, system: str 
     return tok.encode(text, add_special_tokens=False), text
 
 
-class Session(BranchMoves, Speculation):
+class Session(BranchMoves, Speculation, LensCapture, Recapture):
     def __init__(self, model: LoadedModel, settings: GenerationSettings = GenerationSettings(),
-                 capture_attention: bool = False, source: LogitsSource | None = None):
+                 capture_attention: bool = False, source: LogitsSource | None = None, capture_lens: bool = False):
         self.model = model
         self.source = source if source is not None else LocalDecoder(model.decoder)
         self.settings = settings.validate()
-        self.capture_attention = capture_attention
+        self.capture_attention, self.capture_lens = capture_attention, capture_lens  # lens.py: the logit lens
         self.running = False  # inside run()
         self._abort = threading.Event()
         self._pause = threading.Event()
@@ -186,8 +174,9 @@ class Session(BranchMoves, Speculation):
         self.tree, self.kept = BranchTree(), KeptLogits(self.kept.budget)
         self._abort.clear()
         started = time.perf_counter()
+        capture = PromptCapture(self.model.config, len(ids)) if self.capture_attention else None
         try:
-            logits, attention = self._read(ids, 0, progress)
+            logits, attention = self._read(ids, 0, progress, capture)
         except Cancelled:
             self._go_to(0)  # nothing prefilled
             raise
@@ -202,17 +191,22 @@ class Session(BranchMoves, Speculation):
         return PrefillDone(tokens=tokens, n_tokens=len(ids), ms=self._prefill_ms,
                            kv_used_bytes=self.source.kv_used_bytes,
                            kv_allocated_bytes=self.source.kv_allocated_bytes,
-                           prompt_text=prompt_text, pending=self.preview().dist, attention=attention)
+                           prompt_text=prompt_text, pending=self.preview().dist, attention=attention,
+                           prompt_attention=capture.prompt() if capture else None)
 
-    def _read(self, ids: list[int], start: int, progress=None) -> tuple[torch.Tensor, np.ndarray | None]:
-        """Read `ids` at positions start.. in parallel (chunks of PREFILL_CHUNK): the last one's logits."""
-        capture = _LastRowCapture(self.model.config.n_layers) if self.capture_attention else None
+    def _read(self, ids: list[int], start: int, progress=None,
+              capture: LastRowCapture | None = None) -> tuple[torch.Tensor, np.ndarray | None]:
+        """Read `ids` at positions start.. in parallel (chunks of PREFILL_CHUNK): the last one's logits.
+        `capture` (a PromptCapture records every chunk) or, while attention is recorded, the last row's."""
+        if capture is None and self.capture_attention:
+            capture = LastRowCapture(self.model.config.n_layers)
         for at in range(0, len(ids), PREFILL_CHUNK):
             if self._abort.is_set():
                 self._abort.clear()
                 raise Cancelled("prefill cancelled")
             last = at + PREFILL_CHUNK >= len(ids)
-            logits = self.source.forward(ids[at:at + PREFILL_CHUNK], start + at, capture if last else None)
+            logits = self._forward(ids[at:at + PREFILL_CHUNK], start + at,
+                                   capture if last or isinstance(capture, PromptCapture) else None, lens=last)
             if progress:
                 progress("prefill", min(at + PREFILL_CHUNK, len(ids)), len(ids))
         return logits, capture.array() if capture else None
@@ -237,7 +231,8 @@ class Session(BranchMoves, Speculation):
             self._feed_last()
         sampler = (sampler or self.settings.sampler).validate()
         dist = distribution(self._pending, sampler)
-        return Pending(len(self.generated) + 1, self._summarise(self._pending, dist, sampler, None))
+        return Pending(len(self.generated) + 1, self._summarise(self._pending, dist, sampler, None),
+                       self._pending_attention)
 
     def step(self) -> Iterator[StepDone | Stopped]:
         """Draw one token: yields its StepDone (and a Stopped when generation ends), then feeds it on."""
@@ -361,9 +356,9 @@ class Session(BranchMoves, Speculation):
 
     def _feed_last(self) -> None:
         """Run the newest token through the model: its K/V join the cache, the next logits are pending."""
-        capture = _LastRowCapture(self.model.config.n_layers) if self.capture_attention else None
+        capture = LastRowCapture(self.model.config.n_layers) if self.capture_attention else None
         started = time.perf_counter()
-        self._pending = self.source.forward([self.generated[-1]], self.n_context - 1, capture)
+        self._pending = self._forward([self.generated[-1]], self.n_context - 1, capture)
         self._pending_forward_ms = (time.perf_counter() - started) * 1000
         self._pending_attention = capture.array() if capture else None
         self.kept.put(self.node, KeptPending(self._pending, self._pending_attention, self._pending_forward_ms))
@@ -385,8 +380,8 @@ class Session(BranchMoves, Speculation):
         return match_stop_strings(self.text, self.settings.stop_strings)
 
     def _summarise(self, logits, dist, sampler, chosen):
-        return summarise(logits, dist, sampler, chosen, self.settings.top_n, self._stream.peek,
-                         self.model.config.eos_ids)
+        return self._with_lens(summarise(logits, dist, sampler, chosen, self.settings.top_n, self._stream.peek,
+                                         self.model.config.eos_ids), logits, chosen)
 
     def _stop(self, reason: str, matched: str | None = None) -> Stopped:
         if matched is not None:

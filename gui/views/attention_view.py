@@ -1,89 +1,225 @@
-"""Attention: where the query that produced a step's distribution looked, per layer and position.
+"""Attention: where the queries of the pass behind the shown step looked, for one layer and head.
 
-Capturing attention runs the explicit (slower) attention path, so the worker records it only while this
-view is visible. Rows are layers, columns are context positions; each row sums to 1.
+Step 1's distribution came from the prefill, so for it (and for the pending step right after Prefill) the
+view shows the prefill's whole prompt x prompt matrix: every row a query position, every column a key,
+all of it computed in ONE parallel pass, with the causal mask above the diagonal drawn as masked. Step
+k > 1 came from one decode pass: the new query's single row over every cached position.
+
+Recording runs the explicit (slower) attention path, so the engine records only while this view is
+shown. A pass that ran while it was closed is recomputed once on request (one pass on the engine's
+scratch cache, nothing in the session changes), so opening the view shows the current step at once.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
-import pyqtgraph as pg
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QCheckBox, QLabel, QPushButton, QStackedWidget, QToolTip, QVBoxLayout
+from PySide6.QtGui import QCursor
+
+from inference.attention import PromptAttention
 
 from ..controller import Controller
 from ..theme import Appearance
+from .attention_plot import AttentionPlot
 from .base import View
-from .plotting import make_plot, set_range, style_plot
+from .format import display, fmt_bytes
+from .head_picker import HeadPicker
+
+LABEL_CHARS = 12
+
+
+@dataclass(frozen=True)
+class Source:
+    """What the shown step's pass recorded: the prefill's triangle, or a decode pass's row."""
+
+    node: int  # the node whose token the pass fed (0: the prefill)
+    prompt: PromptAttention | None = None
+    row: np.ndarray | None = None  # (layers, heads, n)
+
+    @property
+    def missing(self) -> bool:
+        return self.prompt is None and self.row is None
 
 
 class AttentionView(View):
     COSTLY = True  # takes turns with the other plot views during Run
+    cells_selected = Signal(list)  # context positions [query, key] of the clicked cell ([] to clear)
 
     def __init__(self, controller: Controller, appearance: Appearance):
         super().__init__(controller, appearance)
-        self.caption = QLabel("Shown while this view is open: each step's attention is recorded from then on.")
+        self.picker = HeadPicker(appearance)
+        self.picker.changed.connect(self._force)
+        self.contrast = QCheckBox("√ colours")
+        self.contrast.setChecked(True)
+        self.contrast.setToolTip("Colour by the square root of the weight: small weights beside a large one "
+                                 "(often the first position) stay visible. The colour bar shows the weights.")
+        self.picker.row.addWidget(self.contrast)
+        fit = QPushButton("Fit")
+        fit.setToolTip("Show the whole matrix again (the wheel zooms, a drag pans)")
+        self.picker.row.addWidget(fit)
+        self.picker.row.addStretch(1)
+        self.plot = AttentionPlot(appearance)
+        fit.clicked.connect(self.plot.fit)
+        self.contrast.toggled.connect(self.plot.set_contrast)
+        self.plot.hovered.connect(self._hover)
+        self.plot.clicked.connect(self._select)
+        self.placeholder = QLabel()
+        self.placeholder.setObjectName("muted")
+        self.placeholder.setWordWrap(True)
+        self.stack = QStackedWidget()
+        self.stack.addWidget(self.placeholder)
+        self.stack.addWidget(self.plot)
+        self.hover_text = QLabel(" ")
+        self.caption = QLabel()
         self.caption.setObjectName("muted")
         self.caption.setWordWrap(True)
-        self.head = QComboBox()
-        self.head.addItem("mean over heads")
-        self.head.currentIndexChanged.connect(self._force)
-        self.plot = make_plot(appearance)
-        self.plot.getPlotItem().setLabel("bottom", "context position")
-        self.plot.getPlotItem().setLabel("left", "layer")
-        self.plot.invertY(True)
-        self.image = pg.ImageItem()
-        self.plot.addItem(self.image)
-        self.image.setColorMap(pg.colormap.get("viridis"))
-        row = QHBoxLayout()
-        row.addWidget(QLabel("Heads"))
-        row.addWidget(self.head)
-        row.addStretch(1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 4, 6, 6)
-        layout.addLayout(row)
-        layout.addWidget(self.plot, 1)
+        layout.addWidget(self.picker)
+        layout.addWidget(self.stack, 1)
+        layout.addWidget(self.hover_text)
         layout.addWidget(self.caption)
-        controller.model_changed.connect(self._heads)
+        controller.model_changed.connect(self._model)
+        controller.state_changed.connect(self._retry)
         self._key = None
+        self.source: Source | None = None
+        self.rows: list[int] = []  # the context position of each shown row
+        self.labels: list[str] = []  # every context position's token text
+        self._model()
+
+    @property
+    def grid(self) -> np.ndarray | None:
+        return self.plot.grid if self.stack.currentWidget() is self.plot else None
 
     def restyle(self) -> None:
-        style_plot(self.plot, self.appearance)
+        self.plot.restyle()
+        self.picker.restyle()
+        self._key = None
 
-    def _heads(self) -> None:
+    def _model(self) -> None:
         info = self.controller.info
-        self.head.blockSignals(True)
-        self.head.clear()
-        self.head.addItem("mean over heads")
-        for h in range(info.n_heads if info else 0):
-            self.head.addItem(f"head {h}")
-        self.head.blockSignals(False)
-        self._force()
+        self.picker.set_model(info.n_layers if info else 0, info.n_heads if info else 0,
+                              info.n_kv_heads if info else 0)
+
+    def _retry(self) -> None:
+        """A recomputation that could not be asked for while the engine was busy is asked for now."""
+        if self._key is None and self.isVisible():
+            self.refresh()
 
     def _force(self) -> None:
         self._key = None
         self.refresh()
 
-    def refresh(self) -> None:
+    def find_source(self) -> Source | None:
+        """The attention of the pass behind the shown step: recorded with it, or recomputed on request."""
         c = self.controller
         shown = c.shown()
-        attention = None
-        if shown is not None and shown.step is not None:
-            attention = shown.step.attention
-        elif c.prefill_event is not None and (shown is None or shown.index == 1):
-            attention = c.prefill_event.attention
-        # the array's identity, not the step number: after a fork or a branch switch step k is another step
-        key = (c.epoch, None if shown is None else shown.index, id(attention), self.head.currentIndex())
+        if shown is None or c.prefill_event is None:
+            return None
+        node = shown.step.parent if shown.step is not None else c.history.current.id
+        again = c.history.attention.get(node)
+        if node == 0:
+            prompt = c.prefill_event.prompt_attention or (again.prompt if again is not None else None)
+            return Source(0, prompt=prompt)
+        if shown.step is not None:
+            row = shown.step.attention
+        else:
+            row = c.pending.attention if c.pending is not None and c.pending.index == shown.index else None
+        return Source(node, row=row if row is not None else (again.attention if again is not None else None))
+
+    def refresh(self) -> None:
+        if self.tabbed_away():  # behind another tab: nothing recorded, nothing recomputed until raised
+            return
+        c = self.controller
+        source = self.find_source()
+        shown = c.shown()
+        key = (c.epoch, shown.index if shown else None, id(shown.step) if shown else None,
+               id(source.prompt if source else None), id(source.row if source else None),
+               source.node if source else None, self.picker.current, len(c.steps))
         if key == self._key:
             return
         self._key = key
-        if attention is None:
-            self.image.clear()
+        self.source = source
+        if source is None or source.missing:
+            self._placeholder(source)
             return
-        head = self.head.currentIndex()
-        grid = attention.mean(axis=1) if head == 0 else attention[:, head - 1, :]  # (layers, positions)
-        self.image.setImage(np.ascontiguousarray(grid.T), levels=(0.0, float(max(grid.max(), 1e-6))))
-        set_range(self.plot, x=(0, grid.shape[1]), y=(0, grid.shape[0]))
-        where = "the last prompt position (prefill)" if shown is None or shown.step is None or shown.index == 1 \
-            else f"the query at position {shown.step.position - 1}"
-        self.caption.setText(f"Attention of {where} over {grid.shape[1]} positions in each of "
-                             f"{grid.shape[0]} layers; brighter = more weight. Early positions never see later ones.")
+        self.labels = [display(t.piece)[:LABEL_CHARS] for t in c.prefill_event.tokens] + \
+                      [display(s.token.piece)[:LABEL_CHARS] for s in c.steps]
+        if source.prompt is not None:
+            self._draw_prefill(source.prompt)
+        else:
+            self._draw_row(source.row)
+        self.stack.setCurrentWidget(self.plot)
+        self.hover_text.setText(" ")  # it described the cell under the mouse in the previous picture
+
+    def _placeholder(self, source: Source | None) -> None:
+        c = self.controller
+        self.plot.clear_grid()
+        if source is None:
+            text = ("Prefill a prompt (Ctrl+P): this view then shows the prompt's attention, every query "
+                    "position against every key, for the layer and head chosen above.")
+        elif c.request_attention(source.node):  # once per node; the answer brings a redraw
+            text = ("Computing this pass's attention: it ran while this view was closed, so it was not "
+                    "recorded. The engine re-reads its positions once on a scratch cache (nothing else changes).")
+        else:  # a step or a run is on its way: ask when it is done (state_changed)
+            self._key = None
+            text = ("This pass ran while this view was closed, so its attention was not recorded. It is "
+                    "recomputed once the engine is free; steps taken from now on are recorded as they run.")
+        self.placeholder.setText(text)
+        self.stack.setCurrentWidget(self.placeholder)
+        self.caption.setText("")
+
+    def _draw_prefill(self, prompt: PromptAttention) -> None:
+        layer, head = self.picker.current
+        grid = prompt.matrix(layer, head)
+        P = prompt.n_positions
+        self.rows = list(range(P))
+        self.plot.show_grid(grid, self.labels[:P], self.labels[:P])
+        capped = (f" Showing the first {P} of the {prompt.n_prompt} prompt positions: the prefill's triangles of "
+                  f"every layer and head are kept as float16 up to {fmt_bytes(prompt.packed.nbytes)}."
+                  if prompt.capped else "")
+        self.caption.setText(
+            f"Prefill, layer {layer + 1}, {self.picker.head_name(head)}: all {P}×{P} weights came out of ONE "
+            f"parallel pass over the prompt. Each row is a query position, each column a key it may read; a "
+            f"row sums to 1. Above the diagonal (hatched) is the causal mask: no position sees a later one."
+            f"{capped}")
+
+    def _draw_row(self, row: np.ndarray) -> None:
+        layer, head = self.picker.current
+        weights = row[layer].mean(axis=0) if head is None else row[layer, head]  # (n,)
+        n = weights.shape[0]
+        query = n - 1
+        self.rows = [query]
+        self.plot.show_grid(weights[None, :].astype(np.float32), [self.labels[query]], self.labels[:n])
+        shown = self.controller.shown()
+        self.caption.setText(
+            f"Decode pass for step {shown.index}, layer {layer + 1}, {self.picker.head_name(head)}: ONE new "
+            f"query, the token {self.labels[query]!r} at position {query}, reads all {n} cached positions (its "
+            f"own K/V just joined the cache). One row: the earlier rows are not recomputed, their K and V wait "
+            f"in the KV cache.")
+
+    def describe(self, r: int, c: int) -> str:
+        """query token, key token and weight of a cell."""
+        layer, head = self.picker.current
+        q = self.rows[r]
+        weight = self.plot.grid[r, c]
+        value = "masked (causal mask: a later position)" if np.isnan(weight) else f"weight {weight:.4f}"
+        return (f"query {q} {self.labels[q]!r} → key {c} {self.labels[c]!r}: {value} · layer {layer + 1}, "
+                f"{self.picker.head_name(head)}")
+
+    def _hover(self, r: int, c: int) -> None:
+        if r < 0 or self.plot.grid is None:
+            self.hover_text.setText(" ")
+            return
+        text = self.describe(r, c)
+        self.hover_text.setText(text)
+        QToolTip.showText(QCursor.pos(), text, self.plot)
+
+    def _select(self, r: int, c: int) -> None:
+        if r < 0 or self.plot.grid is None:
+            return
+        self.plot.mark(r, c)
+        self.cells_selected.emit([self.rows[r], c])

@@ -55,6 +55,7 @@ class ChipCanvas(QWidget):
         self.cursor_rect = QRectF()
         self.tooltips: dict[int, str] = {}
         self.placeholder = ""
+        self.highlighted: set[int] = set()  # context positions outlined on request (the attention view's)
         self.setMouseTracking(True)
         self.setFocusPolicy(Qt.StrongFocus)
         self._width_cache: dict[str, float] = {}
@@ -65,6 +66,11 @@ class ChipCanvas(QWidget):
         self.chips, self.tooltips, self.newest, self.selected_step = chips, tooltips, newest, selected_step
         self.muted_after = muted_after
         self._layout()
+        self.update()
+
+    def highlight(self, positions) -> None:
+        """Outline the chips at these context positions (e.g. a query and a key picked in Attention)."""
+        self.highlighted = set(positions)
         self.update()
 
     def is_muted(self, chip: Chip) -> bool:
@@ -155,6 +161,10 @@ class ChipCanvas(QWidget):
             pen = QPen(QColor(t.selected), outline)
         if i == self.newest and self.muted_after is None:
             pen = QPen(QColor(t.newest), outline)
+        if chip.position in self.highlighted:
+            fill = QColor(t.accent)
+            fill.setAlpha(80)
+            pen = QPen(QColor(t.accent), outline, Qt.DashLine)
         painter.setPen(pen)
         painter.setBrush(fill)
         painter.drawRoundedRect(chip.rect, 4, 4)

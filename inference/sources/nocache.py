@@ -22,13 +22,19 @@ class NoCacheDecoder:
     def start(self, capacity: int) -> None:
         self.tokens = []
 
-    def forward(self, ids: list[int], start: int, capture=None, all_logits: bool = False) -> torch.Tensor:
+    def forward(self, ids: list[int], start: int, capture=None, all_logits: bool = False,
+                residuals=None) -> torch.Tensor:
         self.tokens = self.tokens[:start] + list(ids)
         with torch.inference_mode():
             cache = self.decoder.new_cache(len(self.tokens))  # scratch for this pass only, then dropped
             tensor = torch.tensor(self.tokens, device=self.decoder.device)
-            logits = self.decoder.forward(tensor, 0, cache, capture=capture, all_logits=all_logits)
+            logits = self.decoder.forward(tensor, 0, cache, capture=capture, all_logits=all_logits,
+                                          residuals=residuals)
         return (logits[-len(ids):] if all_logits else logits[0]).to("cpu")
+
+    def head_logits(self, rows: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():
+            return self.decoder.head_logits(rows)
 
     def crop(self, n_positions: int) -> None:
         del self.tokens[n_positions:]
