@@ -114,9 +114,9 @@ class Timeline:
             block = self.blocks[i]
             text = display(block.label) if block.kind in (CACHED, NO_CACHE, SAMPLE) else block.label
             fits = int(width_px // LABEL_PX)
-            if fits < 1:
-                continue
-            text = text if len(text) <= fits else text[:max(fits - 1, 1)] + "…"
+            if len(text) > fits and fits < 4:
+                continue  # "t…" says nothing: a label is whole, or long enough to read
+            text = text if len(text) <= fits else text[:fits - 1] + "…"
             y = 0.5 if block.kind != SAMPLE else 0.22
             self.labels[used].show_text(text, starts[i] + self.widths[i] / 2, y, color=self.appearance.theme.text)
             used += 1
