@@ -87,6 +87,8 @@ def test_the_toggle_runs_without_the_cache_and_timing_shows_both_series(window):
     assert "re-read all" in window.views["explain"]._html or "re-read all" in window.views["explain"].browser.toPlainText()
     kinds = [b.kind for b in timing.timeline.blocks]
     assert kinds.count(PREFILL) == 1 and kinds.count(NO_CACHE) == LONG - 1 and kinds.count(CACHED) == STEPS - 1
+    settle(window)
+    assert "KV cache off" in window.views["kv"].formula.text()  # the KV view no longer claims what it saves
     window.actions["kv_cache"].trigger()  # back on for the other tests
     wait_until(lambda: c.kv_cache)
 

@@ -167,9 +167,14 @@ class KvView(View):
             later = len(self.controller.steps) - past.index + 1
             text += (f"the cache that produced step {past.index}'s distribution; the {later} later "
                      f"position{'s' if later != 1 else ''} (greyed on the curve) came after it<br>")
-        text += (f"<span style='color:{t.kept}'>saves</span> re-projecting the {old:,} older positions in every "
-                 f"layer; <span style='color:{t.chosen}'>costs</span> memory, and each step reads all of it "
-                 f"({fmt_bytes(used)} {'now' if past is None else 'then'}, +{fmt_bytes(per_token)} per token)")
+        if not self.controller.kv_cache:  # decoding without the cache (Ctrl+K): nothing is kept
+            text += (f"<b style='color:{t.chosen}'>KV cache off</b>: nothing is kept between steps (0 B used); "
+                     f"each step projects K and V of all {n_ctx:,} positions again in every layer, so its "
+                     f"forward pass grows with the context (Timing shows both modes)")
+        else:
+            text += (f"<span style='color:{t.kept}'>saves</span> re-projecting the {old:,} older positions in "
+                     f"every layer; <span style='color:{t.chosen}'>costs</span> memory, and each step reads all "
+                     f"of it ({fmt_bytes(used)} {'now' if past is None else 'then'}, +{fmt_bytes(per_token)} per token)")
         self.formula.setText(text)
 
     def _growth(self, points: list[tuple[int, int, int]], upto: int) -> None:
