@@ -118,6 +118,50 @@ def test_speculation_never_takes_more_passes_than_plain_decoding(model):
         assert _generate(model, prompt, 4)[2] <= _generate(model, prompt, 0)[2], prompt
 
 
+@pytest.mark.xfail(strict=True, reason="issue 16: the engine previews the next step after each Step (a pass that "
+                   "feeds the newest token), so the next verify pass reads only the draft: on a self-repeating "
+                   "prompt stepping saves no pass, on free text it costs more")
+def test_stepping_with_previews_saves_passes(llama):
+    """What the app does: Step, then the engine's preview of the next step."""
+    passes = {}
+    for prompt in ([_repeating_token(llama)] * 8, PROMPTS[0]):
+        for speculate in (0, 4):
+            session = Session(llama, GenerationSettings(GREEDY, max_new_tokens=24, speculate=speculate))
+            session.prefill(prompt)
+            before = session.forward_count
+            while not session.blocked():
+                list(session.step())
+                if not session.blocked():
+                    session.preview()
+            passes[prompt[1], speculate] = session.forward_count - before
+    repeating, free = _repeating_token(llama), PROMPTS[0][1]
+    assert passes[repeating, 4] < passes[repeating, 0] and passes[free, 4] <= passes[free, 0]
+
+
+def test_stops_inside_a_pass_are_plain_decodings_stops(llama):
+    t = _repeating_token(llama)
+    text = llama.tokenizer.decode([t] * 3)
+    reasons = set()
+    for overrides in ({"stop_strings": (text,)}, {"max_new_tokens": 7}, {}):
+        for prompt in ([t] * 8, [t] * 120):  # the second fills the context window (128) before 24 tokens
+            stops = []
+            for speculate in (0, 4):
+                settings = dataclasses.replace(GenerationSettings(GREEDY, max_new_tokens=24, speculate=speculate),
+                                               **overrides)
+                session = Session(llama, settings)
+                session.prefill(prompt)
+                events = list(session.run())
+                assert_cache_is_fresh(session)
+                stops.append(([s.token.id for s in _steps(events)], events[-1].reason, events[-1].text))
+            assert stops[0] == stops[1]
+            reasons.add(stops[0][1])
+    assert reasons == {"stop_string", "max_new_tokens", "context_full"}
+    eos = dataclasses.replace(llama, config=dataclasses.replace(llama.config, eos_ids=(t,)))
+    plain, spec = (_generate(eos, [t] * 8, n)[1] for n in (0, 4))
+    assert [type(e) for e in spec] == [Verified, StepDone, Stopped] and spec[-1].reason == "eos"
+    assert [s.token.id for s in _steps(plain)] == [s.token.id for s in _steps(spec)] == [t]
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_sampled_same_seed_same_tokens(llama, seed):
     prompt = [_repeating_token(llama)] * 8
@@ -353,10 +397,11 @@ def test_speculation_keeps_the_joint_distribution_of_two_tokens(llama):
 
 # --- the default model, through trace ------------------------------------------------------------------
 CODE = "def mean(values):\n    s = 0\n    for v in values:\n        s += v\n    return s / len(values)\n"
+EDIT = f"# Rename the variable s to total.\n# Before:\n{CODE}\n# After:\n"  # a completion that copies code
 TRACE_PROMPTS = [
     ["--prompt", "The capital of France is"],
     ["--chat", "--prompt", "Repeat this paragraph exactly: " + PARAGRAPH[:300]],
-    ["--chat", "--prompt", "Rename the variable s to total in this function:\n\n" + CODE],
+    ["--prompt", EDIT],
     ["--prompt", "1, 2, 3, 4, 5, 6, 7, 8, 9, 10,"],
     ["--prompt", "Once upon a time, in a small village by the sea,"],
     ["--chat", "--prompt", "List the days of the week, one per line."],
@@ -382,5 +427,5 @@ def test_trace_speculate_takes_the_same_tokens_on_the_default_model(args):
     assert spec[1]["type"] == "settings" and spec[1]["speculate"] == 4
     verifies = [e for e in spec if e["type"] == "verify"]
     assert all(e["type"] != "verify" for e in plain)
-    if args[-1].startswith(("Repeat", "Rename")):
+    if args[-1] in (TRACE_PROMPTS[1][-1], EDIT):  # text copied from the prompt: drafts accepted
         assert sum(v["accepted"] for v in verifies) > 0
