@@ -306,6 +306,7 @@ def _trace(args, speculate):
     return [json.loads(line) for line in result.stdout.splitlines()]
 
 
+@pytest.mark.slow  # the subprocess is started in _trace, out of sight of conftest's rule
 @pytest.mark.parametrize("args", TRACE_PROMPTS, ids=["paris", "repeat", "code", "count", "story", "days"])
 def test_trace_speculate_takes_the_same_tokens_on_the_default_model(args):
     plain, spec = _trace(args, 0), _trace(args, 4)
