@@ -37,6 +37,7 @@ class Controller(QObject):
     load_finished = Signal(bool, str)  # ok, message ("" when cancelled)
     error = Signal(str, str, bool)  # message, details, expected
     state_changed = Signal()  # what the buttons can do now
+    weights_checked = Signal()  # the engine hashed the weights again: `weights_check`
 
     def __init__(self, settings: GenerationSettings = GenerationSettings()):
         super().__init__()
@@ -48,7 +49,10 @@ class Controller(QObject):
         self.epoch = 0  # the tag of the newest generation asked for
         self.cuda_available: bool | None = None  # known once the engine is up
         self.forward_count = 0  # forward passes the engine has run: a preview runs none
+        self.capture_lens = False  # whether the logit lens is asked for (its dock is shown)
         self.in_flight: str | None = None  # a gated request on its way
+        self.weights_check: p.WeightsChecked | None = None  # the newest re-hash of the weights
+        self.kv_cache = True  # asked of the engine (it keeps the choice for the sessions it makes)
         self.prefilled_prompt: tuple[str, bool, str] | None = None
         self.settings = settings  # what the user last asked for; sent coalesced, at most once per turn
         self._sent_settings: GenerationSettings | None = None
@@ -59,7 +63,7 @@ class Controller(QObject):
                           p.Stepped: self._on_stepped, p.PendingStep: self._on_pending, p.Ended: self._on_ended,
                           p.Status: self._on_status, p.Failed: self._on_failed, p.Cancelled: self._on_cancelled,
                           p.Finished: self._on_finished, p.RewoundReply: self._on_rewound,
-                          p.SwitchedReply: self._on_switched}
+                          p.SwitchedReply: self._on_switched, p.WeightsChecked: self._on_weights_checked}
         self._start_worker()
 
     def _start_worker(self) -> None:
@@ -234,8 +238,23 @@ class Controller(QObject):
             self._sent_settings = self.settings
             self._command.emit(p.Configure(self.settings))
 
+    def set_kv_cache(self, on: bool) -> None:
+        """Decode with the KV cache, or re-read the whole prefix every step (same logits, growing cost)."""
+        self.kv_cache = on
+        self._command.emit(p.KvCache(on))
+        self.state_changed.emit()
+
+    def check_weights(self) -> None:
+        """Hash the weights again in the engine (it also does so whenever a generation ends)."""
+        if self.info is not None and not self.loading:
+            self._command.emit(p.CheckWeights())
+
     def set_capture_attention(self, on: bool) -> None:
         self._command.emit(p.CaptureAttention(on))
+
+    def set_capture_lens(self, on: bool) -> None:
+        self.capture_lens = on  # a restarted engine is asked again (_on_ready)
+        self._command.emit(p.CaptureLens(on))
 
     def trace_lines(self) -> list[str]:
         """The same JSON Lines `main.py trace` writes, for what has happened so far."""
@@ -261,12 +280,15 @@ class Controller(QObject):
 
     def _on_ready(self, reply: p.Ready) -> None:
         self.cuda_available = reply.cuda
+        if self.capture_lens:
+            self._command.emit(p.CaptureLens(True))
 
     def _on_progress(self, reply: p.Progress) -> None:
         self.progress.emit(reply.stage, reply.done, reply.total)
 
     def _on_model_loaded(self, reply: p.ModelLoaded) -> None:
         self.info = reply.info
+        self.weights_check = None
         self.loading = False
         self.epoch = max(self.epoch, reply.tag)
         self.history.clear()
@@ -321,6 +343,10 @@ class Controller(QObject):
             self.state_changed.emit()
             self.scheduler.dirty()
 
+    def _on_weights_checked(self, reply: p.WeightsChecked) -> None:
+        self.weights_check = reply
+        self.weights_checked.emit()
+
     def _on_failed(self, reply: p.Failed) -> None:
         self.in_flight = None
         self.error.emit(reply.message, reply.details, reply.expected)
@@ -343,6 +369,7 @@ class Controller(QObject):
         self.loading = False
         self.in_flight = None
         self._sent_settings = None  # the new engine has the default settings
+        self.kv_cache = True
         self.history.clear()
         self.model_changed.emit()
         self.error.emit(message, "", False)

@@ -8,12 +8,13 @@ from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabWidget, QWidget
 
 from .theme import Appearance
 
-LAYOUT_VERSION = 6  # bump when docks change: an older saved layout then falls back to the default
+LAYOUT_VERSION = 7  # bump when docks change: an older saved layout then falls back to the default
 TITLES = {"controls": "Controls", "context": "Context", "candidates": "Candidates", "kv": "KV cache",
           "stop": "Stop", "timing": "Timing", "explain": "Explain", "attention": "Attention",
+          "lens": "Logit lens",
           "branches": "Branches", "compare": "Compare"}
 LEFT = ("controls", "explain")
-HIDDEN_AT_FIRST = ("attention",)  # it slows every step (attention is recorded while it is shown)
+HIDDEN_AT_FIRST = ("attention", "lens")  # they slow every step (each is recorded while it is shown)
 
 
 class DockLayout:
@@ -43,20 +44,21 @@ class DockLayout:
 
     def _arrange(self) -> None:
         # Controls and Explain on the left; Context (Branches behind it) on top; Candidates over KV; Stop
-        # (Compare behind it) over Timing (Attention behind it) on the right.
+        # (Compare behind it) over Timing (Attention behind it) on the right; Logit lens behind the KV cache.
         d, w = self.docks, self.window
         w.splitDockWidget(d["controls"], d["explain"], Qt.Vertical)
         w.splitDockWidget(d["context"], d["candidates"], Qt.Vertical)
         w.splitDockWidget(d["candidates"], d["kv"], Qt.Vertical)
         w.splitDockWidget(d["candidates"], d["stop"], Qt.Horizontal)
         w.splitDockWidget(d["kv"], d["timing"], Qt.Horizontal)
+        for key in HIDDEN_AT_FIRST:  # before they join a tab group: hidden after, with two such groups,
+            d[key].hide()  # one group's old tab bar stayed on screen over Candidates
         w.tabifyDockWidget(d["timing"], d["attention"])
+        w.tabifyDockWidget(d["kv"], d["lens"])  # the width its heatmap and table need
         w.tabifyDockWidget(d["stop"], d["compare"])
         w.tabifyDockWidget(d["context"], d["branches"])  # one click away, at the width a tree needs
         for key in ("timing", "stop", "context"):
             d[key].raise_()
-        for key in HIDDEN_AT_FIRST:
-            d[key].hide()
 
     def remember_default(self) -> None:
         """Keep the layout as built as the default; called once the toolbar is in, so that it is part of it."""
@@ -90,7 +92,8 @@ class DockLayout:
         d, w = self.docks, self.window
         if on:
             self._state_before_presentation = w.saveState(LAYOUT_VERSION)
-            behind_kv = ("stop", "timing", "compare", "attention")  # the last two would stay beside Candidates
+            # Stop and Timing, and what is tabbed with them (it would stay beside Candidates)
+            behind_kv = ("stop", "timing", "compare", "attention", "lens")
             for key in ("controls", "explain", "kv", *behind_kv):
                 if d[key].isFloating():
                     d[key].setFloating(False)

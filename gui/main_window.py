@@ -24,6 +24,7 @@ from .views.controls import Controls
 from .views.explain_view import LANGUAGES, ExplainView
 from .views.history_slider import HistorySlider
 from .views.kv_view import KvView
+from .views.lens_view import LensView
 from .views.stop_view import StopView
 from .views.timing_view import TimingView
 
@@ -48,6 +49,7 @@ class MainWindow(QMainWindow):
             "stop": StopView(c, self.appearance),
             "explain": ExplainView(c, self.appearance, self.qsettings.value("explain/language", "en")),
             "attention": AttentionView(c, self.appearance),
+            "lens": LensView(c, self.appearance),
             "branches": BranchesView(c, self.appearance),
             "compare": CompareView(c, self.appearance),
         }
@@ -94,6 +96,8 @@ class MainWindow(QMainWindow):
         self.appearance.changed.connect(self.status.show_generation)
         # Attention is recorded (on a slower path) only while its dock is on screen.
         self.docks["attention"].visibilityChanged.connect(c.set_capture_attention)
+        self.docks["lens"].visibilityChanged.connect(c.set_capture_lens)  # the logit lens, likewise
+        self.docks["lens"].toggleViewAction().triggered.connect(lambda on: on and self.docks["lens"].raise_())
 
     def _make_toolbar(self) -> None:
         bar = QToolBar("Generation")

@@ -16,7 +16,7 @@ from .status_bar import StatusBar
 
 PROGRESS_STAGES = {"download": "Downloading the default model", "hash": "Checking the file",
                    "dequantise": "Converting the weights (dequantising)", "write": "Writing the converted model",
-                   "load": "Loading the weights", "prefill": "Reading the prompt (prefill)"}
+                   "load": "Loading the weights"}
 
 
 class ModelLoader(QObject):
@@ -59,6 +59,8 @@ class ModelLoader(QObject):
         self.device_actions = _choices(menu.addMenu("Device"), DEVICE_CHOICES, self.device, self._set_device)
         _choices(menu.addMenu("Data type"), DTYPE_CHOICES, self.dtype, self._set_dtype)
         menu.aboutToShow.connect(self._offer_cuda)
+        menu.addSeparator()
+        menu.addAction("Check the weights are unchanged", self.controller.check_weights)
 
     def close_progress(self) -> None:
         if self.progress is not None:
@@ -82,6 +84,8 @@ class ModelLoader(QObject):
             self.device_actions["cuda"].setEnabled(self.controller.cuda_available)
 
     def _on_progress(self, stage: str, done: int, total: int) -> None:
+        if stage == "prefill":  # the status bar says which chunk of a long prompt is being read
+            return
         text = PROGRESS_STAGES.get(stage, stage)
         if stage == "download" and total:
             text += f" ({done / 1e6:.0f} of {total / 1e6:.0f} MB)"

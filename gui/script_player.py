@@ -216,6 +216,7 @@ def _show_settings(controls, settings: GenerationSettings) -> None:
     controls.min_p.setValue(s.min_p)
     controls.seed.setValue(min(settings.seed, controls.seed.maximum()))
     controls.max_new.setValue(settings.max_new_tokens)
+    controls.speculate.setValue(min(settings.speculate, controls.speculate.maximum()))
     controls.stops.setText(" | ".join(t.replace("\n", "\\n").replace("\t", "\\t") for t in settings.stop_strings))
 
 

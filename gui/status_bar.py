@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QLabel, QMessageBox, QSizePolicy, QStatusBar
 
+from inference.settings import PREFILL_CHUNK
+
 from .controller import Controller
+from .speculation import counters
 from .views.format import fmt_bytes, fmt_count
 
 
@@ -20,8 +23,10 @@ class StatusBar(QStatusBar):
         self.addPermanentWidget(self.model)
         self.addWidget(self.state, 1)
         controller.model_changed.connect(self._show_model)
+        controller.weights_checked.connect(self._show_model)
         controller.state_changed.connect(self.show_generation)
         controller.error.connect(self._show_error)
+        controller.progress.connect(self._show_progress)
 
     def say(self, text: str) -> None:
         if self.state.text() != text:  # state_changed comes at every step; only a new text needs the label redone
@@ -34,8 +39,17 @@ class StatusBar(QStatusBar):
             self.say("Running… (Space or Pause to pause, Esc to stop)")
         elif c.prefill_event is not None and not c.busy and not c.loading:
             p = c.prefill_event
+            spec = counters(c.history)
             self.say(f"Prefilled {p.n_tokens} tokens in {p.ms:.0f} ms · {len(c.steps)} generated"
+                     + (f" · {spec.text()}" if spec is not None else "")
                      + (f" · ended: {c.stopped.reason}" if c.stopped else ""))
+
+    def _show_progress(self, stage: str, done: int, total: int) -> None:
+        """A long prompt is read in chunks of PREFILL_CHUNK positions, each chunk one parallel pass."""
+        if stage == "prefill" and total > PREFILL_CHUNK:
+            chunk, chunks = -(-done // PREFILL_CHUNK), -(-total // PREFILL_CHUNK)
+            self.say(f"Prefill: chunk {chunk} of {chunks} read ({done:,} of {total:,} positions, "
+                     f"{PREFILL_CHUNK} at a time in one parallel pass each) · Esc cancels")
 
     def _show_model(self) -> None:
         info = self.controller.info
@@ -44,7 +58,22 @@ class StatusBar(QStatusBar):
             return
         self.model.setText(
             f"<b>{info.name}</b> · {fmt_count(info.n_params)} parameters · {info.dtype} · {info.device} · "
-            f"context window {info.context_length:,} tokens · weights {fmt_bytes(info.weights_bytes)}")
+            f"context window {info.context_length:,} tokens · weights {fmt_bytes(info.weights_bytes)}"
+            + self._fingerprint())
+
+    def _fingerprint(self) -> str:
+        """The weights' fingerprint at load, and as re-hashed after the last run: equal (inference never
+        changes a weight)."""
+        check = self.controller.weights_check
+        if check is None:
+            self.model.setToolTip(f"Weights fingerprint at load: {self.controller.info.weights_fingerprint}")
+            return f" · fingerprint {self.controller.info.weights_fingerprint[:8]}"
+        same = check.now == check.at_load
+        self.model.setToolTip(f"Weights fingerprint (sha256 of every weight's bytes)\nat load:      {check.at_load}\n"
+                              f"re-hashed now: {check.now} ({check.ms:.0f} ms, in the engine)\n"
+                              + ("equal: generating never changes a weight" if same else "DIFFERENT"))
+        mark = "= after the run ✓" if same else f"≠ {check.now[:8]} after the run ✗"
+        return f" · fingerprint {check.at_load[:8]} {mark}"
 
     def _show_error(self, message: str, details: str, expected: bool) -> None:
         self.say(message)

@@ -71,8 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="stop when the generated text contains TEXT (repeatable)")
     trace.add_argument("--speculate", type=_number(int, 0, 16, what="--speculate"), default=0, metavar="N",
                        help="draft up to N tokens by prompt lookup and verify them in one forward pass (0 = off)")
+    trace.add_argument("--no-kv-cache", action="store_true",
+                       help="keep no KV cache: every step re-reads the whole prefix (same logits, growing cost)")
     trace.add_argument("--top-n", type=_number(int, 1, what="--top-n"), default=20,
                        help="candidates reported per step")
+    trace.add_argument("--logit-lens", action="store_true", help="each step also reports, after every "
+                       "layer, the top tokens (--top-n) and p of the chosen one through the final norm and head")
     trace.add_argument("--script", metavar="FILE", help="play a lesson script (JSON), or replay a trace "
                        "(.jsonl): its prompt and settings take the place of the options above")
     trace.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -119,7 +123,8 @@ def _trace(args) -> int:
     settings = GenerationSettings(sampler=sampler, max_new_tokens=args.max_new_tokens,
                                   stop_strings=tuple(args.stop), seed=args.seed, top_n=args.top_n,
                                   speculate=args.speculate)
-    session = Session(model, settings)
+    session = Session(model, settings, capture_lens=args.logit_lens)
+    session.use_kv_cache(not args.no_kv_cache)
     if script is not None:
         from .lesson import play
 

@@ -47,6 +47,8 @@ class Engine:
         self.model = None
         self.session = None
         self.capture_attention = False  # asked for before any session exists; each new session gets it
+        self.capture_lens = False  # likewise
+        self.use_kv_cache = True
         self.tag = 0
         self.batch: list = []  # a Run's StepDone events not yet sent
         self.batch_s = 0.0
@@ -55,7 +57,9 @@ class Engine:
         self.handlers = {p.Load: self.load, p.Prefill: self.prefill, p.Step: self.step, p.Run: self.run,
                          p.Pause: self.pause, p.Abort: self.abort, p.Reset: self.reset,
                          p.Configure: self.configure, p.CaptureAttention: self.capture, p.Cancel: self.cancel,
-                         p.Rewind: self.rewind, p.Force: self.force, p.Switch: self.switch}
+                         p.CaptureLens: self.capture_logit_lens,
+                         p.Rewind: self.rewind, p.Force: self.force, p.Switch: self.switch,
+                         p.KvCache: self.kv_cache, p.CheckWeights: self.check_weights}
         self.send(p.Ready(cuda=cuda))
 
     # --- the pipe -------------------------------------------------------------------------------------
@@ -137,7 +141,9 @@ class Engine:
         try:
             model = load_model(command.spec, device=command.device, dtype=command.dtype,
                                progress=self._load_progress)
-            session = Session(model, capture_attention=self.capture_attention)
+            session = Session(model, capture_attention=self.capture_attention,
+                              capture_lens=self.capture_lens)
+            session.use_kv_cache(self.use_kv_cache)
         except Cancelled:
             self.send(p.LoadFailed(""))  # an empty message: cancelled on purpose
             return
@@ -150,10 +156,27 @@ class Engine:
     def cancel(self, command: p.Cancel) -> None:
         """A cancel that arrived when nothing was cancellable: nothing to do."""
 
+    def check_weights(self, command: p.CheckWeights) -> None:
+        if self.model is None:
+            raise NotReady("no model is loaded yet")
+        started = time.perf_counter()
+        now = self.model.current_fingerprint()
+        self.send(p.WeightsChecked(self.model.fingerprint, now, (time.perf_counter() - started) * 1000))
+
+    def kv_cache(self, command: p.KvCache) -> None:
+        self.use_kv_cache = command.on
+        if self.session is not None:
+            self.need_session().use_kv_cache(command.on)
+
     def capture(self, command: p.CaptureAttention) -> None:
         self.capture_attention = command.on
         if self.session is not None:
             self.session.capture_attention = command.on
+
+    def capture_logit_lens(self, command: p.CaptureLens) -> None:
+        self.capture_lens = command.on
+        if self.session is not None and self.session.set_capture_lens(command.on):
+            self.send_preview()  # the pending step's lens, read again for it
 
     # --- generation -----------------------------------------------------------------------------------
     def prefill(self, command: p.Prefill) -> None:
@@ -218,7 +241,7 @@ class Engine:
                 self.session.pause()
             elif isinstance(command, p.Abort):
                 self.session.abort()
-            elif isinstance(command, (p.Configure, p.CaptureAttention, p.Cancel)):
+            elif isinstance(command, (p.Configure, p.CaptureAttention, p.CaptureLens, p.Cancel)):
                 self.handle(command)
             else:  # a step, new prompt, reset, run, load or quit: the run ends; it and those after it come next
                 self.deferred.appendleft(command)
@@ -228,6 +251,7 @@ class Engine:
     def send_event(self, event) -> None:
         if isinstance(event, Stopped):
             self.send(p.Ended(event, self.tag))
+            self.check_weights(p.CheckWeights())  # a generation ended: show that it left the weights as loaded
         else:
             self.queue_step(event)
 
@@ -244,7 +268,7 @@ class Engine:
         """Stop: end this generation as aborted (Reset or Prefill starts again)."""
         s = self.session
         if s is not None and s.prefilled and s.stopped is None:
-            self.send(p.Ended(s.abort_now(), self.tag))
+            self.send_event(s.abort_now())
 
     def reset(self, command: p.Reset) -> None:
         session = self.need_session()

@@ -61,6 +61,28 @@ class KeptCdf:
 
 
 @dataclass(frozen=True)
+class LogitLens:
+    """The logit lens of one step: the residual stream at the position being predicted, after each layer,
+    read through the final norm and the head. Layer i (0-based here, i + 1 in the trace) is the stream after
+    i + 1 layers; the last one is the step's own distribution."""
+
+    ids: np.ndarray  # (layers, k) int64: each layer's top k tokens, most likely first
+    p: np.ndarray  # (layers, k) float64: their softmax over the whole vocabulary
+    texts: tuple[tuple[str, ...], ...]  # (layers, k)
+    p_chosen: np.ndarray | None = None  # (layers,) p of the token the step took; None before its draw
+
+    @property
+    def n_layers(self) -> int:
+        return self.ids.shape[0]
+
+    def to_list(self) -> list[dict]:
+        return [{"layer": layer + 1,
+                 "top": [{"id": int(i), "text": t, "p": float(q)} for i, t, q in zip(ids, texts, p)],
+                 "p_chosen": None if self.p_chosen is None else float(self.p_chosen[layer])}
+                for layer, (ids, texts, p) in enumerate(zip(self.ids, self.texts, self.p))]
+
+
+@dataclass(frozen=True)
 class StepDistribution:
     """Everything about one step's distribution the views draw; shared by past and pending steps."""
 
@@ -70,6 +92,7 @@ class StepDistribution:
     entropy: float  # of p_raw, nats
     eos_p: float  # p_raw mass on the model's end-of-sequence tokens
     settings: SamplerSettings
+    lens: LogitLens | None = None  # while the lens is captured (session.capture_lens)
 
 
 @dataclass(frozen=True)
@@ -149,7 +172,12 @@ class StepDone:
     def entropy(self) -> float:
         return self.dist.entropy
 
+    @property
+    def lens(self) -> LogitLens | None:
+        return self.dist.lens
+
     def to_json(self) -> str:
+        lens = {} if self.dist.lens is None else {"lens": self.dist.lens.to_list()}
         return _dump({
             "type": "step", "index": self.index, "position": self.position, "token": self.token.to_dict(),
             "forward_ms": self.forward_ms, "sample_ms": self.sample_ms, "kv_used_bytes": self.kv_used_bytes,
@@ -158,7 +186,7 @@ class StepDone:
             "forced": self.forced,
             "candidates": self.dist.candidates.to_list(),
             "stages": [{"name": s.name, "kept": s.kept, "removed_mass": s.removed_mass}
-                       for s in self.dist.stages]})
+                       for s in self.dist.stages], **lens})
 
 
 @dataclass(frozen=True)

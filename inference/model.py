@@ -11,7 +11,9 @@ positions, GELU MLP). A family with q/k norms, soft-capped scores, per-layer win
 gets a block of its own here. Every block shares `Block.attention`, whose three routes are: decode (one
 query, the backend's `attend_one`), prefill (many queries under the causal mask, SDPA) and captured (the
 weights written out for the attention view). On the own kernels a Llama-style decode step runs each
-layer as one kernels.cpp call (`layers.decode_layer`); that too is decided once, at construction.
+layer as one kernels.cpp call (`layers.decode_layer`); that too is decided once, at construction. Every
+route hands the residual stream between layers to a `ResidualCapture` when one is given (the logit lens),
+so capturing it never leaves the fused path.
 
 How a product runs (stock torch, the own CPU kernels, CUDA; float or int8) is the backend's business
 (layers.py, quant.py): here every projection is a call. Weights are laid out for speed when loaded
@@ -69,6 +71,12 @@ class DecoderWeights:
 class AttentionCapture(Protocol):
     def record(self, layer: int, probs: torch.Tensor) -> None:
         """probs: (heads, T, n) attention weights of this call's queries over all cached positions."""
+
+
+class ResidualCapture(Protocol):
+    def record(self, layer: int, x: torch.Tensor) -> None:
+        """x: (T, C) the residual stream after layer `layer`, on any route (the fused decode one too); the
+        logit lens (lens.py) reads it through the final norm and the head (`Decoder.head_logits`)."""
 
 
 def rope_inv_freq(config: ModelConfig) -> torch.Tensor:
@@ -251,7 +259,7 @@ class Decoder:
         return kv_bytes_per_token(c.n_layers, c.n_kv_heads, c.head_dim, self.kv_dtype.itemsize)
 
     def forward(self, ids: torch.Tensor, start: int, cache: KVCache, *, all_logits: bool = False,
-                capture: AttentionCapture | None = None) -> torch.Tensor:
+                capture: AttentionCapture | None = None, residuals: ResidualCapture | None = None) -> torch.Tensor:
         """ids: (T,) tokens at positions start..start+T-1. Returns float logits (T or 1, V)."""
         c, w = self.config, self.weights
         T = ids.shape[0]
@@ -267,11 +275,20 @@ class Decoder:
             cos_sin = torch.view_as_real(self.rotary(start, end))[0]  # (hd/2, 2)
             for index, layer in enumerate(w.layers):
                 x = self.block.decode_fused(x, layer, index, start, cache, cos_sin)  # (1, C)
+                if residuals is not None:
+                    residuals.record(index, x)
         else:
             rope = self.rotary(start, end)[:, None, :] if self.rotary is not None else None  # (T, 1, hd/2)
             for index, layer in enumerate(w.layers):
                 x = self.block(x, layer, index, start, cache, rope, capture)  # (T, C)
+                if residuals is not None:
+                    residuals.record(index, x)
         cache.length = end
         if not all_logits:
             x = x[-1:]  # (1, C): only the last position predicts the next token
-        return w.lm_head.logits(x, w.final_norm).float()  # (T or 1, V)
+        return self.head_logits(x)  # (T or 1, V)
+
+    def head_logits(self, x: torch.Tensor) -> torch.Tensor:
+        """Rows of the residual stream through the final norm and the head: float logits (rows, V)."""
+        w = self.weights
+        return w.lm_head.logits(x, w.final_norm).float()

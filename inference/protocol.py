@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from .events import ModelInfo, Pending, PrefillDone, Rewound, SessionStatus, StepDone, Stopped, Switched, Verified
 from .settings import GenerationSettings
 
-PROTOCOL_VERSION = 2  # 2: the branch moves (Rewind, Force, Switch)
+PROTOCOL_VERSION = 3  # 2: the branch moves (Rewind, Force, Switch); 3: the logit lens (CaptureLens)
 
 
 # --- commands: front-end -> engine ---------------------------------------------------------------------
@@ -112,6 +112,25 @@ class CaptureAttention(Command):
 
 
 @dataclass(frozen=True)
+class CaptureLens(Command):
+    """Report each step's logit lens (lens.py) from now on; turned on, the pending step's too (a preview)."""
+
+    on: bool
+
+
+@dataclass(frozen=True)
+class KvCache(Command):
+    """Decode with the KV cache (on) or re-read the whole prefix every pass (off); kept for new sessions."""
+
+    on: bool
+
+
+@dataclass(frozen=True)
+class CheckWeights(Command):
+    """Hash the weights again (answered by WeightsChecked); also done whenever a generation ends."""
+
+
+@dataclass(frozen=True)
 class Cancel(Command):
     """Cancel a download, conversion or long prefill in progress (checked between its chunks)."""
 
@@ -193,6 +212,16 @@ class Status(Reply):
 
     status: SessionStatus
     tag: int
+
+
+@dataclass(frozen=True)
+class WeightsChecked(Reply):
+    """The weights' fingerprint hashed again now, next to the one taken at load: equal, as inference
+    never changes a weight."""
+
+    at_load: str
+    now: str
+    ms: float
 
 
 @dataclass(frozen=True)

@@ -26,17 +26,17 @@ import torch
 from .branches import BranchMoves, BranchTree, KeptLogits, KeptPending
 from .errors import Cancelled, NotReady
 from .events import Pending, PrefillDone, SessionStatus, StepDone, Stopped, Token, Verified
+from .lens import LensCapture
 from .loading import LoadedModel
 from .report import chosen_rank, summarise
 from .sampling import distribution, draw
-from .settings import GenerationSettings, SamplerSettings
+from .settings import PREFILL_CHUNK, GenerationSettings, SamplerSettings
 from .stops import match_stop_strings
 from .sources import LogitsSource
 from .sources.local import LocalDecoder
+from .sources.nocache import NoCacheDecoder, fresh_source
 from .speculate import Speculation
 from .tokenizer import ChatMessage
-
-PREFILL_CHUNK = 512  # positions per prefill pass; longer prompts take several passes
 
 
 class GenerationEnded(NotReady):
@@ -73,13 +73,13 @@ def prompt_ids(model: LoadedModel, prompt: str, chat: bool = False, system: str 
     return tok.encode(text, add_special_tokens=False), text
 
 
-class Session(BranchMoves, Speculation):
+class Session(BranchMoves, Speculation, LensCapture):
     def __init__(self, model: LoadedModel, settings: GenerationSettings = GenerationSettings(),
-                 capture_attention: bool = False, source: LogitsSource | None = None):
+                 capture_attention: bool = False, source: LogitsSource | None = None, capture_lens: bool = False):
         self.model = model
         self.source = source if source is not None else LocalDecoder(model.decoder)
         self.settings = settings.validate()
-        self.capture_attention = capture_attention
+        self.capture_attention, self.capture_lens = capture_attention, capture_lens  # lens.py: the logit lens
         self.running = False  # inside run()
         self._abort = threading.Event()
         self._pause = threading.Event()
@@ -143,6 +143,19 @@ class Session(BranchMoves, Speculation):
             return "the max new tokens limit is reached; raise it, rewind or reset"
         return ""
 
+    @property
+    def kv_cache(self) -> bool:
+        return not isinstance(self.source, NoCacheDecoder)
+
+    def use_kv_cache(self, on: bool) -> None:
+        """Decode with the KV cache, or without (each pass re-reads the whole prefix: the same logits, at a
+        cost that grows with the context). Switching on re-reads the context in one pass."""
+        self._check_idle()
+        if on != self.kv_cache:
+            held = self.n_context - (1 if self._pending is None and self.generated else 0) if self.prefilled else 0
+            self.source = fresh_source(self.model.decoder, on, (self.prompt + self.generated)[:held],
+                                       len(self.prompt) + self.settings.max_new_tokens)
+
     def status(self) -> SessionStatus:
         return SessionStatus(prefilled=self.prefilled, running=self.running, blocked=self.blocked(),
                              n_generated=len(self.generated), settings=self.settings)
@@ -199,7 +212,7 @@ class Session(BranchMoves, Speculation):
                 self._abort.clear()
                 raise Cancelled("prefill cancelled")
             last = at + PREFILL_CHUNK >= len(ids)
-            logits = self.source.forward(ids[at:at + PREFILL_CHUNK], start + at, capture if last else None)
+            logits = self._forward(ids[at:at + PREFILL_CHUNK], start + at, capture if last else None, lens=last)
             if progress:
                 progress("prefill", min(at + PREFILL_CHUNK, len(ids)), len(ids))
         return logits, capture.array() if capture else None
@@ -350,7 +363,7 @@ class Session(BranchMoves, Speculation):
         """Run the newest token through the model: its K/V join the cache, the next logits are pending."""
         capture = _LastRowCapture(self.model.config.n_layers) if self.capture_attention else None
         started = time.perf_counter()
-        self._pending = self.source.forward([self.generated[-1]], self.n_context - 1, capture)
+        self._pending = self._forward([self.generated[-1]], self.n_context - 1, capture)
         self._pending_forward_ms = (time.perf_counter() - started) * 1000
         self._pending_attention = capture.array() if capture else None
         self.kept.put(self.node, KeptPending(self._pending, self._pending_attention, self._pending_forward_ms))
@@ -372,8 +385,8 @@ class Session(BranchMoves, Speculation):
         return match_stop_strings(self.text, self.settings.stop_strings)
 
     def _summarise(self, logits, dist, sampler, chosen):
-        return summarise(logits, dist, sampler, chosen, self.settings.top_n, self._stream.peek,
-                         self.model.config.eos_ids)
+        return self._with_lens(summarise(logits, dist, sampler, chosen, self.settings.top_n, self._stream.peek,
+                                         self.model.config.eos_ids), logits, chosen)
 
     def _stop(self, reason: str, matched: str | None = None) -> Stopped:
         if matched is not None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16", "int8")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 MAX_SPECULATE = 16
+PREFILL_CHUNK = 512  # positions per prefill pass; longer prompts take several passes (with progress between)
 
 
 @dataclass(frozen=True)

@@ -207,3 +207,15 @@ def test_seeded_redraw_after_rewind(default_model):
     session.rewind(4)
     other = [e for _ in range(5) for e in session.step()]
     assert all(e.seed == 8 for e in other) and [e.random_u for e in other] != [e.random_u for e in first[3:]]
+
+
+@pytest.mark.parametrize("prompt", ["The capital of France is", "def fibonacci(n):", "Once upon a time"])
+def test_trace_without_the_kv_cache_matches(prompt):
+    args = ["--prompt", prompt, "--greedy", "--max-new-tokens", "12", "--dtype", "float32"]
+    cached = [e for e in _trace(*args) if e["type"] == "step"]
+    plain = [e for e in _trace(*args, "--no-kv-cache") if e["type"] == "step"]
+    assert [e["token"]["id"] for e in plain] == [e["token"]["id"] for e in cached]
+    for a, b in zip(plain, cached):
+        assert [c["id"] for c in a["candidates"]] == [c["id"] for c in b["candidates"]]
+        assert max(abs(x["logit"] - y["logit"]) for x, y in zip(a["candidates"], b["candidates"])) <= 1e-4
+        assert a["kv_used_bytes"] == 0 < b["kv_used_bytes"]

@@ -139,3 +139,16 @@ def test_a_verify_pass_comes_before_the_steps_it_decided(folder):
     plain = serve([p.wrap(c) for c in commands[:1] + [dataclasses.replace(commands[1], settings=GREEDY)]
                    + commands[2:]], finished=len(commands))
     assert [e.token.id for e in events if isinstance(e, StepDone)] == [e.token.id for e in steps(plain)][:24]
+
+
+def test_the_weights_are_hashed_again_when_a_generation_ends_and_on_demand(folder):
+    short = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=3)
+    commands = [p.Load(folder, "cpu", "float32", 1), p.Prefill("the cat", False, "", short, 2),
+                p.Step(), p.Step(), p.Step(), p.CheckWeights()]
+    replies = serve([p.wrap(c) for c in commands], finished=len(commands))
+    checks = of(replies, p.WeightsChecked)
+    assert len(checks) == 2  # after the generation's stop, and the one asked for
+    loaded = of(replies, p.ModelLoaded)[0].info.weights_fingerprint
+    assert all(c.at_load == c.now == loaded and c.ms > 0 for c in checks)
+    ended = next(i for i, r in enumerate(replies) if isinstance(r, p.Ended))
+    assert isinstance(replies[ended + 1], p.WeightsChecked)

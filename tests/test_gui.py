@@ -145,6 +145,16 @@ def test_run_until_max_new_tokens(qtbot, window):
     assert stopped.reason == "max_new_tokens"
     assert stopped.n_generated == 10 and len(window.controller.steps) == 10
     assert not window.actions["pause"].isEnabled() and not window.actions["step"].isEnabled()
+    # The run ended: the engine hashed the weights again, and the status bar shows both fingerprints equal.
+    qtbot.waitUntil(lambda: window.controller.weights_check is not None, timeout=WAIT)
+    check, info = window.controller.weights_check, window.controller.info
+    assert check.at_load == check.now == info.weights_fingerprint
+    assert f"fingerprint {info.weights_fingerprint[:8]} = after the run ✓" in window.status.model.text()
+
+
+def test_a_long_prefill_says_which_chunk_it_reads(window):
+    window.controller.progress.emit("prefill", 1024, 1800)  # as the engine reports a chunked prefill
+    assert "chunk 2 of 4" in window.status.state.text() and "1,024 of 1,800 positions" in window.status.state.text()
 
 
 @pytest.mark.skipif(not hasattr(os, "getpriority"), reason="no process priorities here")

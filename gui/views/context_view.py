@@ -5,22 +5,29 @@ outlined, the selected step filled. Spaces are shown as '·' and line breaks as 
 that " Paris" is one token with its space. Hover shows a token's id, logit, probability and rank; a click
 on a generated token selects its step. With a past step selected, the tokens written after it are greyed:
 the context as the model saw it then (a candidate clicked now forks there).
+
+With speculative decoding on, the newest verify pass (or the shown step's) is drawn over the text: its
+accepted draft tokens are real chips underlined and outlined green, its rejected ones red dashed ghost chips
+after the last accepted one (where the correction was drawn). Earlier passes' accepted tokens keep a thin
+green underline.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PySide6.QtCore import QPoint, QRectF, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFontMetricsF, QPainter, QPen
 from PySide6.QtWidgets import QLabel, QScrollArea, QToolTip, QVBoxLayout, QWidget
 
 from ..controller import Controller
+from ..speculation import Pass, newest_pass
 from ..theme import Appearance
 from .base import View, begin_paint
 from .format import display
 
 PAD_X, PAD_Y, GAP, LINE_GAP = 4.0, 2.0, 3.0, 6.0
+KEPT = "\ndrafted by prompt lookup ✓ kept: the draw picked the draft token"
 
 
 @dataclass
@@ -32,6 +39,7 @@ class Chip:
     step: int | None  # 1-based step index for generated tokens
     newline: bool
     rect: QRectF = None
+    draft: str = ""  # "accepted" (a draft token kept), "verified" (kept by the highlighted pass), "rejected"
 
 
 class ChipCanvas(QWidget):
@@ -66,6 +74,11 @@ class ChipCanvas(QWidget):
     def greyed(self) -> int:
         """How many chips are greyed (written after the shown past step)."""
         return sum(self.is_muted(chip) for chip in self.chips)
+
+    def drafts(self, kind: str) -> int:
+        """How many chips are drafts of this kind: "verified" (the highlighted pass's accepted ones),
+        "rejected" (its ghost chips) or "accepted" (earlier passes')."""
+        return sum(chip.draft == kind for chip in self.chips)
 
     def _metrics(self) -> QFontMetricsF:
         return QFontMetricsF(self.appearance.font(1.05, mono=True))
@@ -128,7 +141,11 @@ class ChipCanvas(QWidget):
     def _paint_chip(self, painter: QPainter, i: int, chip: Chip, fills: dict, outline: float) -> None:
         t = self.appearance.theme
         fill, text, pen = QColor(fills[chip.kind]), QColor(t.text), Qt.NoPen
-        if self.is_muted(chip):  # not written yet at the shown step: still there, but in the background
+        if chip.draft == "rejected":  # a ghost: drafted, read by the pass, not kept
+            fill = QColor(t.chosen)
+            fill.setAlpha(28)
+            text = QColor(t.chosen)
+        elif self.is_muted(chip):  # not written yet at the shown step: still there, but in the background
             fill.setAlpha(70)
             text = QColor(t.muted)
             text.setAlpha(150)
@@ -143,6 +160,33 @@ class ChipCanvas(QWidget):
         painter.drawRoundedRect(chip.rect, 4, 4)
         painter.setPen(text)
         painter.drawText(chip.rect, Qt.AlignCenter, chip.label)
+        if chip.draft:
+            self._paint_draft(painter, i, chip, outline)
+
+    def _paint_draft(self, painter: QPainter, i: int, chip: Chip, outline: float) -> None:
+        """A kept draft token: a green bar under the chip (and, in the highlighted pass, a green outline when
+        the chip has none); a rejected one: a red dashed ghost, struck through."""
+        t, scale, r = self.appearance.theme, self.appearance.scale, chip.rect
+        if chip.draft == "rejected":
+            red = QColor(t.chosen)
+            painter.setPen(QPen(red, 1.5 * scale, Qt.DashLine))
+            painter.setBrush(Qt.NoBrush)
+            painter.drawRoundedRect(r.adjusted(0.5, 0.5, -0.5, -0.5), 4, 4)
+            red.setAlpha(150)  # struck, but still legible
+            painter.setPen(QPen(red, 1.0 * scale))
+            painter.drawLine(QPointF(r.left() + PAD_X, r.center().y()), QPointF(r.right() - PAD_X, r.center().y()))
+            return
+        green = QColor(t.kept)
+        if self.is_muted(chip):
+            green.setAlpha(110)
+        bar = (3.0 if chip.draft == "verified" else 2.0) * scale
+        painter.fillRect(QRectF(r.left() + 2, r.bottom() - bar, r.width() - 4, bar), green)
+        selected = chip.step is not None and chip.step == self.selected_step
+        newest = i == self.newest and self.muted_after is None
+        if chip.draft == "verified" and not selected and not newest:
+            painter.setPen(QPen(green, 0.7 * outline))
+            painter.setBrush(Qt.NoBrush)
+            painter.drawRoundedRect(r, 4, 4)
 
     def chip_at(self, point: QPoint) -> int | None:
         for i, chip in enumerate(self.chips):
@@ -174,6 +218,9 @@ class ContextView(View):
                                    "Each Step (Space) appends one token where the cursor is.")
         self.canvas.step_clicked.connect(controller.select)
         self.setFocusProxy(self.canvas)  # focused, the view takes the keys (Space steps) instead of the prompt
+        # Opaque: a tab bar the main window's dock layout left behind (Stop | Compare) showed through the
+        # summary once a verify pass made it three lines tall.
+        self.setAutoFillBackground(True)
         self.scroll = QScrollArea()
         self.scroll.setWidgetResizable(True)
         self.scroll.setWidget(self.canvas)
@@ -195,11 +242,12 @@ class ContextView(View):
                 self.summary.setText("No prompt read yet.")
                 self._shown_count = 0
             return
-        chips, tips = self._chips(prefill)
+        past = self.past_step()
+        self.verify_pass = newest_pass(c.history, past.index if past is not None else None)
+        chips, tips = self._chips(prefill, self.verify_pass)
         shown = c.shown()
         selected = shown.index if shown is not None and not shown.pending else None
-        past = self.past_step()
-        newest = len(chips) - 1 if c.steps else None
+        newest = max((i for i, chip in enumerate(chips) if chip.step is not None), default=None)
         follow = self.scroll.verticalScrollBar().value() >= self.scroll.verticalScrollBar().maximum() - 4
         self.canvas.set_chips(chips, tips, newest, selected, past.index if past is not None else None)
         if follow and len(chips) != self._shown_count:  # keep the cursor in sight once the layout settles
@@ -208,31 +256,59 @@ class ContextView(View):
         self._shown_count = len(chips)
         n_prompt, n_gen = len(prefill.tokens), len(c.steps)
         window = c.info.context_length if c.info else 0
+        verify = self._verify_text(self.verify_pass, chips)
         if past is not None:
             later = n_gen - past.index
             self.summary.setText(
                 f"Showing step {past.index}: the model had read {n_prompt} prompt + {past.index - 1} generated "
                 f"tokens and chose the outlined one; the {later} token{'s' if later != 1 else ''} written after "
-                f"it {'are' if later != 1 else 'is'} greyed. A candidate clicked now forks here.")
+                f"it {'are' if later != 1 else 'is'} greyed. A candidate clicked now forks here." + verify)
             return
         self.summary.setText(
             f"{n_prompt} prompt tokens (read in one prefill pass) + {n_gen} generated = "
             f"{n_prompt + n_gen} of {window:,} positions in the context window · the cursor ▌ marks where "
-            f"token {n_gen + 1} will go")
+            f"token {n_gen + 1} will go" + verify)
 
-    def _chips(self, prefill) -> tuple[list[Chip], dict[int, str]]:
-        """A chip per prompt token and per generated token of the current branch, with their tooltips."""
+    def _verify_text(self, verify: Pass | None, chips: list[Chip]) -> str:
+        """The highlighted verify pass in words (the summary's second line)."""
+        if verify is None:
+            return ""
+        v = verify.verified
+        start = next((i for i, chip in enumerate(chips) if chip.step == v.index or chip.draft == "rejected"), 0)
+        gram = "".join(chip.label for chip in chips[max(0, start - len(v.ngram)):start])
+        after = {"correction": "then drew its own token where the draft was rejected",
+                 "bonus": "then drew one more token from the pass's last position"}
+        last = verify.role(verify.steps[-1]) if len(verify.steps) == v.emitted else "accepted"
+        return (f"\nVerify pass at step {v.index}: “{gram}” was found earlier in the context, so the "
+                f"{len(v.drafted)} tokens that followed it were drafted; ONE forward pass read {v.positions} "
+                f"positions and the draws kept "
+                + (f"{v.accepted} (green) and rejected {verify.rejected} (red, dashed)" if verify.rejected
+                   else f"all {v.accepted} (green)")
+                + (f"; {after[last]}" if last in after else "") + ".")
+
+    def _chips(self, prefill, verify: Pass | None) -> tuple[list[Chip], dict[int, str]]:
+        """A chip per prompt token and per generated token of the current branch, with their tooltips, and
+        the rejected drafts of the highlighted verify pass as ghost chips after its last accepted token."""
         chips: list[Chip] = []
         tips: dict[int, str] = {}
+        # after this step (0: the prompt) come the ghosts; none when a rewind cut the pass short of them
+        ghosts_after = -1
+        if verify is not None and len(verify.steps) >= verify.accepted:
+            ghosts_after = verify.index + verify.accepted - 1
         for pos, token in enumerate(prefill.tokens):
             kind = "special" if token.special else "prompt"
             chips.append(Chip(display(token.piece), kind, token.id, pos, None, token.text.endswith("\n")))
             tips[len(chips) - 1] = f"prompt token · position {pos}\nid {token.id}  {token.piece!r}"
+        if ghosts_after == 0:
+            self._ghosts(verify, chips, tips)
         for step in self.controller.steps:
             token = step.token
             kind = "special" if token.special else "generated"
+            draft, note = "", self._verify_note(step)
+            if note.startswith(KEPT):
+                draft = "verified" if verify is not None and step.verified_by == verify.index else "accepted"
             chips.append(Chip(display(token.piece), kind, token.id, step.position, step.index,
-                              token.text.endswith("\n")))
+                              token.text.endswith("\n"), draft=draft))
             cands = step.dist.candidates
             at = list(cands.ids).index(token.id)
             how = ("forced (you chose it)" if step.forced
@@ -240,5 +316,35 @@ class ContextView(View):
             tips[len(chips) - 1] = (
                 f"step {step.index} · position {step.position}\nid {token.id}  {token.piece!r}\n"
                 f"logit {cands.logits[at]:.3f}   p {cands.p_raw[at]:.4f}   p final {cands.p_final[at]:.4f}\n"
-                f"rank {step.chosen_rank}   {how}\nclick: show this step (then a candidate click forks here)")
+                f"rank {step.chosen_rank}   {how}\nclick: show this step (then a candidate click forks here)"
+                + note)
+            if step.index == ghosts_after:
+                self._ghosts(verify, chips, tips)
         return chips, tips
+
+    def _verify_note(self, step) -> str:
+        """What the verify pass that decided `step` made of it (its tooltip's last line; "" for a step of its
+        own). A kept draft token's note starts with KEPT."""
+        verified = self.controller.history.verifies.get(step.verified_by) if step.verified_by else None
+        if verified is None:
+            return ""
+        k = step.index - verified.index
+        if k < verified.accepted:  # (ids differ only for a pass of another branch at the same step)
+            kept = verified.drafted[k].id == step.token.id
+            return KEPT + f" in the verify pass at step {verified.index}" if kept else ""
+        if k < len(verified.drafted):
+            return (f"\nthe correction in the verify pass at step {verified.index}: the draw rejected the draft "
+                    f"{verified.drafted[k].piece!r}")
+        return f"\nthe bonus token of the verify pass at step {verified.index}: the whole draft was kept"
+
+    @staticmethod
+    def _ghosts(verify: Pass, chips: list[Chip], tips: dict[int, str]) -> None:
+        v = verify.verified
+        for j, token in enumerate(v.drafted[v.accepted:]):
+            index = v.index + v.accepted + j
+            chips.append(Chip(display(token.piece), "generated", token.id, chips[-1].position + 1, None,
+                              False, draft="rejected"))
+            tips[len(chips) - 1] = (
+                f"drafted for step {index} by prompt lookup · id {token.id}  {token.piece!r}\n✗ rejected: "
+                + ("the draw at this step took another token (the correction), so the pass kept nothing after it"
+                   if j == 0 else "it came after a rejected draft token, so the pass could not keep it"))

@@ -83,6 +83,7 @@ class Controls(QWidget):
         self.greedy.toggled.connect(self._changed)
         self.seed.valueChanged.connect(self._changed)
         self.max_new.valueChanged.connect(self._changed)
+        self.speculate.valueChanged.connect(self._changed)
         self.stops.textChanged.connect(self._changed)
         for edited in (self.prompt.textChanged, self.chat.toggled, self.system.textChanged):
             edited.connect(self.request_edited)
@@ -169,7 +170,21 @@ class Controls(QWidget):
         form.addRow(self.seed_state)
         form.addRow("Max new tokens", self.max_new)
         form.addRow("Stop strings", self.stops)
+        form.addRow("Speculate", self._speculate_box())
         return box
+
+    def _speculate_box(self) -> QSpinBox:
+        self.speculate = QSpinBox()
+        self.speculate.setRange(0, 8)
+        self.speculate.setSpecialValueText("off")
+        self.speculate.setToolTip(
+            "Speculative decoding by prompt lookup: the last 3 (else 2, else 1) tokens of the context are "
+            "searched for earlier in the context, and up to N tokens that followed them there are the draft.\n"
+            "ONE forward pass then reads the whole draft, as a prefill reads a prompt, and each step draws "
+            "from its own position's distribution with its usual random number: a draft token is kept while "
+            "the draw picks it.\nSo the tokens are exactly those without speculation, in fewer forward "
+            "passes when the text repeats itself (0 = off)")
+        return self.speculate
 
     def roll_seed(self) -> None:
         self.seed.setValue(random.randrange(0, 2**31 - 1))
@@ -194,7 +209,8 @@ class Controls(QWidget):
                                   top_p=self.top_p.value(), min_p=self.min_p.value(),
                                   greedy=self.greedy.isChecked())
         return GenerationSettings(sampler=sampler, max_new_tokens=self.max_new.value(),
-                                  stop_strings=self.stop_strings(), seed=self.seed.value())
+                                  stop_strings=self.stop_strings(), seed=self.seed.value(),
+                                  speculate=self.speculate.value())
 
     def _changed(self, *_) -> None:
         greedy = self.greedy.isChecked() or self.temperature.value() == 0

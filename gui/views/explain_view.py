@@ -2,7 +2,8 @@
 
 It explains the shown step: the newest, the pending one, or a past one picked on the history slider (then
 also that the later tokens came after it). A forced step says the user chose it; a branch switch says how
-many tokens it re-read in one parallel pass.
+many tokens it re-read in one parallel pass. A step decided by a speculative verify pass says why one pass
+could check several drafted tokens and why the output is the same as without speculation.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from PySide6.QtWidgets import QTextBrowser, QVBoxLayout
 from inference.events import Rewound
 
 from ..controller import Controller
+from ..speculation import pass_of
 from ..theme import Appearance
 from .base import View
 from .format import display, fmt_bytes, fmt_count
@@ -94,12 +96,38 @@ class ExplainView(View):
             notes += TEXTS[which][self.language].format(reread=reread.reread_tokens, reread_ms=f"{reread.ms:.0f}")
         return notes
 
+    def _verify_note(self, values: dict) -> str:
+        """Why the shown step's verify pass could check several tokens at once, and why the output is unchanged."""
+        c = self.controller
+        shown = c.shown()
+        verify = pass_of(c.history, shown.step if shown is not None else None)
+        if verify is None:
+            return ""
+        v, s, lang = verify.verified, shown.step, self.language
+        context = [t.piece for t in c.prefill_event.tokens] + [step.token.piece for step in c.steps]
+        end = c.prefill_event.n_tokens + v.index - 1
+        gram = "".join(display(piece) for piece in context[max(0, end - len(v.ngram)):end])
+        role = verify.role(s)
+        k = s.index - v.index
+        drafted = v.drafted[k] if k < len(v.drafted) else None
+        numbers = {**values, "green": self.appearance.theme.kept, "first": v.index, "ngram_n": len(v.ngram),
+                   "ngram_s": "s" if len(v.ngram) != 1 else "", "ngram": html.escape(f"“{gram}”"),
+                   "drafted": len(v.drafted), "positions": v.positions, "ms": f"{v.forward_ms:.0f}",
+                   "accepted": v.accepted, "emitted": v.emitted, "emitted_s": "s" if v.emitted != 1 else "",
+                   "k": k + 1, "draft": html.escape(f"“{display(drafted.piece)}”") if drafted else ""}
+        numbers["role"] = TEXTS["verify_role"][role][lang].format(**numbers)
+        return TEXTS["verify_note"][lang].format(**numbers)
+
     def refresh(self) -> None:
         key, values = self.state_key()
         info = self.controller.info
         values.update(muted=self.appearance.theme.muted,
                       fingerprint=info.weights_fingerprint if info else "")
-        body = TEXTS[key][self.language].format(**values) + self._notes(key, values)
+        body = TEXTS[key][self.language].format(**values)
+        verify = self._verify_note(values) if key.startswith("stepped") else ""
+        if verify:  # its words on the pass replace the last paragraph's "only the new position was projected"
+            body = body[:body.rfind("<p>")] + verify
+        body += self._notes(key, values)
         if info is not None:
             body += TEXTS["footer"][self.language].format(**values)
         if body != self._html:

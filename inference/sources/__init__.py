@@ -19,11 +19,16 @@ class LogitsSource(Protocol):
     def start(self, capacity: int) -> None:
         """Forget everything; a fresh cache for about `capacity` positions (it may grow)."""
 
-    def forward(self, ids: list[int], start: int, capture=None, all_logits: bool = False) -> torch.Tensor:
+    def forward(self, ids: list[int], start: int, capture=None, all_logits: bool = False,
+                residuals=None) -> torch.Tensor:
         """Read `ids` at positions start.. (their K/V join the cache); the last one's logits, (V,) on CPU
         (every position's, (T, V), with `all_logits`).
 
-        `capture` (see model.AttentionCapture) receives each layer's attention weights, where supported."""
+        `capture` (see model.AttentionCapture) receives each layer's attention weights, `residuals`
+        (model.ResidualCapture) the residual stream after each layer, where supported."""
+
+    def head_logits(self, rows: torch.Tensor) -> torch.Tensor:
+        """Rows of a residual stream `residuals` received, through the final norm and the head: (rows, V)."""
 
     def crop(self, n_positions: int) -> None:
         """Keep the cache of the first `n_positions` positions only."""

@@ -18,11 +18,17 @@ class LocalDecoder:
     def start(self, capacity: int) -> None:
         self.cache = self.decoder.new_cache(capacity)
 
-    def forward(self, ids: list[int], start: int, capture=None, all_logits: bool = False) -> torch.Tensor:
+    def forward(self, ids: list[int], start: int, capture=None, all_logits: bool = False,
+                residuals=None) -> torch.Tensor:
         with torch.inference_mode():
             tensor = torch.tensor(ids, device=self.decoder.device)
-            logits = self.decoder.forward(tensor, start, self.cache, capture=capture, all_logits=all_logits)
+            logits = self.decoder.forward(tensor, start, self.cache, capture=capture, all_logits=all_logits,
+                                          residuals=residuals)
             return (logits if all_logits else logits[0]).to("cpu")
+
+    def head_logits(self, rows: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():
+            return self.decoder.head_logits(rows)
 
     def crop(self, n_positions: int) -> None:
         self.cache.crop(n_positions)

@@ -1,0 +1,169 @@
+"""Logit lens: what the model would say were it to stop after each layer.
+
+For the position being predicted, the residual stream after layer i goes through the final norm and the
+head, as the stream after the last layer does for the real prediction: one distribution per layer. Left, a
+layers x steps heatmap of p(the token finally chosen), layer 1 at the bottom, so a step's column shows the
+layer where the model made up its mind; right, for the shown step, each layer's most likely token and its p.
+Recording it costs a head product per layer and step, so the worker asks for it only while this view is
+shown (like Attention); steps taken before it opened have no column.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QPen
+from PySide6.QtWidgets import (QAbstractItemView, QGraphicsRectItem, QHeaderView, QLabel, QSplitter,
+                               QTableWidget, QTableWidgetItem, QVBoxLayout)
+
+from ..controller import Controller
+from ..history import Shown
+from ..theme import Appearance
+from .base import View
+from .format import display
+from .plotting import grid_ceiling, make_plot, set_range, style_plot
+
+COLUMNS = ("Layer", "Top-1 token", "p", "p(chosen)")
+STEP_BLOCK = 16  # the step axis grows in blocks of this many steps (fixed ranges, few relayouts)
+PLACEHOLDER = ("Open while stepping: each step's logit lens is recorded from then on (one pass through the "
+               "head per layer).")
+
+
+class LensView(View):
+    COSTLY = True  # takes turns with the other plot views during Run
+
+    def __init__(self, controller: Controller, appearance: Appearance):
+        super().__init__(controller, appearance)
+        self.colormap = pg.colormap.get("viridis")
+        self.plot = make_plot(appearance)
+        item = self.plot.getPlotItem()
+        item.setLabel("bottom", "step")
+        item.setLabel("left", "layer")
+        self.image = pg.ImageItem()
+        self.plot.addItem(self.image)
+        self.marker = QGraphicsRectItem()  # the shown step's column
+        self.marker.setZValue(10)
+        self.plot.addItem(self.marker)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.verticalHeader().hide()
+        self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        self.table.setSelectionMode(QAbstractItemView.NoSelection)
+        self.table.setFocusPolicy(Qt.NoFocus)
+        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeToContents)
+        header.setSectionResizeMode(1, QHeaderView.Stretch)
+        split = QSplitter(Qt.Horizontal)
+        split.addWidget(self.plot)
+        split.addWidget(self.table)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        self.caption = QLabel(PLACEHOLDER)
+        self.caption.setObjectName("muted")
+        self.caption.setWordWrap(True)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 4, 6, 6)
+        layout.addWidget(split, 1)
+        layout.addWidget(self.caption)
+        self._key = self._grid_key = None
+        self.restyle()
+
+    def restyle(self) -> None:
+        style_plot(self.plot, self.appearance)
+        t = self.appearance.theme
+        pen = QPen(QColor(t.chosen), 2.0 * self.appearance.scale)
+        pen.setCosmetic(True)  # pixels, not steps
+        self.marker.setPen(pen)
+        self.marker.setBrush(QBrush(Qt.NoBrush))
+        self.table.setFont(self.appearance.font(0.95))
+        self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 6)
+        self.table.setMinimumWidth(int(330 * self.appearance.scale))  # every column readable
+        self._key = self._grid_key = None
+
+    def refresh(self) -> None:
+        c = self.controller
+        shown, steps = c.shown(), c.steps
+        n_layers = c.info.n_layers if c.info is not None else 0
+        # identities, not lengths: after a rewind, a fork or a branch switch step k is another step
+        key = (c.epoch, n_layers, len(steps), id(steps[-1]) if steps else None,
+               None if shown is None else (shown.index, id(shown.dist)))
+        if key == self._key:
+            return
+        self._key = key
+        self._draw_grid(steps, n_layers, shown)
+        self._fill_table(shown, n_layers)
+
+    # --- the heatmap ------------------------------------------------------------------------------------
+    def _draw_grid(self, steps, n_layers: int, shown: Shown | None) -> None:
+        width = int(grid_ceiling(len(steps) + 1, STEP_BLOCK))  # room for the pending step
+        grid_key = (n_layers, width, len(steps), id(steps[0]) if steps else None, id(steps[-1]) if steps else None)
+        if grid_key != self._grid_key:
+            self._grid_key = grid_key
+            p = np.full((width, max(n_layers, 1)), np.nan)  # (steps, layers): x is the step, y the layer
+            for k, step in enumerate(steps):
+                lens = step.dist.lens
+                if lens is not None and lens.p_chosen is not None and lens.n_layers == n_layers:
+                    p[k] = lens.p_chosen
+            self.image.setImage(self._colours(p), autoLevels=False)
+            self.image.setRect(QRectF(0.5, 0.5, width, max(n_layers, 1)))
+            set_range(self.plot, x=(0.5, width + 0.5), y=(0.5, max(n_layers, 1) + 0.5))
+        if shown is None or n_layers == 0:
+            self.marker.hide()
+            return
+        self.marker.setRect(QRectF(shown.index - 0.5, 0.5, 1.0, n_layers))
+        self.marker.show()
+
+    def _colours(self, p: np.ndarray) -> np.ndarray:
+        """RGBA of p in [0, 1] on a fixed scale; no lens (NaN) is left transparent, the panel showing."""
+        missing = np.isnan(p)
+        rgba = self.colormap.map(np.nan_to_num(p), mode="byte")  # (steps, layers, 4)
+        rgba[missing, 3] = 0
+        return rgba
+
+    # --- the shown step ---------------------------------------------------------------------------------
+    def _fill_table(self, shown: Shown | None, n_layers: int) -> None:
+        lens = shown.dist.lens if shown is not None else None
+        t = self.appearance.theme
+        if lens is None or lens.n_layers != n_layers:
+            self.table.setRowCount(0)
+            self.caption.setText(PLACEHOLDER if shown is None else
+                                 f"Step {shown.index} has no logit lens: it was taken before this view opened "
+                                 "(or decided by a speculative verify pass).")
+            return
+        chosen = shown.step.token.id if shown.step is not None else None
+        final = chosen if chosen is not None else int(lens.ids[-1, 0])
+        self.table.setRowCount(n_layers)
+        for row in range(n_layers):
+            layer = n_layers - 1 - row  # the last layer on top, as in the heatmap
+            token = int(lens.ids[layer, 0])
+            cells = (str(layer + 1), display(lens.texts[layer][0]), f"{lens.p[layer, 0]:.3f}",
+                     "—" if lens.p_chosen is None else f"{lens.p_chosen[layer]:.3f}")
+            for column, text in enumerate(cells):
+                self._cell(row, column, text, t.chosen if column == 1 and token == final else t.text)
+            top5 = ", ".join(f"{display(x)} {q:.3f}" for x, q in zip(lens.texts[layer][:5], lens.p[layer, :5]))
+            self.table.item(row, 1).setToolTip(f"Layer {layer + 1}: {top5}")
+        self.caption.setText(self._summary(shown, lens, final))
+
+    def _cell(self, row: int, column: int, text: str, colour: str) -> None:
+        item = self.table.item(row, column)
+        if item is None:
+            item = QTableWidgetItem()
+            item.setTextAlignment((Qt.AlignLeft if column == 1 else Qt.AlignRight) | Qt.AlignVCenter)
+            self.table.setItem(row, column, item)
+        if item.text() != text:
+            item.setText(text)
+        item.setForeground(QColor(colour))
+
+    @staticmethod
+    def _summary(shown: Shown, lens, final: int) -> str:
+        settled = lens.n_layers
+        while settled > 1 and int(lens.ids[settled - 2, 0]) == final:
+            settled -= 1
+        what = "its chosen token" if shown.step is not None else "its final guess"
+        first = f"from layer {settled} on" if settled < lens.n_layers else "only at the last layer"
+        chosen = "" if lens.p_chosen is None else f"; p(chosen) {lens.p_chosen[-1]:.3f} after the last layer"
+        return (f"Step {shown.index}{' (next, not drawn)' if shown.step is None else ''}: each layer's stream "
+                f"through the final norm and head. The top guess is {what} {first}{chosen}. "
+                "Colour: p(chosen) from 0 (dark) to 1 (yellow); a red token is the one finally chosen.")
