@@ -135,6 +135,26 @@ def test_stepping_with_previews_saves_passes(llama):
     assert passes[repeating, 4] < passes[repeating, 0] and passes[free, 4] <= passes[free, 0]
 
 
+def test_speculation_without_a_kv_cache_takes_the_same_tokens(llama):
+    prompt = [_repeating_token(llama)] * 4 + PROMPTS[1]
+    _, plain, _ = _generate(llama, prompt, 0, SAMPLED, seed=1)
+    session = Session(llama, GenerationSettings(SAMPLED, max_new_tokens=24, seed=1, speculate=4))
+    session.use_kv_cache(False)
+    session.prefill(prompt)
+    events = list(session.run())
+    assert _verifies(events) and [s.token.id for s in _steps(events)] == [s.token.id for s in _steps(plain)]
+    assert all(s.kv_used_bytes == 0 for s in _steps(events))
+
+
+@pytest.mark.xfail(strict=True, reason="issue 16: a verify pass runs without an attention capture, so with "
+                   "capture_attention the steps it decided (bar a first step drawn from the prefill) have none")
+def test_steps_of_a_verify_pass_keep_their_attention(llama):
+    session = Session(llama, GenerationSettings(GREEDY, max_new_tokens=8, speculate=4), capture_attention=True)
+    session.prefill([_repeating_token(llama)] * 8)
+    steps = _steps(list(session.run()))
+    assert any(s.verified_by for s in steps) and all(s.attention is not None for s in steps)
+
+
 def test_stops_inside_a_pass_are_plain_decodings_stops(llama):
     t = _repeating_token(llama)
     text = llama.tokenizer.decode([t] * 3)
