@@ -54,6 +54,11 @@ def _goodness_of_fit_p(observed, expected) -> float:
     return _p_value(sum((o - e) ** 2 / e for e, o in cells), len(cells) - 1)
 
 
+def test_p_value_matches_known_chi_square_quantiles():
+    for statistic, df, p in ((3.841459, 1, 0.05), (11.0705, 5, 0.05), (6.634897, 1, 0.01), (24.72497, 11, 0.01)):
+        assert abs(_p_value(statistic, df) - p) < 1e-5
+
+
 HAND_MADE = [[0.5, 0.3, 0.15, 0.05], [0.05, 0.05, 0.2, 0.7], [0.25, 0.25, 0.25, 0.25], [0.9, 0.06, 0.03, 0.01]]
 
 
@@ -120,12 +125,19 @@ def test_speculation_keeps_the_joint_distribution_of_two_tokens(llama):
     fresh = LocalDecoder(llama.decoder)
     fresh.start(len(prompt) + 1)
     p1 = distribution(fresh.forward(prompt, 0), sampler).p_final
-    exact = {}
+    p2 = {}
     for t1 in torch.nonzero(p1).flatten().tolist():
         fresh.crop(len(prompt))
-        p2 = distribution(fresh.forward([t1], len(prompt)), sampler).p_final
-        exact |= {(t1, t2): float(p1[t1] * p2[t2]) for t2 in torch.nonzero(p2).flatten().tolist()}
+        p2[t1] = distribution(fresh.forward([t1], len(prompt)), sampler).p_final
+    cells = [(t1, t2) for t1 in sorted(p2) for t2 in torch.nonzero(p2[t1]).flatten().tolist()]
     counts = Counter(spec)
-    assert set(counts) <= set(exact) and len(exact) >= 8
-    cells = sorted(exact)
-    assert _goodness_of_fit_p([counts[c] for c in cells], [exact[c] * n for c in cells]) > 0.001
+    assert set(counts) <= set(cells) and len(cells) >= 8
+
+    def fits(first) -> float:  # the sample against p(t2 | t1) after a first token distributed as `first`
+        return _goodness_of_fit_p([counts[c] for c in cells], [float(first[t1] * p2[t1][t2]) * n for t1, t2 in cells])
+    assert fits(p1) > 0.001
+    # the test has the power to see the classic mistake: a rejected draft redrawn from p_final with t kept in
+    draft, q = prompt[2], p1.clone()
+    q *= 1 - p1[draft]
+    q[draft] += p1[draft]
+    assert fits(q) < 1e-6
