@@ -9,6 +9,7 @@ order (ties by token id). Math is float64 so the reported probabilities sum to 1
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -121,3 +122,10 @@ def softmax_entropy(logits: torch.Tensor, p: torch.Tensor, best: int) -> float:
 def entropy(p: torch.Tensor) -> float:
     """Shannon entropy in nats (0 log 0 = 0)."""
     return float(-torch.special.xlogy(p, p).sum())
+
+
+def draw_seed(seed: int, index: int) -> int:
+    """The generator seed of step `index`'s draw: a function of (seed, index) alone, so a rewind and redraw
+    with the same seed and settings draws the same u, and another seed changes every later draw."""
+    digest = hashlib.blake2b(f"{seed}:{index}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1

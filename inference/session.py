@@ -15,7 +15,6 @@ Logits come from a `LogitsSource` (sources/): the model's own decoder in this pr
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from typing import Callable, Iterator
@@ -30,7 +29,7 @@ from .events import Pending, PrefillDone, SessionStatus, StepDone, Stopped, Toke
 from .lens import LensCapture
 from .loading import LoadedModel
 from .report import chosen_rank, summarise
-from .sampling import distribution, draw
+from .sampling import distribution, draw, draw_seed
 from .settings import PREFILL_CHUNK, GenerationSettings, SamplerSettings
 from .stops import match_stop_strings
 from .sources import LogitsSource
@@ -42,13 +41,6 @@ from .tokenizer import ChatMessage
 
 class GenerationEnded(NotReady):
     """Raised by `step()` after EOS, a stop string or a full context window: reset to go on."""
-
-
-def draw_seed(seed: int, index: int) -> int:
-    """The generator seed of step `index`'s draw: a function of (seed, index) alone, so a rewind and redraw
-    with the same seed and settings draws the same u, and another seed changes every later draw."""
-    digest = hashlib.blake2b(f"{seed}:{index}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") >> 1
 
 
 def prompt_ids(model: LoadedModel, prompt: str, chat: bool = False, system: str | None = None) -> tuple[list[int], str]:

@@ -27,7 +27,11 @@ NGRAM_SIZES = (3, 2, 1)
 
 
 def prompt_lookup(context: list[int], n_max: int) -> tuple[list[int], tuple[int, ...]]:
-    """(draft of at most n_max tokens, the n-gram matched); ([], ()) when nothing matches."""
+    """(draft of at most n_max tokens, the n-gram matched); ([], ()) when nothing matches.
+
+    Among the matches of the longest n-gram found, the most recent one that is followed by n_max tokens;
+    else the one followed by the most (a match near the end of a periodic context is followed by little:
+    an earlier period drafts the whole length)."""
     if n_max < 1 or len(context) < 2:
         return [], ()
     ids = np.asarray(context, dtype=np.int64)
@@ -36,11 +40,16 @@ def prompt_lookup(context: list[int], n_max: int) -> tuple[list[int], tuple[int,
             continue
         gram = ids[-n:]
         starts = np.flatnonzero(ids[:len(ids) - n] == gram[0])  # earlier starts, a token after each at least
+        best = None
         for i in starts[::-1]:  # the most recent match first
             if np.array_equal(ids[i:i + n], gram):
                 draft = ids[i + n:i + n + n_max]
-                if draft.size:
-                    return draft.tolist(), tuple(int(t) for t in gram)
+                if best is None or draft.size > best.size:
+                    best = draft
+                if best.size == n_max:
+                    break
+        if best is not None:
+            return best.tolist(), tuple(int(t) for t in gram)
     return [], ()
 
 
