@@ -6,50 +6,19 @@ MIXED the model keeps part of the first draft and rejects the rest; on REPEATS i
 window serves the module (loading the model is the slow part).
 """
 
-import time
 from types import SimpleNamespace
 
 import pytest
-from PySide6.QtCore import QSettings
-from PySide6.QtWidgets import QApplication
 
-from gui.main_window import MainWindow
 from gui.speculation import counters, newest_pass, pass_of
 from inference.events import Token, Verified
-from gui.theme import Appearance
+from app_driver import idle, settle, wait_until, window_fixture
 
-WAIT = 120_000  # ms: generous, the machines are shared
+window = window_fixture("speculate")
+
+
 MIXED = "one two three one two three one two three one two three one two three one two"
 REPEATS = "a b c d a b c d a b c d a b"
-
-
-def wait_until(condition, timeout_ms=WAIT):
-    deadline = time.monotonic() + timeout_ms / 1000
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        QApplication.processEvents()
-        time.sleep(0.005)
-
-
-@pytest.fixture(scope="module")
-def window(qapp, default_model, tmp_path_factory):
-    settings = QSettings(str(tmp_path_factory.mktemp("speculate") / "tokenstep.ini"), QSettings.IniFormat)
-    win = MainWindow(settings=settings, appearance=Appearance())
-    win.resize(1600, 1000)
-    win.show()
-    wait_until(lambda: win.controller.info is not None)
-    yield win
-    win.close()
-    assert win.controller.thread.isFinished()
-
-
-def idle(c):
-    return not c.busy and not c.running
-
-
-def settle(win):
-    wait_until(lambda: not win.controller.scheduler.redraw_due)
-    QApplication.processEvents()
 
 
 def prefill(win, speculate, prompt=REPEATS):

@@ -4,48 +4,17 @@ One window serves the whole module (loading the model is the slow part); each te
 Prefill, which forgets the steps before it.
 """
 
-import time
 
 import numpy as np
-import pytest
-from PySide6.QtCore import QPointF, QSettings, Qt
+from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QApplication
 
-from gui.main_window import MainWindow
-from gui.theme import Appearance
 from gui.views.format import fmt_bytes
+from app_driver import idle, settle, wait_until, window_fixture
 
-WAIT = 120_000  # ms: generous, the machines are shared
-
-
-def wait_until(condition, timeout_ms=WAIT):
-    deadline = time.monotonic() + timeout_ms / 1000
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        QApplication.processEvents()
-        time.sleep(0.005)
+window = window_fixture("views")
 
 
-@pytest.fixture(scope="module")
-def window(qapp, default_model, tmp_path_factory):
-    settings = QSettings(str(tmp_path_factory.mktemp("views") / "tokenstep.ini"), QSettings.IniFormat)
-    win = MainWindow(settings=settings, appearance=Appearance())
-    win.resize(1600, 1000)
-    win.show()
-    wait_until(lambda: win.controller.info is not None)
-    yield win
-    win.close()
-    assert win.controller.thread.isFinished()
-
-
-def idle(c):
-    return not c.busy and not c.running
-
-
-def settle(win):
-    """Until the views show the latest reports (a redraw that waited for its interval has run)."""
-    wait_until(lambda: not win.controller.scheduler.redraw_due)
-    QApplication.processEvents()
 
 
 def prefill(win, greedy=True, prompt="The capital of France is"):

@@ -1,49 +1,19 @@
 """Timing, issue 15 parts 3-5: the KV cache toggle and both modes' series, the timeline to scale, the prefill's
 progress bar and its measured estimate. One window on the real default model serves the module."""
 
-import time
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QSettings
-from PySide6.QtWidgets import QApplication
 
-from gui.main_window import MainWindow
-from gui.theme import Appearance
 from gui.timing_data import CACHED, NO_CACHE, PREFILL, REREAD, SAMPLE, VERIFY, timeline
 from inference.events import PrefillDone, StepDone, Switched, Token, Verified
+from app_driver import idle, settle, wait_until, window_fixture
 
-WAIT = 120_000  # ms: generous, the machines are shared
+window = window_fixture("timeline")
+
+
 STEPS = 8
 LONG = 40  # steps without the cache: enough growth of the context to stand above the timing noise
-
-
-def wait_until(condition, timeout_ms=WAIT):
-    deadline = time.monotonic() + timeout_ms / 1000
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        QApplication.processEvents()
-        time.sleep(0.005)
-
-
-@pytest.fixture(scope="module")
-def window(qapp, default_model, tmp_path_factory):
-    settings = QSettings(str(tmp_path_factory.mktemp("timeline") / "tokenstep.ini"), QSettings.IniFormat)
-    win = MainWindow(settings=settings, appearance=Appearance())
-    win.resize(1600, 1000)
-    win.show()
-    wait_until(lambda: win.controller.info is not None)
-    yield win
-    win.close()
-
-
-def idle(c):
-    return not c.busy and not c.running
-
-
-def settle(win):
-    wait_until(lambda: not win.controller.scheduler.redraw_due)
-    QApplication.processEvents()
 
 
 def prefill(win, prompt="The capital of France is"):

@@ -1,0 +1,49 @@
+"""Driving the app in GUI tests: waiting on the event loop, a module-wide window on the default model."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QApplication
+
+WAIT = 120_000  # ms: generous, the machines are shared
+
+
+def wait_until(condition, timeout_ms=WAIT):
+    deadline = time.monotonic() + timeout_ms / 1000
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        QApplication.processEvents()
+        time.sleep(0.005)
+
+
+def idle(c) -> bool:
+    return not c.busy and not c.running
+
+
+def settle(win) -> None:
+    """Until the views show the latest reports (a redraw that waited for its interval has run)."""
+    wait_until(lambda: not win.controller.scheduler.redraw_due)
+    QApplication.processEvents()
+
+
+def window_fixture(name: str):
+    """A module-scoped fixture: a 1600x1000 window that has loaded the default model; closed and joined after."""
+
+    @pytest.fixture(scope="module")
+    def window(qapp, default_model, tmp_path_factory):
+        from gui.main_window import MainWindow
+        from gui.theme import Appearance
+
+        settings = QSettings(str(tmp_path_factory.mktemp(name) / "tokenstep.ini"), QSettings.IniFormat)
+        win = MainWindow(settings=settings, appearance=Appearance())
+        win.resize(1600, 1000)
+        win.show()
+        wait_until(lambda: win.controller.info is not None)
+        yield win
+        win.close()
+        assert win.controller.thread.isFinished()
+
+    return window
