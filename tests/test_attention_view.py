@@ -2,17 +2,17 @@
 row, grouped-query heads, and the dock that draws them (on tiny random models: fast, and with GQA)."""
 
 import re
-import time
 
 import numpy as np
 import pytest
 import torch
 
-from inference.attention import PromptAttention, kept_positions, kv_groups
+from inference.attention import kept_positions, kv_groups
 from inference.loading import load_model
 from inference.session import Session
 from inference.settings import GenerationSettings, SamplerSettings
 from tiny import make_hf_model, save_hf_model
+from app_driver import idle, settle, wait_until
 
 PROMPT = [5, 77, 200, 31, 9, 140]  # six tokens
 GREEDY = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=4)
@@ -109,23 +109,6 @@ def test_kv_groups():
 
 
 # --- the dock --------------------------------------------------------------------------------------------
-WAIT = 120_000
-
-
-def wait_until(condition, timeout_ms=WAIT):
-    from PySide6.QtWidgets import QApplication
-
-    deadline = time.monotonic() + timeout_ms / 1000
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        QApplication.processEvents()
-        time.sleep(0.005)
-
-
-def idle(c):
-    return not c.busy and not c.running
-
-
 @pytest.fixture(scope="module")
 def window(qapp, tiny_folder, tmp_path_factory):
     from PySide6.QtCore import QSettings
@@ -140,13 +123,6 @@ def window(qapp, tiny_folder, tmp_path_factory):
     wait_until(lambda: win.controller.info is not None)
     yield win
     win.close()
-
-
-def settle(win):
-    from PySide6.QtWidgets import QApplication
-
-    wait_until(lambda: not win.controller.scheduler.redraw_due)
-    QApplication.processEvents()
 
 
 def prefill(win, prompt="abcdef"):  # the tiny byte-level tokenizer: six tokens

@@ -15,6 +15,7 @@ from inference.session import Session, draw_seed
 from inference.settings import GenerationSettings, SamplerSettings
 from inference.sources.local import LocalDecoder
 from tiny import ARCHITECTURES, build_decoder, make_hf_model, save_hf_model
+from moves import apply_move
 
 PROMPT = [5, 77, 200, 31, 9]
 SAMPLED = SamplerSettings(temperature=1.5, top_k=0)
@@ -164,17 +165,7 @@ def test_any_moves_leave_the_cache_fresh(llama, ops):
     session = Session(llama, GenerationSettings(SAMPLED, max_new_tokens=8, seed=3))
     session.prefill(PROMPT)
     for op, r in ops:
-        n = len(session.generated)
-        if op == "step" and not session.blocked():
-            list(session.step())
-        elif op == "rewind" and n:
-            session.rewind(1 + r % n)
-        elif op == "force" and not session.blocked():
-            list(session.force(r % llama.config.vocab))
-        elif op == "reset":
-            session.reset()
-        elif op == "switch":
-            session.switch(r % len(session.tree.nodes))
+        apply_move(session, op, r)
         assert session.generated == session.tree.tokens(session.node)
         assert_cache_is_fresh(session)
 

@@ -20,6 +20,7 @@ from inference.speculate import prompt_lookup
 from paragraph import PARAGRAPH
 from test_branches import _model, assert_cache_is_fresh
 from tiny import ARCHITECTURES
+from moves import apply_move
 
 GREEDY = SamplerSettings(greedy=True)
 SAMPLED = SamplerSettings(temperature=0.7, top_k=5)  # peaked enough that drafts are often accepted
@@ -236,19 +237,10 @@ def test_any_moves_with_speculation_leave_the_cache_fresh(llama, ops, greedy):
     session = Session(llama, base)
     session.prefill([_repeating_token(llama)] * 4 + PROMPTS[1])
     for op, r in ops:
-        n = len(session.generated)
-        if op == "step" and not session.blocked():
-            list(session.step())
-        elif op == "rewind" and n:
-            session.rewind(1 + r % n)
-        elif op == "force" and not session.blocked():
-            list(session.force(r % llama.config.vocab))
-        elif op == "reset":
-            session.reset()
-        elif op == "switch":
-            session.switch(r % len(session.tree.nodes))
-        elif op == "speculate":
+        if op == "speculate":
             session.update_settings(dataclasses.replace(session.settings, speculate=r % 3 * 2))
+        else:
+            apply_move(session, op, r)
         assert session.generated == session.tree.tokens(session.node)
         assert_cache_is_fresh(session)
     if not session.blocked():  # whatever happened, it goes on as plain decoding from this path would
