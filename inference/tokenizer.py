@@ -133,27 +133,23 @@ class Tokenizer:
         if not self.chat_template:
             raise ModelFormatError(f"{self.source}: this model has no chat template")
         from jinja2 import TemplateError
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        from .template_box import render
 
         def raise_exception(message):
             raise TemplateError(message)
 
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                            extensions=["jinja2.ext.loopcontrols"])
-        env.filters["tojson"] = lambda value, indent=None: json.dumps(value, ensure_ascii=False,
-                                                                      indent=indent)
-        env.globals["raise_exception"] = raise_exception
-        try:
-            template = env.from_string(self.chat_template)
-            return template.render(
-                messages=[{"role": m.role, "content": m.content} for m in messages],
-                add_generation_prompt=add_generation_prompt,
-                bos_token=self.special_token_text("bos_token"),
-                eos_token=self.special_token_text("eos_token"),
-                pad_token=self.special_token_text("pad_token"),
-                unk_token=self.special_token_text("unk_token"))
-        except TemplateError as e:  # SecurityError (a reach for Python internals) is a TemplateError
-            raise ModelFormatError(f"{self.source}: chat template failed: {type(e).__name__}: {e}") from None
+        variables = dict(messages=[{"role": m.role, "content": m.content} for m in messages],
+                         add_generation_prompt=add_generation_prompt,
+                         bos_token=self.special_token_text("bos_token"),
+                         eos_token=self.special_token_text("eos_token"),
+                         pad_token=self.special_token_text("pad_token"),
+                         unk_token=self.special_token_text("unk_token"))
+        def tojson(value, indent=None):
+            return json.dumps(value, ensure_ascii=False, indent=indent)
+
+        return render(self.chat_template, variables, self.source, {"raise_exception": raise_exception},
+                      {"tojson": tojson})
 
     def encode_chat(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> list[int]:
         # The template already writes every special token the model expects; add none twice.
