@@ -45,11 +45,23 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                         "64 weights, float32 activations and KV cache")
 
 
+def utf8_text(what: str):
+    """An argparse type for text options: argv that is not valid UTF-8 (decoded by Python with surrogate
+    escapes) is a usage error naming the option, not a crash in the tokenizer."""
+    def parse(text: str) -> str:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise argparse.ArgumentTypeError(f"{what} is not valid UTF-8") from None
+        return text
+    return parse
+
+
 def add_prompt_arguments(parser: argparse.ArgumentParser, prompt_default: str | None) -> None:
     """--prompt, --chat, --system: shared by the app and `trace`."""
-    parser.add_argument("--prompt", default=prompt_default, help="the prompt to read")
+    parser.add_argument("--prompt", default=prompt_default, type=utf8_text("--prompt"), help="the prompt to read")
     parser.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
-    parser.add_argument("--system", default="", help="system prompt (chat mode)")
+    parser.add_argument("--system", default="", type=utf8_text("--system"), help="system prompt (chat mode)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--top-p", type=_number(float, 0, 1, low_open=True, what="--top-p"), default=None)
     trace.add_argument("--min-p", type=_number(float, 0, 1, what="--min-p"), default=None)
     trace.add_argument("--seed", type=_number(int, 0, what="--seed"), default=0)
-    trace.add_argument("--stop", action="append", default=[], metavar="TEXT",
+    trace.add_argument("--stop", action="append", default=[], metavar="TEXT", type=utf8_text("--stop"),
                        help="stop when the generated text contains TEXT (repeatable)")
     trace.add_argument("--speculate", type=_number(int, 0, 16, what="--speculate"), default=0, metavar="N",
                        help="draft up to N tokens by prompt lookup and verify them in one forward pass (0 = off)")

@@ -141,9 +141,15 @@ def test_cli_bad_model_is_one_line_and_exit_1(tmp_path):
 
 @pytest.mark.parametrize("args", [["--temperature", "-1"], ["--top-p", "0"], ["--top-p", "1.5"],
                                   ["--top-k", "x"], ["--max-new-tokens", "0"], ["--min-p", "2"],
-                                  ["--dtype", "int4"], ["--stop", ""], ["--bogus"]])
+                                  ["--dtype", "int4"], ["--stop", ""], ["--bogus"],
+                                  [b"--prompt", b"caf\xe9 \xff"], [b"--stop", b"\xfe"], [b"--system", b"\x80"]])
 def test_cli_invalid_values_exit_2(args):
+    # Invalid UTF-8 in argv (bytes arguments) reaches Python as surrogate escapes: a usage error naming
+    # the option, never a tokenizer crash.
     result = subprocess.run([sys.executable, str(ROOT / "main.py"), "trace", *args],
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2, result.stderr
-    assert "usage:" in result.stderr and "Traceback" not in result.stderr
+                            capture_output=True, timeout=120)
+    stderr = result.stderr.decode("utf-8", "replace")
+    assert result.returncode == 2, stderr
+    assert "usage:" in stderr and "Traceback" not in stderr
+    if isinstance(args[0], bytes):
+        assert f"{args[0].decode()} is not valid UTF-8" in stderr

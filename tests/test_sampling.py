@@ -141,3 +141,14 @@ def test_entropy_from_logits_equals_the_direct_sum(logits):
     assume(bool(torch.isfinite(masked).any()))
     d = distribution(masked, SamplerSettings(temperature=0.7, top_k=0))
     assert abs(d.entropy - entropy(d.p_raw)) < 1e-9
+
+
+@given(logits_strategy, st.sampled_from([1e-320, 5e-324, 1e-300, 1e-30]), st.integers(0, 400))
+def test_vanishing_temperature_is_the_argmax_limit_not_nan(logits, temperature, top_k):
+    """logits / 1e-320 overflows to inf; the sampler must still give a distribution, all mass on the best
+    score (shared equally by exact ties), and draw the best."""
+    d = distribution(logits, SamplerSettings(temperature=temperature, top_k=top_k))
+    assert torch.isfinite(d.p_final).all() and abs(float(d.p_final.sum()) - 1.0) < 1e-9
+    best = float(logits.max())
+    assert set(torch.nonzero(d.p_final).flatten().tolist()) <= set(torch.nonzero(logits == best).flatten().tolist())
+    assert float(logits[draw(d, torch.Generator().manual_seed(3))[0]]) == best
