@@ -47,6 +47,7 @@ class Controller(QObject):
         self.info: ModelInfo | None = None
         self.loading = False
         self.epoch = 0  # the tag of the newest generation asked for
+        self._epoch_before_load = 0
         self.cuda_available: bool | None = None  # known once the engine is up
         self.forward_count = 0  # forward passes the engine has run: a preview runs none
         self.capture_lens = False  # whether the logit lens is asked for (its dock is shown)
@@ -132,6 +133,7 @@ class Controller(QObject):
     # --- intents --------------------------------------------------------------------------------------
     def load(self, spec: str = "default", device: str = "auto", dtype: str = "auto") -> None:
         self.loading = True
+        self._epoch_before_load = self.epoch  # a failed load leaves the engine's session (and its tag) as it was
         self.epoch += 1
         self._command.emit(p.Load(spec, device, dtype, self.epoch))
         self.state_changed.emit()
@@ -317,6 +319,9 @@ class Controller(QObject):
 
     def _on_load_failed(self, reply: p.LoadFailed) -> None:
         self.loading = False
+        # The engine kept the previous model and session: its replies carry that session's tag, so take it
+        # back, or every later Step would be answered and ignored (the app looked locked).
+        self.epoch = self._epoch_before_load
         self.load_finished.emit(False, reply.message)
         self.state_changed.emit()
 

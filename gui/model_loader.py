@@ -28,6 +28,7 @@ class ModelLoader(QObject):
         self.spec = spec  # what is loaded: 'default', a folder or a .gguf
         self._requested_spec = spec
         self.progress: QProgressDialog | None = None
+        self.error_box: QMessageBox | None = None
         self.device_actions: dict[str, QAction] = {}
         controller.progress.connect(self._on_progress)
         controller.load_finished.connect(self._on_finished)
@@ -65,6 +66,9 @@ class ModelLoader(QObject):
     def close_progress(self) -> None:
         if self.progress is not None:
             self.progress.canceled.disconnect()
+            # reset() stops the dialog's show-after-400-ms timer: closed alone, a dialog not yet shown would
+            # still pop up (modal, its Cancel connected to nothing) over the error box that follows.
+            self.progress.reset()
             self.progress.close()
             self.progress.deleteLater()
             self.progress = None
@@ -107,8 +111,22 @@ class ModelLoader(QObject):
             self.status.say("Loading cancelled" + still)
             return
         self.status.say("Could not load the model" + still)
-        QMessageBox.critical(self.window, "Could not load the model", message + (
+        self.show_error("Could not load the model", message + (
             f"\n\nThe previous model ({previous.name}) is still loaded." if previous else ""))
+
+    def show_error(self, title: str, text: str) -> None:
+        """A window-modal error box that does not block the event loop: replies keep arriving, and one click
+        on OK closes it."""
+        if self.error_box is not None:
+            self.error_box.close()
+        box = QMessageBox(QMessageBox.Critical, title, text, QMessageBox.Ok, self.window)
+        box.setAttribute(Qt.WA_DeleteOnClose)
+        box.finished.connect(self._error_closed)
+        self.error_box = box
+        box.open()
+
+    def _error_closed(self) -> None:
+        self.error_box = None
 
 
 def _choices(menu: QMenu, choices, current: str, slot) -> dict[str, QAction]:

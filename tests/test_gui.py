@@ -215,20 +215,32 @@ def test_plot_views_take_turns_during_run_within_a_cpu_share(qtbot, window, monk
     assert all(counts.get(v) == 1 for v in views)
 
 
-def test_bad_folder_shows_an_error_and_the_old_model_still_steps(qtbot, window, tmp_path, monkeypatch):
-    shown = []
-    monkeypatch.setattr(QMessageBox, "critical", lambda parent, title, text, *a: shown.append(text))
+def test_bad_folder_shows_an_error_and_the_old_model_still_steps(qtbot, window, tmp_path):
+    """Issue 18: a failed load used to leave a modal progress dialog over the error and every later Step
+    answered and ignored. Now: the error closes with one click and Space steps on, without a new prefill."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QApplication, QProgressDialog
+
+    prefill(qtbot, window)
+    step(qtbot, window, 1)
+    first = ids(window)
     bad = tmp_path / "broken"
     bad.mkdir()
     (bad / "config.json").write_text('{"architectures": ["NopeForCausalLM"]}')
     name = window.controller.info.name
     window.load_model(str(bad))
-    qtbot.waitUntil(lambda: bool(shown), timeout=WAIT)
-    assert "unsupported architecture 'NopeForCausalLM'" in shown[0]
+    qtbot.waitUntil(lambda: window.loader.error_box is not None, timeout=WAIT)
+    box = window.loader.error_box
+    assert "unsupported architecture 'NopeForCausalLM'" in box.text()
     assert window.controller.info.name == name and not window.controller.loading
-    prefill(qtbot, window)
-    step(qtbot, window, 1)
-    assert len(window.controller.steps) == 1
+    qtbot.wait(600)  # past the progress dialog's 400 ms show delay: it must not appear now
+    assert not [w for w in QApplication.topLevelWidgets() if isinstance(w, QProgressDialog) and w.isVisible()]
+    qtbot.mouseClick(box.button(QMessageBox.Ok), Qt.LeftButton)
+    qtbot.waitUntil(lambda: window.loader.error_box is None, timeout=WAIT)
+    assert window.actions["step"].shortcut().toString() == "Space" and window.actions["step"].isEnabled()
+    window.actions["step"].trigger()  # what Space does (offscreen windows get no key focus)
+    qtbot.waitUntil(lambda: len(window.controller.steps) == 2 and _idle(window.controller), timeout=WAIT)
+    assert ids(window)[:1] == first
 
 
 def test_layout_round_trips_and_a_stale_version_falls_back(qtbot, window, settings_file):
