@@ -319,9 +319,7 @@ class Controller(QObject):
 
     def _on_load_failed(self, reply: p.LoadFailed) -> None:
         self.loading = False
-        # The engine kept the previous model and session: its replies carry that session's tag, so take it
-        # back, or every later Step would be answered and ignored (the app looked locked).
-        self.epoch = self._epoch_before_load
+        self.epoch = self._epoch_before_load  # the engine kept its session: its replies carry the old tag
         self.load_finished.emit(False, reply.message)
         self.state_changed.emit()
 
