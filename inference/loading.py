@@ -19,6 +19,7 @@ from .errors import ModelFormatError
 from .checkpoint import read_checkpoint
 from .events import ModelInfo
 from .layers import select_backend
+from .catalog import folder_name
 from .memory import ensure_fits
 from .model import Decoder
 from .packing import fingerprint, weights_bytes
@@ -174,7 +175,7 @@ def load_model(spec: str | Path = "default", device: str = "auto", dtype: str = 
     if progress:
         progress("load", 1, 1)
     return LoadedModel(
-        name=manifest.get("name") or folder.name, folder=folder, config=config, decoder=decoder,
+        name=manifest.get("name") or folder_name(folder), folder=folder, config=config, decoder=decoder,
         tokenizer=tokenizer, defaults=sampler_defaults(generation), n_params=n_params, dtype=dtype_name,
         fingerprint=fingerprint(weights), weights_bytes=weights_bytes(weights),
         load_seconds=time.perf_counter() - started)

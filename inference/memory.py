@@ -75,14 +75,17 @@ class Estimate:
         free = "free RAM unknown" if self.available_bytes is None else f"free RAM {human_bytes(self.available_bytes)}"
         return (f"weights {human_bytes(self.weights_bytes)} at {self.dtype}, about "
                 f"{human_bytes(self.needed_bytes)} needed while loading"
-                f"{' (converting the GGUF first)' if self.converts else ''}; "
-                f"KV cache {human_bytes(self.kv_bytes)} for {self.kv_tokens:,} tokens; {free}")
+                f"{' (converting the GGUF first)' if self.converts else ''}; {self._kv()}; {free}")
+
+    def _kv(self) -> str:
+        if not self.kv_tokens:
+            return "KV cache not known"
+        return f"KV cache {human_bytes(self.kv_bytes)} for {self.kv_tokens:,} tokens"
 
     def refusal(self) -> str:
         return (f"Not enough memory for {self.name} at {self.dtype}: loading needs about "
                 f"{human_bytes(self.needed_bytes)} (weights {human_bytes(self.weights_bytes)}, read as float32 "
-                f"first{', after converting the GGUF' if self.converts else ''}; KV cache "
-                f"{human_bytes(self.kv_bytes)} for {self.kv_tokens:,} tokens) but only "
+                f"first{', after converting the GGUF' if self.converts else ''}; {self._kv()}) but only "
                 f"{human_bytes(self.available_bytes or 0)} is available. Close other programs or choose a "
                 "smaller model.")
 
@@ -97,7 +100,7 @@ def estimate(entry, dtype: str, available: int | None = None) -> Estimate | None
     converts = entry.spec.lower().endswith(".gguf") and not entry.converted
     if converts:
         peak = max(peak, CONVERT_BYTES_PER_PARAM * n)
-    tokens = min(entry.context_length or KV_WINDOW, KV_WINDOW)
+    tokens = min(entry.context_length or KV_WINDOW, KV_WINDOW) if entry.kv_bytes_per_token else 0
     kv = (entry.kv_bytes_per_token or 0) * tokens * DTYPE_BYTES.get(dtype, 4) // 4
     return Estimate(entry.name, dtype, weights, peak, kv, tokens, available, converts)
 
