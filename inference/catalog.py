@@ -256,8 +256,17 @@ def folder_size(folder: Path, budget: _Budget | None = None) -> int:
     return total
 
 
+def _unreadable(path: Path, name: str, source: str, error: Exception) -> Entry:
+    """A model whose files broke a reader in a way it did not foresee: listed, not raised."""
+    text = str(error).splitlines()[0] if str(error) else ""
+    return Entry(name, str(path), str(path), source, reason=f"could not be read ({type(error).__name__}: {text})")
+
+
 def describe_folder(folder: Path, name: str, source: str, budget: _Budget | None = None) -> Entry:
-    facts = folder_facts(folder)
+    try:
+        facts = folder_facts(folder)
+    except Exception as e:  # noqa: BLE001 - one odd folder must not hide the others
+        return _unreadable(folder, name, source, e)
     return Entry(name=name, spec=str(folder), path=str(folder), source=source,
                  size_bytes=folder_size(folder, budget), **facts)
 
@@ -270,7 +279,10 @@ def describe_gguf(path: Path, source: str, parts: list[Path] | None = None) -> E
             size += part.stat().st_size
         except OSError:
             pass
-    facts = gguf_facts(path, parts)
+    try:
+        facts = gguf_facts(path, parts)
+    except Exception as e:  # noqa: BLE001 - one odd file must not hide the others
+        return _unreadable(path, path.name, source, e)
     return Entry(name=path.name, spec=str(path), path=str(path), source=source, size_bytes=size,
                  converted=_converted(path), **facts)
 

@@ -145,33 +145,11 @@ def gguf_facts(path: Path, parts: list[Path]) -> dict:
     return facts
 
 
-class _NeedsArray(Exception):
-    """GGUF import asked for an array value, which the header reader skips: the load will check it."""
-
-
-class _HeaderMetadata:
-    """The header's metadata with the interface GGUF import reads a file's metadata through."""
-
-    def __init__(self, header, path: Path):
-        self.header, self.path = header, path
-
-    def get(self, key, default=None):
-        if key in self.header.array_lengths:
-            raise _NeedsArray(key)
-        return self.header.metadata.get(key, default)
-
-    def require(self, key):
-        value = self.get(key)
-        if value is None:
-            raise ModelFormatError(f"{self.path.name}: GGUF metadata {key!r} is missing")
-        return value
-
-
 def gguf_support(header, path: Path) -> str:
-    """Why GGUF import would refuse this file ("" when it would take it, or cannot tell before loading).
+    """Why GGUF import would refuse this file's architecture ("" when it takes it, or cannot tell).
 
-    Asks gguf_import (imported only here: it brings torch) for its architectures and its config builder;
-    the tokenizer and tensors are checked when the model is loaded."""
+    Asks gguf_import (imported only here: it brings torch) for the architectures it converts today; the
+    metadata, tokenizer and tensors are checked when the model is loaded."""
     arch = header.architecture
     if arch is None:
         return "no general.architecture in the GGUF metadata"
@@ -179,17 +157,8 @@ def gguf_support(header, path: Path) -> str:
         from . import gguf_import
 
         families = gguf_import._SUPPORTED
-        build = gguf_import._config
     except (ImportError, AttributeError):
         return ""
     if arch not in families:
         return f"GGUF architecture {arch!r} is not supported (supported: {', '.join(families)})"
-    n_vocab = header.array_lengths.get("tokenizer.ggml.tokens", 0)
-    try:
-        config = build(_HeaderMetadata(header, path), arch, "output.weight" not in header.tensor_shapes, n_vocab)
-        ModelConfig.from_hf(config, source=path.name)
-    except ModelFormatError as e:
-        return _reason(e, f"{path.name}: ")
-    except Exception:  # noqa: BLE001 - the importer's internals moved on, or want an array: the load checks
-        return ""
     return ""

@@ -8,13 +8,15 @@ from PySide6.QtGui import QKeySequence, QPalette
 from app_driver import wait_until
 from inference import cache_dir, memory
 from inference.model_settings import ModelSettings
-from test_catalog import fake_models  # noqa: F401 - the module fixture the env below uses
+import test_catalog
+
+fake_models = test_catalog.fake_models  # its module fixture, shared
 
 SCREENSHOT = "/tmp/picker.png"
 
 
 @pytest.fixture
-def window(qapp, fake_models, monkeypatch, tmp_path):  # noqa: F811
+def window(qapp, fake_models, monkeypatch, tmp_path):
     from gui.main_window import MainWindow
     from gui.theme import Appearance
 
