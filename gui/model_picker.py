@@ -127,7 +127,8 @@ class ModelPicker(QDialog):
     def _scanned(self, result) -> None:
         self._stop_thread()
         if isinstance(result, Exception):
-            self.status.setText(f"Could not list the models: {str(result).splitlines()[0] if str(result) else result!r}")
+            first_line = str(result).splitlines()[0] if str(result) else type(result).__name__
+            self.status.setText(f"Could not list the models: {first_line}")
             return
         self.set_entries(result)
 

@@ -86,15 +86,16 @@ def scan(settings: ModelSettings | None = None, visits: int = MAX_VISITS) -> lis
         old = found.get(key)
         if old is None:
             found[key] = entry
-        elif entry.recent_at and not old.recent_at:
-            found[key] = replace(old, recent_at=entry.recent_at)
+        elif old.source == "recent":  # found again where it lives: say where, keep when it was loaded
+            found[key] = replace(entry, recent_at=old.recent_at)
 
     for recent in settings.recent:
         add(_describe_recent(recent.spec, recent.at))
     add(default_entry())
     for entry in hub_entries(budget):
         add(entry)
-    for folder, source in [*((d, "LM Studio") for d in lm_studio_dirs()), *((Path(f), "folder") for f in settings.folders)]:
+    folders = [(d, "LM Studio") for d in lm_studio_dirs()] + [(Path(f), "folder") for f in settings.folders]
+    for folder, source in folders:
         for entry in folder_entries(folder, source, budget):
             add(entry)
     recents = sorted((e for e in found.values() if e.recent_at), key=lambda e: -(e.recent_at or 0))

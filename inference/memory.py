@@ -72,7 +72,8 @@ class Estimate:
 
     def summary(self) -> str:
         """'weights 538 MB at float32, peak 700 MB while loading, KV 189 MB (4,096 tokens); free 20.3 GB'."""
-        free = "free RAM unknown" if self.available_bytes is None else f"free RAM {human_bytes(self.available_bytes)}"
+        free = ("free RAM unknown" if self.available_bytes is None
+                else f"free RAM {human_bytes(self.available_bytes)}")
         return (f"weights {human_bytes(self.weights_bytes)} at {self.dtype}, about "
                 f"{human_bytes(self.needed_bytes)} needed while loading"
                 f"{' (converting the GGUF first)' if self.converts else ''}; {self._kv()}; {free}")

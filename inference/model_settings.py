@@ -72,7 +72,8 @@ class ModelSettings:
     def add_recent(self, spec: str, at: float | None = None) -> None:
         # absolute, not resolved: a hub file is a symlink whose target (a blob) has no .gguf suffix
         spec = spec if spec == "default" else str(Path(spec).expanduser().absolute())
-        self.recent = [Recent(spec, time.time() if at is None else at)] + [r for r in self.recent if r.spec != spec]
+        others = [r for r in self.recent if r.spec != spec]
+        self.recent = [Recent(spec, time.time() if at is None else at)] + others
         del self.recent[MAX_RECENT:]
 
 

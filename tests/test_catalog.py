@@ -52,7 +52,8 @@ def fake_models(tmp_path_factory):
     hub = root / "hub"
     llama_files = {p.name: p for p in saved.iterdir()}
     hub_snapshot(hub, "tiny/llama", {"config.json": llama_files["config.json"]}, "0ld", current=False)
-    llama = hub_snapshot(hub, "tiny/llama", {**llama_files, "config-copy.json": llama_files["config.json"]}, "c0ffee")
+    llama_and_a_copy = {**llama_files, "config-copy.json": llama_files["config.json"]}  # two links, one blob
+    llama = hub_snapshot(hub, "tiny/llama", llama_and_a_copy, "c0ffee")
     nope_weights = root / "nope.safetensors"
     save_file({"wte": np.zeros((10, 4), np.float32), "norm": np.ones(4, np.float32)}, str(nope_weights))
     nope_config = {"architectures": ["NopeForCausalLM"], "model_type": "nope", "max_position_embeddings": 2048}
@@ -111,7 +112,8 @@ def test_hub_snapshots_are_listed_with_their_facts(env):
     assert llama.size_bytes == blob_bytes(env["llama"])  # the copied config's blob counted once
     assert llama.size_bytes < sum(p.stat().st_size for p in env["llama"].iterdir())
     c = env["config"]
-    assert llama.kv_bytes_per_token == 2 * c.num_hidden_layers * c.num_key_value_heads * (c.hidden_size // c.num_attention_heads) * 4
+    head_dim = c.hidden_size // c.num_attention_heads
+    assert llama.kv_bytes_per_token == 2 * c.num_hidden_layers * c.num_key_value_heads * head_dim * 4
     nope = entries["acme/nope"]
     assert not nope.supported and "unsupported architecture 'NopeForCausalLM'" in nope.reason
     assert (nope.n_params, nope.context_length, nope.family) == (44, 2048, "nope")
@@ -169,6 +171,7 @@ def test_recents_are_recorded_and_listed_first_newest_first(env, tmp_path):
     assert [e.path for e in entries[1:3]] == [str(env["llama"]), str(env["nope"])]
     assert entries[1].recent_at >= entries[2].recent_at > time.time() - 600
     assert sum(e.path == str(env["llama"]) for e in entries) == 1  # the hub's entry is the recent one
+    assert entries[1].source == "HF cache" and entries[1].name == "tiny/llama"
     model_settings.record_loaded(str(env["nope"]))  # loaded again: first again, listed once
     assert [r.spec for r in ModelSettings.load().recent][:2] == [str(env["nope"]), str(tmp_path / "gone.gguf")]
     assert entries[3].spec == "default" and entries[3].supported  # not downloaded yet: comes on first use

@@ -1,5 +1,5 @@
-"""Model → Open… on the fake hub cache of test_catalog: the list, the greyed unsupported rows, the memory check,
-and opening the tiny Llama through the app's loader, which then lists it as recent."""
+"""Model → Open… on the fake hub cache of test_catalog: the list, the greyed unsupported rows, the memory
+check, and opening the tiny Llama through the app's loader, which then lists it as recent."""
 
 import pytest
 from PySide6.QtCore import QSettings
@@ -88,9 +88,16 @@ def test_the_picker_lists_greys_checks_memory_and_opens(qtbot, window, fake_mode
     assert [r.spec for r in recent] == [str(fake_models["llama"])]
 
 
-def test_open_file_adds_and_explains_a_model_it_cannot_open(qtbot, window, fake_models):
+def test_add_folder_and_open_file_that_cannot_be_opened(qtbot, window, fake_models):
     picker = window.open_model_picker()
     wait_until(lambda: not picker.scanning and picker.entries)
+    assert "publisher/repo/tiny-llama.gguf" not in rows(picker)
+    picker.add_folder(str(fake_models["ggufs"]))
+    wait_until(lambda: not picker.scanning)
+    found = rows(picker)
+    assert found["publisher/repo/tiny-llama.gguf"][5].text() == "yes"
+    assert found["publisher/repo/tiny-llama.gguf"][6].text() == "folder"
+    assert ModelSettings.load().folders == [str(fake_models["ggufs"])]
     mamba = fake_models["ggufs"] / "mamba.gguf"
     assert not picker.open_file(str(mamba))
     assert picker.isVisible() and picker.selected().path == str(mamba)
