@@ -12,10 +12,11 @@ from pathlib import Path
 
 from .config import ModelConfig
 from .errors import ModelFormatError
-from .model_headers import count_params, read_gguf_header, safetensors_shapes
+from .model_headers import count_params, read_gguf_header, safetensors_tensors
 
 _CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length", "seq_length")
 _KV_ELEMENT_BYTES = 4  # the estimate's KV cache is float32, as on CPU
+FLOAT_DTYPES = {"F32", "F16", "BF16", "F64"}  # what checkpoint.py reads (its _FLOAT_DTYPES; it imports torch)
 
 
 def _reason(error: Exception, prefix: str = "") -> str:
@@ -76,17 +77,22 @@ def _weight_files(folder: Path) -> tuple[list[Path], str]:
 
 
 def _params(files: list[Path], drop_head: bool) -> tuple[int | None, str]:
-    shapes: dict[str, tuple[int, ...]] = {}
+    """The parameters the safetensors headers list, or why they cannot be read (quantised ones included)."""
+    tensors: dict[str, tuple[tuple[int, ...], str]] = {}
     for file in files:
         if not file.is_file():
             continue
         try:
-            shapes.update(safetensors_shapes(file))
+            tensors.update(safetensors_tensors(file))
         except ModelFormatError as e:
             return None, _reason(e)
     if drop_head:  # a tied head some checkpoints save although it is the embedding table
-        shapes = {k: v for k, v in shapes.items() if not k.endswith("lm_head.weight")}
-    return (count_params(shapes) if shapes else None), ""
+        tensors = {k: v for k, v in tensors.items() if not k.endswith("lm_head.weight")}
+    n_params = count_params(shape for shape, _ in tensors.values()) if tensors else None
+    packed = sorted({dtype for _, dtype in tensors.values()} - FLOAT_DTYPES)
+    if packed:
+        return n_params, f"quantised weights ({', '.join(packed)} tensors); TokenStep reads float weights only"
+    return n_params, ""
 
 
 def folder_facts(folder: Path) -> dict:
@@ -100,6 +106,10 @@ def folder_facts(folder: Path) -> dict:
         config = ModelConfig.from_hf(d, source="config.json")
     except ModelFormatError as e:
         problem = _reason(e, "config.json: ")
+    quantization = d.get("quantization_config") or d.get("quantization")
+    if not problem and quantization:
+        method = quantization.get("quant_method") if isinstance(quantization, dict) else None
+        problem = f"quantised checkpoint{f' ({method})' if method else ''}; TokenStep reads float weights only"
     files, weights_problem = _weight_files(folder)
     n_params, header_problem = _params(files, drop_head=bool(config and config.tie_embeddings))
     if not (folder / "tokenizer.json").is_file():

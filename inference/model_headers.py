@@ -28,8 +28,8 @@ _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<
 _STRING, _ARRAY = 8, 9
 
 
-def safetensors_shapes(path: Path) -> dict[str, tuple[int, ...]]:
-    """Tensor name -> shape, from the JSON header of a safetensors file."""
+def safetensors_tensors(path: Path) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Tensor name -> (shape, dtype as safetensors names it: "BF16", "U32"...), from the file's JSON header."""
     try:
         with open(path, "rb") as f:
             head = f.read(8)
@@ -52,12 +52,12 @@ def safetensors_shapes(path: Path) -> dict[str, tuple[int, ...]]:
         shape = info.get("shape") if isinstance(info, dict) else None
         if not isinstance(shape, list) or not all(isinstance(n, int) and n >= 0 for n in shape):
             raise ModelFormatError(f"{path.name}: tensor {name!r} has no valid shape")
-        shapes[name] = tuple(shape)
+        shapes[name] = (tuple(shape), str(info.get("dtype")))
     return shapes
 
 
-def count_params(shapes: dict[str, tuple[int, ...]]) -> int:
-    return sum(math.prod(shape) for shape in shapes.values())
+def count_params(shapes) -> int:
+    return sum(math.prod(shape) for shape in shapes)
 
 
 @dataclass
@@ -80,7 +80,7 @@ class GgufHeader:
 
     @property
     def n_params(self) -> int:
-        return count_params(self.tensor_shapes)
+        return count_params(self.tensor_shapes.values())
 
 
 class _Cursor:

@@ -67,9 +67,17 @@ def fake_models(tmp_path_factory):
     hub_snapshot(hub, "acme/partial", {"config.json": llama_files["config.json"],
                                        "model.safetensors.index.json": json.dumps(index).encode(),
                                        "model-00001-of-00002.safetensors": nope_weights}, "half")
+    packed_weights = root / "packed.safetensors"
+    save_file({"model.embed_tokens.weight": np.zeros((320, 8), np.uint32)}, str(packed_weights))
+    hub_snapshot(hub, "acme/packed", {"config.json": llama_files["config.json"], "model.safetensors": packed_weights,
+                                      "tokenizer.json": llama_files["tokenizer.json"]}, "f00d")
     ggufs = root / "ggufs" / "publisher" / "repo"
     ggufs.mkdir(parents=True)
     tiny_gguf = write_gguf(hf, saved, ggufs / "tiny-llama.gguf")
+    hub_snapshot(hub, "tiny/llama-GGUF", {"tiny-llama.Q8_0.gguf": tiny_gguf, "README.md": b"a GGUF-only repo"}, "99")
+    (root / "ggufs" / "split").mkdir()
+    for part in (1, 2):
+        (root / "ggufs" / "split" / f"big-0000{part}-of-00002.gguf").write_bytes(tiny_gguf.read_bytes())
     (root / "ggufs" / "truncated.gguf").write_bytes(tiny_gguf.read_bytes()[:200])
     writer = gguf.GGUFWriter(str(root / "ggufs" / "mamba.gguf"), "mamba")
     writer.add_context_length(4096)
@@ -127,6 +135,9 @@ def test_broken_and_half_downloaded_snapshots_are_unsupported_with_a_reason(env)
     assert not partial.supported
     assert partial.reason == "incomplete download: model-00002-of-00002.safetensors is missing"
     # the supported ones come before the unsupported ones, recent and default aside
+    packed = entries["acme/packed"]
+    assert not packed.supported and packed.reason.startswith("quantised weights (U32 tensors)")
+    assert packed.n_params == 320 * 8
     names = [e.name for e in catalog.scan(ModelSettings()) if e.source == "HF cache"]
     assert names.index("tiny/llama") < names.index("acme/broken")
 
@@ -144,6 +155,19 @@ def test_gguf_files_in_lm_studio_and_an_added_folder(env):
     assert (mamba.n_params, mamba.context_length) == (48, 4096)
     truncated = entries["truncated.gguf"]
     assert not truncated.supported and "truncated" in truncated.reason
+    split = entries["split/big-00001-of-00002.gguf"]  # listed once, as its first part
+    assert "split/big-00002-of-00002.gguf" not in entries
+    assert not split.supported and "split in 2 parts" in split.reason
+    assert split.size_bytes == 2 * tiny.size_bytes and split.n_params == 2 * env["n_params"]
+
+
+def test_a_gguf_only_hub_repository_lists_its_files(env):
+    entries = by_name(catalog.scan(ModelSettings()))
+    assert "tiny/llama-GGUF" not in entries
+    quant = entries["tiny/llama-GGUF/tiny-llama.Q8_0.gguf"]
+    assert quant.supported and quant.source == "HF cache" and quant.n_params == env["n_params"]
+    assert quant.size_bytes == env["gguf"].stat().st_size
+    assert quant.spec.endswith(".gguf") and Path(quant.spec).is_symlink()  # what load_model converts
 
 
 def test_hf_hub_cache_wins_over_hf_home(env, monkeypatch, tmp_path):
@@ -217,3 +241,17 @@ def test_mem_available_reads_meminfo(tmp_path):
     assert memory.mem_available(str(meminfo)) == 21_000_000 * 1024
     assert memory.mem_available(str(tmp_path / "missing")) is None
     assert memory.mem_available() is None or memory.mem_available() > 0
+
+
+def test_a_quantised_checkpoint_is_unsupported(env, tmp_path):
+    config = json.loads((env["llama"] / "config.json").read_text())
+    folder = tmp_path / "gptq"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**config, "quantization_config": {"quant_method": "gptq"}}))
+    for name in ("model.safetensors", "tokenizer.json"):
+        (folder / name).symlink_to((env["llama"] / name).resolve())
+    entry = catalog.describe(str(folder))
+    assert not entry.supported and entry.reason.startswith("quantised checkpoint (gptq)")
+    assert entry.name == "gptq" and entry.n_params == env["n_params"]
+    (folder / "config.json").write_text(json.dumps(config))
+    assert catalog.describe(str(folder)).supported  # the same files without the quantisation note
