@@ -40,7 +40,9 @@ ACTIONS: dict[str, ActionSpec] = {
     "prev": ActionSpec("Previous step", ("Alt+Left",), "Show the previous step", icon_text="◀"),
     "next": ActionSpec("Next step", ("Alt+Right",), "Show the next step", icon_text="▶"),
     "dice": ActionSpec("New seed", ("Ctrl+D",), "Pick a random seed"),
-    "open_folder": ActionSpec("Open model folder…", ("Ctrl+O",), "Load a Hugging Face model folder"),
+    "open_model": ActionSpec("Open…", ("Ctrl+O",), "Choose one of the models you already have: the Hugging Face "
+                             "cache, GGUF files, recent models"),
+    "open_folder": ActionSpec("Open model folder…", (), "Load a Hugging Face model folder"),
     "open_gguf": ActionSpec("Open GGUF file…", ("Ctrl+Shift+O",), "Convert and load a .gguf file"),
     "default_model": ActionSpec("Load the default model", (), "SmolLM2-135M-Instruct"),
     "export_trace": ActionSpec("Export trace…", ("Ctrl+E",), "Save the events as JSON Lines"),
@@ -54,7 +56,7 @@ ACTIONS: dict[str, ActionSpec] = {
     "shortcuts": ActionSpec("Keyboard shortcuts", ("F1",)),
     "about": ActionSpec("About TokenStep"),
 }
-HELP_ORDER = ("prefill", "step", "run", "pause", "stop", "reset", "backspace", "kv_cache", "prev", "next", "dice", "open_folder",
+HELP_ORDER = ("prefill", "step", "run", "pause", "stop", "reset", "backspace", "kv_cache", "prev", "next", "dice", "open_model",
               "open_gguf", "export_trace", "play_script", "export_png", "presentation", "dark", "shortcuts", "quit")
 
 

@@ -12,6 +12,7 @@ from .actions import Generation, make_actions, show_about, show_shortcuts
 from .controller import Controller
 from .dock_layout import DockLayout
 from .model_loader import ModelLoader
+from .model_picker import ModelPicker
 from .script_player import CaptionBanner, ScriptPlayer, open_and_play, show_failure
 from .status_bar import StatusBar
 from .theme import Appearance
@@ -77,7 +78,8 @@ class MainWindow(QMainWindow):
         slots = {"prefill": self.prefill, "step": self.generation.step_or_pause, "run": self.run,
                  "pause": c.pause, "stop": c.stop, "reset": self.generation.reset,
                  "prev": lambda: self.history.scrub(-1), "next": lambda: self.history.scrub(+1),
-                 "dice": self.controls.roll_seed, "open_folder": self.loader.open_folder,
+                 "dice": self.controls.roll_seed, "open_model": self.open_model_picker,
+                 "open_folder": self.loader.open_folder,
                  "open_gguf": self.loader.open_gguf, "default_model": lambda: self.load_model("default"),
                  "export_trace": self.export_trace, "export_png": lambda: self.export_png(None),
                  "play_script": lambda: open_and_play(self, self.script_player),
@@ -139,7 +141,10 @@ class MainWindow(QMainWindow):
         generation.addSeparator()
         for key in ("prev", "next", "dice"):
             generation.addAction(a[key])
-        self.loader.fill_menu(m.addMenu("&Model"))
+        model = m.addMenu("&Model")
+        model.addAction(a["open_model"])
+        model.addSeparator()
+        self.loader.fill_menu(model)
         view = m.addMenu("&View")
         for dock in self.docks.values():
             view.addAction(dock.toggleViewAction())
@@ -166,6 +171,12 @@ class MainWindow(QMainWindow):
     # --- what tests, benchmarks and app.py call -------------------------------------------------------
     def load_model(self, spec: str) -> None:
         self.loader.load(spec)
+
+    def open_model_picker(self) -> ModelPicker:
+        picker = ModelPicker(self, self.loader)
+        picker.setAttribute(Qt.WA_DeleteOnClose)
+        picker.open()
+        return picker
 
     def prefill(self) -> None:
         self.generation.prefill()

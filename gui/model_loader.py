@@ -9,6 +9,7 @@ from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QProgressDialog, QWidget
 
+from inference import model_settings
 from inference.settings import DEVICE_CHOICES, DTYPE_CHOICES
 
 from .controller import Controller
@@ -103,6 +104,7 @@ class ModelLoader(QObject):
         self.close_progress()
         if ok:
             self.spec = self._requested_spec
+            model_settings.record_loaded(self.spec)  # listed first under Model → Open… from now on
             self.status.say("Model ready: write a prompt and press Prefill (Ctrl+P), then Step (Space).")
             return
         previous = self.controller.info

@@ -19,6 +19,8 @@ from .errors import ModelFormatError
 from .checkpoint import read_checkpoint
 from .events import ModelInfo
 from .layers import select_backend
+from .catalog import folder_name
+from .memory import ensure_fits
 from .model import Decoder
 from .packing import fingerprint, weights_bytes
 from .settings import DTYPE_CHOICES, SamplerSettings
@@ -153,14 +155,16 @@ def load_model(spec: str | Path = "default", device: str = "auto", dtype: str = 
                progress=None) -> LoadedModel:
     """Load a model; every problem with the files is a one-line ModelFormatError."""
     started = time.perf_counter()
+    torch_device = resolve_device(device)
+    dtype_name = resolve_dtype(dtype, torch_device)
+    if torch_device.type == "cpu":
+        ensure_fits(str(spec), dtype_name)  # refused in one line before a conversion or a weight read
     folder = resolve_folder(spec, progress)
     config, generation = read_config(folder)
     tokenizer = Tokenizer.from_folder(folder)
     if tokenizer.vocab_size > config.vocab:
         raise ModelFormatError(f"{folder}: tokenizer has {tokenizer.vocab_size} tokens but the model "
                                f"only {config.vocab}")
-    torch_device = resolve_device(device)
-    dtype_name = resolve_dtype(dtype, torch_device)
     if progress:
         progress("load", 0, 1)
     backend = select_backend(torch_device, DTYPES[dtype_name])
@@ -171,7 +175,7 @@ def load_model(spec: str | Path = "default", device: str = "auto", dtype: str = 
     if progress:
         progress("load", 1, 1)
     return LoadedModel(
-        name=manifest.get("name") or folder.name, folder=folder, config=config, decoder=decoder,
+        name=manifest.get("name") or folder_name(folder), folder=folder, config=config, decoder=decoder,
         tokenizer=tokenizer, defaults=sampler_defaults(generation), n_params=n_params, dtype=dtype_name,
         fingerprint=fingerprint(weights), weights_bytes=weights_bytes(weights),
         load_seconds=time.perf_counter() - started)
