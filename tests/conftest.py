@@ -3,6 +3,11 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# The app records each model it loads (recents) in the user config folder: never the real one in tests.
+if "TOKENSTEP_CONFIG_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["TOKENSTEP_CONFIG_DIR"] = tempfile.mkdtemp(prefix="tokenstep-test-config-")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pytest  # noqa: E402
