@@ -109,7 +109,26 @@ def _gpt2_layout() -> Layout:
                  TensorSpec("head", "lm_head.weight", _table, present=_untied)))
 
 
-LAYOUTS = {"llama": _llama_layout(), "gpt2": _gpt2_layout()}  # config.family -> its tensors
+def _gemma_layout() -> Layout:
+    """Gemma 2 and 3: Llama's projections; a norm before and after attention and the MLP, (1 + w) each;
+    Gemma 3 adds a per-head RMSNorm of Q and K. Always tied (a saved head is the embedding table)."""
+    llama = _llama_layout()
+    layer, attn = "model.layers.{i}.", "model.layers.{i}.self_attn."
+    head_dim = (lambda c: (c.head_dim,))
+    qk_norm = (lambda c: c.qk_norm)
+    return Layout(
+        inputs=llama.inputs,
+        layer=(TensorSpec("attn_norm", layer + "input_layernorm.weight", _vector),
+               TensorSpec("post_attn_norm", layer + "post_attention_layernorm.weight", _vector),
+               TensorSpec("mlp_norm", layer + "pre_feedforward_layernorm.weight", _vector),
+               TensorSpec("post_mlp_norm", layer + "post_feedforward_layernorm.weight", _vector),
+               TensorSpec("q_norm", attn + "q_norm.weight", head_dim, present=qk_norm),
+               TensorSpec("k_norm", attn + "k_norm.weight", head_dim, present=qk_norm),
+               *(spec for spec in llama.layer if spec.role not in ("attn_norm", "mlp_norm"))),
+        outputs=llama.outputs)
+
+
+LAYOUTS = {"llama": _llama_layout(), "gpt2": _gpt2_layout(), "gemma": _gemma_layout()}  # family -> its tensors
 
 
 def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
@@ -154,11 +173,20 @@ def canonical_name(name: str, family: str) -> str:
     # GPT-2 checkpoints saved from the bare GPT2Model have no "transformer." prefix.
     if family == "gpt2" and not name.startswith(("transformer.", "lm_head.")):
         return "transformer." + name
+    # Gemma 3 image-text checkpoints keep the text tower under `language_model.` (transformers 4 names:
+    # language_model.model.layers..., language_model.lm_head; transformers 5: model.language_model.layers...).
+    if family == "gemma":
+        for prefix, canonical in (("language_model.model.", "model."), ("language_model.lm_head.", "lm_head."),
+                                  ("model.language_model.", "model.")):
+            if name.startswith(prefix):
+                return canonical + name[len(prefix):]
     return name
 
 
-# Buffers some checkpoints carry that are not weights: rotary tables and GPT-2's causal-mask tensors.
-_IGNORED = re.compile(r"(^|\.)rotary_emb\.inv_freq$|^transformer\.h\.\d+\.attn\.(masked_)?bias$")
+# Buffers some checkpoints carry that are not weights: rotary tables and GPT-2's causal-mask tensors; and
+# the image side of an image-text checkpoint, whose text tower alone is read.
+_IGNORED = re.compile(r"(^|\.)rotary_emb\.inv_freq$|^transformer\.h\.\d+\.attn\.(masked_)?bias$"
+                      r"|^(model\.)?(vision_tower|multi_modal_projector)\.")
 _FLOAT_DTYPES = {"F32", "F16", "BF16", "F64"}
 READ_BATCH_BYTES = 64 << 20  # file bytes mapped at a time while copying tensors out
 

@@ -13,6 +13,9 @@ SUPPORTED_ARCHITECTURES = {
     "MistralForCausalLM": "llama",
     "Qwen2ForCausalLM": "llama",
     "GPT2LMHeadModel": "gpt2",
+    "Gemma2ForCausalLM": "gemma",
+    "Gemma3ForCausalLM": "gemma",
+    "Gemma3ForConditionalGeneration": "gemma",  # its text tower; the vision tower is not read
 }
 
 _ACTIVATIONS = {
@@ -68,6 +71,15 @@ class ModelConfig:
         return self.family == "llama"
 
     @property
+    def norm_offset(self) -> float:
+        """Added to every stored norm scale when loaded (Gemma stores w of x * (1 + w))."""
+        return 0.0
+
+    def window_of(self, layer: int) -> int | None:
+        """How many most recent positions `layer` attends to (None: all of them)."""
+        return self.sliding_window
+
+    @property
     def q_dim(self) -> int:
         return self.n_heads * self.head_dim
 
@@ -84,7 +96,9 @@ class ModelConfig:
         arch = archs[0] if isinstance(archs, list) and archs else None
         if arch is None:
             arch = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
-                    "qwen2": "Qwen2ForCausalLM", "gpt2": "GPT2LMHeadModel"}.get(d.get("model_type"))
+                    "qwen2": "Qwen2ForCausalLM", "gpt2": "GPT2LMHeadModel", "gemma2": "Gemma2ForCausalLM",
+                    "gemma3_text": "Gemma3ForCausalLM",
+                    "gemma3": "Gemma3ForConditionalGeneration"}.get(d.get("model_type"))
         if arch not in SUPPORTED_ARCHITECTURES:
             shown = arch or d.get("model_type") or "none given"
             raise ModelFormatError(
@@ -93,6 +107,10 @@ class ModelConfig:
         reader = _Reader(d, source)
         if SUPPORTED_ARCHITECTURES[arch] == "gpt2":
             return _gpt2_config(arch, reader)
+        if SUPPORTED_ARCHITECTURES[arch] == "gemma":
+            from .gemma import gemma_config  # gemma.py builds on this module's readers
+
+            return gemma_config(arch, reader)
         return _llama_config(arch, reader)
 
 

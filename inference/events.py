@@ -118,6 +118,7 @@ class ModelInfo:
     eos_ids: tuple[int, ...] = ()
     folder: str = ""
     sampler_defaults: SamplerSettings = SamplerSettings()  # from generation_config.json
+    layer_windows: tuple[int, ...] = ()  # per layer: the most recent positions it attends to, 0 = all
 
     def to_json(self) -> str:
         keys = ("name", "architecture", "n_layers", "n_heads", "n_kv_heads", "head_dim", "hidden_size",

@@ -8,9 +8,9 @@ One `forward(ids, start, cache)` serves both phases:
 Each family has its block, chosen once when the decoder is built (`BLOCKS`): `LlamaBlock` (Llama, Mistral,
 Qwen2: RMSNorm, rotary Q/K, grouped-query attention, gated SiLU MLP) and `GPT2Block` (LayerNorm, learned
 positions, GELU MLP). A family with q/k norms, soft-capped scores, per-layer windows or partial rotary
-gets a block of its own here. Every block shares `Block.attention`, whose three routes are: decode (one
-query, the backend's `attend_one`), prefill (many queries under the causal mask, SDPA) and captured (the
-weights written out for the attention view). On the own kernels a Llama-style decode step runs each
+gets a block of its own (Gemma 2 and 3: gemma.py). Every block shares `Block.attention`, whose three routes
+are: decode (one query, the backend's `attend_one`), prefill (many queries under the causal mask, SDPA) and
+captured (the weights written out for the attention view; soft-capped scores always take it). On the own kernels a Llama-style decode step runs each
 layer as one kernels.cpp call (`layers.decode_layer`); that too is decided once, at construction. Every
 route hands the residual stream between layers to a `ResidualCapture` when one is given (the logit lens),
 so capturing it never leaves the fused path.
@@ -140,22 +140,35 @@ class Block:
     """What every family's layer shares: attention over the KV cache, by one of three routes."""
 
     fuses_on_kernels = False  # whether layers.decode_layer computes exactly this block for one position
+    softcap: float | None = None  # scores capped as cap * tanh(s / cap): explicit attention on every route
 
     def __init__(self, config: ModelConfig, backend: Backend):
         self.config, self.device = config, backend.device
         self.attend_one, self.kernels = backend.attend_one, backend.kernels
 
+    def embed(self, table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """The embedding rows of `ids`: (T, C)."""
+        return table[ids]
+
+    def final_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        """What the head's float logits become before anything reads them: (rows, V)."""
+        return logits
+
     def attention(self, x, qkv, layer: Layer, index: int, start: int, cache: KVCache,
                   capture: AttentionCapture | None) -> torch.Tensor:
         """x + W_o attention(Q, cached K/V), storing this call's K/V. qkv: (T, q_dim + 2 kv_dim) with Q and
         K already positioned."""
+        return layer.o.add_to(x, self.attend(qkv, index, start, cache, capture))  # (T, C)
+
+    def attend(self, qkv, index: int, start: int, cache: KVCache, capture: AttentionCapture | None) -> torch.Tensor:
+        """attention(Q, cached K/V) before W_o, storing this call's K/V: (T, q_dim)."""
         c = self.config
-        T = x.shape[0]
+        T = qkv.shape[0]
         q = qkv[:, :c.q_dim].view(T, c.n_heads, c.head_dim)  # (T, H, hd)
         kv = qkv[:, c.q_dim:].view(T, 2, c.n_kv_heads, c.head_dim)  # (T, 2, KV, hd)
         keys, values = cache.write(index, start, kv)  # (KV, n, hd) each
-        window = c.sliding_window
-        if capture is not None:
+        window = c.window_of(index)
+        if capture is not None or self.softcap is not None:
             out = self.captured(q, keys, values, start, window, index, capture)
         elif T == 1:  # decode: one query per head, no mask (it may see every position in its window)
             if window is not None and keys.shape[1] > window:
@@ -163,7 +176,7 @@ class Block:
             out = self.attend_one(q, keys, values)  # (1, H * hd)
         else:
             out = self.prefill(q, keys, values, start, window)
-        return layer.o.add_to(x, out)  # (T, C)
+        return out  # (T, q_dim)
 
     def prefill(self, q, keys, values, start: int, window: int | None) -> torch.Tensor:
         """T queries at once under the causal mask. (T, H * hd)"""
@@ -181,8 +194,9 @@ class Block:
         return out[0].transpose(0, 1).reshape(T, c.q_dim)  # (T, H * hd)
 
     def captured(self, q, keys, values, start: int, window: int | None, index: int,
-                 capture: AttentionCapture) -> torch.Tensor:
-        """The same attention in float32 with its weights written out, for the attention view."""
+                 capture: AttentionCapture | None) -> torch.Tensor:
+        """The same attention in float32 with its weights written out (when captured), for the attention
+        view; with soft-capped scores, every call's."""
         c = self.config
         T, n = q.shape[0], keys.shape[1]
         group = c.n_heads // c.n_kv_heads
@@ -190,9 +204,12 @@ class Block:
         k = keys.float().repeat_interleave(group, dim=0)  # (H, n, hd)
         v = values.float().repeat_interleave(group, dim=0)  # (H, n, hd)
         scores = queries @ k.transpose(1, 2) / math.sqrt(c.head_dim)  # (H, T, n)
+        if self.softcap is not None:
+            scores = torch.tanh(scores / self.softcap) * self.softcap
         scores = scores.masked_fill(~causal_mask(T, start, n, window, self.device), float("-inf"))
         probs = scores.softmax(dim=-1)  # (H, T, n)
-        capture.record(index, probs)
+        if capture is not None:
+            capture.record(index, probs)
         out = probs @ v  # (H, T, hd)
         return out.transpose(0, 1).reshape(T, c.q_dim).to(q.dtype)  # (T, H * hd)
 
@@ -233,7 +250,13 @@ class GPT2Block(Block):
         return layer.mlp_out.add_to(x, h)  # (T, C)
 
 
-BLOCKS = {"llama": LlamaBlock, "gpt2": GPT2Block}  # config.family -> its block
+def _gemma_block(config: ModelConfig, backend: Backend) -> Block:
+    from .gemma import GemmaBlock  # gemma.py builds on Block, so it is imported when first asked for
+
+    return GemmaBlock(config, backend)
+
+
+BLOCKS = {"llama": LlamaBlock, "gpt2": GPT2Block, "gemma": _gemma_block}  # config.family -> its block
 
 
 class Decoder:
@@ -268,7 +291,7 @@ class Decoder:
             raise ValueError(f"position {end - 1} is outside the context window of {c.context_length}")
         cache.reserve(end)
         self.forward_count += 1
-        x = w.embed[ids]  # (T, C)
+        x = self.block.embed(w.embed, ids)  # (T, C)
         if w.pos_embed is not None:
             x = x + w.pos_embed[start:end]  # (T, C)
         if T == 1 and capture is None and self.fused_decode:
@@ -291,4 +314,4 @@ class Decoder:
     def head_logits(self, x: torch.Tensor) -> torch.Tensor:
         """Rows of the residual stream through the final norm and the head: float logits (rows, V)."""
         w = self.weights
-        return w.lm_head.logits(x, w.final_norm).float()
+        return self.block.final_logits(w.lm_head.logits(x, w.final_norm).float())

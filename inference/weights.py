@@ -92,7 +92,13 @@ def gpt2_layer(t: dict[str, torch.Tensor | None], c: ModelConfig, parts: Backend
     return Layer(attn_norm, qkv, o, mlp_norm, mlp_in, mlp_out)
 
 
-LAYER_BUILDERS = {"llama": llama_layer, "gpt2": gpt2_layer}  # config.family -> its layer
+def _gemma_layer(t: dict[str, torch.Tensor | None], c: ModelConfig, parts: BackendParts) -> Layer:
+    from .gemma import gemma_layer  # gemma.py builds on llama_layer, so it is imported when first asked for
+
+    return gemma_layer(t, c, parts)
+
+
+LAYER_BUILDERS = {"llama": llama_layer, "gpt2": gpt2_layer, "gemma": _gemma_layer}  # config.family -> its layer
 
 
 def build_weights(c: ModelConfig, hf: dict[str, torch.Tensor], backend: Backend) -> DecoderWeights:
@@ -104,7 +110,8 @@ def build_weights(c: ModelConfig, hf: dict[str, torch.Tensor], backend: Backend)
     hf.clear()
     embed = parts.place(ends["embed"])
     pos_embed = parts.place(ends.get("positions"))
-    final_norm = parts.norm(ends["final_norm"], ends.get("final_norm_bias"))
+    final_scale = ends["final_norm"] + c.norm_offset if c.norm_offset else ends["final_norm"]
+    final_norm = parts.norm(final_scale, ends.get("final_norm_bias"))
     head = embed if c.tie_embeddings else parts.place(ends["head"])
     lm_head = quant.int8_head(head, backend) if parts.quantized else backend.linear(head)
     weights = DecoderWeights(embed, pos_embed, layers, final_norm, lm_head)
