@@ -1,0 +1,264 @@
+"""Gemma 2 and Gemma 3 (text) against transformers on tiny random checkpoints whose sliding windows (4) are
+shorter than the sequence: every step's logits (prefill, then cached decode), greedy ids against
+`generate()`, on stock torch and on the own kernels; both config forms (transformers 4 and 5); an
+image-text Gemma 3 checkpoint read for its text tower under both tensor namings; the attention capture and
+the logit lens; what the KV view says about the windows."""
+
+import json
+from dataclasses import replace
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from inference import kernels
+from inference.errors import ModelFormatError
+from inference.layers import select_backend
+from inference.loading import load_model, read_config
+from inference.session import Session
+from inference.settings import GenerationSettings, SamplerSettings
+from tiny import ARCHITECTURES, BOS_ID, EOS_ID, VOCAB, build_decoder, make_hf_model, save_hf_model, write_tokenizer
+
+PROMPT = [5, 77, 200, 31, 9, 140, 250, 3]
+N_DECODE = 14  # 8 + 14 = 22 positions: each window of 4 slides well past the prompt
+TOLERANCE = 1e-4
+CASES = ["gemma2", "gemma2-t4-config", "gemma3", "gemma3-t4-config", "gemma3-image-text",
+         "gemma3-image-text-t5-names"]
+BACKENDS = ["torch-cpu", "kernels"]
+
+
+def _to_t4_config(folder, arch: str) -> None:
+    """Rewrite a transformers 5 config.json into the transformers 4 form of the same model: no
+    `layer_types` and no `rope_parameters`; theta, the local base and scaling as separate keys."""
+    path = folder / "config.json"
+    d = json.loads(path.read_text())
+    del d["layer_types"]
+    params = d.pop("rope_parameters")
+    if arch == "gemma2":
+        d["rope_theta"] = params["rope_theta"]
+    else:
+        d.pop("_sliding_window_pattern", None)
+        d["sliding_window_pattern"] = 2
+        d["rope_theta"] = params["full_attention"]["rope_theta"]
+        d["rope_local_base_freq"] = params["sliding_attention"]["rope_theta"]
+        d["rope_scaling"] = {k: v for k, v in params["full_attention"].items() if k != "rope_theta"}
+    path.write_text(json.dumps(d))
+
+
+def _image_text_model(seed: int = 0):
+    """A Gemma3ForConditionalGeneration with the tiny text tower and a one-layer vision tower."""
+    import transformers
+
+    text = {**ARCHITECTURES["gemma3"], "vocab_size": VOCAB, "bos_token_id": BOS_ID, "eos_token_id": EOS_ID}
+    vision = dict(hidden_size=32, intermediate_size=40, num_hidden_layers=1, num_attention_heads=2, image_size=28,
+                  patch_size=14)
+    config = transformers.Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4,
+                                       image_token_index=VOCAB - 1, boi_token_index=VOCAB - 3,
+                                       eoi_token_index=VOCAB - 2)
+    torch.manual_seed(seed)
+    model = transformers.Gemma3ForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.ndim == 1:
+                p.copy_((1.0 if "weight" in name else 0.0) + 0.2 * torch.randn_like(p))
+            elif "language_model" in name:
+                p.normal_(0.0, 0.2)
+    return model
+
+
+def _rename_to_t5(folder) -> None:
+    """transformers 5's in-memory names: model.language_model.*, model.vision_tower.*, lm_head."""
+    from safetensors.torch import load_file, save_file
+
+    path = folder / "model.safetensors"
+    tensors = load_file(str(path))
+    renamed = {}
+    for name, t in tensors.items():
+        for old, new in (("language_model.model.", "model.language_model."), ("language_model.lm_head.", "lm_head."),
+                         ("vision_tower.", "model.vision_tower."),
+                         ("multi_modal_projector.", "model.multi_modal_projector.")):
+            if name.startswith(old):
+                name = new + name[len(old):]
+                break
+        renamed[name] = t
+    save_file(renamed, str(path), metadata={"format": "pt"})
+
+
+def _make(case: str, folder):
+    if case.startswith("gemma3-image-text"):
+        hf = _image_text_model()
+        folder.mkdir(parents=True, exist_ok=True)
+        hf.save_pretrained(folder)
+        write_tokenizer(folder)
+        if case.endswith("t5-names"):
+            _rename_to_t5(folder)
+        return hf, folder
+    arch = case.split("-")[0]
+    hf = make_hf_model(arch)
+    save_hf_model(hf, folder)
+    if case.endswith("t4-config"):
+        _to_t4_config(folder, arch)
+    return hf, folder
+
+
+@pytest.fixture(scope="module", params=CASES)
+def checkpoint(request, tmp_path_factory):
+    return (request.param, *_make(request.param, tmp_path_factory.mktemp(request.param) / "model"))
+
+
+def _backend(name: str):
+    if name == "kernels" and kernels.ops() is None:
+        pytest.skip("the own kernels do not build here")
+    backend = select_backend("cpu", torch.float32, allow_own_kernels=name == "kernels")
+    assert backend.name == name
+    return backend
+
+
+def _hf_logits(hf, ids) -> torch.Tensor:
+    with torch.no_grad():
+        return hf(torch.tensor([ids])).logits[0].float()  # (T, V)
+
+
+def test_the_config_is_read_as_transformers_reads_it(checkpoint):
+    case, hf, folder = checkpoint
+    config, _ = read_config(folder)
+    text = hf.config.get_text_config()
+    assert config.family == "gemma" and config.architecture == hf.config.architectures[0]
+    assert [config.window_of(i) or 0 for i in range(config.n_layers)] == \
+        [text.sliding_window if t == "sliding_attention" else 0 for t in text.layer_types]
+    assert config.qk_norm == case.startswith("gemma3")
+    assert config.attn_softcap == text.attn_logit_softcapping
+    assert config.final_softcap == text.final_logit_softcapping
+
+
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_every_step_matches_a_transformers_full_forward(checkpoint, backend_name):
+    """Prefill logits of every position, then each cached decode step against a full forward of the prefix."""
+    _, hf, folder = checkpoint
+    decoder = build_decoder(folder, _backend(backend_name))
+    ids = list(PROMPT)
+    cache = decoder.new_cache(8)  # small on purpose: the cache must grow while decoding
+    with torch.inference_mode():
+        logits = decoder.forward(torch.tensor(ids), 0, cache, all_logits=True)
+        expected = _hf_logits(hf, ids)
+        assert expected.abs().max() > 0.5  # the model has signal, so a wrong layer cannot hide
+        assert (logits - expected).abs().max().item() <= TOLERANCE
+        logits = logits[-1]
+        for step in range(N_DECODE):
+            expected = _hf_logits(hf, ids)[-1]
+            assert (logits - expected).abs().max().item() <= TOLERANCE, f"step {step}"
+            ids.append(int(torch.argmax(expected)))
+            logits = decoder.forward(torch.tensor(ids[-1:]), len(ids) - 1, cache)[0]
+    assert cache.length == len(ids) > 4 * max(decoder.config.layer_windows)
+
+
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_greedy_ids_equal_generate(checkpoint, backend_name):
+    _, hf, folder = checkpoint
+    with torch.no_grad():
+        out = hf.generate(torch.tensor([PROMPT]), do_sample=False, max_new_tokens=N_DECODE, pad_token_id=0)
+    expected = out[0, len(PROMPT):].tolist()
+    model = load_model(folder, device="cpu", dtype="float32")
+    model = replace(model, decoder=build_decoder(folder, _backend(backend_name)))
+    session = Session(model, GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=N_DECODE))
+    events = list(session.generate(PROMPT))
+    assert [e.token.id for e in events if hasattr(e, "token")] == expected
+    assert events[-1].reason == ("eos" if expected[-1] in model.config.eos_ids else "max_new_tokens")
+
+
+def test_windows_caps_and_query_scale_change_transformers_logits():
+    """The tiny models are built so that what this file tests matters: without the windows, the caps or
+    query_pre_attn_scalar, transformers' own logits move by far more than the tolerance."""
+    ids = PROMPT + [7, 8, 9, 10, 11, 12, 13, 14]
+    base = _hf_logits(make_hf_model("gemma2"), ids)
+    for change in ({"sliding_window": 64}, {"attn_logit_softcapping": None}, {"final_logit_softcapping": None},
+                   {"query_pre_attn_scalar": 16}):
+        assert (_hf_logits(make_hf_model("gemma2", **change), ids) - base).abs().max() > 100 * TOLERANCE, change
+    g3 = _hf_logits(make_hf_model("gemma3"), ids)
+    local = dict(ARCHITECTURES["gemma3"]["rope_parameters"], sliding_attention={"rope_type": "default",
+                                                                                 "rope_theta": 1e5})
+    assert (_hf_logits(make_hf_model("gemma3", rope_parameters=local), ids) - g3).abs().max() > 100 * TOLERANCE
+
+
+class _Probs:
+    def __init__(self):
+        self.layers = {}
+
+    def record(self, layer, probs):
+        self.layers[layer] = probs.clone()
+
+
+@pytest.mark.parametrize("arch", ["gemma2", "gemma3"])
+def test_captured_attention_matches_transformers_and_keeps_each_window(arch, tmp_path):
+    hf = make_hf_model(arch, attn_implementation="eager")
+    decoder = build_decoder(save_hf_model(hf, tmp_path), _backend("torch-cpu"))
+    ids = PROMPT + [7, 8, 9, 10]
+    with torch.no_grad():
+        expected = hf(torch.tensor([ids]), output_attentions=True).attentions  # per layer (1, H, T, T)
+    probs = _Probs()
+    with torch.inference_mode():
+        decoder.forward(torch.tensor(ids), 0, decoder.new_cache(16), capture=probs)
+    q, k = np.arange(len(ids))[:, None], np.arange(len(ids))[None, :]
+    for layer, want in enumerate(expected):
+        got = probs.layers[layer]  # (H, T, n)
+        assert (got - want[0]).abs().max().item() <= 1e-5, f"layer {layer}"
+        window = decoder.config.window_of(layer)
+        hidden = (k > q) | ((k <= q - window) if window else False)
+        assert got[:, torch.from_numpy(hidden)].abs().max().item() == 0.0
+
+
+def test_logit_lens_reads_through_the_final_norm_and_the_capped_head(tmp_path):
+    hf = make_hf_model("gemma2")
+    model = load_model(save_hf_model(hf, tmp_path), device="cpu", dtype="float32")
+    outputs = []
+    hooks = [layer.register_forward_hook(lambda _m, _i, out: outputs.append(out[0] if isinstance(out, tuple) else out))
+             for layer in hf.model.layers]
+    with torch.no_grad():
+        hf(torch.tensor([PROMPT]))
+        hidden = torch.stack([o.reshape(-1, o.shape[-1])[-1] for o in outputs])  # (layers, C)
+        cap = hf.config.final_logit_softcapping
+        expected = torch.softmax(torch.tanh(hf.lm_head(hf.model.norm(hidden)) / cap) * cap, -1)  # (layers, V)
+    for hook in hooks:
+        hook.remove()
+    session = Session(model, GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=1, top_n=10),
+                      capture_lens=True)
+    lens = session.prefill(PROMPT).pending.lens
+    assert lens is not None and lens.ids.shape[0] == model.config.n_layers
+    for layer in range(model.config.n_layers):
+        assert np.abs(lens.p[layer] - expected[layer, lens.ids[layer]].numpy()).max() <= 1e-5, f"layer {layer}"
+
+
+def test_an_image_text_config_without_text_config_is_refused(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["Gemma3ForConditionalGeneration"]}))
+    with pytest.raises(ModelFormatError, match="text_config"):
+        read_config(tmp_path)
+
+
+def test_the_model_info_and_the_kv_view_say_which_layers_keep_a_window(qapp, tmp_path):
+    from gui.redraw import RedrawScheduler
+    from gui.theme import Appearance
+    from gui.views.format import fmt_bytes
+    from gui.views.kv_view import KvView, window_note
+    from inference.events import PrefillDone
+
+    model = load_model(save_hf_model(make_hf_model("gemma2", num_hidden_layers=5), tmp_path), device="cpu")
+    info = model.info()
+    assert info.layer_windows == (4, 0, 4, 0, 4)
+    per_layer_token = info.kv_bytes_per_token // 5
+    n_ctx = 10
+    prefill = PrefillDone(tokens=(), n_tokens=n_ctx, ms=1.0, kv_used_bytes=n_ctx * info.kv_bytes_per_token,
+                          kv_allocated_bytes=16 * info.kv_bytes_per_token, prompt_text="")
+    controller = SimpleNamespace(info=info, prefill_event=prefill, steps=[], kv_cache=True, shown=lambda: None,
+                                 scheduler=RedrawScheduler(lambda: False, lambda: True))
+    view = KvView(controller, Appearance())
+    view.refresh()
+    text = view.formula.text()
+    assert window_note(info, n_ctx) in text
+    assert "3 of 5 layers keep a 4-token window</b> (layers 0, 2, 4)" in text
+    full = info.context_length
+    assert f"would hold <b>{fmt_bytes(per_layer_token * (2 * full + 3 * 4))}</b> instead of " \
+           f"{fmt_bytes(per_layer_token * 5 * full)}" in text
+    assert f"now {fmt_bytes(per_layer_token * (2 * n_ctx + 3 * 4))} instead of " \
+           f"{fmt_bytes(per_layer_token * 5 * n_ctx)}" in text
+    assert window_note(replace(info, layer_windows=(0,) * 5), n_ctx) == ""
