@@ -118,12 +118,14 @@ def _gemma_layout() -> Layout:
     qk_norm = (lambda c: c.qk_norm)
     return Layout(
         inputs=llama.inputs,
-        layer=(TensorSpec("attn_norm", layer + "input_layernorm.weight", _vector),
-               TensorSpec("post_attn_norm", layer + "post_attention_layernorm.weight", _vector),
-               TensorSpec("mlp_norm", layer + "pre_feedforward_layernorm.weight", _vector),
-               TensorSpec("post_mlp_norm", layer + "post_feedforward_layernorm.weight", _vector),
-               TensorSpec("q_norm", attn + "q_norm.weight", head_dim, present=qk_norm),
-               TensorSpec("k_norm", attn + "k_norm.weight", head_dim, present=qk_norm),
+        layer=(TensorSpec("attn_norm", layer + "input_layernorm.weight", _vector, "blk.{i}.attn_norm.weight"),
+               TensorSpec("post_attn_norm", layer + "post_attention_layernorm.weight", _vector,
+                          "blk.{i}.post_attention_norm.weight"),
+               TensorSpec("mlp_norm", layer + "pre_feedforward_layernorm.weight", _vector, "blk.{i}.ffn_norm.weight"),
+               TensorSpec("post_mlp_norm", layer + "post_feedforward_layernorm.weight", _vector,
+                          "blk.{i}.post_ffw_norm.weight"),
+               TensorSpec("q_norm", attn + "q_norm.weight", head_dim, "blk.{i}.attn_q_norm.weight", qk_norm),
+               TensorSpec("k_norm", attn + "k_norm.weight", head_dim, "blk.{i}.attn_k_norm.weight", qk_norm),
                *(spec for spec in llama.layer if spec.role not in ("attn_norm", "mlp_norm"))),
         outputs=llama.outputs)
 

@@ -22,7 +22,8 @@ from .errors import ModelFormatError
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total); may raise errors.Cancelled
 
-_SUPPORTED = {"llama": "llama", "qwen2": "llama"}  # GGUF architecture -> the family (checkpoint.LAYOUTS)
+# GGUF architecture -> the family (checkpoint.LAYOUTS); Gemma's config and tokenizer: gguf_gemma.py
+_SUPPORTED = {"llama": "llama", "qwen2": "llama", "gemma2": "gemma", "gemma3": "gemma"}
 
 # Pre-tokenizer regexes of the byte-level BPE families llama.cpp names in `tokenizer.ggml.pre`.
 _LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+"
@@ -187,9 +188,16 @@ def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
     names = {t.name for t in reader.tensors}
     if "rope_freqs.weight" in names:
         raise ModelFormatError(f"{path.name}: llama3-style rope frequency tensors are not supported")
-    tokenizer_json, tokenizer_config = _tokenizer_files(meta)
     n_vocab = len(meta.require("tokenizer.ggml.tokens"))
-    config = _config(meta, arch, tied="output.weight" not in names, n_vocab=n_vocab)
+    gemma = _SUPPORTED[arch] == "gemma"
+    if gemma:
+        from .gguf_gemma import gemma_config, sentencepiece_tokenizer_files
+
+        tokenizer_json, tokenizer_config = sentencepiece_tokenizer_files(meta)
+        config = gemma_config(meta, arch, tied="output.weight" not in names, n_vocab=n_vocab)
+    else:
+        tokenizer_json, tokenizer_config = _tokenizer_files(meta)
+        config = _config(meta, arch, tied="output.weight" not in names, n_vocab=n_vocab)
 
     tensors: dict[str, np.ndarray] = {}
     total = len(reader.tensors)
@@ -211,6 +219,8 @@ def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
             array = unpermute_rotary(array, config["num_attention_heads"])
         elif arch == "llama" and spec.role == "k":
             array = unpermute_rotary(array, config["num_key_value_heads"])
+        elif gemma and t.name.endswith("norm.weight"):
+            array -= 1.0  # llama.cpp stores Gemma's 1 + w; HF folders hold w
         tensors[name] = np.ascontiguousarray(array)
     if progress:
         progress("dequantise", total, total)
