@@ -174,6 +174,16 @@ def _tokenizer_files(meta: _Metadata) -> tuple[str, dict]:
     return tokenizer.to_str(), {k: v for k, v in config.items() if v is not None}
 
 
+def _described(meta: _Metadata, arch: str, tied: bool) -> tuple[str, dict, dict]:
+    """tokenizer.json text, tokenizer_config.json and config.json of the model (Gemma's: gguf_gemma.py)."""
+    n_vocab = len(meta.require("tokenizer.ggml.tokens"))
+    if _SUPPORTED[arch] == "gemma":
+        from .gguf_gemma import gemma_config, sentencepiece_tokenizer_files
+
+        return (*sentencepiece_tokenizer_files(meta), gemma_config(meta, arch, tied=tied, n_vocab=n_vocab))
+    return (*_tokenizer_files(meta), _config(meta, arch, tied=tied, n_vocab=n_vocab))
+
+
 def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
     """Write the HF folder for the GGUF at `path` into `out`. Returns facts for the manifest."""
     from gguf.quants import dequantize
@@ -188,16 +198,8 @@ def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
     names = {t.name for t in reader.tensors}
     if "rope_freqs.weight" in names:
         raise ModelFormatError(f"{path.name}: llama3-style rope frequency tensors are not supported")
-    n_vocab = len(meta.require("tokenizer.ggml.tokens"))
     gemma = _SUPPORTED[arch] == "gemma"
-    if gemma:
-        from .gguf_gemma import gemma_config, sentencepiece_tokenizer_files
-
-        tokenizer_json, tokenizer_config = sentencepiece_tokenizer_files(meta)
-        config = gemma_config(meta, arch, tied="output.weight" not in names, n_vocab=n_vocab)
-    else:
-        tokenizer_json, tokenizer_config = _tokenizer_files(meta)
-        config = _config(meta, arch, tied="output.weight" not in names, n_vocab=n_vocab)
+    tokenizer_json, tokenizer_config, config = _described(meta, arch, tied="output.weight" not in names)
 
     tensors: dict[str, np.ndarray] = {}
     total = len(reader.tensors)

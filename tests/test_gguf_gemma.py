@@ -182,7 +182,7 @@ def test_gemma3_270m_gives_sensible_greedy_text(gemma3_270m):
     assert model.config.layer_windows == (512,) * 5 + (0,) + (512,) * 5 + (0,) + (512,) * 5 + (0,)
     session = Session(model, GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=12, top_n=10))
     prefill = session.prefill(model.tokenizer.encode("The capital of France is"))
-    top = [c.text for c in prefill.pending.candidates[:5]]
+    top = list(prefill.pending.candidates.texts[:5])
     assert " Paris" in top, top
     ids = model.tokenizer.encode("Once upon a time, there was a little")
     session = Session(model, GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=12))
