@@ -10,10 +10,10 @@ Qwen2: RMSNorm, rotary Q/K, grouped-query attention, gated SiLU MLP) and `GPT2Bl
 positions, GELU MLP). A family with q/k norms, soft-capped scores, per-layer windows or partial rotary
 gets a block of its own (Gemma 2 and 3: gemma.py). Every block shares `Block.attention`, whose three routes
 are: decode (one query, the backend's `attend_one`), prefill (many queries under the causal mask, SDPA) and
-captured (the weights written out for the attention view; soft-capped scores always take it). On the own kernels a Llama-style decode step runs each
-layer as one kernels.cpp call (`layers.decode_layer`); that too is decided once, at construction. Every
-route hands the residual stream between layers to a `ResidualCapture` when one is given (the logit lens),
-so capturing it never leaves the fused path.
+captured (the weights written out for the attention view; soft-capped scores always take it). On the own
+kernels a Llama-style decode step runs each layer as one kernels.cpp call (`layers.decode_layer`); that too
+is decided once, at construction. Every route hands the residual stream between layers to a
+`ResidualCapture` when one is given (the logit lens), so capturing it never leaves the fused path.
 
 How a product runs (stock torch, the own CPU kernels, CUDA; float or int8) is the backend's business
 (layers.py, quant.py): here every projection is a call. Weights are laid out for speed when loaded

@@ -262,3 +262,76 @@ def test_the_model_info_and_the_kv_view_say_which_layers_keep_a_window(qapp, tmp
     assert f"now {fmt_bytes(per_layer_token * (2 * n_ctx + 3 * 4))} instead of " \
            f"{fmt_bytes(per_layer_token * 5 * n_ctx)}" in text
     assert window_note(replace(info, layer_windows=(0,) * 5), n_ctx) == ""
+
+
+def test_the_prompt_attention_hides_keys_outside_each_layers_window(tmp_path):
+    from inference.capture import PromptCapture
+
+    decoder = build_decoder(save_hf_model(make_hf_model("gemma2"), tmp_path), _backend("torch-cpu"))
+    ids = PROMPT + [7, 8, 9, 10]
+    capture = PromptCapture(decoder.config, len(ids))
+    with torch.inference_mode():
+        decoder.forward(torch.tensor(ids), 0, decoder.new_cache(16), capture=capture)
+    prompt = capture.prompt()
+    for layer in range(decoder.config.n_layers):
+        matrix = prompt.matrix(layer, 0)  # (P, P), NaN where masked
+        window = decoder.config.window_of(layer) or len(ids)
+        q, k = np.indices(matrix.shape)
+        assert np.array_equal(np.isnan(matrix), (k > q) | (k <= q - window)), f"layer {layer}"
+        assert np.allclose(np.nansum(matrix, axis=1), 1.0, atol=2e-3)  # float16 rows
+
+
+# Published configs as the hub has them (transformers 4 form; the image-text one keeps only what differs
+# from the defaults in its text_config).
+GEMMA2_2B = {"architectures": ["Gemma2ForCausalLM"], "attn_logit_softcapping": 50.0, "bos_token_id": 2,
+             "cache_implementation": "hybrid", "eos_token_id": [1, 107], "final_logit_softcapping": 30.0,
+             "head_dim": 256, "hidden_act": "gelu_pytorch_tanh", "hidden_activation": "gelu_pytorch_tanh",
+             "hidden_size": 2304, "intermediate_size": 9216, "max_position_embeddings": 8192, "model_type": "gemma2",
+             "num_attention_heads": 8, "num_hidden_layers": 26, "num_key_value_heads": 4, "pad_token_id": 0,
+             "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "sliding_window": 4096,
+             "torch_dtype": "float32", "vocab_size": 256000}
+GEMMA3_1B = {"architectures": ["Gemma3ForCausalLM"], "attention_bias": False, "attn_logit_softcapping": None,
+             "bos_token_id": 2, "eos_token_id": [1, 106], "final_logit_softcapping": None, "head_dim": 256,
+             "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 1152, "intermediate_size": 6912,
+             "max_position_embeddings": 32768, "model_type": "gemma3_text", "num_attention_heads": 4,
+             "num_hidden_layers": 26, "num_key_value_heads": 1, "pad_token_id": 0, "query_pre_attn_scalar": 256,
+             "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000, "rope_scaling": None, "rope_theta": 1000000,
+             "sliding_window": 512, "sliding_window_pattern": 6, "torch_dtype": "bfloat16", "vocab_size": 262144}
+GEMMA3_4B = {"architectures": ["Gemma3ForConditionalGeneration"], "boi_token_index": 255999, "eoi_token_index": 256000,
+             "eos_token_id": [1, 106], "image_token_index": 262144, "initializer_range": 0.02,
+             "mm_tokens_per_image": 256,
+             "model_type": "gemma3",
+             "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+                             "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                             "sliding_window": 1024},
+             "vision_config": {"hidden_size": 1152, "image_size": 896, "intermediate_size": 4304,
+                               "model_type": "siglip_vision_model", "num_attention_heads": 16, "num_hidden_layers": 27,
+                               "patch_size": 14, "vision_use_head": False}}
+
+
+@pytest.mark.parametrize("published", [GEMMA2_2B, GEMMA3_1B, GEMMA3_4B],
+                         ids=["gemma-2-2b", "gemma-3-1b", "gemma-3-4b"])
+def test_published_configs_are_read_as_transformers_reads_them(published, tmp_path):
+    import transformers
+
+    (tmp_path / "config.json").write_text(json.dumps(published))
+    ours, _ = read_config(tmp_path)
+    arch = published["architectures"][0]
+    oracle = {"Gemma2ForCausalLM": transformers.Gemma2Config, "Gemma3ForCausalLM": transformers.Gemma3TextConfig,
+              "Gemma3ForConditionalGeneration": transformers.Gemma3Config}[arch](**json.loads(json.dumps(published)))
+    t = oracle.get_text_config()
+    assert (ours.n_layers, ours.hidden, ours.n_heads, ours.n_kv_heads, ours.head_dim, ours.ffn, ours.vocab,
+            ours.context_length) == (t.num_hidden_layers, t.hidden_size, t.num_attention_heads, t.num_key_value_heads,
+                                     t.head_dim, t.intermediate_size, t.vocab_size, t.max_position_embeddings)
+    assert ours.layer_windows == tuple(t.sliding_window if kind == "sliding_attention" else 0 for kind in t.layer_types)
+    assert ours.query_scale == pytest.approx((t.head_dim / t.query_pre_attn_scalar) ** 0.5)
+    assert (ours.attn_softcap, ours.final_softcap) == (t.attn_logit_softcapping, t.final_logit_softcapping)
+    assert ours.eos_ids == tuple(published["eos_token_id"])
+    rope = t.rope_parameters
+    if arch == "Gemma2ForCausalLM":
+        assert ours.rope_theta == rope["rope_theta"] and ours.rope_scaling is None and ours.local_rope_theta is None
+        return
+    full, local = rope["full_attention"], rope["sliding_attention"]
+    assert (ours.rope_theta, ours.local_rope_theta) == (full["rope_theta"], local["rope_theta"])
+    assert ours.local_rope_scaling is None
+    assert (ours.rope_scaling.factor if ours.rope_scaling else None) == full.get("factor")

@@ -27,7 +27,8 @@ PROMPT = [5, 77, 200, 31, 9, 140, 250, 3]
 SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>"]
 PIECES = ["▁", *"abcdefghijklmnopqrstuvwxyz", *"ABCDEFGHIJKLMNOPQRSTUVWXY"]
 MERGED = ["▁t", "he", "▁the", "at", "▁c", "▁cat", "in", "▁a"]  # best first
-GEMMA_LAYER = {"input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "post_attention_norm.weight",
+GEMMA_LAYER = {"input_layernorm.weight": "attn_norm.weight",
+               "post_attention_layernorm.weight": "post_attention_norm.weight",
                "pre_feedforward_layernorm.weight": "ffn_norm.weight",
                "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
                "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight",
@@ -39,7 +40,8 @@ GEMMA_LAYER = {"input_layernorm.weight": "attn_norm.weight", "post_attention_lay
 # layer global (Gemma 2: every 2nd).
 GGUF_SHAPED = {
     "gemma2": dict(query_pre_attn_scalar=16, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
-    "gemma3": dict(query_pre_attn_scalar=16, num_hidden_layers=6, layer_types=["sliding_attention"] * 5 + ["full_attention"],
+    "gemma3": dict(query_pre_attn_scalar=16, num_hidden_layers=6,
+                   layer_types=["sliding_attention"] * 5 + ["full_attention"],
                    rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e6},
                                     "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})}
 
@@ -92,8 +94,8 @@ def write_gemma_gguf(hf, path, arch: str):
             _, _, i, rest = name.split(".", 3)
             w.add_tensor(f"blk.{i}.{GEMMA_LAYER[rest]}", array)
         else:
-            w.add_tensor({"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}[name],
-                         array)
+            ends = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}
+            w.add_tensor(ends[name], array)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

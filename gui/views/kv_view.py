@@ -44,7 +44,8 @@ def window_note(info, n_ctx: int) -> str:
     which = ", ".join(map(str, windowed)) if len(windowed) <= 6 else \
         f"{', '.join(map(str, windowed[:3]))}, …, {windowed[-1]}"
     full = info.context_length
-    return (f"<b>{len(windowed)} of {info.n_layers} layers keep {kind}</b> (layer{'s' if len(windowed) > 1 else ''} {which}): at full context "
+    layers = "layers" if len(windowed) > 1 else "layer"
+    return (f"<b>{len(windowed)} of {info.n_layers} layers keep {kind}</b> ({layers} {which}): at full context "
             f"({full:,} tokens) the cache would hold <b>{fmt_bytes(held(full))}</b> instead of "
             f"{fmt_bytes(per_layer_token * info.n_layers * full)}; now {fmt_bytes(held(n_ctx))} instead of "
             f"{fmt_bytes(per_layer_token * info.n_layers * n_ctx)}. This cache keeps every position (a rewind "
