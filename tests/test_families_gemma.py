@@ -262,6 +262,7 @@ def test_the_model_info_and_the_kv_view_say_which_layers_keep_a_window(qapp, tmp
     assert f"now {fmt_bytes(per_layer_token * (2 * n_ctx + 3 * 4))} instead of " \
            f"{fmt_bytes(per_layer_token * 5 * n_ctx)}" in text
     assert window_note(replace(info, layer_windows=(0,) * 5), n_ctx) == ""
+    assert "now" not in window_note(info, 0)  # before any prefill: only the full-context figure
 
 
 def test_the_prompt_attention_hides_keys_outside_each_layers_window(tmp_path):
@@ -335,3 +336,22 @@ def test_published_configs_are_read_as_transformers_reads_them(published, tmp_pa
     assert (ours.rope_theta, ours.local_rope_theta) == (full["rope_theta"], local["rope_theta"])
     assert ours.local_rope_scaling is None
     assert (ours.rope_scaling.factor if ours.rope_scaling else None) == full.get("factor")
+
+
+@pytest.mark.parametrize("arch", ["gemma2", "gemma3"])
+def test_bfloat16_and_int8_stay_about_as_close_as_transformers_own_bfloat16(arch, tmp_path):
+    """Low precision rounds every product, so the bound is transformers' own bfloat16 forward's distance from
+    float32 (measured: ours 0.20 / 0.28 in bf16 and 0.26 / 0.57 in int8 against its 0.21 / 0.40)."""
+    import copy
+
+    hf = make_hf_model(arch)
+    folder = save_hf_model(hf, tmp_path)
+    ids = PROMPT + [7, 8, 9, 10, 11, 12, 13, 14]
+    with torch.no_grad():
+        expected = _hf_logits(hf, ids)
+        hf_bf16 = (_hf_logits(copy.deepcopy(hf).to(torch.bfloat16), ids) - expected).abs().max().item()
+    for dtype, bound in (("bfloat16", 1.5 * hf_bf16), ("int8", 2.0 * hf_bf16)):
+        model = load_model(folder, device="cpu", dtype=dtype)
+        with torch.inference_mode():
+            logits = model.decoder.forward(torch.tensor(ids), 0, model.decoder.new_cache(32), all_logits=True)
+        assert (logits - expected).abs().max().item() <= bound, dtype

@@ -45,11 +45,12 @@ def window_note(info, n_ctx: int) -> str:
         f"{', '.join(map(str, windowed[:3]))}, …, {windowed[-1]}"
     full = info.context_length
     layers = "layers" if len(windowed) > 1 else "layer"
+    now = f"; now {fmt_bytes(held(n_ctx))} instead of {fmt_bytes(per_layer_token * info.n_layers * n_ctx)}" \
+        if n_ctx else ""
     return (f"<b>{len(windowed)} of {info.n_layers} layers keep {kind}</b> ({layers} {which}): at full context "
             f"({full:,} tokens) the cache would hold <b>{fmt_bytes(held(full))}</b> instead of "
-            f"{fmt_bytes(per_layer_token * info.n_layers * full)}; now {fmt_bytes(held(n_ctx))} instead of "
-            f"{fmt_bytes(per_layer_token * info.n_layers * n_ctx)}. This cache keeps every position (a rewind "
-            f"may need them); those layers read only their window<br>")
+            f"{fmt_bytes(per_layer_token * info.n_layers * full)}{now}. This cache keeps every position (a "
+            f"rewind may need them); those layers read only their window<br>")
 
 
 class KvView(View):
