@@ -81,7 +81,8 @@ class LoadedModel:
             kv_dtype=str(self.decoder.kv_dtype).removeprefix("torch."),
             kv_element_bytes=self.decoder.kv_dtype.itemsize,
             weights_fingerprint=self.fingerprint, weights_bytes=self.weights_bytes,
-            eos_ids=tuple(c.eos_ids), folder=str(self.folder), sampler_defaults=self.defaults)
+            eos_ids=tuple(c.eos_ids), folder=str(self.folder), sampler_defaults=self.defaults,
+            decode_path=self.decoder.decode_path)
 
     def current_fingerprint(self) -> str:
         return fingerprint(self.decoder.weights)

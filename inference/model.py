@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from .config import ModelConfig
 from .kv_cache import KVCache, kv_bytes_per_token
 from .layers import Backend, Linear, Norm, decode_layer, slot_value, weight_slots
-from .rope import RotaryTable, rotate
+from .rope import LongropeCaches, RotaryTable, rotate
 
 
 @dataclass
@@ -223,6 +223,7 @@ class Decoder:
         self.forward_count = 0  # every forward pass ever run: lets tests prove a preview ran none
         self.block = BLOCKS[config.family](config, backend)
         self.rotary = RotaryTable(config, self.device) if config.positions == "rope" else None
+        self.longrope = LongropeCaches(self.rotary) if self.rotary is not None and self.rotary.longrope else None
         # A decode step runs each layer as one kernels.cpp call (RMSNorm, rotary, gated SiLU) where the
         # kernels run and compute exactly this family's block.
         self.fused_decode = backend.kernels is not None and self.block.fuses_on_kernels
@@ -253,11 +254,15 @@ class Decoder:
         if end > c.context_length:
             raise ValueError(f"position {end - 1} is outside the context window of {c.context_length}")
         cache.reserve(end)
+        if self.longrope is not None:  # crossing longrope's original context: the whole sequence again
+            ids, start = self.longrope.widen(cache, ids, start)
+            if ids.shape[0] > T:
+                capture, residuals = _LastRows.of(capture, T), _LastRows.of(residuals, T)
         self.forward_count += 1
         x = w.embed[ids]  # (T, C)
         if w.pos_embed is not None:
             x = x + w.pos_embed[start:end]  # (T, C)
-        if T == 1 and capture is None and self.fused_decode:
+        if ids.shape[0] == 1 and capture is None and self.fused_decode:
             cos_sin = torch.view_as_real(self.rotary(start, end))[0]  # (hd/2, 2)
             for index, layer in enumerate(w.layers):
                 x = self.block.decode_fused(x, layer, index, start, cache, cos_sin)  # (1, C)
@@ -270,11 +275,25 @@ class Decoder:
                 if residuals is not None:
                     residuals.record(index, x)
         cache.length = end
-        if not all_logits:
-            x = x[-1:]  # (1, C): only the last position predicts the next token
+        x = x[-T:] if all_logits else x[-1:]  # (T or 1, C): the rows asked for (the last one predicts the next)
         return self.head_logits(x)  # (T or 1, V)
 
     def head_logits(self, x: torch.Tensor) -> torch.Tensor:
         """Rows of the residual stream through the final norm and the head: float logits (rows, V)."""
         w = self.weights
         return w.lm_head.logits(x, w.final_norm).float()
+
+
+class _LastRows:
+    """A capture that passes on only the last `n` rows (query positions) of what it is given: what the
+    caller asked for when a longrope crossing widened the call to the whole sequence."""
+
+    def __init__(self, capture, n: int):
+        self.capture, self.n = capture, n
+
+    @classmethod
+    def of(cls, capture, n: int):
+        return None if capture is None else cls(capture, n)
+
+    def record(self, layer: int, t: torch.Tensor) -> None:
+        self.capture.record(layer, t[..., -self.n:, :])  # probs (H, T, n) or residual (T, C)

@@ -6,18 +6,19 @@ rotary (Phi-3/4-mini: `rotary_dim` = 0.75 head_dim) only the first rotary_dim / 
 table holds 1 + 0i for the rest, which leaves them exactly as they are (a * 1 - b * 0 = a), on the stock
 path and in kernels.cpp's fused decode layer alike.
 
-longrope (Phi-3/4) follows transformers: cos/sin are scaled by `attention_factor`, and each forward call
-takes the short factors while the sequence it ends (`end`) fits `original_context`, the long ones beyond,
-for the positions it computes. As in transformers' cached generate(), positions cached before a step
-crosses that length keep what they were computed with; a full forward of the longer sequence would
-recompute every position with the long factors (hidden states included, not only the rotation), so past
-the crossing the logits follow transformers' cached decode, not its full forward. Below it (4096
-positions for Phi-3-mini-4k and Phi-4-mini) both agree.
+longrope (Phi-3/4) follows transformers: cos/sin are scaled by `attention_factor`, and a sequence of at
+most `original_context` positions takes the short factors, a longer one the long factors at every
+position. So the step that first makes the sequence longer than that recomputes the whole sequence (every
+layer's hidden states change, not only the rotation), as transformers' generate() does for Phi-3
+(`prepare_inputs_for_generation` drops its cache there): `LongropeCaches` keeps the ids each cache holds
+and widens that one call to the whole sequence; a rewind back below the length crosses back the same way.
+Each step's logits then equal a full forward of the sequence so far.
 """
 
 from __future__ import annotations
 
 import math
+import weakref
 
 import torch
 
@@ -82,6 +83,26 @@ class RotaryTable:
         turned = torch.polar(torch.full_like(freqs, scale), freqs)
         kept = torch.ones(size, (c.head_dim - c.rope_dim) // 2, dtype=torch.complex64)  # pass-through pairs
         return torch.cat([turned, kept], dim=1).to(self.device)  # (size, head_dim / 2)
+
+
+class LongropeCaches:
+    """The token ids each KV cache holds and whether its positions were computed with the long factors."""
+
+    def __init__(self, table: RotaryTable):
+        self.table = table
+        self.held: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # cache -> (ids, long)
+
+    def widen(self, cache, ids: torch.Tensor, start: int) -> tuple[torch.Tensor, int]:
+        """(ids, start) to compute: as given, or the whole sequence from 0 when its end crosses the
+        original context from where the cached positions were computed."""
+        end = start + ids.shape[0]
+        long = self.table.long_at(end)
+        held_ids, held_long = self.held.get(cache, (ids[:0], long))
+        prefix = held_ids[:start]
+        if start > 0 and held_long != long and prefix.shape[0] == start:
+            ids, start = torch.cat([prefix, ids]), 0
+        self.held[cache] = (torch.cat([prefix, ids]) if start > 0 else ids.clone(), long)
+        return ids, start
 
 
 def rotate(qk: torch.Tensor, rope: torch.Tensor, head_dim: int) -> None:
