@@ -219,3 +219,27 @@ def test_bad_phi3_rope_is_one_clear_error(change, message):
     change(d)
     with pytest.raises(ModelFormatError, match=message):
         ModelConfig.from_hf(d)
+
+
+def test_status_bar_says_how_decode_runs(qapp, tmp_path):
+    """The loaded model's decode path (a Qwen3 on the kernels runs its products there, not the fused
+    layer) is in the status bar's model text."""
+    from PySide6.QtCore import QObject, Signal
+
+    from gui.status_bar import StatusBar
+
+    class Controller(QObject):
+        model_changed, weights_checked, state_changed = Signal(), Signal(), Signal()
+        error, progress = Signal(str, str, bool), Signal(str, int, int)
+        info, weights_check = None, None
+
+    backend = select_backend("cpu", torch.float32)
+    folder = save_hf_model(make_hf_model("qwen3"), tmp_path / "qwen3")
+    loaded = load_model(folder, device="cpu", dtype="float32")
+    controller = Controller()
+    bar = StatusBar(controller)
+    controller.info = loaded.info()
+    controller.model_changed.emit()
+    expected = "kernels per product" if backend.kernels is not None else "stock torch"
+    assert loaded.info().decode_path == expected
+    assert f"decode: {expected}" in bar.model.text()
