@@ -179,10 +179,8 @@ class LlamaBlock(Block):
 
 
 class QKNormBlock(LlamaBlock):
-    """Qwen3: a Llama block whose Q and K heads each pass an RMSNorm (over hd) before rotary. The fused
-    decode layer has no such norm, so one-row products still run on the kernels, but not the whole layer."""
-
-    fuses_on_kernels = False
+    """Qwen3: a Llama block whose Q and K heads each pass an RMSNorm (over hd) before rotary; the fused
+    decode layer takes the two norms too (layers.decode_layer)."""
 
     def position(self, qkv: torch.Tensor, layer: Layer, rope) -> None:
         c = self.config

@@ -42,8 +42,6 @@ CASES = {
 }
 BACKENDS = ["stock", pytest.param("kernels", marks=pytest.mark.skipif(
     kernels.ops() is None, reason="decode kernels unavailable here"))]
-# How a decode step runs on the own kernels: Qwen3's q/k norm is not in the fused layer.
-FUSED = {"qwen3": False, "phi3": True, "llama": True}
 
 
 @pytest.fixture(scope="module", params=list(CASES))
@@ -60,8 +58,8 @@ def decoder(request, case):
     backend = select_backend("cpu", torch.float32, allow_own_kernels=request.param == "kernels")
     decoder = build_decoder(folder, backend)
     arch = CASES[name][0]
-    expected = {"stock": "stock torch", "kernels": "fused kernels" if FUSED[arch] else "kernels per product"}
-    assert decoder.decode_path == expected[request.param]
+    expected = {"stock": "stock torch", "kernels": "fused kernels"}  # every family here: a layer in one call
+    assert decoder.decode_path == expected[request.param], arch
     return decoder
 
 
@@ -222,8 +220,7 @@ def test_bad_phi3_rope_is_one_clear_error(change, message):
 
 
 def test_status_bar_says_how_decode_runs(qapp, tmp_path):
-    """The loaded model's decode path (a Qwen3 on the kernels runs its products there, not the fused
-    layer) is in the status bar's model text."""
+    """The loaded model's decode path is in the status bar's model text."""
     from PySide6.QtCore import QObject, Signal
 
     from gui.status_bar import StatusBar
@@ -240,6 +237,35 @@ def test_status_bar_says_how_decode_runs(qapp, tmp_path):
     bar = StatusBar(controller)
     controller.info = loaded.info()
     controller.model_changed.emit()
-    expected = "kernels per product" if backend.kernels is not None else "stock torch"
+    expected = "fused kernels" if backend.kernels is not None else "stock torch"
     assert loaded.info().decode_path == expected
     assert f"decode: {expected}" in bar.model.text()
+
+
+@pytest.mark.skipif(kernels.ops() is None, reason="decode kernels unavailable here")
+@pytest.mark.parametrize("name", ["qwen3", "qwen3-window", "phi3-partial", "phi3-longrope"])
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_fused_layer_equals_the_same_weights_on_stock_ops(tmp_path, name, dtype):
+    """The fused decode layer (Qwen3's q/k norms, Phi-3's pass-through pairs) against the same weights on
+    stock float32 ops, as test_kernels does for Llama: int8 weights dequantised, so 1e-5 either way."""
+    from tiny import with_linears
+
+    from inference.quant import Int8Linear
+
+    arch, overrides = CASES[name]
+    folder = save_hf_model(make_hf_model(arch, **overrides), tmp_path)
+    model = load_model(folder, device="cpu", dtype=dtype)
+    assert model.decoder.decode_path == "fused kernels"
+    stock_backend = select_backend("cpu", getattr(torch, dtype), allow_own_kernels=False)
+    stock = build_decoder(folder, stock_backend) if dtype == "float32" else \
+        with_linears(model.decoder, lambda lin: Int8Linear(lin.weight, lin.bias, lin.scale), stock_backend)
+    assert stock.decode_path == "stock torch"
+    ids = torch.tensor(PROMPT + [66, 250, 18, 40, 41])
+
+    def decode(decoder):
+        cache = decoder.new_cache(len(ids))
+        with torch.inference_mode():
+            decoder.forward(ids[:4], 0, cache)
+            return torch.cat([decoder.forward(ids[i:i + 1], i, cache) for i in range(4, len(ids))])
+
+    assert (decode(model.decoder) - decode(stock)).abs().max().item() <= 1e-5
