@@ -47,7 +47,7 @@ def _phi3_metadata(w: gguf.GGUFWriter, c) -> None:
         w.add_tensor("rope_factors_short.weight", np.array(rope["short_factor"], dtype=np.float32))
 
 
-def write_gguf(hf, folder, path, arch: str):
+def write_gguf(hf, folder, path, arch: str, pre: str = "default"):
     c = hf.config
     w = gguf.GGUFWriter(str(path), arch)
     w.add_block_count(c.num_hidden_layers)
@@ -65,7 +65,7 @@ def write_gguf(hf, folder, path, arch: str):
         _phi3_metadata(w, c)
     tokens, types, merges = _vocabulary(folder, c.vocab_size)
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("default")
+    w.add_tokenizer_pre(pre)
     w.add_token_list(tokens)
     w.add_token_types(types)
     w.add_token_merges(merges)
@@ -122,3 +122,17 @@ def test_gguf_round_trip_matches_the_original(case, tmp_path, monkeypatch):
     with torch.no_grad():
         got, want = again(torch.tensor([PROMPT])).logits, hf(torch.tensor([PROMPT])).logits
     assert (got - want).abs().max().item() <= 1e-4
+
+
+def test_phi4_mini_pre_tokenizer_splits_as_gpt4o(tmp_path, monkeypatch):
+    """Phi-4-mini's GGUF names the o200k split "gpt-4o": words split by case with the contraction kept on,
+    digits in threes, a '/' leading the word after it (llama3's split would keep "HelloWorld" whole)."""
+    from tokenizers import Tokenizer
+
+    monkeypatch.setenv("TOKENSTEP_CACHE_DIR", str(tmp_path / "cache"))
+    hf = make_hf_model("phi3")
+    folder = save_hf_model(hf, tmp_path / "hf")
+    converted = convert_cached(write_gguf(hf, folder, tmp_path / "phi4.gguf", "phi3", pre="gpt-4o"))
+    split = Tokenizer.from_file(str(converted / "tokenizer.json")).pre_tokenizer
+    pieces = [piece for piece, _ in split.pre_tokenize_str("HelloWorld's 123456 a/b")]
+    assert pieces == ["Hello", "World's", "Ġ", "123", "456", "Ġa", "/b"]
