@@ -269,3 +269,24 @@ def test_fused_layer_equals_the_same_weights_on_stock_ops(tmp_path, name, dtype)
             return torch.cat([decoder.forward(ids[i:i + 1], i, cache) for i in range(4, len(ids))])
 
     assert (decode(model.decoder) - decode(stock)).abs().max().item() <= 1e-5
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", ["qwen3-window", "phi3-partial", "phi3-longrope-crossing"])
+def test_cached_decode_on_cuda_matches_transformers(tmp_path, name):
+    """The same steps on CUDA in float32 (stock ops there): q/k norms, pass-through pairs, the rotary table
+    and a longrope crossing on the device."""
+    arch, overrides = CASES[name]
+    hf = make_hf_model(arch, **overrides)
+    decoder = load_model(save_hf_model(hf, tmp_path), device="cuda", dtype="float32").decoder
+    assert decoder.decode_path == "stock torch"
+    ids = list(PROMPT)
+    cache = decoder.new_cache(8)
+    with torch.inference_mode():
+        logits = decoder.forward(torch.tensor(ids, device="cuda"), 0, cache)[0].cpu()
+        for step in range(N_DECODE):
+            expected = _full_forward(hf, ids)
+            assert (logits - expected).abs().max().item() <= 1e-4, f"step {step}"
+            ids.append(int(torch.argmax(expected)))
+            logits = decoder.forward(torch.tensor(ids[-1:], device="cuda"), len(ids) - 1, cache)[0].cpu()
