@@ -294,6 +294,8 @@ def _llama_config(arch: str, r: _Reader) -> ModelConfig:
     if activation != "silu":
         raise r.fail(f"{arch} with activation {r.d.get('hidden_act')!r} is not supported (SwiGLU only)")
     theta, scaling, rotary_dim = _rope(r, head_dim)
+    if rotary_dim is not None and arch != "Phi3ForCausalLM":  # transformers turns the whole head there
+        raise r.fail(f"partial rotary embeddings are not supported for {arch}")
     attention_bias = r.bool("attention_bias", False)
     n_layers = r.int("num_hidden_layers")
     return ModelConfig(

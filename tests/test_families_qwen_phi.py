@@ -290,3 +290,10 @@ def test_cached_decode_on_cuda_matches_transformers(tmp_path, name):
             assert (logits - expected).abs().max().item() <= 1e-4, f"step {step}"
             ids.append(int(torch.argmax(expected)))
             logits = decoder.forward(torch.tensor(ids[-1:], device="cuda"), len(ids) - 1, cache)[0].cpu()
+
+
+def test_partial_rotary_is_refused_where_transformers_has_none():
+    d = make_hf_model("qwen3").config.to_dict()
+    d["rope_parameters"]["partial_rotary_factor"] = 0.5
+    with pytest.raises(ModelFormatError, match="partial rotary embeddings are not supported for Qwen3"):
+        ModelConfig.from_hf(d)
