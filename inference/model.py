@@ -7,15 +7,15 @@ One `forward(ids, start, cache)` serves both phases:
 
 Each family has its block, chosen once when the decoder is built (`BLOCKS`): `LlamaBlock` (Llama, Mistral,
 Qwen2, Phi-3: RMSNorm, rotary Q/K, grouped-query attention, gated SiLU MLP; Phi-3's partial rotary and
-longrope live in its rotary table, rope.py), `QKNormBlock` (Qwen3: the same with an RMSNorm over each Q and
-K head before rotary) and `GPT2Block` (LayerNorm, learned positions, GELU MLP). A family with soft-capped
-scores or per-layer windows gets a block of its own. Every block shares `Block.attention`, whose three routes are: decode (one
-query, the backend's `attend_one`), prefill (many queries under the causal mask, SDPA) and captured (the
-weights written out for the attention view). On the own kernels a Llama-style decode step runs each
-layer as one kernels.cpp call (`layers.decode_layer`); that too is decided once, at construction, and
-`Decoder.decode_path` says which way a step runs. Every
-route hands the residual stream between layers to a `ResidualCapture` when one is given (the logit lens),
-so capturing it never leaves the fused path.
+longrope live in its rotary table, rope.py), `QKNormBlock` (Qwen3: the same with an RMSNorm over each Q
+and K head before rotary) and `GPT2Block` (LayerNorm, learned positions, GELU MLP). A family with
+soft-capped scores or per-layer windows gets a block of its own. Every block shares `Block.attention`,
+whose three routes are: decode (one query, the backend's `attend_one`), prefill (many queries under the
+causal mask, SDPA) and captured (the weights written out for the attention view). On the own kernels a
+Llama-style decode step runs each layer as one kernels.cpp call (`layers.decode_layer`); that too is
+decided once, at construction, and `Decoder.decode_path` says which way a step runs. Every route hands
+the residual stream between layers to a `ResidualCapture` when one is given (the logit lens), so
+capturing it never leaves the fused path.
 
 How a product runs (stock torch, the own CPU kernels, CUDA; float or int8) is the backend's business
 (layers.py, quant.py): here every projection is a call. Weights are laid out for speed when loaded
