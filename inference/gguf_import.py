@@ -7,13 +7,16 @@ The `gguf` package reads the file and dequantises each tensor to float32. Two th
   SmolLM2, so the tests check perplexity.) Only the llama architecture is permuted: llama.cpp's
   converter keeps qwen2/qwen3/phi3 rows in HF order (they use the NeoX, rotate-half rope there);
 - Phi-3's longrope factors are tensors there (`rope_factors_long/short`) and go back into config.json,
-  with its partial rotary (`rope.dimension_count`), sliding window and original context.
+  with its partial rotary (`rope.dimension_count`), sliding window and original context; Llama 3.x's
+  llama3 rope is a tensor of per-frequency divisors (`rope_freqs`), recognised as the llama3 scaling
+  it was computed from.
 The tokenizer is rebuilt from the GGUF vocabulary and merges as a `tokenizers` BPE.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Callable
 
@@ -30,7 +33,10 @@ _SUPPORTED = {"llama": "llama", "qwen2": "llama", "qwen3": "qwen3", "phi3": "phi
 _HF_CLASS = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
              "phi3": "Phi3ForCausalLM"}
 # longrope's per-frequency factors, which llama.cpp stores as tensors: GGUF name -> the HF config key
-_ROPE_FACTORS = {"rope_factors_long.weight": "long_factor", "rope_factors_short.weight": "short_factor"}
+_ROPE_FACTORS = {"rope_factors_long.weight": "long_factor", "rope_factors_short.weight": "short_factor",
+                 "rope_freqs.weight": "llama3_factors"}  # Llama 3.1-3.3: llama3 scaling, one divisor per frequency
+# (low_freq_factor, high_freq_factor, original context) that every Llama 3.x rope was computed from
+_LLAMA3_SHAPES = ((1.0, 4.0, 8192),)
 
 # Pre-tokenizer regexes of the byte-level BPE families llama.cpp names in `tokenizer.ggml.pre`.
 _LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+"
@@ -141,6 +147,8 @@ def _rope_config(meta: _Metadata, arch: str, head_dim: int, extra: dict) -> dict
         config["rope_scaling"] = {"rope_type": "linear", "factor": float(meta.require(p + "rope.scaling.factor"))}
     elif rope_type not in ("none", None):
         raise ModelFormatError(f"{meta.path.name}: rope scaling {rope_type!r} is not supported")
+    if "llama3_factors" in extra:
+        config["rope_scaling"] = _llama3_from_factors(meta, config["rope_theta"], rotary_dim, extra["llama3_factors"])
     factors = {key: extra[key] for key in ("long_factor", "short_factor") if key in extra}
     if factors:
         if len(factors) != 2:
@@ -153,6 +161,26 @@ def _rope_config(meta: _Metadata, arch: str, head_dim: int, extra: dict) -> dict
         config["rope_scaling"] = scaling
         config["original_max_position_embeddings"] = scaling["original_max_position_embeddings"]
     return config
+
+
+def llama3_factors(theta: float, dim: int, factor: float, low: float, high: float, original: int) -> np.ndarray:
+    """The divisor of each rotary frequency under HF's llama3 scaling, as llama.cpp's converter writes it."""
+    wavelen = 2 * math.pi * theta ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+    smooth = (original / wavelen - low) / (high - low)
+    middle = 1 / ((1 - smooth) / factor + smooth)
+    return np.where(wavelen < original / high, 1.0, np.where(wavelen > original / low, factor, middle))
+
+
+def _llama3_from_factors(meta: _Metadata, theta: float, dim: int, factors: list[float]) -> dict:
+    """HF's llama3 rope_scaling whose divisors are `factors` (to float32 rounding), else one clear error."""
+    factor = float(max(factors))
+    for low, high, original in _LLAMA3_SHAPES:
+        expected = llama3_factors(theta, dim, factor, low, high, original)
+        if len(factors) == len(expected) and np.allclose(factors, expected, rtol=1e-5, atol=0):
+            return {"rope_type": "llama3", "factor": factor, "low_freq_factor": low, "high_freq_factor": high,
+                    "original_max_position_embeddings": original}
+    raise ModelFormatError(f"{meta.path.name}: its rope_freqs factors are not llama3 rope scaling over "
+                           f"{_LLAMA3_SHAPES[0][2]} positions (factor {factor}); not supported")
 
 
 def _tokenizer_files(meta: _Metadata) -> tuple[str, dict]:
@@ -227,8 +255,6 @@ def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
         raise ModelFormatError(f"{path.name}: GGUF architecture {arch!r} is not supported "
                                f"(supported: {', '.join(_SUPPORTED)})")
     names = {t.name for t in reader.tensors}
-    if "rope_freqs.weight" in names:
-        raise ModelFormatError(f"{path.name}: llama3-style rope frequency tensors are not supported")
     tokenizer_json, tokenizer_config = _tokenizer_files(meta)
     n_vocab = len(meta.require("tokenizer.ggml.tokens"))
     extra: dict = {"attention_bias": "blk.0.attn_q.bias" in names}

@@ -47,7 +47,7 @@ def _phi3_metadata(w: gguf.GGUFWriter, c) -> None:
         w.add_tensor("rope_factors_short.weight", np.array(rope["short_factor"], dtype=np.float32))
 
 
-def write_gguf(hf, folder, path, arch: str, pre: str = "default"):
+def write_gguf(hf, folder, path, arch: str, pre: str = "default", rope_freqs=None):
     c = hf.config
     w = gguf.GGUFWriter(str(path), arch)
     w.add_block_count(c.num_hidden_layers)
@@ -61,7 +61,7 @@ def write_gguf(hf, folder, path, arch: str, pre: str = "default"):
     if arch == "qwen3":
         w.add_key_length(c.head_dim)
         w.add_value_length(c.head_dim)
-    else:
+    elif arch == "phi3":
         _phi3_metadata(w, c)
     tokens, types, merges = _vocabulary(folder, c.vocab_size)
     w.add_tokenizer_model("gpt2")
@@ -71,12 +71,18 @@ def write_gguf(hf, folder, path, arch: str, pre: str = "default"):
     w.add_token_merges(merges)
     w.add_bos_token_id(c.bos_token_id)
     w.add_eos_token_id(c.eos_token_id)
-    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.QWEN3 if arch == "qwen3" else gguf.MODEL_ARCH.PHI3,
-                                     c.num_hidden_layers)
+    names = gguf.get_tensor_name_map({"qwen3": gguf.MODEL_ARCH.QWEN3, "phi3": gguf.MODEL_ARCH.PHI3,
+                                      "llama": gguf.MODEL_ARCH.LLAMA}[arch], c.num_hidden_layers)
     for name, p in hf.state_dict().items():
         if name == "lm_head.weight" and c.tie_word_embeddings:
             continue
-        w.add_tensor(names.get_name(name, try_suffixes=(".weight", ".bias")), p.detach().float().numpy().copy())
+        array = p.detach().float().numpy().copy()
+        if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):  # llama.cpp permutes these
+            heads = c.num_attention_heads if name.endswith("q_proj.weight") else c.num_key_value_heads
+            array = array.reshape(heads, 2, -1, array.shape[1]).swapaxes(1, 2).reshape(array.shape)
+        w.add_tensor(names.get_name(name, try_suffixes=(".weight", ".bias")), array)
+    if rope_freqs is not None:
+        w.add_tensor("rope_freqs.weight", np.asarray(rope_freqs, dtype=np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -136,3 +142,57 @@ def test_phi4_mini_pre_tokenizer_splits_as_gpt4o(tmp_path, monkeypatch):
     split = Tokenizer.from_file(str(converted / "tokenizer.json")).pre_tokenizer
     pieces = [piece for piece, _ in split.pre_tokenize_str("HelloWorld's 123456 a/b")]
     assert pieces == ["Hello", "World's", "Ġ", "123", "456", "Ġa", "/b"]
+
+
+def llama_cpp_rope_freqs(c) -> list[float]:
+    """What llama.cpp's converter writes for HF's llama3 rope scaling (its rope_freqs tensor)."""
+    rope = c.rope_parameters
+    dim = c.hidden_size // c.num_attention_heads
+    freqs = 1.0 / (rope["rope_theta"] ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+    factor, low, high = rope["factor"], rope["low_freq_factor"], rope["high_freq_factor"]
+    old = rope["original_max_position_embeddings"]
+    out = []
+    for freq in freqs.tolist():
+        wavelen = 2 * math.pi / freq
+        if wavelen < old / high:
+            out.append(1.0)
+        elif wavelen > old / low:
+            out.append(factor)
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return out
+
+
+LLAMA3 = {"rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                                                   "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}
+
+
+def test_llama3_rope_freqs_read_back_as_llama3_scaling(tmp_path, monkeypatch):
+    """Llama 3.2's GGUF keeps its rope as rope_freqs divisors (one of them between 1 and the factor here):
+    read back as the llama3 scaling they came from, the logits equal the original's."""
+    monkeypatch.setenv("TOKENSTEP_CACHE_DIR", str(tmp_path / "cache"))
+    hf = make_hf_model("llama", seed=2, **LLAMA3)
+    freqs = llama_cpp_rope_freqs(hf.config)
+    assert 1.0 in freqs and 32.0 in freqs and any(1.0 < f < 32.0 for f in freqs)
+    folder = save_hf_model(hf, tmp_path / "hf")
+    path = write_gguf(hf, folder, tmp_path / "llama3.gguf", "llama", rope_freqs=freqs)
+    original = load_model(folder, device="cpu", dtype="float32")
+    from_gguf = load_model(path, device="cpu", dtype="float32")
+    assert from_gguf.config.rope_scaling == original.config.rope_scaling
+    assert from_gguf.fingerprint == original.fingerprint
+    with torch.inference_mode():
+        got = from_gguf.decoder.forward(torch.tensor(PROMPT), 0, from_gguf.decoder.new_cache(16), all_logits=True)
+    with torch.no_grad():
+        assert (got - hf(torch.tensor([PROMPT])).logits[0]).abs().max().item() <= 1e-4
+
+
+def test_rope_freqs_of_another_shape_are_one_clear_error(tmp_path, monkeypatch):
+    from inference.errors import ModelFormatError
+
+    monkeypatch.setenv("TOKENSTEP_CACHE_DIR", str(tmp_path / "cache"))
+    hf = make_hf_model("llama", seed=2, **LLAMA3)
+    folder = save_hf_model(hf, tmp_path / "hf")
+    freqs = [1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 13.0, 32.0]
+    with pytest.raises(ModelFormatError, match="not llama3 rope scaling"):
+        load_model(write_gguf(hf, folder, tmp_path / "odd.gguf", "llama", rope_freqs=freqs), device="cpu")
