@@ -67,11 +67,15 @@ def _projection(role: str, hf: str, out: Callable, inp: Callable, has_bias: Call
                        f"{gguf}.bias" if gguf and gguf_bias else None, has_bias))
 
 
-def _llama_layout() -> Layout:
+def _llama_layout(qk_norm: bool = False) -> Layout:
+    """Llama, Mistral, Qwen2; with `qk_norm` Qwen3 (an RMSNorm weight over each Q and K head)."""
     layer, attn, mlp = "model.layers.{i}.", "model.layers.{i}.self_attn.", "model.layers.{i}.mlp."
     hidden, ffn = (lambda c: c.hidden), (lambda c: c.ffn)
     q_dim, kv_dim = (lambda c: c.q_dim), (lambda c: c.kv_dim)
     qkv_bias, o_bias, mlp_bias = (lambda c: c.qkv_bias), (lambda c: c.o_bias), (lambda c: c.mlp_bias)
+    head = lambda c: (c.head_dim,)  # noqa: E731
+    norms = (TensorSpec("q_norm", attn + "q_norm.weight", head, "blk.{i}.attn_q_norm.weight"),
+             TensorSpec("k_norm", attn + "k_norm.weight", head, "blk.{i}.attn_k_norm.weight")) if qk_norm else ()
     return Layout(
         inputs=(TensorSpec("embed", "model.embed_tokens.weight", _table, "token_embd.weight"),),
         layer=(TensorSpec("attn_norm", layer + "input_layernorm.weight", _vector, "blk.{i}.attn_norm.weight"),
@@ -79,12 +83,32 @@ def _llama_layout() -> Layout:
                *_projection("q", attn + "q_proj", q_dim, hidden, qkv_bias, "blk.{i}.attn_q", gguf_bias=True),
                *_projection("k", attn + "k_proj", kv_dim, hidden, qkv_bias, "blk.{i}.attn_k", gguf_bias=True),
                *_projection("v", attn + "v_proj", kv_dim, hidden, qkv_bias, "blk.{i}.attn_v", gguf_bias=True),
+               *norms,
                *_projection("o", attn + "o_proj", hidden, q_dim, o_bias, "blk.{i}.attn_output"),
                *_projection("gate", mlp + "gate_proj", ffn, hidden, mlp_bias, "blk.{i}.ffn_gate"),
                *_projection("up", mlp + "up_proj", ffn, hidden, mlp_bias, "blk.{i}.ffn_up"),
                *_projection("down", mlp + "down_proj", hidden, ffn, mlp_bias, "blk.{i}.ffn_down")),
         outputs=(TensorSpec("final_norm", "model.norm.weight", _vector, "output_norm.weight"),
                  TensorSpec("head", "lm_head.weight", _table, "output.weight", _untied)))
+
+
+def _phi3_layout() -> Layout:
+    """Phi-3/4-mini: Q, K, V rows in one `qkv_proj`, gate then up rows in one `gate_up_proj` (llama.cpp
+    keeps both fused too: `attn_qkv`, and `ffn_up` of 2 ffn rows), no biases."""
+    llama = _llama_layout()
+    layer, attn, mlp = "model.layers.{i}.", "model.layers.{i}.self_attn.", "model.layers.{i}.mlp."
+    hidden = lambda c: c.hidden  # noqa: E731
+    never = lambda c: False  # noqa: E731
+    return Layout(
+        inputs=llama.inputs,
+        layer=(TensorSpec("attn_norm", layer + "input_layernorm.weight", _vector, "blk.{i}.attn_norm.weight"),
+               TensorSpec("mlp_norm", layer + "post_attention_layernorm.weight", _vector, "blk.{i}.ffn_norm.weight"),
+               *_projection("qkv", attn + "qkv_proj", lambda c: c.q_dim + 2 * c.kv_dim, hidden, never,
+                            "blk.{i}.attn_qkv"),
+               *_projection("o", attn + "o_proj", hidden, lambda c: c.q_dim, never, "blk.{i}.attn_output"),
+               *_projection("gate_up", mlp + "gate_up_proj", lambda c: 2 * c.ffn, hidden, never, "blk.{i}.ffn_up"),
+               *_projection("down", mlp + "down_proj", hidden, lambda c: c.ffn, never, "blk.{i}.ffn_down")),
+        outputs=llama.outputs)
 
 
 def _gpt2_layout() -> Layout:
@@ -130,7 +154,8 @@ def _gemma_layout() -> Layout:
         outputs=llama.outputs)
 
 
-LAYOUTS = {"llama": _llama_layout(), "gpt2": _gpt2_layout(), "gemma": _gemma_layout()}  # family -> its tensors
+LAYOUTS = {"llama": _llama_layout(), "gpt2": _gpt2_layout(), "qwen3": _llama_layout(qk_norm=True),
+           "phi3": _phi3_layout(), "gemma": _gemma_layout()}  # config.family -> its tensors
 
 
 def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:

@@ -101,20 +101,30 @@ def _layer_windows(r: _Reader, n_layers: int) -> tuple[int, ...]:
     return tuple(window if s else 0 for s in sliding)
 
 
-def _ropes(arch: str, r: _Reader) -> tuple[tuple[float, RopeScaling | None], tuple[float, RopeScaling | None] | None]:
+def _whole_head_rope(r: _Reader, head_dim: int) -> tuple[float, RopeScaling | None]:
+    """(theta, scaling) of rotary over whole heads, as Gemma has it."""
+    theta, scaling, rotary_dim = _rope(r, head_dim)
+    if rotary_dim is not None or (scaling is not None and scaling.kind == "longrope"):
+        raise r.fail("Gemma with partial rotary or longrope is not supported")
+    return theta, scaling
+
+
+def _ropes(arch: str, r: _Reader, head_dim: int) -> tuple[tuple[float, RopeScaling | None],
+                                                          tuple[float, RopeScaling | None] | None]:
     """(global theta, scaling), and the local layers' (None: the same as the global ones)."""
     if arch == "Gemma2ForCausalLM":
-        return _rope(r), None
+        return _whole_head_rope(r, head_dim), None
     params = r.d.get("rope_parameters")
     if isinstance(params, dict) and {"full_attention", "sliding_attention"} & params.keys():
         # transformers 5: one rope_parameters object per layer type.
         def of(kind: str, theta_key: str) -> tuple[float, RopeScaling | None]:
             sub = params.get(kind) or {}
-            return _rope(_Reader({"rope_parameters": sub, "rope_theta": r.d.get(theta_key)}, r.source))
+            return _whole_head_rope(_Reader({"rope_parameters": sub, "rope_theta": r.d.get(theta_key)}, r.source),
+                                    head_dim)
 
         return of("full_attention", "rope_theta"), of("sliding_attention", "rope_local_base_freq")
     # transformers 4: rope_theta and rope_scaling are the global layers'; local ones have their own base.
-    return _rope(r), (r.float("rope_local_base_freq", 10000.0), None)
+    return _whole_head_rope(r, head_dim), (r.float("rope_local_base_freq", 10000.0), None)
 
 
 def gemma_config(arch: str, outer: _Reader) -> GemmaConfig:
@@ -131,7 +141,7 @@ def gemma_config(arch: str, outer: _Reader) -> GemmaConfig:
     if activation not in ("gelu_tanh", "gelu"):
         raise r.fail(f"{arch} with activation {activation!r} is not supported (GeGLU only)")
     n_layers = r.int("num_hidden_layers")
-    (theta, scaling), local = _ropes(arch, r)
+    (theta, scaling), local = _ropes(arch, r, head_dim)
     bias = r.bool("attention_bias", False)
     return GemmaConfig(
         architecture=arch, family="gemma", n_layers=n_layers, hidden=hidden,
@@ -172,10 +182,10 @@ def gemma_layer(t: dict[str, torch.Tensor | None], c: GemmaConfig, parts) -> Gem
         placed = (scale + 1.0).to(parts.backend.device, torch.float32).contiguous()
         return Norm("rms", c.norm_eps, size, placed)
 
-    base = llama_layer(t, c, parts)
-    return GemmaLayer(**base.__dict__, post_attn_norm=norm(t["post_attn_norm"], c.hidden),
-                      post_mlp_norm=norm(t["post_mlp_norm"], c.hidden),
-                      q_norm=norm(t["q_norm"], c.head_dim, True), k_norm=norm(t["k_norm"], c.head_dim, True))
+    base = llama_layer(t, c, parts).__dict__
+    own = {"q_norm": norm(t["q_norm"], c.head_dim, True), "k_norm": norm(t["k_norm"], c.head_dim, True)}
+    return GemmaLayer(**{**base, **own}, post_attn_norm=norm(t["post_attn_norm"], c.hidden),
+                      post_mlp_norm=norm(t["post_mlp_norm"], c.hidden))
 
 
 def _rms32(norm: Norm, x: torch.Tensor) -> torch.Tensor:

@@ -6,14 +6,16 @@ One `forward(ids, start, cache)` serves both phases:
 - decode: one new token (T = 1) that reads every cached position and adds its own K/V.
 
 Each family has its block, chosen once when the decoder is built (`BLOCKS`): `LlamaBlock` (Llama, Mistral,
-Qwen2: RMSNorm, rotary Q/K, grouped-query attention, gated SiLU MLP) and `GPT2Block` (LayerNorm, learned
-positions, GELU MLP). A family with q/k norms, soft-capped scores, per-layer windows or partial rotary
-gets a block of its own (Gemma 2 and 3: gemma.py). Every block shares `Block.attention`, whose three routes
-are: decode (one query, the backend's `attend_one`), prefill (many queries under the causal mask, SDPA) and
-captured (the weights written out for the attention view; soft-capped scores always take it). On the own
-kernels a Llama-style decode step runs each layer as one kernels.cpp call (`layers.decode_layer`); that too
-is decided once, at construction. Every route hands the residual stream between layers to a
-`ResidualCapture` when one is given (the logit lens), so capturing it never leaves the fused path.
+Qwen2, Phi-3: RMSNorm, rotary Q/K, grouped-query attention, gated SiLU MLP; Phi-3's partial rotary and
+longrope live in its rotary table, rope.py), `QKNormBlock` (Qwen3: the same with an RMSNorm over each Q
+and K head before rotary) and `GPT2Block` (LayerNorm, learned positions, GELU MLP). A family with
+soft-capped scores or per-layer windows gets a block of its own (Gemma 2 and 3: gemma.py). Every block
+shares `Block.attention`, whose three routes are: decode (one query, the backend's `attend_one`), prefill
+(many queries under the causal mask, SDPA) and captured (the weights written out for the attention view;
+soft-capped scores always take it). On the own kernels a Llama-style decode step runs each layer as one
+kernels.cpp call (`layers.decode_layer`); that too is decided once, at construction, and
+`Decoder.decode_path` says which way a step runs. Every route hands the residual stream between layers
+to a `ResidualCapture` when one is given (the logit lens), so capturing it never leaves the fused path.
 
 How a product runs (stock torch, the own CPU kernels, CUDA; float or int8) is the backend's business
 (layers.py, quant.py): here every projection is a call. Weights are laid out for speed when loaded
@@ -36,6 +38,7 @@ import torch.nn.functional as F
 from .config import ModelConfig
 from .kv_cache import KVCache, kv_bytes_per_token
 from .layers import Backend, Linear, Norm, decode_layer, slot_value, weight_slots
+from .rope import LongropeCaches, RotaryTable, rotate
 
 
 @dataclass
@@ -46,6 +49,8 @@ class Layer:
     mlp_norm: Norm
     mlp_in: Linear  # gated: (2 ffn, C) gate rows then up rows; else (ffn, C)
     mlp_out: Linear  # (C, ffn)
+    q_norm: Norm | None = None  # Qwen3: RMSNorm over each Q head (hd), its weight in the rows' rotary order
+    k_norm: Norm | None = None  # the same over each K head
 
 
 @dataclass
@@ -77,53 +82,6 @@ class ResidualCapture(Protocol):
     def record(self, layer: int, x: torch.Tensor) -> None:
         """x: (T, C) the residual stream after layer `layer`, on any route (the fused decode one too); the
         logit lens (lens.py) reads it through the final norm and the head (`Decoder.head_logits`)."""
-
-
-def rope_inv_freq(config: ModelConfig) -> torch.Tensor:
-    """Rotary frequencies per pair of head dimensions (float32, as transformers computes them)."""
-    dim = config.head_dim
-    inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
-    s = config.rope_scaling
-    if s is None:
-        return inv_freq
-    if s.kind == "linear":
-        return inv_freq / s.factor
-    # llama3: long wavelengths slowed by `factor`, short ones kept, a smooth blend between.
-    low_freq_wavelen = s.original_context / s.low_freq_factor
-    high_freq_wavelen = s.original_context / s.high_freq_factor
-    wavelen = 2 * math.pi / inv_freq
-    scaled = torch.where(wavelen > low_freq_wavelen, inv_freq / s.factor, inv_freq)
-    smooth = (s.original_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor)
-    smoothed = (1 - smooth) * scaled / s.factor + smooth * scaled
-    medium = (wavelen >= high_freq_wavelen) & (wavelen <= low_freq_wavelen)
-    return torch.where(medium, smoothed, scaled)
-
-
-class RotaryTable:
-    """cos + i sin of each (position, frequency), grown on demand."""
-
-    def __init__(self, config: ModelConfig, device: torch.device):
-        self.config, self.device = config, device
-        self.table = torch.empty(0, config.head_dim // 2, dtype=torch.complex64, device=device)
-
-    def __call__(self, start: int, end: int) -> torch.Tensor:
-        """(end - start, head_dim / 2) complex64."""
-        if end > self.table.shape[0]:
-            size = min(self.config.context_length, max(end, 2 * self.table.shape[0], 1024))
-            positions = torch.arange(size, dtype=torch.int64).float()
-            freqs = torch.outer(positions, rope_inv_freq(self.config))  # (size, head_dim / 2)
-            self.table = torch.polar(torch.ones_like(freqs), freqs).to(self.device)
-        return self.table[start:end]
-
-
-def rotate(qk: torch.Tensor, rope: torch.Tensor, head_dim: int) -> None:
-    """Rotary embedding of Q and K heads in place: each (even, odd) pair times cos + i sin.
-    qk: (T, heads * hd); rope: (T, 1, hd / 2)."""
-    pairs = qk.view(qk.shape[0], -1, head_dim // 2, 2)  # (T, H + KV, hd/2, 2)
-    if qk.dtype in (torch.float32, torch.float64):
-        torch.view_as_complex(pairs).mul_(rope)
-    else:  # no complex type for bf16 / fp16: rotate in float32, round once
-        qk.copy_(torch.view_as_real(torch.view_as_complex(pairs.float()) * rope).flatten(-3))
 
 
 def causal_mask(T: int, start: int, n: int, window: int | None, device: torch.device) -> torch.Tensor:
@@ -220,17 +178,35 @@ class LlamaBlock(Block):
     fuses_on_kernels = True
 
     def __call__(self, x, layer: Layer, index: int, start: int, cache: KVCache, rope, capture):
-        c = self.config
         qkv = layer.qkv.normed(x, layer.attn_norm)  # (T, q_dim + 2 kv_dim)
-        rotate(qkv[:, :c.q_dim + c.kv_dim], rope, c.head_dim)
+        self.position(qkv, layer, rope)
         x = self.attention(x, qkv, layer, index, start, cache, capture)  # (T, C)
         return layer.mlp_out.add_to(x, layer.mlp_in.normed_glu(x, layer.mlp_norm))  # (T, C)
+
+    def position(self, qkv: torch.Tensor, layer: Layer, rope) -> None:
+        """Rotary on the Q and K rows of qkv, in place (partial rotary: the table keeps the rest)."""
+        c = self.config
+        rotate(qkv[:, :c.q_dim + c.kv_dim], rope, c.head_dim)
 
     def decode_fused(self, x, layer: Layer, index: int, position: int, cache: KVCache, rope) -> torch.Tensor:
         """The same steps for one new position as one kernels.cpp call. rope: (hd / 2, 2) cos, sin."""
         c = self.config
         return decode_layer(self.kernels, x, layer, cache.layer(index), position, rope, c.n_heads,
                             c.sliding_window or 0)  # (1, C)
+
+
+class QKNormBlock(LlamaBlock):
+    """Qwen3: a Llama block whose Q and K heads each pass an RMSNorm (over hd) before rotary; the fused
+    decode layer takes the two norms too (layers.decode_layer)."""
+
+    def position(self, qkv: torch.Tensor, layer: Layer, rope) -> None:
+        c = self.config
+        T = qkv.shape[0]
+        q = qkv[:, :c.q_dim].view(T, c.n_heads, c.head_dim)  # (T, H, hd), a view into qkv
+        k = qkv[:, c.q_dim:c.q_dim + c.kv_dim].view(T, c.n_kv_heads, c.head_dim)  # (T, KV, hd)
+        q.copy_(layer.q_norm(q))
+        k.copy_(layer.k_norm(k))
+        super().position(qkv, layer, rope)
 
 
 class GPT2Block(Block):
@@ -256,7 +232,8 @@ def _gemma_block(config: ModelConfig, backend: Backend) -> Block:
     return GemmaBlock(config, backend)
 
 
-BLOCKS = {"llama": LlamaBlock, "gpt2": GPT2Block, "gemma": _gemma_block}  # config.family -> its block
+BLOCKS = {"llama": LlamaBlock, "gpt2": GPT2Block, "qwen3": QKNormBlock, "phi3": LlamaBlock,
+          "gemma": _gemma_block}  # config.family -> its block
 
 
 class Decoder:
@@ -267,9 +244,17 @@ class Decoder:
         self.forward_count = 0  # every forward pass ever run: lets tests prove a preview ran none
         self.block = BLOCKS[config.family](config, backend)
         self.rotary = RotaryTable(config, self.device) if config.positions == "rope" else None
+        self.longrope = LongropeCaches(self.rotary) if self.rotary is not None and self.rotary.longrope else None
         # A decode step runs each layer as one kernels.cpp call (RMSNorm, rotary, gated SiLU) where the
         # kernels run and compute exactly this family's block.
         self.fused_decode = backend.kernels is not None and self.block.fuses_on_kernels
+
+    @property
+    def decode_path(self) -> str:
+        """How a decode step runs: each layer one kernels.cpp call, each product on the kernels, or stock."""
+        if self.fused_decode:
+            return "fused kernels"
+        return "kernels per product" if self.backend.kernels is not None else "stock torch"
 
     def new_cache(self, capacity: int) -> KVCache:
         c = self.config
@@ -290,11 +275,15 @@ class Decoder:
         if end > c.context_length:
             raise ValueError(f"position {end - 1} is outside the context window of {c.context_length}")
         cache.reserve(end)
+        if self.longrope is not None:  # crossing longrope's original context: the whole sequence again
+            ids, start = self.longrope.widen(cache, ids, start)
+            if ids.shape[0] > T:
+                capture, residuals = _LastRows.of(capture, T), _LastRows.of(residuals, T)
         self.forward_count += 1
         x = self.block.embed(w.embed, ids)  # (T, C)
         if w.pos_embed is not None:
             x = x + w.pos_embed[start:end]  # (T, C)
-        if T == 1 and capture is None and self.fused_decode:
+        if ids.shape[0] == 1 and capture is None and self.fused_decode:
             cos_sin = torch.view_as_real(self.rotary(start, end))[0]  # (hd/2, 2)
             for index, layer in enumerate(w.layers):
                 x = self.block.decode_fused(x, layer, index, start, cache, cos_sin)  # (1, C)
@@ -307,11 +296,25 @@ class Decoder:
                 if residuals is not None:
                     residuals.record(index, x)
         cache.length = end
-        if not all_logits:
-            x = x[-1:]  # (1, C): only the last position predicts the next token
+        x = x[-T:] if all_logits else x[-1:]  # (T or 1, C): the rows asked for (the last one predicts the next)
         return self.head_logits(x)  # (T or 1, V)
 
     def head_logits(self, x: torch.Tensor) -> torch.Tensor:
         """Rows of the residual stream through the final norm and the head: float logits (rows, V)."""
         w = self.weights
         return self.block.final_logits(w.lm_head.logits(x, w.final_norm).float())
+
+
+class _LastRows:
+    """A capture that passes on only the last `n` rows (query positions) of what it is given: what the
+    caller asked for when a longrope crossing widened the call to the whole sequence."""
+
+    def __init__(self, capture, n: int):
+        self.capture, self.n = capture, n
+
+    @classmethod
+    def of(cls, capture, n: int):
+        return None if capture is None else cls(capture, n)
+
+    def record(self, layer: int, t: torch.Tensor) -> None:
+        self.capture.record(layer, t[..., -self.n:, :])  # probs (H, T, n) or residual (T, C)
