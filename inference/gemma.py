@@ -172,10 +172,10 @@ def gemma_layer(t: dict[str, torch.Tensor | None], c: GemmaConfig, parts) -> Gem
         placed = (scale + 1.0).to(parts.backend.device, torch.float32).contiguous()
         return Norm("rms", c.norm_eps, size, placed)
 
-    base = llama_layer(t, c, parts)
-    return GemmaLayer(**base.__dict__, post_attn_norm=norm(t["post_attn_norm"], c.hidden),
-                      post_mlp_norm=norm(t["post_mlp_norm"], c.hidden),
-                      q_norm=norm(t["q_norm"], c.head_dim, True), k_norm=norm(t["k_norm"], c.head_dim, True))
+    base = llama_layer(t, c, parts).__dict__
+    own = {"q_norm": norm(t["q_norm"], c.head_dim, True), "k_norm": norm(t["k_norm"], c.head_dim, True)}
+    return GemmaLayer(**{**base, **own}, post_attn_norm=norm(t["post_attn_norm"], c.hidden),
+                      post_mlp_norm=norm(t["post_mlp_norm"], c.hidden))
 
 
 def _rms32(norm: Norm, x: torch.Tensor) -> torch.Tensor:
