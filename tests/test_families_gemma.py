@@ -263,6 +263,10 @@ def test_the_model_info_and_the_kv_view_say_which_layers_keep_a_window(qapp, tmp
            f"{fmt_bytes(per_layer_token * 5 * n_ctx)}" in text
     assert window_note(replace(info, layer_windows=(0,) * 5), n_ctx) == ""
     assert "now" not in window_note(info, 0)  # before any prefill: only the full-context figure
+    gemma3_like = replace(info, n_layers=18, layer_windows=((512,) * 5 + (0,)) * 3)
+    assert "15 of 18 layers keep a 512-token window</b> (all but layers 5, 11, 17)" in window_note(gemma3_like, 9)
+    gemma2_like = replace(info, n_layers=26, layer_windows=(4096, 0) * 13)
+    assert "13 of 26 layers keep a 4,096-token window</b> (layers 0, 2, 4, …, 24)" in window_note(gemma2_like, 9)
 
 
 def test_the_prompt_attention_hides_keys_outside_each_layers_window(tmp_path):

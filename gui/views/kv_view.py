@@ -41,13 +41,17 @@ def window_note(info, n_ctx: int) -> str:
     sizes = sorted({windows[i] for i in windowed})
     kind = f"a {sizes[0]:,}-token window" if len(sizes) == 1 else \
         f"windows of {', '.join(f'{w:,}' for w in sizes)} tokens"
-    which = ", ".join(map(str, windowed)) if len(windowed) <= 6 else \
-        f"{', '.join(map(str, windowed[:3]))}, …, {windowed[-1]}"
+    whole = [i for i, w in enumerate(windows) if not w]  # the global layers
+    if len(windowed) <= 6:
+        which = f"layer{'s' if len(windowed) > 1 else ''} {', '.join(map(str, windowed))}"
+    elif whole and len(whole) <= 6:
+        which = f"all but layer{'s' if len(whole) > 1 else ''} {', '.join(map(str, whole))}"
+    else:
+        which = f"layers {', '.join(map(str, windowed[:3]))}, …, {windowed[-1]}"
     full = info.context_length
-    layers = "layers" if len(windowed) > 1 else "layer"
     now = f"; now {fmt_bytes(held(n_ctx))} instead of {fmt_bytes(per_layer_token * info.n_layers * n_ctx)}" \
         if n_ctx else ""
-    return (f"<b>{len(windowed)} of {info.n_layers} layers keep {kind}</b> ({layers} {which}): at full context "
+    return (f"<b>{len(windowed)} of {info.n_layers} layers keep {kind}</b> ({which}): at full context "
             f"({full:,} tokens) the cache would hold <b>{fmt_bytes(held(full))}</b> instead of "
             f"{fmt_bytes(per_layer_token * info.n_layers * full)}{now}. This cache keeps every position (a "
             f"rewind may need them); those layers read only their window<br>")
