@@ -206,6 +206,21 @@ class GemmaBlock(Block):
         cap = self.config.final_softcap
         return logits if cap is None else torch.tanh(logits / cap) * cap
 
+    def attend(self, qkv, index: int, start: int, cache, capture) -> torch.Tensor:
+        """Block.attend; a soft-capped decode step (one query, nothing captured) reads only its window and
+        scores each KV head's group of queries at once, rather than every position through the mask."""
+        c = self.config
+        if self.softcap is None or capture is not None or qkv.shape[0] != 1:
+            return super().attend(qkv, index, start, cache, capture)
+        keys, values = cache.write(index, start, qkv[:, c.q_dim:].view(1, 2, c.n_kv_heads, c.head_dim))
+        window = c.window_of(index)
+        if window is not None and keys.shape[1] > window:
+            keys, values = keys[:, -window:], values[:, -window:]  # (KV, window, hd)
+        grouped = qkv[:, :c.q_dim].reshape(c.n_kv_heads, -1, c.head_dim).float()  # (KV, group, hd)
+        scores = grouped @ keys.float().mT / math.sqrt(c.head_dim)  # (KV, group, n)
+        probs = (torch.tanh(scores / self.softcap) * self.softcap).softmax(dim=-1)
+        return (probs @ values.float()).reshape(1, c.q_dim).to(qkv.dtype)  # (1, H * hd)
+
     def _rope(self, index: int, start: int, T: int, rope: torch.Tensor) -> torch.Tensor:
         """Layer `index`'s rotary table rows (T, 1, hd / 2): the local base on a windowed layer of Gemma 3."""
         if self.local_rotary is not None and self.config.window_of(index):
