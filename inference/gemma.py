@@ -8,7 +8,8 @@ What differs from Llama (model.LlamaBlock), as transformers computes it:
 - scores are scaled by query_pre_attn_scalar^-1/2 rather than head_dim^-1/2: Q is multiplied by
   sqrt(head_dim / query_pre_attn_scalar) once, so every attention route keeps its usual 1/sqrt(head_dim);
 - Gemma 2 soft-caps the scores (cap * tanh(s / cap)) and the final logits; capped scores cannot go through
-  SDPA or the one-query kernels, so such a block computes them explicitly (Block.captured);
+  SDPA or the one-query kernels, so such a block computes them explicitly (Block.captured for many queries,
+  `GemmaBlock.attend` for a decode step);
 - layers alternate between a sliding window and global attention (`layer_types`, or every
   `sliding_window_pattern`-th layer global); the KV cache keeps every position, each layer reads its window;
 - Gemma 3 normalises Q and K per head (RMSNorm, 1 + w) before rotary, and rotates local layers with
