@@ -8,7 +8,8 @@ What differs from Llama (model.LlamaBlock), as transformers computes it:
 - scores are scaled by query_pre_attn_scalar^-1/2 rather than head_dim^-1/2: Q is multiplied by
   sqrt(head_dim / query_pre_attn_scalar) once, so every attention route keeps its usual 1/sqrt(head_dim);
 - Gemma 2 soft-caps the scores (cap * tanh(s / cap)) and the final logits; capped scores cannot go through
-  SDPA or the one-query kernels, so such a block computes them explicitly (Block.captured);
+  SDPA or the one-query kernels, so such a block computes them explicitly (Block.captured for many queries,
+  `GemmaBlock.attend` for a decode step);
 - layers alternate between a sliding window and global attention (`layer_types`, or every
   `sliding_window_pattern`-th layer global); the KV cache keeps every position, each layer reads its window;
 - Gemma 3 normalises Q and K per head (RMSNorm, 1 + w) before rotary, and rotates local layers with
@@ -215,6 +216,21 @@ class GemmaBlock(Block):
     def final_logits(self, logits: torch.Tensor) -> torch.Tensor:
         cap = self.config.final_softcap
         return logits if cap is None else torch.tanh(logits / cap) * cap
+
+    def attend(self, qkv, index: int, start: int, cache, capture) -> torch.Tensor:
+        """Block.attend; a soft-capped decode step (one query, nothing captured) reads only its window and
+        scores each KV head's group of queries at once, rather than every position through the mask."""
+        c = self.config
+        if self.softcap is None or capture is not None or qkv.shape[0] != 1:
+            return super().attend(qkv, index, start, cache, capture)
+        keys, values = cache.write(index, start, qkv[:, c.q_dim:].view(1, 2, c.n_kv_heads, c.head_dim))
+        window = c.window_of(index)
+        if window is not None and keys.shape[1] > window:
+            keys, values = keys[:, -window:], values[:, -window:]  # (KV, window, hd)
+        grouped = qkv[:, :c.q_dim].reshape(c.n_kv_heads, -1, c.head_dim).float()  # (KV, group, hd)
+        scores = grouped @ keys.float().mT / math.sqrt(c.head_dim)  # (KV, group, n)
+        probs = (torch.tanh(scores / self.softcap) * self.softcap).softmax(dim=-1)
+        return (probs @ values.float()).reshape(1, c.q_dim).to(qkv.dtype)  # (1, H * hd)
 
     def _rope(self, index: int, start: int, T: int, rope: torch.Tensor) -> torch.Tensor:
         """Layer `index`'s rotary table rows (T, 1, hd / 2): the local base on a windowed layer of Gemma 3."""
