@@ -359,3 +359,16 @@ def test_bfloat16_and_int8_stay_about_as_close_as_transformers_own_bfloat16(arch
         with torch.inference_mode():
             logits = model.decoder.forward(torch.tensor(ids), 0, model.decoder.new_cache(32), all_logits=True)
         assert (logits - expected).abs().max().item() <= bound, dtype
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"use_bidirectional_attention": True}, "bidirectional"),
+    ({"layer_types": ["full_attention"]}, "'layer_types' must list 26"),
+    ({"hidden_activation": "silu"}, "GeGLU only"),
+    ({"attn_logit_softcapping": -1.0}, "'attn_logit_softcapping' must be a positive number"),
+    ({"rope_scaling": {"rope_type": "yarn", "factor": 2.0}}, "unsupported rope_scaling type 'yarn'"),
+])
+def test_what_the_gemma_reader_cannot_run_is_one_clear_line(change, message, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({**GEMMA3_1B, **change}))
+    with pytest.raises(ModelFormatError, match=message):
+        read_config(tmp_path)
