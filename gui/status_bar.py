@@ -56,8 +56,11 @@ class StatusBar(QStatusBar):
         if info is None:
             self.model.setText("no model")
             return
+        # How a decode step runs: the whole layer in one kernels call, each product on the kernels (a family
+        # the fused layer cannot compute, e.g. Qwen3's q/k norm), or stock torch.
+        decode = f" · decode: {info.decode_path}" if info.decode_path else ""
         self.model.setText(
-            f"<b>{info.name}</b> · {fmt_count(info.n_params)} parameters · {info.dtype} · {info.device} · "
+            f"<b>{info.name}</b> · {fmt_count(info.n_params)} parameters · {info.dtype} · {info.device}{decode} · "
             f"context window {info.context_length:,} tokens · weights {fmt_bytes(info.weights_bytes)}"
             + self._fingerprint())
 

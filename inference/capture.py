@@ -38,8 +38,9 @@ class PromptCapture(LastRowCapture):
         self.n_positions = P = kept_positions(config.n_layers, config.n_heads, n_prompt)
         self.packed = np.zeros((config.n_layers, config.n_heads, P * (P + 1) // 2), dtype=np.float16)
         q, k = np.arange(P)[:, None], np.arange(P)[None, :]
-        window = config.sliding_window
-        self.allowed = torch.from_numpy((k <= q) & ((k > q - window) if window else True))  # (P, P)
+        windows = [config.window_of(i) for i in range(config.n_layers)]  # per layer (Gemma alternates)
+        masks = {w: torch.from_numpy((k <= q) & ((k > q - w) if w else True)) for w in set(windows)}  # (P, P)
+        self.allowed = [masks[w] for w in windows]  # one mask per distinct window, shared
 
     def record(self, layer: int, probs: torch.Tensor) -> None:
         super().record(layer, probs)
@@ -48,7 +49,7 @@ class PromptCapture(LastRowCapture):
         if first >= end:
             return
         block = probs[:, :end - first, :end].float().cpu()  # (H, rows, keys)
-        allowed = self.allowed[first:end, :end]
+        allowed = self.allowed[layer][first:end, :end]
         block = block.masked_fill(~allowed, float("nan"))  # a sliding window's hidden keys are masked too
         lower = torch.ones_like(allowed).tril(first)  # (rows, keys): key <= query
         self.packed[layer, :, first * (first + 1) // 2:end * (end + 1) // 2] = block[:, lower].half().numpy()

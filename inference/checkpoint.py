@@ -67,11 +67,15 @@ def _projection(role: str, hf: str, out: Callable, inp: Callable, has_bias: Call
                        f"{gguf}.bias" if gguf and gguf_bias else None, has_bias))
 
 
-def _llama_layout() -> Layout:
+def _llama_layout(qk_norm: bool = False) -> Layout:
+    """Llama, Mistral, Qwen2; with `qk_norm` Qwen3 (an RMSNorm weight over each Q and K head)."""
     layer, attn, mlp = "model.layers.{i}.", "model.layers.{i}.self_attn.", "model.layers.{i}.mlp."
     hidden, ffn = (lambda c: c.hidden), (lambda c: c.ffn)
     q_dim, kv_dim = (lambda c: c.q_dim), (lambda c: c.kv_dim)
     qkv_bias, o_bias, mlp_bias = (lambda c: c.qkv_bias), (lambda c: c.o_bias), (lambda c: c.mlp_bias)
+    head = lambda c: (c.head_dim,)  # noqa: E731
+    norms = (TensorSpec("q_norm", attn + "q_norm.weight", head, "blk.{i}.attn_q_norm.weight"),
+             TensorSpec("k_norm", attn + "k_norm.weight", head, "blk.{i}.attn_k_norm.weight")) if qk_norm else ()
     return Layout(
         inputs=(TensorSpec("embed", "model.embed_tokens.weight", _table, "token_embd.weight"),),
         layer=(TensorSpec("attn_norm", layer + "input_layernorm.weight", _vector, "blk.{i}.attn_norm.weight"),
@@ -79,12 +83,32 @@ def _llama_layout() -> Layout:
                *_projection("q", attn + "q_proj", q_dim, hidden, qkv_bias, "blk.{i}.attn_q", gguf_bias=True),
                *_projection("k", attn + "k_proj", kv_dim, hidden, qkv_bias, "blk.{i}.attn_k", gguf_bias=True),
                *_projection("v", attn + "v_proj", kv_dim, hidden, qkv_bias, "blk.{i}.attn_v", gguf_bias=True),
+               *norms,
                *_projection("o", attn + "o_proj", hidden, q_dim, o_bias, "blk.{i}.attn_output"),
                *_projection("gate", mlp + "gate_proj", ffn, hidden, mlp_bias, "blk.{i}.ffn_gate"),
                *_projection("up", mlp + "up_proj", ffn, hidden, mlp_bias, "blk.{i}.ffn_up"),
                *_projection("down", mlp + "down_proj", hidden, ffn, mlp_bias, "blk.{i}.ffn_down")),
         outputs=(TensorSpec("final_norm", "model.norm.weight", _vector, "output_norm.weight"),
                  TensorSpec("head", "lm_head.weight", _table, "output.weight", _untied)))
+
+
+def _phi3_layout() -> Layout:
+    """Phi-3/4-mini: Q, K, V rows in one `qkv_proj`, gate then up rows in one `gate_up_proj` (llama.cpp
+    keeps both fused too: `attn_qkv`, and `ffn_up` of 2 ffn rows), no biases."""
+    llama = _llama_layout()
+    layer, attn, mlp = "model.layers.{i}.", "model.layers.{i}.self_attn.", "model.layers.{i}.mlp."
+    hidden = lambda c: c.hidden  # noqa: E731
+    never = lambda c: False  # noqa: E731
+    return Layout(
+        inputs=llama.inputs,
+        layer=(TensorSpec("attn_norm", layer + "input_layernorm.weight", _vector, "blk.{i}.attn_norm.weight"),
+               TensorSpec("mlp_norm", layer + "post_attention_layernorm.weight", _vector, "blk.{i}.ffn_norm.weight"),
+               *_projection("qkv", attn + "qkv_proj", lambda c: c.q_dim + 2 * c.kv_dim, hidden, never,
+                            "blk.{i}.attn_qkv"),
+               *_projection("o", attn + "o_proj", hidden, lambda c: c.q_dim, never, "blk.{i}.attn_output"),
+               *_projection("gate_up", mlp + "gate_up_proj", lambda c: 2 * c.ffn, hidden, never, "blk.{i}.ffn_up"),
+               *_projection("down", mlp + "down_proj", hidden, lambda c: c.ffn, never, "blk.{i}.ffn_down")),
+        outputs=llama.outputs)
 
 
 def _gpt2_layout() -> Layout:
@@ -109,7 +133,29 @@ def _gpt2_layout() -> Layout:
                  TensorSpec("head", "lm_head.weight", _table, present=_untied)))
 
 
-LAYOUTS = {"llama": _llama_layout(), "gpt2": _gpt2_layout()}  # config.family -> its tensors
+def _gemma_layout() -> Layout:
+    """Gemma 2 and 3: Llama's projections; a norm before and after attention and the MLP, (1 + w) each;
+    Gemma 3 adds a per-head RMSNorm of Q and K. Always tied (a saved head is the embedding table)."""
+    llama = _llama_layout()
+    layer, attn = "model.layers.{i}.", "model.layers.{i}.self_attn."
+    head_dim = (lambda c: (c.head_dim,))
+    qk_norm = (lambda c: c.qk_norm)
+    return Layout(
+        inputs=llama.inputs,
+        layer=(TensorSpec("attn_norm", layer + "input_layernorm.weight", _vector, "blk.{i}.attn_norm.weight"),
+               TensorSpec("post_attn_norm", layer + "post_attention_layernorm.weight", _vector,
+                          "blk.{i}.post_attention_norm.weight"),
+               TensorSpec("mlp_norm", layer + "pre_feedforward_layernorm.weight", _vector, "blk.{i}.ffn_norm.weight"),
+               TensorSpec("post_mlp_norm", layer + "post_feedforward_layernorm.weight", _vector,
+                          "blk.{i}.post_ffw_norm.weight"),
+               TensorSpec("q_norm", attn + "q_norm.weight", head_dim, "blk.{i}.attn_q_norm.weight", qk_norm),
+               TensorSpec("k_norm", attn + "k_norm.weight", head_dim, "blk.{i}.attn_k_norm.weight", qk_norm),
+               *(spec for spec in llama.layer if spec.role not in ("attn_norm", "mlp_norm"))),
+        outputs=llama.outputs)
+
+
+LAYOUTS = {"llama": _llama_layout(), "gpt2": _gpt2_layout(), "qwen3": _llama_layout(qk_norm=True),
+           "phi3": _phi3_layout(), "gemma": _gemma_layout()}  # config.family -> its tensors
 
 
 def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
@@ -154,11 +200,20 @@ def canonical_name(name: str, family: str) -> str:
     # GPT-2 checkpoints saved from the bare GPT2Model have no "transformer." prefix.
     if family == "gpt2" and not name.startswith(("transformer.", "lm_head.")):
         return "transformer." + name
+    # Gemma 3 image-text checkpoints keep the text tower under `language_model.` (transformers 4 names:
+    # language_model.model.layers..., language_model.lm_head; transformers 5: model.language_model.layers...).
+    if family == "gemma":
+        for prefix, canonical in (("language_model.model.", "model."), ("language_model.lm_head.", "lm_head."),
+                                  ("model.language_model.", "model.")):
+            if name.startswith(prefix):
+                return canonical + name[len(prefix):]
     return name
 
 
-# Buffers some checkpoints carry that are not weights: rotary tables and GPT-2's causal-mask tensors.
-_IGNORED = re.compile(r"(^|\.)rotary_emb\.inv_freq$|^transformer\.h\.\d+\.attn\.(masked_)?bias$")
+# Buffers some checkpoints carry that are not weights: rotary tables and GPT-2's causal-mask tensors; and
+# the image side of an image-text checkpoint, whose text tower alone is read.
+_IGNORED = re.compile(r"(^|\.)rotary_emb\.inv_freq$|^transformer\.h\.\d+\.attn\.(masked_)?bias$"
+                      r"|^(model\.)?(vision_tower|multi_modal_projector)\.")
 _FLOAT_DTYPES = {"F32", "F16", "BF16", "F64"}
 READ_BATCH_BYTES = 64 << 20  # file bytes mapped at a time while copying tensors out
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,11 @@ SUPPORTED_ARCHITECTURES = {
     "MistralForCausalLM": "llama",
     "Qwen2ForCausalLM": "llama",
     "GPT2LMHeadModel": "gpt2",
+    "Qwen3ForCausalLM": "qwen3",
+    "Phi3ForCausalLM": "phi3",
+    "Gemma2ForCausalLM": "gemma",
+    "Gemma3ForCausalLM": "gemma",
+    "Gemma3ForConditionalGeneration": "gemma",  # its text tower; the vision tower is not read
 }
 
 _ACTIVATIONS = {
@@ -28,19 +34,25 @@ _ACTIVATIONS = {
 
 @dataclass(frozen=True)
 class RopeScaling:
-    """How rotary frequencies are stretched for a longer window (`linear` or `llama3`)."""
+    """How rotary frequencies are stretched for a longer window (`linear`, `llama3` or `longrope`).
+
+    longrope (Phi-3/4): each frequency i divided by short_factor[i] while the sequence fits
+    `original_context`, by long_factor[i] beyond it, and cos/sin times `attention_factor` throughout."""
 
     kind: str
     factor: float
     low_freq_factor: float = 1.0
     high_freq_factor: float = 4.0
     original_context: int = 8192
+    short_factor: tuple[float, ...] = ()
+    long_factor: tuple[float, ...] = ()
+    attention_factor: float = 1.0
 
 
 @dataclass(frozen=True)
 class ModelConfig:
     architecture: str  # the HF class name, e.g. "LlamaForCausalLM"
-    family: str  # "llama" (Llama, Mistral, Qwen2) or "gpt2"
+    family: str  # "llama" (Llama, Mistral, Qwen2), "qwen3", "phi3" or "gpt2"
     n_layers: int
     hidden: int
     n_heads: int
@@ -59,13 +71,29 @@ class ModelConfig:
     mlp_bias: bool
     rope_theta: float | None = None
     rope_scaling: RopeScaling | None = None
+    rotary_dim: int | None = None  # the rotated leading dims of each head (partial rotary); None: all
+    qk_norm: bool = False  # Qwen3: an RMSNorm over each Q and K head before rotary
     sliding_window: int | None = None
     bos_id: int | None = None
     eos_ids: tuple[int, ...] = ()
 
     @property
     def gated_mlp(self) -> bool:
-        return self.family == "llama"
+        return self.family in ("llama", "qwen3", "phi3")
+
+    @property
+    def rope_dim(self) -> int:
+        """How many leading dims of each head rotary turns (the rest pass through)."""
+        return self.rotary_dim or self.head_dim
+
+    @property
+    def norm_offset(self) -> float:
+        """Added to every stored norm scale when loaded (Gemma stores w of x * (1 + w))."""
+        return 0.0
+
+    def window_of(self, layer: int) -> int | None:
+        """How many most recent positions `layer` attends to (None: all of them)."""
+        return self.sliding_window
 
     @property
     def q_dim(self) -> int:
@@ -84,7 +112,10 @@ class ModelConfig:
         arch = archs[0] if isinstance(archs, list) and archs else None
         if arch is None:
             arch = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
-                    "qwen2": "Qwen2ForCausalLM", "gpt2": "GPT2LMHeadModel"}.get(d.get("model_type"))
+                    "qwen2": "Qwen2ForCausalLM", "gpt2": "GPT2LMHeadModel",
+                    "qwen3": "Qwen3ForCausalLM", "phi3": "Phi3ForCausalLM", "gemma2": "Gemma2ForCausalLM",
+                    "gemma3_text": "Gemma3ForCausalLM",
+                    "gemma3": "Gemma3ForConditionalGeneration"}.get(d.get("model_type"))
         if arch not in SUPPORTED_ARCHITECTURES:
             shown = arch or d.get("model_type") or "none given"
             raise ModelFormatError(
@@ -93,6 +124,10 @@ class ModelConfig:
         reader = _Reader(d, source)
         if SUPPORTED_ARCHITECTURES[arch] == "gpt2":
             return _gpt2_config(arch, reader)
+        if SUPPORTED_ARCHITECTURES[arch] == "gemma":
+            from .gemma import gemma_config  # gemma.py builds on this module's readers
+
+            return gemma_config(arch, reader)
         return _llama_config(arch, reader)
 
 
@@ -162,50 +197,108 @@ def _heads(r: _Reader, hidden: int, n_heads: int, n_kv_heads: int) -> int:
     return hidden // n_heads
 
 
-def _rope(r: _Reader) -> tuple[float, RopeScaling | None]:
-    # transformers 5 keeps theta and scaling together in `rope_parameters`; older configs split them.
+def _number(r: _Reader, where: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise r.fail(f"{where} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _rope(r: _Reader, head_dim: int) -> tuple[float, RopeScaling | None, int | None]:
+    """(theta, scaling, rotary_dim): transformers 5 keeps them together in `rope_parameters`; older configs
+    put theta and partial_rotary_factor at the top level and the scaling in `rope_scaling`."""
     params = r.d.get("rope_parameters")
     if params is not None and not isinstance(params, dict):
         raise r.fail("'rope_parameters' must be an object")
     params = params or {}
-    theta = params.get("rope_theta", r.d.get("rope_theta", 10000.0))
-    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or theta <= 0:
-        raise r.fail(f"'rope_theta' must be a positive number, got {theta!r}")
+    theta = _number(r, "'rope_theta'", params.get("rope_theta", r.d.get("rope_theta", 10000.0)))
     scaling = r.d.get("rope_scaling") or params
     if not isinstance(scaling, dict):
         raise r.fail("'rope_scaling' must be an object")
+    partial = _number(r, "'partial_rotary_factor'",
+                      scaling.get("partial_rotary_factor", r.d.get("partial_rotary_factor", 1.0)))
+    rotary_dim = int(head_dim * partial)
+    if partial > 1.0 or rotary_dim < 2 or rotary_dim % 2:
+        raise r.fail(f"partial_rotary_factor {partial} of head_dim {head_dim} gives {rotary_dim} rotary dims; "
+                     "an even number from 2 to head_dim is needed")
     kind = scaling.get("rope_type", scaling.get("type", "default"))
-    if r.d.get("partial_rotary_factor", 1.0) != 1.0:
-        raise r.fail("partial rotary embeddings are not supported")
+    kind = "longrope" if kind == "su" else kind  # Phi-3's early name for it
+    rotary = None if rotary_dim == head_dim else rotary_dim
     if kind in (None, "default"):
-        return float(theta), None
-    factor = scaling.get("factor")
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
-        raise r.fail(f"rope scaling {kind!r} needs a positive 'factor', got {factor!r}")
+        return theta, None, rotary
+    if kind == "longrope":
+        return theta, _longrope(r, scaling, rotary_dim), rotary
+    factor = _number(r, f"rope scaling {kind!r} 'factor'", scaling.get("factor"))
     if kind == "linear":
-        return float(theta), RopeScaling("linear", float(factor))
+        return theta, RopeScaling("linear", factor), rotary
     if kind == "llama3":
         try:
-            return float(theta), RopeScaling(
-                "llama3", float(factor),
+            return theta, RopeScaling(
+                "llama3", factor,
                 low_freq_factor=float(scaling["low_freq_factor"]),
                 high_freq_factor=float(scaling["high_freq_factor"]),
-                original_context=int(scaling["original_max_position_embeddings"]))
+                original_context=int(scaling["original_max_position_embeddings"])), rotary
         except (KeyError, TypeError, ValueError) as e:
             raise r.fail(f"llama3 rope scaling is missing or has a bad {e}") from None
-    raise r.fail(f"unsupported rope_scaling type {kind!r} (supported: linear, llama3)")
+    raise r.fail(f"unsupported rope_scaling type {kind!r} (supported: linear, llama3, longrope)")
 
 
-def _sliding_window(r: _Reader, arch: str) -> int | None:
+def _longrope(r: _Reader, scaling: dict, rotary_dim: int) -> RopeScaling:
+    """As transformers' _compute_longrope_parameters: `factor` defaults to max_position_embeddings /
+    original_max_position_embeddings, `attention_factor` to sqrt(1 + ln factor / ln original) (1 when the
+    factor is at most 1)."""
+    factors = {}
+    for key in ("short_factor", "long_factor"):
+        values = scaling.get(key)
+        if not isinstance(values, list) or len(values) != rotary_dim // 2:
+            raise r.fail(f"longrope needs '{key}' as a list of {rotary_dim // 2} numbers (one per rotary "
+                         f"frequency), got {values!r}"[:200])
+        factors[key] = tuple(_number(r, f"longrope '{key}' entries", v) for v in values)
+    original = scaling.get("original_max_position_embeddings", r.d.get("original_max_position_embeddings"))
+    if isinstance(original, bool) or not isinstance(original, int) or original < 1:
+        raise r.fail(f"longrope needs a positive 'original_max_position_embeddings', got {original!r}")
+    factor = scaling.get("factor")
+    factor = r.int("max_position_embeddings") / original if factor is None else _number(r, "'factor'", factor)
+    attention = scaling.get("attention_factor")
+    if attention is None:
+        attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+    return RopeScaling("longrope", factor, original_context=original, short_factor=factors["short_factor"],
+                       long_factor=factors["long_factor"],
+                       attention_factor=_number(r, "'attention_factor'", attention))
+
+
+def _sliding_window(r: _Reader, arch: str, n_layers: int) -> int | None:
     layer_types = r.d.get("layer_types")
-    if arch == "MistralForCausalLM":
+    if arch in ("MistralForCausalLM", "Phi3ForCausalLM"):  # one window on every layer
         window = r.d.get("sliding_window")
         return None if window is None else r.int("sliding_window")
+    if arch == "Qwen3ForCausalLM":
+        return _qwen3_window(r, n_layers)
     if arch == "Qwen2ForCausalLM" and r.d.get("use_sliding_window"):
         raise r.fail("Qwen2 per-layer sliding-window attention is not supported")
     if isinstance(layer_types, list) and any(t != "full_attention" for t in layer_types):
         raise r.fail("per-layer sliding-window attention is not supported")
     return None
+
+
+def _qwen3_window(r: _Reader, n_layers: int) -> int | None:
+    """Qwen3 keeps a window only with use_sliding_window, on the layers `layer_types` marks (by default
+    those from max_window_layers on); one window on every layer is supported, a mix is not."""
+    if not r.bool("use_sliding_window", False) or r.d.get("sliding_window") is None:
+        return None
+    window = r.int("sliding_window")
+    types = r.d.get("layer_types")
+    if types is None:
+        first = r.int("max_window_layers", default=28, minimum=0)
+        types = ["sliding_attention" if i >= first else "full_attention" for i in range(n_layers)]
+    if not isinstance(types, list) or len(types) != n_layers:
+        raise r.fail(f"'layer_types' must list one type for each of the {n_layers} layers")
+    sliding = [i for i, t in enumerate(types) if t == "sliding_attention"]
+    if not sliding:
+        return None
+    if len(sliding) < n_layers:
+        raise r.fail(f"a sliding window on some layers only ({len(sliding)} of {n_layers}, from layer "
+                     f"{sliding[0]}) is not supported for Qwen3; only one window on every layer or none")
+    return window
 
 
 def _llama_config(arch: str, r: _Reader) -> ModelConfig:
@@ -218,11 +311,14 @@ def _llama_config(arch: str, r: _Reader) -> ModelConfig:
     activation = r.activation("hidden_act", "silu")
     if activation != "silu":
         raise r.fail(f"{arch} with activation {r.d.get('hidden_act')!r} is not supported (SwiGLU only)")
-    theta, scaling = _rope(r)
+    theta, scaling, rotary_dim = _rope(r, head_dim)
+    if rotary_dim is not None and arch != "Phi3ForCausalLM":  # transformers turns the whole head there
+        raise r.fail(f"partial rotary embeddings are not supported for {arch}")
     attention_bias = r.bool("attention_bias", False)
+    n_layers = r.int("num_hidden_layers")
     return ModelConfig(
-        architecture=arch, family="llama",
-        n_layers=r.int("num_hidden_layers"), hidden=hidden,
+        architecture=arch, family=SUPPORTED_ARCHITECTURES[arch],
+        n_layers=n_layers, hidden=hidden,
         n_heads=n_heads, n_kv_heads=n_kv_heads, head_dim=head_dim,
         ffn=r.int("intermediate_size"), vocab=r.int("vocab_size"),
         context_length=r.int("max_position_embeddings"),
@@ -231,7 +327,8 @@ def _llama_config(arch: str, r: _Reader) -> ModelConfig:
         qkv_bias=True if arch == "Qwen2ForCausalLM" else attention_bias,
         o_bias=False if arch == "Qwen2ForCausalLM" else attention_bias,
         mlp_bias=r.bool("mlp_bias", False),
-        rope_theta=theta, rope_scaling=scaling, sliding_window=_sliding_window(r, arch),
+        rope_theta=theta, rope_scaling=scaling, rotary_dim=rotary_dim, qk_norm=arch == "Qwen3ForCausalLM",
+        sliding_window=_sliding_window(r, arch, n_layers),
         bos_id=(r.token_ids("bos_token_id") or (None,))[0], eos_ids=r.token_ids("eos_token_id"),
     )
 

@@ -4,13 +4,19 @@ The `gguf` package reads the file and dequantises each tensor to float32. Two th
 - names (`blk.N.attn_q` ...), mapped by the family's table in checkpoint.py (`spec_for_gguf`);
 - llama.cpp stores Llama's Q and K rows permuted for its rotary layout; they are put back in HF order,
   so the folder loads in transformers too. (A wrong permutation still ranks " Paris" first for
-  SmolLM2, so the tests check perplexity.)
+  SmolLM2, so the tests check perplexity.) Only the llama architecture is permuted: llama.cpp's
+  converter keeps qwen2/qwen3/phi3 rows in HF order (they use the NeoX, rotate-half rope there);
+- Phi-3's longrope factors are tensors there (`rope_factors_long/short`) and go back into config.json,
+  with its partial rotary (`rope.dimension_count`), sliding window and original context; Llama 3.x's
+  llama3 rope is a tensor of per-frequency divisors (`rope_freqs`), recognised as the llama3 scaling
+  it was computed from.
 The tokenizer is rebuilt from the GGUF vocabulary and merges as a `tokenizers` BPE.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Callable
 
@@ -22,13 +28,30 @@ from .errors import ModelFormatError
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total); may raise errors.Cancelled
 
-_SUPPORTED = {"llama": "llama", "qwen2": "llama"}  # GGUF architecture -> the family (checkpoint.LAYOUTS)
+# GGUF architecture -> the family (checkpoint.LAYOUTS) and the HF class; Gemma's config and tokenizer:
+# gguf_gemma.py
+_SUPPORTED = {"llama": "llama", "qwen2": "llama", "qwen3": "qwen3", "phi3": "phi3", "gemma2": "gemma",
+              "gemma3": "gemma"}
+_HF_CLASS = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+             "phi3": "Phi3ForCausalLM"}
+# longrope's per-frequency factors, which llama.cpp stores as tensors: GGUF name -> the HF config key
+_ROPE_FACTORS = {"rope_factors_long.weight": "long_factor", "rope_factors_short.weight": "short_factor",
+                 "rope_freqs.weight": "llama3_factors"}  # Llama 3.1-3.3: llama3 scaling, one divisor per frequency
+# (low_freq_factor, high_freq_factor, original context) that every Llama 3.x rope was computed from
+_LLAMA3_SHAPES = ((1.0, 4.0, 8192),)
 
 # Pre-tokenizer regexes of the byte-level BPE families llama.cpp names in `tokenizer.ggml.pre`.
 _LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+"
                  r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 _QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+# GPT-4o's o200k split (Phi-4-mini; llama.cpp's "gpt-4o"): case-aware words with the contraction as a suffix.
+_GPT4O_SPLIT = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+                r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
+                r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*"
+                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+_SPLITS = {"llama-bpe": _LLAMA3_SPLIT, "llama3": _LLAMA3_SPLIT, "qwen2": _QWEN2_SPLIT, "gpt-4o": _GPT4O_SPLIT}
 
 _CONTROL, _USER_DEFINED = 3, 4  # llama.cpp token types
 
@@ -72,20 +95,14 @@ def open_gguf(path: Path):
                                f"{str(e).splitlines()[0] if str(e) else 'unreadable'})") from None
 
 
-def _config(meta: _Metadata, arch: str, tied: bool, n_vocab: int) -> dict:
+def _config(meta: _Metadata, arch: str, tied: bool, n_vocab: int, extra: dict) -> dict:
     p = arch + "."
     n_heads = int(meta.require(p + "attention.head_count"))
     hidden = int(meta.require(p + "embedding_length"))
     head_dim = int(meta.get(p + "attention.key_length", hidden // n_heads))
-    rope_type = meta.get(p + "rope.scaling.type", "none")
-    rope_scaling = None
-    if rope_type == "linear":
-        rope_scaling = {"rope_type": "linear", "factor": float(meta.require(p + "rope.scaling.factor"))}
-    elif rope_type not in ("none", None):
-        raise ModelFormatError(f"{meta.path.name}: rope scaling {rope_type!r} is not supported")
     eps = meta.get(p + "attention.layer_norm_rms_epsilon", 1e-6)
     config = {
-        "architectures": ["LlamaForCausalLM" if arch == "llama" else "Qwen2ForCausalLM"],
+        "architectures": [_HF_CLASS[arch]],
         "model_type": arch,
         "hidden_size": hidden,
         "intermediate_size": int(meta.require(p + "feed_forward_length")),
@@ -95,22 +112,77 @@ def _config(meta: _Metadata, arch: str, tied: bool, n_vocab: int) -> dict:
         "head_dim": head_dim,
         "max_position_embeddings": int(meta.require(p + "context_length")),
         "rms_norm_eps": float(str(np.float32(eps))),  # GGUF stores float32: 1e-5 reads 9.99999974e-06
-        "rope_theta": float(meta.get(p + "rope.freq_base", 10000.0)),
-        "rope_scaling": rope_scaling,
         "vocab_size": n_vocab,
         "tie_word_embeddings": tied,
         "hidden_act": "silu",
         "torch_dtype": "float32",
+        **_rope_config(meta, arch, head_dim, extra),
     }
-    if arch == "llama":
-        config.update(attention_bias=False, mlp_bias=False)
+    if arch in ("llama", "qwen3"):
+        config.update(attention_bias=arch == "qwen3" and extra.get("attention_bias", False), mlp_bias=False)
+    window = int(meta.get(p + "attention.sliding_window", 0) or 0)
+    if arch == "phi3" and window > 0:  # llama.cpp writes 0 for none (Phi-4-mini)
+        config["sliding_window"] = window
     for key, name in (("bos_token_id", "tokenizer.ggml.bos_token_id"),
                       ("eos_token_id", "tokenizer.ggml.eos_token_id"),
                       ("pad_token_id", "tokenizer.ggml.padding_token_id")):
         value = meta.get(name)
         if value is not None:
             config[key] = int(value)
+    if arch == "phi3":  # else transformers' Phi3Config assumes pad id 32000, outside a smaller vocabulary
+        config.setdefault("pad_token_id", None)
     return config
+
+
+def _rope_config(meta: _Metadata, arch: str, head_dim: int, extra: dict) -> dict:
+    """rope_theta, rope_scaling (linear, or Phi-3's longrope from its factor tensors) and partial rotary."""
+    p = arch + "."
+    config: dict = {"rope_theta": float(meta.get(p + "rope.freq_base", 10000.0)), "rope_scaling": None}
+    rotary_dim = int(meta.get(p + "rope.dimension_count", head_dim))
+    if rotary_dim != head_dim:
+        config["partial_rotary_factor"] = rotary_dim / head_dim
+        if int(head_dim * config["partial_rotary_factor"]) != rotary_dim:
+            raise ModelFormatError(f"{meta.path.name}: {rotary_dim} rotary dims of {head_dim} cannot be "
+                                   "written as a partial_rotary_factor")
+    rope_type = meta.get(p + "rope.scaling.type", "none")
+    if rope_type == "linear":
+        config["rope_scaling"] = {"rope_type": "linear", "factor": float(meta.require(p + "rope.scaling.factor"))}
+    elif rope_type not in ("none", None):
+        raise ModelFormatError(f"{meta.path.name}: rope scaling {rope_type!r} is not supported")
+    if "llama3_factors" in extra:
+        config["rope_scaling"] = _llama3_from_factors(meta, config["rope_theta"], rotary_dim, extra["llama3_factors"])
+    factors = {key: extra[key] for key in ("long_factor", "short_factor") if key in extra}
+    if factors:
+        if len(factors) != 2:
+            raise ModelFormatError(f"{meta.path.name}: longrope needs both rope_factors_long and _short")
+        scaling = {"rope_type": "longrope", **factors,
+                   "original_max_position_embeddings": int(meta.require(p + "rope.scaling.original_context_length"))}
+        attention = meta.get(p + "rope.scaling.attn_factor")
+        if attention is not None:
+            scaling["attention_factor"] = float(attention)
+        config["rope_scaling"] = scaling
+        config["original_max_position_embeddings"] = scaling["original_max_position_embeddings"]
+    return config
+
+
+def llama3_factors(theta: float, dim: int, factor: float, low: float, high: float, original: int) -> np.ndarray:
+    """The divisor of each rotary frequency under HF's llama3 scaling, as llama.cpp's converter writes it."""
+    wavelen = 2 * math.pi * theta ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+    smooth = (original / wavelen - low) / (high - low)
+    middle = 1 / ((1 - smooth) / factor + smooth)
+    return np.where(wavelen < original / high, 1.0, np.where(wavelen > original / low, factor, middle))
+
+
+def _llama3_from_factors(meta: _Metadata, theta: float, dim: int, factors: list[float]) -> dict:
+    """HF's llama3 rope_scaling whose divisors are `factors` (to float32 rounding), else one clear error."""
+    factor = float(max(factors))
+    for low, high, original in _LLAMA3_SHAPES:
+        expected = llama3_factors(theta, dim, factor, low, high, original)
+        if len(factors) == len(expected) and np.allclose(factors, expected, rtol=1e-5, atol=0):
+            return {"rope_type": "llama3", "factor": factor, "low_freq_factor": low, "high_freq_factor": high,
+                    "original_max_position_embeddings": original}
+    raise ModelFormatError(f"{meta.path.name}: its rope_freqs factors are not llama3 rope scaling over "
+                           f"{_LLAMA3_SHAPES[0][2]} positions (factor {factor}); not supported")
 
 
 def _tokenizer_files(meta: _Metadata) -> tuple[str, dict]:
@@ -130,8 +202,8 @@ def _tokenizer_files(meta: _Metadata) -> tuple[str, dict]:
         pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
     elif pre in ("default", "gpt-2", "gpt2"):
         pre_tokenizer = byte_level
-    elif pre in ("llama-bpe", "llama3", "qwen2"):
-        pattern = _LLAMA3_SPLIT if pre != "qwen2" else _QWEN2_SPLIT
+    elif pre in _SPLITS:
+        pattern = _SPLITS[pre]
         pre_tokenizer = pre_tokenizers.Sequence([
             pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
@@ -173,6 +245,21 @@ def _tokenizer_files(meta: _Metadata) -> tuple[str, dict]:
     return tokenizer.to_str(), {k: v for k, v in config.items() if v is not None}
 
 
+def _described(meta: _Metadata, arch: str, reader, names: set[str]) -> tuple[str, dict, dict]:
+    """tokenizer.json text, tokenizer_config.json and config.json of the model (Gemma's: gguf_gemma.py)."""
+    n_vocab = len(meta.require("tokenizer.ggml.tokens"))
+    tied = "output.weight" not in names
+    if _SUPPORTED[arch] == "gemma":
+        from .gguf_gemma import gemma_config, sentencepiece_tokenizer_files
+
+        return (*sentencepiece_tokenizer_files(meta), gemma_config(meta, arch, tied=tied, n_vocab=n_vocab))
+    extra: dict = {"attention_bias": "blk.0.attn_q.bias" in names}
+    for t in reader.tensors:
+        if t.name in _ROPE_FACTORS:
+            extra[_ROPE_FACTORS[t.name]] = [float(v) for v in np.asarray(t.data, dtype=np.float32).reshape(-1)]
+    return (*_tokenizer_files(meta), _config(meta, arch, tied=tied, n_vocab=n_vocab, extra=extra))
+
+
 def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
     """Write the HF folder for the GGUF at `path` into `out`. Returns facts for the manifest."""
     from gguf.quants import dequantize
@@ -185,17 +272,16 @@ def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
         raise ModelFormatError(f"{path.name}: GGUF architecture {arch!r} is not supported "
                                f"(supported: {', '.join(_SUPPORTED)})")
     names = {t.name for t in reader.tensors}
-    if "rope_freqs.weight" in names:
-        raise ModelFormatError(f"{path.name}: llama3-style rope frequency tensors are not supported")
-    tokenizer_json, tokenizer_config = _tokenizer_files(meta)
-    n_vocab = len(meta.require("tokenizer.ggml.tokens"))
-    config = _config(meta, arch, tied="output.weight" not in names, n_vocab=n_vocab)
+    gemma = _SUPPORTED[arch] == "gemma"
+    tokenizer_json, tokenizer_config, config = _described(meta, arch, reader, names)
 
     tensors: dict[str, np.ndarray] = {}
     total = len(reader.tensors)
     for done, t in enumerate(reader.tensors):
         if progress:
             progress("dequantise", done, total)
+        if t.name in _ROPE_FACTORS:
+            continue
         known = spec_for_gguf(_SUPPORTED[arch], t.name)
         if known is None:
             raise ModelFormatError(f"{path.name}: unexpected tensor {t.name!r}")
@@ -211,6 +297,8 @@ def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
             array = unpermute_rotary(array, config["num_attention_heads"])
         elif arch == "llama" and spec.role == "k":
             array = unpermute_rotary(array, config["num_key_value_heads"])
+        elif gemma and t.name.endswith("norm.weight"):
+            array -= 1.0  # llama.cpp stores Gemma's 1 + w; HF folders hold w
         tensors[name] = np.ascontiguousarray(array)
     if progress:
         progress("dequantise", total, total)

@@ -594,14 +594,15 @@ at::Tensor product(const at::Tensor& w, const std::optional<at::Tensor>& scale, 
 //   qkv = W_qkv rmsnorm(x); rotate Q and K heads; K, V -> the cache at `position`;
 //   x += W_o attention(q, cache);  x += W_down (silu(gate) * up)(rmsnorm(x)).
 // mats: qkv, o, gate+up, down (float32, or int8 with scales); norms: attention's, MLP's (None when
-// folded into the matrix); kv: this layer's cache (2, kv_heads, capacity, head_dim); rope: (head_dim / 2,
-// 2) cos and sin of this position; window: attend to the last `window` positions (0: all).
+// folded into the matrix), and optionally Qwen3's q and k norms (head_dim weights, eps attn_eps: an RMSNorm
+// over each Q and K head before rotary); kv: this layer's cache (2, kv_heads, capacity, head_dim); rope:
+// (head_dim / 2, 2) cos and sin of this position; window: attend to the last `window` positions (0: all).
 at::Tensor decode_layer(const at::Tensor& x, at::TensorList mats, const c10::List<std::optional<at::Tensor>>& scales,
                         const c10::List<std::optional<at::Tensor>>& biases,
                         const c10::List<std::optional<at::Tensor>>& norms, const at::Tensor& kv, int64_t position,
                         const at::Tensor& rope, int64_t heads, double attn_eps, double mlp_eps, int64_t window) {
-  TORCH_CHECK(mats.size() == 4 && scales.size() == 4 && biases.size() == 4 && norms.size() == 2,
-              "four matrices (qkv, o, gate+up, down) with their scales and biases, two norms");
+  TORCH_CHECK(mats.size() == 4 && scales.size() == 4 && biases.size() == 4 && (norms.size() == 2 || norms.size() == 4),
+              "four matrices (qkv, o, gate+up, down) with their scales and biases, two norms (or four: q/k norms)");
   TORCH_CHECK(kv.dim() == 4 && kv.size(0) == 2 && kv.scalar_type() == at::kFloat && kv.stride(3) == 1 &&
               kv.stride(2) == kv.size(3) && position >= 0 && position < kv.size(2),
               "kv: float32 (2, kv_heads, capacity, head_dim) with room at `position`");
@@ -612,8 +613,21 @@ at::Tensor decode_layer(const at::Tensor& x, at::TensorList mats, const c10::Lis
   TORCH_CHECK(qkv.size(1) == q_dim + 2 * kv_dim, "qkv: heads * head_dim + 2 kv_heads * head_dim rows");
   float* p = qkv.data_ptr<float>();
   const float* r = rope.data_ptr<float>();
+  const float* head_norm[2] = {nullptr, nullptr};  // q, k: RMSNorm weights over one head, or none
+  for (int64_t i = 0; norms.size() == 4 && i < 2; ++i) {
+    const std::optional<at::Tensor> w = norms.get(2 + i);
+    TORCH_CHECK(w.has_value() && w->is_contiguous() && w->scalar_type() == at::kFloat && w->numel() == hd,
+                "q/k norms: float32 (head_dim,)");
+    head_norm[i] = w->data_ptr<float>();
+  }
   for (int64_t h = 0; h < heads + KV; ++h) {  // (even, odd) pairs times cos + i sin
     float* pair = p + h * hd;
+    if (const float* g = head_norm[h < heads ? 0 : 1]) {  // x / rms(x) * g over this head
+      double squares = 0.0;
+      for (int64_t i = 0; i < hd; ++i) squares += double(pair[i]) * pair[i];
+      const float inv_rms = float(1.0 / std::sqrt(squares / double(hd) + attn_eps));
+      for (int64_t i = 0; i < hd; ++i) pair[i] = pair[i] * inv_rms * g[i];
+    }
     for (int64_t i = 0; i < hd / 2; ++i) {
       const float a = pair[2 * i], b = pair[2 * i + 1], c = r[2 * i], s = r[2 * i + 1];
       pair[2 * i] = a * c - b * s;

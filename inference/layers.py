@@ -226,10 +226,12 @@ def decode_layer(kernels, x: torch.Tensor, layer, kv: torch.Tensor, position: in
     one kernels.cpp call; its linears are KernelLinear. kv: the layer's cache (2, KV, capacity, hd); rope:
     (hd / 2, 2) cos and sin of `position`; window: attend to the last `window` positions (0: all)."""
     linears = (layer.qkv, layer.o, layer.mlp_in, layer.mlp_out)
+    norms = [layer.attn_norm.weight, layer.mlp_norm.weight]
+    if getattr(layer, "q_norm", None) is not None:  # Qwen3: an RMSNorm over each Q and K head (eps as attn_norm's)
+        norms += [layer.q_norm.weight, layer.k_norm.weight]
     return kernels.decode_layer(
         x, [lin.weight for lin in linears], [lin.scale for lin in linears], [lin.bias for lin in linears],
-        [layer.attn_norm.weight, layer.mlp_norm.weight], kv, position, rope, n_heads, layer.attn_norm.eps,
-        layer.mlp_norm.eps, window)  # (1, C)
+        norms, kv, position, rope, n_heads, layer.attn_norm.eps, layer.mlp_norm.eps, window)  # (1, C)
 
 
 @dataclass

@@ -83,7 +83,9 @@ class LoadedModel:
             kv_dtype=str(self.decoder.kv_dtype).removeprefix("torch."),
             kv_element_bytes=self.decoder.kv_dtype.itemsize,
             weights_fingerprint=self.fingerprint, weights_bytes=self.weights_bytes,
-            eos_ids=tuple(c.eos_ids), folder=str(self.folder), sampler_defaults=self.defaults)
+            eos_ids=tuple(c.eos_ids), folder=str(self.folder), sampler_defaults=self.defaults,
+            decode_path=self.decoder.decode_path,
+            layer_windows=tuple(c.window_of(i) or 0 for i in range(c.n_layers)))
 
     def current_fingerprint(self) -> str:
         return fingerprint(self.decoder.weights)
@@ -114,7 +116,7 @@ def read_config(folder: Path) -> tuple[ModelConfig, dict]:
         extra = generation.get("eos_token_id")
         extra = extra if isinstance(extra, list) else [extra] if isinstance(extra, int) else []
         eos = tuple(dict.fromkeys([*config.eos_ids, *extra]))
-        config = ModelConfig(**{**config.__dict__, "eos_ids": eos})
+        config = type(config)(**{**config.__dict__, "eos_ids": eos})  # a family's own config class kept
     return config, generation
 
 

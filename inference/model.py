@@ -6,14 +6,16 @@ One `forward(ids, start, cache)` serves both phases:
 - decode: one new token (T = 1) that reads every cached position and adds its own K/V.
 
 Each family has its block, chosen once when the decoder is built (`BLOCKS`): `LlamaBlock` (Llama, Mistral,
-Qwen2: RMSNorm, rotary Q/K, grouped-query attention, gated SiLU MLP) and `GPT2Block` (LayerNorm, learned
-positions, GELU MLP). A family with q/k norms, soft-capped scores, per-layer windows or partial rotary
-gets a block of its own here. Every block shares `Block.attention`, whose three routes are: decode (one
-query, the backend's `attend_one`), prefill (many queries under the causal mask, SDPA) and captured (the
-weights written out for the attention view). On the own kernels a Llama-style decode step runs each
-layer as one kernels.cpp call (`layers.decode_layer`); that too is decided once, at construction. Every
-route hands the residual stream between layers to a `ResidualCapture` when one is given (the logit lens),
-so capturing it never leaves the fused path.
+Qwen2, Phi-3: RMSNorm, rotary Q/K, grouped-query attention, gated SiLU MLP; Phi-3's partial rotary and
+longrope live in its rotary table, rope.py), `QKNormBlock` (Qwen3: the same with an RMSNorm over each Q
+and K head before rotary) and `GPT2Block` (LayerNorm, learned positions, GELU MLP). A family with
+soft-capped scores or per-layer windows gets a block of its own (Gemma 2 and 3: gemma.py). Every block
+shares `Block.attention`, whose three routes are: decode (one query, the backend's `attend_one`), prefill
+(many queries under the causal mask, SDPA) and captured (the weights written out for the attention view;
+soft-capped scores always take it). On the own kernels a Llama-style decode step runs each layer as one
+kernels.cpp call (`layers.decode_layer`); that too is decided once, at construction, and
+`Decoder.decode_path` says which way a step runs. Every route hands the residual stream between layers
+to a `ResidualCapture` when one is given (the logit lens), so capturing it never leaves the fused path.
 
 How a product runs (stock torch, the own CPU kernels, CUDA; float or int8) is the backend's business
 (layers.py, quant.py): here every projection is a call. Weights are laid out for speed when loaded
@@ -36,6 +38,7 @@ import torch.nn.functional as F
 from .config import ModelConfig
 from .kv_cache import KVCache, kv_bytes_per_token
 from .layers import Backend, Linear, Norm, decode_layer, slot_value, weight_slots
+from .rope import LongropeCaches, RotaryTable, rotate
 
 
 @dataclass
@@ -46,6 +49,8 @@ class Layer:
     mlp_norm: Norm
     mlp_in: Linear  # gated: (2 ffn, C) gate rows then up rows; else (ffn, C)
     mlp_out: Linear  # (C, ffn)
+    q_norm: Norm | None = None  # Qwen3: RMSNorm over each Q head (hd), its weight in the rows' rotary order
+    k_norm: Norm | None = None  # the same over each K head
 
 
 @dataclass
@@ -79,53 +84,6 @@ class ResidualCapture(Protocol):
         logit lens (lens.py) reads it through the final norm and the head (`Decoder.head_logits`)."""
 
 
-def rope_inv_freq(config: ModelConfig) -> torch.Tensor:
-    """Rotary frequencies per pair of head dimensions (float32, as transformers computes them)."""
-    dim = config.head_dim
-    inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
-    s = config.rope_scaling
-    if s is None:
-        return inv_freq
-    if s.kind == "linear":
-        return inv_freq / s.factor
-    # llama3: long wavelengths slowed by `factor`, short ones kept, a smooth blend between.
-    low_freq_wavelen = s.original_context / s.low_freq_factor
-    high_freq_wavelen = s.original_context / s.high_freq_factor
-    wavelen = 2 * math.pi / inv_freq
-    scaled = torch.where(wavelen > low_freq_wavelen, inv_freq / s.factor, inv_freq)
-    smooth = (s.original_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor)
-    smoothed = (1 - smooth) * scaled / s.factor + smooth * scaled
-    medium = (wavelen >= high_freq_wavelen) & (wavelen <= low_freq_wavelen)
-    return torch.where(medium, smoothed, scaled)
-
-
-class RotaryTable:
-    """cos + i sin of each (position, frequency), grown on demand."""
-
-    def __init__(self, config: ModelConfig, device: torch.device):
-        self.config, self.device = config, device
-        self.table = torch.empty(0, config.head_dim // 2, dtype=torch.complex64, device=device)
-
-    def __call__(self, start: int, end: int) -> torch.Tensor:
-        """(end - start, head_dim / 2) complex64."""
-        if end > self.table.shape[0]:
-            size = min(self.config.context_length, max(end, 2 * self.table.shape[0], 1024))
-            positions = torch.arange(size, dtype=torch.int64).float()
-            freqs = torch.outer(positions, rope_inv_freq(self.config))  # (size, head_dim / 2)
-            self.table = torch.polar(torch.ones_like(freqs), freqs).to(self.device)
-        return self.table[start:end]
-
-
-def rotate(qk: torch.Tensor, rope: torch.Tensor, head_dim: int) -> None:
-    """Rotary embedding of Q and K heads in place: each (even, odd) pair times cos + i sin.
-    qk: (T, heads * hd); rope: (T, 1, hd / 2)."""
-    pairs = qk.view(qk.shape[0], -1, head_dim // 2, 2)  # (T, H + KV, hd/2, 2)
-    if qk.dtype in (torch.float32, torch.float64):
-        torch.view_as_complex(pairs).mul_(rope)
-    else:  # no complex type for bf16 / fp16: rotate in float32, round once
-        qk.copy_(torch.view_as_real(torch.view_as_complex(pairs.float()) * rope).flatten(-3))
-
-
 def causal_mask(T: int, start: int, n: int, window: int | None, device: torch.device) -> torch.Tensor:
     """(T, n) True where query position start+i may see key position j."""
     q_pos = torch.arange(start, start + T, device=device)[:, None]  # (T, 1)
@@ -140,22 +98,35 @@ class Block:
     """What every family's layer shares: attention over the KV cache, by one of three routes."""
 
     fuses_on_kernels = False  # whether layers.decode_layer computes exactly this block for one position
+    softcap: float | None = None  # scores capped as cap * tanh(s / cap): explicit attention on every route
 
     def __init__(self, config: ModelConfig, backend: Backend):
         self.config, self.device = config, backend.device
         self.attend_one, self.kernels = backend.attend_one, backend.kernels
 
+    def embed(self, table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """The embedding rows of `ids`: (T, C)."""
+        return table[ids]
+
+    def final_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        """What the head's float logits become before anything reads them: (rows, V)."""
+        return logits
+
     def attention(self, x, qkv, layer: Layer, index: int, start: int, cache: KVCache,
                   capture: AttentionCapture | None) -> torch.Tensor:
         """x + W_o attention(Q, cached K/V), storing this call's K/V. qkv: (T, q_dim + 2 kv_dim) with Q and
         K already positioned."""
+        return layer.o.add_to(x, self.attend(qkv, index, start, cache, capture))  # (T, C)
+
+    def attend(self, qkv, index: int, start: int, cache: KVCache, capture: AttentionCapture | None) -> torch.Tensor:
+        """attention(Q, cached K/V) before W_o, storing this call's K/V: (T, q_dim)."""
         c = self.config
-        T = x.shape[0]
+        T = qkv.shape[0]
         q = qkv[:, :c.q_dim].view(T, c.n_heads, c.head_dim)  # (T, H, hd)
         kv = qkv[:, c.q_dim:].view(T, 2, c.n_kv_heads, c.head_dim)  # (T, 2, KV, hd)
         keys, values = cache.write(index, start, kv)  # (KV, n, hd) each
-        window = c.sliding_window
-        if capture is not None:
+        window = c.window_of(index)
+        if capture is not None or self.softcap is not None:
             out = self.captured(q, keys, values, start, window, index, capture)
         elif T == 1:  # decode: one query per head, no mask (it may see every position in its window)
             if window is not None and keys.shape[1] > window:
@@ -163,7 +134,7 @@ class Block:
             out = self.attend_one(q, keys, values)  # (1, H * hd)
         else:
             out = self.prefill(q, keys, values, start, window)
-        return layer.o.add_to(x, out)  # (T, C)
+        return out  # (T, q_dim)
 
     def prefill(self, q, keys, values, start: int, window: int | None) -> torch.Tensor:
         """T queries at once under the causal mask. (T, H * hd)"""
@@ -181,8 +152,9 @@ class Block:
         return out[0].transpose(0, 1).reshape(T, c.q_dim)  # (T, H * hd)
 
     def captured(self, q, keys, values, start: int, window: int | None, index: int,
-                 capture: AttentionCapture) -> torch.Tensor:
-        """The same attention in float32 with its weights written out, for the attention view."""
+                 capture: AttentionCapture | None) -> torch.Tensor:
+        """The same attention in float32 with its weights written out (when captured), for the attention
+        view; with soft-capped scores, every call's."""
         c = self.config
         T, n = q.shape[0], keys.shape[1]
         group = c.n_heads // c.n_kv_heads
@@ -190,9 +162,12 @@ class Block:
         k = keys.float().repeat_interleave(group, dim=0)  # (H, n, hd)
         v = values.float().repeat_interleave(group, dim=0)  # (H, n, hd)
         scores = queries @ k.transpose(1, 2) / math.sqrt(c.head_dim)  # (H, T, n)
+        if self.softcap is not None:
+            scores = torch.tanh(scores / self.softcap) * self.softcap
         scores = scores.masked_fill(~causal_mask(T, start, n, window, self.device), float("-inf"))
         probs = scores.softmax(dim=-1)  # (H, T, n)
-        capture.record(index, probs)
+        if capture is not None:
+            capture.record(index, probs)
         out = probs @ v  # (H, T, hd)
         return out.transpose(0, 1).reshape(T, c.q_dim).to(q.dtype)  # (T, H * hd)
 
@@ -203,17 +178,35 @@ class LlamaBlock(Block):
     fuses_on_kernels = True
 
     def __call__(self, x, layer: Layer, index: int, start: int, cache: KVCache, rope, capture):
-        c = self.config
         qkv = layer.qkv.normed(x, layer.attn_norm)  # (T, q_dim + 2 kv_dim)
-        rotate(qkv[:, :c.q_dim + c.kv_dim], rope, c.head_dim)
+        self.position(qkv, layer, rope)
         x = self.attention(x, qkv, layer, index, start, cache, capture)  # (T, C)
         return layer.mlp_out.add_to(x, layer.mlp_in.normed_glu(x, layer.mlp_norm))  # (T, C)
+
+    def position(self, qkv: torch.Tensor, layer: Layer, rope) -> None:
+        """Rotary on the Q and K rows of qkv, in place (partial rotary: the table keeps the rest)."""
+        c = self.config
+        rotate(qkv[:, :c.q_dim + c.kv_dim], rope, c.head_dim)
 
     def decode_fused(self, x, layer: Layer, index: int, position: int, cache: KVCache, rope) -> torch.Tensor:
         """The same steps for one new position as one kernels.cpp call. rope: (hd / 2, 2) cos, sin."""
         c = self.config
         return decode_layer(self.kernels, x, layer, cache.layer(index), position, rope, c.n_heads,
                             c.sliding_window or 0)  # (1, C)
+
+
+class QKNormBlock(LlamaBlock):
+    """Qwen3: a Llama block whose Q and K heads each pass an RMSNorm (over hd) before rotary; the fused
+    decode layer takes the two norms too (layers.decode_layer)."""
+
+    def position(self, qkv: torch.Tensor, layer: Layer, rope) -> None:
+        c = self.config
+        T = qkv.shape[0]
+        q = qkv[:, :c.q_dim].view(T, c.n_heads, c.head_dim)  # (T, H, hd), a view into qkv
+        k = qkv[:, c.q_dim:c.q_dim + c.kv_dim].view(T, c.n_kv_heads, c.head_dim)  # (T, KV, hd)
+        q.copy_(layer.q_norm(q))
+        k.copy_(layer.k_norm(k))
+        super().position(qkv, layer, rope)
 
 
 class GPT2Block(Block):
@@ -233,7 +226,14 @@ class GPT2Block(Block):
         return layer.mlp_out.add_to(x, h)  # (T, C)
 
 
-BLOCKS = {"llama": LlamaBlock, "gpt2": GPT2Block}  # config.family -> its block
+def _gemma_block(config: ModelConfig, backend: Backend) -> Block:
+    from .gemma import GemmaBlock  # gemma.py builds on Block, so it is imported when first asked for
+
+    return GemmaBlock(config, backend)
+
+
+BLOCKS = {"llama": LlamaBlock, "gpt2": GPT2Block, "qwen3": QKNormBlock, "phi3": LlamaBlock,
+          "gemma": _gemma_block}  # config.family -> its block
 
 
 class Decoder:
@@ -244,9 +244,17 @@ class Decoder:
         self.forward_count = 0  # every forward pass ever run: lets tests prove a preview ran none
         self.block = BLOCKS[config.family](config, backend)
         self.rotary = RotaryTable(config, self.device) if config.positions == "rope" else None
+        self.longrope = LongropeCaches(self.rotary) if self.rotary is not None and self.rotary.longrope else None
         # A decode step runs each layer as one kernels.cpp call (RMSNorm, rotary, gated SiLU) where the
         # kernels run and compute exactly this family's block.
         self.fused_decode = backend.kernels is not None and self.block.fuses_on_kernels
+
+    @property
+    def decode_path(self) -> str:
+        """How a decode step runs: each layer one kernels.cpp call, each product on the kernels, or stock."""
+        if self.fused_decode:
+            return "fused kernels"
+        return "kernels per product" if self.backend.kernels is not None else "stock torch"
 
     def new_cache(self, capacity: int) -> KVCache:
         c = self.config
@@ -267,11 +275,15 @@ class Decoder:
         if end > c.context_length:
             raise ValueError(f"position {end - 1} is outside the context window of {c.context_length}")
         cache.reserve(end)
+        if self.longrope is not None:  # crossing longrope's original context: the whole sequence again
+            ids, start = self.longrope.widen(cache, ids, start)
+            if ids.shape[0] > T:
+                capture, residuals = _LastRows.of(capture, T), _LastRows.of(residuals, T)
         self.forward_count += 1
-        x = w.embed[ids]  # (T, C)
+        x = self.block.embed(w.embed, ids)  # (T, C)
         if w.pos_embed is not None:
             x = x + w.pos_embed[start:end]  # (T, C)
-        if T == 1 and capture is None and self.fused_decode:
+        if ids.shape[0] == 1 and capture is None and self.fused_decode:
             cos_sin = torch.view_as_real(self.rotary(start, end))[0]  # (hd/2, 2)
             for index, layer in enumerate(w.layers):
                 x = self.block.decode_fused(x, layer, index, start, cache, cos_sin)  # (1, C)
@@ -284,11 +296,25 @@ class Decoder:
                 if residuals is not None:
                     residuals.record(index, x)
         cache.length = end
-        if not all_logits:
-            x = x[-1:]  # (1, C): only the last position predicts the next token
+        x = x[-T:] if all_logits else x[-1:]  # (T or 1, C): the rows asked for (the last one predicts the next)
         return self.head_logits(x)  # (T or 1, V)
 
     def head_logits(self, x: torch.Tensor) -> torch.Tensor:
         """Rows of the residual stream through the final norm and the head: float logits (rows, V)."""
         w = self.weights
-        return w.lm_head.logits(x, w.final_norm).float()
+        return self.block.final_logits(w.lm_head.logits(x, w.final_norm).float())
+
+
+class _LastRows:
+    """A capture that passes on only the last `n` rows (query positions) of what it is given: what the
+    caller asked for when a longrope crossing widened the call to the whole sequence."""
+
+    def __init__(self, capture, n: int):
+        self.capture, self.n = capture, n
+
+    @classmethod
+    def of(cls, capture, n: int):
+        return None if capture is None else cls(capture, n)
+
+    def record(self, layer: int, t: torch.Tensor) -> None:
+        self.capture.record(layer, t[..., -self.n:, :])  # probs (H, T, n) or residual (T, C)

@@ -4,7 +4,8 @@ What `build_weights` does to them, so that model.py reads them fast:
 - fuses Q/K/V into one matrix and gate/up into one (GPT-2's Conv1D (in, out) matrices are transposed);
 - folds each pre-norm's scale (and a LayerNorm's shift) into the projection after it;
 - reorders each Q and K head's rows from HF's (first half, second half) into interleaved (even, odd)
-  rotary pairs, so rotary embedding is one complex multiply;
+  rotary pairs, so rotary embedding is one complex multiply (partial rotary: the rotated rows only;
+  Qwen3's per-head q/k norm weights in the same order);
 - for dtype int8, quantises every matrix (quant.py) and leaves the norms unfolded: a norm's scale
   multiplied into the columns would widen each group's range and so its int8 step;
 - on CPU, packs everything into one block in decode order (packing.py).
@@ -32,10 +33,15 @@ def _fold(norm_weight, norm_bias, weight, bias):
     return weight * norm_weight[None, :], folded_bias
 
 
-def _interleave_heads(t: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """Reorder each head's rows from HF's (first half, second half) to (even, odd) rotary pairs."""
+def _interleave_heads(t: torch.Tensor, n_heads: int, rotary_dim: int | None = None) -> torch.Tensor:
+    """Reorder each head's rotated rows from HF's (first half, second half) to (even, odd) rotary pairs;
+    with partial rotary only the first `rotary_dim` rows of each head turn (pairs (i, i + rotary_dim / 2)
+    in HF's rotate_half), and the rows after them stay where they are."""
     rest = t.shape[1:]
-    return t.reshape(n_heads, 2, -1, *rest).transpose(1, 2).reshape(-1, *rest)
+    heads = t.reshape(n_heads, -1, *rest)  # (heads, hd, ...)
+    rot = rotary_dim or heads.shape[1]
+    turned = heads[:, :rot].reshape(n_heads, 2, rot // 2, *rest).transpose(1, 2).reshape(n_heads, rot, *rest)
+    return torch.cat([turned, heads[:, rot:]], dim=1).reshape(-1, *rest)
 
 
 class BackendParts:
@@ -67,10 +73,11 @@ class BackendParts:
 
 
 def llama_layer(t: dict[str, torch.Tensor | None], c: ModelConfig, parts: BackendParts) -> Layer:
-    """Llama, Mistral, Qwen2: fused QKV with interleaved rotary rows, fused gate/up."""
+    """Llama, Mistral, Qwen2, Qwen3: fused QKV with interleaved rotary rows, fused gate/up; Qwen3's q/k
+    norm weights (over one head) reordered as the rows they scale."""
     def fused_qkv(suffix: str) -> torch.Tensor:
-        return torch.cat([_interleave_heads(t["q" + suffix], c.n_heads),
-                          _interleave_heads(t["k" + suffix], c.n_kv_heads), t["v" + suffix]])
+        return torch.cat([_interleave_heads(t["q" + suffix], c.n_heads, c.rope_dim),
+                          _interleave_heads(t["k" + suffix], c.n_kv_heads, c.rope_dim), t["v" + suffix]])
 
     qkv_w = fused_qkv("")  # (q_dim + 2 kv_dim, C)
     qkv_b = fused_qkv("_bias") if c.qkv_bias else None
@@ -80,7 +87,20 @@ def llama_layer(t: dict[str, torch.Tensor | None], c: ModelConfig, parts: Backen
     gate_up_b = torch.cat([t["gate_bias"], t["up_bias"]]) if c.mlp_bias else None
     mlp_in, mlp_norm = parts.linear(gate_up_w, gate_up_b, t["mlp_norm"])
     mlp_out, _ = parts.linear(t["down"], t["down_bias"])
-    return Layer(attn_norm, qkv, o, mlp_norm, mlp_in, mlp_out)
+    layer = Layer(attn_norm, qkv, o, mlp_norm, mlp_in, mlp_out)
+    if c.qk_norm:
+        for role in ("q_norm", "k_norm"):
+            weight = parts.place(_interleave_heads(t[role], 1, c.rope_dim))
+            setattr(layer, role, parts.backend.norm("rms", c.norm_eps, c.head_dim, weight, None))
+    return layer
+
+
+def phi3_layer(t: dict[str, torch.Tensor | None], c: ModelConfig, parts: BackendParts) -> Layer:
+    """Phi-3/4-mini: the checkpoint's fused qkv and gate_up split into Llama's roles, then as Llama."""
+    q, k, v = t.pop("qkv").split([c.q_dim, c.kv_dim, c.kv_dim])
+    gate, up = t.pop("gate_up").chunk(2)
+    return llama_layer({**t, "q": q, "k": k, "v": v, "gate": gate, "up": up, "q_bias": None, "k_bias": None,
+                        "v_bias": None, "gate_bias": None, "up_bias": None}, c, parts)
 
 
 def gpt2_layer(t: dict[str, torch.Tensor | None], c: ModelConfig, parts: BackendParts) -> Layer:
@@ -92,7 +112,14 @@ def gpt2_layer(t: dict[str, torch.Tensor | None], c: ModelConfig, parts: Backend
     return Layer(attn_norm, qkv, o, mlp_norm, mlp_in, mlp_out)
 
 
-LAYER_BUILDERS = {"llama": llama_layer, "gpt2": gpt2_layer}  # config.family -> its layer
+def _gemma_layer(t: dict[str, torch.Tensor | None], c: ModelConfig, parts: BackendParts) -> Layer:
+    from .gemma import gemma_layer  # gemma.py builds on llama_layer, so it is imported when first asked for
+
+    return gemma_layer(t, c, parts)
+
+
+LAYER_BUILDERS = {"llama": llama_layer, "gpt2": gpt2_layer, "qwen3": llama_layer, "phi3": phi3_layer,
+                  "gemma": _gemma_layer}  # config.family -> its layer
 
 
 def build_weights(c: ModelConfig, hf: dict[str, torch.Tensor], backend: Backend) -> DecoderWeights:
@@ -104,7 +131,8 @@ def build_weights(c: ModelConfig, hf: dict[str, torch.Tensor], backend: Backend)
     hf.clear()
     embed = parts.place(ends["embed"])
     pos_embed = parts.place(ends.get("positions"))
-    final_norm = parts.norm(ends["final_norm"], ends.get("final_norm_bias"))
+    final_scale = ends["final_norm"] + c.norm_offset if c.norm_offset else ends["final_norm"]
+    final_norm = parts.norm(final_scale, ends.get("final_norm_bias"))
     head = embed if c.tie_embeddings else parts.place(ends["head"])
     lm_head = quant.int8_head(head, backend) if parts.quantized else backend.linear(head)
     weights = DecoderWeights(embed, pos_embed, layers, final_norm, lm_head)

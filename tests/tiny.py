@@ -22,6 +22,22 @@ ARCHITECTURES = {
                   num_key_value_heads=2, max_position_embeddings=128, rope_theta=10000.0,
                   tie_word_embeddings=True),
     "gpt2": dict(n_embd=48, n_layer=2, n_head=4, n_positions=128, n_inner=None),
+    "qwen3": dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=24, max_position_embeddings=128, rope_theta=1000.0,
+                  tie_word_embeddings=False),
+    "phi3": dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, max_position_embeddings=128, rope_theta=1000.0, pad_token_id=0,
+                 partial_rotary_factor=0.75),
+    # Gemma: windows of 4 (shorter than the tests' sequences) on alternating layers; Q scaled by 24^-1/2
+    # rather than 16^-1/2; caps small enough to bite.
+    "gemma2": dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=16, max_position_embeddings=128, sliding_window=4,
+                   query_pre_attn_scalar=24, attn_logit_softcapping=3.0, final_logit_softcapping=4.0),
+    "gemma3": dict(hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=16, max_position_embeddings=128, sliding_window=4,
+                   query_pre_attn_scalar=24, layer_types=["sliding_attention", "full_attention"] * 2,
+                   rope_parameters={"full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1e5},
+                                    "sliding_attention": {"rope_type": "default", "rope_theta": 100.0}}),
 }
 
 
@@ -50,9 +66,13 @@ def make_hf_model(arch: str, seed: int = 0, init_std: float = 0.2, **overrides):
     import transformers
 
     cls_config = {"llama": transformers.LlamaConfig, "mistral": transformers.MistralConfig,
-                  "qwen2": transformers.Qwen2Config, "gpt2": transformers.GPT2Config}[arch]
+                  "qwen2": transformers.Qwen2Config, "gpt2": transformers.GPT2Config,
+                  "qwen3": transformers.Qwen3Config, "phi3": transformers.Phi3Config,
+                  "gemma2": transformers.Gemma2Config, "gemma3": transformers.Gemma3TextConfig}[arch]
     cls_model = {"llama": transformers.LlamaForCausalLM, "mistral": transformers.MistralForCausalLM,
-                 "qwen2": transformers.Qwen2ForCausalLM, "gpt2": transformers.GPT2LMHeadModel}[arch]
+                 "qwen2": transformers.Qwen2ForCausalLM, "gpt2": transformers.GPT2LMHeadModel,
+                 "qwen3": transformers.Qwen3ForCausalLM, "phi3": transformers.Phi3ForCausalLM,
+                 "gemma2": transformers.Gemma2ForCausalLM, "gemma3": transformers.Gemma3ForCausalLM}[arch]
     kwargs = {**ARCHITECTURES[arch], "vocab_size": VOCAB, "bos_token_id": BOS_ID, "eos_token_id": EOS_ID,
               "initializer_range": init_std, **overrides}
     config = cls_config(**kwargs)

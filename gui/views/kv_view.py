@@ -5,7 +5,9 @@ per-layer K and V bytes, and the cache at the full context window and for N conc
 the weights, so that the context window (a capacity in tokens), the parameters (the model's fixed
 weights) and the KV cache (this request's notes, growing per token) read as three different things.
 With a past step shown, all of it is the cache as it was for that step (the one that produced its
-distribution); the later growth stays on the curve, greyed.
+distribution); the later growth stays on the curve, greyed. For a model whose layers attend through a
+sliding window (Mistral, Gemma 2 and 3), it says which do and what the cache would hold if it kept only
+their windows.
 """
 
 from __future__ import annotations
@@ -20,6 +22,39 @@ from ..theme import Appearance
 from .base import View
 from .format import fmt_bytes, fmt_count
 from .plotting import colour, grid_ceiling, make_plot, nice_ceiling, set_range, style_plot, text_item
+
+
+def window_note(info, n_ctx: int) -> str:
+    """Which layers attend through a sliding window (ModelInfo.layer_windows) and what a cache that dropped
+    the positions they no longer read would hold, now and at the full context; "" when no layer has one.
+    This cache keeps every position of every layer (a rewind may need them), so the difference is a saving
+    it could make, not one it makes."""
+    windows = info.layer_windows
+    windowed = [i for i, w in enumerate(windows) if w]
+    if not windowed:
+        return ""
+    per_layer_token = info.kv_bytes_per_token / max(info.n_layers, 1)  # K and V of one position in one layer
+
+    def held(n: int) -> float:
+        return per_layer_token * sum(min(w, n) if w else n for w in windows)
+
+    sizes = sorted({windows[i] for i in windowed})
+    kind = f"a {sizes[0]:,}-token window" if len(sizes) == 1 else \
+        f"windows of {', '.join(f'{w:,}' for w in sizes)} tokens"
+    whole = [i for i, w in enumerate(windows) if not w]  # the global layers
+    if len(windowed) <= 6:
+        which = f"layer{'s' if len(windowed) > 1 else ''} {', '.join(map(str, windowed))}"
+    elif whole and len(whole) <= 6:
+        which = f"all but layer{'s' if len(whole) > 1 else ''} {', '.join(map(str, whole))}"
+    else:
+        which = f"layers {', '.join(map(str, windowed[:3]))}, …, {windowed[-1]}"
+    full = info.context_length
+    now = f"; now {fmt_bytes(held(n_ctx))} instead of {fmt_bytes(per_layer_token * info.n_layers * n_ctx)}" \
+        if n_ctx else ""
+    return (f"<b>{len(windowed)} of {info.n_layers} layers keep {kind}</b> ({which}): at full context "
+            f"({full:,} tokens) the cache would hold <b>{fmt_bytes(held(full))}</b> instead of "
+            f"{fmt_bytes(per_layer_token * info.n_layers * full)}{now}. This cache keeps every position (a "
+            f"rewind may need them); those layers read only their window<br>")
 
 
 class KvView(View):
@@ -163,6 +198,7 @@ class KvView(View):
             f"<b>{per_token:,} bytes per token</b> = 2 (K and V) × {info.n_layers} layers × {info.n_kv_heads} "
             f"KV heads × {info.head_dim} dims × {info.kv_element_bytes} B ({info.kv_dtype})<br>"
             f"{when} {n_ctx:,} tokens → <b>{fmt_bytes(used)}</b> used of {fmt_bytes(allocated)} allocated<br>")
+        text += window_note(info, n_ctx)
         if past is not None:
             later = len(self.controller.steps) - past.index + 1
             text += (f"the cache that produced step {past.index}'s distribution; the {later} later "
