@@ -58,7 +58,8 @@ class LlamaCpp:
         except (NotFound, AttributeError):
             name = ""
         context = (self.props.get("default_generation_settings") or {}).get("n_ctx") or meta.get("n_ctx")
-        return ServerFacts("llama.cpp", name or self.props.get("model_alias") or "llama-server",
+        name = name or self.props.get("model_alias") or "llama-server"
+        return ServerFacts("llama.cpp", name.replace("\\", "/").rsplit("/", 1)[-1],  # a path: its file name
                            self.props.get("model_path") or "", meta.get("n_vocab"), context,
                            meta.get("n_params"), self.props.get("bos_token"), self.props.get("eos_token"))
 
