@@ -52,6 +52,8 @@ def build_impossible() -> str | None:
         return "cmake is not installed (apt-get install cmake g++)"
     if not any(shutil.which(c) for c in ("c++", "g++", "clang++")):
         return "no C++ compiler (apt-get install g++)"
+    if not any(shutil.which(m) for m in ("make", "ninja")):
+        return "neither make nor ninja is installed (apt-get install make)"
     return None
 
 
