@@ -374,3 +374,17 @@ def test_the_app_steps_a_server_shows_the_tail_and_survives_its_death(qtbot, tok
     finally:
         win.close()
         fake.stop()
+
+
+def test_connect_dialog_builds_the_spec_the_engine_loads(qtbot, tokenizer_dir):
+    from PySide6.QtWidgets import QDialogButtonBox
+
+    from gui.connect_dialog import ConnectDialog, server_spec
+    from inference.sources.remote_model import split_spec
+
+    dialog = ConnectDialog(None, "http://10.0.0.5:8000", str(tokenizer_dir / "tokenizer.json"))
+    qtbot.addWidget(dialog)
+    assert split_spec(dialog.spec()) == ("http://10.0.0.5:8000", str(tokenizer_dir / "tokenizer.json"))
+    assert server_spec(" https://h:1 ") == "https://h:1" and split_spec("https://h:1") == ("https://h:1", None)
+    dialog.url.setText("ftp://nope")
+    assert not dialog.buttons.button(QDialogButtonBox.Ok).isEnabled()

@@ -80,7 +80,8 @@ class RemoteModel:
         return ModelInfo(
             name=self.name, architecture=f"remote ({self.facts.dialect})", n_layers=0, n_heads=0, n_kv_heads=0,
             head_dim=0, hidden_size=0, vocab_size=c.vocab, context_length=c.context_length,
-            n_params=self.n_params, dtype="remote", device=f"{self.facts.dialect} at {self.url}",
+            n_params=self.n_params, dtype="remote",
+            device=f"{self.facts.dialect} server at {self.url} (attention, logit lens off: no weights here)",
             kv_bytes_per_token=0, kv_dtype="not known", kv_element_bytes=0, weights_fingerprint="remote",
             weights_bytes=0, eos_ids=tuple(c.eos_ids), folder=self.url, sampler_defaults=self.defaults)
 
