@@ -388,3 +388,32 @@ def test_connect_dialog_builds_the_spec_the_engine_loads(qtbot, tokenizer_dir):
     assert server_spec(" https://h:1 ") == "https://h:1" and split_spec("https://h:1") == ("https://h:1", None)
     dialog.url.setText("ftp://nope")
     assert not dialog.buttons.button(QDialogButtonBox.Ok).isEnabled()
+
+
+def test_branches_speculation_and_trace_work_unchanged(served):
+    dialect, fake, model = served
+    prompt = [70, 71, 72]
+
+    def greedy_path(n):
+        context = list(prompt)
+        for _ in range(n):
+            context.append(top(context, 1)[0][0])
+        return context[len(prompt):]
+
+    session = Session(model, GenerationSettings(sampler=SamplerSettings(greedy=True), max_new_tokens=5))
+    session.prefill(prompt)
+    list(session.run())
+    assert session.generated == greedy_path(5)
+    first = session.node
+    session.rewind(3)  # back to before step 3: fork there with another token
+    assert len(session.generated) == 2
+    other = 100 if greedy_path(3)[2] != 100 else 101  # not the token greedy took there
+    list(session.force(other))
+    assert session.generated[:2] == greedy_path(2) and session.generated[2] == other
+    list(session.step())
+    assert session.generated[3] == top(prompt + session.generated[:3], 1)[0][0]  # the fork's own context
+    session.switch(first)
+    assert session.generated == greedy_path(5)
+    spec = Session(model, GenerationSettings(sampler=SamplerSettings(greedy=True), max_new_tokens=5, speculate=3))
+    events = list(spec.generate(prompt))
+    assert spec.generated == greedy_path(5) and json.loads(events[1].to_json())["server"]["n_top"] == 20
