@@ -130,6 +130,10 @@ def _trace(args) -> int:
     script = load_script(args.script) if args.script else None  # a bad script fails before the model loads
     model = load_model(args.model, device=args.device, dtype=args.dtype, progress=StderrProgress(),
                        tokenizer=args.tokenizer)
+    if hasattr(model, "new_source"):  # a server's model: this process only draws
+        from .sources.remote_model import one_thread
+
+        one_thread()
     asked = {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p, "min_p": args.min_p}
     asked = {k: v for k, v in asked.items() if v is not None}
     # A model whose generation_config says do_sample=false is greedy unless sampling is asked for.

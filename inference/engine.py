@@ -152,6 +152,10 @@ class Engine:
             self.send(p.LoadFailed(one_line(e)))
             return
         self.model, self.session, self.tag = model, session, command.tag
+        import torch
+
+        self.threads = getattr(self, "threads", torch.get_num_threads())  # as the process started
+        torch.set_num_threads(self.threads if local else 1)  # remote: see sources/remote_model.one_thread
         self.send(p.ModelLoaded(model.info(), command.tag))
 
     def cancel(self, command: p.Cancel) -> None:
