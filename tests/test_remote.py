@@ -227,6 +227,9 @@ def test_a_tail_that_could_matter_is_asked_again_wider_up_to_vllms_cap(tokenizer
             ids, lps = top(model_prompt, V)
             assert pending.server.tail_p == pytest.approx(1 - sum(math.exp(x) for x in lps[:pending.server.n_top]),
                                                           abs=1e-9)
+            before = len(fake.posted(path))
+            list(session.step())  # the next step asks for as many at once: one request
+            assert [b[key] for b in fake.posted(path)[before:]] == [pending.server.n_top]
         cool = GenerationSettings(sampler=SamplerSettings(temperature=0.7, top_k=10), max_new_tokens=4)
         session = Session(load_model(llama.url, tokenizer=str(tokenizer_dir)), cool)
         before = len(llama.posted("/completion"))

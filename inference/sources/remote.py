@@ -86,13 +86,18 @@ class RemoteSource:
         """`logits`, or the same step asked again with a larger N while its tail could matter to a draw
         under `sampler`. `context` is the one those logits followed."""
         note = self.note_of(logits)
+        if note is None:
+            return logits
         cap = min(MAX_TOP_N, self.vocab, getattr(self.dialect, "max_top", None) or MAX_TOP_N)
-        while note is not None and note.n_top < cap and tail_matters(logits, note, sampler):
+        while note.n_top < cap and tail_matters(logits, note, sampler):
             logits = self.next_logits(context, min(cap, note.n_top * 4))
             wider = self.note_of(logits)
             if wider.n_top <= note.n_top:  # the server gave no more (vLLM's cap): keep what we have
                 break
             note = wider
+        # The next steps ask for as many at once while these settings need them (one request a step).
+        narrow = sampler.is_greedy or 0 < sampler.top_k <= TOP_N
+        self.top_n = TOP_N if narrow else max(self.top_n, note.n_top)
         return logits
 
     def head_logits(self, rows: torch.Tensor) -> torch.Tensor:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 import urllib.parse
 from dataclasses import dataclass, field
@@ -101,7 +102,8 @@ def connect(spec: str, tokenizer: str | Path | None = None, timeout: float = 60.
     url, named = split_spec(spec)
     if progress:
         progress("connect", 0, 1)
-    dialect = detect(Http(url, timeout=timeout))
+    timeout = float(os.environ.get("TOKENSTEP_SERVER_TIMEOUT", timeout))
+    dialect = detect(Http(url, timeout=timeout, api_key=os.environ.get("TOKENSTEP_SERVER_API_KEY")))
     facts = dialect.facts()
     folder = find_tokenizer(tokenizer or named, facts)
     tok = Tokenizer.from_folder(folder)
