@@ -119,3 +119,19 @@ def test_killed_server_one_line_error_steps_kept_then_step_continues(remote, ser
     theirs = server.post("/completion", {"prompt": ids, "n_predict": len(session.generated), "temperature": 0,
                                          "return_tokens": True})["tokens"]
     assert session.generated == theirs  # the run went on exactly where it stood
+
+
+def test_sampling_widens_the_top_n_and_draws_among_the_listed(remote, server):
+    hot = GenerationSettings(sampler=SamplerSettings(temperature=1.5, top_k=0, top_p=1.0), max_new_tokens=4, seed=7)
+    session = Session(remote, hot)
+    ids = remote.tokenizer.encode(PROMPT)
+    pending = session.prefill(ids, PROMPT).pending
+    note = pending.server
+    assert note.n_top == 1280 and note.tail_count == 49152 - 1280  # llama.cpp has no cap on n_probs
+    theirs = llama_cpp_top(server, ids, 1280)
+    listed = dict(zip(pending.candidates.ids.tolist(), pending.candidates.p_raw.tolist()))
+    assert all(abs(listed[i] - theirs[i]) < 1e-6 for i in list(listed)[:20])  # p_raw is the server's own
+    assert note.tail_p == pytest.approx(1 - sum(theirs.values()), abs=1e-6)
+    for event in [e for e in session.run() if hasattr(e, "token")]:
+        assert event.dist.server.n_top == 1280 and event.dist.candidates.p_final.sum() <= 1 + 1e-9
+        assert event.chosen_rank < 1280  # drawn among the tokens the server listed

@@ -149,8 +149,8 @@ def sglang_routes(folder):
 
     return {("GET", "/get_model_info"): lambda _: (200, {"model_path": "/nowhere", "tokenizer_path": "/nowhere",
                                                          "is_generation": True}),
-            ("GET", "/get_server_info"): lambda _: (200, {"context_length": 64}),
-            ("POST", "/tokenize"): lambda _: (200, {"tokens": probe_ids(folder)}),
+            ("GET", "/server_info"): lambda _: (200, {"context_length": None, "max_total_num_tokens": 9999}),
+            ("POST", "/tokenize"): lambda _: (200, {"tokens": probe_ids(folder), "count": 3, "max_model_len": 64}),
             ("POST", "/generate"): generate}
 
 

@@ -156,11 +156,18 @@ class Sglang:
 
     def facts(self) -> ServerFacts:
         context = None
-        try:
-            server = self.http.get("/get_server_info")
-            context = server.get("context_length") or (server.get("server_args") or {}).get("context_length")
-        except (ServerError, AttributeError):
-            pass
+        for path in ("/server_info", "/get_server_info"):  # the newer name, then the older
+            try:
+                server = self.http.get(path)
+                context = server.get("context_length") or (server.get("server_args") or {}).get("context_length")
+                break
+            except (ServerError, AttributeError):
+                continue
+        if not context:  # SGLang's /tokenize says the window too
+            try:
+                context = self.http.post("/tokenize", {"prompt": "a", "add_special_tokens": False}).get("max_model_len")
+            except (ServerError, AttributeError):
+                context = None
         path = self.info.get("tokenizer_path") or self.info.get("model_path") or ""
         return ServerFacts("sglang", self.info.get("model_path", ""), path, None, context)
 
