@@ -35,6 +35,7 @@ from inference import cache_dir, default_model  # noqa: E402
 VERSION = "0.3.36"
 REQUIREMENT = f"llama-cpp-python=={VERSION}"
 SDIST = f"llama_cpp_python-{VERSION}.tar.gz"
+SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
 CMAKE_FLAGS = ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF",
                "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
                "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_TOOLS=ON", "-DBUILD_SHARED_LIBS=OFF",
@@ -66,15 +67,18 @@ def binary_path() -> Path | None:
 
 
 def _sdist(downloads: Path) -> Path:
-    """The sdist: $TOKENSTEP_LLAMA_SDIST, the cache's downloads folder, else `pip download` into it."""
-    for candidate in (os.environ.get("TOKENSTEP_LLAMA_SDIST"), downloads / SDIST, f"/tmp/lcpp/{SDIST}"):
-        if candidate and Path(candidate).is_file():
+    """The pinned sdist (sha256 checked): $TOKENSTEP_LLAMA_SDIST, the cache's downloads folder, else
+    `pip download` into it."""
+    for candidate in (os.environ.get("TOKENSTEP_LLAMA_SDIST"), downloads / SDIST):
+        if candidate and Path(candidate).is_file() and cache_dir.file_sha256(Path(candidate)) == SDIST_SHA256:
             return Path(candidate)
     downloads.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=downloads) as tmp:
         subprocess.run([sys.executable, "-m", "pip", "download", REQUIREMENT, "--no-deps", "--no-binary",
                         ":all:", "--disable-pip-version-check", "-d", tmp], check=True,
                        stdin=subprocess.DEVNULL)
+        if cache_dir.file_sha256(Path(tmp) / SDIST) != SDIST_SHA256:
+            raise RuntimeError(f"{SDIST}: its sha256 is not the pinned one; refusing to build it")
         os.replace(Path(tmp) / SDIST, downloads / SDIST)
     return downloads / SDIST
 
