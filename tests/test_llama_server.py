@@ -48,7 +48,16 @@ def llama_cpp_top(server, ids: list[int], n: int = 5) -> dict[int, float]:
     return {t["id"]: math.exp(t["logprob"]) for t in reply["completion_probabilities"][0]["top_logprobs"]}
 
 
-def test_connect_reads_the_server(remote, server):
+def test_connect_reads_the_server(remote, server, default_model, tmp_path):
+    from tiny import write_tokenizer
+
+    from inference.errors import ModelFormatError
+
+    named = load_model(server.url, tokenizer=str(default_model.folder / "tokenizer.json"))  # the HF one agrees
+    assert named.config.eos_ids == remote.config.eos_ids and named.folder == default_model.folder
+    write_tokenizer(tmp_path)
+    with pytest.raises(ModelFormatError, match="tokens, the local one"):  # another tokenizer is refused
+        load_model(server.url, tokenizer=str(tmp_path))
     info = remote.info()
     assert info.vocab_size == 49152 and info.context_length == server.ctx and info.dtype == "remote"
     assert info.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and info.n_params > 100_000_000
