@@ -18,6 +18,7 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -136,6 +137,15 @@ def model_gguf() -> Path:
     return target
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: Linux ends the server when the process that started it dies (a test
+    run killed mid-way leaves no server behind)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -159,7 +169,8 @@ class LlamaServer:
         command = [str(self.binary), "-m", str(self.model), "--host", "127.0.0.1", "--port", str(self.port),
                    "-t", "1", "-np", "1", "-fa", "off", "-c", str(self.ctx), "--no-webui"]
         log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        preexec_fn=_die_with_parent)
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -203,9 +214,12 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["serve"]:
         server = LlamaServer(binary, model_gguf()).start()
         print(server.url, flush=True)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         try:
             server.process.wait()
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
             server.stop()
     return 0
 

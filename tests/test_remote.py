@@ -296,8 +296,10 @@ def test_views_that_need_weights_say_why(tokenizer_dir):
             session.prefill([70, 71])
         session = Session(model, GREEDY)
         session.prefill([70, 71])
-        with pytest.raises(RemoteUnsupported, match="weights in this process"):
+        with pytest.raises(RemoteUnsupported, match="without the KV cache.*weights in this process"):
             session.use_kv_cache(False)
+        with pytest.raises(RemoteUnsupported, match="the logit lens needs the model's weights"):
+            Session(model, GREEDY, capture_lens=True).prefill([70, 71])
     finally:
         fake.stop()
 

@@ -9,8 +9,8 @@ the smallest listed token, and neither top-k, top-p nor min-p closes within the 
 with a larger N (llama.cpp has no cap; vLLM stops at its `--max-logprobs`).
 
 The cache is the server's: its size is not known here (kv bytes 0; vLLM reports a usage fraction). Views
-that need the weights in this process (attention, logit lens) are off: `capture` raises
-RemoteUnsupported, `residuals` are left empty.
+that need the weights in this process (attention, logit lens) are off: asking for them (`capture`,
+`residuals`, `head_logits`) raises RemoteUnsupported with the reason.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ class RemoteSource:
                 residuals=None) -> torch.Tensor:
         if capture is not None:
             raise RemoteUnsupported(f"attention capture {NO_WEIGHTS}: turn the attention view off")
+        if residuals is not None:
+            raise RemoteUnsupported(f"the logit lens {NO_WEIGHTS}: turn it off")
         context = self.tokens[:start] + list(ids)
         if all_logits:  # a verify pass: one request per position (correct, not faster)
             rows = [self.next_logits(context[:start + i + 1]) for i in range(len(ids))]

@@ -73,7 +73,8 @@ class RemoteModel:
 
     @property
     def decoder(self):
-        raise RemoteUnsupported(f"this {NO_WEIGHTS} ({self.url})")
+        raise RemoteUnsupported(f"decoding without the KV cache, or recomputing attention, {NO_WEIGHTS} "
+                                f"({self.url})")
 
     @property
     def device(self) -> str:
