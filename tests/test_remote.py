@@ -287,6 +287,23 @@ def test_a_different_tokenizer_is_refused(tokenizer_dir):
         fake.stop()
 
 
+def test_a_hub_id_reported_by_the_server_finds_its_snapshot_in_the_local_hf_cache(tokenizer_dir, tmp_path, monkeypatch):
+    import shutil
+
+    snapshot = tmp_path / "hub" / "models--org--tiny" / "snapshots" / "abc123"
+    shutil.copytree(tokenizer_dir, snapshot)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    routes = vllm_routes(tokenizer_dir)
+    routes[("GET", "/v1/models")] = lambda _: (200, {"data": [{"id": "org/tiny", "owned_by": "vllm", "root": "org/tiny",
+                                                               "max_model_len": 80}]})
+    fake = Fake(routes)
+    try:
+        model = load_model(fake.url)  # no --tokenizer: the server's hub id, found in the cache
+        assert model.folder == snapshot and model.name == "org/tiny"
+    finally:
+        fake.stop()
+
+
 def test_views_that_need_weights_say_why(tokenizer_dir):
     fake = Fake(llama_cpp_routes(tokenizer_dir))
     try:

@@ -3,7 +3,8 @@
 On connect: the dialect is detected (dialects.detect), the served model's facts read (name, vocabulary,
 context window, parameters where reported), and a local tokenizer found (the tokenizer.json the user
 names with `--tokenizer`, else the model path the server reports when it is readable here: a folder with
-tokenizer.json, or a .gguf whose vocabulary is written out once into the user cache). The tokenizer must
+tokenizer.json, a .gguf whose vocabulary is written out once into the user cache, or a hub id whose
+snapshot is in the local Hugging Face cache). The tokenizer must
 be the server's: the vocabulary size, EOS and BOS texts, and the ids of a probe string from the server's
 `/tokenize` must agree, or connecting fails with the first difference.
 
@@ -143,9 +144,27 @@ def find_tokenizer(named, facts: ServerFacts) -> Path:
             return path
         if said == "--tokenizer":
             raise ModelFormatError(f"{path}: not a tokenizer.json, a folder holding one, or a .gguf file")
+        cached = hub_snapshot(str(candidate))
+        if cached is not None:
+            return cached
     raise ModelFormatError(f"the {facts.dialect} server does not offer a tokenizer readable here "
                            f"(model path {facts.model_path or 'not reported'}): name the served model's "
                            "tokenizer.json (or its folder, or .gguf) with --tokenizer PATH")
+
+
+def hub_snapshot(repo_id: str) -> Path | None:
+    """A Hugging Face hub cache snapshot of `repo_id` ("org/name", as vLLM and SGLang report a model they
+    downloaded) that holds tokenizer.json, when this machine has one."""
+    if repo_id.count("/") != 1 or repo_id.startswith(("/", ".", "~")):
+        return None
+    roots = [os.environ.get("HF_HUB_CACHE"), os.environ.get("HF_HOME") and str(Path(os.environ["HF_HOME"]) / "hub"),
+             str(Path.home() / ".cache" / "huggingface" / "hub")]
+    for root in filter(None, roots):
+        snapshots = Path(root) / f"models--{repo_id.replace('/', '--')}" / "snapshots"
+        found = sorted(snapshots.glob("*/tokenizer.json"), key=lambda f: f.stat().st_mtime) if snapshots.is_dir() else []
+        if found:
+            return found[-1].parent
+    return None
 
 
 def gguf_tokenizer(path: Path) -> Path:
