@@ -1,21 +1,14 @@
-"""The remote source against fake servers on 127.0.0.1 that answer in each dialect's reply shape.
-
-The fakes serve one deterministic "model": a full distribution over the vocabulary drawn from the
-context's hash, of which a request gets the top-N. The reply shapes are those of llama.cpp's
-`llama-server` (checked against the real one in test_llama_server.py), vLLM's `/v1/completions` with
-`return_tokens_as_token_ids`, and SGLang's `/generate` with `return_logprob`.
-"""
+"""The remote source (inference/sources/) against fake servers in each dialect (fake_servers.py)."""
 
 from __future__ import annotations
 
 import json
 import math
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
 
+from fake_servers import ROUTES, V, Fake, llama_cpp_routes, probe_ids, tokenizer_folder, top, vllm_routes
 from inference.errors import ModelFormatError, is_expected, one_line
 from inference.loading import load_model
 from inference.session import Session
@@ -23,141 +16,19 @@ from inference.settings import GenerationSettings, SamplerSettings
 from inference.sources.dialects import TEXT_KEYED
 from inference.sources.http import RemoteUnsupported, ServerError
 from inference.sources.remote import tail_matters
-from inference.sources.remote_model import PROBE
-from tiny import write_tokenizer
-
-V = 263  # the tiny tokenizer: 256 bytes, 5 merges, <s>, </s>
 
 
-def model_logprobs(context: list[int], vocab: int = V, spread: float = 2.5) -> np.ndarray:
-    """The fake model: a full log-distribution over the vocabulary, a function of the context alone."""
-    rng = np.random.default_rng(abs(hash(tuple(context))) % (2 ** 32))
-    logits = rng.normal(size=vocab) * spread
-    return logits - np.log(np.exp(logits - logits.max()).sum()) - logits.max()
-
-
-def top(context: list[int], n: int) -> tuple[list[int], list[float]]:
-    lp = model_logprobs(context)
-    ids = np.argsort(-lp, kind="stable")[:n]
-    return [int(i) for i in ids], [float(lp[i]) for i in ids]
-
-
-class Fake:
-    """A fake server: routes (method, path) -> handler(body) -> (status, JSON); every request recorded."""
-
-    def __init__(self, routes: dict, port: int = 0):
-        self.routes, self.requests = routes, []
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def answer(self, method):
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length)) if length else None
-                fake.requests.append((method, self.path, body))
-                route = fake.routes.get((method, self.path))
-                status, reply = (404, {"error": "not found"}) if route is None else route(body)
-                data = reply.encode() if isinstance(reply, str) else json.dumps(reply).encode()
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self):
-                self.answer("GET")
-
-            def do_POST(self):
-                self.answer("POST")
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def posted(self, path: str) -> list[dict]:
-        return [body for method, p, body in self.requests if method == "POST" and p == path]
 
 
 @pytest.fixture
 def tokenizer_dir(tmp_path):
-    write_tokenizer(tmp_path)
-    return tmp_path
+    return tokenizer_folder(tmp_path)
 
 
-def probe_ids(folder) -> list[int]:
-    from inference.tokenizer import Tokenizer
-
-    return Tokenizer.from_folder(folder).encode(PROBE, add_special_tokens=False)
-
-
-def llama_cpp_routes(folder, n_ctx=96):
-    def completion(body):
-        ids, lps = top(body["prompt"], body["n_probs"])
-        entries = [{"id": i, "token": "?", "bytes": [63], "logprob": lp} for i, lp in zip(ids, lps)]
-        return 200, {"content": "?", "tokens_cached": len(body["prompt"]),
-                     "timings": {"cache_n": len(body["prompt"]) - 1, "prompt_n": 1, "prompt_ms": 3.0,
-                                 "predicted_n": 1, "predicted_ms": 0.5},
-                     "completion_probabilities": [{**entries[0], "top_logprobs": entries}]}
-
-    return {("GET", "/props"): lambda _: (200, {"default_generation_settings": {"n_ctx": n_ctx},
-                                                "model_path": "/nowhere/model.gguf", "bos_token": "<s>",
-                                                "eos_token": "</s>"}),
-            ("GET", "/v1/models"): lambda _: (200, {"data": [{"id": "tiny.gguf", "owned_by": "llamacpp",
-                                                              "meta": {"n_vocab": V, "n_params": 1234}}]}),
-            ("POST", "/tokenize"): lambda _: (200, {"tokens": probe_ids(folder)}),
-            ("POST", "/completion"): completion}
-
-
-def vllm_routes(folder, cap=20):
-    def completions(body):
-        if body["logprobs"] > cap:
-            return 400, {"object": "error", "message": f"Requested sample logprobs of {body['logprobs']}, "
-                                                       f"which is greater than max allowed: {cap}"}
-        ids, lps = top(body["prompt"], body["logprobs"])
-        return 200, {"choices": [{"text": f"token_id:{ids[0]}", "logprobs": {
-            "tokens": [f"token_id:{ids[0]}"], "token_logprobs": [lps[0]], "text_offset": [0],
-            "top_logprobs": [{f"token_id:{i}": lp for i, lp in zip(ids, lps)}]}}],
-            "usage": {"prompt_tokens": len(body["prompt"]), "completion_tokens": 1,
-                      "prompt_tokens_details": {"cached_tokens": len(body["prompt"]) - 1}}}
-
-    metrics = "# HELP x\nvllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.125\n"
-    return {("GET", "/version"): lambda _: (200, {"version": "0.11.0"}),
-            ("GET", "/v1/models"): lambda _: (200, {"data": [{"id": "tiny", "owned_by": "vllm", "root": "/nowhere",
-                                                              "max_model_len": 80}]}),
-            ("GET", "/metrics"): lambda _: (200, metrics),
-            ("POST", "/tokenize"): lambda _: (200, {"tokens": probe_ids(folder), "count": 3, "max_model_len": 80}),
-            ("POST", "/v1/completions"): completions}
-
-
-def sglang_routes(folder):
-    def generate(body):
-        ids, lps = top(body["input_ids"], body["top_logprobs_num"])
-        return 200, {"text": "?", "output_ids": [ids[0]], "meta_info": {
-            "prompt_tokens": len(body["input_ids"]), "completion_tokens": 1, "cached_tokens": 2,
-            "e2e_latency": 0.004, "output_token_logprobs": [[lps[0], ids[0], None]],
-            "output_top_logprobs": [[[lp, i, None] for i, lp in zip(ids, lps)]]}}
-
-    return {("GET", "/get_model_info"): lambda _: (200, {"model_path": "/nowhere", "tokenizer_path": "/nowhere",
-                                                         "is_generation": True}),
-            ("GET", "/server_info"): lambda _: (200, {"context_length": None, "max_total_num_tokens": 9999}),
-            ("POST", "/tokenize"): lambda _: (200, {"tokens": probe_ids(folder), "count": 3, "max_model_len": 64}),
-            ("POST", "/generate"): generate}
-
-
-@pytest.fixture(params=["llama.cpp", "vllm", "sglang"])
+@pytest.fixture(params=sorted(ROUTES))
 def served(request, tokenizer_dir):
-    routes = {"llama.cpp": llama_cpp_routes, "vllm": vllm_routes, "sglang": sglang_routes}[request.param]
-    fake = Fake(routes(tokenizer_dir))
+    """(dialect, its fake server, the model connected to it)"""
+    fake = Fake(ROUTES[request.param](tokenizer_dir))
     yield request.param, fake, load_model(fake.url, tokenizer=str(tokenizer_dir))
     fake.stop()
 
@@ -352,67 +223,6 @@ def test_connect_errors_are_one_line():
     assert is_expected(e.value) and "cannot reach the server at http://127.0.0.1:9" in one_line(e.value)
     with pytest.raises(ValueError, match="HOST:PORT"):
         load_model("http://")
-
-
-def test_the_app_steps_a_server_shows_the_tail_and_survives_its_death(qtbot, tokenizer_dir, tmp_path):
-    from PySide6.QtCore import QSettings
-
-    from gui.main_window import MainWindow
-    from gui.theme import Appearance
-
-    fake = Fake(llama_cpp_routes(tokenizer_dir))
-    port, errors = fake.port, []
-    win = MainWindow(settings=QSettings(str(tmp_path / "t.ini"), QSettings.IniFormat), appearance=Appearance(),
-                     model=f"{fake.url}#tokenizer={tokenizer_dir}")
-    qtbot.addWidget(win)
-    win.show()
-    c = win.controller
-    c.error.connect(lambda message, details, expected: errors.append((message, expected)))
-    idle = lambda: not c.busy and not c.running  # noqa: E731
-    try:
-        qtbot.waitUntil(lambda: c.info is not None, timeout=60_000)
-        assert c.info.dtype == "remote" and c.info.vocab_size == V
-        win.controls.prompt.setPlainText("the tin")
-        win.actions["prefill"].trigger()
-        qtbot.waitUntil(lambda: c.prefilled and idle(), timeout=60_000)
-        win.actions["step"].trigger()
-        qtbot.waitUntil(lambda: len(c.steps) == 1 and idle(), timeout=60_000)
-        qtbot.waitUntil(lambda: not c.scheduler.redraw_due, timeout=60_000)
-        view, step = win.views["candidates"], c.steps[0]
-        ticks = [label for _, label in view.bars.getAxis("left")._tickLevels[0]]
-        note = step.dist.server  # the app's sampler (top-k 50 > 20) had the server asked for 80
-        assert note.n_top == 80 and ticks[-1] == f"other ({V - 80} tokens)" == f"other ({note.tail_count} tokens)"
-        assert view.tail_bar.opts["width"] == [note.tail_p] and "server listed top 80" in view.header.text()
-        kv = win.views["kv"]
-        kv._force_refresh()
-        assert "KV bytes not known" in kv.formula.text() and f"took {note.cached_tokens}" in kv.formula.text()
-        fake.stop()
-        win.actions["step"].trigger()
-        qtbot.waitUntil(lambda: bool(errors) and idle(), timeout=60_000)
-        assert errors[0][1] and "\n" not in errors[0][0] and "cannot reach the server" in errors[0][0]
-        kept = [s.token.id for s in c.steps]
-        assert len(kept) >= 1
-        fake = Fake(llama_cpp_routes(tokenizer_dir), port=port)
-        win.actions["step"].trigger()
-        qtbot.waitUntil(lambda: len(c.steps) == len(kept) + 1 and idle(), timeout=60_000)
-        assert [s.token.id for s in c.steps][:len(kept)] == kept
-    finally:
-        win.close()
-        fake.stop()
-
-
-def test_connect_dialog_builds_the_spec_the_engine_loads(qtbot, tokenizer_dir):
-    from PySide6.QtWidgets import QDialogButtonBox
-
-    from gui.connect_dialog import ConnectDialog, server_spec
-    from inference.sources.remote_model import split_spec
-
-    dialog = ConnectDialog(None, "http://10.0.0.5:8000", str(tokenizer_dir / "tokenizer.json"))
-    qtbot.addWidget(dialog)
-    assert split_spec(dialog.spec()) == ("http://10.0.0.5:8000", str(tokenizer_dir / "tokenizer.json"))
-    assert server_spec(" https://h:1 ") == "https://h:1" and split_spec("https://h:1") == ("https://h:1", None)
-    dialog.url.setText("ftp://nope")
-    assert not dialog.buttons.button(QDialogButtonBox.Ok).isEnabled()
 
 
 def test_branches_speculation_and_trace_work_unchanged(served):
