@@ -105,7 +105,8 @@ def _build_into(out: Path, jobs: int, log) -> dict:
 
 
 def ensure_built(jobs: int = 2, log=None) -> Path:
-    """The llama-server binary, built once per machine (under a lock; built aside, renamed into place)."""
+    """The llama-server binary, built once per machine (under a lock; built aside, renamed into place).
+    The build's output goes to `log` (a file object), else to build-<version>.log beside it."""
     found = binary_path()
     if found:
         return found
@@ -119,7 +120,13 @@ def ensure_built(jobs: int = 2, log=None) -> Path:
         found = binary_path()
         if found:
             return found
-        cache_dir.publish(folder, lambda tmp: _build_into(tmp, jobs, log))
+        log_path = folder.parent / f"build-{VERSION}.log"
+        with open(log_path, "w") as log_file:
+            try:
+                cache_dir.publish(folder, lambda tmp: _build_into(tmp, jobs, log or log_file))
+            except subprocess.CalledProcessError as e:
+                raise RuntimeError(f"building llama-server failed ({e.cmd[:2]} exited {e.returncode}); "
+                                   f"log: {log_path}") from None
     return folder / BINARY
 
 
