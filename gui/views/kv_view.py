@@ -228,6 +228,14 @@ class KvView(View):
         t = self.appearance.theme
         n = self.requests.value()
         full = info.kv_bytes_per_token * info.context_length
+        if info.dtype == "remote":  # no byte figures from a server: no bars that would read as 1 B
+            self.compare_bars.setOpts(x0=[], y=[], width=[])
+            for label in self.compare_labels:
+                label.show_text("")
+            self.projection.setText(f"<b>{fmt_count(info.n_params)} parameters</b> on the server · <b>context "
+                                    f"window {info.context_length:,} tokens</b> · the sizes of its weights and "
+                                    "KV cache are not known here")
+            return
         rows = [("weights", info.weights_bytes, t.accent), (used_name, max(used, 1), t.final),
                 ("KV at full window", full, t.warning), (f"KV × {n} requests", full * n, t.chosen)]
         values = np.array([max(v, 1) for _, v, _ in rows], dtype=float)
