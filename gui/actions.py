@@ -45,6 +45,7 @@ ACTIONS: dict[str, ActionSpec] = {
     "open_folder": ActionSpec("Open model folder…", (), "Load a Hugging Face model folder"),
     "open_gguf": ActionSpec("Open GGUF file…", ("Ctrl+Shift+O",), "Convert and load a .gguf file"),
     "default_model": ActionSpec("Load the default model", (), "SmolLM2-135M-Instruct"),
+    "connect_server": ActionSpec("Connect to server…", (), "Step a model served by llama.cpp, vLLM or SGLang"),
     "export_trace": ActionSpec("Export trace…", ("Ctrl+E",), "Save the events as JSON Lines"),
     "play_script": ActionSpec("Play script…", ("Ctrl+L",), "Play a lesson script, or replay an exported trace"),
     "export_png": ActionSpec("Export window as PNG…", ("Ctrl+Shift+E",), "Save the whole window as a PNG"),

@@ -11,7 +11,7 @@ from PySide6.QtCore import QSettings, QTimer
 from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import QApplication
 
-from inference.cli import add_model_arguments, add_prompt_arguments
+from inference.cli import add_model_arguments, add_prompt_arguments, model_spec
 
 SCREENSHOT_SIZE = (1600, 1000)
 ICON = Path(__file__).resolve().parent.parent / "resources" / "icons" / "tokenstep.svg"
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.screenshot:
         settings = QSettings(QSettings.IniFormat, QSettings.UserScope, "TokenStep", "screenshot")
         settings.clear()  # a screenshot always shows the default layout
-    window = MainWindow(settings=settings, appearance=appearance, model=args.model, device=args.device,
+    window = MainWindow(settings=settings, appearance=appearance, model=model_spec(args), device=args.device,
                         dtype=args.dtype)
     window.actions["dark"].setChecked(args.dark)
     window.actions["presentation"].setChecked(args.presentation)

@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QLabel, QMainWindow, QToolBar
 
 from . import export
 from .actions import Generation, make_actions, show_about, show_shortcuts
+from .connect_dialog import connect_to_server
 from .controller import Controller
 from .dock_layout import DockLayout
 from .model_loader import ModelLoader
@@ -81,6 +82,7 @@ class MainWindow(QMainWindow):
                  "dice": self.controls.roll_seed, "open_model": self.open_model_picker,
                  "open_folder": self.loader.open_folder,
                  "open_gguf": self.loader.open_gguf, "default_model": lambda: self.load_model("default"),
+                 "connect_server": lambda: connect_to_server(self),
                  "export_trace": self.export_trace, "export_png": lambda: self.export_png(None),
                  "play_script": lambda: open_and_play(self, self.script_player),
                  "quit": self.close, "presentation": self.appearance.set_presentation,
@@ -122,7 +124,7 @@ class MainWindow(QMainWindow):
     def _make_menus(self) -> None:
         a, m = self.actions, self.menuBar()
         file = m.addMenu("&File")
-        for key in ("open_folder", "open_gguf", "default_model"):
+        for key in ("open_folder", "open_gguf", "default_model", "connect_server"):
             file.addAction(a[key])
         file.addSeparator()
         file.addAction(a["play_script"])

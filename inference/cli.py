@@ -38,7 +38,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     from .settings import DEVICE_CHOICES, DTYPE_CHOICES
 
     parser.add_argument("--model", default="default", help="'default' (SmolLM2-135M-Instruct), an HF "
-                        "folder, or a .gguf file")
+                        "folder, a .gguf file, or an inference server http://HOST:PORT (llama.cpp, vLLM, SGLang)")
+    parser.add_argument("--tokenizer", default=None, metavar="PATH", help="with a server: the served "
+                        "model's tokenizer.json (or its folder, or .gguf), when the server's is not readable here")
     parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
     parser.add_argument("--dtype", choices=DTYPE_CHOICES, default="auto",
                         help="auto = float32 on CPU, bfloat16 on CUDA; int8 = int8 weights with a scale per "
@@ -55,6 +57,17 @@ def utf8_text(what: str):
             raise argparse.ArgumentTypeError(f"{what} is not valid UTF-8") from None
         return text
     return parse
+
+
+def model_spec(args) -> str:
+    """--model as one string the app's engine can load: a server's --tokenizer rides along as
+    `#tokenizer=PATH` (sources/remote_model.split_spec)."""
+    tokenizer = getattr(args, "tokenizer", None)
+    if tokenizer and str(args.model).startswith(("http://", "https://")):
+        from urllib.parse import urlencode
+
+        return f"{args.model}#{urlencode({'tokenizer': tokenizer})}"
+    return args.model
 
 
 def add_prompt_arguments(parser: argparse.ArgumentParser, prompt_default: str | None) -> None:
@@ -127,7 +140,12 @@ def _trace(args) -> int:
     from .trace import TraceWriter
 
     script = load_script(args.script) if args.script else None  # a bad script fails before the model loads
-    model = load_model(args.model, device=args.device, dtype=args.dtype, progress=StderrProgress())
+    model = load_model(args.model, device=args.device, dtype=args.dtype, progress=StderrProgress(),
+                       tokenizer=args.tokenizer)
+    if hasattr(model, "new_source"):  # a server's model: this process only draws
+        from .sources.remote_model import one_thread
+
+        one_thread()
     asked = {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p, "min_p": args.min_p}
     asked = {k: v for k, v in asked.items() if v is not None}
     # A model whose generation_config says do_sample=false is greedy unless sampling is asked for.

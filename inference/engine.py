@@ -141,9 +141,10 @@ class Engine:
         try:
             model = load_model(command.spec, device=command.device, dtype=command.dtype,
                                progress=self._load_progress)
-            session = Session(model, capture_attention=self.capture_attention,
-                              capture_lens=self.capture_lens)
-            session.use_kv_cache(self.use_kv_cache)
+            local = not hasattr(model, "new_source")  # a remote server: no attention, lens or own cache
+            session = Session(model, capture_attention=self.capture_attention and local,
+                              capture_lens=self.capture_lens and local)
+            session.use_kv_cache(self.use_kv_cache or not local)
         except Cancelled:
             self.send(p.LoadFailed(""))  # an empty message: cancelled on purpose
             return
@@ -151,6 +152,10 @@ class Engine:
             self.send(p.LoadFailed(one_line(e)))
             return
         self.model, self.session, self.tag = model, session, command.tag
+        import torch
+
+        self.threads = getattr(self, "threads", torch.get_num_threads())  # as the process started
+        torch.set_num_threads(self.threads if local else 1)  # remote: see sources/remote_model.one_thread
         self.send(p.ModelLoaded(model.info(), command.tag))
 
     def cancel(self, command: p.Cancel) -> None:
@@ -168,7 +173,15 @@ class Engine:
         if self.session is not None:
             self.need_session().use_kv_cache(command.on)
 
+    def refuse_remote(self, what: str, on: bool) -> None:
+        """Views that need the weights in this process cannot be turned on for a remote server."""
+        if on and self.model is not None and hasattr(self.model, "new_source"):
+            from .sources.remote import NO_WEIGHTS
+
+            raise ValueError(f"{what} {NO_WEIGHTS}: it is off while connected to {self.model.url}")
+
     def capture(self, command: p.CaptureAttention) -> None:
+        self.refuse_remote("the attention view", command.on)
         self.capture_attention = command.on
         if self.session is not None:
             self.session.capture_attention = command.on
@@ -177,6 +190,7 @@ class Engine:
         self.send(p.Recaptured(self.need_session().attention_of(command.node), self.tag))
 
     def capture_logit_lens(self, command: p.CaptureLens) -> None:
+        self.refuse_remote("the logit lens", command.on)
         self.capture_lens = command.on
         if self.session is not None and self.session.set_capture_lens(command.on):
             self.send_preview()  # the pending step's lens, read again for it

@@ -84,6 +84,23 @@ class LogitLens:
 
 
 @dataclass(frozen=True)
+class ServerNote:
+    """What a remote inference server told about one step (sources/remote.py). It sends only its top-N:
+    the other V - N tokens are one tail, shown, never hidden."""
+
+    n_top: int  # tokens the server listed
+    tail_p: float  # 1 - the sum of their raw p: the mass of the tokens it did not list
+    tail_count: int  # V - N
+    cached_tokens: int | None = None  # context tokens the server took from its prefix cache (None: not said)
+    server_ms: float | None = None  # the server's own compute time for the request (None: not said)
+    kv_usage: float | None = None  # fraction of the server's KV cache in use (vLLM /metrics); None: not known
+
+    def to_dict(self) -> dict:
+        return {"n_top": self.n_top, "tail_p": self.tail_p, "tail_count": self.tail_count,
+                "cached_tokens": self.cached_tokens, "server_ms": self.server_ms, "kv_usage": self.kv_usage}
+
+
+@dataclass(frozen=True)
 class StepDistribution:
     """Everything about one step's distribution the views draw; shared by past and pending steps."""
 
@@ -94,6 +111,7 @@ class StepDistribution:
     eos_p: float  # p_raw mass on the model's end-of-sequence tokens
     settings: SamplerSettings
     lens: LogitLens | None = None  # while the lens is captured (session.capture_lens)
+    server: ServerNote | None = None  # from a remote server: its top-N only, the rest as a tail
 
 
 @dataclass(frozen=True)
@@ -182,6 +200,8 @@ class StepDone:
 
     def to_json(self) -> str:
         lens = {} if self.dist.lens is None else {"lens": self.dist.lens.to_list()}
+        if self.dist.server is not None:
+            lens["server"] = self.dist.server.to_dict()
         return _dump({
             "type": "step", "index": self.index, "position": self.position, "token": self.token.to_dict(),
             "forward_ms": self.forward_ms, "sample_ms": self.sample_ms, "kv_used_bytes": self.kv_used_bytes,

@@ -154,8 +154,15 @@ def resolve_folder(spec: str | Path, progress=None) -> Path:
 
 
 def load_model(spec: str | Path = "default", device: str = "auto", dtype: str = "auto",
-               progress=None) -> LoadedModel:
-    """Load a model; every problem with the files is a one-line ModelFormatError."""
+               progress=None, tokenizer: str | None = None) -> LoadedModel:
+    """Load a model; every problem with the files is a one-line ModelFormatError.
+
+    A URL (http://HOST:PORT) connects to an inference server instead (sources/remote_model.py): the
+    logits come from it, `tokenizer` names its tokenizer.json when the server's own is not readable here."""
+    from .sources.remote_model import connect, is_url
+
+    if is_url(spec):
+        return connect(str(spec), tokenizer=tokenizer, progress=progress)
     started = time.perf_counter()
     torch_device = resolve_device(device)
     dtype_name = resolve_dtype(dtype, torch_device)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .events import Candidates, KeptCdf, StepDistribution
+from .events import Candidates, KeptCdf, ServerNote, StepDistribution
 from .sampling import Distribution
 from .settings import SamplerSettings
 
@@ -18,28 +18,32 @@ KEPT_SHOWN = 64  # kept tokens carried to the draw view (the rest only as a coun
 
 
 def summarise(logits: torch.Tensor, dist: Distribution, sampler: SamplerSettings, chosen: int | None,
-              top_n: int, text_of, eos_ids) -> StepDistribution:
+              top_n: int, text_of, eos_ids, server: ServerNote | None = None) -> StepDistribution:
     """The top `top_n` tokens by raw logit (plus `chosen` when outside them), the stages, the kept CDF.
 
     `text_of(id)` is how a token reads at this point of the text (the stream's `peek`): a token that
-    would complete a character pending in the stream reads as that character, as it would if drawn."""
+    would complete a character pending in the stream reads as that character, as it would if drawn.
+
+    `server`: the logits are a remote server's top-N log-probabilities (-inf elsewhere); p_raw is then
+    the server's own p (softmax over the N, times 1 - the tail), the tail reported beside them."""
     n = min(top_n, logits.numel())
     top = torch.topk(logits, n).indices
     if chosen is not None and chosen not in top.tolist():
         top = torch.cat([top, torch.tensor([chosen])])
     kept_ids = dist.kept_ids[:KEPT_SHOWN]
     ids = top.numpy().astype(np.int64)
+    listed = 1.0 - server.tail_p if server is not None else 1.0
     candidates = Candidates(
         ids=ids, texts=tuple(text_of(int(i)) for i in ids),
-        logits=logits[top].double().numpy(), p_raw=dist.p_raw[top].numpy(),
+        logits=logits[top].double().numpy(), p_raw=dist.p_raw[top].numpy() * listed,
         p_temp=dist.p_temp[top].numpy(), p_final=dist.p_final[top].numpy())
     kept = KeptCdf(ids=kept_ids.numpy().astype(np.int64),
                    texts=tuple(text_of(int(i)) for i in kept_ids),
                    cdf=dist.kept_cdf[:KEPT_SHOWN].numpy(), n_kept=int(dist.kept_ids.numel()))
     eos = [i for i in eos_ids if i < logits.numel()]
     return StepDistribution(candidates=candidates, stages=tuple(dist.stages), kept=kept,
-                            entropy=dist.entropy, eos_p=float(dist.p_raw[eos].sum()) if eos else 0.0,
-                            settings=sampler)
+                            entropy=dist.entropy, eos_p=float(dist.p_raw[eos].sum()) * listed if eos else 0.0,
+                            settings=sampler, server=server)
 
 
 def chosen_rank(logits: torch.Tensor, token_id: int, candidates: Candidates, top_n: int) -> int:

@@ -57,7 +57,9 @@ class Session(BranchMoves, Speculation, LensCapture, Recapture):
     def __init__(self, model: LoadedModel, settings: GenerationSettings = GenerationSettings(),
                  capture_attention: bool = False, source: LogitsSource | None = None, capture_lens: bool = False):
         self.model = model
-        self.source = source if source is not None else LocalDecoder(model.decoder)
+        if source is None:  # a remote model (sources/remote_model.py) brings its own
+            source = model.new_source() if hasattr(model, "new_source") else LocalDecoder(model.decoder)
+        self.source = source
         self.settings = settings.validate()
         self.capture_attention, self.capture_lens = capture_attention, capture_lens  # lens.py: the logit lens
         self.running = False  # inside run()
@@ -222,6 +224,7 @@ class Session(BranchMoves, Speculation, LensCapture, Recapture):
         if self._pending is None:
             self._feed_last()
         sampler = (sampler or self.settings.sampler).validate()
+        self._widen(sampler)
         dist = distribution(self._pending, sampler)
         return Pending(len(self.generated) + 1, self._summarise(self._pending, dist, sampler, None),
                        self._pending_attention)
@@ -265,6 +268,7 @@ class Session(BranchMoves, Speculation, LensCapture, Recapture):
         """Take a token from the pending logits (drawn, or `forced`): the step's event, and the stop rule
         it fires (with the stop string matched)."""
         sampler, index = self.settings.sampler, len(self.generated) + 1
+        self._widen(sampler)
         t = time.perf_counter()
         dist = distribution(self._pending, sampler)
         if forced is None:
@@ -372,8 +376,14 @@ class Session(BranchMoves, Speculation, LensCapture, Recapture):
         return match_stop_strings(self.text, self.settings.stop_strings)
 
     def _summarise(self, logits, dist, sampler, chosen):
+        server = self.source.note_of(logits) if hasattr(self.source, "note_of") else None  # remote: its tail
         return self._with_lens(summarise(logits, dist, sampler, chosen, self.settings.top_n, self._stream.peek,
-                                         self.model.config.eos_ids), logits, chosen)
+                                         self.model.config.eos_ids, server), logits, chosen)
+
+    def _widen(self, sampler: SamplerSettings) -> None:
+        """A server's top-N whose tail could matter to a draw under `sampler` is asked again, wider."""
+        if hasattr(self.source, "widen"):
+            self._pending = self.source.widen(self._pending, sampler, self.prompt + self.generated)
 
     def _stop(self, reason: str, matched: str | None = None) -> Stopped:
         if matched is not None:

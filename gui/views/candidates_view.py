@@ -7,6 +7,9 @@
 - Draw: the kept tokens laid end to end by probability (their CDF, most likely first) and the uniform u
   that picked one; greedy takes the first without a draw.
 
+From a remote server (only its top-N is known) one more row, "other (V − N tokens)", shows the raw mass
+of the tokens it did not list: never hidden, never drawn (TokenStep samples over the N).
+
 A click on a bar or a draw segment takes that token: at the pending step it is forced, at a past step the
 session forks there (rewind, then force), keeping the branch it leaves.
 """
@@ -28,12 +31,24 @@ from .token_picker import TokenPicker
 
 STAGE_TITLES = {"temperature": "temp.", "top_k": "top-k", "top_p": "top-p", "min_p": "min-p",
                 "greedy": "argmax"}
-MAX_BARS = 21  # top-N (20) plus the chosen token when it ranks lower
+MAX_BARS = 22  # top-N (20), the chosen token when it ranks lower, a server's tail
 MAX_SEGMENT_LABELS = 8
 
 
 def compact(n: int) -> str:
     return f"{n / 1000:.0f}K" if n >= 10_000 else f"{n:,}"
+
+
+def server_note(note) -> str:
+    """What a remote server said with this step, for the header ("" for the local model)."""
+    if note is None:
+        return ""
+    parts = [f"server listed top {note.n_top}, other {note.tail_p:.3f}"]
+    if note.cached_tokens is not None:
+        parts.append(f"{note.cached_tokens:,} tokens from its cache")
+    if note.server_ms is not None:
+        parts.append(f"{note.server_ms:.1f} ms on the server")
+    return " · " + " · ".join(parts)
 
 
 def describe_settings(s) -> str:
@@ -98,6 +113,8 @@ class CandidatesView(View):
             self.bars.addItem(item)
         self.chosen_outline = pg.BarGraphItem(x0=[], y=[], height=0.9, width=[])
         self.bars.addItem(self.chosen_outline)
+        self.tail_bar = pg.BarGraphItem(x0=[], y=[], height=0.26, width=[])  # a server's unlisted tokens
+        self.bars.addItem(self.tail_bar)
         self.value_labels = [text_item(appearance) for _ in range(MAX_BARS)]
         for label in self.value_labels:
             self.bars.addItem(label)
@@ -178,7 +195,7 @@ class CandidatesView(View):
         self._drawn = shown
         if shown is None:
             self.header.setText("After Prefill the candidates for the first new token appear here.")
-            for item in self.bar_items + [self.chosen_outline]:
+            for item in self.bar_items + [self.chosen_outline, self.tail_bar]:
                 item.setOpts(x0=[], y=[], width=[])
             self.kept_bars.setOpts(x=[], height=[])
             self.removed_bars.setOpts(x=[], y0=[], height=[])
@@ -206,7 +223,7 @@ class CandidatesView(View):
             verb = "took" if s.forced else "drew"
             text = (f"Step {s.index} {verb} {display(s.token.piece)!s} (rank {s.chosen_rank}, {how}) · {settings} "
                     f"· entropy {d.entropy:.2f} nats (~{perplexity:.1f} equal choices) · seed {s.seed}")
-        self.header.setText(text)
+        self.header.setText(text + server_note(d.server))
 
     def _draw_bars(self, shown: Shown) -> None:
         a, t = self.appearance, self.appearance.theme
@@ -228,10 +245,19 @@ class CandidatesView(View):
         for i, (token_id, text) in enumerate(zip(c.ids, c.texts)):
             mark = "▶ " if i == chosen else ""
             ticks.append((i, f"{mark}{display(text)[:18]}"))
+        tail = shown.dist.server
+        if tail is not None:  # the server's unlisted tokens: their raw mass as one bar, never drawn from
+            ticks.append((n, f"other ({compact(tail.tail_count)} tokens)"))
+            self.tail_bar.setOpts(x0=[0], y=[n - h], height=h, width=[tail.tail_p], brush=colour(t.raw, 110), pen=None)
+        else:
+            self.tail_bar.setOpts(x0=[], y=[], width=[])
         self.bars.getAxis("left").setTicks([ticks])
-        set_range(self.bars, y=(-0.6, max(n, 10) - 0.4))
+        set_range(self.bars, y=(-0.6, max(len(ticks), 10) - 0.4))
         for i, label in enumerate(self.value_labels):
-            if i < n:
+            if tail is not None and i == n:
+                label.show_text(f"{tail.tail_p:.3f} not listed by the server", round(tail.tail_p + 0.01, 3), n,
+                                anchor=(0, 0.5), color=t.text)
+            elif i < n:
                 end = max(c.p_raw[i], c.p_temp[i], c.p_final[i])
                 inside = end > 0.85  # no room to the right: write it inside the bar's end
                 label.show_text(f"{c.p_final[i]:.3f}" if c.p_final[i] > 0 else f"{c.p_temp[i]:.3f} ✕",

@@ -191,6 +191,9 @@ class KvView(View):
 
     def _formula(self, info, n_ctx: int, used: int, allocated: int, past) -> None:
         t = self.appearance.theme
+        if info.dtype == "remote":  # sources/remote.py: the cache lives on the server
+            self.formula.setText(self._remote_note(n_ctx, past))
+            return
         per_token = info.kv_bytes_per_token
         old = max(n_ctx - 1, 0)
         when = "<b>now</b>" if past is None else f"<b style='color:{t.selected}'>at step {past.index}</b>"
@@ -212,6 +215,19 @@ class KvView(View):
                      f"every layer; <span style='color:{t.chosen}'>costs</span> memory, and each step reads all "
                      f"of it ({fmt_bytes(used)} {'now' if past is None else 'then'}, +{fmt_bytes(per_token)} per token)")
         self.formula.setText(text)
+
+    def _remote_note(self, n_ctx: int, past) -> str:
+        """A server's cache: its bytes are not known here; what the server said with the step shown."""
+        shown = past or (self.controller.steps[-1] if self.controller.steps else None)
+        note = shown.dist.server if shown is not None else None
+        said = []
+        if note is not None and note.cached_tokens is not None:
+            said.append(f"it took {note.cached_tokens:,} of the context's tokens from its prefix cache")
+        if note is not None and note.kv_usage is not None:
+            said.append(f"its KV cache is {note.kv_usage * 100:.1f} % full (all requests)")
+        return (f"{n_ctx:,} tokens of context · <b>KV bytes not known</b>: the cache is the server's "
+                f"({self.controller.info.device.split(' (')[0]}), which does not report its size"
+                + (f"<br>at the step shown {'; '.join(said)}" if said else ""))
 
     def _growth(self, points: list[tuple[int, int, int]], upto: int) -> None:
         """Used and allocated bytes after prefill and each step; after a shown past step, greyed."""
@@ -248,6 +264,14 @@ class KvView(View):
         t = self.appearance.theme
         n = self.requests.value()
         full = info.kv_bytes_per_token * info.context_length
+        if info.dtype == "remote":  # no byte figures from a server: no bars that would read as 1 B
+            self.compare_bars.setOpts(x0=[], y=[], width=[])
+            for label in self.compare_labels:
+                label.show_text("")
+            self.projection.setText(f"<b>{fmt_count(info.n_params)} parameters</b> on the server · <b>context "
+                                    f"window {info.context_length:,} tokens</b> · the sizes of its weights and "
+                                    "KV cache are not known here")
+            return
         rows = [("weights", info.weights_bytes, t.accent), (used_name, max(used, 1), t.final),
                 ("KV at full window", full, t.warning), (f"KV × {n} requests", full * n, t.chosen)]
         values = np.array([max(v, 1) for _, v, _ in rows], dtype=float)

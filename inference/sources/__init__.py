@@ -1,9 +1,10 @@
 """Where a session's logits come from: the `LogitsSource` seam.
 
 The session asks a source for the logits after a run of token ids at given positions, and for what
-its KV cache holds; it never touches a decoder or a cache itself. Today the one source is this process's
-own decoder (`local.LocalDecoder`); an inference server that is stepped one token per request fits the
-same shape (its cache is the server's, so it may not know the byte counts: it reports 0).
+its KV cache holds; it never touches a decoder or a cache itself. The sources: this process's own decoder
+(`local.LocalDecoder`), the same without a cache (`nocache.NoCacheDecoder`), and an inference server stepped
+one token per request (`remote.RemoteSource`: its cache is the server's, so it reports 0 bytes; its logits
+are the server's top-N log-probabilities, and it adds `note_of(logits)` and `widen(...)`).
 """
 
 from __future__ import annotations
