@@ -61,9 +61,9 @@ def distribution(logits: torch.Tensor, s: SamplerSettings) -> Distribution:
                   Stage("greedy", 1, float(1.0 - p_raw[best]))]
         return Distribution(p_raw, p_raw, p_final, torch.tensor([best]), stages, True, h)
 
-    # Shifted so the best score is 0 first: a temperature so small that logits / T overflows (1e-320)
-    # still gives the limit, all mass on the best, instead of inf - inf = NaN.
-    scores = (logits - logits[best]) / s.temperature
+    scores = logits / s.temperature
+    if not torch.isfinite(scores[best]):  # T so small (1e-320) that it overflows: shift the best to 0
+        scores = (logits - logits[best]) / s.temperature  # the limit, all mass on the best, not inf - inf
     p_temp = torch.softmax(scores, 0)
     ids = torch.nonzero(p_temp > 0).flatten()  # (K,) the candidates still in play
     p = p_temp[ids]  # their renormalised probabilities
