@@ -31,7 +31,7 @@ def _longrope(original: int, n_pairs: int = 6) -> dict:
 CASES = {
     "qwen3": ("qwen3", {}),  # head_dim 24 with hidden 64 over 4 heads; q/k norms
     "qwen3-window": ("qwen3", {"use_sliding_window": True, "sliding_window": 5, "max_window_layers": 0}),
-    "qwen3-bias": ("qwen3", {"attention_bias": True, "tie_word_embeddings": True}),
+    "qwen3-bias": ("qwen3", {"attention_bias": True, "tie_word_embeddings": False}),
     "phi3-partial": ("phi3", {}),  # partial_rotary_factor 0.75 (Phi-4-mini's)
     "phi3-full": ("phi3", {"partial_rotary_factor": 1.0}),
     "phi3-window": ("phi3", {"sliding_window": 5}),

@@ -24,7 +24,7 @@ ARCHITECTURES = {
     "gpt2": dict(n_embd=48, n_layer=2, n_head=4, n_positions=128, n_inner=None),
     "qwen3": dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, head_dim=24, max_position_embeddings=128, rope_theta=1000.0,
-                  tie_word_embeddings=False),
+                  tie_word_embeddings=True),
     "phi3": dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=2, max_position_embeddings=128, rope_theta=1000.0, pad_token_id=0,
                  partial_rotary_factor=0.75),
