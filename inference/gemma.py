@@ -180,7 +180,8 @@ def gemma_layer(t: dict[str, torch.Tensor | None], c: GemmaConfig, parts) -> Gem
         if weight is None:
             return None
         scale = _interleave_heads(weight, 1) if interleave else weight
-        placed = (scale + 1.0).to(parts.backend.device, torch.float32).contiguous()
+        wide = torch.promote_types(parts.backend.compute_dtype, torch.float32)  # float32, or float64 if wider
+        placed = (scale + 1.0).to(parts.backend.device, wide).contiguous()
         return Norm("rms", c.norm_eps, size, placed)
 
     base = llama_layer(t, c, parts).__dict__
@@ -190,8 +191,9 @@ def gemma_layer(t: dict[str, torch.Tensor | None], c: GemmaConfig, parts) -> Gem
 
 
 def _rms32(norm: Norm, x: torch.Tensor) -> torch.Tensor:
-    """RMSNorm with (1 + w) in float32, rounded once to x's dtype, as transformers' Gemma norms do."""
-    return F.rms_norm(x.float(), (norm.size,), norm.weight, norm.eps).to(x.dtype)
+    """RMSNorm with (1 + w) in float32 (or wider), rounded once to x's dtype, as transformers' Gemma norms do."""
+    wide = torch.promote_types(x.dtype, torch.float32)
+    return F.rms_norm(x.to(wide), (norm.size,), norm.weight.to(wide), norm.eps).to(x.dtype)
 
 
 class GemmaBlock(Block):
@@ -227,10 +229,11 @@ class GemmaBlock(Block):
         window = c.window_of(index)
         if window is not None and keys.shape[1] > window:
             keys, values = keys[:, -window:], values[:, -window:]  # (KV, window, hd)
-        grouped = qkv[:, :c.q_dim].reshape(c.n_kv_heads, -1, c.head_dim).float()  # (KV, group, hd)
-        scores = grouped @ keys.float().mT / math.sqrt(c.head_dim)  # (KV, group, n)
+        wide = torch.promote_types(qkv.dtype, torch.float32)
+        grouped = qkv[:, :c.q_dim].reshape(c.n_kv_heads, -1, c.head_dim).to(wide)  # (KV, group, hd)
+        scores = grouped @ keys.to(wide).mT / math.sqrt(c.head_dim)  # (KV, group, n)
         probs = (torch.tanh(scores / self.softcap) * self.softcap).softmax(dim=-1)
-        return (probs @ values.float()).reshape(1, c.q_dim).to(qkv.dtype)  # (1, H * hd)
+        return (probs @ values.to(wide)).reshape(1, c.q_dim).to(qkv.dtype)  # (1, H * hd)
 
     def _rope(self, index: int, start: int, T: int, rope: torch.Tensor) -> torch.Tensor:
         """Layer `index`'s rotary table rows (T, 1, hd / 2): the local base on a windowed layer of Gemma 3."""
