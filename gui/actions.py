@@ -40,6 +40,10 @@ ACTIONS: dict[str, ActionSpec] = {
     "prev": ActionSpec("Previous step", ("Alt+Left",), "Show the previous step", icon_text="◀"),
     "next": ActionSpec("Next step", ("Alt+Right",), "Show the next step", icon_text="▶"),
     "dice": ActionSpec("New seed", ("Ctrl+D",), "Pick a random seed"),
+    "paced": ActionSpec("Paced playback", ("P",), "Run shows one step at a time at the pace set in Controls, "
+                        "every view at the same step; off: as fast as possible", checkable=True),
+    "record": ActionSpec("Record video…", ("Ctrl+Shift+V",), "Record the window as an MP4 or GIF (again: stop)",
+                         checkable=True),
     "open_folder": ActionSpec("Open model folder…", ("Ctrl+O",), "Load a Hugging Face model folder"),
     "open_gguf": ActionSpec("Open GGUF file…", ("Ctrl+Shift+O",), "Convert and load a .gguf file"),
     "default_model": ActionSpec("Load the default model", (), "SmolLM2-135M-Instruct"),
@@ -56,6 +60,8 @@ ACTIONS: dict[str, ActionSpec] = {
 }
 HELP_ORDER = ("prefill", "step", "run", "pause", "stop", "reset", "backspace", "kv_cache", "prev", "next", "dice", "open_folder",
               "open_gguf", "export_trace", "play_script", "export_png", "presentation", "dark", "shortcuts", "quit")
+
+HELP_ORDER += ("paced", "record")
 
 
 def make_actions(window: QWidget) -> dict[str, QAction]:
