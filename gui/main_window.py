@@ -207,6 +207,7 @@ class MainWindow(QMainWindow):
             except (ValueError, OSError) as e:
                 QMessageBox.warning(self, "Record video", str(e))
         self.actions["record"].setChecked(self.recorder.recording)
+        self.actions["record"].setText("Stop recording" if self.recorder.recording else "Record video…")
 
     def export_trace(self, path: str | None = None) -> str | None:
         return export.export_trace(self, self.controller.trace_lines(), self.status, path)

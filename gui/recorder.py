@@ -25,7 +25,7 @@ from PySide6.QtWidgets import QApplication, QLabel, QWidget
 
 from .playback import DEFAULT_PACE, VirtualClock
 
-GIF_MAX_WIDTH = 960  # a GIF keeps every frame in memory until it is written: at most this wide
+GIF_MAX_WIDTH = 960  # a GIF keeps its frames in memory until it is written (a still one once): this wide
 TAIL_S = 1.5  # the last frame held this long after the script ends (its last caption read)
 STUCK_S = 600.0  # real seconds the app may take to settle before a recording gives up
 
@@ -83,7 +83,12 @@ class VideoWriter:
         if image.width > GIF_MAX_WIDTH:
             image = image.resize((GIF_MAX_WIDTH, round(image.height * GIF_MAX_WIDTH / image.width)),
                                  Image.Resampling.LANCZOS)
-        self._gif.append(image.quantize(256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE))
+        image = image.quantize(256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+        if self._gif and self._gif[-1][0].tobytes() == image.tobytes() \
+                and self._gif[-1][0].getpalette() == image.getpalette():
+            self._gif[-1][1] += 1  # a still window: the frame before, shown one frame longer (kept once)
+        else:
+            self._gif.append([image, 1])
 
     def close(self) -> None:
         if self._container is not None:
@@ -92,9 +97,9 @@ class VideoWriter:
             self._container.close()
             self._container = None
         if self._gif:
-            first, *rest = self._gif
-            first.save(self.path, save_all=True, append_images=rest, duration=round(1000 / self.fps), loop=0,
-                       optimize=False)
+            (first, _), *rest = self._gif
+            first.save(self.path, save_all=True, append_images=[image for image, _ in rest], loop=0, optimize=False,
+                       duration=[round(n * 1000 / self.fps) for _, n in self._gif])
             self._gif = []
 
 
