@@ -78,6 +78,10 @@ class Pacer(QObject):
         self.tokens_per_s = tokens_per_s
         if tokens_per_s:
             self.last_pace = tokens_per_s
+            if not self.active and self.engine_running():
+                self.start_run()  # paced from the step shown now on
+            else:
+                self.next_due = min(self.next_due, self.clock.now() + self.period)
         elif self.active:
             self.release()  # as fast as possible from now: show everything reported
         self.pace_changed.emit(tokens_per_s)

@@ -229,7 +229,10 @@ class ScriptRecording(QObject):
         c.scheduler.redraw_now(force=True)  # every view at the same step, now
         QApplication.processEvents()
         QApplication.processEvents()
-        self.writer.write(grab(self.window))
+        frame = grab(self.window)
+        if not self.writer.frames:  # the window may not go as small as asked (its docks' minimum sizes)
+            print(f"recording: {frame.shape[1]}x{frame.shape[0]} at {self.fps} fps", file=sys.stderr, flush=True)
+        self.writer.write(frame)
         if self.writer.frames % (self.fps * 5) == 0:
             print(f"recording: {self.writer.frames / self.fps:.0f} s", file=sys.stderr, flush=True)
         if player.script is None:

@@ -6,10 +6,42 @@ One window serves the module; each test starts from its own Prefill.
 
 from PySide6.QtWidgets import QApplication
 
+from gui.history import History
 from gui.views.base import View
+from inference.events import PrefillDone, StepDone, Stopped, Token
 from app_driver import idle, settle, wait_until, window_fixture
 
 window = window_fixture("in_step")
+
+
+def _step(index):
+    return StepDone(index=index, position=4 + index, token=Token(index, f" t{index}", f" t{index}"), forward_ms=1.0,
+                    sample_ms=0.1, kv_used_bytes=0, kv_allocated_bytes=0, context_tokens=5 + index, chosen_rank=0,
+                    random_u=None, dist=None, seed=0, node=index, parent=index - 1)
+
+
+def test_the_history_holds_back_what_a_paced_playback_has_not_shown():
+    h = History()
+    h.prefilled(PrefillDone(tokens=(), n_tokens=5, ms=1.0, kv_used_bytes=0, kv_allocated_bytes=0, prompt_text=""))
+    h.stepped([_step(1)])
+    h.hold()  # a paced Run starts after step 1
+    steps = [_step(i) for i in range(2, 6)]
+    h.stepped(steps[:2])
+    h.stepped(steps[2:])
+    h.ended(Stopped("max_new_tokens", 5, "", 1.0, 1.0))
+    assert h.behind and [s.index for s in h.steps] == [1] and h.stopped is None and h.shown_index() == 1
+    assert h.log[-1].index == 1  # the prefill and step 1: nothing the playback has not reached
+    h.reveal(3)
+    assert [s.index for s in h.steps] == [1, 2, 3] and h.log[-1] is steps[1] and h.shown_index() == 3
+    assert h.stopped is None and h.reported == 5
+    h.select(2)  # the history slider, during the playback
+    assert h.shown_index() == 2
+    h.follow_latest()
+    h.reveal(5)
+    assert not h.behind and h.stopped.reason == "max_new_tokens" and h.log[-1] is h.stopped
+    h.reveal(2)
+    h.release()  # paused or stopped: everything reported is shown
+    assert len(h.steps) == 5 and h.horizon is None and h.shown_index() == 5
 
 
 def prefill(win, max_new=8):

@@ -18,7 +18,7 @@ class View(QWidget):
     Every visible view redraws at every redraw, from the same state (redraw.py): `shown_step` is the step
     the view drew last (the controller's shown step then), what tests compare across views."""
 
-    COSTLY = False  # a plot: costs several ms per redraw (the probe and the layout read it)
+    COSTLY = False  # a plot: several ms per redraw (redraw.py budgets the frames of a run for all of them)
 
     def __init__(self, controller: Controller, appearance: Appearance):
         super().__init__()

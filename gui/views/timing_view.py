@@ -29,7 +29,7 @@ ROLES = {"accepted": "an accepted draft token", "correction": "the correction (d
 
 
 class TimingView(View):
-    COSTLY = True  # takes turns with the other plot views during Run
+    COSTLY = True  # a plot: several ms per redraw
 
     def __init__(self, controller: Controller, appearance: Appearance):
         super().__init__(controller, appearance)
