@@ -113,6 +113,15 @@ def main(argv: list[str] | None = None) -> int:
                             and _size(args.size)):
         print("error: --record writes OUT.mp4 or OUT.gif, at --fps > 0 and --size WxH", file=sys.stderr)
         return 2
+    if args.record:  # a bad lesson is refused before the model loads
+        from inference.errors import one_line
+        from inference.trace import load_script
+
+        try:
+            load_script(args.script)
+        except (ValueError, OSError) as e:
+            print(f"error: {one_line(e)}", file=sys.stderr)
+            return 2
     app = QApplication.instance() or QApplication([sys.argv[0]])
     app.setApplicationName("TokenStep")
     app.setOrganizationName("TokenStep")
@@ -148,7 +157,12 @@ def main(argv: list[str] | None = None) -> int:
 
         window.resize(*_size(args.size))
         window.proportion_docks()
-        run = ScriptRecording(window, args.record, args.script, args.fps, args.pace)
+        try:
+            run = ScriptRecording(window, args.record, args.script, args.fps, args.pace)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            window.controller.shutdown()
+            return 2
     elif not window.layout_restored:
         fit_to_screen(window)
         window.proportion_docks()

@@ -13,6 +13,7 @@ Two ways in:
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import time
 from fractions import Fraction
@@ -47,6 +48,9 @@ class VideoWriter:
         self.kind = self.path.suffix.lower().lstrip(".")
         if self.kind not in ("mp4", "gif"):
             raise ValueError(f"{self.path.name}: a recording is an .mp4 or a .gif")
+        package, module = ("av", "av") if self.kind == "mp4" else ("pillow", "PIL")
+        if importlib.util.find_spec(module) is None:
+            raise ValueError(f"recording an .{self.kind} needs the package {package} (pip install {package})")
         self.frames = 0
         self._container = self._stream = None
         self._gif: list = []
@@ -232,7 +236,11 @@ class ScriptRecording(QObject):
         frame = grab(self.window)
         if not self.writer.frames:  # the window may not go as small as asked (its docks' minimum sizes)
             print(f"recording: {frame.shape[1]}x{frame.shape[0]} at {self.fps} fps", file=sys.stderr, flush=True)
-        self.writer.write(frame)
+        try:
+            self.writer.write(frame)
+        except Exception as e:  # noqa: BLE001 - an unwritable file or a failing encoder: say so and exit 1
+            self._quit(f"error: {self.writer.path}: {e}")
+            return
         if self.writer.frames % (self.fps * 5) == 0:
             print(f"recording: {self.writer.frames / self.fps:.0f} s", file=sys.stderr, flush=True)
         if player.script is None:
@@ -244,7 +252,11 @@ class ScriptRecording(QObject):
         self._poll.start(0)
 
     def _finish(self) -> None:
-        self.writer.close()
+        try:
+            self.writer.close()
+        except Exception as e:  # noqa: BLE001
+            self._quit(f"error: {self.writer.path}: {e}")
+            return
         w = self.writer
         print(f"{w.path}: {w.frames} frames, {w.frames / w.fps:.1f} s at {w.fps} fps")
         self.exit_code = 0

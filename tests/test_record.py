@@ -50,8 +50,9 @@ def caption_shown(frame: np.ndarray) -> bool:
 
 def assert_lesson_frames(frames: list[np.ndarray], n: int, seconds: float) -> None:
     assert len(frames) == n == round(seconds * FPS)
-    # the lesson: a prefill, 2 steps, a paced run of 8 tokens (2 s at 4 tokens/s), 3 s of waits, 1.5 s held
-    assert seconds >= 6
+    # the lesson: 3.4 s of waits, 2 steps 0.25 s apart, a paced run of the 6 tokens left (1.5 s at 4 tokens/s),
+    # the last frame held 1.5 s: 6.65 s, each part a whole number of frames
+    assert 6.4 <= seconds <= 7.0
     changes = [float(np.abs(a.astype(int) - b).mean()) for a, b in zip(frames, frames[1:])]
     assert sum(c > 0.05 for c in changes) >= 8  # it moves: the steps come frame after frame
     assert float(np.abs(frames[0].astype(int) - frames[-1]).mean()) > 1.0
@@ -94,11 +95,15 @@ def test_record_gif_the_same_way(tmp_path):
 
 def test_record_refuses_without_a_script_or_with_another_suffix(tmp_path):
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
-    for args in (["--record", str(tmp_path / "a.mp4")], ["--record", str(tmp_path / "a.avi"), "--script", str(LESSON)]):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"prompt": "x", "actions": [{"step": 1},]}')
+    for args in (["--record", str(tmp_path / "a.mp4")], ["--record", str(tmp_path / "a.avi"), "--script", str(LESSON)],
+                 ["--record", str(tmp_path / "a.mp4"), "--script", str(bad)]):
         done = subprocess.run([sys.executable, str(ROOT / "main.py"), *args], capture_output=True, text=True,
                               env=env, timeout=120)
-        assert done.returncode == 2 and done.stderr.startswith("error: --record")
-        assert not list(tmp_path.iterdir())
+        assert done.returncode == 2 and done.stderr.startswith("error: ") and len(done.stderr.splitlines()) == 1
+        assert not list(tmp_path.glob("a.*"))
+    assert "bad.json: not valid JSON" in done.stderr
 
 
 window = window_fixture("record")
