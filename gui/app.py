@@ -104,24 +104,32 @@ def _size(text: str) -> tuple[int, int] | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    if args.record and not args.script:
+def _refuse_record(args: argparse.Namespace) -> int:
+    """2 (after one line on stderr) when --record cannot be done as asked, before anything loads; else 0."""
+    if not args.record:
+        return 0
+    if not args.script:
         print("error: --record needs --script LESSON.json", file=sys.stderr)
         return 2
-    if args.record and not (Path(args.record).suffix.lower() in (".mp4", ".gif") and args.fps > 0
-                            and _size(args.size)):
+    if not (Path(args.record).suffix.lower() in (".mp4", ".gif") and args.fps > 0 and _size(args.size)):
         print("error: --record writes OUT.mp4 or OUT.gif, at --fps > 0 and --size WxH", file=sys.stderr)
         return 2
-    if args.record:  # a bad lesson is refused before the model loads
-        from inference.errors import one_line
-        from inference.trace import load_script
+    from inference.errors import one_line
+    from inference.trace import load_script
 
-        try:
-            load_script(args.script)
-        except (ValueError, OSError) as e:
-            print(f"error: {one_line(e)}", file=sys.stderr)
-            return 2
+    try:
+        load_script(args.script)  # a bad lesson is refused before the model loads
+    except (ValueError, OSError) as e:
+        print(f"error: {one_line(e)}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    refused = _refuse_record(args)
+    if refused:
+        return refused
     app = QApplication.instance() or QApplication([sys.argv[0]])
     app.setApplicationName("TokenStep")
     app.setOrganizationName("TokenStep")
