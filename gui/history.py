@@ -204,8 +204,19 @@ class History:
         return out[::-1]
 
     def path_nodes(self) -> list[Node]:
-        """The current path's nodes, step 1 first (the root excluded)."""
-        return [self.nodes[s.node] for s in self._path if s.node in self.nodes]
+        """The current path's nodes as far as shown, step 1 first (the root excluded)."""
+        return [self.nodes[s.node] for s in self.steps if s.node in self.nodes]
+
+    def unrevealed(self) -> set[int]:
+        """The nodes a paced playback has not shown yet (the end of the current path)."""
+        return {s.node for s in self._path[self.horizon:]} if self.behind else set()
+
+    @property
+    def shown_current(self) -> Node:
+        """The current node as far as shown: during a paced playback, the last step it revealed."""
+        if not self.behind:
+            return self.current
+        return self.nodes.get(self._path[self.horizon - 1].node, self.root) if self.horizon else self.root
 
     def leaves(self) -> list[Node]:
         """The tips of the branches, in the order they were made."""

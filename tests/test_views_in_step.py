@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QApplication
 
 from gui.history import History
 from gui.views.base import View
+from gui.views.branches_view import assign_rows
 from inference.events import PrefillDone, StepDone, Stopped, Token
 from app_driver import idle, settle, wait_until, window_fixture
 
@@ -31,9 +32,11 @@ def test_the_history_holds_back_what_a_paced_playback_has_not_shown():
     h.ended(Stopped("max_new_tokens", 5, "", 1.0, 1.0))
     assert h.behind and [s.index for s in h.steps] == [1] and h.stopped is None and h.shown_index() == 1
     assert h.log[-1].index == 1  # the prefill and step 1: nothing the playback has not reached
+    assert h.unrevealed() == {2, 3, 4, 5} and h.shown_current.id == 1 and [n.id for n in h.path_nodes()] == [1]
+    assert [node.id for node, _ in assign_rows(h.root, h.unrevealed())] == [0, 1]  # the Branches tree
     h.reveal(3)
     assert [s.index for s in h.steps] == [1, 2, 3] and h.log[-1] is steps[1] and h.shown_index() == 3
-    assert h.stopped is None and h.reported == 5
+    assert h.stopped is None and h.reported == 5 and h.shown_current.id == 3 and h.unrevealed() == {4, 5}
     h.select(2)  # the history slider, during the playback
     assert h.shown_index() == 2
     h.follow_latest()
@@ -42,6 +45,7 @@ def test_the_history_holds_back_what_a_paced_playback_has_not_shown():
     h.reveal(2)
     h.release()  # paused or stopped: everything reported is shown
     assert len(h.steps) == 5 and h.horizon is None and h.shown_index() == 5
+    assert h.unrevealed() == set() and h.shown_current is h.current and len(assign_rows(h.root)) == 6
 
 
 def prefill(win, max_new=8):
