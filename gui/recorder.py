@@ -147,6 +147,7 @@ class HandRecorder(QObject):
         self.window, self.fps = window, fps
         self.marker = RecMarker(window)
         self.writer: VideoWriter | None = None
+        self._started = 0.0
         self._timer = QTimer(self, interval=round(1000 / fps))
         self._timer.setTimerType(Qt.PreciseTimer)
         self._timer.timeout.connect(self._frame)
@@ -158,12 +159,19 @@ class HandRecorder(QObject):
     def start(self, path: str) -> None:
         self.writer = VideoWriter(path, self.fps)  # a wrong suffix raises before anything shows
         self.marker.show_over()
+        self._started = time.monotonic()
         self._frame()
         self._timer.start()
 
     def _frame(self) -> None:
-        if self.writer is not None:
-            self.writer.write(grab(self.window, self.marker))
+        """Grab the window; where the GUI was late (a long paint, a busy machine), the frame stands for the
+        ones missed too, so that the video keeps the real time."""
+        if self.writer is None:
+            return
+        frame = grab(self.window, self.marker)
+        due = int((time.monotonic() - self._started) * self.fps) + 1
+        for _ in range(min(max(due - self.writer.frames, 1), self.fps)):
+            self.writer.write(frame)
 
     def stop(self) -> None:
         if self.writer is None:
