@@ -4,7 +4,7 @@ Reports, in one run on the same machine:
 - worst event-loop lateness: how late a 10 ms QTimer fired while generating (target <= 50 ms);
 - GUI decode tokens/s (wall clock from Run to Stopped, so every signal and redraw is included) next to
   headless `main.py trace` tokens/s with the same prompt and settings (target ratio >= 0.9);
-- time spent in redraws (median / worst), how many there were and how many plot-view turns they gave.
+- time spent in redraws (median / worst), how many there were and how many of them were frames during the run (each redraws every view).
 GUI runs alternate with headless runs (each GUI run is compared with the mean of the headless runs just
 before and after it): these shared machines drift by 10-20 % within a minute.
 
@@ -117,7 +117,7 @@ def gui_run(window) -> dict:
             # when the worst tick came, from Run (0) to the end of the run (1): start-up, steady state, end
             "worst_lateness_at": (stamps[worst] - started) / elapsed if stamps else 0.0,
             "p99_lateness_ms": sorted(lateness)[int(len(lateness) * 0.99) - 1] if lateness else 0.0,
-            "redraws": len(redraws), "plot_view_turns": c.scheduler.turns_taken - turns_before,
+            "redraws": len(redraws), "run_frames": c.scheduler.turns_taken - turns_before,
             "redraw_ms_median": statistics.median(redraws) if redraws else 0.0,
             "redraw_ms_worst": max(redraws) if redraws else 0.0,
             "gui_thread_cpu_ms_per_step": gui_cpu * 1000 / max(n, 1),
@@ -145,7 +145,7 @@ def main() -> int:
         print(f"run {len(runs)}: {run['steps']} steps ({run['stop']}), GUI {run['gui_tokens_per_s']:.1f} tokens/s, "
               f"headless {run['headless_tokens_per_s']:.1f}, ratio {run['ratio_gui_to_headless']:.3f}; "
               f"worst lateness {run['worst_lateness_ms']:.0f} ms at {run['worst_lateness_at']:.2f} of the run (p99 {run['p99_lateness_ms']:.0f}); "
-              f"{run['redraws']} redraws, {run['plot_view_turns']} plot-view turns; GUI thread CPU "
+              f"{run['redraws']} redraws, {run['run_frames']} frames during the run; GUI thread CPU "
               f"{run['gui_thread_cpu_ms_per_step']:.2f} ms per step", flush=True)
     window.close()
     ratios = [r["ratio_gui_to_headless"] for r in runs]

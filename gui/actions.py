@@ -40,6 +40,10 @@ ACTIONS: dict[str, ActionSpec] = {
     "prev": ActionSpec("Previous step", ("Alt+Left",), "Show the previous step", icon_text="◀"),
     "next": ActionSpec("Next step", ("Alt+Right",), "Show the next step", icon_text="▶"),
     "dice": ActionSpec("New seed", ("Ctrl+D",), "Pick a random seed"),
+    "paced": ActionSpec("Paced playback", ("P",), "Run shows one step at a time at the pace set in Controls, "
+                        "every view at the same step; off: as fast as possible", checkable=True),
+    "record": ActionSpec("Record video…", ("Ctrl+Shift+V",), "Record the window as an MP4 or GIF (again: stop)",
+                         checkable=True),
     "open_model": ActionSpec("Open…", ("Ctrl+O",), "Choose one of the models you already have: the Hugging Face "
                              "cache, GGUF files, recent models"),
     "open_folder": ActionSpec("Open model folder…", (), "Load a Hugging Face model folder"),
@@ -59,6 +63,8 @@ ACTIONS: dict[str, ActionSpec] = {
 }
 HELP_ORDER = ("prefill", "step", "run", "pause", "stop", "reset", "backspace", "kv_cache", "prev", "next", "dice", "open_model",
               "open_gguf", "export_trace", "play_script", "export_png", "presentation", "dark", "shortcuts", "quit")
+
+HELP_ORDER += ("paced", "record")
 
 
 def make_actions(window: QWidget) -> dict[str, QAction]:

@@ -13,6 +13,8 @@ from PySide6.QtWidgets import QApplication
 
 from inference.cli import add_model_arguments, add_prompt_arguments, model_spec
 
+from .playback import DEFAULT_PACE
+
 SCREENSHOT_SIZE = (1600, 1000)
 ICON = Path(__file__).resolve().parent.parent / "resources" / "icons" / "tokenstep.svg"
 
@@ -30,6 +32,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=3, help="steps to take before --screenshot (default 3)")
     parser.add_argument("--script", metavar="FILE", help="play a lesson script (or replay a trace) once the model "
                         "is loaded")
+    parser.add_argument("--record", metavar="OUT.mp4|OUT.gif", help="with --script: play the lesson on a virtual "
+                        "clock, write what the window shows as a video (MP4: H.264; GIF) and exit")
+    parser.add_argument("--fps", type=int, default=10, help="frames per second of --record (default 10)")
+    parser.add_argument("--size", default="1280x720", help="window size of --record, WxH (default 1280x720)")
+    parser.add_argument("--pace", type=float, default=DEFAULT_PACE, help="tokens per second a Run shows in "
+                        f"--record (default {DEFAULT_PACE:g}; 0: as fast as possible)")
     return parser.parse_args(argv)
 
 
@@ -89,8 +97,39 @@ def fit_to_screen(window) -> None:
     window.resize(width, height)  # where it goes is the window manager's choice
 
 
+def _size(text: str) -> tuple[int, int] | None:
+    width, _, height = text.lower().partition("x")
+    if width.isdigit() and height.isdigit() and int(width) >= 64 and int(height) >= 64:
+        return int(width), int(height)
+    return None
+
+
+def _refuse_record(args: argparse.Namespace) -> int:
+    """2 (after one line on stderr) when --record cannot be done as asked, before anything loads; else 0."""
+    if not args.record:
+        return 0
+    if not args.script:
+        print("error: --record needs --script LESSON.json", file=sys.stderr)
+        return 2
+    if not (Path(args.record).suffix.lower() in (".mp4", ".gif") and args.fps > 0 and _size(args.size)):
+        print("error: --record writes OUT.mp4 or OUT.gif, at --fps > 0 and --size WxH", file=sys.stderr)
+        return 2
+    from inference.errors import one_line
+    from inference.trace import load_script
+
+    try:
+        load_script(args.script)  # a bad lesson is refused before the model loads
+    except (ValueError, OSError) as e:
+        print(f"error: {one_line(e)}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    refused = _refuse_record(args)
+    if refused:
+        return refused
     app = QApplication.instance() or QApplication([sys.argv[0]])
     app.setApplicationName("TokenStep")
     app.setOrganizationName("TokenStep")
@@ -102,9 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     appearance = Appearance(dark=args.dark, presentation=args.presentation)
     appearance.apply()
     settings = QSettings("TokenStep", "TokenStep")
-    if args.screenshot:
-        settings = QSettings(QSettings.IniFormat, QSettings.UserScope, "TokenStep", "screenshot")
-        settings.clear()  # a screenshot always shows the default layout
+    if args.screenshot or args.record:
+        settings = QSettings(QSettings.IniFormat, QSettings.UserScope, "TokenStep",
+                             "record" if args.record else "screenshot")
+        settings.clear()  # a screenshot or a recording always shows the default layout
     window = MainWindow(settings=settings, appearance=appearance, model=model_spec(args), device=args.device,
                         dtype=args.dtype)
     window.actions["dark"].setChecked(args.dark)
@@ -120,11 +160,22 @@ def main(argv: list[str] | None = None) -> int:
         window.resize(*SCREENSHOT_SIZE)
         window.proportion_docks()
         run = ScreenshotRun(window, args.screenshot, max(args.steps, 0))
+    elif args.record:
+        from .recorder import ScriptRecording
+
+        window.resize(*_size(args.size))
+        window.proportion_docks()
+        try:
+            run = ScriptRecording(window, args.record, args.script, args.fps, args.pace)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            window.controller.shutdown()
+            return 2
     elif not window.layout_restored:
         fit_to_screen(window)
         window.proportion_docks()
     window.show()
-    if args.script:  # after show: a bad script's dialog opens over the window
+    if args.script and not args.record:  # after show: a bad script's dialog opens over the window
         QTimer.singleShot(0, lambda: window.play_script(args.script))
     code = app.exec()
     window.controller.shutdown()

@@ -20,6 +20,7 @@ from inference.settings import GenerationSettings
 from inference.trace import trace_lines
 
 from .history import History, Shown
+from .playback import Clock, Pacer
 from .redraw import RedrawScheduler
 from .worker import InferenceWorker
 
@@ -44,10 +45,10 @@ class Controller(QObject):
         self.history = History()
         self.scheduler = RedrawScheduler(lambda: self.running, self._on_cpu, self)
         self.redraw = self.scheduler.redraw
+        self.clock, self.pacer = Clock(), Pacer(self)  # paced playback of a Run (a recorder's clock is virtual)
         self.info: ModelInfo | None = None
         self.loading = False
-        self.epoch = 0  # the tag of the newest generation asked for
-        self._epoch_before_load = 0
+        self.epoch = self._epoch_before_load = 0  # the tag of the newest generation asked for
         self.cuda_available: bool | None = None  # known once the engine is up
         self.forward_count = 0  # forward passes the engine has run: a preview runs none
         self.capture_lens = False  # whether the logit lens is asked for (its dock is shown)
@@ -64,7 +65,7 @@ class Controller(QObject):
                           p.Stepped: self._on_stepped, p.PendingStep: self._on_pending, p.Ended: self._on_ended,
                           p.Status: self._on_status, p.Failed: self._on_failed, p.Cancelled: self._on_cancelled,
                           p.Finished: self._on_finished, p.RewoundReply: self._on_rewound,
-                          p.SwitchedReply: self._on_switched, p.WeightsChecked: self._on_weights_checked,
+                          p.SwitchedReply: self._on_rewound, p.WeightsChecked: self._on_weights_checked,
                           p.Recaptured: self._on_recaptured}
         self._attention_asked: set[tuple[int, int]] = set()  # (epoch, node): each recomputed once
         self._start_worker()
@@ -107,7 +108,8 @@ class Controller(QObject):
 
     @property
     def running(self) -> bool:
-        return self.history.status is not None and self.history.status.running
+        # the engine runs, or a paced playback has not shown all it reported yet
+        return (self.history.status is not None and self.history.status.running) or self.history.behind
 
     @property
     def busy(self) -> bool:
@@ -163,6 +165,7 @@ class Controller(QObject):
         if self.can_step and self.prefilled and not self.busy:
             self.history.follow_latest()
             self._request("Run", p.Run(max_steps=n_steps, batch_s=RUN_BATCH_S))
+            self.pacer.start_run()
 
     # --- the branch moves ---------------------------------------------------------------------------
     @property
@@ -207,13 +210,15 @@ class Controller(QObject):
         self._command.emit(command)
         self.state_changed.emit()
 
-    def pause(self) -> None:
-        if self.running:
+    def pause(self) -> None:  # after the current step; a paced playback shows all the engine reported
+        if self.history.status is not None and self.history.status.running:
             self._command.emit(p.Pause())
+        self.pacer.release()
 
     def stop(self) -> None:
         if self.prefilled and (self.stopped is None or self.running):
             self._command.emit(p.Abort())
+            self.pacer.release()
 
     def reset(self) -> None:
         """Back to the prompt, re-seeded; the branches taken so far stay in the tree."""
@@ -332,21 +337,17 @@ class Controller(QObject):
         """One step taken by hand, or the steps of a Run batched by the engine."""
         if self._current(reply):
             self.history.stepped(reply.events)
-            self.scheduler.dirty()
+            if not self.history.behind:  # else the pacer shows them, one at a time
+                self.scheduler.dirty()
 
     def _on_pending(self, reply: p.PendingStep) -> None:
         if self._current(reply):
             self.history.pending = reply.event
             self.scheduler.dirty()
 
-    def _on_rewound(self, reply: p.RewoundReply) -> None:
-        if self._current(reply):
-            self.history.rewound(reply.event)
-            self.scheduler.dirty()
-
-    def _on_switched(self, reply: p.SwitchedReply) -> None:
-        if self._current(reply):
-            self.history.switched(reply.event)
+    def _on_rewound(self, reply: p.RewoundReply | p.SwitchedReply) -> None:
+        if self._current(reply):  # a rewind, or a branch switch (with its re-read)
+            (self.history.rewound if isinstance(reply, p.RewoundReply) else self.history.switched)(reply.event)
             self.scheduler.dirty()
 
     def _on_recaptured(self, reply: p.Recaptured) -> None:

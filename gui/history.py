@@ -1,7 +1,9 @@
 """The steps reported so far, and which one the views show. Free of Qt: a plain model the GUI observes.
 
 Everything here is what the engine's session reported (its prefill, its steps, the pending distribution,
-its stop, its status); the history adds only what the user is looking at. Steps are nodes of a tree:
+its stop, its status); the history adds only what the user is looking at, and how far a paced playback
+has revealed it (`horizon`: the engine may run ahead; until the playback catches up, `steps`, `pending`,
+`stopped` and `log` read as if the steps beyond had not come yet). Steps are nodes of a tree:
 each knows the step before it, so a rewind that takes another token can start a second branch beside
 the first, and `steps` is the path from the prompt to the current node.
 """
@@ -72,11 +74,13 @@ class History:
         self.nodes: dict[int, Node] = {0: self.root}
         self.current = self.root
         self._path: list[StepDone] = []  # the steps from the root to `current`, kept as it grows
-        self.pending: Pending | None = None
-        self.stopped: Stopped | None = None
+        self._pending: Pending | None = None
+        self._stopped: Stopped | None = None
+        self.horizon: int | None = None  # steps a paced playback has revealed; None: all of them
+        self._log_cut = 0  # the log's length as far as the horizon (while behind)
         self.status: SessionStatus | None = None
         self.reread: Switched | None = None  # the last branch switch's re-read, until the next step
-        self.log: list = []  # every event in the order it came: what a trace export writes
+        self._log: list = []  # every event in the order it came: what a trace export writes
         self.verifies: dict[int, Verified] = {}  # speculative verify passes, by the first step they decided
         self.attention: dict[int, AttentionOf] = {}  # recomputed on request, by the node its pass fed
         self.mode = "pending"  # "latest" (newest drawn step), "pending" (next step) or "step" (a past one)
@@ -86,15 +90,15 @@ class History:
     def prefilled(self, event: PrefillDone) -> None:
         self.clear()
         self.prefill = event
-        self.log.append(event)
-        self.pending = Pending(1, event.pending) if event.pending is not None else None
+        self._log.append(event)
+        self._pending = Pending(1, event.pending) if event.pending is not None else None
         self.mode = "pending"
 
     def stepped(self, events) -> None:
         for event in events:
             if isinstance(event, Verified):  # a verify pass: it comes before the steps it decided
                 self.verifies[event.index] = event
-                self.log.append(event)
+                self._log.append(event)
                 continue
             node = self.nodes.get(event.node)
             if node is None:
@@ -106,40 +110,90 @@ class History:
                 self._path = self.path_to(node.parent)
             self.current = node
             self._path.append(event)
-            self.log.append(event)
-        self.pending, self.stopped, self.reread = None, None, None
+            self._log.append(event)
+        self._pending, self._stopped, self.reread = None, None, None
         if self.mode != "step":
             self.mode = "latest"
 
     def rewound(self, event: Rewound) -> None:
         """A rewind or reset: steps from event.to_step on leave the path (they stay in the tree)."""
-        self.log.append(event)
+        self._log.append(event)
         self._move(self.nodes.get(event.node, self.root), event.pending)
 
     def switched(self, event: Switched) -> None:
-        self.log.append(event)
+        self._log.append(event)
         self._move(self.nodes.get(event.node, self.root), event.pending)
         self.reread = event
 
     def captioned(self, caption: Caption) -> None:
         """A lesson's caption: kept in the log, so an exported trace shows it where it came."""
-        self.log.append(caption)
+        self._log.append(caption)
 
     def ended(self, event: Stopped) -> None:
-        self.stopped = event
-        self.log.append(event)
+        self._stopped = event
+        self._log.append(event)
 
     def _move(self, node: Node, pending: StepDistribution | None) -> None:
         self.current = node
         self._path = self.path_to(node)
-        self.pending = Pending(node.depth + 1, pending) if pending is not None else None
-        self.stopped, self.reread, self.mode = None, None, "pending"
+        self._pending = Pending(node.depth + 1, pending) if pending is not None else None
+        self._stopped, self.reread, self.mode = None, None, "pending"
+        self.horizon = None
+
+    # --- paced playback -------------------------------------------------------------------------------
+    @property
+    def behind(self) -> bool:
+        """A paced playback has not revealed every step reported yet."""
+        return self.horizon is not None and self.horizon < len(self._path)
+
+    @property
+    def reported(self) -> int:
+        """The steps of the current branch the engine has reported (revealed or not)."""
+        return len(self._path)
+
+    def hold(self) -> None:
+        """From now on reveal the steps only as `reveal` says (a paced Run starts)."""
+        self.horizon = len(self._path)
+        self._log_cut = len(self._log)
+
+    def reveal(self, n: int) -> None:
+        """Show the first `n` steps of the current branch; the log as far as the n-th step's event."""
+        n = max(0, min(n, len(self._path)))
+        if self.horizon is not None and n > self.horizon:
+            for step in self._path[self.horizon:n]:
+                self._log_cut = next((i + 1 for i in range(self._log_cut, len(self._log))
+                                      if self._log[i] is step), self._log_cut)
+        self.horizon = n
+
+    def release(self) -> None:
+        """Show everything reported (the playback caught up, or was stopped)."""
+        self.horizon = None
 
     # --- reading --------------------------------------------------------------------------------------
     @property
     def steps(self) -> list[StepDone]:
-        """The drawn steps of the current branch, step 1 first."""
-        return self._path
+        """The drawn steps of the current branch, step 1 first (as far as a paced playback has revealed)."""
+        return self._path[:self.horizon] if self.behind else self._path
+
+    @property
+    def pending(self) -> Pending | None:
+        return None if self.behind else self._pending
+
+    @pending.setter
+    def pending(self, value: Pending | None) -> None:
+        self._pending = value
+
+    @property
+    def stopped(self) -> Stopped | None:
+        return None if self.behind else self._stopped
+
+    @stopped.setter
+    def stopped(self, value: Stopped | None) -> None:
+        self._stopped = value
+
+    @property
+    def log(self) -> list:
+        return self._log[:self._log_cut] if self.behind else self._log
 
     def path_to(self, node: Node | None) -> list[StepDone]:
         """The steps from step 1 to `node`."""
@@ -150,8 +204,19 @@ class History:
         return out[::-1]
 
     def path_nodes(self) -> list[Node]:
-        """The current path's nodes, step 1 first (the root excluded)."""
-        return [self.nodes[s.node] for s in self._path if s.node in self.nodes]
+        """The current path's nodes as far as shown, step 1 first (the root excluded)."""
+        return [self.nodes[s.node] for s in self.steps if s.node in self.nodes]
+
+    def unrevealed(self) -> set[int]:
+        """The nodes a paced playback has not shown yet (the end of the current path)."""
+        return {s.node for s in self._path[self.horizon:]} if self.behind else set()
+
+    @property
+    def shown_current(self) -> Node:
+        """The current node as far as shown: during a paced playback, the last step it revealed."""
+        if not self.behind:
+            return self.current
+        return self.nodes.get(self._path[self.horizon - 1].node, self.root) if self.horizon else self.root
 
     def leaves(self) -> list[Node]:
         """The tips of the branches, in the order they were made."""
@@ -160,7 +225,7 @@ class History:
 
     def shown(self) -> Shown | None:
         """What the candidate / draw / timing views should show now."""
-        steps = self._path
+        steps = self.steps
         if self.mode == "step" and 1 <= self.selected <= len(steps):
             step = steps[self.selected - 1]
             return Shown(step.index, step.dist, step)
@@ -172,9 +237,14 @@ class History:
             return Shown(steps[-1].index, steps[-1].dist, steps[-1])
         return None
 
+    def shown_index(self) -> int:
+        """The step every view shows now (0: none yet)."""
+        shown = self.shown()
+        return shown.index if shown is not None else 0
+
     def select(self, index: int | None) -> None:
         """Scrub the history: a step number, or None / one past the last step for the pending step."""
-        if index is None or index > len(self._path):
+        if index is None or index > len(self.steps):
             self.mode = "pending"
         else:
             self.mode, self.selected = "step", max(1, index)

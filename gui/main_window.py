@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QActionGroup
-from PySide6.QtWidgets import QLabel, QMainWindow, QToolBar
+from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QToolBar
 
 from . import export
 from .actions import Generation, make_actions, show_about, show_shortcuts
@@ -14,6 +14,7 @@ from .controller import Controller
 from .dock_layout import DockLayout
 from .model_loader import ModelLoader
 from .model_picker import ModelPicker
+from .recorder import HandRecorder
 from .script_player import CaptionBanner, ScriptPlayer, open_and_play, show_failure
 from .status_bar import StatusBar
 from .theme import Appearance
@@ -64,6 +65,7 @@ class MainWindow(QMainWindow):
         self.generation = Generation(c, self.controls, self.actions, self.status, self.views["context"])
         self.script_player = ScriptPlayer(c, self.controls, self)
         self.caption = CaptionBanner(self)
+        self.recorder = HandRecorder(self)
         self._make_toolbar()
         self._make_menus()
         self._connect()
@@ -91,6 +93,13 @@ class MainWindow(QMainWindow):
         for key, slot in slots.items():
             a[key].triggered.connect(slot)
         a["presentation"].toggled.connect(self.dock_layout.set_presentation)
+        # Paced playback: P toggles it; presentation mode (a class, a recording) turns it on
+        a["paced"].triggered.connect(c.pacer.toggle)
+        c.pacer.pace_changed.connect(lambda pace: a["paced"].setChecked(pace > 0))
+        a["presentation"].toggled.connect(lambda on: c.pacer.set_pace(c.pacer.last_pace if on else 0.0))
+        a["record"].triggered.connect(lambda: self.toggle_recording())
+        self.recorder.stopped.connect(lambda path, n: self.status.say(
+            f"Recorded {n} frames ({n / self.recorder.fps:.1f} s) to {path}"))
         self.controls.settings_changed.connect(c.set_settings)
         self.script_player.caption.connect(self.caption.show_text)
         self.script_player.failed.connect(lambda message: show_failure(self, message))
@@ -128,6 +137,7 @@ class MainWindow(QMainWindow):
             file.addAction(a[key])
         file.addSeparator()
         file.addAction(a["play_script"])
+        file.addAction(a["record"])
         file.addAction(a["export_trace"])
         png = file.addMenu("Export view as PNG")
         png.addAction(a["export_png"])
@@ -143,6 +153,8 @@ class MainWindow(QMainWindow):
         generation.addSeparator()
         for key in ("prev", "next", "dice"):
             generation.addAction(a[key])
+        generation.addSeparator()
+        generation.addAction(a["paced"])
         model = m.addMenu("&Model")
         model.addAction(a["open_model"])
         model.addSeparator()
@@ -194,6 +206,22 @@ class MainWindow(QMainWindow):
         """Play a lesson script (or replay a trace) once a model is loaded; a bad one gets an error dialog."""
         return self.script_player.play_file(path)
 
+    def toggle_recording(self, path: str | None = None) -> None:
+        """File → Record: start (asking where, unless `path`), or stop and write the file."""
+        if self.recorder.recording:
+            self.recorder.stop()
+        else:
+            if not path:
+                path, _ = QFileDialog.getSaveFileName(self, "Record video", "tokenstep.mp4",
+                                                      "MP4 video (*.mp4);;Animated GIF (*.gif)")
+            try:
+                if path:
+                    self.recorder.start(path)
+            except (ValueError, OSError) as e:
+                QMessageBox.warning(self, "Record video", str(e))
+        self.actions["record"].setChecked(self.recorder.recording)
+        self.actions["record"].setText("Stop recording" if self.recorder.recording else "Record video…")
+
     def export_trace(self, path: str | None = None) -> str | None:
         return export.export_trace(self, self.controller.trace_lines(), self.status, path)
 
@@ -215,6 +243,7 @@ class MainWindow(QMainWindow):
         self.dock_layout.reset()
 
     def closeEvent(self, event) -> None:
+        self.recorder.stop()
         self.save_layout()
         self.loader.close_progress()
         self.controller.shutdown()

@@ -5,6 +5,8 @@ with the same rules as `main.py trace --script` (script.refusal), so both refuse
 the same one line. The player waits until the controller has nothing on its way (no prefill, step, run,
 rewind or reset in flight, no model loading) before the next action; `wait` pauses that many ms;
 `caption` shows its text large over the window (`CaptionBanner`), for a class or a screen recording.
+Waits count on the controller's clock (a recorder's virtual one advances frame by frame); with a pace
+set (playback.py) the steps of a `step N` come one period apart, and a `run` is played back at the pace.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ class ScriptPlayer(QObject):
         self._steps_left = 0  # of a `step N` under way
         self._done: Callable[[], bool] | None = None  # what the action in flight waits for, besides idle
         self._after: Callable[[], None] | None = None  # a check once it is done
+        self._wait_until: float | None = None  # a `wait` (or the gap in a paced `step N`) ends then
+        self._gap = False  # the next step of a `step N` comes after a pace period
         self._timer = QTimer(self, singleShot=True)
         self._timer.timeout.connect(self._tick)
         controller.error.connect(self._on_error)
@@ -65,6 +69,7 @@ class ScriptPlayer(QObject):
             self.failed.emit(f"script settings: {one_line(e)}")
             return False
         self.script, self._next, self._steps_left, self._done = script, 0, 0, None
+        self._wait_until, self._gap = None, False
         # In force once a model is loaded (a new model shows its own defaults in the Controls first).
         self._after = lambda: self._apply(apply_settings(self.controller.settings, script.overrides))
         self._timer.start(0)
@@ -89,9 +94,20 @@ class ScriptPlayer(QObject):
         c = self.controller
         return c.info is not None and not c.loading and not c.busy and not c.running
 
+    def waiting_on_clock(self) -> bool:
+        """Only time passing moves the script on now (a `wait`, a paced gap), or it is over."""
+        return self.script is None or (self._wait_until is not None
+                                       and self.controller.clock.now() < self._wait_until)
+
     def _tick(self) -> None:
         if self.script is None:
             return
+        if self._wait_until is not None:
+            left = self._wait_until - self.controller.clock.now()
+            if left > 0:
+                self._timer.start(max(1, min(POLL_MS, int(left * 1000))))
+                return
+            self._wait_until = None
         if not self._idle() or (self._done is not None and not self._done()):
             self._timer.start(POLL_MS)
             return
@@ -104,8 +120,10 @@ class ScriptPlayer(QObject):
         if delay is None:
             self.stop()
             self.finished.emit()
-        else:
-            self._timer.start(delay)
+            return
+        if delay > 0:
+            self._wait_until = self.controller.clock.now() + delay / 1000
+        self._timer.start(0)
 
     def _advance(self) -> int | None:
         """Check what the last request left, then start the next step or action: the ms to wait before
@@ -114,6 +132,9 @@ class ScriptPlayer(QObject):
             after, self._after = self._after, None
             after()
         if self._steps_left:
+            if self._gap:  # paced: one period between two steps, as a Run shows them
+                self._gap = False
+                return round(self.controller.pacer.period * 1000)
             self._step_again()
             return 0
         if self._next >= len(self.script.actions):
@@ -175,6 +196,7 @@ class ScriptPlayer(QObject):
             return
         before = len(c.steps)
         self._steps_left -= 1
+        self._gap = True
         c.select(None)
         self._request(self.script.actions[self._next - 1], c.step)
         self._done = lambda: len(c.steps) > before

@@ -165,18 +165,17 @@ def test_the_engine_process_yields_the_cpu_to_the_gui(window):
     assert os.getpriority(os.PRIO_PROCESS, engine) == expected
 
 
-def test_plot_views_take_turns_during_run_within_a_cpu_share(qtbot, window, monkeypatch):
-    """During Run the context redraws every time; the plot views one at a time, and only while the GUI
-    thread stays within its CPU share; when the run ends every view catches up."""
+def test_views_redraw_together_during_run_within_a_cpu_share(qtbot, window, monkeypatch):
+    """During Run every visible view redraws at each frame (all at the same step), and a frame comes only
+    while the GUI thread stays within its CPU share, or once per min_turn_s; when the run ends every view
+    catches up."""
     from gui.views.base import View
 
     scheduler = window.controller.scheduler
     prefill(qtbot, window)
     step(qtbot, window)
     views = [v for v in window.findChildren(View) if v.isVisible()]
-    costly = [v for v in views if v.COSTLY]
-    cheap = [v for v in views if not v.COSTLY]
-    assert len(costly) >= 3 and any(type(v).__name__ == "ContextView" for v in cheap)
+    assert sum(v.COSTLY for v in views) >= 3 and any(type(v).__name__ == "ContextView" for v in views)
     counts = {}
     for v in views:
         monkeypatch.setattr(v, "refresh", lambda v=v: counts.__setitem__(v, counts.get(v, 0) + 1))
@@ -193,23 +192,17 @@ def test_plot_views_take_turns_during_run_within_a_cpu_share(qtbot, window, monk
 
     redraws(1)  # not running yet: the scheduler starts its accounts from the (fake) clocks
     monkeypatch.setattr(scheduler, "is_running", lambda: True)  # only the redraw policy is under test
-    monkeypatch.setattr(scheduler, "cpu_share", 1.0)  # a whole core, unused: a turn at every redraw
-    first = [v for v in costly if v.FIRST]
-    assert [type(v).__name__ for v in first] == ["CandidatesView"]
-    rest = len(costly) - 1
-    redraws(6 * rest)
-    assert all(counts.get(v) == 6 * rest for v in cheap)
-    # one costly view per redraw: the candidates every other time, the others in turn between
-    assert counts.get(first[0]) == 3 * rest
-    assert sorted(counts.get(v, 0) for v in costly if v is not first[0]) == [3] * rest
-    monkeypatch.setattr(scheduler, "cpu_share", 0.05)  # the GUI thread busy all the time: no plot turns...
+    monkeypatch.setattr(scheduler, "cpu_share", 1.0)  # a whole core, unused: a frame at every redraw
+    redraws(5)
+    assert all(counts.get(v) == 5 for v in views)
+    monkeypatch.setattr(scheduler, "cpu_share", 0.05)  # the GUI thread busy all the time: no frames...
     monkeypatch.setattr(scheduler, "min_turn_s", 3600.0)
     clock["cpu_per_redraw"] = 1.0
-    redraws(len(costly))
-    assert not any(counts.get(v) for v in costly) and all(counts.get(v) == len(costly) for v in cheap)
-    clock["wall"] += 3600.0  # ...except one when the last turn is min_turn_s ago
-    redraws(len(costly))
-    assert sum(counts.get(v, 0) for v in costly) == 1
+    redraws(4)
+    assert not counts and scheduler.redraw_due  # the change waits for a frame
+    clock["wall"] += 3600.0  # ...except one when the last frame is min_turn_s ago: every view in it
+    redraws(4)
+    assert all(counts.get(v) == 1 for v in views)
     monkeypatch.setattr(scheduler, "is_running", lambda: False)
     redraws(1)
     assert all(counts.get(v) == 1 for v in views)

@@ -45,7 +45,7 @@ class Source:
 
 
 class AttentionView(View):
-    COSTLY = True  # takes turns with the other plot views during Run
+    COSTLY = True  # a plot: several ms per redraw
     cells_selected = Signal(list)  # context positions [query, key] of the clicked cell ([] to clear)
 
     def __init__(self, controller: Controller, appearance: Appearance):

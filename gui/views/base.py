@@ -15,32 +15,34 @@ from ..theme import Appearance
 class View(QWidget):
     """Subclasses implement `refresh()` (draw the controller's state) and may override `restyle()`.
 
-    `COSTLY` views (plots) take turns during Run: one of them redraws per redraw (redraw.py)."""
+    Every visible view redraws at every redraw, from the same state (redraw.py): `shown_step` is the step
+    the view drew last (the controller's shown step then), what tests compare across views."""
 
-    COSTLY = False
-    FIRST = False  # a costly view that takes every other turn (the rest share the others)
+    COSTLY = False  # a plot: several ms per redraw (redraw.py budgets the frames of a run for all of them)
 
     def __init__(self, controller: Controller, appearance: Appearance):
         super().__init__()
         self.controller, self.appearance = controller, appearance
         self._stale = True
         self._watching_dock = False
+        self.shown_step: int | None = None  # the step drawn last (0: the prompt only); None: never drawn
         self.scheduler = controller.scheduler
         self.scheduler.redraw.connect(self._on_redraw)
         appearance.changed.connect(self._on_appearance)
-        if self.COSTLY:
-            self.scheduler.take_turns(self)
 
     def _on_redraw(self) -> None:
         # All views refresh in one event-loop turn, so the window repaints once per redraw, not per view.
-        if self.COSTLY and not self.scheduler.takes_turn(self):
-            self._stale = True  # redrawn at its turn, or when the run ends
-            return
         if self.isVisible():  # a hidden or tabbed-away dock costs nothing until it is shown
-            self._stale = False
-            self.refresh()
+            self._draw()
         else:
             self._stale = True
+
+    def _draw(self) -> None:
+        self._stale = False
+        step = self.controller.history.shown_index()
+        self.refresh()
+        if not self._stale:  # not tabbed away: it drew that step
+            self.shown_step = step
 
     def _on_appearance(self) -> None:
         self.restyle()
@@ -50,8 +52,7 @@ class View(QWidget):
     def showEvent(self, event) -> None:
         super().showEvent(event)
         if self._stale:
-            self._stale = False
-            self.refresh()
+            self._draw()
 
     def tabbed_away(self) -> bool:
         """True while this view's dock is tabbed behind another: Qt keeps such a dock 'visible' and moves
@@ -72,8 +73,7 @@ class View(QWidget):
 
     def _catch_up(self) -> None:
         if self._stale and self.isVisible():
-            self._stale = False
-            self.refresh()
+            self._draw()
 
     def past_step(self) -> StepDone | None:
         """The shown step when it is one before the newest (the history slider or a chip moved back), so

@@ -29,8 +29,8 @@ MAX_LABEL = 14  # characters of a token shown on its node (the tooltip has all o
 FLAG = "⚑"
 
 
-def assign_rows(root) -> list[tuple[object, int]]:
-    """(node, row) for every node, root first, in depth-first order.
+def assign_rows(root, hidden: set[int] = frozenset()) -> list[tuple[object, int]]:
+    """(node, row) for every node (but the `hidden` ones and what follows them), root first, depth first.
 
     A node's first child continues its row; each later child starts a new row below the rows of the
     subtrees before it. Those rows begin further right, so a connector never crosses a token."""
@@ -42,7 +42,8 @@ def assign_rows(root) -> list[tuple[object, int]]:
             row, next_row = next_row, next_row + 1
         placed.append((node, row))
         for i in range(len(node.children) - 1, -1, -1):  # reversed: the first child's subtree comes first
-            stack.append((node.children[i], row, i == 0))
+            if node.children[i].id not in hidden:
+                stack.append((node.children[i], row, i == 0))
     return placed
 
 
@@ -94,7 +95,7 @@ class BranchCanvas(QWidget):
     def _fonts(self):
         return self.appearance.font(1.0, mono=True), self.appearance.font(0.78)
 
-    def set_tree(self, root, n_prompt: int) -> None:
+    def set_tree(self, root, n_prompt: int, hidden: set[int] = frozenset()) -> None:
         """Lay out the whole tree (only when it changed: the marks below change without a relayout)."""
         self.placed, self.by_id, self._rows = [], {}, {}
         if root is not self._root:
@@ -108,7 +109,7 @@ class BranchCanvas(QWidget):
         fm, sm = QFontMetricsF(font), QFontMetricsF(small)
         height = fm.height() + 2 * PAD_Y
         self._pitch = height + ROW_GAP
-        rows = assign_rows(root)
+        rows = assign_rows(root, hidden)
         facts, widths = [], {}
         for node, _ in rows:
             fact = self._node_facts(node, n_prompt, fm, height)
@@ -341,7 +342,8 @@ class BranchesView(View):
         tree_key = (h.root, len(h.log), prefill is not None)
         if tree_key != self._tree_key:
             self._tree_key = tree_key
-            self.canvas.set_tree(h.root if prefill is not None else None, len(prefill.tokens) if prefill else 0)
+            self.canvas.set_tree(h.root if prefill is not None else None, len(prefill.tokens) if prefill else 0,
+                                 h.unrevealed())  # a paced playback's steps once it shows them
         if prefill is None:
             self.summary.setText("No prompt read yet. " + self._legend)
             self._marks = None
@@ -350,21 +352,23 @@ class BranchesView(View):
         shown = c.shown()
         shown_id = path[shown.index - 1].id if shown is not None and not shown.pending and \
             0 < shown.index <= len(path) else None
-        marks = (tree_key, h.current.id, shown_id)
+        current = h.shown_current
+        marks = (tree_key, current.id, shown_id)
         if marks != self._marks:
-            moved = self._marks is None or self._marks[1] != h.current.id or self._marks[0] != tree_key
+            moved = self._marks is None or self._marks[1] != current.id or self._marks[0] != tree_key
             self._marks = marks
-            self.canvas.set_marks({0} | {n.id for n in path}, h.current.id, shown_id)
+            self.canvas.set_marks({0} | {n.id for n in path}, current.id, shown_id)
             if moved:
                 QTimer.singleShot(0, self._reveal_current)
             n_tips = len(h.leaves())
-            where = (f"<b>{n_tips} branch{'es' if n_tips != 1 else ''}</b> · {len(h.nodes) - 1} tokens · current: "
-                     f"row {self.canvas.by_id[h.current.id].row + 1}, {len(path)} step{'s' if len(path) != 1 else ''}")
+            n_tokens = len(h.nodes) - 1 - len(h.unrevealed())
+            where = (f"<b>{n_tips} branch{'es' if n_tips != 1 else ''}</b> · {n_tokens} tokens · current: "
+                     f"row {self.canvas.by_id[current.id].row + 1}, {len(path)} step{'s' if len(path) != 1 else ''}")
             self.summary.setText((where if n_tips else "No token taken yet.") + " &nbsp; " + self._legend)
         self._select_when_switched()
 
     def _reveal_current(self) -> None:
-        placed = self.canvas.by_id.get(self.controller.history.current.id)
+        placed = self.canvas.by_id.get(self.controller.history.shown_current.id)
         if placed is not None:
             centre = placed.rect.center()
             self.scroll.ensureVisible(int(centre.x()), int(centre.y()), int(placed.rect.width()) + 60, 40)

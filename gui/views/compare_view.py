@@ -31,7 +31,7 @@ def fmt_log_prob(value: float) -> str:
 
 
 class CompareView(View):
-    COSTLY = True  # a plot: takes turns with the other plot views during Run
+    COSTLY = True  # a plot: several ms per redraw
 
     def __init__(self, controller: Controller, appearance: Appearance):
         super().__init__(controller, appearance)

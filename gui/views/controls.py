@@ -5,13 +5,14 @@ from __future__ import annotations
 import random
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
                                QLineEdit, QPlainTextEdit, QPushButton, QSizePolicy, QSlider, QSpinBox, QToolButton,
                                QVBoxLayout, QWidget)
 
 from inference.settings import GenerationSettings, SamplerSettings
 
 from ..controller import Controller
+from ..playback import PACES
 
 DEFAULT_PROMPT = "The capital of France is"
 
@@ -75,6 +76,7 @@ class Controls(QWidget):
         layout.setContentsMargins(6, 4, 6, 6)
         layout.addWidget(self._prompt_box())
         layout.addLayout(self._buttons(actions))
+        layout.addLayout(self._pace_row())
         layout.addWidget(self._sampling_box())
         layout.addWidget(self._seed_box())
         layout.addStretch(1)
@@ -123,6 +125,30 @@ class Controls(QWidget):
             b.setObjectName("primary" if name == "prefill" else name)
             buttons.addWidget(b)
         return buttons
+
+    def _pace_row(self) -> QHBoxLayout:
+        """Run's pace: as fast as possible, or N tokens a second with every view at the same step (P)."""
+        row = QHBoxLayout()
+        self.pace = QComboBox()
+        for pace in PACES:
+            self.pace.addItem("as fast as possible" if not pace else f"{pace:g} token{'s' if pace != 1 else ''}/s",
+                              pace)
+        self.pace.setToolTip("How fast Run shows its steps: paced, every view shows each step in turn "
+                             "(for a class or a recording); P toggles")
+        pacer = self.controller.pacer
+        self.pace.currentIndexChanged.connect(lambda i: pacer.set_pace(self.pace.itemData(i)))
+        pacer.pace_changed.connect(self._show_pace)
+        row.addWidget(QLabel("Run pace"))
+        row.addWidget(self.pace, 1)
+        return row
+
+    def _show_pace(self, pace: float) -> None:
+        i = self.pace.findData(pace)
+        if i < 0:
+            self.pace.addItem(f"{pace:g} tokens/s", pace)
+            i = self.pace.count() - 1
+        if i != self.pace.currentIndex():
+            self.pace.setCurrentIndex(i)
 
     def _sampling_box(self) -> QGroupBox:
         box = QGroupBox("Sampling (applies to the next draw)")

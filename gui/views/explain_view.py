@@ -29,7 +29,7 @@ LANGUAGES = {"en": "English", "zh": "简体中文"}
 
 
 class ExplainView(View):
-    COSTLY = True  # takes turns with the other plot views during Run
+    COSTLY = True  # a plot: several ms per redraw
 
     def __init__(self, controller: Controller, appearance: Appearance, language: str = "en"):
         super().__init__(controller, appearance)

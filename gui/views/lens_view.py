@@ -31,7 +31,7 @@ PLACEHOLDER = ("Open while stepping: each step's logit lens is recorded from the
 
 
 class LensView(View):
-    COSTLY = True  # takes turns with the other plot views during Run
+    COSTLY = True  # a plot: several ms per redraw
 
     def __init__(self, controller: Controller, appearance: Appearance):
         super().__init__(controller, appearance)

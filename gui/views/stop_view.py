@@ -72,7 +72,7 @@ class Gauge(QWidget):
 
 
 class StopView(View):
-    COSTLY = True  # takes turns with the other plot views during Run
+    COSTLY = True  # a plot: several ms per redraw
 
     def __init__(self, controller: Controller, appearance: Appearance):
         super().__init__(controller, appearance)

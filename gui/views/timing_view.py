@@ -29,7 +29,7 @@ ROLES = {"accepted": "an accepted draft token", "correction": "the correction (d
 
 
 class TimingView(View):
-    COSTLY = True  # takes turns with the other plot views during Run
+    COSTLY = True  # a plot: several ms per redraw
 
     def __init__(self, controller: Controller, appearance: Appearance):
         super().__init__(controller, appearance)
@@ -198,7 +198,7 @@ class TimingView(View):
         shown_forward[[s.verified_by > 0 for s in steps]] = 0.0  # drawn as the pass's block instead
         self._verify_blocks(top)
         brushes = [colour(t.accent)] + [colour(t.chosen if cache_off(s) else t.final) for s in steps[1:]]
-        pens = None if width < 1.0 else [pg.mkPen(b.color(), width=1) for b in brushes]  # touching: >= 1 px
+        pens = None if width < 1.0 else [pg.mkPen(b, width=1) for b in brushes]  # touching: >= 1 px
         self.forward_bars.setOpts(x=x, height=shown_forward, width=width, brushes=brushes[:len(steps)], pen=None,
                                   pens=pens[:len(steps)] if pens else None)
         self.sample_bars.setOpts(x=x, y0=shown_forward, height=sample, width=width, brush=colour(t.warning), pen=None)
