@@ -133,7 +133,7 @@ class MainWindow(QMainWindow):
     def _make_menus(self) -> None:
         a, m = self.actions, self.menuBar()
         file = m.addMenu("&File")
-        for key in ("open_folder", "open_gguf", "default_model", "connect_server"):
+        for key in ("open_model", "open_folder", "open_gguf", "default_model", "connect_server"):
             file.addAction(a[key])
         file.addSeparator()
         file.addAction(a["play_script"])
@@ -156,7 +156,8 @@ class MainWindow(QMainWindow):
         generation.addSeparator()
         generation.addAction(a["paced"])
         model = m.addMenu("&Model")
-        model.addAction(a["open_model"])
+        model.addAction(a["open_model"])  # Model -> Open... and Model -> Connect to server..., as in File
+        model.addAction(a["connect_server"])
         model.addSeparator()
         self.loader.fill_menu(model)
         view = m.addMenu("&View")
