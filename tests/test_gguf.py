@@ -10,7 +10,7 @@ import torch
 from inference.errors import ModelFormatError
 from inference.gguf_import import convert, convert_cached, unpermute_rotary
 from inference.loading import load_model
-from tiny import BOS_ID, EOS_ID, make_hf_model, save_hf_model
+from tiny import BOS_ID, EOS_ID, add_gguf_shape, make_hf_model, save_hf_model
 
 
 def llama_cpp_permute(w: np.ndarray, n_heads: int) -> np.ndarray:
@@ -31,12 +31,7 @@ def write_gguf(hf, folder, path, quantize_embeddings=False):
         if t is None:
             tokens[i], types[i] = f"[PAD{i}]", gguf.TokenType.UNUSED
     w = gguf.GGUFWriter(str(path), "llama")
-    w.add_block_count(c.num_hidden_layers)
-    w.add_context_length(c.max_position_embeddings)
-    w.add_embedding_length(c.hidden_size)
-    w.add_feed_forward_length(c.intermediate_size)
-    w.add_head_count(c.num_attention_heads)
-    w.add_head_count_kv(c.num_key_value_heads)
+    add_gguf_shape(w, c)
     w.add_rope_freq_base(c.rope_parameters["rope_theta"])
     w.add_layer_norm_rms_eps(c.rms_norm_eps)
     w.add_tokenizer_model("gpt2")

@@ -21,7 +21,7 @@ from inference.session import Session
 from inference.settings import GenerationSettings, SamplerSettings
 from inference.tokenizer import Tokenizer
 from paragraph import PARAGRAPH
-from tiny import VOCAB, make_hf_model
+from tiny import VOCAB, add_gguf_shape, make_hf_model
 
 PROMPT = [5, 77, 200, 31, 9, 140, 250, 3]
 SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>"]
@@ -67,12 +67,7 @@ def _write_vocab(w: gguf.GGUFWriter) -> None:
 def write_gemma_gguf(hf, path, arch: str):
     c = hf.config
     w = gguf.GGUFWriter(str(path), arch)
-    w.add_block_count(c.num_hidden_layers)
-    w.add_context_length(c.max_position_embeddings)
-    w.add_embedding_length(c.hidden_size)
-    w.add_feed_forward_length(c.intermediate_size)
-    w.add_head_count(c.num_attention_heads)
-    w.add_head_count_kv(c.num_key_value_heads)
+    add_gguf_shape(w, c)
     w.add_key_length(c.head_dim)
     w.add_value_length(c.head_dim)
     w.add_layer_norm_rms_eps(c.rms_norm_eps)

@@ -10,7 +10,7 @@ import gguf
 import numpy as np
 import pytest
 import torch
-from tiny import make_hf_model, save_hf_model
+from tiny import add_gguf_shape, make_hf_model, save_hf_model
 
 from inference.gguf_import import convert_cached
 from inference.loading import load_model
@@ -50,12 +50,7 @@ def _phi3_metadata(w: gguf.GGUFWriter, c) -> None:
 def write_gguf(hf, folder, path, arch: str, pre: str = "default", rope_freqs=None):
     c = hf.config
     w = gguf.GGUFWriter(str(path), arch)
-    w.add_block_count(c.num_hidden_layers)
-    w.add_context_length(c.max_position_embeddings)
-    w.add_embedding_length(c.hidden_size)
-    w.add_feed_forward_length(c.intermediate_size)
-    w.add_head_count(c.num_attention_heads)
-    w.add_head_count_kv(c.num_key_value_heads)
+    add_gguf_shape(w, c)
     w.add_rope_freq_base(c.rope_parameters["rope_theta"])
     w.add_layer_norm_rms_eps(c.rms_norm_eps)
     if arch == "qwen3":

@@ -118,3 +118,13 @@ def with_linears(decoder, convert, backend):
     head = w.lm_head
     head = RescoredHead(convert(head.linear), head.float_rows) if isinstance(head, RescoredHead) else convert(head)
     return Decoder(decoder.config, DecoderWeights(w.embed, w.pos_embed, layers, w.final_norm, head), backend)
+
+
+def add_gguf_shape(writer, c) -> None:
+    """The hyperparameters every GGUF writer here starts with, from a transformers config `c`."""
+    writer.add_block_count(c.num_hidden_layers)
+    writer.add_context_length(c.max_position_embeddings)
+    writer.add_embedding_length(c.hidden_size)
+    writer.add_feed_forward_length(c.intermediate_size)
+    writer.add_head_count(c.num_attention_heads)
+    writer.add_head_count_kv(c.num_key_value_heads)
