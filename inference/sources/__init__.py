@@ -42,3 +42,10 @@ class LogitsSource(Protocol):
 
     @property
     def kv_allocated_bytes(self) -> int: ...
+
+
+class KeepsNoKv:
+    """For a source that holds no KV bytes in this process (nothing kept between passes, or a server's cache
+    whose size is not known here): the three byte counts read 0."""
+
+    kv_used_bytes = kv_allocated_bytes = kv_bytes_per_token = 0

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import torch
 
+from . import KeepsNoKv
 
-class NoCacheDecoder:
+
+class NoCacheDecoder(KeepsNoKv):
     def __init__(self, decoder):
         self.decoder = decoder
         self.tokens: list[int] = []  # the context so far: each pass reads all of it
@@ -38,18 +40,6 @@ class NoCacheDecoder:
 
     def crop(self, n_positions: int) -> None:
         del self.tokens[n_positions:]
-
-    @property
-    def kv_used_bytes(self) -> int:
-        return 0  # nothing is kept between passes
-
-    @property
-    def kv_allocated_bytes(self) -> int:
-        return 0
-
-    @property
-    def kv_bytes_per_token(self) -> int:
-        return 0
 
 
 def fresh_source(decoder, kv_cache: bool, context: list[int], capacity: int):

@@ -22,6 +22,7 @@ import torch
 
 from ..events import ServerNote
 from ..settings import SamplerSettings
+from . import KeepsNoKv
 from .dialects import TopReply
 from .http import RemoteUnsupported, ServerError
 
@@ -31,7 +32,7 @@ NO_WEIGHTS = ("needs the model's weights in this process; a remote server sends 
               "log-probabilities")
 
 
-class RemoteSource:
+class RemoteSource(KeepsNoKv):
     def __init__(self, dialect, vocab: int, top_n: int = TOP_N):
         self.dialect, self.vocab, self.top_n = dialect, vocab, top_n
         self.tokens: list[int] = []  # the context the server holds (its prefix cache) as far as we know
@@ -107,18 +108,6 @@ class RemoteSource:
 
     def crop(self, n_positions: int) -> None:
         del self.tokens[n_positions:]
-
-    @property
-    def kv_used_bytes(self) -> int:
-        return 0  # the server's cache: not known here
-
-    @property
-    def kv_allocated_bytes(self) -> int:
-        return 0
-
-    @property
-    def kv_bytes_per_token(self) -> int:
-        return 0
 
 
 def tail_matters(logits: torch.Tensor, note: ServerNote, s: SamplerSettings) -> bool:
