@@ -1,0 +1,110 @@
+"""What the views say is true (issue 18): no plots of nothing and no last run's labels before or during a
+prefill, the sampling order as it is computed, older positions counted as the cache holds them, a hint that
+never moves the field under the mouse. One window on the real default model serves the module; the first
+test runs before any prompt."""
+
+import re
+from pathlib import Path
+
+from PySide6.QtWidgets import QApplication
+
+from gui.views.explain_view import TEXTS
+from gui.views.format import fmt_bytes
+from gui.views.stop_view import EMPTY
+from app_driver import idle, settle, wait_until, window_fixture
+
+ROOT = Path(__file__).resolve().parent.parent
+window = window_fixture("wording")
+
+
+def prefill(win, prompt="The capital of France is"):
+    win.controls.greedy.setChecked(True)
+    win.controls.prompt.setPlainText(prompt)
+    win.actions["prefill"].trigger()
+    c = win.controller
+    wait_until(lambda: c.prefilled and not c.steps and idle(c))
+    settle(win)
+
+
+def step(win):
+    c = win.controller
+    before = len(c.steps)
+    win.actions["step"].trigger()
+    wait_until(lambda: len(c.steps) == before + 1 and idle(c))
+    settle(win)
+
+
+def explain_text(win) -> str:
+    view = win.views["explain"]
+    view.refresh()
+    return view.browser.toPlainText()
+
+
+def test_before_a_prompt_the_views_say_how_to_start(window):
+    settle(window)
+    stop = window.views["stop"]
+    stop.refresh()
+    assert stop.status.text() == EMPTY and "Prefill (Ctrl+P)" in EMPTY
+    (x_low, x_high), _ = stop.eos_plot.getViewBox().viewRange()
+    assert x_low >= 0.5 - 1e-9 and x_high > 10  # the axis of the steps to come, not -0.4 ... 0.5
+    assert "Prefill (Ctrl+P)" in explain_text(window)
+
+
+def test_a_new_prefill_clears_the_last_run_at_once(window):
+    prefill(window)
+    step(window)
+    c = window.controller
+    assert "Decode step 1" in explain_text(window)
+    window.controls.prompt.setPlainText("The capital of Italy is")
+    window.actions["prefill"].trigger()  # no event processed yet: the engine's answer cannot have come
+    assert c.in_flight == "Prefill" and c.prefill_event is None
+    text = explain_text(window)
+    assert "reading the prompt" in text and "Decode step" not in text
+    stop = window.views["stop"]
+    stop.refresh()
+    assert stop.status.text() == "Reading the prompt…"
+    assert "generated 0" in stop.gauge_text.text()
+    assert window.status.state.text().startswith("Reading the prompt")
+    wait_until(lambda: c.prefilled and idle(c))
+    settle(window)
+    assert "reading the prompt" not in explain_text(window)
+
+
+def test_explain_counts_the_older_positions_the_cache_holds(window):
+    prefill(window)
+    c = window.controller
+    n_prompt = c.prefill_event.n_tokens
+    per_token = c.info.kv_bytes_per_token
+    for k in (1, 2):
+        step(window)
+        text = explain_text(window)
+        old = int(re.search(r"the (\d+) older", text).group(1))
+        assert old == n_prompt + k - 1 == c.steps[-1].context_tokens - 1
+        # the cache after the step holds the older positions and the new one
+        assert fmt_bytes((old + 1) * per_token) in text
+
+
+def test_temperature_divides_the_logits_before_the_softmax():
+    for language in ("en", "zh"):
+        text = TEXTS["pending"][language]
+        assert text.index("÷") < text.index("softmax") < text.index("Top-K" if language == "zh" else "top-k")
+        assert "logits → softmax" not in text.lower()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "logits ÷ temperature → softmax → top-k" in readme
+    assert "softmax → temperature" not in readme
+
+
+def test_the_hint_under_the_system_prompt_never_moves_it(window):
+    controls = window.controls
+    controls.chat.setChecked(True)
+    hint = controls.prompt_state
+    geometry = []
+    for text in ("", "This prompt is in the context.",
+                 "The prompt changed since it was read: Prefill (Ctrl+P) to read the new one. " * 3):
+        hint.setText(text)
+        QApplication.processEvents()
+        hint.parentWidget().layout().activate()
+        geometry.append((controls.system.geometry(), controls.prompt.geometry(), hint.height()))
+    assert geometry[0] == geometry[1] == geometry[2]
+    assert hint.height() >= 2 * hint.fontMetrics().lineSpacing()
+    assert hint.toolTip() == hint.text()
