@@ -108,3 +108,24 @@ def test_the_hint_under_the_system_prompt_never_moves_it(window):
     assert geometry[0] == geometry[1] == geometry[2]
     assert hint.height() >= 2 * hint.fontMetrics().lineSpacing()
     assert hint.toolTip() == hint.text()
+
+
+def test_readme_set_up_and_new_shortcuts_match_the_app():
+    import tomllib
+
+    from gui.actions import ACTIONS
+    from gui.app import SCREENSHOT_SIZE, parse_args
+    from PySide6.QtGui import QImage
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    python = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["requires-python"]
+    assert python == ">=3.11" and "Python ≥ 3.11" in readme
+    assert "libxcb-cursor0" in readme and "134" in readme and "compiles the decode kernels" in readme
+    for name, keys in (("paced", "P"), ("record", "Ctrl+Shift+V"), ("open_model", "Ctrl+O")):
+        assert keys in ACTIONS[name].shortcuts
+        assert f"\n| {keys} " in readme or f"\n| {keys} /" in readme
+    command = re.search(r"`QT_QPA_PLATFORM=offscreen python main.py (--record [^`]+)`", readme).group(1)
+    args = parse_args(command.split())
+    assert (ROOT / args.script).is_file() and args.record == "out.mp4"
+    shot = QImage(str(ROOT / "resources" / "screenshot.png"))
+    assert (shot.width(), shot.height()) == SCREENSHOT_SIZE
