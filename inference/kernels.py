@@ -3,8 +3,9 @@ a whole decode layer): compiled once into the user cache, loaded as torch ops.
 
 `ops()` returns `torch.ops.tokenstep` when the kernels can run here (x86-64 with AVX-512 or AVX2 + FMA,
 a C++ compiler, the torch headers), else None and layers.select_backend chooses stock ops, which give
-the same numbers up to float rounding order. TOKENSTEP_KERNELS=0 turns them off. A build takes about
-10 s, once per torch version and source; the library is written under a temporary name and renamed into
+the same numbers up to float rounding order. TOKENSTEP_KERNELS=0 turns them off. A build takes 10-60 s,
+once per torch version and source (17 s measured on 2 busy cores); `ops_reporting` (what a load calls)
+reports it as the stage "compile" first. The library is written under a temporary name and renamed into
 place, so an interrupted build is never loaded.
 """
 

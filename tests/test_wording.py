@@ -65,9 +65,11 @@ def test_a_new_prefill_clears_the_last_run_at_once(window):
     assert stop.status.text() == "Reading the prompt…"
     assert "generated 0" in stop.gauge_text.text()
     assert window.status.state.text().startswith("Reading the prompt")
+    assert window.controls.prompt_state.text() == "Reading this prompt…"
     wait_until(lambda: c.prefilled and idle(c))
     settle(window)
     assert "reading the prompt" not in explain_text(window)
+    assert window.controls.prompt_state.text() == "This prompt is in the context."
 
 
 def test_explain_counts_the_older_positions_the_cache_holds(window):
@@ -129,3 +131,23 @@ def test_readme_set_up_and_new_shortcuts_match_the_app():
     assert (ROOT / args.script).is_file() and args.record == "out.mp4"
     shot = QImage(str(ROOT / "resources" / "screenshot.png"))
     assert (shot.width(), shot.height()) == SCREENSHOT_SIZE
+
+
+def test_a_load_names_each_stage_in_the_status_bar_and_on_stderr(window, capsys):
+    """As the engine reports a first start (test_first_start.py checks the engine side): the status bar and
+    the terminal say the stage that is under way, not the one before it."""
+    from inference.progress import STAGES
+
+    loader, c = window.loader, window.controller
+    capsys.readouterr()
+    for stage, done, total in (("download", 92_871_040, 92_871_040), ("verify", 0, 1), ("dequantise", 10, 272),
+                               ("compile", 0, 1)):
+        c.progress.emit(stage, done, total)
+        assert window.status.state.text().lower().startswith(STAGES[stage])
+    assert "(10 of 272)" not in window.status.state.text()  # the compile stage, not the conversion's count
+    lines = capsys.readouterr().err.splitlines()
+    assert [line for line in lines if line.startswith("[tokenstep]")] == [
+        "[tokenstep] downloading the default model (93 MB)…", f"[tokenstep] {STAGES['verify']}…",
+        f"[tokenstep] {STAGES['dequantise']} (272 tensors)…", f"[tokenstep] {STAGES['compile']}…"]
+    assert loader.progress is None  # no dialog was open: the status bar alone said it
+    c.state_changed.emit()

@@ -261,7 +261,9 @@ class Controls(QWidget):
         changed = c.prefilled_prompt is not None and c.prefilled_prompt != self.prompt_request()
         _set_text(self.prompt_state,
                   "The prompt changed since it was read: Prefill (Ctrl+P) to read the new one." if changed else
-                  "" if c.prefilled_prompt is None else "This prompt is in the context.")
+                  "" if c.prefilled_prompt is None else
+                  "Reading this prompt…" if c.in_flight == "Prefill" and not c.prefilled else
+                  "This prompt is in the context.")
         seed_ran = c.steps[-1].seed if c.steps else None
         next_seed = self.seed.value()
         if seed_ran is not None and seed_ran != next_seed:
