@@ -30,6 +30,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--screenshot", metavar="OUT.png", help="load, prefill, take --steps steps, save the "
                         "window as a PNG and exit")
     parser.add_argument("--steps", type=int, default=3, help="steps to take before --screenshot (default 3)")
+    parser.add_argument("--seed", type=int, default=None, help="the seed of the draws (as `trace --seed`)")
+    parser.add_argument("--greedy", action="store_true", help="start with greedy decoding (the most likely token "
+                        "at every step) instead of the model's sampling defaults")
     parser.add_argument("--script", metavar="FILE", help="play a lesson script (or replay a trace) once the model "
                         "is loaded")
     parser.add_argument("--record", metavar="OUT.mp4|OUT.gif", help="with --script: play the lesson on a virtual "
@@ -97,6 +100,15 @@ def fit_to_screen(window) -> None:
     window.resize(width, height)  # where it goes is the window manager's choice
 
 
+def start_greedy(window) -> None:
+    """Greedy from the first step: set once the model is loaded, as its defaults are applied then."""
+    def greedy_once():
+        window.controls.greedy.setChecked(True)
+        window.controller.model_changed.disconnect(greedy_once)
+
+    window.controller.model_changed.connect(greedy_once)
+
+
 def _size(text: str) -> tuple[int, int] | None:
     width, _, height = text.lower().partition("x")
     if width.isdigit() and height.isdigit() and int(width) >= 64 and int(height) >= 64:
@@ -155,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     window.controls.system.setText(args.system)
     if args.language:
         window.set_language(args.language)
+    if args.seed is not None:
+        window.controls.seed.setValue(args.seed)
+    if args.greedy:
+        start_greedy(window)
     run = None
     if args.screenshot:
         window.resize(*SCREENSHOT_SIZE)

@@ -10,14 +10,14 @@ from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QProgressDialog, QWidget
 
 from inference import model_settings
+from inference.progress import STAGES, StderrProgress, describe
 from inference.settings import DEVICE_CHOICES, DTYPE_CHOICES
 
 from .controller import Controller
 from .status_bar import StatusBar
 
-PROGRESS_STAGES = {"download": "Downloading the default model", "hash": "Checking the file",
-                   "dequantise": "Converting the weights (dequantising)", "write": "Writing the converted model",
-                   "load": "Loading the weights"}
+# What each stage of a load says in the dialog and the status bar; the same words go to the terminal.
+PROGRESS_STAGES = {stage: text[0].upper() + text[1:] for stage, text in STAGES.items()}
 
 
 class ModelLoader(QObject):
@@ -29,6 +29,7 @@ class ModelLoader(QObject):
         self.spec = spec  # what is loaded: 'default', a folder or a .gguf
         self._requested_spec = spec
         self.progress: QProgressDialog | None = None
+        self.terminal = StderrProgress()
         self.error_box: QMessageBox | None = None
         self.device_actions: dict[str, QAction] = {}
         controller.progress.connect(self._on_progress)
@@ -36,7 +37,10 @@ class ModelLoader(QObject):
 
     def load(self, spec: str) -> None:
         self._requested_spec = spec
-        self.status.say(f"Loading {Path(spec).name if spec != 'default' else 'the default model'}…")
+        what = Path(spec).name if spec != 'default' else 'the default model'
+        self.terminal = StderrProgress()  # one line per stage on stderr too: a first start takes a while
+        self.terminal(f"loading {what}", 0, 1)
+        self.status.say(f"Loading {what}…")
         self.progress = QProgressDialog("Loading the model…", "Cancel", 0, 0, self.window)
         self.progress.setWindowTitle("TokenStep")
         self.progress.setMinimumDuration(400)  # quick loads from the cache never flash a dialog
@@ -91,9 +95,9 @@ class ModelLoader(QObject):
     def _on_progress(self, stage: str, done: int, total: int) -> None:
         if stage == "prefill":  # the status bar says which chunk of a long prompt is being read
             return
-        text = PROGRESS_STAGES.get(stage, stage)
-        if stage == "download" and total:
-            text += f" ({done / 1e6:.0f} of {total / 1e6:.0f} MB)"
+        self.terminal(stage, done, total)
+        text = describe(stage, done, total)
+        text = text[0].upper() + text[1:]
         self.status.say(text + "…")
         if self.progress is not None:
             self.progress.setLabelText(text + "…")
@@ -103,6 +107,7 @@ class ModelLoader(QObject):
     def _on_finished(self, ok: bool, message: str) -> None:
         self.close_progress()
         if ok:
+            self.terminal.ready(f"{self.controller.info.name} ready")
             self.spec = self._requested_spec
             model_settings.record_loaded(self.spec)  # listed first under Model → Open… from now on
             self.status.say("Model ready: write a prompt and press Prefill (Ctrl+P), then Step (Space).")

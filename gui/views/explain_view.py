@@ -1,6 +1,7 @@
 """Explain: what just happened, in plain words with the live numbers, in English or 简体中文.
 
-It explains the shown step: the newest, the pending one, or a past one picked on the history slider (then
+Before a prompt it says how to start; while a prompt is read, only that (nothing of the previous run). It
+explains the shown step: the newest, the pending one, or a past one picked on the history slider (then
 also that the later tokens came after it). A forced step says the user chose it; a branch switch says how
 many tokens it re-read in one parallel pass; a step without the KV cache, that it re-read every position. A
 step decided by a speculative verify pass says why one pass could check several drafted tokens and why the
@@ -16,6 +17,7 @@ from pathlib import Path
 from PySide6.QtWidgets import QTextBrowser, QVBoxLayout
 
 from inference.events import Rewound
+from inference.settings import PREFILL_CHUNK
 
 from ..controller import Controller
 from ..speculation import pass_of
@@ -54,8 +56,8 @@ class ExplainView(View):
             return "no_model", {}
         values = {"model": info.name, "params": fmt_count(info.n_params), "weights": fmt_bytes(info.weights_bytes),
                   "window": f"{info.context_length:,}", "per_token": fmt_bytes(info.kv_bytes_per_token)}
-        if c.prefill_event is None:
-            return "loaded", values
+        if c.prefill_event is None:  # a prompt being read (the last run's report is gone), or none yet
+            return ("prefilling" if c.in_flight == "Prefill" else "loaded"), {**values, "chunk": PREFILL_CHUNK}
         p = c.prefill_event
         values.update(n_prompt=p.n_tokens, ms=f"{p.ms:.0f}", kv=fmt_bytes(p.kv_used_bytes), n=len(c.steps))
         past = self.past_step()

@@ -2,7 +2,8 @@
 
 End-of-sequence token (its probability at every step), the length limit, stop strings (how much of each
 is already matched at the end of the text), the context window (prompt / generated / free), and the
-user's Stop. When generation has ended, the rule that fired is named and highlighted. With a past step
+user's Stop. Before a prompt it says how to start, and while one is read, that it is being read (nothing of
+the previous run stays). When generation has ended, the rule that fired is named and highlighted. With a past step
 shown, every rule reads as it stood at that step (its stop-string matches, k tokens generated, its limit).
 """
 
@@ -27,6 +28,9 @@ REASONS = {
     "context_full": "the context window is full",
     "aborted": "stopped by the user",
 }
+
+
+EMPTY = "Nothing generated yet: write a prompt and press Prefill (Ctrl+P)."
 
 
 class Gauge(QWidget):
@@ -76,7 +80,7 @@ class StopView(View):
 
     def __init__(self, controller: Controller, appearance: Appearance):
         super().__init__(controller, appearance)
-        self.status = QLabel("Nothing generated yet.")
+        self.status = QLabel(EMPTY)
         self.status.setObjectName("big")
         self.status.setWordWrap(True)
         layout = QVBoxLayout(self)
@@ -162,7 +166,7 @@ class StopView(View):
         # that a new report can never reuse a forgotten one's id.
         reports = (steps[-1] if steps else None, c.pending, c.stopped, c.prefill_event, c.info)
         key = (tuple(map(id, reports)), n_gen, len(c.steps), past is None, settings, c.running,
-               self.appearance.theme)
+               c.in_flight == "Prefill", self.appearance.theme)
         if key == self._key:
             return
         self._key, self._reports = key, reports
@@ -182,7 +186,8 @@ class StopView(View):
         window = c.info.context_length if c.info else 1
         self.gauge.set_parts(((n_prompt, "raw"), (n_gen, "kept")), window)
         free = window - n_prompt - n_gen
-        self.gauge_text.setText(f"prompt {n_prompt:,} · generated {n_gen:,} · free {free:,} of {window:,}")
+        self.gauge_text.setText(f"prompt {n_prompt:,} · generated {n_gen:,} · free {free:,} of {window:,}"
+                                if c.info else "The window's size comes with the model.")
         self._status(past)
 
     def _eos(self, steps, with_pending: bool) -> None:
@@ -197,9 +202,10 @@ class StopView(View):
             now = eos_p[-1]
             self.eos_text.setText(f"p(end of sequence) at step {len(eos_p)}: {now:.4f}"
                                   + ("  · the step drawn as EOS ends generation" if now > 0.5 else ""))
-        else:
+        else:  # no steps: the axis the steps will have, not an autorange around nothing (-0.4 ... 0.5)
             self.eos_curve.setData([], [])
-            self.eos_text.setText("The probability of the end token at each step.")
+            set_range(self.eos_plot, x=(0.5, 16.5))
+            self.eos_text.setText("p(end of sequence) at each step: drawn here from the first Step on.")
 
     def _status(self, past) -> None:
         c = self.controller
@@ -218,5 +224,6 @@ class StopView(View):
         else:
             self.status.setStyleSheet("")
             state = "Running…" if c.running else "Generating step by step." if c.steps else \
-                "Prefilled: ready for step 1." if c.prefilled else "Nothing generated yet."
+                "Prefilled: ready for step 1." if c.prefilled else \
+                "Reading the prompt…" if c.in_flight == "Prefill" else EMPTY
             self.status.setText(state)

