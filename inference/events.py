@@ -171,13 +171,13 @@ class PrefillDone:
 @dataclass(frozen=True)
 class StepDone:
     index: int  # 1-based
-    position: int  # 0-based context position of the chosen token
+    position: int  # 0-based position of the chosen token in the model's context (less tokens a shift dropped)
     token: Token
     forward_ms: float  # the forward pass that produced this distribution (step 1: the prefill)
     sample_ms: float
     kv_used_bytes: int  # the cache that produced this distribution
     kv_allocated_bytes: int
-    context_tokens: int  # context length after appending the token
+    context_tokens: int  # tokens in the model's context after appending the token
     chosen_rank: int  # 0-based rank by raw logit
     random_u: float | None  # None when greedy
     dist: StepDistribution
@@ -189,6 +189,7 @@ class StepDone:
     parent: int = 0  # the node before it (0: the root, i.e. the prompt)
     settings: GenerationSettings | None = None  # in force at this draw (the draw used `seed`)
     verified_by: int = 0  # the first step of the verify pass that decided it (0: a step of its own)
+    shift: "ContextShifted | None" = None  # this token filled the context window: the shift that followed
 
     @property
     def entropy(self) -> float:
@@ -211,6 +212,26 @@ class StepDone:
             "candidates": self.dist.candidates.to_list(),
             "stages": [{"name": s.name, "kept": s.kept, "removed_mass": s.removed_mass}
                        for s in self.dist.stages], **lens})
+
+
+@dataclass(frozen=True)
+class ContextShifted:
+    """A context shift (context_limit.py, policy drop-oldest): the token of step `step` filled the window;
+    the oldest `dropped` tokens after the first left the context, and the `kept` - 1 after the first were
+    read again in ONE pass, at positions 1..kept-1."""
+
+    step: int
+    dropped: int
+    kept: int  # tokens in the context after the shift (the first one's K/V stayed in the cache)
+    first_dropped: int  # index in prompt + generated of the first token dropped now (the last: + dropped - 1)
+    window: int  # the context window in force (the context limit)
+    forward_ms: float  # the re-read pass
+    kv_used_bytes: int  # the cache after the shift
+
+    def to_json(self) -> str:
+        return _dump({"type": "context_shift", "step": self.step, "dropped": self.dropped, "kept": self.kept,
+                      "reread_tokens": self.kept - 1, "first_dropped": self.first_dropped,
+                      "window": self.window, "forward_ms": self.forward_ms, "kv_used_bytes": self.kv_used_bytes})
 
 
 @dataclass(frozen=True)
