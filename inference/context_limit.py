@@ -61,6 +61,10 @@ class ContextLimit:
         ids = self.prompt + self.generated
         return ids[:KEEP_FIRST] + ids[KEEP_FIRST + self.dropped:]
 
+    def _too_long(self, n_prompt: int) -> str:
+        limit = " (the context limit)" if self.context_window < self.model.config.context_length else ""
+        return f"the prompt is {n_prompt} tokens but the context window holds {self.context_window}{limit}"
+
     def _context_full(self) -> bool:
         """Whether the context is full and generation must stop (with drop-oldest a step shifts instead;
         a prompt that fills the window alone stops under either policy)."""

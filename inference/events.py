@@ -22,6 +22,7 @@ class Token:
     text: str  # the decoded text this token adds (" Paris"); "" while a UTF-8 character is incomplete
     piece: str  # how to show it on its own: the text, \xE4\xBD for a partial character, <|im_end|>
     special: bool = False
+    raw: bytes = b""  # the bytes it adds to the text (a Chinese character's may be split over two tokens)
 
     @property
     def shown_text(self) -> str:

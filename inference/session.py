@@ -207,12 +207,10 @@ class Session(ContextLimit, BranchMoves, Speculation, LensCapture, Recapture):
         return logits, capture.array() if capture else None
 
     def _check_prompt(self, ids: list[int]) -> None:
-        c = self.model.config
         if not ids:
             raise ValueError("the prompt is empty: it must contain at least one token")
         if len(ids) > self.context_window:
-            raise ValueError(f"the prompt is {len(ids)} tokens but the context window holds {self.context_window}"
-                             + (" (the context limit)" if self.context_window < c.context_length else ""))
+            raise ValueError(self._too_long(len(ids)))
         self._check_ids(ids)
 
     def _check_ids(self, ids: list[int]) -> None:
@@ -365,7 +363,8 @@ class Session(ContextLimit, BranchMoves, Speculation, LensCapture, Recapture):
 
     def _token(self, stream, token_id: int) -> Token:
         text, piece = stream.push(token_id)
-        return Token(token_id, text, piece, self.model.tokenizer.is_special(token_id))
+        tok = self.model.tokenizer
+        return Token(token_id, text, piece, tok.is_special(token_id), tok.token_bytes(token_id))
 
     def _stop_reason(self, token_id: int | None) -> tuple[str | None, str | None]:
         """The stop rule the newest token (None: the prompt alone) fires, and the stop string it matched."""

@@ -9,6 +9,7 @@ import json
 import pytest
 import torch
 
+from app_driver import idle, settle, wait_until, window_fixture
 from inference.cli import main
 from inference.errors import NotReady
 from inference.events import StepDone, Stopped
@@ -159,3 +160,50 @@ def test_trace_options(folder, capsys):
     assert (shift["dropped"], shift["kept"], shift["reread_tokens"], shift["window"]) == (7, 9, 8, 16)
     with pytest.raises(SystemExit):
         main(["trace", "--context-limit", "2"])
+
+
+# --- the app: the Controls' context limit, the Context view's greyed dropped tokens (pytest-qt) ---------
+PROMPT_20 = "Count: 1, 2, 3, 4, 5, 6,"  # 20 tokens; greedy, the model counts on past a context shift
+
+
+window = window_fixture("context_limit")
+
+
+def _prefill_and_run(win, when_full: str):
+    ctl, c = win.controls, win.controller
+    ctl.chat.setChecked(False)
+    ctl.greedy.setChecked(True)
+    ctl.max_new.setValue(40)
+    ctl.context_limit.setValue(32)
+    ctl.when_full.setCurrentIndex(ctl.when_full.findData(when_full))
+    ctl.prompt.setPlainText(PROMPT_20)
+    win.actions["prefill"].trigger()
+    wait_until(lambda: c.prefilled and not c.steps and c.prefill_event.prompt_text == PROMPT_20 and idle(c))
+    assert c.prefill_event.n_tokens == 20
+    win.actions["run"].trigger()
+    wait_until(lambda: c.stopped is not None and idle(c))
+    settle(win)
+    return c, win.views["context"]
+
+
+def test_app_run_ends_with_context_full_at_the_limit(window):
+    c, view = _prefill_and_run(window, "stop")
+    assert c.stopped.reason == "context_full" and len(c.steps) == 12
+    assert view.canvas.dropped == 0 and "of 32 positions in the context limit" in view.summary.text()
+
+
+def test_app_drop_oldest_goes_on_and_greys_the_dropped_tokens(window):
+    c, view = _prefill_and_run(window, "drop-oldest")
+    assert c.stopped.reason == "max_new_tokens" and len(c.steps) == 40  # 60 tokens through a window of 32
+    assert [s.index for s in c.steps if s.shift] == [12, 27]
+    chips = view.canvas.chips
+    assert view.canvas.dropped == 30
+    assert [i for i, chip in enumerate(chips) if chip.dropped_at == 12] == list(range(1, 16))
+    assert [i for i, chip in enumerate(chips) if chip.dropped_at == 27] == list(range(16, 31))
+    assert chips[0].dropped_at is None and chips[31].dropped_at is None
+    assert view.canvas.tooltips[5].startswith("dropped from the context at step 12")
+    assert "2 context shifts dropped the 30 oldest tokens" in view.summary.text()
+    c.select(10)  # a step before the first shift: nothing was dropped yet when the model read it
+    settle(window)
+    assert view.canvas.dropped == 0
+    c.select(None)
