@@ -124,9 +124,11 @@ class ContextView(View):
         where = "the context window"
         if limit and limit < window:
             window, where = limit, f"the context limit (the model's window: {window:,})"
+        dropped = sum(s.dropped for s in self._shifts())
+        used = f"{n_prompt + n_gen}" if not dropped else f"{n_prompt + n_gen} tokens, {n_prompt + n_gen - dropped}"
         self.summary.setText(
             f"{n_prompt} prompt tokens (read in one prefill pass) + {n_gen} generated = "
-            f"{n_prompt + n_gen} of {window:,} positions in {where} · the cursor ▌ marks where "
+            f"{used} of {window:,} positions in {where} · the cursor ▌ marks where "
             f"token {n_gen + 1} will go" + verify)
 
     def _verify_text(self, verify: Pass | None, chips: list[Chip]) -> str:
