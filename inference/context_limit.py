@@ -27,9 +27,14 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import numpy as np
+import torch
+
 from .branches import KeptLogits, KeptPending
+from .capture import LastRowCapture
 from .errors import NotReady
 from .events import ContextShifted, Rewound, StepDone, Switched
+from .settings import PREFILL_CHUNK
 
 KEEP_FIRST = 1  # tokens at the start of the context a shift never drops
 
@@ -84,13 +89,22 @@ class ContextLimit:
         shift = ContextShifted(step=event.index, dropped=drop, kept=before - drop, first_dropped=first,
                                window=self.context_window, forward_ms=0.0, kv_used_bytes=0)
         self.shifts = self.shifts + (shift,)
-        logits, attention = self._read(self.window_ids()[KEEP_FIRST:], KEEP_FIRST)
+        logits, attention = self._reread(self.window_ids()[KEEP_FIRST:])
         forward_ms = (time.perf_counter() - started) * 1000
         self._pending, self._pending_attention, self._pending_forward_ms = logits, attention, forward_ms
         self.kept.put(self.node, KeptPending(logits, attention, forward_ms))
         shift = replace(shift, forward_ms=forward_ms, kv_used_bytes=self.source.kv_used_bytes)
         self.shifts = self.shifts[:-1] + (shift,)
         return replace(event, shift=shift)
+
+    def _reread(self, ids: list[int]) -> tuple[torch.Tensor, np.ndarray | None]:
+        """Read `ids` from position KEEP_FIRST on, in chunks of PREFILL_CHUNK, without stopping for an
+        abort (a run's abort ends it after this step, with the context whole)."""
+        capture = LastRowCapture(self.model.config.n_layers) if self.capture_attention else None
+        for at in range(0, len(ids), PREFILL_CHUNK):
+            last = at + PREFILL_CHUNK >= len(ids)
+            logits = self._forward(ids[at:at + PREFILL_CHUNK], KEEP_FIRST + at, capture if last else None, lens=last)
+        return logits, capture.array() if capture else None
 
     # --- moves that the shift changes ----------------------------------------------------------------
     def _refuse_shifted(self, what: str) -> None:
