@@ -324,7 +324,9 @@ class SettingsEvent:
         return _dump({"type": "settings", "seed": s.seed, "temperature": s.sampler.temperature,
                       "top_k": s.sampler.top_k, "top_p": s.sampler.top_p, "min_p": s.sampler.min_p,
                       "greedy": s.sampler.greedy, "max_new_tokens": s.max_new_tokens,
-                      "stop": list(s.stop_strings), "speculate": s.speculate})
+                      "stop": list(s.stop_strings), "speculate": s.speculate,
+                      # only with a context limit: a trace without one reads as before
+                      **({"context_limit": s.context_limit, "when_full": s.when_full} if s.context_limit else {})})
 
 
 STOP_REASONS = ("eos", "max_new_tokens", "stop_string", "context_full", "aborted")

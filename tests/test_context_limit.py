@@ -151,6 +151,8 @@ def test_trace_options(folder, capsys):
     assert stop[-1]["type"] == "stop" and stop[-1]["reason"] == "context_full"
     n_prompt = next(e for e in stop if e["type"] == "prefill")["n_tokens"]
     assert stop[-1]["n_generated"] == 16 - n_prompt
+    settings = next(e for e in stop if e["type"] == "settings")
+    assert (settings["context_limit"], settings["when_full"]) == (16, "stop")
     shifted = _trace(folder, capsys, "--context-limit", "16", "--when-full", "drop-oldest")
     kinds = [e["type"] for e in shifted]
     assert shifted[-1]["reason"] == "max_new_tokens" and "context_shift" in kinds
