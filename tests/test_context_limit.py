@@ -204,7 +204,8 @@ def test_app_drop_oldest_goes_on_and_greys_the_dropped_tokens(window):
     assert [i for i, chip in enumerate(chips) if chip.dropped_at == 27] == list(range(16, 31))
     assert chips[0].dropped_at is None and chips[31].dropped_at is None
     assert view.canvas.tooltips[5].startswith("dropped from the context at step 12")
-    assert "2 context shifts dropped the 30 oldest tokens" in view.summary.text()
+    assert "2 context shifts (drop-oldest) dropped the 30 oldest tokens" in view.summary.text()
+    assert "the model reads 30 of 32 positions in the context limit" in view.summary.text()
     c.select(10)  # a step before the first shift: nothing was dropped yet when the model read it
     settle(window)
     assert view.canvas.dropped == 0

@@ -123,12 +123,16 @@ class ContextView(View):
         limit = c.settings.context_limit
         where = "the context window"
         if limit and limit < window:
-            window, where = limit, f"the context limit (the model's window: {window:,})"
+            window, where = limit, f"the context limit (the model's: {window:,})"
         dropped = sum(s.dropped for s in self._shifts())
-        used = f"{n_prompt + n_gen}" if not dropped else f"{n_prompt + n_gen} tokens, {n_prompt + n_gen - dropped}"
+        if dropped:  # the shift line says the rest
+            self.summary.setText(
+                f"{n_prompt} prompt + {n_gen} generated tokens; the model reads {n_prompt + n_gen - dropped} of "
+                f"{window:,} positions in {where} · ▌ marks where token {n_gen + 1} goes" + verify)
+            return
         self.summary.setText(
             f"{n_prompt} prompt tokens (read in one prefill pass) + {n_gen} generated = "
-            f"{used} of {window:,} positions in {where} · the cursor ▌ marks where "
+            f"{n_prompt + n_gen} of {window:,} positions in {where} · the cursor ▌ marks where "
             f"token {n_gen + 1} will go" + verify)
 
     def _verify_text(self, verify: Pass | None, chips: list[Chip]) -> str:
@@ -229,10 +233,8 @@ class ContextView(View):
         if not shifts:
             return ""
         dropped = sum(s.dropped for s in shifts)
-        return (f"\nContext limit {shifts[-1].window} (drop-oldest): {len(shifts)} context shift"
-                f"{'s' if len(shifts) != 1 else ''} dropped the {dropped} oldest tokens after the first (greyed, "
-                f"struck through) and re-read the rest in one pass each; the model reads "
-                f"{n_in_context(self.controller, past, dropped)} tokens now.")
+        return (f"\n{len(shifts)} context shift{'s' if len(shifts) != 1 else ''} (drop-oldest) dropped the "
+                f"{dropped} oldest tokens after the first (struck through) and re-read the rest in one pass each.")
 
     def _verify_note(self, step) -> str:
         """What the verify pass that decided `step` made of it (its tooltip's last line; "" for a step of its
@@ -261,7 +263,3 @@ class ContextView(View):
                 + ("the draw at this step took another token (the correction), so the pass kept nothing after it"
                    if j == 0 else "it came after a rejected draft token, so the pass could not keep it"))
 
-
-def n_in_context(controller, past, dropped: int) -> int:
-    n_gen = past.index - 1 if past is not None else len(controller.steps)
-    return len(controller.prefill_event.tokens) + n_gen - dropped
