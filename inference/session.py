@@ -386,7 +386,7 @@ class Session(ContextLimit, BranchMoves, Speculation, LensCapture, Recapture):
     def _widen(self, sampler: SamplerSettings) -> None:
         """A server's top-N whose tail could matter to a draw under `sampler` is asked again, wider."""
         if hasattr(self.source, "widen"):
-            self._pending = self.source.widen(self._pending, sampler, self.prompt + self.generated)
+            self._pending = self.source.widen(self._pending, sampler, self.window_ids())
 
     def _stop(self, reason: str, matched: str | None = None) -> Stopped:
         if matched is not None:
