@@ -120,7 +120,7 @@ class Session(ContextLimit, BranchMoves, Speculation, LensCapture, Recapture):
         if not self.prefilled:
             return "prefill the prompt before stepping"
         reason = self.stopped.reason if self.stopped is not None else None
-        if reason in ("eos", "stop_string", "context_full"):
+        if reason in ("eos", "stop_string") or reason == "context_full" and self._context_full():  # still full
             return f"generation ended ({reason}); rewind or reset to go on"
         if reason == "max_new_tokens" and len(self.generated) >= self.settings.max_new_tokens:
             return "the max new tokens limit is reached; raise it, rewind or reset"

@@ -210,3 +210,19 @@ def test_app_drop_oldest_goes_on_and_greys_the_dropped_tokens(window):
     settle(window)
     assert view.canvas.dropped == 0
     c.select(None)
+
+
+def test_after_the_context_full_stop_drop_oldest_or_a_higher_limit_goes_on(llama):
+    session = _session(llama)
+    session.prefill(PROMPT)
+    list(session.run())
+    assert session.stopped.reason == "context_full" and session.blocked()
+    session.update_settings(dataclasses.replace(session.settings, when_full="drop-oldest"))
+    assert session.blocked() == ""
+    steps = [e for e in session.step() if isinstance(e, StepDone)]
+    assert steps[0].index == 13 and steps[0].shift is not None and steps[0].shift.kept == 17
+    assert_window_is_fresh(session)
+    session.update_settings(dataclasses.replace(session.settings, when_full="stop", context_limit=48))
+    list(session.step())
+    assert session.stopped is None and session.n_window == 18  # 17 after the shift, one more
+    assert_window_is_fresh(session)
