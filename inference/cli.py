@@ -96,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="stop when the generated text contains TEXT (repeatable)")
     trace.add_argument("--speculate", type=_number(int, 0, 16, what="--speculate"), default=0, metavar="N",
                        help="draft up to N tokens by prompt lookup and verify them in one forward pass (0 = off)")
+    trace.add_argument("--context-limit", type=_number(int, 0, what="--context-limit"), default=0, metavar="N",
+                       help="run in a context window of N tokens (0 = the model's own; at least 4)")
+    trace.add_argument("--when-full", choices=("stop", "drop-oldest"), default="stop",
+                       help="when the window is full: stop (context_full), or drop the oldest half after the "
+                       "first token and re-read the rest in one pass (a context_shift line)")
     trace.add_argument("--no-kv-cache", action="store_true",
                        help="keep no KV cache: every step re-reads the whole prefix (same logits, growing cost)")
     trace.add_argument("--top-n", type=_number(int, 1, what="--top-n"), default=20,
@@ -135,7 +140,8 @@ def _trace(args) -> int:
     sampler = replace(model.defaults, **asked, greedy=args.greedy or (model.defaults.greedy and not asked))
     settings = GenerationSettings(sampler=sampler, max_new_tokens=args.max_new_tokens,
                                   stop_strings=tuple(args.stop), seed=args.seed, top_n=args.top_n,
-                                  speculate=args.speculate)
+                                  speculate=args.speculate, context_limit=args.context_limit,
+                                  when_full=args.when_full).validate()
     session = Session(model, settings, capture_lens=args.logit_lens)
     session.use_kv_cache(not args.no_kv_cache)
     if script is not None:
@@ -168,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "trace" and any(not s for s in args.stop):
         parser.error("--stop must not be empty")
+    if args.command == "trace" and (0 < args.context_limit < 4 or (args.speculate and args.when_full != "stop")):
+        parser.error("--context-limit must be 0 or >= 4" if args.context_limit < 4
+                     else "--speculate cannot be combined with --when-full drop-oldest")
     try:
         return _trace(args) if args.command == "trace" else _download(args)
     except KeyboardInterrupt:

@@ -22,6 +22,7 @@ class Token:
     text: str  # the decoded text this token adds (" Paris"); "" while a UTF-8 character is incomplete
     piece: str  # how to show it on its own: the text, \xE4\xBD for a partial character, <|im_end|>
     special: bool = False
+    raw: bytes = b""  # the bytes it adds to the text (a Chinese character's may be split over two tokens)
 
     @property
     def shown_text(self) -> str:
@@ -171,13 +172,13 @@ class PrefillDone:
 @dataclass(frozen=True)
 class StepDone:
     index: int  # 1-based
-    position: int  # 0-based context position of the chosen token
+    position: int  # 0-based position of the chosen token in the model's context (less tokens a shift dropped)
     token: Token
     forward_ms: float  # the forward pass that produced this distribution (step 1: the prefill)
     sample_ms: float
     kv_used_bytes: int  # the cache that produced this distribution
     kv_allocated_bytes: int
-    context_tokens: int  # context length after appending the token
+    context_tokens: int  # tokens in the model's context after appending the token
     chosen_rank: int  # 0-based rank by raw logit
     random_u: float | None  # None when greedy
     dist: StepDistribution
@@ -189,6 +190,7 @@ class StepDone:
     parent: int = 0  # the node before it (0: the root, i.e. the prompt)
     settings: GenerationSettings | None = None  # in force at this draw (the draw used `seed`)
     verified_by: int = 0  # the first step of the verify pass that decided it (0: a step of its own)
+    shift: "ContextShifted | None" = None  # this token filled the context window: the shift that followed
 
     @property
     def entropy(self) -> float:
@@ -211,6 +213,26 @@ class StepDone:
             "candidates": self.dist.candidates.to_list(),
             "stages": [{"name": s.name, "kept": s.kept, "removed_mass": s.removed_mass}
                        for s in self.dist.stages], **lens})
+
+
+@dataclass(frozen=True)
+class ContextShifted:
+    """A context shift (context_limit.py, policy drop-oldest): the token of step `step` filled the window;
+    the oldest `dropped` tokens after the first left the context, and the `kept` - 1 after the first were
+    read again in ONE pass, at positions 1..kept-1."""
+
+    step: int
+    dropped: int
+    kept: int  # tokens in the context after the shift (the first one's K/V stayed in the cache)
+    first_dropped: int  # index in prompt + generated of the first token dropped now (the last: + dropped - 1)
+    window: int  # the context window in force (the context limit)
+    forward_ms: float  # the re-read pass
+    kv_used_bytes: int  # the cache after the shift
+
+    def to_json(self) -> str:
+        return _dump({"type": "context_shift", "step": self.step, "dropped": self.dropped, "kept": self.kept,
+                      "reread_tokens": self.kept - 1, "first_dropped": self.first_dropped,
+                      "window": self.window, "forward_ms": self.forward_ms, "kv_used_bytes": self.kv_used_bytes})
 
 
 @dataclass(frozen=True)
@@ -302,7 +324,9 @@ class SettingsEvent:
         return _dump({"type": "settings", "seed": s.seed, "temperature": s.sampler.temperature,
                       "top_k": s.sampler.top_k, "top_p": s.sampler.top_p, "min_p": s.sampler.min_p,
                       "greedy": s.sampler.greedy, "max_new_tokens": s.max_new_tokens,
-                      "stop": list(s.stop_strings), "speculate": s.speculate})
+                      "stop": list(s.stop_strings), "speculate": s.speculate,
+                      # only with a context limit: a trace without one reads as before
+                      **({"context_limit": s.context_limit, "when_full": s.when_full} if s.context_limit else {})})
 
 
 STOP_REASONS = ("eos", "max_new_tokens", "stop_string", "context_full", "aborted")

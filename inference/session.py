@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from .branches import BranchMoves, BranchTree, KeptLogits, KeptPending
+from .context_limit import ContextLimit
 from .capture import LastRowCapture, PromptCapture, Recapture
 from .errors import Cancelled, NotReady
 from .events import Pending, PrefillDone, SessionStatus, StepDone, Stopped, Token, Verified
@@ -53,7 +54,7 @@ def prompt_ids(model: LoadedModel, prompt: str, chat: bool = False, system: str 
     return tok.encode(text, add_special_tokens=False), text
 
 
-class Session(BranchMoves, Speculation, LensCapture, Recapture):
+class Session(ContextLimit, BranchMoves, Speculation, LensCapture, Recapture):
     def __init__(self, model: LoadedModel, settings: GenerationSettings = GenerationSettings(),
                  capture_attention: bool = False, source: LogitsSource | None = None, capture_lens: bool = False):
         self.model = model
@@ -92,7 +93,7 @@ class Session(BranchMoves, Speculation, LensCapture, Recapture):
             token = self._token(self._stream, token_id)
             if token_id not in eos_ids:
                 self.text += token.text
-        if self.prefilled and (self.generated or len(self.prompt) >= self.model.config.context_length):
+        if self.prefilled and (self.generated or len(self.prompt) >= self.context_window):
             reason, matched = self._stop_reason(self.generated[-1] if self.generated else None)
             if reason is not None:
                 self._stop(reason, matched)
@@ -119,7 +120,7 @@ class Session(BranchMoves, Speculation, LensCapture, Recapture):
         if not self.prefilled:
             return "prefill the prompt before stepping"
         reason = self.stopped.reason if self.stopped is not None else None
-        if reason in ("eos", "stop_string", "context_full"):
+        if reason in ("eos", "stop_string") or reason == "context_full" and self._context_full():  # still full
             return f"generation ended ({reason}); rewind or reset to go on"
         if reason == "max_new_tokens" and len(self.generated) >= self.settings.max_new_tokens:
             return "the max new tokens limit is reached; raise it, rewind or reset"
@@ -134,8 +135,8 @@ class Session(BranchMoves, Speculation, LensCapture, Recapture):
         cost that grows with the context). Switching on re-reads the context in one pass."""
         self._check_idle()
         if on != self.kv_cache:
-            held = self.n_context - (1 if self._pending is None and self.generated else 0) if self.prefilled else 0
-            self.source = fresh_source(self.model.decoder, on, (self.prompt + self.generated)[:held],
+            held = self.n_window - (1 if self._pending is None and self.generated else 0) if self.prefilled else 0
+            self.source = fresh_source(self.model.decoder, on, self.window_ids()[:held],
                                        len(self.prompt) + self.settings.max_new_tokens)
 
     def status(self) -> SessionStatus:
@@ -164,7 +165,7 @@ class Session(BranchMoves, Speculation, LensCapture, Recapture):
         """
         self._check_prompt(ids)
         self.source.start(len(ids) + self.settings.max_new_tokens)
-        self.prompt, self.prompt_text = [], ""
+        self.prompt, self.prompt_text, self.shifts = [], "", ()
         self.tree, self.kept = BranchTree(), KeptLogits(self.kept.budget)
         self._abort.clear()
         started = time.perf_counter()
@@ -206,11 +207,10 @@ class Session(BranchMoves, Speculation, LensCapture, Recapture):
         return logits, capture.array() if capture else None
 
     def _check_prompt(self, ids: list[int]) -> None:
-        c = self.model.config
         if not ids:
             raise ValueError("the prompt is empty: it must contain at least one token")
-        if len(ids) > c.context_length:
-            raise ValueError(f"the prompt is {len(ids)} tokens but the context window holds {c.context_length}")
+        if len(ids) > self.context_window:
+            raise ValueError(self._too_long(len(ids)))
         self._check_ids(ids)
 
     def _check_ids(self, ids: list[int]) -> None:
@@ -255,13 +255,15 @@ class Session(BranchMoves, Speculation, LensCapture, Recapture):
         if self._pending is None:
             self._feed_last()
         event, reason, matched = self._draw(forced, self.source.kv_used_bytes)
+        event = self._shift_when_full(event, reason)  # context_limit.py: drop-oldest when the window is full
         self._decode_seconds += time.perf_counter() - started
         yield event
         if reason is not None:
             yield self._stop(reason, matched)
             return
         started = time.perf_counter()
-        self._feed_last()
+        if event.shift is None:  # a shift re-read the context, the newest token with it
+            self._feed_last()
         self._decode_seconds += time.perf_counter() - started
 
     def _draw(self, forced: int | None, kv_used: int, verified_by: int = 0) -> tuple[StepDone, str | None, str | None]:
@@ -286,9 +288,9 @@ class Session(BranchMoves, Speculation, LensCapture, Recapture):
             self.text += token.text
         reason, matched = self._stop_reason(token_id)
         event = StepDone(
-            index=index, position=self.n_context - 1, token=token, forward_ms=self._pending_forward_ms,
+            index=index, position=self.n_window - 1, token=token, forward_ms=self._pending_forward_ms,
             sample_ms=sample_ms, kv_used_bytes=kv_used, kv_allocated_bytes=self.source.kv_allocated_bytes,
-            context_tokens=self.n_context,
+            context_tokens=self.n_window,
             chosen_rank=chosen_rank(logits, token_id, summary.candidates, self.settings.top_n),
             random_u=u, dist=summary, seed=self.seed_used, stop_progress=self._stop_strings()[0],
             attention=self._pending_attention, forced=forced is not None, node=self.node, parent=parent,
@@ -354,14 +356,15 @@ class Session(BranchMoves, Speculation, LensCapture, Recapture):
         """Run the newest token through the model: its K/V join the cache, the next logits are pending."""
         capture = LastRowCapture(self.model.config.n_layers) if self.capture_attention else None
         started = time.perf_counter()
-        self._pending = self._forward([self.generated[-1]], self.n_context - 1, capture)
+        self._pending = self._forward([self.generated[-1]], self.n_window - 1, capture)
         self._pending_forward_ms = (time.perf_counter() - started) * 1000
         self._pending_attention = capture.array() if capture else None
         self.kept.put(self.node, KeptPending(self._pending, self._pending_attention, self._pending_forward_ms))
 
     def _token(self, stream, token_id: int) -> Token:
         text, piece = stream.push(token_id)
-        return Token(token_id, text, piece, self.model.tokenizer.is_special(token_id))
+        tok = self.model.tokenizer
+        return Token(token_id, text, piece, tok.is_special(token_id), tok.token_bytes(token_id))
 
     def _stop_reason(self, token_id: int | None) -> tuple[str | None, str | None]:
         """The stop rule the newest token (None: the prompt alone) fires, and the stop string it matched."""
@@ -369,7 +372,7 @@ class Session(BranchMoves, Speculation, LensCapture, Recapture):
         n = len(self.generated)
         reason = ("eos" if token_id in self.model.config.eos_ids else "stop_string" if matched is not None
                   else "max_new_tokens" if n and n >= self.settings.max_new_tokens
-                  else "context_full" if self.n_context >= self.model.config.context_length else None)
+                  else "context_full" if self._context_full() else None)
         return reason, matched
 
     def _stop_strings(self) -> tuple[tuple[int, ...], str | None]:
@@ -383,7 +386,7 @@ class Session(BranchMoves, Speculation, LensCapture, Recapture):
     def _widen(self, sampler: SamplerSettings) -> None:
         """A server's top-N whose tail could matter to a draw under `sampler` is asked again, wider."""
         if hasattr(self.source, "widen"):
-            self._pending = self.source.widen(self._pending, sampler, self.prompt + self.generated)
+            self._pending = self.source.widen(self._pending, sampler, self.window_ids())
 
     def _stop(self, reason: str, matched: str | None = None) -> Stopped:
         if matched is not None:

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16", "int8")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 MAX_SPECULATE = 16
+WHEN_FULL = ("stop", "drop-oldest")  # what a full context window does (context_limit.py)
+MIN_CONTEXT_LIMIT = 4  # the smallest context limit: a first token, and room for a shift to keep some
 PREFILL_CHUNK = 512  # positions per prefill pass; longer prompts take several passes (with progress between)
 
 
@@ -52,6 +54,8 @@ class GenerationSettings:
     seed: int = 0
     top_n: int = 20
     speculate: int = 0  # draft tokens per verify pass, by prompt lookup (0 = off)
+    context_limit: int = 0  # the context window to run in, in tokens (0 = the model's own window)
+    when_full: str = "stop"  # when the window is full: "stop" (context_full) or "drop-oldest" (a shift)
 
     def validate(self) -> "GenerationSettings":
         self.sampler.validate()
@@ -61,6 +65,13 @@ class GenerationSettings:
             raise ValueError(f"top-n must be >= 1, got {self.top_n}")
         if not 0 <= self.speculate <= MAX_SPECULATE:
             raise ValueError(f"speculate must be in [0, {MAX_SPECULATE}] draft tokens, got {self.speculate}")
+        if self.context_limit and self.context_limit < MIN_CONTEXT_LIMIT:
+            raise ValueError(f"the context limit must be 0 (the model's window) or >= {MIN_CONTEXT_LIMIT} "
+                             f"tokens, got {self.context_limit}")
+        if self.when_full not in WHEN_FULL:
+            raise ValueError(f"when full must be one of {', '.join(WHEN_FULL)}, got {self.when_full!r}")
+        if self.speculate and self.when_full == "drop-oldest":
+            raise ValueError("speculation and drop-oldest cannot be combined: turn one of them off")
         if any(not s for s in self.stop_strings):
             raise ValueError("stop strings must not be empty")
         return self

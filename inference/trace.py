@@ -35,7 +35,8 @@ class TraceWriter:
         out = []
         if isinstance(event, StepDone) and event.settings is not None:
             out = self._settings(SettingsEvent(event.settings))
-        return out + [event.to_json()]
+        shift = getattr(event, "shift", None)  # a context shift after the step (context_limit.py)
+        return out + [event.to_json()] + ([shift.to_json()] if shift is not None else [])
 
     def _settings(self, event: SettingsEvent) -> list[str]:
         line = event.to_json()

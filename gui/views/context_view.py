@@ -10,211 +10,28 @@ With speculative decoding on, the newest verify pass (or the shown step's) is dr
 accepted draft tokens are real chips underlined and outlined green, its rejected ones red dashed ghost chips
 after the last accepted one (where the correction was drawn). Earlier passes' accepted tokens keep a thin
 green underline.
+
+A context limit (Controls) with drop-oldest: the tokens a context shift dropped stay, greyed and struck
+through ("dropped from the context at step N"). Tokens whose bytes only together make a character (Chinese
+often splits one over two tokens) are drawn as one joined group showing the character; each token's tooltip
+says which bytes of it it carries. "Transcript" shows the same context as plain text.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QFontMetricsF, QPainter, QPen
-from PySide6.QtWidgets import QLabel, QScrollArea, QToolTip, QVBoxLayout, QWidget
+from PySide6.QtCore import QSize, QTimer
+from PySide6.QtGui import QFontMetricsF
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QStackedWidget, QToolButton, QVBoxLayout
 
 from ..controller import Controller
 from ..speculation import Pass, newest_pass
 from ..theme import Appearance
-from .base import View, begin_paint
-from .format import display
+from .base import View
+from .chip_canvas import Chip, ChipCanvas
+from .format import byte_label, display, split_characters
+from .transcript import Transcript
 
-PAD_X, PAD_Y, GAP, LINE_GAP = 4.0, 2.0, 3.0, 6.0
 KEPT = "\ndrafted by prompt lookup ✓ kept: the draw picked the draft token"
-
-
-@dataclass
-class Chip:
-    label: str
-    kind: str  # "prompt", "generated", "special"
-    token_id: int
-    position: int
-    step: int | None  # 1-based step index for generated tokens
-    newline: bool
-    rect: QRectF = None
-    draft: str = ""  # "accepted" (a draft token kept), "verified" (kept by the highlighted pass), "rejected"
-
-
-class ChipCanvas(QWidget):
-    step_clicked = Signal(int)
-
-    def __init__(self, appearance: Appearance):
-        super().__init__()
-        self.appearance = appearance
-        self.chips: list[Chip] = []
-        self.newest: int | None = None  # chip index
-        self.selected_step: int | None = None
-        self.muted_after: int | None = None  # generated tokens after this step are greyed (a past step shown)
-        self.cursor_rect = QRectF()
-        self.tooltips: dict[int, str] = {}
-        self.placeholder = ""
-        self.highlighted: set[int] = set()  # context positions outlined on request (the attention view's)
-        self.setMouseTracking(True)
-        self.setFocusPolicy(Qt.StrongFocus)
-        self._width_cache: dict[str, float] = {}
-        self._laid_out_width = -1
-
-    def set_chips(self, chips: list[Chip], tooltips: dict[int, str], newest: int | None,
-                  selected_step: int | None, muted_after: int | None = None) -> None:
-        self.chips, self.tooltips, self.newest, self.selected_step = chips, tooltips, newest, selected_step
-        self.muted_after = muted_after
-        self._layout()
-        self.update()
-
-    def highlight(self, positions) -> None:
-        """Outline the chips at these context positions (e.g. a query and a key picked in Attention)."""
-        self.highlighted = set(positions)
-        self.update()
-
-    def is_muted(self, chip: Chip) -> bool:
-        return self.muted_after is not None and chip.step is not None and chip.step > self.muted_after
-
-    @property
-    def greyed(self) -> int:
-        """How many chips are greyed (written after the shown past step)."""
-        return sum(self.is_muted(chip) for chip in self.chips)
-
-    def drafts(self, kind: str) -> int:
-        """How many chips are drafts of this kind: "verified" (the highlighted pass's accepted ones),
-        "rejected" (its ghost chips) or "accepted" (earlier passes')."""
-        return sum(chip.draft == kind for chip in self.chips)
-
-    def _metrics(self) -> QFontMetricsF:
-        return QFontMetricsF(self.appearance.font(1.05, mono=True))
-
-    def _layout(self) -> None:
-        fm = self._metrics()
-        height = fm.height() + 2 * PAD_Y
-        x, y = GAP, GAP
-        width = max(200.0, float(self.width()) - GAP)
-        for chip in self.chips:
-            w = self._width_cache.get(chip.label)
-            if w is None:
-                w = self._width_cache[chip.label] = fm.horizontalAdvance(chip.label) + 2 * PAD_X
-            if x + w > width and x > GAP:
-                x, y = GAP, y + height + LINE_GAP
-            chip.rect = QRectF(x, y, w, height)
-            x += w + GAP
-            if chip.newline:
-                x, y = GAP, y + height + LINE_GAP
-        cursor_w = fm.horizontalAdvance("▌") + 2 * PAD_X
-        if x + cursor_w > width:
-            x, y = GAP, y + height + LINE_GAP
-        self.cursor_rect = QRectF(x, y, cursor_w, height)
-        self._laid_out_width = self.width()
-        self.setMinimumHeight(int(y + height + GAP + 1))
-
-    def resizeEvent(self, event):
-        if event.size().width() != self._laid_out_width:
-            self._layout()
-        super().resizeEvent(event)
-
-    def relayout(self) -> None:
-        self._width_cache.clear()
-        self._layout()
-        self.update()
-
-    def sizeHint(self) -> QSize:
-        return QSize(600, self.minimumHeight())
-
-    def paintEvent(self, event):
-        t = self.appearance.theme
-        painter = begin_paint(self, self.appearance, self.placeholder, not self.chips)
-        if painter is None:
-            return
-        painter.setFont(self.appearance.font(1.05, mono=True))
-        visible = QRectF(event.rect())
-        fills = {"prompt": QColor(t.prompt_chip), "generated": QColor(t.generated_chip),
-                 "special": QColor(t.special_chip)}
-        outline = 2.5 * self.appearance.scale
-        for i, chip in enumerate(self.chips):
-            if not chip.rect.intersects(visible):
-                continue
-            self._paint_chip(painter, i, chip, fills, outline)
-        painter.setPen(Qt.NoPen)
-        painter.setBrush(QColor(t.muted if self.muted_after is not None else t.accent))
-        caret = QRectF(self.cursor_rect.x() + PAD_X, self.cursor_rect.y() + 2, 3 * self.appearance.scale,
-                       self.cursor_rect.height() - 4)
-        painter.drawRect(caret)
-
-    def _paint_chip(self, painter: QPainter, i: int, chip: Chip, fills: dict, outline: float) -> None:
-        t = self.appearance.theme
-        fill, text, pen = QColor(fills[chip.kind]), QColor(t.text), Qt.NoPen
-        if chip.draft == "rejected":  # a ghost: drafted, read by the pass, not kept
-            fill = QColor(t.chosen)
-            fill.setAlpha(28)
-            text = QColor(t.chosen)
-        elif self.is_muted(chip):  # not written yet at the shown step: still there, but in the background
-            fill.setAlpha(70)
-            text = QColor(t.muted)
-            text.setAlpha(150)
-        elif chip.step is not None and chip.step == self.selected_step:
-            fill = QColor(t.selected)
-            fill.setAlpha(90)
-            pen = QPen(QColor(t.selected), outline)
-        if i == self.newest and self.muted_after is None:
-            pen = QPen(QColor(t.newest), outline)
-        if chip.position in self.highlighted:
-            fill = QColor(t.accent)
-            fill.setAlpha(80)
-            pen = QPen(QColor(t.accent), outline, Qt.DashLine)
-        painter.setPen(pen)
-        painter.setBrush(fill)
-        painter.drawRoundedRect(chip.rect, 4, 4)
-        painter.setPen(text)
-        painter.drawText(chip.rect, Qt.AlignCenter, chip.label)
-        if chip.draft:
-            self._paint_draft(painter, i, chip, outline)
-
-    def _paint_draft(self, painter: QPainter, i: int, chip: Chip, outline: float) -> None:
-        """A kept draft token: a green bar under the chip (and, in the highlighted pass, a green outline when
-        the chip has none); a rejected one: a red dashed ghost, struck through."""
-        t, scale, r = self.appearance.theme, self.appearance.scale, chip.rect
-        if chip.draft == "rejected":
-            red = QColor(t.chosen)
-            painter.setPen(QPen(red, 1.5 * scale, Qt.DashLine))
-            painter.setBrush(Qt.NoBrush)
-            painter.drawRoundedRect(r.adjusted(0.5, 0.5, -0.5, -0.5), 4, 4)
-            red.setAlpha(150)  # struck, but still legible
-            painter.setPen(QPen(red, 1.0 * scale))
-            painter.drawLine(QPointF(r.left() + PAD_X, r.center().y()), QPointF(r.right() - PAD_X, r.center().y()))
-            return
-        green = QColor(t.kept)
-        if self.is_muted(chip):
-            green.setAlpha(110)
-        bar = (3.0 if chip.draft == "verified" else 2.0) * scale
-        painter.fillRect(QRectF(r.left() + 2, r.bottom() - bar, r.width() - 4, bar), green)
-        selected = chip.step is not None and chip.step == self.selected_step
-        newest = i == self.newest and self.muted_after is None
-        if chip.draft == "verified" and not selected and not newest:
-            painter.setPen(QPen(green, 0.7 * outline))
-            painter.setBrush(Qt.NoBrush)
-            painter.drawRoundedRect(r, 4, 4)
-
-    def chip_at(self, point: QPoint) -> int | None:
-        for i, chip in enumerate(self.chips):
-            if chip.rect is not None and chip.rect.contains(point.toPointF()):
-                return i
-        return None
-
-    def mouseMoveEvent(self, event):
-        i = self.chip_at(event.position().toPoint())
-        if i is None:
-            QToolTip.hideText()
-        else:
-            QToolTip.showText(event.globalPosition().toPoint(), self.tooltips.get(i, ""), self)
-
-    def mousePressEvent(self, event):
-        i = self.chip_at(event.position().toPoint())
-        if i is not None and self.chips[i].step is not None:
-            self.step_clicked.emit(self.chips[i].step)
 
 
 class ContextView(View):
@@ -234,14 +51,40 @@ class ContextView(View):
         self.scroll = QScrollArea()
         self.scroll.setWidgetResizable(True)
         self.scroll.setWidget(self.canvas)
+        self.transcript = Transcript(appearance)
+        self.pages = QStackedWidget()
+        self.pages.addWidget(self.scroll)
+        self.pages.addWidget(self.transcript)
+        self.plain = QToolButton()
+        self.plain.setText("Transcript")
+        self.plain.setCheckable(True)
+        self.plain.setToolTip("Show the context as plain text (the chat template's special tokens dimmed) "
+                              "instead of token chips")
+        self.plain.toggled.connect(self._show_plain)
+        top = QHBoxLayout()
+        top.addWidget(self.summary, 1)
+        top.addWidget(self.plain)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 4, 6, 6)
-        layout.addWidget(self.summary)
-        layout.addWidget(self.scroll, 1)
+        layout.addLayout(top)
+        layout.addWidget(self.pages, 1)  # the chips take all the height the dock gives
         self._shown_count = -1
+        self.restyle()
+
+    def _line(self) -> float:
+        return QFontMetricsF(self.appearance.font(1.05, mono=True)).height() + 10
 
     def restyle(self) -> None:
         self.canvas.relayout()
+        self.transcript.restyle()
+        self.pages.setMinimumHeight(int(3 * self._line()) + 4)  # at least three lines of chips
+
+    def sizeHint(self) -> QSize:
+        return QSize(640, int(10 * self._line()))
+
+    def _show_plain(self, on: bool) -> None:
+        self.pages.setCurrentIndex(1 if on else 0)
+        self.refresh()
 
     def refresh(self) -> None:
         c = self.controller
@@ -253,6 +96,9 @@ class ContextView(View):
                 self._shown_count = 0
             return
         past = self.past_step()
+        if self.plain.isChecked():
+            upto = past.index - 1 if past is not None else None
+            self.transcript.show_tokens(list(prefill.tokens) + [s.token for s in c.steps[:upto]])
         self.verify_pass = newest_pass(c.history, past.index if past is not None else None)
         chips, tips = self._chips(prefill, self.verify_pass)
         shown = c.shown()
@@ -266,7 +112,7 @@ class ContextView(View):
         self._shown_count = len(chips)
         n_prompt, n_gen = len(prefill.tokens), len(c.steps)
         window = c.info.context_length if c.info else 0
-        verify = self._verify_text(self.verify_pass, chips)
+        verify = self._limit_text(past) + self._verify_text(self.verify_pass, chips)
         if past is not None:
             later = n_gen - past.index
             self.summary.setText(
@@ -274,9 +120,19 @@ class ContextView(View):
                 f"tokens and chose the outlined one; the {later} token{'s' if later != 1 else ''} written after "
                 f"it {'are' if later != 1 else 'is'} greyed. A candidate clicked now forks here." + verify)
             return
+        limit = c.settings.context_limit
+        where = "the context window"
+        if limit and limit < window:
+            window, where = limit, f"the context limit (the model's: {window:,})"
+        dropped = sum(s.dropped for s in self._shifts())
+        if dropped:  # the shift line says the rest
+            self.summary.setText(
+                f"{n_prompt} prompt + {n_gen} generated tokens; the model reads {n_prompt + n_gen - dropped} of "
+                f"{window:,} positions in {where} · ▌ marks where token {n_gen + 1} goes" + verify)
+            return
         self.summary.setText(
             f"{n_prompt} prompt tokens (read in one prefill pass) + {n_gen} generated = "
-            f"{n_prompt + n_gen} of {window:,} positions in the context window · the cursor ▌ marks where "
+            f"{n_prompt + n_gen} of {window:,} positions in {where} · the cursor ▌ marks where "
             f"token {n_gen + 1} will go" + verify)
 
     def _verify_text(self, verify: Pass | None, chips: list[Chip]) -> str:
@@ -330,7 +186,55 @@ class ContextView(View):
                 + note)
             if step.index == ghosts_after:
                 self._ghosts(verify, chips, tips)
+        self._mark_dropped(chips, tips)
+        self._group_split_characters(chips, tips, list(prefill.tokens) + [s.token for s in self.controller.steps])
         return chips, tips
+
+    def _shifts(self, past=None) -> list:
+        """The context shifts on the current path, as far as the shown step (a past one saw fewer)."""
+        return [s.shift for s in self.controller.steps
+                if s.shift is not None and (past is None or s.index < past.index)]
+
+    def _mark_dropped(self, chips: list[Chip], tips: dict[int, str]) -> None:
+        """Grey the tokens a context shift dropped (before the shown step): they stay, struck through."""
+        past = self.past_step()
+        real = [i for i, chip in enumerate(chips) if chip.draft != "rejected"]  # a ghost is in no context
+        for shift in self._shifts(past):
+            for at in range(shift.first_dropped, min(shift.first_dropped + shift.dropped, len(real))):
+                i = real[at]
+                chips[i].dropped_at = shift.step
+                tips[i] = (f"dropped from the context at step {shift.step}: the window of {shift.window} was "
+                           f"full (drop-oldest), so the oldest {shift.dropped} tokens after the first left it "
+                           f"and the {shift.kept - 1} after them were re-read in one pass\n" + tips.get(i, ""))
+
+    @staticmethod
+    def _group_split_characters(chips: list[Chip], tips: dict[int, str], tokens) -> None:
+        """Join the chips of tokens whose bytes only together make a character, and say in each token's
+        tooltip which bytes of which character it carries."""
+        real = [i for i, chip in enumerate(chips) if chip.draft != "rejected"]
+        if len(real) != len(tokens):
+            return
+        raws = [t.raw if t.raw else t.text.encode("utf-8") for t in tokens]
+        parts, runs = split_characters(raws)
+        for k, token_parts in enumerate(parts):
+            if token_parts:
+                tips[real[k]] = " · ".join(p.describe() for p in token_parts) + "\n" + tips.get(real[k], "")
+        for start, end in runs:
+            if real[end - 1] - real[start] != end - 1 - start:
+                continue  # a ghost chip in between: leave them apart
+            label = display(byte_label(b"".join(raws[start:end]).decode("utf-8", errors="backslashreplace")))
+            for k in range(start, end):
+                chips[real[k]].group = (real[start], real[end - 1] + 1)
+            chips[real[start]].group_label = label
+
+    def _limit_text(self, past) -> str:
+        """The context limit's shifts in words (a summary line), "" without one."""
+        shifts = self._shifts(past)
+        if not shifts:
+            return ""
+        dropped = sum(s.dropped for s in shifts)
+        return (f"\n{len(shifts)} context shift{'s' if len(shifts) != 1 else ''} (drop-oldest) dropped the "
+                f"{dropped} oldest tokens after the first (struck through) and re-read the rest in one pass each.")
 
     def _verify_note(self, step) -> str:
         """What the verify pass that decided `step` made of it (its tooltip's last line; "" for a step of its
@@ -358,3 +262,4 @@ class ContextView(View):
                 f"drafted for step {index} by prompt lookup · id {token.id}  {token.piece!r}\n✗ rejected: "
                 + ("the draw at this step took another token (the correction), so the pass kept nothing after it"
                    if j == 0 else "it came after a rejected draft token, so the pass could not keep it"))
+

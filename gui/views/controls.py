@@ -86,6 +86,8 @@ class Controls(QWidget):
         self.seed.valueChanged.connect(self._changed)
         self.max_new.valueChanged.connect(self._changed)
         self.speculate.valueChanged.connect(self._changed)
+        self.context_limit.valueChanged.connect(self._changed)
+        self.when_full.currentIndexChanged.connect(self._changed)
         self.stops.textChanged.connect(self._changed)
         for edited in (self.prompt.textChanged, self.chat.toggled, self.system.textChanged):
             edited.connect(self.request_edited)
@@ -197,7 +199,29 @@ class Controls(QWidget):
         form.addRow("Max new tokens", self.max_new)
         form.addRow("Stop strings", self.stops)
         form.addRow("Speculate", self._speculate_box())
+        form.addRow("Context limit", self._context_limit_row())
         return box
+
+    def _context_limit_row(self) -> QHBoxLayout:
+        """A context window smaller than the model's, on purpose, and what a full one does."""
+        self.context_limit = QSpinBox()
+        self.context_limit.setRange(0, 1_000_000)
+        self.context_limit.setSpecialValueText("model's")  # 0 = the model's own window
+        self.context_limit.setSingleStep(16)
+        self.context_limit.setToolTip(
+            "Run in a context window of this many tokens (prompt + generated), e.g. 64, to see what happens "
+            "when it is full; 0 = the model's own window. Applies to the next Prefill and to the next steps")
+        self.when_full = QComboBox()
+        self.when_full.addItem("stop", "stop")
+        self.when_full.addItem("drop oldest", "drop-oldest")
+        self.when_full.setToolTip(
+            "When the window is full: stop (context_full), or drop the oldest half of the tokens after the "
+            "first and re-read the rest in ONE prefill pass, as inference servers do (a context shift; the "
+            "dropped tokens stay greyed in the Context). Speculation is off while this is chosen")
+        row = QHBoxLayout()
+        row.addWidget(self.context_limit, 1)
+        row.addWidget(self.when_full, 1)
+        return row
 
     def _speculate_box(self) -> QSpinBox:
         self.speculate = QSpinBox()
@@ -236,13 +260,19 @@ class Controls(QWidget):
                                   greedy=self.greedy.isChecked())
         return GenerationSettings(sampler=sampler, max_new_tokens=self.max_new.value(),
                                   stop_strings=self.stop_strings(), seed=self.seed.value(),
-                                  speculate=self.speculate.value())
+                                  speculate=0 if self._drops() else self.speculate.value(),
+                                  context_limit=max(self.context_limit.value(), 4) if self.context_limit.value() else 0,
+                                  when_full=self.when_full.currentData())
+
+    def _drops(self) -> bool:
+        return self.when_full.currentData() == "drop-oldest"
 
     def _changed(self, *_) -> None:
         greedy = self.greedy.isChecked() or self.temperature.value() == 0
         for w in (self.top_k, self.top_p, self.min_p):
             w.setEnabled(not greedy)
         self.temperature.setEnabled(not self.greedy.isChecked())
+        self.speculate.setEnabled(not self._drops())
         if not self._quiet:
             self.settings_changed.emit(self.settings())
 
@@ -255,6 +285,7 @@ class Controls(QWidget):
             return
         self.apply_sampler(info.sampler_defaults)
         self.max_new.setMaximum(info.context_length)
+        self.context_limit.setMaximum(info.context_length)
 
     def _show_notes(self, *_) -> None:
         c = self.controller

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
 
 def fmt_bytes(n: float) -> str:
     for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
@@ -21,3 +25,84 @@ def display(piece: str) -> str:
     """A token's text with its whitespace made visible, so that " Paris" reads as one token with its space."""
     shown = piece.replace(" ", "·").replace("\t", "→").replace("\r", "").replace("\n", "↵")
     return shown or "∅"
+
+
+# --- characters split over tokens (Chinese, emoji): Qt-free, so it is tested on real token ids ----------
+@dataclass(frozen=True)
+class CharPart:
+    """The bytes a token carries of one UTF-8 character that is split over more than one token."""
+
+    char: str  # the character ("" while it is not complete: the next token completes it)
+    first: int  # 1-based: the token's first byte of it
+    last: int  # its last byte of it
+    size: int  # bytes of the whole character
+
+    def describe(self) -> str:
+        which = f"byte {self.first}" if self.first == self.last else f"bytes {self.first}–{self.last}"
+        of = self.char if self.char else "a character the next token completes"
+        return f"{which} of {self.size} of {of}"
+
+
+def _char_size(lead: int) -> int:
+    """Bytes of the UTF-8 character a lead byte starts (0: not a lead byte)."""
+    return 1 if lead < 0x80 else 2 if 0xC2 <= lead < 0xE0 else 3 if 0xE0 <= lead < 0xF0 else \
+        4 if 0xF0 <= lead < 0xF5 else 0
+
+
+def split_characters(raws: Sequence[bytes]) -> tuple[list[list[CharPart]], list[tuple[int, int]]]:
+    """For tokens' raw bytes in order: per token, the parts it carries of characters split over tokens;
+    and the runs of tokens those characters join (start, end exclusive; 2 tokens or more), which a reader
+    sees as one group: "\\xE6\\xB1" + "\\x89" is 汉."""
+    data = b"".join(raws)
+    owner = [i for i, raw in enumerate(raws) for _ in raw]
+    parts: list[list[CharPart]] = [[] for _ in raws]
+    links: list[tuple[int, int]] = []
+    at = 0
+    while at < len(data):
+        size = _char_size(data[at])
+        chunk = data[at:at + size]
+        if size <= 1 or any(b & 0xC0 != 0x80 for b in chunk[1:]):
+            at += 1  # ASCII, or a byte that is no UTF-8 character: not a split character
+            continue
+        complete = len(chunk) == size
+        try:
+            char = chunk.decode("utf-8") if complete else ""
+        except UnicodeDecodeError:
+            at += 1
+            continue
+        owners = owner[at:at + len(chunk)]
+        if owners[0] != owners[-1] or not complete:  # not complete: the end of the text, the next token's
+            for token in sorted(set(owners)):
+                mine = [k + 1 for k, o in enumerate(owners) if o == token]
+                parts[token].append(CharPart(char, mine[0], mine[-1], size))
+            links.append((owners[0], owners[-1]))
+        at += len(chunk)
+    return parts, _runs(links)
+
+
+def _runs(links: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    runs: list[list[int]] = []
+    for first, last in links:
+        if runs and first <= runs[-1][1]:
+            runs[-1][1] = max(runs[-1][1], last)
+        else:
+            runs.append([first, last])
+    return [(a, b + 1) for a, b in runs if b > a]
+
+
+HEX_ESCAPES = re.compile(r"(?:\\x[0-9A-Fa-f]{2})+")
+
+
+def byte_label(text: str) -> str:
+    """A token's text as shown alone, its bytes that are no whole character (\\xE6\\xB1) as ‹E6 B1›."""
+    return HEX_ESCAPES.sub(lambda m: "‹" +
+                           " ".join(m.group(0)[k + 2:k + 4].upper() for k in range(0, len(m.group(0)), 4)) + "›",
+                           text)
+
+
+def partial_note(text: str) -> str:
+    """For a candidate whose text has bytes of an unfinished character: what they are (else "")."""
+    if not HEX_ESCAPES.search(text):
+        return ""
+    return ("‹…› are bytes of a UTF-8 character that this token does not finish: the character "
+            "completes with the next token (Chinese and emoji often take 2 tokens or more)")
