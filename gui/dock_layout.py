@@ -1,25 +1,46 @@
 """The docks: where each one starts and its share of the window, presentation mode's tabbed arrangement, and
-the layout saved between sessions (versioned: a layout saved by an older dock set falls back to the default)."""
+the layout saved between sessions (versioned: a layout saved by an older dock set falls back to the default;
+so does one that does not fit the screen it is restored on).
+
+The layout holds from 1024x700 up: the secondary docks' contents scroll rather than hold the window open
+(their minimum sizes stay honoured inside the scroll area); Candidates and Context do not scroll and get
+the larger shares; a window resize that leaves them squeezed below their share gives back the default
+proportions."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabBar, QTabWidget, QWidget
+from PySide6.QtCore import QByteArray, QEvent, QObject, QRect, QSettings, Qt, QTimer
+from PySide6.QtWidgets import QDockWidget, QFrame, QMainWindow, QScrollArea, QTabBar, QTabWidget, QWidget
 
 from .theme import Appearance
 
-LAYOUT_VERSION = 7  # bump when docks change: an older saved layout then falls back to the default
+LAYOUT_VERSION = 8  # bump when docks change: an older saved layout then falls back to the default
 TITLES = {"controls": "Controls", "context": "Context", "candidates": "Candidates", "kv": "KV cache",
           "stop": "Stop", "timing": "Timing", "explain": "Explain", "attention": "Attention",
           "lens": "Logit lens",
           "branches": "Branches", "compare": "Compare"}
 LEFT = ("controls", "explain")
 HIDDEN_AT_FIRST = ("attention", "lens")  # they slow every step (each is recorded while it is shown)
+PRIORITY = ("context", "candidates")  # never scrolled, never squeezed below their minimum
+SQUEEZED = 0.28  # Candidates below this share of the window's height (or twice it of its width): re-proportion
 
 
-class DockLayout:
+def scrolled(widget: QWidget) -> QScrollArea:
+    """The widget in a frameless scroll area: below its minimum size it scrolls instead of holding the window
+    (and its dock) at that size."""
+    area = QScrollArea()
+    area.setObjectName(f"scroll_{widget.objectName() or type(widget).__name__}")
+    area.setWidget(widget)
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.NoFrame)
+    area.setMinimumSize(60, 40)
+    return area
+
+
+class DockLayout(QObject):
     def __init__(self, window: QMainWindow, widgets: dict[str, QWidget], appearance: Appearance,
                  settings: QSettings):
+        super().__init__(window)
         self.window, self.appearance, self.settings = window, appearance, settings
         placeholder = QWidget()
         placeholder.setMaximumSize(0, 0)
@@ -31,11 +52,14 @@ class DockLayout:
         self.proportion()
         self.default_state = QByteArray()
         self._state_before_presentation: QByteArray | None = None
+        self._recheck = QTimer(self, singleShot=True, interval=150)  # once a resize has settled
+        self._recheck.timeout.connect(self.heal)
+        window.installEventFilter(self)
 
     def _dock(self, key: str, widget: QWidget) -> QDockWidget:
         dock = QDockWidget(TITLES[key], self.window)
         dock.setObjectName(f"dock_{key}")
-        dock.setWidget(widget)
+        dock.setWidget(widget if key in PRIORITY else scrolled(widget))
         dock.setFeatures(QDockWidget.DockWidgetMovable | QDockWidget.DockWidgetFloatable |
                          QDockWidget.DockWidgetClosable)
         area = Qt.LeftDockWidgetArea if key in LEFT else Qt.RightDockWidgetArea
@@ -81,15 +105,18 @@ class DockLayout:
     def proportion(self) -> None:
         """The default share of the window for each dock (also after the type size changes)."""
         d, w = self.docks, self.window
-        width, height = max(w.width(), 1280), max(w.height(), 720)
-        left = int(width * 0.22)
+        width = w.width() if w.width() >= 1000 else 1280  # before the window has its size: a typical one
+        height = w.height() if w.height() >= 680 else 720
+        controls = d["controls"].widget().widget().minimumSizeHint().width() + 4  # without a sideways scroll
+        left = min(max(int(width * 0.22), controls), int(width * 0.32))
         w.resizeDocks([d["controls"], d["context"]], [left, width - left], Qt.Horizontal)
-        shares = (0.13, 0.45, 0.42) if self.appearance.presentation else (0.14, 0.47, 0.35)
+        # Context and Candidates first: presentation's bigger type needs Context's lines to stay several
+        shares = (0.22, 0.46, 0.32) if self.appearance.presentation else (0.16, 0.48, 0.36)
         w.resizeDocks([d["context"], d["candidates"], d["kv"]], [int(height * s) for s in shares], Qt.Vertical)
         right = width - left
         tabbed = {t for key in ("candidates", "kv", "controls") for t in w.tabifiedDockWidgets(d[key])}
         if d["stop"] not in tabbed:
-            w.resizeDocks([d["candidates"], d["stop"]], [int(right * 0.72), int(right * 0.28)], Qt.Horizontal)
+            w.resizeDocks([d["candidates"], d["stop"]], [int(right * 0.74), int(right * 0.26)], Qt.Horizontal)
         if d["timing"] not in tabbed:
             # Timing holds two plots (per step, and the timeline to scale): it needs more than a third
             w.resizeDocks([d["kv"], d["timing"]], [int(right * 0.64), int(right * 0.36)], Qt.Horizontal)
@@ -124,18 +151,67 @@ class DockLayout:
             self._restore_state(self.default_state)
             self.proportion()
 
-    def restore(self) -> bool:
-        """Restore the saved layout when its version matches; otherwise keep the default one."""
+    def restore(self, available: QRect | None = None) -> bool:
+        """Restore the saved layout when its version matches and it fits `available` (the screen's free area
+        by default); otherwise keep the default one, sized to fit."""
         if int(self.settings.value("layout/version", 0) or 0) != LAYOUT_VERSION:
             return False
         geometry = self.settings.value("layout/geometry")
         state = self.settings.value("layout/state")
+        if available is None and self.window.screen() is not None:
+            available = self.window.screen().availableGeometry()
         if isinstance(geometry, QByteArray):
             self.window.restoreGeometry(geometry)
-        if not isinstance(state, QByteArray) or not self._restore_state(state):
-            self._restore_state(self.default_state)
+        if isinstance(state, QByteArray) and self._restore_state(state) and self.fits(available):
+            return True
+        self._restore_state(self.default_state)
+        for key, dock in self.docks.items():
+            dock.setVisible(key not in HIDDEN_AT_FIRST)
+        if available is not None:
+            size = self.window.size().boundedTo(available.size())
+            self.window.setGeometry(QRect(available.topLeft(), size))
+        self.window.layout().activate()
+        self.proportion()
+        return False
+
+    def fits(self, available: QRect | None) -> bool:
+        """The restored layout fits: the window inside the screen, each dock at least its minimum size, and
+        Candidates and Context at a readable share (a layout saved on a larger screen keeps sizes in pixels)."""
+        w = self.window
+        if available is not None:
+            frame = w.geometry()
+            if frame.width() > available.width() or frame.height() > available.height():
+                return False
+            if w.minimumSizeHint().width() > available.width() or w.minimumSizeHint().height() > available.height():
+                return False
+        w.layout().activate()
+        for dock in self.docks.values():
+            if dock.isFloating() and available is not None and not available.intersects(dock.geometry()):
+                return False
+        return not self.squeezed()
+
+    def squeezed(self) -> bool:
+        """A visible docked dock smaller than its minimum size, or Candidates below its share."""
+        for dock in self.docks.values():
+            if dock.isVisible() and not dock.isFloating():
+                hint, size = dock.minimumSizeHint(), dock.size()
+                if size.width() < hint.width() or size.height() < hint.height():
+                    return True
+        candidates, w = self.docks["candidates"], self.window
+        if not candidates.isVisible() or candidates.isFloating():
             return False
-        return True
+        return candidates.height() < SQUEEZED * w.height() or candidates.width() < 2 * SQUEEZED * w.width()
+
+    def eventFilter(self, watched, event) -> bool:
+        if watched is self.window and event.type() == QEvent.Resize:
+            self._recheck.start()
+        return False
+
+    def heal(self) -> None:
+        """After a resize: when it left a dock below its minimum or Candidates squeezed (a small window
+        first, then a large one: the docks that shrank do not grow back), give back the default shares."""
+        if self.window.isVisible() and self.squeezed():
+            self.proportion()
 
     def save(self) -> None:
         self.settings.setValue("layout/version", LAYOUT_VERSION)
