@@ -107,8 +107,9 @@ class DockLayout(QObject):
         d, w = self.docks, self.window
         width = w.width() if w.width() >= 1000 else 1280  # before the window has its size: a typical one
         height = w.height() if w.height() >= 680 else 720
-        controls = d["controls"].widget().widget().minimumSizeHint().width() + 4  # without a sideways scroll
-        left = min(max(int(width * 0.22), controls), int(width * 0.32))
+        area = d["controls"].widget()  # its minimum width and a vertical scroll bar: no sideways scroll
+        controls = area.widget().minimumSizeHint().width() + area.verticalScrollBar().sizeHint().width() + 8
+        left = min(max(int(width * 0.22), controls), int(width * 0.34))
         w.resizeDocks([d["controls"], d["context"]], [left, width - left], Qt.Horizontal)
         # Context and Candidates first: presentation's bigger type needs Context's lines to stay several
         shares = (0.22, 0.46, 0.32) if self.appearance.presentation else (0.16, 0.48, 0.36)

@@ -29,14 +29,14 @@ ROLES = {"accepted": "an accepted draft token", "correction": "the correction (d
 
 
 def robust_top(decode: np.ndarray, series_top: float, prefill_ms: float) -> float:
-    """The highest bar the axis must hold: the decode steps' (and the cache series'), where one pass more
-    than three times the 90th percentile (a pause, a compile) is cut at the top as step 1's bar is."""
+    """The highest bar the axis must hold: the decode steps' (and the cache series'), where a pass
+    over 1.5 times the 90th percentile (a pause, a compile) is cut at the top as step 1's bar is."""
     values = np.concatenate([decode, [series_top] if series_top > 0 else []])
     if not len(values):
         return max(prefill_ms, 1.0)
     high = float(np.max(values))
     if len(values) >= 10:
-        high = min(high, 3.0 * float(np.percentile(values, 90)))
+        high = min(high, 1.5 * float(np.percentile(values, 90)))
     return max(high, 1e-3)
 
 
