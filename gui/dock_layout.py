@@ -107,8 +107,10 @@ class DockLayout(QObject):
         d, w = self.docks, self.window
         width = w.width() if w.width() >= 1000 else 1280  # before the window has its size: a typical one
         height = w.height() if w.height() >= 680 else 720
-        area = d["controls"].widget()  # its minimum width and a vertical scroll bar: no sideways scroll
-        controls = area.widget().minimumSizeHint().width() + area.verticalScrollBar().sizeHint().width() + 8
+        area = d["controls"].widget()  # its minimum width (and a vertical scroll bar's): no sideways scroll
+        need = area.widget().minimumSizeHint()
+        bar = area.verticalScrollBar().sizeHint().width() if need.height() > 0.55 * height else 0
+        controls = need.width() + bar + 2
         left = min(max(int(width * 0.22), controls), int(width * 0.34))
         w.resizeDocks([d["controls"], d["context"]], [left, width - left], Qt.Horizontal)
         # Context and Candidates first: presentation's bigger type needs Context's lines to stay several
@@ -117,7 +119,7 @@ class DockLayout(QObject):
         right = width - left
         tabbed = {t for key in ("candidates", "kv", "controls") for t in w.tabifiedDockWidgets(d[key])}
         if d["stop"] not in tabbed:
-            w.resizeDocks([d["candidates"], d["stop"]], [int(right * 0.74), int(right * 0.26)], Qt.Horizontal)
+            w.resizeDocks([d["candidates"], d["stop"]], [int(right * 0.72), int(right * 0.28)], Qt.Horizontal)
         if d["timing"] not in tabbed:
             # Timing holds two plots (per step, and the timeline to scale): it needs more than a third
             w.resizeDocks([d["kv"], d["timing"]], [int(right * 0.64), int(right * 0.36)], Qt.Horizontal)
