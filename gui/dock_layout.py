@@ -49,7 +49,7 @@ class DockLayout(QObject):
         window.setTabPosition(Qt.AllDockWidgetAreas, QTabWidget.TabPosition.North)  # tabs read like titles
         self.docks: dict[str, QDockWidget] = {key: self._dock(key, widgets[key]) for key in TITLES}
         self._arrange()
-        self.proportion()
+        self.proportion(compact=False)  # the window's size is not known yet
         self.default_state = QByteArray()
         self._state_before_presentation: QByteArray | None = None
         self._recheck = QTimer(self, singleShot=True, interval=150)  # once a resize has settled
@@ -102,9 +102,13 @@ class DockLayout(QObject):
         """Keep the layout as built as the default; called once the toolbar is in, so that it is part of it."""
         self.default_state = self.window.saveState(LAYOUT_VERSION)
 
-    def proportion(self) -> None:
-        """The default share of the window for each dock (also after the type size changes)."""
+    def proportion(self, compact: bool = True) -> None:
+        """The default share of the window for each dock (also after the type size changes). In a small
+        window (below 1200x760) Stop and Timing first go behind the KV cache as tabs, as in presentation mode:
+        beside Candidates and the KV cache they left each a strip too small to read."""
         d, w = self.docks, self.window
+        if compact and (w.width() < 1200 or w.height() < 760) and not self.appearance.presentation:
+            self._tab_behind_kv(("stop", "timing", "compare", "attention"))
         width = w.width() if w.width() >= 1000 else 1280  # before the window has its size: a typical one
         height = w.height() if w.height() >= 680 else 720
         area = d["controls"].widget()  # its minimum width (and a vertical scroll bar's): no sideways scroll
@@ -137,22 +141,32 @@ class DockLayout(QObject):
         d, w = self.docks, self.window
         if on:
             self._state_before_presentation = w.saveState(LAYOUT_VERSION)
-            # Stop and Timing, and what is tabbed with them (it would stay beside Candidates)
-            behind_kv = ("stop", "timing", "compare", "attention", "lens")
-            for key in ("controls", "explain", "kv", *behind_kv):
+            for key in ("controls", "explain"):
                 if d[key].isFloating():
                     d[key].setFloating(False)
             w.tabifyDockWidget(d["controls"], d["explain"])
-            for key in behind_kv:
-                w.tabifyDockWidget(d["kv"], d[key])
             d["controls"].raise_()
-            d["kv"].raise_()
+            # Stop and Timing, and what is tabbed with them (it would stay beside Candidates)
+            self._tab_behind_kv(("stop", "timing", "compare", "attention", "lens"))
             self.proportion()
             return
         state, self._state_before_presentation = self._state_before_presentation, None
         if state is None or not self._restore_state(state):
             self._restore_state(self.default_state)
             self.proportion()
+
+    def _tab_behind_kv(self, keys) -> None:
+        d, w = self.docks, self.window
+        tabbed = w.tabifiedDockWidgets(d["kv"])
+        if all(d[key] in tabbed for key in keys):
+            return
+        for key in ("kv", *keys):
+            if d[key].isFloating():
+                d[key].setFloating(False)
+        for key in keys:
+            w.tabifyDockWidget(d["kv"], d[key])
+        d["kv"].raise_()
+        self._hide_tab_bars()
 
     def restore(self, available: QRect | None = None) -> bool:
         """Restore the saved layout when its version matches and it fits `available` (the screen's free area

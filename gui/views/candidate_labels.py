@@ -71,14 +71,18 @@ def row_tooltip(raw: float, temp: float, final: float, settings) -> str:
 
 
 def legend(t, settings) -> str:
-    """The colours of the bars; the temperature's only where that stage shows."""
+    """The colours of the bars, on one line; the temperature's only where that stage shows."""
     temp = "" if settings is not None and settings.is_greedy else \
-        f"<span style='color:{t.temp}'>■</span> after temperature &nbsp; "
-    return (f"<span style='color:{t.raw}'>■</span> model (softmax of logits) &nbsp; {temp}"
-            f"<span style='color:{t.final}'>■</span> final (truncated, renormalised) &nbsp; "
-            f"<span style='color:{t.chosen}'>▮</span> drawn token &nbsp; "
-            f"<span style='color:{t.muted}'>· labels: model → after T → final · click a bar or a draw segment "
-            f"to take that token</span>")
+        f"<span style='color:{t.temp}'>■</span> after T &nbsp; "
+    return (f"<span style='color:{t.raw}'>■</span> model &nbsp; {temp}"
+            f"<span style='color:{t.final}'>■</span> final &nbsp; "
+            f"<span style='color:{t.chosen}'>▮</span> drawn &nbsp; "
+            f"<span style='color:{t.muted}'>· click a bar or a segment to take it</span>")
+
+
+LEGEND_TIP = ("Bars, top to bottom in each row: the model's p (softmax of the logits), p after temperature, and "
+              "the final p the draw used (truncated by top-k / top-p / min-p, renormalised; ✕: cut). The words "
+              "beside a row read model → after T → final. Click a bar or a draw segment to take that token.")
 
 
 def header_text(shown) -> str:

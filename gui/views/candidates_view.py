@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout
 
 from ..controller import Controller, Shown
 from ..theme import Appearance
 from .base import View
-from .candidate_labels import compact, header_text, legend, row_label, row_tooltip
+from .candidate_labels import LEGEND_TIP, compact, header_text, legend, row_label, row_tooltip
 from .format import display
 from .plotting import colour, make_plot, set_range, style_plot, text_item, titled
 from .token_picker import TokenPicker
@@ -49,6 +49,7 @@ class CandidatesView(View):
         self.legend = QLabel()
         self.legend.setTextFormat(Qt.RichText)
         self.legend.setWordWrap(True)
+        self.legend.setToolTip(LEGEND_TIP)
         self._make_bars(appearance)
         self._make_waterfall(appearance)
         self._make_draw(appearance)
@@ -74,6 +75,8 @@ class CandidatesView(View):
         self._last_dist = None
         self._drawn: Shown | None = None  # what the plots show now: what a click picks from
         self._rows = np.zeros(0, dtype=int)  # the candidates drawn, top to bottom (as many as fit)
+        self._resized = QTimer(self, singleShot=True, interval=120)
+        self._resized.timeout.connect(self.scheduler.dirty)
         self.bar_picker = TokenPicker(self.bars, self._bar_token, self._describe_take, self._can_take)
         self.draw_picker = TokenPicker(self.draw, self._segment_token, self._describe_take, self._can_take)
         self.bar_picker.picked.connect(self.take)
@@ -132,7 +135,7 @@ class CandidatesView(View):
     def restyle(self) -> None:
         a, t = self.appearance, self.appearance.theme
         stacked = self.split.orientation() == Qt.Vertical  # three plots in a column: each a little lower
-        for plot, height in ((self.bars, 120 if stacked else 160), (self.waterfall, 70), (self.draw, 56)):
+        for plot, height in ((self.bars, 120 if stacked else 150), (self.waterfall, 60), (self.draw, 48)):
             style_plot(plot, a)
             plot.setMinimumHeight(int(height * a.scale))  # bigger type needs taller plots to stay clear
         self._label_metrics = QFontMetricsF(a.font(0.85))  # the plot labels' font, measured once
@@ -153,7 +156,8 @@ class CandidatesView(View):
             self.split.setOrientation(Qt.Vertical if vertical else Qt.Horizontal)
             self.side.setOrientation(Qt.Horizontal if vertical else Qt.Vertical)
             self.restyle()
-        self._last = None  # the rows that fit, the labels' room: redrawn at the next redraw
+        self._last = None  # the rows that fit, the labels' room: every view redraws once the resize settles
+        self._resized.start()
 
     def refresh(self) -> None:
         shown = self.controller.shown()
