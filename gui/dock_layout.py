@@ -49,6 +49,7 @@ class DockLayout(QObject):
         window.setTabPosition(Qt.AllDockWidgetAreas, QTabWidget.TabPosition.North)  # tabs read like titles
         self.docks: dict[str, QDockWidget] = {key: self._dock(key, widgets[key]) for key in TITLES}
         self._arrange()
+        self._compacted = False  # Stop and Timing tabbed behind the KV cache for a small window
         self.proportion(compact=False)  # the window's size is not known yet
         self.default_state = QByteArray()
         self._state_before_presentation: QByteArray | None = None
@@ -96,6 +97,7 @@ class DockLayout(QObject):
 
     def _restore_state(self, state: QByteArray) -> bool:
         self._hide_tab_bars()
+        self._compacted = False  # the next proportion() in a small window tabs again
         return self.window.restoreState(state, LAYOUT_VERSION)
 
     def remember_default(self) -> None:
@@ -107,18 +109,25 @@ class DockLayout(QObject):
         window (below 1200x760) Stop and Timing first go behind the KV cache as tabs, as in presentation mode:
         beside Candidates and the KV cache they left each a strip too small to read."""
         d, w = self.docks, self.window
-        if compact and (w.width() < 1200 or w.height() < 760) and not self.appearance.presentation:
+        small = w.width() < 1200 or w.height() < 760
+        if compact and small and not self.appearance.presentation and not self._compacted:
             self._tab_behind_kv(("stop", "timing", "compare", "attention"))
+            self._compacted = True
+        elif compact and not small and self._compacted and not self.appearance.presentation:
+            self._compacted = False  # grown back: the default arrangement, that tabbing was only for room
+            self._restore_state(self.default_state)
         width = w.width() if w.width() >= 1000 else 1280  # before the window has its size: a typical one
         height = w.height() if w.height() >= 680 else 720
         area = d["controls"].widget()  # its minimum width (and a vertical scroll bar's): no sideways scroll
         need = area.widget().minimumSizeHint()
-        bar = area.verticalScrollBar().sizeHint().width() if need.height() > 0.55 * height else 0
+        column = (height - 110) * (1.0 if d["explain"] in w.tabifiedDockWidgets(d["controls"]) else 0.58)
+        bar = area.verticalScrollBar().sizeHint().width() + 8 if need.height() > column else 0
         controls = need.width() + bar + 2
         left = min(max(int(width * 0.22), controls), int(width * 0.34))
         w.resizeDocks([d["controls"], d["context"]], [left, width - left], Qt.Horizontal)
         # Context and Candidates first: presentation's bigger type needs Context's lines to stay several
-        shares = (0.22, 0.46, 0.32) if self.appearance.presentation else (0.16, 0.48, 0.36)
+        shares = (0.22, 0.46, 0.32) if self.appearance.presentation else \
+            (0.25, 0.5, 0.25) if height < 800 else (0.16, 0.48, 0.36)
         w.resizeDocks([d["context"], d["candidates"], d["kv"]], [int(height * s) for s in shares], Qt.Vertical)
         right = width - left
         tabbed = {t for key in ("candidates", "kv", "controls") for t in w.tabifiedDockWidgets(d[key])}
@@ -227,7 +236,9 @@ class DockLayout(QObject):
     def heal(self) -> None:
         """After a resize: when it left a dock below its minimum or Candidates squeezed (a small window
         first, then a large one: the docks that shrank do not grow back), give back the default shares."""
-        if self.window.isVisible() and self.squeezed():
+        small = self.window.width() < 1200 or self.window.height() < 760
+        moved = self._compacted != small and not self.appearance.presentation  # across 1200x760
+        if self.window.isVisible() and (self.squeezed() or moved):
             self.proportion()
 
     def save(self) -> None:

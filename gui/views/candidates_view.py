@@ -135,7 +135,7 @@ class CandidatesView(View):
     def restyle(self) -> None:
         a, t = self.appearance, self.appearance.theme
         stacked = self.split.orientation() == Qt.Vertical  # three plots in a column: each a little lower
-        for plot, height in ((self.bars, 120 if stacked else 150), (self.waterfall, 60), (self.draw, 48)):
+        for plot, height in ((self.bars, 120 if stacked else 150), (self.waterfall, 90), (self.draw, 80)):  # ~50 px are axes
             style_plot(plot, a)
             plot.setMinimumHeight(int(height * a.scale))  # bigger type needs taller plots to stay clear
         self._label_metrics = QFontMetricsF(a.font(0.85))  # the plot labels' font, measured once
