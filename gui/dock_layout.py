@@ -22,7 +22,7 @@ TITLES = {"controls": "Controls", "context": "Context", "candidates": "Candidate
 LEFT = ("controls", "explain")
 HIDDEN_AT_FIRST = ("attention", "lens")  # they slow every step (each is recorded while it is shown)
 PRIORITY = ("context", "candidates")  # never scrolled, never squeezed below their minimum
-SQUEEZED = 0.28  # Candidates below this share of the window's height (or twice it of its width): re-proportion
+SQUEEZED = 0.28  # Candidates below this share of the window's height (or 0.4 of its width): re-proportion
 
 
 def scrolled(widget: QWidget) -> QScrollArea:
@@ -97,7 +97,6 @@ class DockLayout(QObject):
 
     def _restore_state(self, state: QByteArray) -> bool:
         self._hide_tab_bars()
-        self._compacted = False  # the next proportion() in a small window tabs again
         return self.window.restoreState(state, LAYOUT_VERSION)
 
     def remember_default(self) -> None:
@@ -114,8 +113,8 @@ class DockLayout(QObject):
             self._tab_behind_kv(("stop", "timing", "compare", "attention"))
             self._compacted = True
         elif compact and not small and self._compacted and not self.appearance.presentation:
-            self._compacted = False  # grown back: the default arrangement, that tabbing was only for room
-            self._restore_state(self.default_state)
+            self._restore_state(self.default_state)  # grown back: that tabbing was only for room
+            self._compacted = False
         width = w.width() if w.width() >= 1000 else 1280  # before the window has its size: a typical one
         height = w.height() if w.height() >= 680 else 720
         area = d["controls"].widget()  # its minimum width (and a vertical scroll bar's): no sideways scroll
@@ -162,6 +161,7 @@ class DockLayout(QObject):
         state, self._state_before_presentation = self._state_before_presentation, None
         if state is None or not self._restore_state(state):
             self._restore_state(self.default_state)
+            self._compacted = False
             self.proportion()
 
     def _tab_behind_kv(self, keys) -> None:
@@ -191,6 +191,7 @@ class DockLayout(QObject):
         if isinstance(state, QByteArray) and self._restore_state(state) and self.fits(available):
             return True
         self._restore_state(self.default_state)
+        self._compacted = False
         for key, dock in self.docks.items():
             dock.setVisible(key not in HIDDEN_AT_FIRST)
         if available is not None:
@@ -226,7 +227,7 @@ class DockLayout(QObject):
         candidates, w = self.docks["candidates"], self.window
         if not candidates.isVisible() or candidates.isFloating():
             return False
-        return candidates.height() < SQUEEZED * w.height() or candidates.width() < 2 * SQUEEZED * w.width()
+        return candidates.height() < SQUEEZED * w.height() or candidates.width() < 0.4 * w.width()
 
     def eventFilter(self, watched, event) -> bool:
         if watched is self.window and event.type() == QEvent.Resize:
@@ -251,6 +252,7 @@ class DockLayout(QObject):
 
     def reset(self) -> None:
         self._restore_state(self.default_state)
+        self._compacted = False
         for key, dock in self.docks.items():
             dock.setVisible(key not in HIDDEN_AT_FIRST)
         if self._state_before_presentation is not None:

@@ -52,9 +52,11 @@ def test_at_1024x700_every_dock_keeps_its_minimum(window):
     d = window.docks
     assert d["stop"] in window.tabifiedDockWidgets(d["kv"]) and d["timing"] in window.tabifiedDockWidgets(d["kv"])
     assert d["candidates"].width() >= window.width() - d["controls"].width() - 30
+    # grown back, the window gets the default arrangement again (not the small one's tabs or squeeze)
     window.resize(1600, 1000)
-    window.reset_layout()  # the module's other tests read Timing beside the KV cache
-    QApplication.processEvents()
+    wait_until(lambda: d["stop"] not in window.tabifiedDockWidgets(d["kv"]), 5000)
+    wait_until(lambda: not window.dock_layout.squeezed(), 5000)
+    assert d["candidates"].height() > 0.4 * window.height() and d["timing"].isVisible()
 
 
 def test_a_layout_from_a_large_screen_falls_back_when_it_does_not_fit(qtbot, tmp_path):
