@@ -76,7 +76,7 @@ class CandidatesView(View):
         self._drawn: Shown | None = None  # what the plots show now: what a click picks from
         self._rows = np.zeros(0, dtype=int)  # the candidates drawn, top to bottom (as many as fit)
         self._resized = QTimer(self, singleShot=True, interval=120)
-        self._resized.timeout.connect(self.scheduler.dirty)
+        self._resized.timeout.connect(self._redraw_after_resize)
         self.bar_picker = TokenPicker(self.bars, self._bar_token, self._describe_take, self._can_take)
         self.draw_picker = TokenPicker(self.draw, self._segment_token, self._describe_take, self._can_take)
         self.bar_picker.picked.connect(self.take)
@@ -252,6 +252,10 @@ class CandidatesView(View):
             else:
                 label.show_text("")
 
+    def _redraw_after_resize(self) -> None:
+        if not self.controller.running:  # a run redraws every view at its next frame anyway
+            self.scheduler.dirty()
+
     def _draw_waterfall(self, shown: Shown) -> None:
         t = self.appearance.theme
         stages = shown.dist.stages
@@ -373,19 +377,19 @@ class CandidatesView(View):
         return f"id {token_id}"
 
     def _describe_take(self, token_id: int) -> str:
-        """The token's p at each stage, then what a click does."""
+        """What a click does, then the token's p at each sampler stage."""
         shown = self._drawn
         text, c = self._text_of(token_id), shown.dist.candidates
         hits = np.nonzero(c.ids == token_id)[0]
         stages = "" if not len(hits) else \
-            row_tooltip(c.p_raw[hits[0]], c.p_temp[hits[0]], c.p_final[hits[0]], shown.dist.settings) + "\n"
+            "\n" + row_tooltip(c.p_raw[hits[0]], c.p_temp[hits[0]], c.p_final[hits[0]], shown.dist.settings)
         if shown.pending:
-            return f"{stages}Click to take {text} as step {shown.index} (you choose it: no draw)"
+            return f"Click to take {text} as step {shown.index} (you choose it: no draw){stages}"
         drawn = display(shown.step.token.piece)
         if token_id == shown.step.token.id:
-            return f"{stages}Click to take {text} at step {shown.index} again (it is the token drawn there)"
-        return (f"{stages}Click to take this token: fork at step {shown.index} with {text} instead of {drawn} "
-                "(the current branch is kept)")
+            return f"Click to take {text} at step {shown.index} again (it is the token drawn there){stages}"
+        return (f"Click to take this token: fork at step {shown.index} with {text} instead of {drawn} "
+                f"(the current branch is kept){stages}")
 
     def take(self, token_id: int) -> None:
         """At the pending step the token is taken; at a past step the controller forks there."""
