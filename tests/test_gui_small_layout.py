@@ -144,3 +144,14 @@ def test_each_stage_labelled_and_greedy_without_temperature(window):
     _prefill_and_step(window, 1)
     view = window.views["candidates"]
     assert "after T" in view.legend.text() and view.bar_items[1].opts["width"].size > 0
+
+
+def test_the_three_stage_colours_are_distinct_in_every_theme():
+    from PySide6.QtGui import QColor
+
+    from gui.theme import DARK, LIGHT, _high_contrast
+
+    for theme in (LIGHT, DARK, _high_contrast(LIGHT), _high_contrast(DARK)):
+        raw, temp, final = (QColor(getattr(theme, key)) for key in ("raw", "temp", "final"))
+        assert abs(temp.hueF() - final.hueF()) > 0.08, theme.name  # not two blues
+        assert final.hsvSaturationF() > 0.6 and raw.hsvSaturationF() < 0.3  # final saturated, raw grey
