@@ -188,6 +188,8 @@ class DockLayout(QObject):
             available = self.window.screen().availableGeometry()
         if isinstance(geometry, QByteArray):
             self.window.restoreGeometry(geometry)
+        if available is not None:  # saved on a larger screen: the window at most this one's size
+            self.window.resize(self.window.size().boundedTo(available.size()))
         if isinstance(state, QByteArray) and self._restore_state(state) and self.fits(available):
             return True
         self._restore_state(self.default_state)
@@ -206,9 +208,6 @@ class DockLayout(QObject):
         Candidates and Context at a readable share (a layout saved on a larger screen keeps sizes in pixels)."""
         w = self.window
         if available is not None:
-            frame = w.geometry()
-            if frame.width() > available.width() or frame.height() > available.height():
-                return False
             if w.minimumSizeHint().width() > available.width() or w.minimumSizeHint().height() > available.height():
                 return False
         w.layout().activate()
@@ -218,14 +217,15 @@ class DockLayout(QObject):
         return not self.squeezed()
 
     def squeezed(self) -> bool:
-        """A visible docked dock smaller than its minimum size, or Candidates below its share."""
+        """A docked dock smaller than its minimum size, or Candidates below its share (also before the window
+        is shown: isHidden, not isVisible, says whether a dock is in the layout)."""
         for dock in self.docks.values():
-            if dock.isVisible() and not dock.isFloating():
+            if not dock.isHidden() and not dock.isFloating():
                 hint, size = dock.minimumSizeHint(), dock.size()
                 if size.width() < hint.width() or size.height() < hint.height():
                     return True
         candidates, w = self.docks["candidates"], self.window
-        if not candidates.isVisible() or candidates.isFloating():
+        if candidates.isHidden() or candidates.isFloating():
             return False
         return candidates.height() < SQUEEZED * w.height() or candidates.width() < 0.4 * w.width()
 
