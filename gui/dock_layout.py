@@ -131,7 +131,10 @@ class DockLayout(QObject):
         right = width - left
         tabbed = {t for key in ("candidates", "kv", "controls") for t in w.tabifiedDockWidgets(d[key])}
         if d["stop"] not in tabbed:
-            w.resizeDocks([d["candidates"], d["stop"]], [int(right * 0.72), int(right * 0.28)], Qt.Horizontal)
+            # its own width where that leaves Candidates 60 % (else it scrolls sideways)
+            stop = min(max(int(right * 0.28), d["stop"].widget().widget().minimumSizeHint().width() + 4),
+                       int(right * 0.4))
+            w.resizeDocks([d["candidates"], d["stop"]], [right - stop, stop], Qt.Horizontal)
         if d["timing"] not in tabbed:
             # Timing holds two plots (per step, and the timeline to scale): it needs more than a third
             w.resizeDocks([d["kv"], d["timing"]], [int(right * 0.64), int(right * 0.36)], Qt.Horizontal)
