@@ -9,7 +9,7 @@ proportions."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QByteArray, QEvent, QObject, QRect, QSettings, Qt, QTimer
+from PySide6.QtCore import QByteArray, QEvent, QObject, QRect, QSettings, QSize, Qt, QTimer
 from PySide6.QtWidgets import QDockWidget, QFrame, QMainWindow, QScrollArea, QTabBar, QTabWidget, QWidget
 
 from .theme import Appearance
@@ -191,9 +191,13 @@ class DockLayout(QObject):
             available = self.window.screen().availableGeometry()
         if isinstance(geometry, QByteArray):
             self.window.restoreGeometry(geometry)
+        saved = self.settings.value("layout/size")  # restoreGeometry fits the window to the screen itself
+        saved = saved if isinstance(saved, QSize) else self.window.size()
         if available is not None:  # saved on a larger screen: the window at most this one's size
             self.window.resize(self.window.size().boundedTo(available.size()))
-        if isinstance(state, QByteArray) and self._restore_state(state) and self.fits(available):
+        # its docks' pixel sizes were for a larger window: they must still fit this one
+        shrunk = saved.width() > self.window.width() or saved.height() > self.window.height()
+        if isinstance(state, QByteArray) and self._restore_state(state) and (not shrunk or self.fits(available)):
             return True
         self._restore_state(self.default_state)
         self._compacted = False
@@ -248,6 +252,7 @@ class DockLayout(QObject):
     def save(self) -> None:
         self.settings.setValue("layout/version", LAYOUT_VERSION)
         self.settings.setValue("layout/geometry", self.window.saveGeometry())
+        self.settings.setValue("layout/size", self.window.size())
         # Presentation mode's tabbed layout is temporary: keep the one it will return to.
         state = self._state_before_presentation or self.window.saveState(LAYOUT_VERSION)
         self.settings.setValue("layout/state", state)

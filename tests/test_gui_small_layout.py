@@ -66,10 +66,10 @@ def test_a_layout_from_a_large_screen_falls_back_when_it_does_not_fit(qtbot, tmp
     big.resize(2560, 1440)
     big.show()
     big.proportion_docks()
-    qtbot.wait(50)
+    qtbot.wait(400)  # past the check that follows a window resize (it would re-proportion the docks)
     big.docks["attention"].show()  # the big screen had room for more: Stop wide, Attention out
     big.resizeDocks([big.docks["candidates"], big.docks["stop"]], [500, 1500], Qt.Horizontal)
-    qtbot.wait(50)
+    qtbot.waitUntil(lambda: big.docks["stop"].width() > 1000, timeout=5000)
     big.save_layout()
     big.close()
     small = MainWindow(settings=settings, appearance=Appearance(), autoload=False)
