@@ -36,27 +36,29 @@ class Theme:
     kept: str
     accent: str
     warning: str
+    # Candidates' three stages: raw p grey, after temperature violet, final p a saturated blue, in every
+    # theme (two near blues read as one, and they swapped between light and dark)
 
 
 LIGHT = Theme(
     name="light", window="#f5f6f8", panel="#ffffff", text="#1d2330", muted="#667085", grid="#d0d5dd",
     prompt_chip="#e4e9f2", generated_chip="#d9f2e3", special_chip="#efe3fb", newest="#f79009",
-    selected="#2e90fa", raw="#98a2b3", temp="#53b1fd", final="#1570ef", chosen="#f04438",
+    selected="#2e90fa", raw="#98a2b3", temp="#9e77ed", final="#1570ef", chosen="#f04438",
     removed="#fda29b", kept="#32d583", accent="#7a5af8", warning="#dc6803")
 
 DARK = Theme(
     name="dark", window="#161a22", panel="#1e232d", text="#e6e9ef", muted="#98a2b3", grid="#344054",
     prompt_chip="#2c3444", generated_chip="#1f4d36", special_chip="#45325f", newest="#fdb022",
-    selected="#53b1fd", raw="#667085", temp="#2e90fa", final="#84caff", chosen="#f97066",
+    selected="#53b1fd", raw="#667085", temp="#b692f6", final="#2e90fa", chosen="#f97066",
     removed="#b42318", kept="#12b76a", accent="#9b8afb", warning="#fdb022")
 
 
 def _high_contrast(t: Theme) -> Theme:
     if t.name == "light":
-        return replace(t, text="#000000", muted="#344054", grid="#98a2b3", raw="#667085", temp="#0086c9",
+        return replace(t, text="#000000", muted="#344054", grid="#98a2b3", raw="#667085", temp="#7f56d9",
                        final="#0040c1", chosen="#d92d20")
-    return replace(t, text="#ffffff", muted="#d0d5dd", grid="#475467", raw="#98a2b3", temp="#36bffa",
-                   final="#b2ddff", chosen="#ff6b5e")
+    return replace(t, text="#ffffff", muted="#d0d5dd", grid="#475467", raw="#98a2b3", temp="#d6bbfb",
+                   final="#53b1fd", chosen="#ff6b5e")
 
 
 class Appearance(QObject):

@@ -62,6 +62,8 @@ class View(QWidget):
             return False
         self._stale = True
         dock = self.parentWidget()
+        while dock is not None and not isinstance(dock, QDockWidget):  # in a scroll area (dock_layout)
+            dock = dock.parentWidget()
         if isinstance(dock, QDockWidget) and not self._watching_dock:
             self._watching_dock = True
             dock.visibilityChanged.connect(self._on_dock_visibility)

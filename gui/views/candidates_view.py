@@ -18,46 +18,23 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QFontMetricsF
+from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout
 
 from ..controller import Controller, Shown
 from ..theme import Appearance
 from .base import View
+from .candidate_labels import LEGEND_TIP, compact, header_text, legend, row_label, row_tooltip
 from .format import display
-from .plotting import colour, make_plot, set_range, style_plot, text_item
+from .plotting import colour, make_plot, set_range, style_plot, text_item, titled
 from .token_picker import TokenPicker
 
 STAGE_TITLES = {"temperature": "temp.", "top_k": "top-k", "top_p": "top-p", "min_p": "min-p",
                 "greedy": "argmax"}
 MAX_BARS = 22  # top-N (20), the chosen token when it ranks lower, a server's tail
 MAX_SEGMENT_LABELS = 8
-
-
-def compact(n: int) -> str:
-    return f"{n / 1000:.0f}K" if n >= 10_000 else f"{n:,}"
-
-
-def server_note(note) -> str:
-    """What a remote server said with this step, for the header ("" for the local model)."""
-    if note is None:
-        return ""
-    parts = [f"server listed top {note.n_top}, other {note.tail_p:.3f}"]
-    if note.cached_tokens is not None:
-        parts.append(f"{note.cached_tokens:,} tokens from its cache")
-    if note.server_ms is not None:
-        parts.append(f"{note.server_ms:.1f} ms on the server")
-    return " · " + " · ".join(parts)
-
-
-def describe_settings(s) -> str:
-    if s.is_greedy:
-        return "greedy"
-    parts = [f"T {s.temperature:g}", f"top-k {s.top_k or 'off'}", f"top-p {s.top_p:g}"]
-    if s.min_p > 0:
-        parts.append(f"min-p {s.min_p:g}")
-    return " · ".join(parts)
+SIDE_BY_SIDE = 560  # px (× the type scale): narrower than this, the waterfall and the draw go under the bars
 
 
 class CandidatesView(View):
@@ -72,16 +49,17 @@ class CandidatesView(View):
         self.legend = QLabel()
         self.legend.setTextFormat(Qt.RichText)
         self.legend.setWordWrap(True)
+        self.legend.setToolTip(LEGEND_TIP)
         self._make_bars(appearance)
         self._make_waterfall(appearance)
         self._make_draw(appearance)
 
-        side = QSplitter(Qt.Vertical)
+        self.side = side = QSplitter(Qt.Vertical)
         side.setChildrenCollapsible(False)  # a squeezed plot must not draw over its caption
-        side.addWidget(self._titled("Sampler stages: tokens kept, mass removed", self.waterfall))
-        side.addWidget(self._titled("The draw: kept tokens end to end (CDF)", self.draw, self.draw_caption))
+        side.addWidget(titled("Sampler stages: tokens kept, mass removed", self.waterfall))
+        side.addWidget(titled("The draw: kept tokens end to end (CDF)", self.draw, self.draw_caption))
         side.setSizes([520, 480])
-        split = QSplitter(Qt.Horizontal)
+        self.split = split = QSplitter(Qt.Horizontal)  # vertical when narrow: see resizeEvent
         split.setChildrenCollapsible(False)
         split.addWidget(self.bars)
         split.addWidget(side)
@@ -96,6 +74,9 @@ class CandidatesView(View):
         self._last: tuple | None = None
         self._last_dist = None
         self._drawn: Shown | None = None  # what the plots show now: what a click picks from
+        self._rows = np.zeros(0, dtype=int)  # the candidates drawn, top to bottom (as many as fit)
+        self._resized = QTimer(self, singleShot=True, interval=120)
+        self._resized.timeout.connect(self._redraw_after_resize)
         self.bar_picker = TokenPicker(self.bars, self._bar_token, self._describe_take, self._can_take)
         self.draw_picker = TokenPicker(self.draw, self._segment_token, self._describe_take, self._can_take)
         self.bar_picker.picked.connect(self.take)
@@ -151,24 +132,10 @@ class CandidatesView(View):
         self.draw_caption.setObjectName("muted")
         self.draw_caption.setWordWrap(True)
 
-    @staticmethod
-    def _titled(title, plot, extra=None) -> QWidget:
-        box = QWidget()
-        layout = QVBoxLayout(box)
-        layout.setContentsMargins(0, 0, 0, 0)
-        if title:
-            label = QLabel(title)
-            label.setObjectName("muted")
-            label.setWordWrap(True)
-            layout.addWidget(label)
-        layout.addWidget(plot, 1)
-        if extra is not None:
-            layout.addWidget(extra)
-        return box
-
     def restyle(self) -> None:
         a, t = self.appearance, self.appearance.theme
-        for plot, height in ((self.bars, 160), (self.waterfall, 80), (self.draw, 60)):
+        stacked = self.split.orientation() == Qt.Vertical  # three plots in a column: each a little lower
+        for plot, height in ((self.bars, 120 if stacked else 150), (self.waterfall, 90), (self.draw, 80)):  # ~50 px are axes
             style_plot(plot, a)
             plot.setMinimumHeight(int(height * a.scale))  # bigger type needs taller plots to stay clear
         self._label_metrics = QFontMetricsF(a.font(0.85))  # the plot labels' font, measured once
@@ -177,22 +144,33 @@ class CandidatesView(View):
         for label in self.value_labels + self.stage_labels + self.segment_labels + [self.u_label]:
             label.restyle(a)
         self.u_line.setPen(pg.mkPen(t.chosen, width=3 * a.scale))
-        self.legend.setText(
-            f"<span style='color:{t.raw}'>■</span> model (softmax of logits) &nbsp; "
-            f"<span style='color:{t.temp}'>■</span> after temperature &nbsp; "
-            f"<span style='color:{t.final}'>■</span> final (truncated, renormalised) &nbsp; "
-            f"<span style='color:{t.chosen}'>▮</span> drawn token &nbsp; "
-            f"<span style='color:{t.muted}'>· click a bar or a draw segment to take that token</span>")
+        self.legend.setText(legend(t, None if self._drawn is None else self._drawn.dist.settings))
         self._last = None
+
+    def resizeEvent(self, event) -> None:
+        """Narrow (or much taller than wide): the waterfall and the draw go under the bars, not beside them."""
+        super().resizeEvent(event)
+        w, h, scale = event.size().width(), event.size().height(), self.appearance.scale
+        vertical = w < SIDE_BY_SIDE * scale and h > 1.1 * w
+        if vertical != (self.split.orientation() == Qt.Vertical):
+            self.split.setOrientation(Qt.Vertical if vertical else Qt.Horizontal)
+            self.side.setOrientation(Qt.Horizontal if vertical else Qt.Vertical)
+            self.restyle()
+        self._last = None  # the rows that fit, the labels' room: every view redraws once the resize settles
+        self._resized.start()
 
     def refresh(self) -> None:
         shown = self.controller.shown()
         key = None if shown is None else (shown.index, shown.pending, self.appearance.presentation,
-                                          self.appearance.dark)
+                                          self.appearance.dark, self.bars.height(), self.bars.width())
         if key == self._last and (shown is None or shown.dist is self._last_dist):
             return
         self._last, self._last_dist = key, None if shown is None else shown.dist
+        greedy_changed = (self._drawn is None or shown is None
+                          or self._drawn.dist.settings.is_greedy != shown.dist.settings.is_greedy)
         self._drawn = shown
+        if greedy_changed:
+            self.legend.setText(legend(self.appearance.theme, None if shown is None else shown.dist.settings))
         if shown is None:
             self.header.setText("After Prefill the candidates for the first new token appear here.")
             for item in self.bar_items + [self.chosen_outline, self.tail_bar]:
@@ -204,67 +182,79 @@ class CandidatesView(View):
                 label.show_text("")
             self.u_line.hide()
             return
-        self._header(shown)
+        self.header.setText(header_text(shown))
         self._draw_bars(shown)
         self._draw_waterfall(shown)
         self._draw_draw(shown)
 
-    def _header(self, shown: Shown) -> None:
-        d = shown.dist
-        settings = describe_settings(d.settings)
-        perplexity = float(np.exp(d.entropy))
-        if shown.pending:
-            text = (f"Step {shown.index} (next, not drawn yet) · {settings} · entropy {d.entropy:.2f} nats "
-                    f"(as uncertain as ~{perplexity:.1f} equal choices)")
-        else:
-            s = shown.step
-            how = ("forced: you chose it" if s.forced else "greedy: the top token" if s.random_u is None
-                   else f"u = {s.random_u:.4f}")
-            verb = "took" if s.forced else "drew"
-            text = (f"Step {s.index} {verb} {display(s.token.piece)!s} (rank {s.chosen_rank}, {how}) · {settings} "
-                    f"· entropy {d.entropy:.2f} nats (~{perplexity:.1f} equal choices) · seed {s.seed}")
-        self.header.setText(text + server_note(d.server))
+    def _fitting_rows(self, n: int, chosen: int | None, extra: int) -> np.ndarray:
+        """The candidates to draw: as many rows as fit at the labels' line height (they would overlap),
+        the chosen one kept in place of the last when it ranks lower."""
+        line = self._label_metrics.lineSpacing() * 1.1
+        fit = max(3, int(self.bars.getPlotItem().getViewBox().height() / line) - extra)
+        rows = np.arange(min(n, fit))
+        if chosen is not None and chosen >= len(rows):
+            rows[-1] = chosen
+        return rows
 
     def _draw_bars(self, shown: Shown) -> None:
         a, t = self.appearance, self.appearance.theme
-        c = shown.dist.candidates
-        n = len(c.ids)
+        c, settings = shown.dist.candidates, shown.dist.settings
+        tail = shown.dist.server
+        chosen_id = None if shown.step is None else shown.step.token.id
+        chosen = None if chosen_id is None else int(np.nonzero(c.ids == chosen_id)[0][0])
+        rows = self._rows = self._fitting_rows(len(c.ids), chosen, 0 if tail is None else 1)
+        n = len(rows)
         y = np.arange(n, dtype=float)
-        h = a.bar_width(0.26)
-        for item, values, offset, col in ((self.bar_items[0], c.p_raw, -h, t.raw),
-                                          (self.bar_items[1], c.p_temp, 0.0, t.temp),
-                                          (self.bar_items[2], c.p_final, h, t.final)):
-            item.setOpts(x0=np.zeros(n), y=y + offset, height=h, width=values, brush=colour(col), pen=None)
-        chosen = None if shown.step is None else int(np.nonzero(c.ids == shown.step.token.id)[0][0])
-        if chosen is None:
+        greedy = settings.is_greedy  # no temperature stage: two bars a row
+        h = a.bar_width(0.3 if greedy else 0.26)
+        stages = [(self.bar_items[0], c.p_raw, -h / 2 if greedy else -h, t.raw),
+                  (self.bar_items[1], c.p_temp, 0.0, t.temp),
+                  (self.bar_items[2], c.p_final, h / 2 if greedy else h, t.final)]
+        for item, values, offset, col in stages:
+            shown_values = np.zeros(0) if greedy and item is self.bar_items[1] else values[rows]
+            item.setOpts(x0=np.zeros(len(shown_values)), y=y[:len(shown_values)] + offset, height=h,
+                         width=shown_values, brush=colour(col), pen=None)
+        at = None if chosen is None else int(np.nonzero(rows == chosen)[0][0])
+        if at is None:
             self.chosen_outline.setOpts(x0=[], y=[], width=[])
         else:
-            self.chosen_outline.setOpts(x0=[-0.004], y=[chosen], width=[1.0], height=3.6 * h,
+            self.chosen_outline.setOpts(x0=[-0.004], y=[at], width=[1.0], height=(2.4 if greedy else 3.6) * h,
                                         brush=colour(t.chosen, 40), pen=pg.mkPen(t.chosen, width=2 * a.scale))
-        ticks = []
-        for i, (token_id, text) in enumerate(zip(c.ids, c.texts)):
-            mark = "▶ " if i == chosen else ""
-            ticks.append((i, f"{mark}{display(text)[:18]}"))
-        tail = shown.dist.server
+        ticks = [(i, f"{'▶ ' if r == chosen else ''}{display(c.texts[r])[:18]}") for i, r in enumerate(rows)]
         if tail is not None:  # the server's unlisted tokens: their raw mass as one bar, never drawn from
             ticks.append((n, f"other ({compact(tail.tail_count)} tokens)"))
             self.tail_bar.setOpts(x0=[0], y=[n - h], height=h, width=[tail.tail_p], brush=colour(t.raw, 110), pen=None)
         else:
             self.tail_bar.setOpts(x0=[], y=[], width=[])
         self.bars.getAxis("left").setTicks([ticks])
-        set_range(self.bars, y=(-0.6, max(len(ticks), 10) - 0.4))
+        set_range(self.bars, y=(-0.6, max(len(ticks), min(10, n + 1)) - 0.4))
+        self._bar_labels(shown, rows)
+
+    def _bar_labels(self, shown: Shown, rows: np.ndarray) -> None:
+        """Each row's stages in words beside its longest bar, or inside it where the words would run off."""
+        t, c, settings = self.appearance.theme, shown.dist.candidates, shown.dist.settings
+        tail = shown.dist.server
+        n = len(rows)
+        axis_px = max(self.bars.getPlotItem().getViewBox().width(), 1.0) / 1.04  # the x range is 0..1 + padding
         for i, label in enumerate(self.value_labels):
             if tail is not None and i == n:
                 label.show_text(f"{tail.tail_p:.3f} not listed by the server", round(tail.tail_p + 0.01, 3), n,
                                 anchor=(0, 0.5), color=t.text)
             elif i < n:
-                end = max(c.p_raw[i], c.p_temp[i], c.p_final[i])
-                inside = end > 0.85  # no room to the right: write it inside the bar's end
-                label.show_text(f"{c.p_final[i]:.3f}" if c.p_final[i] > 0 else f"{c.p_temp[i]:.3f} ✕",
-                                round(end - 0.01 if inside else end + 0.01, 3), i,
+                r = rows[i]
+                text = row_label(c.p_raw[r], c.p_temp[r], c.p_final[r], settings)
+                end = max(c.p_raw[r], c.p_final[r], 0.0 if settings.is_greedy else c.p_temp[r])
+                room = (self._label_metrics.horizontalAdvance(text) + 10) / axis_px
+                inside = end + 0.01 + room > 1.02 and end >= room  # no room to the right: inside the bar's end
+                label.show_text(text, round(end - 0.01 if inside else min(end + 0.01, 1.02 - room), 3), i,
                                 anchor=(1, 0.5) if inside else (0, 0.5), color="#ffffff" if inside else t.text)
             else:
                 label.show_text("")
+
+    def _redraw_after_resize(self) -> None:
+        if not self.controller.running:  # a run redraws every view at its next frame anyway
+            self.scheduler.dirty()
 
     def _draw_waterfall(self, shown: Shown) -> None:
         t = self.appearance.theme
@@ -272,6 +262,8 @@ class CandidatesView(View):
         names, kept_mass, removed, counts = ["raw"], [1.0], [0.0], [stages[0].kept]
         mass = 1.0
         for stage in stages:
+            if stage.name == "temperature" and shown.dist.settings.is_greedy:
+                continue  # greedy takes the top logit: no temperature divides them
             if stage.name == "temperature":
                 names.append(STAGE_TITLES["temperature"])
                 kept_mass.append(1.0)
@@ -360,7 +352,7 @@ class CandidatesView(View):
             return None
         ids = self._drawn.dist.candidates.ids
         row = int(round(point.y()))
-        return int(ids[row]) if 0 <= row < len(ids) else None
+        return int(ids[self._rows[row]]) if 0 <= row < len(self._rows) else None
 
     def _segment_token(self, point) -> int | None:
         """The kept token whose segment of the draw strip is at this point (its CDF interval on x)."""
@@ -385,15 +377,19 @@ class CandidatesView(View):
         return f"id {token_id}"
 
     def _describe_take(self, token_id: int) -> str:
+        """What a click does, then the token's p at each sampler stage."""
         shown = self._drawn
-        text = self._text_of(token_id)
+        text, c = self._text_of(token_id), shown.dist.candidates
+        hits = np.nonzero(c.ids == token_id)[0]
+        stages = "" if not len(hits) else \
+            "\n" + row_tooltip(c.p_raw[hits[0]], c.p_temp[hits[0]], c.p_final[hits[0]], shown.dist.settings)
         if shown.pending:
-            return f"Click to take {text} as step {shown.index} (you choose it: no draw)"
+            return f"Click to take {text} as step {shown.index} (you choose it: no draw){stages}"
         drawn = display(shown.step.token.piece)
         if token_id == shown.step.token.id:
-            return f"Click to take {text} at step {shown.index} again (it is the token drawn there)"
+            return f"Click to take {text} at step {shown.index} again (it is the token drawn there){stages}"
         return (f"Click to take this token: fork at step {shown.index} with {text} instead of {drawn} "
-                "(the current branch is kept)")
+                f"(the current branch is kept){stages}")
 
     def take(self, token_id: int) -> None:
         """At the pending step the token is taken; at a past step the controller forks there."""

@@ -21,7 +21,7 @@ from ..controller import Controller
 from ..theme import Appearance
 from .base import View
 from .format import fmt_bytes, fmt_count
-from .plotting import colour, grid_ceiling, make_plot, nice_ceiling, set_range, style_plot, text_item
+from .plotting import colour, covering, make_plot, nice_ceiling, set_range, style_plot, text_item
 
 
 def window_note(info, n_ctx: int) -> str:
@@ -244,7 +244,7 @@ class KvView(View):
         else:
             self.later_curve.setData([], [])
         top = max(p[2] for p in points) / 1e6
-        set_range(self.growth, x=(0, grid_ceiling(x[-1], 16)), y=(0, nice_ceiling(top * 1.15)))
+        set_range(self.growth, x=covering(float(x[0]), float(x[-1]), 16), y=(0, nice_ceiling(top * 1.15)))
 
     def _points(self) -> list[tuple[int, int, int]]:
         """(context tokens, used bytes, allocated bytes) after prefill and after every step."""

@@ -6,6 +6,7 @@ import math
 
 import pyqtgraph as pg
 from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from ..theme import Appearance
 
@@ -106,6 +107,15 @@ def grid_ceiling(value: float, block: int) -> float:
     return float(max(1, math.ceil(value / block)) * block)
 
 
+def covering(lo: float, hi: float, block: int) -> tuple[float, float]:
+    """An x range in whole blocks that holds lo..hi with a margin on both sides: from 0 while lo is near it,
+    else from just below lo (a 700-token prompt and 8 steps: 688..720, not a dot at the edge of 0..720)."""
+    span = max(hi - lo, float(block))
+    margin = max(1.0, 0.06 * span)
+    start = 0.0 if lo - margin <= span else math.floor((lo - margin) / block) * block
+    return float(start), float(math.ceil((hi + margin) / block) * block)
+
+
 def snug_ceiling(value: float) -> float:
     """A round axis top just above value (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8 x 10^k): the data fills the plot
     instead of its lower half, and the top still changes rarely."""
@@ -123,3 +133,19 @@ def bar_width(plot: pg.PlotWidget, span: float, width: float = 0.7) -> float:
     sub-pixel bars vanish or alias into gaps."""
     px = max(plot.getPlotItem().getViewBox().width(), 1.0) / max(span, 1e-9)
     return width if width * px >= 2.0 else 1.0
+
+
+def titled(title, plot, extra=None) -> QWidget:
+    """A plot under a wrapped caption (and a widget under it)."""
+    box = QWidget()
+    layout = QVBoxLayout(box)
+    layout.setContentsMargins(0, 0, 0, 0)
+    if title:
+        label = QLabel(title)
+        label.setObjectName("muted")
+        label.setWordWrap(True)
+        layout.addWidget(label)
+    layout.addWidget(plot, 1)
+    if extra is not None:
+        layout.addWidget(extra)
+    return box

@@ -28,6 +28,18 @@ ROLES = {"accepted": "an accepted draft token", "correction": "the correction (d
          "bonus": "the bonus token (whole draft kept)"}
 
 
+def robust_top(decode: np.ndarray, series_top: float, prefill_ms: float) -> float:
+    """The highest bar the axis must hold: the decode steps' (and the cache series'), where a pass
+    over 1.5 times the 90th percentile (a pause, a compile) is cut at the top as step 1's bar is."""
+    values = np.concatenate([decode, [series_top] if series_top > 0 else []])
+    if not len(values):
+        return max(prefill_ms, 1.0)
+    high = float(np.max(values))
+    if len(values) >= 10:
+        high = min(high, 1.5 * float(np.percentile(values, 90)))
+    return max(high, 1e-3)
+
+
 class TimingView(View):
     COSTLY = True  # a plot: several ms per redraw
 
@@ -187,9 +199,7 @@ class TimingView(View):
         forward = np.array([s.forward_ms for s in steps])
         sample = np.array([s.sample_ms for s in steps])
         series_top = self.series.update(c.history.log)
-        decode = forward[1:] + sample[1:]
-        high = max(float(np.max(decode)) if len(decode) else c.prefill_event.ms, series_top, 1.0)
-        top = snug_ceiling(high * (1.25 if self.series.shown else 1.1))
+        top = snug_ceiling(robust_top(forward[1:] + sample[1:], series_top, c.prefill_event.ms) * 1.1)
         # A long prefill would flatten the decode bars: its bar (step 1's) is cut at the top.
         x = np.arange(1, len(steps) + 1, dtype=float)
         span = grid_ceiling(len(steps), 16) + 0.4
