@@ -26,7 +26,7 @@ from ..controller import Controller, Shown
 from ..theme import Appearance
 from .base import View
 from .candidate_labels import LEGEND_TIP, compact, header_text, legend, row_label, row_tooltip
-from .format import display
+from .format import byte_label, display, partial_note
 from .plotting import colour, make_plot, set_range, style_plot, text_item, titled
 from .token_picker import TokenPicker
 
@@ -221,7 +221,8 @@ class CandidatesView(View):
         else:
             self.chosen_outline.setOpts(x0=[-0.004], y=[at], width=[1.0], height=(2.4 if greedy else 3.6) * h,
                                         brush=colour(t.chosen, 40), pen=pg.mkPen(t.chosen, width=2 * a.scale))
-        ticks = [(i, f"{'▶ ' if r == chosen else ''}{display(c.texts[r])[:18]}") for i, r in enumerate(rows)]
+        ticks = [(i, f"{'▶ ' if r == chosen else ''}{byte_label(display(c.texts[r]))[:18]}")
+                 for i, r in enumerate(rows)]
         if tail is not None:  # the server's unlisted tokens: their raw mass as one bar, never drawn from
             ticks.append((n, f"other ({compact(tail.tail_count)} tokens)"))
             self.tail_bar.setOpts(x0=[0], y=[n - h], height=h, width=[tail.tail_p], brush=colour(t.raw, 110), pen=None)
@@ -383,6 +384,9 @@ class CandidatesView(View):
         hits = np.nonzero(c.ids == token_id)[0]
         stages = "" if not len(hits) else \
             "\n" + row_tooltip(c.p_raw[hits[0]], c.p_temp[hits[0]], c.p_final[hits[0]], shown.dist.settings)
+        note = partial_note(text)  # bytes of a character the next token completes
+        stages += f"\n{note}" if note else ""
+        text = byte_label(text)
         if shown.pending:
             return f"Click to take {text} as step {shown.index} (you choose it: no draw){stages}"
         drawn = display(shown.step.token.piece)
