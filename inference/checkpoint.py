@@ -5,6 +5,7 @@ weight builder calls it by, its Hugging Face name, its shape from the config, an
 where GGUF import reads it. The same table
 - tells `read_checkpoint` what must be in the files: anything missing, unexpected or misshaped is one
   ModelFormatError line naming the file (a few known non-weight buffers aside);
+- checks every weight is finite as it is copied out (NaN or inf named with its tensor);
 - hands weights.py the checked tensors by role (`take_layer`, `take_ends`);
 - names each GGUF tensor for gguf_import.py (`spec_for_gguf`).
 Only safetensors are read: pickle-based `.bin` files can run code when loaded, so they are refused.
@@ -23,6 +24,7 @@ import torch
 
 from .config import ModelConfig
 from .errors import ModelFormatError
+from .model_headers import safetensors_tensors
 
 Shape = Callable[[ModelConfig], tuple[int, ...]]
 
@@ -274,6 +276,7 @@ def _checked_names(file: Path, indexed_names: list[str] | None, config: ModelCon
 
     optional = {"lm_head.weight"} if config.tie_embeddings else set()  # often saved although tied
     wanted: list[tuple[str, str]] = []
+    safetensors_tensors(file)  # header length, offsets inside the file, dtype x shape = bytes: checked first
     with safe_open(str(file), framework="pt") as f:
         names = list(f.keys())
         absent = sorted(set(indexed_names or ()) - set(names))
@@ -324,5 +327,9 @@ def _copied_out(file: Path, wanted: list[tuple[str, str]]):
                 mapped += view.numel() * view.element_size()
                 copy = view.to(torch.float32, copy=True)
                 del view
+                if not bool(torch.isfinite(copy).all()):
+                    bad = int((~torch.isfinite(copy)).sum())
+                    raise ModelFormatError(f"{file.name}: tensor {stored!r} holds {bad:,} NaN or infinite "
+                                           "values")
                 yield name, copy
                 at += 1

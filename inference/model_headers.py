@@ -40,15 +40,15 @@ def safetensors_tensors(path: Path) -> dict[str, tuple[tuple[int, ...], str]]:
                 raise ModelFormatError(f"{path.name}: too short to be a safetensors file")
             (length,) = struct.unpack("<Q", head)
             if length > MAX_SAFETENSORS_HEADER:
-                raise ModelFormatError(f"{path.name}: not a safetensors file (header of {length} bytes)")
+                raise ModelFormatError(f"{path.name}: not a valid safetensors file (header of {length} bytes)")
             header = json.loads(f.read(length).decode("utf-8"))
             room = f.seek(0, 2) - 8 - length  # bytes of tensor data after the header
     except OSError as e:
         raise ModelFormatError(f"{path.name}: cannot be read ({e.strerror or e})") from None
     except (UnicodeDecodeError, ValueError, RecursionError):
-        raise ModelFormatError(f"{path.name}: not a safetensors file (bad header)") from None
+        raise ModelFormatError(f"{path.name}: not a valid safetensors file (bad header)") from None
     if not isinstance(header, dict):
-        raise ModelFormatError(f"{path.name}: not a safetensors file (bad header)")
+        raise ModelFormatError(f"{path.name}: not a valid safetensors file (bad header)")
     shapes = {}
     for name, info in header.items():
         if name == "__metadata__":
