@@ -286,6 +286,9 @@ def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
             array = np.array(dequantize(t.data, t.tensor_type), dtype=np.float32)  # (rows, cols), writable
         except Exception as e:
             raise ModelFormatError(f"{path.name}: tensor {t.name!r} cannot be read ({e})") from None
+        if not np.isfinite(array).all():
+            raise ModelFormatError(f"{path.name}: tensor {t.name!r} holds {int((~np.isfinite(array)).sum()):,} "
+                                   "NaN or infinite values")
         expected = tuple(int(n) for n in reversed(t.shape))
         if array.shape != expected:
             array = array.reshape(expected)

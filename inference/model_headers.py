@@ -109,6 +109,7 @@ class GgufHeader:
 class _Cursor:
     def __init__(self, data, name: str):
         self.data, self.at, self.name = data, 0, name
+        self.where = ""  # ", in KEY" while a metadata value is read
 
     def take(self, fmt: str):
         size = struct.calcsize(fmt)
@@ -121,7 +122,7 @@ class _Cursor:
     def count(self) -> int:
         n = self.take("<Q")
         if n > _MAX_COUNT:
-            raise ModelFormatError(f"{self.name}: not a valid GGUF file (a count of {n})")
+            raise ModelFormatError(f"{self.name}: not a valid GGUF file (a count of {n:,}{self.where})")
         return n
 
     def string(self, keep: bool = True) -> str | None:
@@ -136,17 +137,18 @@ class _Cursor:
         if kind in _SCALARS:
             value = self.take(_SCALARS[kind])
             if kind == _BOOL and self.data[self.at - 1] > 1:  # struct reads any non-zero byte as True
-                raise ModelFormatError(f"{self.name}: not a valid GGUF file (a bool of {self.data[self.at - 1]})")
+                raise ModelFormatError(f"{self.name}: not a valid GGUF file (a bool of {self.data[self.at - 1]}"
+                                       f"{self.where})")
             return value
         if kind == _STRING:
             return self.string()
         if kind != _ARRAY or nested:  # arrays of arrays: no model key has them
-            raise ModelFormatError(f"{self.name}: not a valid GGUF file (value type {kind})")
+            raise ModelFormatError(f"{self.name}: not a valid GGUF file (value type {kind}{self.where})")
         item, n = self.take("<I"), self.count()
         smallest = struct.calcsize(_SCALARS[item]) if item in _SCALARS else 8  # a string: its length at least
         if n * smallest > len(self.data) - self.at:
-            raise ModelFormatError(f"{self.name}: not a valid GGUF file (an array of {n} items overruns "
-                                   "the file)")
+            raise ModelFormatError(f"{self.name}: not a valid GGUF file (an array of {n:,} items"
+                                   f"{self.where} overruns the file)")
         if item in _SCALARS:
             self.at += n * smallest
         else:
@@ -163,11 +165,13 @@ def read_gguf_header(path: Path) -> GgufHeader:
     try:
         with open(path, "rb") as f:
             if f.read(4) != b"GGUF":
-                raise ModelFormatError(f"{path.name}: not a GGUF file")
+                raise ModelFormatError(f"{path.name}: not a valid GGUF file (no GGUF magic)")
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
                 header = _parse(_Cursor(data, path.name))
                 header.file_size = len(data)
                 return header
+    except ModelFormatError:
+        raise
     except OSError as e:
         raise ModelFormatError(f"{path.name}: cannot be read ({e.strerror or e})") from None
     except ValueError as e:  # mmap of an empty file, a bad seek
@@ -183,7 +187,9 @@ def _parse(cursor: _Cursor) -> GgufHeader:
     header = GgufHeader()
     for _ in range(n_keys):
         key = cursor.string()
+        cursor.where = f" in {key[:80]!r}"
         value = cursor.value(cursor.take("<I"))
+        cursor.where = ""
         if isinstance(value, tuple):
             header.array_lengths[key] = value[1]
         else:
