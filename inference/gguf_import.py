@@ -251,9 +251,27 @@ def _described(meta: _Metadata, arch: str, reader, names: set[str]) -> tuple[str
     return (*_tokenizer_files(meta), _config(meta, arch, tied=tied, n_vocab=n_vocab, extra=extra))
 
 
+def _float_array(path: Path, t, want: tuple[int, ...] | None) -> np.ndarray:
+    """A GGUF tensor dequantised to a writable float32 (rows, cols) array: its shape checked against the
+    one its metadata implies (`want`) first, every value finite."""
+    from gguf.quants import dequantize
+
+    shape = tuple(int(n) for n in reversed(t.shape))
+    if want is not None and shape != want:
+        raise ModelFormatError(f"{path.name}: tensor {t.name!r} has shape {list(shape)} but its metadata "
+                               f"implies {list(want)}")
+    try:
+        array = np.array(dequantize(t.data, t.tensor_type), dtype=np.float32)
+    except Exception as e:
+        raise ModelFormatError(f"{path.name}: tensor {t.name!r} cannot be read ({e})") from None
+    if not np.isfinite(array).all():
+        raise ModelFormatError(f"{path.name}: tensor {t.name!r} holds {int((~np.isfinite(array)).sum()):,} "
+                               "NaN or infinite values")
+    return array if array.shape == shape else array.reshape(shape)
+
+
 def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
     """Write the HF folder for the GGUF at `path` into `out`. Returns facts for the manifest."""
-    from gguf.quants import dequantize
     from safetensors.numpy import save_file
 
     reader = open_gguf(path)
@@ -279,19 +297,7 @@ def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
         if known is None:
             raise ModelFormatError(f"{path.name}: unexpected tensor {t.name!r}")
         spec, name = known
-        if name in shapes and tuple(int(n) for n in reversed(t.shape)) != shapes[name]:
-            raise ModelFormatError(f"{path.name}: tensor {t.name!r} has shape {[int(n) for n in reversed(t.shape)]} "
-                                   f"but its metadata implies {list(shapes[name])}")
-        try:
-            array = np.array(dequantize(t.data, t.tensor_type), dtype=np.float32)  # (rows, cols), writable
-        except Exception as e:
-            raise ModelFormatError(f"{path.name}: tensor {t.name!r} cannot be read ({e})") from None
-        if not np.isfinite(array).all():
-            raise ModelFormatError(f"{path.name}: tensor {t.name!r} holds {int((~np.isfinite(array)).sum()):,} "
-                                   "NaN or infinite values")
-        expected = tuple(int(n) for n in reversed(t.shape))
-        if array.shape != expected:
-            array = array.reshape(expected)
+        array = _float_array(path, t, shapes.get(name))
         if arch == "llama" and spec.role == "q":
             array = unpermute_rotary(array, config["num_attention_heads"])
         elif arch == "llama" and spec.role == "k":
