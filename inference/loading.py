@@ -141,6 +141,8 @@ def resolve_folder(spec: str | Path, progress=None) -> Path:
         from .default_model import ensure_default_model
 
         return ensure_default_model(progress)
+    if not str(spec).strip():
+        raise ModelFormatError("no model given (an empty --model)")
     path = Path(spec).expanduser()
     if not path.exists():
         raise ModelFormatError(f"{path}: no such file or folder")
