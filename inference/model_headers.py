@@ -89,6 +89,7 @@ class GgufHeader:
     tensor_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     tensor_data: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (ggml type, offset)
     data_start: int = 0  # where the tensor data section begins (aligned end of the header)
+    alignment: int = 32  # general.alignment: every tensor offset is a multiple of it
     file_size: int = 0
 
     @property
@@ -211,6 +212,7 @@ def _parse(cursor: _Cursor) -> GgufHeader:
     if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment < 1 or alignment & (alignment - 1):
         raise ModelFormatError(f"{cursor.name}: not a valid GGUF file (alignment {alignment!r})")
     header.data_start = -(-cursor.at // alignment) * alignment
+    header.alignment = alignment
     return header
 
 
@@ -221,7 +223,12 @@ def check_gguf_tensors(header: GgufHeader, name: str) -> None:
     room = header.file_size - header.data_start
     if room < 0:
         raise ModelFormatError(f"{name}: the GGUF header is truncated")
-    for tensor, (kind, offset) in header.tensor_data.items():
+    end, previous = 0, None  # tensors lie one after another: none may overlap the one before
+    for tensor, (kind, offset) in sorted(header.tensor_data.items(), key=lambda item: item[1][1]):
+        if offset % header.alignment or offset < end:
+            raise ModelFormatError(f"{name}: tensor {tensor!r} at offset {offset:,} is "
+                                   + (f"not aligned to {header.alignment}" if offset % header.alignment
+                                      else f"inside tensor {previous!r}"))
         try:
             block, block_bytes = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
         except (ValueError, KeyError):
@@ -234,3 +241,4 @@ def check_gguf_tensors(header: GgufHeader, name: str) -> None:
         if offset + size > room:
             raise ModelFormatError(f"{name}: tensor {tensor!r} ({size:,} bytes at offset {offset:,}) lies beyond "
                                    f"the end of the file (truncated or corrupt)")
+        end, previous = offset + size, tensor

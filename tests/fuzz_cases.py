@@ -16,6 +16,10 @@ from typing import Callable
 import fuzz_mutations as fm
 
 PROMPT = "the thin tin " + "a" * 40 + "!"
+# What an error about a model folder may name: one of its files (or the folder, above), or the prompt
+# (--prompt) the model cannot take.
+FILES = ("model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
+         "prompt")
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,7 @@ def _folder_case(kind: str, label: str, good: Path, edit: Callable[[Path], None]
     def setup(where: Path):
         model = Path(shutil.copytree(good, where / "model"))
         edit(model)
-        return _trace(str(model), *extra), (str(model), "model/")
+        return _trace(str(model), *extra), (str(model), *FILES)
 
     return Case(kind, label, setup)
 
@@ -49,7 +53,7 @@ def gguf_cases(data: bytes, rng: random.Random, n: int) -> list[Case]:
         def setup(where: Path):
             path = where / "mutant.gguf"
             path.write_bytes(mutated)
-            return _trace(str(path)), (path.name, "mutant-")  # the converted folder: mutant-<hash>
+            return _trace(str(path)), (path.name, "mutant-", "prompt")  # converted folder: mutant-<hash>
 
         return Case("gguf", label, setup)
 

@@ -18,6 +18,7 @@ Exit status 0 when all five are 0. The goal is 0 of each.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import resource
 import signal
@@ -142,11 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--show", type=int, default=30, help="problem cases to print")
     args = parser.parse_args(argv)
     memory = int(args.memory * (1 << 30))
-    import torch  # noqa: F401 - imported once here, so every child starts with it
-
-    import inference.cli  # noqa: F401
-    import inference.gguf_import  # noqa: F401
-    import inference.loading  # noqa: F401
+    for module in ("torch", "inference.cli", "inference.gguf_import", "inference.loading"):
+        importlib.import_module(module)  # imported once here, so every child starts with them
 
     with tempfile.TemporaryDirectory(prefix="tokenstep-fuzz-") as tmp:
         root = Path(tmp)
