@@ -155,12 +155,15 @@ def main(argv: list[str] | None = None) -> int:
         cases = cases[:args.limit] if args.limit else cases
         _warm(root, good, memory)
         counts, kinds, shown = Counter(), Counter(), 0
+        worst, slowest = (0, 0.0, ""), (0.0, "")
         started = time.monotonic()
         for case in cases:
             result = run_case(case, root, args.timeout, memory)
             problems = classify(result, memory)
             kinds[case.kind] += 1
             counts["problem" if problems else "refused" if result["status"] else "ok"] += 1
+            worst = max(worst, (result["peak"], result["seconds"], case.label), key=lambda w: w[0])
+            slowest = max(slowest, (result["seconds"], case.label))
             for problem in problems:
                 counts[problem] += 1
             if problems and shown < args.show:
@@ -172,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     print("  " + ", ".join(f"{p} {counts[p]}" for p in PROBLEMS))
     print(f"  (refused with a named one-line error {counts['refused']}, ran normally "
           f"{counts['ok']}, with problems {counts['problem']})")
+    print(f"  highest peak RSS {worst[0] / 1e6:.0f} MB ({worst[2]}); slowest {slowest[0]:.1f} s ({slowest[1]})")
     return 0 if not any(counts[p] for p in PROBLEMS) else 1
 
 
