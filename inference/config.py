@@ -223,7 +223,7 @@ def _number(r: _Reader, where: str, value, maximum: float = MAX_FACTOR) -> float
     except OverflowError:  # an integer too large for a float
         number = math.inf
     if not (math.isfinite(number) and 0 < number <= maximum):
-        raise r.fail(f"{where} must be a finite number above 0 and at most {maximum:g}, got {value!r}"[:200])
+        raise r.fail(f"{where} must be a positive number (finite, at most {maximum:g}), got {value!r}"[:200])
     return number
 
 

@@ -157,14 +157,14 @@ def test_cli_invalid_values_exit_2(args):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"rope_theta": float("nan")}, "'rope_theta' must be a finite number"),
-    ({"rope_theta": float("inf")}, "'rope_theta' must be a finite number"),
-    ({"rms_norm_eps": float("nan")}, "'rms_norm_eps' must be a finite number"),
+    ({"rope_theta": float("nan")}, "'rope_theta' must be a positive number (finite"),
+    ({"rope_theta": float("inf")}, "'rope_theta' must be a positive number (finite"),
+    ({"rms_norm_eps": float("nan")}, "'rms_norm_eps' must be a positive number (finite"),
     ({"num_hidden_layers": 2**31}, "'num_hidden_layers' of 2147483648 is beyond the largest supported"),
     ({"vocab_size": 10**12}, "'vocab_size' of 1000000000000 is beyond"),
     ({"hidden_act": ["silu"]}, "unsupported activation"),
     ({"architectures": [["LlamaForCausalLM"]]}, "'architectures' must list class names"),
-    ({"partial_rotary_factor": float("inf")}, "'partial_rotary_factor' must be a finite number"),
+    ({"partial_rotary_factor": float("inf")}, "'partial_rotary_factor' must be a positive number (finite"),
     ({"rope_scaling": {"rope_type": "linear", "factor": float("inf")}}, "rope scaling 'linear' 'factor' must be"),
     ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0, "high_freq_factor": 4.0,
                        "original_max_position_embeddings": 8192}}, "llama3 rope 'high_freq_factor' 4.0 must be above"),
