@@ -149,7 +149,7 @@ def test_mutated_safetensors(tiny, data):
     with tempfile.TemporaryDirectory() as tmp:
         model = _copy(folder, Path(tmp))
         (model / "model.safetensors").write_bytes(mutated)
-        line = _outcome(kind, lambda: load_model(model, device="cpu"), ("model.safetensors",))
+        line = _outcome(kind, lambda: load_model(model, device="cpu"), ("model.safetensors", str(model)))
         if kind == "poison":
             assert "NaN or infinite" in line
 
@@ -163,7 +163,7 @@ def test_mutated_config_fields(tiny, key, value):
         path = model / "config.json"
         path.write_text(fm.mutate_config(path.read_text(), key, value))
         _outcome(f"{key} = {value!r}"[:80], lambda: load_model(model, device="cpu"),
-                 ("config.json", "model.safetensors", "tokenizer"))
+                 ("config.json", "model.safetensors", "tokenizer", str(model)))
 
 
 @pytest.mark.parametrize("text", [fm.deep_json(), "[1, 2]", "{", "\udcff", '{"hidden_size": [1, [2]]}'])
