@@ -5,7 +5,11 @@
   vocabulary into numpy arrays (2.2 s for SmolLM2's 49k tokens on these machines), too slow to list a
   folder of models, so the header is walked here with struct over a read-only mapping: arrays are skipped,
   not decoded.
-Every problem is a ModelFormatError line naming the file.
+Both are checked against the file before anything trusts them: a safetensors tensor's data_offsets must
+lie in the file and hold exactly its shape times its dtype's size; a GGUF count may not exceed what the
+rest of the file could hold, a bool is 0 or 1, and `check_gguf_tensors` (run before gguf.GGUFReader, which
+allocates from these numbers) wants a known type, whole blocks, aligned non-overlapping offsets and every
+tensor's bytes inside the file. Every problem is a ModelFormatError line naming the file.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ Encoding and decoding are the `tokenizers` library's, exactly as tokenizer.json 
 - the raw bytes of every token, so text can be rebuilt token by token even when one character's UTF-8
   bytes are split over two tokens (the first shows as bytes, the second completes the character);
 - chat templates rendered in Jinja's immutable sandbox, so a template cannot reach Python internals.
+A tokenizer.json whose own split regex backtracks (a Rust panic, or slow on short hostile texts) is
+refused at load (tokenizer_probe.py).
 """
 
 from __future__ import annotations
