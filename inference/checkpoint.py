@@ -5,6 +5,7 @@ weight builder calls it by, its Hugging Face name, its shape from the config, an
 where GGUF import reads it. The same table
 - tells `read_checkpoint` what must be in the files: anything missing, unexpected or misshaped is one
   ModelFormatError line naming the file (a few known non-weight buffers aside);
+- checks every weight is finite as it is copied out (NaN or inf named with its tensor);
 - hands weights.py the checked tensors by role (`take_layer`, `take_ends`);
 - names each GGUF tensor for gguf_import.py (`spec_for_gguf`).
 Only safetensors are read: pickle-based `.bin` files can run code when loaded, so they are refused.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +25,7 @@ import torch
 
 from .config import ModelConfig
 from .errors import ModelFormatError
+from .model_headers import safetensors_tensors
 
 Shape = Callable[[ModelConfig], tuple[int, ...]]
 
@@ -274,6 +277,7 @@ def _checked_names(file: Path, indexed_names: list[str] | None, config: ModelCon
 
     optional = {"lm_head.weight"} if config.tie_embeddings else set()  # often saved although tied
     wanted: list[tuple[str, str]] = []
+    safetensors_tensors(file)  # header length, offsets inside the file, dtype x shape = bytes: checked first
     with safe_open(str(file), framework="pt") as f:
         names = list(f.keys())
         absent = sorted(set(indexed_names or ()) - set(names))
@@ -302,6 +306,15 @@ def _checked_names(file: Path, indexed_names: list[str] | None, config: ModelCon
     return wanted
 
 
+def _finite(t: torch.Tensor) -> bool:
+    """Every value finite: aminmax is one vectorised pass that NaN and +-inf all show in (measured 9 ms on
+    the 28 M-value embedding table, where isfinite().all() took 300 ms)."""
+    if t.numel() == 0:
+        return True
+    low, high = torch.aminmax(t)
+    return math.isfinite(low.item()) and math.isfinite(high.item())
+
+
 def _copied_out(file: Path, wanted: list[tuple[str, str]]):
     """(canonical name, float32 tensor of our own) for each (stored, canonical) name, in order.
 
@@ -324,5 +337,9 @@ def _copied_out(file: Path, wanted: list[tuple[str, str]]):
                 mapped += view.numel() * view.element_size()
                 copy = view.to(torch.float32, copy=True)
                 del view
+                if not _finite(copy):
+                    bad = int((~torch.isfinite(copy)).sum())
+                    raise ModelFormatError(f"{file.name}: tensor {stored!r} holds {bad:,} NaN or infinite "
+                                           "values")
                 yield name, copy
                 at += 1

@@ -21,6 +21,16 @@ SUPPORTED_ARCHITECTURES = {
     "Gemma3ForConditionalGeneration": "gemma",  # its text tower; the vision tower is not read
 }
 
+# The most any size in a config may be: far above every real model, low enough that nothing is allocated
+# from a corrupt or hostile number (a 2^31-layer model is refused here, not when its tensors are listed).
+LIMITS = {
+    "layers": 1024, "hidden": 1 << 17, "heads": 1024, "head_dim": 4096, "ffn": 1 << 20, "vocab": 1 << 22,
+    "context": 1 << 24, "window": 1 << 24,
+}
+MAX_INT = 1 << 31  # any other integer a config gives (token ids, original context...)
+MAX_THETA = 1e12  # a rotary base beyond this has no meaning (real ones: 1e4 to 5e8)
+MAX_FACTOR = 1e4  # rope scaling factors, soft-caps and other multipliers
+
 _ACTIVATIONS = {
     "silu": "silu",
     "swish": "silu",
@@ -110,6 +120,10 @@ class ModelConfig:
             raise ModelFormatError(f"{source}: expected a JSON object")
         archs = d.get("architectures") or []
         arch = archs[0] if isinstance(archs, list) and archs else None
+        if arch is not None and not isinstance(arch, str):
+            raise ModelFormatError(f"{source}: 'architectures' must list class names, got {archs!r}"[:200])
+        if arch is None and not isinstance(d.get("model_type"), (str, type(None))):
+            raise ModelFormatError(f"{source}: 'model_type' must be a string, got {d.get('model_type')!r}"[:200])
         if arch is None:
             arch = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
                     "qwen2": "Qwen2ForCausalLM", "gpt2": "GPT2LMHeadModel",
@@ -140,7 +154,7 @@ class _Reader:
     def fail(self, message: str) -> ModelFormatError:
         return ModelFormatError(f"{self.source}: {message}")
 
-    def int(self, *keys: str, default: int | None = None, minimum: int = 1) -> int:
+    def int(self, *keys: str, default: int | None = None, minimum: int = 1, maximum: int = MAX_INT) -> int:
         for key in keys:
             value = self.d.get(key)
             if value is not None:
@@ -153,15 +167,17 @@ class _Reader:
             raise self.fail(f"{key!r} must be an integer, got {value!r}")
         if value < minimum:
             raise self.fail(f"{key!r} must be at least {minimum}, got {value}")
+        if value > maximum:
+            raise self.fail(f"{key!r} of {value} is beyond the largest supported ({maximum:,})")
         return value
 
-    def float(self, key: str, default: float) -> float:
+    def size(self, kind: str, *keys: str, default: int | None = None) -> int:
+        """A positive size bounded by LIMITS[kind]."""
+        return self.int(*keys, default=default, maximum=LIMITS[kind])
+
+    def float(self, key: str, default: float, maximum: float = MAX_FACTOR) -> float:
         value = self.d.get(key, default)
-        if value is None:
-            value = default
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            raise self.fail(f"{key!r} must be a positive number, got {value!r}")
-        return float(value)
+        return _number(self, repr(key), default if value is None else value, maximum)
 
     def bool(self, key: str, default: bool) -> bool:
         value = self.d.get(key, default)
@@ -176,13 +192,14 @@ class _Reader:
         if value is None:
             return ()
         values = value if isinstance(value, list) else [value]
-        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
+        if len(values) > 1024 or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < MAX_INT
+                                         for v in values):
             raise self.fail(f"{key!r} must be a token id or a list of them, got {value!r}")
         return tuple(values)
 
     def activation(self, key: str, default: str) -> str:
         name = self.d.get(key) or default
-        if name not in _ACTIVATIONS:
+        if not isinstance(name, str) or name not in _ACTIVATIONS:
             raise self.fail(f"unsupported activation {name!r}")
         return _ACTIVATIONS[name]
 
@@ -191,16 +208,23 @@ def _heads(r: _Reader, hidden: int, n_heads: int, n_kv_heads: int) -> int:
     if n_heads % n_kv_heads:
         raise r.fail(f"{n_heads} attention heads cannot be grouped over {n_kv_heads} key/value heads")
     if r.d.get("head_dim") is not None:
-        return r.int("head_dim")
+        return r.size("head_dim", "head_dim")
     if hidden % n_heads:
         raise r.fail(f"hidden size {hidden} is not divisible by {n_heads} heads")
     return hidden // n_heads
 
 
-def _number(r: _Reader, where: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise r.fail(f"{where} must be a positive number, got {value!r}")
-    return float(value)
+def _number(r: _Reader, where: str, value, maximum: float = MAX_FACTOR) -> float:
+    """A finite number above 0 and at most `maximum` (NaN, inf, 0 and negatives refused)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise r.fail(f"{where} must be a positive number, got {value!r}"[:200])
+    try:
+        number = float(value)
+    except OverflowError:  # an integer too large for a float
+        number = math.inf
+    if not (math.isfinite(number) and 0 < number <= maximum):
+        raise r.fail(f"{where} must be a positive number (finite, at most {maximum:g}), got {value!r}"[:200])
+    return number
 
 
 def _rope(r: _Reader, head_dim: int) -> tuple[float, RopeScaling | None, int | None]:
@@ -210,17 +234,20 @@ def _rope(r: _Reader, head_dim: int) -> tuple[float, RopeScaling | None, int | N
     if params is not None and not isinstance(params, dict):
         raise r.fail("'rope_parameters' must be an object")
     params = params or {}
-    theta = _number(r, "'rope_theta'", params.get("rope_theta", r.d.get("rope_theta", 10000.0)))
+    theta = params.get("rope_theta", r.d.get("rope_theta"))
+    theta = _number(r, "'rope_theta'", 10000.0 if theta is None else theta, MAX_THETA)
     scaling = r.d.get("rope_scaling") or params
     if not isinstance(scaling, dict):
         raise r.fail("'rope_scaling' must be an object")
     partial = _number(r, "'partial_rotary_factor'",
-                      scaling.get("partial_rotary_factor", r.d.get("partial_rotary_factor", 1.0)))
+                      scaling.get("partial_rotary_factor", r.d.get("partial_rotary_factor", 1.0)), 1.0)
     rotary_dim = int(head_dim * partial)
     if partial > 1.0 or rotary_dim < 2 or rotary_dim % 2:
         raise r.fail(f"partial_rotary_factor {partial} of head_dim {head_dim} gives {rotary_dim} rotary dims; "
                      "an even number from 2 to head_dim is needed")
     kind = scaling.get("rope_type", scaling.get("type", "default"))
+    if kind is not None and not isinstance(kind, str):
+        raise r.fail(f"rope scaling type must be a string, got {kind!r}"[:200])
     kind = "longrope" if kind == "su" else kind  # Phi-3's early name for it
     rotary = None if rotary_dim == head_dim else rotary_dim
     if kind in (None, "default"):
@@ -231,14 +258,13 @@ def _rope(r: _Reader, head_dim: int) -> tuple[float, RopeScaling | None, int | N
     if kind == "linear":
         return theta, RopeScaling("linear", factor), rotary
     if kind == "llama3":
-        try:
-            return theta, RopeScaling(
-                "llama3", factor,
-                low_freq_factor=float(scaling["low_freq_factor"]),
-                high_freq_factor=float(scaling["high_freq_factor"]),
-                original_context=int(scaling["original_max_position_embeddings"])), rotary
-        except (KeyError, TypeError, ValueError) as e:
-            raise r.fail(f"llama3 rope scaling is missing or has a bad {e}") from None
+        low = _number(r, "llama3 rope 'low_freq_factor'", scaling.get("low_freq_factor"))
+        high = _number(r, "llama3 rope 'high_freq_factor'", scaling.get("high_freq_factor"))
+        if high <= low:
+            raise r.fail(f"llama3 rope 'high_freq_factor' {high} must be above 'low_freq_factor' {low}")
+        original = _Reader(scaling, r.source).size("context", "original_max_position_embeddings")
+        return theta, RopeScaling("llama3", factor, low_freq_factor=low, high_freq_factor=high,
+                                  original_context=original), rotary
     raise r.fail(f"unsupported rope_scaling type {kind!r} (supported: linear, llama3, longrope)")
 
 
@@ -254,10 +280,12 @@ def _longrope(r: _Reader, scaling: dict, rotary_dim: int) -> RopeScaling:
                          f"frequency), got {values!r}"[:200])
         factors[key] = tuple(_number(r, f"longrope '{key}' entries", v) for v in values)
     original = scaling.get("original_max_position_embeddings", r.d.get("original_max_position_embeddings"))
-    if isinstance(original, bool) or not isinstance(original, int) or original < 1:
-        raise r.fail(f"longrope needs a positive 'original_max_position_embeddings', got {original!r}")
+    if isinstance(original, bool) or not isinstance(original, int) or not 1 < original <= LIMITS["context"]:
+        raise r.fail(f"longrope needs a 'original_max_position_embeddings' from 2 to {LIMITS['context']:,}, "
+                     f"got {original!r}"[:200])
     factor = scaling.get("factor")
-    factor = r.int("max_position_embeddings") / original if factor is None else _number(r, "'factor'", factor)
+    factor = r.size("context", "max_position_embeddings") / original if factor is None else \
+        _number(r, "'factor'", factor)
     attention = scaling.get("attention_factor")
     if attention is None:
         attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
@@ -270,11 +298,13 @@ def _sliding_window(r: _Reader, arch: str, n_layers: int) -> int | None:
     layer_types = r.d.get("layer_types")
     if arch in ("MistralForCausalLM", "Phi3ForCausalLM"):  # one window on every layer
         window = r.d.get("sliding_window")
-        return None if window is None else r.int("sliding_window")
+        return None if window is None else r.size("window", "sliding_window")
     if arch == "Qwen3ForCausalLM":
         return _qwen3_window(r, n_layers)
     if arch == "Qwen2ForCausalLM" and r.d.get("use_sliding_window"):
         raise r.fail("Qwen2 per-layer sliding-window attention is not supported")
+    if layer_types is not None and not isinstance(layer_types, list):
+        raise r.fail("'layer_types' must be a list")
     if isinstance(layer_types, list) and any(t != "full_attention" for t in layer_types):
         raise r.fail("per-layer sliding-window attention is not supported")
     return None
@@ -285,7 +315,7 @@ def _qwen3_window(r: _Reader, n_layers: int) -> int | None:
     those from max_window_layers on); one window on every layer is supported, a mix is not."""
     if not r.bool("use_sliding_window", False) or r.d.get("sliding_window") is None:
         return None
-    window = r.int("sliding_window")
+    window = r.size("window", "sliding_window")
     types = r.d.get("layer_types")
     if types is None:
         first = r.int("max_window_layers", default=28, minimum=0)
@@ -302,9 +332,9 @@ def _qwen3_window(r: _Reader, n_layers: int) -> int | None:
 
 
 def _llama_config(arch: str, r: _Reader) -> ModelConfig:
-    hidden = r.int("hidden_size")
-    n_heads = r.int("num_attention_heads")
-    n_kv_heads = r.int("num_key_value_heads", default=n_heads)
+    hidden = r.size("hidden", "hidden_size")
+    n_heads = r.size("heads", "num_attention_heads")
+    n_kv_heads = r.size("heads", "num_key_value_heads", default=n_heads)
     head_dim = _heads(r, hidden, n_heads, n_kv_heads)
     if head_dim % 2:
         raise r.fail(f"head_dim {head_dim} must be even for rotary embeddings")
@@ -315,14 +345,14 @@ def _llama_config(arch: str, r: _Reader) -> ModelConfig:
     if rotary_dim is not None and arch != "Phi3ForCausalLM":  # transformers turns the whole head there
         raise r.fail(f"partial rotary embeddings are not supported for {arch}")
     attention_bias = r.bool("attention_bias", False)
-    n_layers = r.int("num_hidden_layers")
+    n_layers = r.size("layers", "num_hidden_layers")
     return ModelConfig(
         architecture=arch, family=SUPPORTED_ARCHITECTURES[arch],
         n_layers=n_layers, hidden=hidden,
         n_heads=n_heads, n_kv_heads=n_kv_heads, head_dim=head_dim,
-        ffn=r.int("intermediate_size"), vocab=r.int("vocab_size"),
-        context_length=r.int("max_position_embeddings"),
-        norm_eps=r.float("rms_norm_eps", 1e-6), norm="rms", activation="silu", positions="rope",
+        ffn=r.size("ffn", "intermediate_size"), vocab=r.size("vocab", "vocab_size"),
+        context_length=r.size("context", "max_position_embeddings"),
+        norm_eps=r.float("rms_norm_eps", 1e-6, maximum=1.0), norm="rms", activation="silu", positions="rope",
         tie_embeddings=r.bool("tie_word_embeddings", False),
         qkv_bias=True if arch == "Qwen2ForCausalLM" else attention_bias,
         o_bias=False if arch == "Qwen2ForCausalLM" else attention_bias,
@@ -338,17 +368,17 @@ def _gpt2_config(arch: str, r: _Reader) -> ModelConfig:
                         ("add_cross_attention", False)):
         if r.bool(key, wanted) != wanted:
             raise r.fail(f"GPT-2 with {key}={not wanted} is not supported")
-    hidden = r.int("n_embd", "hidden_size")
-    n_heads = r.int("n_head", "num_attention_heads")
+    hidden = r.size("hidden", "n_embd", "hidden_size")
+    n_heads = r.size("heads", "n_head", "num_attention_heads")
     if hidden % n_heads:
         raise r.fail(f"hidden size {hidden} is not divisible by {n_heads} heads")
     return ModelConfig(
         architecture=arch, family="gpt2",
-        n_layers=r.int("n_layer", "num_hidden_layers"), hidden=hidden,
+        n_layers=r.size("layers", "n_layer", "num_hidden_layers"), hidden=hidden,
         n_heads=n_heads, n_kv_heads=n_heads, head_dim=hidden // n_heads,
-        ffn=r.int("n_inner", default=4 * hidden), vocab=r.int("vocab_size"),
-        context_length=r.int("n_positions", "n_ctx", "max_position_embeddings"),
-        norm_eps=r.float("layer_norm_epsilon", 1e-5), norm="layer",
+        ffn=r.size("ffn", "n_inner", default=4 * hidden), vocab=r.size("vocab", "vocab_size"),
+        context_length=r.size("context", "n_positions", "n_ctx", "max_position_embeddings"),
+        norm_eps=r.float("layer_norm_epsilon", 1e-5, maximum=1.0), norm="layer",
         activation=r.activation("activation_function", "gelu_new"), positions="learned",
         tie_embeddings=r.bool("tie_word_embeddings", True),
         qkv_bias=True, o_bias=True, mlp_bias=True,

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .config import ModelConfig, _heads, _Reader, _rope, RopeScaling
+from .config import MAX_THETA, ModelConfig, _heads, _Reader, _rope, RopeScaling
 from .layers import Backend, Norm
 from .model import Block, Layer, RotaryTable, rotate
 from .weights import _interleave_heads, llama_layer
@@ -96,9 +96,9 @@ def _layer_windows(r: _Reader, n_layers: int) -> tuple[int, ...]:
             raise r.fail(f"'layer_types' must list {n_layers} of {sorted(kinds)}")
         sliding = [t == "sliding_attention" for t in types]
     else:
-        pattern = r.int("sliding_window_pattern")
+        pattern = r.size("layers", "sliding_window_pattern")
         sliding = [(i + 1) % pattern != 0 for i in range(n_layers)]
-    window = 0 if r.d.get("sliding_window") is None else r.int("sliding_window")
+    window = 0 if r.d.get("sliding_window") is None else r.size("window", "sliding_window")
     return tuple(window if s else 0 for s in sliding)
 
 
@@ -120,36 +120,38 @@ def _ropes(arch: str, r: _Reader, head_dim: int) -> tuple[tuple[float, RopeScali
         # transformers 5: one rope_parameters object per layer type.
         def of(kind: str, theta_key: str) -> tuple[float, RopeScaling | None]:
             sub = params.get(kind) or {}
+            if not isinstance(sub, dict):
+                raise r.fail(f"'rope_parameters' {kind!r} must be an object")
             return _whole_head_rope(_Reader({"rope_parameters": sub, "rope_theta": r.d.get(theta_key)}, r.source),
                                     head_dim)
 
         return of("full_attention", "rope_theta"), of("sliding_attention", "rope_local_base_freq")
     # transformers 4: rope_theta and rope_scaling are the global layers'; local ones have their own base.
-    return _whole_head_rope(r, head_dim), (r.float("rope_local_base_freq", 10000.0), None)
+    return _whole_head_rope(r, head_dim), (r.float("rope_local_base_freq", 10000.0, MAX_THETA), None)
 
 
 def gemma_config(arch: str, outer: _Reader) -> GemmaConfig:
     r = _text_config(arch, outer)
     if r.d.get("use_bidirectional_attention"):
         raise r.fail("bidirectional attention is not supported")
-    hidden = r.int("hidden_size")
-    n_heads = r.int("num_attention_heads")
-    n_kv_heads = r.int("num_key_value_heads", default=n_heads)
+    hidden = r.size("hidden", "hidden_size")
+    n_heads = r.size("heads", "num_attention_heads")
+    n_kv_heads = r.size("heads", "num_key_value_heads", default=n_heads)
     head_dim = _heads(r, hidden, n_heads, n_kv_heads)
     if head_dim % 2:
         raise r.fail(f"head_dim {head_dim} must be even for rotary embeddings")
     activation = r.activation("hidden_activation", r.d.get("hidden_act") or "gelu_pytorch_tanh")
     if activation not in ("gelu_tanh", "gelu"):
         raise r.fail(f"{arch} with activation {activation!r} is not supported (GeGLU only)")
-    n_layers = r.int("num_hidden_layers")
+    n_layers = r.size("layers", "num_hidden_layers")
     (theta, scaling), local = _ropes(arch, r, head_dim)
     bias = r.bool("attention_bias", False)
     return GemmaConfig(
         architecture=arch, family="gemma", n_layers=n_layers, hidden=hidden,
         n_heads=n_heads, n_kv_heads=n_kv_heads, head_dim=head_dim,
-        ffn=r.int("intermediate_size"), vocab=r.int("vocab_size"),
-        context_length=r.int("max_position_embeddings"),
-        norm_eps=r.float("rms_norm_eps", 1e-6), norm="rms", activation=activation, positions="rope",
+        ffn=r.size("ffn", "intermediate_size"), vocab=r.size("vocab", "vocab_size"),
+        context_length=r.size("context", "max_position_embeddings"),
+        norm_eps=r.float("rms_norm_eps", 1e-6, maximum=1.0), norm="rms", activation=activation, positions="rope",
         tie_embeddings=r.bool("tie_word_embeddings", True), qkv_bias=bias, o_bias=bias, mlp_bias=False,
         rope_theta=theta, rope_scaling=scaling,
         bos_id=(r.token_ids("bos_token_id") or (None,))[0], eos_ids=r.token_ids("eos_token_id"),

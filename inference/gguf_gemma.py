@@ -16,6 +16,8 @@ rest is gguf_import.py's):
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .errors import ModelFormatError
@@ -27,11 +29,11 @@ _LARGEST = {"gemma2": 46, "gemma3": 62}  # layers of the 27B model, whose scores
 def gemma_config(meta, arch: str, tied: bool, n_vocab: int) -> dict:
     """config.json of a Gemma2ForCausalLM / Gemma3ForCausalLM from the GGUF metadata."""
     p = arch + "."
-    n_heads = int(meta.require(p + "attention.head_count"))
-    hidden = int(meta.require(p + "embedding_length"))
-    n_layers = int(meta.require(p + "block_count"))
-    head_dim = int(meta.get(p + "attention.key_length", hidden // n_heads))
-    eps = meta.get(p + "attention.layer_norm_rms_epsilon", 1e-6)
+    n_heads = meta.size(p + "attention.head_count", "heads")
+    hidden = meta.size(p + "embedding_length", "hidden")
+    n_layers = meta.size(p + "block_count", "layers")
+    head_dim = meta.size(p + "attention.key_length", "head_dim", max(hidden // n_heads, 1))
+    eps = meta.number(p + "attention.layer_norm_rms_epsilon", 1e-6)
     pattern = meta.get(p + "attention.sliding_window_pattern", 2 if arch == "gemma2" else 6)
     if isinstance(pattern, (list, tuple)):  # one flag per layer: True for a sliding-window layer
         if len(pattern) != n_layers:
@@ -39,21 +41,22 @@ def gemma_config(meta, arch: str, tied: bool, n_vocab: int) -> dict:
                                    f"{n_layers} layers")
         sliding = [bool(flag) for flag in pattern]
     else:  # every pattern-th layer is global
-        sliding = [(i + 1) % int(pattern) != 0 for i in range(n_layers)]
+        pattern = meta.size(p + "attention.sliding_window_pattern", "layers", pattern)
+        sliding = [(i + 1) % pattern != 0 for i in range(n_layers)]
     config = {
         "architectures": ["Gemma2ForCausalLM" if arch == "gemma2" else "Gemma3ForCausalLM"],
         "model_type": "gemma2" if arch == "gemma2" else "gemma3_text",
         "hidden_size": hidden,
-        "intermediate_size": int(meta.require(p + "feed_forward_length")),
+        "intermediate_size": meta.size(p + "feed_forward_length", "ffn"),
         "num_hidden_layers": n_layers,
         "num_attention_heads": n_heads,
-        "num_key_value_heads": int(meta.get(p + "attention.head_count_kv", n_heads)),
+        "num_key_value_heads": meta.size(p + "attention.head_count_kv", "heads", n_heads),
         "head_dim": head_dim,
-        "max_position_embeddings": int(meta.require(p + "context_length")),
+        "max_position_embeddings": meta.size(p + "context_length", "context"),
         "rms_norm_eps": float(str(np.float32(eps))),  # GGUF stores float32: 1e-6 reads 9.99999997e-07
-        "rope_theta": float(meta.get(p + "rope.freq_base", 10000.0 if arch == "gemma2" else 1_000_000.0)),
+        "rope_theta": meta.number(p + "rope.freq_base", 10000.0 if arch == "gemma2" else 1_000_000.0),
         "query_pre_attn_scalar": hidden // n_heads if n_layers == _LARGEST[arch] else head_dim,
-        "sliding_window": int(meta.require(p + "attention.sliding_window")),
+        "sliding_window": meta.size(p + "attention.sliding_window", "window"),
         "layer_types": ["sliding_attention" if s else "full_attention" for s in sliding],
         "vocab_size": n_vocab,
         "tie_word_embeddings": tied,
@@ -62,21 +65,20 @@ def gemma_config(meta, arch: str, tied: bool, n_vocab: int) -> dict:
         "torch_dtype": "float32",
     }
     if arch == "gemma2":
-        config["attn_logit_softcapping"] = meta.get(p + "attn_logit_softcapping")
-        config["final_logit_softcapping"] = meta.get(p + "final_logit_softcapping")
+        for key in ("attn_logit_softcapping", "final_logit_softcapping"):  # None: no cap
+            config[key] = meta.number(p + key, math.nan) if meta.get(p + key) is not None else None
     else:
         config["rope_local_base_freq"] = 10000.0
         rope_type = meta.get(p + "rope.scaling.type", "none")
         if rope_type == "linear":
-            config["rope_scaling"] = {"rope_type": "linear", "factor": float(meta.require(p + "rope.scaling.factor"))}
+            config["rope_scaling"] = {"rope_type": "linear", "factor": meta.number(p + "rope.scaling.factor", math.nan)}
         elif rope_type not in ("none", None):
             raise ModelFormatError(f"{meta.path.name}: rope scaling {rope_type!r} is not supported")
     for key, name in (("bos_token_id", "tokenizer.ggml.bos_token_id"),
                       ("eos_token_id", "tokenizer.ggml.eos_token_id"),
                       ("pad_token_id", "tokenizer.ggml.padding_token_id")):
-        value = meta.get(name)
-        if value is not None:
-            config[key] = int(value)
+        if meta.get(name) is not None:
+            config[key] = meta.count(name, minimum=0)
     return config
 
 
@@ -102,19 +104,24 @@ def sentencepiece_tokenizer_files(meta) -> tuple[str, dict]:
     if kind != "llama":
         raise ModelFormatError(f"{meta.path.name}: GGUF tokenizer {kind!r} is not supported here "
                                "(SentencePiece 'llama' only)")
-    tokens = list(meta.require("tokenizer.ggml.tokens"))
-    scores = list(meta.require("tokenizer.ggml.scores"))
-    types = list(meta.get("tokenizer.ggml.token_type", [_NORMAL] * len(tokens)))
+    from .gguf_import import checked_tokens, with_template
+
+    tokens = checked_tokens(meta)
+    scores = meta.numbers("tokenizer.ggml.scores", len(tokens))
+    types = meta.numbers("tokenizer.ggml.token_type", len(tokens), _NORMAL)
 
     def token(key):
-        index = meta.get(key)
-        return tokens[int(index)] if index is not None and 0 <= int(index) < len(tokens) else None
+        index = meta.count(key, -1, minimum=-1)
+        return tokens[index] if 0 <= index < len(tokens) else None
 
     unk = token("tokenizer.ggml.unknown_token_id")
     vocab = {t: i for i, t in enumerate(tokens)}
-    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=_merges(tokens, scores, types), unk_token=unk,
-                                     fuse_unk=True, byte_fallback=True))
-    prefix = [normalizers.Prepend("▁")] if meta.get("tokenizer.ggml.add_space_prefix", True) else []
+    try:
+        tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=_merges(tokens, scores, types), unk_token=unk,
+                                         fuse_unk=True, byte_fallback=True))
+    except Exception as e:  # the Rust side: an unknown token of a bad unk id
+        raise meta.fail("tokenizer.ggml.tokens", f"cannot build a BPE tokenizer ({str(e)[:100]})") from None
+    prefix = [normalizers.Prepend("▁")] if meta.flag("tokenizer.ggml.add_space_prefix", True) else []
     tokenizer.normalizer = normalizers.Sequence([*prefix, normalizers.Replace(" ", "▁")])
     tokenizer.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
     tokenizer.add_tokens([AddedToken(tokens[i], special=False, normalized=False)
@@ -122,7 +129,7 @@ def sentencepiece_tokenizer_files(meta) -> tuple[str, dict]:
     tokenizer.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False)
                                   for i, t in enumerate(types) if t == _CONTROL])
     bos = token("tokenizer.ggml.bos_token_id")
-    add_bos = bool(meta.get("tokenizer.ggml.add_bos_token", True))
+    add_bos = meta.flag("tokenizer.ggml.add_bos_token", True)
     if add_bos and bos is not None:
         tokenizer.post_processor = processors.TemplateProcessing(
             single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, vocab[bos])])
@@ -133,10 +140,7 @@ def sentencepiece_tokenizer_files(meta) -> tuple[str, dict]:
         "eos_token": token("tokenizer.ggml.eos_token_id"),
         "pad_token": token("tokenizer.ggml.padding_token_id"),
         "unk_token": unk,
-        "model_max_length": int(meta.get(meta.require("general.architecture") + ".context_length", 2048)),
+        "model_max_length": meta.size(meta.require("general.architecture") + ".context_length", "context", 2048),
         "clean_up_tokenization_spaces": False,
     }
-    template = meta.get("tokenizer.chat_template")
-    if template:
-        config["chat_template"] = template
-    return tokenizer.to_str(), {k: v for k, v in config.items() if v is not None}
+    return tokenizer.to_str(), with_template(meta, config)

@@ -23,8 +23,10 @@ from typing import Callable
 import numpy as np
 
 from . import cache_dir
-from .checkpoint import spec_for_gguf
+from .checkpoint import expected_shapes, spec_for_gguf
+from .config import LIMITS, ModelConfig
 from .errors import ModelFormatError
+from .gguf_metadata import _Metadata, open_gguf  # noqa: F401 - open_gguf: imported from here elsewhere
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total); may raise errors.Cancelled
 
@@ -63,54 +65,22 @@ def unpermute_rotary(weight: np.ndarray, n_heads: int) -> np.ndarray:
     return weight.reshape(n_heads, rows // n_heads // 2, 2, *rest).swapaxes(1, 2).reshape(weight.shape)
 
 
-class _Metadata:
-    def __init__(self, reader, path: Path):
-        self.reader, self.path = reader, path
-
-    def get(self, key, default=None):
-        field = self.reader.fields.get(key)
-        if field is None:
-            return default
-        try:
-            return field.contents()
-        except Exception as e:
-            raise ModelFormatError(f"{self.path.name}: metadata {key!r} is unreadable ({e})") from None
-
-    def require(self, key):
-        value = self.get(key)
-        if value is None:
-            raise ModelFormatError(f"{self.path.name}: GGUF metadata {key!r} is missing")
-        return value
-
-
-def open_gguf(path: Path):
-    import gguf
-
-    if not path.is_file():
-        raise ModelFormatError(f"{path}: no such file")
-    try:
-        return gguf.GGUFReader(str(path))
-    except Exception as e:  # truncated or corrupt files fail deep inside numpy/memmap parsing
-        raise ModelFormatError(f"{path.name}: not a valid GGUF file ({type(e).__name__}: "
-                               f"{str(e).splitlines()[0] if str(e) else 'unreadable'})") from None
-
-
 def _config(meta: _Metadata, arch: str, tied: bool, n_vocab: int, extra: dict) -> dict:
     p = arch + "."
-    n_heads = int(meta.require(p + "attention.head_count"))
-    hidden = int(meta.require(p + "embedding_length"))
-    head_dim = int(meta.get(p + "attention.key_length", hidden // n_heads))
-    eps = meta.get(p + "attention.layer_norm_rms_epsilon", 1e-6)
+    n_heads = meta.size(p + "attention.head_count", "heads")
+    hidden = meta.size(p + "embedding_length", "hidden")
+    head_dim = meta.size(p + "attention.key_length", "head_dim", max(hidden // n_heads, 1))
+    eps = meta.number(p + "attention.layer_norm_rms_epsilon", 1e-6)
     config = {
         "architectures": [_HF_CLASS[arch]],
         "model_type": arch,
         "hidden_size": hidden,
-        "intermediate_size": int(meta.require(p + "feed_forward_length")),
-        "num_hidden_layers": int(meta.require(p + "block_count")),
+        "intermediate_size": meta.size(p + "feed_forward_length", "ffn"),
+        "num_hidden_layers": meta.size(p + "block_count", "layers"),
         "num_attention_heads": n_heads,
-        "num_key_value_heads": int(meta.get(p + "attention.head_count_kv", n_heads)),
+        "num_key_value_heads": meta.size(p + "attention.head_count_kv", "heads", n_heads),
         "head_dim": head_dim,
-        "max_position_embeddings": int(meta.require(p + "context_length")),
+        "max_position_embeddings": meta.size(p + "context_length", "context"),
         "rms_norm_eps": float(str(np.float32(eps))),  # GGUF stores float32: 1e-5 reads 9.99999974e-06
         "vocab_size": n_vocab,
         "tie_word_embeddings": tied,
@@ -120,15 +90,14 @@ def _config(meta: _Metadata, arch: str, tied: bool, n_vocab: int, extra: dict) -
     }
     if arch in ("llama", "qwen3"):
         config.update(attention_bias=arch == "qwen3" and extra.get("attention_bias", False), mlp_bias=False)
-    window = int(meta.get(p + "attention.sliding_window", 0) or 0)
+    window = meta.count(p + "attention.sliding_window", 0, minimum=0, maximum=LIMITS["window"])
     if arch == "phi3" and window > 0:  # llama.cpp writes 0 for none (Phi-4-mini)
         config["sliding_window"] = window
     for key, name in (("bos_token_id", "tokenizer.ggml.bos_token_id"),
                       ("eos_token_id", "tokenizer.ggml.eos_token_id"),
                       ("pad_token_id", "tokenizer.ggml.padding_token_id")):
-        value = meta.get(name)
-        if value is not None:
-            config[key] = int(value)
+        if meta.get(name) is not None:
+            config[key] = meta.count(name, minimum=0)
     if arch == "phi3":  # else transformers' Phi3Config assumes pad id 32000, outside a smaller vocabulary
         config.setdefault("pad_token_id", None)
     return config
@@ -137,8 +106,8 @@ def _config(meta: _Metadata, arch: str, tied: bool, n_vocab: int, extra: dict) -
 def _rope_config(meta: _Metadata, arch: str, head_dim: int, extra: dict) -> dict:
     """rope_theta, rope_scaling (linear, or Phi-3's longrope from its factor tensors) and partial rotary."""
     p = arch + "."
-    config: dict = {"rope_theta": float(meta.get(p + "rope.freq_base", 10000.0)), "rope_scaling": None}
-    rotary_dim = int(meta.get(p + "rope.dimension_count", head_dim))
+    config: dict = {"rope_theta": meta.number(p + "rope.freq_base", 10000.0), "rope_scaling": None}
+    rotary_dim = meta.size(p + "rope.dimension_count", "head_dim", head_dim)
     if rotary_dim != head_dim:
         config["partial_rotary_factor"] = rotary_dim / head_dim
         if int(head_dim * config["partial_rotary_factor"]) != rotary_dim:
@@ -146,7 +115,7 @@ def _rope_config(meta: _Metadata, arch: str, head_dim: int, extra: dict) -> dict
                                    "written as a partial_rotary_factor")
     rope_type = meta.get(p + "rope.scaling.type", "none")
     if rope_type == "linear":
-        config["rope_scaling"] = {"rope_type": "linear", "factor": float(meta.require(p + "rope.scaling.factor"))}
+        config["rope_scaling"] = {"rope_type": "linear", "factor": meta.number(p + "rope.scaling.factor", math.nan)}
     elif rope_type not in ("none", None):
         raise ModelFormatError(f"{meta.path.name}: rope scaling {rope_type!r} is not supported")
     if "llama3_factors" in extra:
@@ -156,10 +125,10 @@ def _rope_config(meta: _Metadata, arch: str, head_dim: int, extra: dict) -> dict
         if len(factors) != 2:
             raise ModelFormatError(f"{meta.path.name}: longrope needs both rope_factors_long and _short")
         scaling = {"rope_type": "longrope", **factors,
-                   "original_max_position_embeddings": int(meta.require(p + "rope.scaling.original_context_length"))}
-        attention = meta.get(p + "rope.scaling.attn_factor")
-        if attention is not None:
-            scaling["attention_factor"] = float(attention)
+                   "original_max_position_embeddings": meta.size(p + "rope.scaling.original_context_length",
+                                                                 "context")}
+        if meta.get(p + "rope.scaling.attn_factor") is not None:
+            scaling["attention_factor"] = meta.number(p + "rope.scaling.attn_factor", 1.0)
         config["rope_scaling"] = scaling
         config["original_max_position_embeddings"] = scaling["original_max_position_embeddings"]
     return config
@@ -193,16 +162,18 @@ def _tokenizer_files(meta: _Metadata) -> tuple[str, dict]:
     if kind != "gpt2":
         raise ModelFormatError(f"{meta.path.name}: GGUF tokenizer {kind!r} is not supported "
                                "(byte-level BPE 'gpt2' only)")
-    tokens = list(meta.require("tokenizer.ggml.tokens"))
-    types = list(meta.get("tokenizer.ggml.token_type", [1] * len(tokens)))
-    merges = [tuple(m.split(" ", 1)) for m in meta.require("tokenizer.ggml.merges")]
+    tokens = checked_tokens(meta)
+    types = meta.numbers("tokenizer.ggml.token_type", len(tokens), 1)
+    merges = [tuple(m.split(" ", 1)) for m in meta.strings("tokenizer.ggml.merges")]
+    if any(len(m) != 2 or not m[0] or not m[1] for m in merges):
+        raise meta.fail("tokenizer.ggml.merges", "must hold pairs of tokens separated by one space")
     pre = meta.get("tokenizer.ggml.pre", "default")
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     if pre == "smollm":
         pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
     elif pre in ("default", "gpt-2", "gpt2"):
         pre_tokenizer = byte_level
-    elif pre in _SPLITS:
+    elif isinstance(pre, str) and pre in _SPLITS:
         pattern = _SPLITS[pre]
         pre_tokenizer = pre_tokenizers.Sequence([
             pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
@@ -210,7 +181,10 @@ def _tokenizer_files(meta: _Metadata) -> tuple[str, dict]:
     else:
         raise ModelFormatError(f"{meta.path.name}: GGUF pre-tokenizer {pre!r} is not supported")
     vocab = {token: i for i, token in enumerate(tokens)}
-    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
+    try:
+        tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
+    except Exception as e:  # the Rust side: a merge of tokens not in the vocabulary
+        raise meta.fail("tokenizer.ggml.merges", f"cannot build a BPE tokenizer ({str(e)[:100]})") from None
     tokenizer.pre_tokenizer = pre_tokenizer
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.add_tokens([AddedToken(tokens[i], special=False, normalized=False)
@@ -219,11 +193,11 @@ def _tokenizer_files(meta: _Metadata) -> tuple[str, dict]:
                                   for i, t in enumerate(types) if t == _CONTROL])
 
     def token(key):
-        index = meta.get(key)
-        return tokens[int(index)] if index is not None and 0 <= int(index) < len(tokens) else None
+        index = meta.count(key, -1, minimum=-1)
+        return tokens[index] if 0 <= index < len(tokens) else None
 
     bos = token("tokenizer.ggml.bos_token_id")
-    add_bos = bool(meta.get("tokenizer.ggml.add_bos_token", False))
+    add_bos = meta.flag("tokenizer.ggml.add_bos_token", False)
     if add_bos and bos is not None:
         tokenizer.post_processor = processors.TemplateProcessing(
             single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, vocab[bos])])
@@ -236,18 +210,35 @@ def _tokenizer_files(meta: _Metadata) -> tuple[str, dict]:
         "eos_token": token("tokenizer.ggml.eos_token_id"),
         "pad_token": token("tokenizer.ggml.padding_token_id"),
         "unk_token": token("tokenizer.ggml.unknown_token_id"),
-        "model_max_length": int(meta.get(meta.require("general.architecture") + ".context_length", 2048)),
+        "model_max_length": meta.size(meta.require("general.architecture") + ".context_length", "context", 2048),
         "clean_up_tokenization_spaces": False,
     }
+    return tokenizer.to_str(), with_template(meta, config)
+
+
+def checked_tokens(meta) -> list[str]:
+    """tokenizer.ggml.tokens: a non-empty list of distinct strings."""
+    tokens = meta.strings("tokenizer.ggml.tokens")
+    if len(set(tokens)) != len(tokens):
+        seen: set[str] = set()
+        twice = next(t for t in tokens if t in seen or seen.add(t))
+        raise meta.fail("tokenizer.ggml.tokens", f"lists {twice!r} twice")
+    return tokens
+
+
+def with_template(meta, config: dict) -> dict:
+    """tokenizer_config.json: `config` without its None values, and the chat template where there is one."""
     template = meta.get("tokenizer.chat_template")
+    if template is not None and not isinstance(template, str):
+        raise meta.fail("tokenizer.chat_template", "must be a string")
     if template:
         config["chat_template"] = template
-    return tokenizer.to_str(), {k: v for k, v in config.items() if v is not None}
+    return {k: v for k, v in config.items() if v is not None}
 
 
 def _described(meta: _Metadata, arch: str, reader, names: set[str]) -> tuple[str, dict, dict]:
     """tokenizer.json text, tokenizer_config.json and config.json of the model (Gemma's: gguf_gemma.py)."""
-    n_vocab = len(meta.require("tokenizer.ggml.tokens"))
+    n_vocab = len(checked_tokens(meta))
     tied = "output.weight" not in names
     if _SUPPORTED[arch] == "gemma":
         from .gguf_gemma import gemma_config, sentencepiece_tokenizer_files
@@ -260,9 +251,27 @@ def _described(meta: _Metadata, arch: str, reader, names: set[str]) -> tuple[str
     return (*_tokenizer_files(meta), _config(meta, arch, tied=tied, n_vocab=n_vocab, extra=extra))
 
 
+def _float_array(path: Path, t, want: tuple[int, ...] | None) -> np.ndarray:
+    """A GGUF tensor dequantised to a writable float32 (rows, cols) array: its shape checked against the
+    one its metadata implies (`want`) first, every value finite."""
+    from gguf.quants import dequantize
+
+    shape = tuple(int(n) for n in reversed(t.shape))
+    if want is not None and shape != want:
+        raise ModelFormatError(f"{path.name}: tensor {t.name!r} has shape {list(shape)} but its metadata "
+                               f"implies {list(want)}")
+    try:
+        array = np.array(dequantize(t.data, t.tensor_type), dtype=np.float32)
+    except Exception as e:
+        raise ModelFormatError(f"{path.name}: tensor {t.name!r} cannot be read ({e})") from None
+    if not np.isfinite(array).all():
+        raise ModelFormatError(f"{path.name}: tensor {t.name!r} holds {int((~np.isfinite(array)).sum()):,} "
+                               "NaN or infinite values")
+    return array if array.shape == shape else array.reshape(shape)
+
+
 def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
     """Write the HF folder for the GGUF at `path` into `out`. Returns facts for the manifest."""
-    from gguf.quants import dequantize
     from safetensors.numpy import save_file
 
     if progress:
@@ -270,12 +279,14 @@ def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
     reader = open_gguf(path)
     meta = _Metadata(reader, path)
     arch = meta.require("general.architecture")
-    if arch not in _SUPPORTED:
+    if not isinstance(arch, str) or arch not in _SUPPORTED:
         raise ModelFormatError(f"{path.name}: GGUF architecture {arch!r} is not supported "
                                f"(supported: {', '.join(_SUPPORTED)})")
     names = {t.name for t in reader.tensors}
     gemma = _SUPPORTED[arch] == "gemma"
     tokenizer_json, tokenizer_config, config = _described(meta, arch, reader, names)
+    # NaN, inf, zero or huge sizes, and tensors of the wrong shape: refused before anything is dequantised
+    shapes = expected_shapes(ModelConfig.from_hf(config, source=f"{path.name} (its config)"))
 
     tensors: dict[str, np.ndarray] = {}
     total = len(reader.tensors)
@@ -288,13 +299,7 @@ def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
         if known is None:
             raise ModelFormatError(f"{path.name}: unexpected tensor {t.name!r}")
         spec, name = known
-        try:
-            array = np.array(dequantize(t.data, t.tensor_type), dtype=np.float32)  # (rows, cols), writable
-        except Exception as e:
-            raise ModelFormatError(f"{path.name}: tensor {t.name!r} cannot be read ({e})") from None
-        expected = tuple(int(n) for n in reversed(t.shape))
-        if array.shape != expected:
-            array = array.reshape(expected)
+        array = _float_array(path, t, shapes.get(name))
         if arch == "llama" and spec.role == "q":
             array = unpermute_rotary(array, config["num_attention_heads"])
         elif arch == "llama" and spec.role == "k":

@@ -96,8 +96,8 @@ def _read_json(path: Path) -> dict:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
         raise ModelFormatError(f"{path}: cannot be read ({e.strerror})") from None
-    except ValueError as e:
-        raise ModelFormatError(f"{path}: not valid JSON ({e})") from None
+    except (ValueError, RecursionError) as e:  # RecursionError: nested deeper than the parser's stack
+        raise ModelFormatError(f"{path}: not valid JSON ({str(e) or 'nested too deeply'})") from None
     if not isinstance(data, dict):
         raise ModelFormatError(f"{path}: expected a JSON object")
     return data
@@ -141,6 +141,8 @@ def resolve_folder(spec: str | Path, progress=None) -> Path:
         from .default_model import ensure_default_model
 
         return ensure_default_model(progress)
+    if not str(spec).strip():
+        raise ModelFormatError("no model given (an empty --model)")
     path = Path(spec).expanduser()
     if not path.exists():
         raise ModelFormatError(f"{path}: no such file or folder")

@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from .config import ModelConfig
 from .kv_cache import KVCache, kv_bytes_per_token
 from .layers import Backend, Linear, Norm, decode_layer, slot_value, weight_slots
+from .memory import ensure_kv_fits
 from .rope import LongropeCaches, RotaryTable, rotate
 
 
@@ -258,6 +259,8 @@ class Decoder:
 
     def new_cache(self, capacity: int) -> KVCache:
         c = self.config
+        if self.device.type == "cpu":  # refused in one line before zeros of that size are asked for
+            ensure_kv_fits(self.kv_bytes_per_token, min(capacity, c.context_length))
         return KVCache(c.n_layers, c.n_kv_heads, c.head_dim, min(capacity, c.context_length),
                        c.context_length, self.kv_dtype, self.device)
 

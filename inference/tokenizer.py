@@ -4,6 +4,8 @@ Encoding and decoding are the `tokenizers` library's, exactly as tokenizer.json 
 - the raw bytes of every token, so text can be rebuilt token by token even when one character's UTF-8
   bytes are split over two tokens (the first shows as bytes, the second completes the character);
 - chat templates rendered in Jinja's immutable sandbox, so a template cannot reach Python internals.
+A tokenizer.json whose own split regex backtracks (a Rust panic, or slow on short hostile texts) is
+refused at load (tokenizer_probe.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ModelFormatError
+from .tokenizer_probe import is_panic, probe
 
 _HEX_ERRORS = "tokenstep-hex"
 codecs.register_error(_HEX_ERRORS, lambda e: ("".join(f"\\x{b:02X}" for b in e.object[e.start:e.end]), e.end))
@@ -65,18 +68,28 @@ class Tokenizer:
             raise ModelFormatError(f"{folder}: no tokenizer.json (the fast-tokenizer file is required)")
         try:
             backend = Backend.from_file(str(path))
-        except Exception as e:  # the Rust side raises plain Exceptions for any malformed file
-            raise ModelFormatError(f"{path}: not a valid tokenizer file ({str(e).splitlines()[0]})") from None
+        except BaseException as e:  # the Rust side raises plain Exceptions for any malformed file, or panics
+            if not (isinstance(e, Exception) or is_panic(e)):
+                raise
+            raise ModelFormatError(f"{path}: not a valid tokenizer file "
+                                   f"({(str(e).splitlines() or [type(e).__name__])[0][:200]})") from None
+        if backend.get_vocab_size(with_added_tokens=True) == 0:
+            raise ModelFormatError(f"{path}: the tokenizer has no tokens")
+        probe(backend, str(path))
         config: dict[str, Any] = {}
         config_path = folder / "tokenizer_config.json"
         if config_path.is_file():
             try:
                 config = json.loads(config_path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as e:
-                raise ModelFormatError(f"{config_path}: not valid JSON ({e})") from None
+            except (OSError, ValueError, RecursionError) as e:
+                raise ModelFormatError(f"{config_path}: not valid JSON ({str(e) or 'nested too deeply'})") \
+                    from None
+            if not isinstance(config, dict):
+                raise ModelFormatError(f"{config_path}: expected a JSON object")
         template = config.get("chat_template")
         if isinstance(template, list):  # named templates: take the default one
-            template = next((t.get("template") for t in template if t.get("name") == "default"), None)
+            template = next((t.get("template") for t in template
+                             if isinstance(t, dict) and t.get("name") == "default"), None)
         jinja_file = folder / "chat_template.jinja"
         if template is None and jinja_file.is_file():
             template = jinja_file.read_text(encoding="utf-8")
@@ -86,7 +99,13 @@ class Tokenizer:
 
     # --- ids and text ---------------------------------------------------------------------------------
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
-        return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
+        try:
+            return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
+        except BaseException as e:  # a split regex that passed the load probe may still panic on this text
+            if not is_panic(e):
+                raise
+            raise ModelFormatError(f"{self.source}: the tokenizer failed on this text "
+                                   f"({(str(e).splitlines() or ['a Rust panic'])[0][:120]})") from None
 
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
         return self.backend.decode(list(ids), skip_special_tokens=skip_special_tokens)

@@ -209,20 +209,27 @@ class _ScriptBuilder:
 def load_script(path: str | Path) -> Script:
     """A script file, or a trace (.jsonl whose first line is its `model` event) turned into one."""
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
-    first = text.lstrip().split("\n", 1)[0]
-    if _is_trace_line(first):
-        return parse_script(script_from_trace(text.splitlines()))
     try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ScriptError(f"{path.name}: not UTF-8 text") from None
+    first = text.lstrip().split("\n", 1)[0]
+    try:
+        if _is_trace_line(first):
+            return parse_script(script_from_trace(text.splitlines()))
         data = json.loads(text)
+        return parse_script(data)
     except json.JSONDecodeError as e:
         raise ScriptError(f"{path.name}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
-    return parse_script(data)
+    except RecursionError:
+        raise ScriptError(f"{path.name}: JSON nested too deeply") from None
+    except ScriptError as e:  # parse_script names the place in the script; the file is named here
+        raise ScriptError(f"{path.name}: {e}") from None
 
 
 def _is_trace_line(line: str) -> bool:
     try:
         event = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return isinstance(event, dict) and event.get("type") == "model"

@@ -1,6 +1,7 @@
 """Every broken model is one clear ModelFormatError line naming the file; nothing crashes."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -153,3 +154,63 @@ def test_cli_invalid_values_exit_2(args):
     assert "usage:" in stderr and "Traceback" not in stderr
     if isinstance(args[0], bytes):
         assert f"{args[0].decode()} is not valid UTF-8" in stderr
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"rope_theta": float("nan")}, "'rope_theta' must be a positive number (finite"),
+    ({"rope_theta": float("inf")}, "'rope_theta' must be a positive number (finite"),
+    ({"rms_norm_eps": float("nan")}, "'rms_norm_eps' must be a positive number (finite"),
+    ({"num_hidden_layers": 2**31}, "'num_hidden_layers' of 2147483648 is beyond the largest supported"),
+    ({"vocab_size": 10**12}, "'vocab_size' of 1000000000000 is beyond"),
+    ({"hidden_act": ["silu"]}, "unsupported activation"),
+    ({"architectures": [["LlamaForCausalLM"]]}, "'architectures' must list class names"),
+    ({"partial_rotary_factor": float("inf")}, "'partial_rotary_factor' must be a positive number (finite"),
+    ({"rope_scaling": {"rope_type": "linear", "factor": float("inf")}}, "rope scaling 'linear' 'factor' must be"),
+    ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0, "high_freq_factor": 4.0,
+                       "original_max_position_embeddings": 8192}}, "llama3 rope 'high_freq_factor' 4.0 must be above"),
+])
+def test_hostile_config_numbers_are_refused_before_allocation(change, message):
+    base = {"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 96,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100, "max_position_embeddings": 64}
+    with pytest.raises(ModelFormatError, match=f"^config.json: {re.escape(message)}"):
+        ModelConfig.from_hf({**base, **change})
+
+
+def test_deeply_nested_config_is_one_line(good, tmp_path):
+    folder = _copy(good, tmp_path)
+    (folder / "config.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ModelFormatError, match=r"config.json: not valid JSON"):
+        load_model(folder)
+
+
+@pytest.mark.parametrize("pattern", ["(a+)+b", r"(\w+\s?)+$"])
+def test_backtracking_tokenizer_regex_is_refused_at_load(good, tmp_path, pattern):
+    folder = _copy(good, tmp_path)
+    tokenizer = json.loads((folder / "tokenizer.json").read_text())
+    tokenizer["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated",
+                                  "invert": False}
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
+    with pytest.raises(ModelFormatError, match=r"tokenizer.json: its pre-tokenizer .* backtracks"):
+        Tokenizer.from_folder(folder)
+
+
+def test_nan_weight_is_named(good, tmp_path):
+    import struct
+
+    folder = _copy(good, tmp_path)
+    data = bytearray((folder / "model.safetensors").read_bytes())
+    (length,) = struct.unpack_from("<Q", data)
+    header = json.loads(data[8:8 + length])
+    begin = header["model.norm.weight"]["data_offsets"][0]
+    struct.pack_into("<f", data, 8 + length + begin + 4, float("inf"))
+    (folder / "model.safetensors").write_bytes(bytes(data))
+    with pytest.raises(ModelFormatError, match=r"model.safetensors: tensor 'model.norm.weight' holds 1 NaN or inf"):
+        load_model(folder)
+
+
+def test_kv_cache_beyond_free_memory_is_refused():
+    from inference.memory import NotEnoughMemory, ensure_kv_fits
+
+    ensure_kv_fits(1000, 1000, available=10**7)
+    with pytest.raises(NotEnoughMemory, match="KV cache of 10,000,000 positions: it needs 10.0 GB"):
+        ensure_kv_fits(1000, 10**7, available=10**9)
