@@ -22,9 +22,11 @@ def _number(kind, low=None, high=None, low_open=False, what="value"):
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{what} must be a {kind.__name__}, got {text!r}") from None
-        if value != value or (low is not None and (value <= low if low_open else value < low)) or \
+        if value != value or value in (float("inf"), float("-inf")) or \
+                (low is not None and (value <= low if low_open else value < low)) or \
                 (high is not None and value > high):
-            bounds = f"{'(' if low_open else '['}{low}, {high if high is not None else 'inf'}]"
+            bounds = f"{'(' if low_open else '['}{low}, {high if high is not None else 'inf)'}"
+            bounds += "]" if high is not None else ""
             raise argparse.ArgumentTypeError(f"{what} must be in {bounds}, got {text}")
         return value
     return parse

@@ -50,6 +50,9 @@ def top_k_ids(scores: torch.Tensor, k: int) -> torch.Tensor:
 
 def distribution(logits: torch.Tensor, s: SamplerSettings) -> Distribution:
     logits = logits.detach().to("cpu", torch.float64).flatten()  # (V,)
+    if torch.isnan(logits).any() or not torch.isfinite(logits).any():
+        raise ValueError("the model's logits are not numbers (NaN) or all infinite: its weights or an "
+                         "activation overflowed; nothing can be drawn from them")
     V = logits.numel()
     p_raw = torch.softmax(logits, 0)
     best = int(np.argmax(logits.numpy()))  # the first maximum (numpy's: 6 us here, torch.argmax 72 us)

@@ -19,7 +19,9 @@ import time
 from typing import Any, Callable
 
 from jinja2 import TemplateError, nodes
+from jinja2.compiler import CodeGenerator
 from jinja2.filters import do_format
+from jinja2.runtime import Namespace
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .errors import ModelFormatError
@@ -87,13 +89,42 @@ def _guarded(function: Callable, check_counts: bool) -> Callable:
     return guarded
 
 
+class _CheckedNamespace(Namespace):
+    """`namespace()`: what a loop may carry from one turn to the next (`{% set ns.s = ns.s ~ ns.s %}`), its
+    values size-checked as they are set."""
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        super().__setitem__(name, _sized(value))
+
+
+def checked_join(parts) -> str:
+    """The `~` operator: the joined length is checked before the string is built."""
+    texts = [str(part) for part in parts]
+    total = sum(map(len, texts))
+    if total > MAX_CHARS:
+        raise TemplateLimit(f"joining with ~ would build {total:,} characters (limit {MAX_CHARS:,})")
+    return "".join(texts)
+
+
+class _CheckedCodeGenerator(CodeGenerator):
+    def visit_Concat(self, node: nodes.Concat, frame) -> None:
+        self.write("environment.checked_join((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
+
+
 class BoxedEnvironment(ImmutableSandboxedEnvironment):
     """The immutable sandbox with every filter, call and size-making operator checked."""
 
     intercepted_binops = frozenset({"*", "**", "%", "+"})
+    code_generator_class = _CheckedCodeGenerator
+    checked_join = staticmethod(checked_join)
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
+        self.globals["namespace"] = _CheckedNamespace
         self.filters = {name: _guarded(f, check_counts=True) for name, f in self.filters.items()}
         self.filters["format"] = _guarded(self._format, check_counts=True)
         self.tests = {name: _guarded(f, check_counts=False) for name, f in self.tests.items()}

@@ -152,3 +152,14 @@ def test_vanishing_temperature_is_the_argmax_limit_not_nan(logits, temperature, 
     best = float(logits.max())
     assert set(torch.nonzero(d.p_final).flatten().tolist()) <= set(torch.nonzero(logits == best).flatten().tolist())
     assert float(logits[draw(d, torch.Generator().manual_seed(3))[0]]) == best
+
+
+def test_logits_that_are_not_numbers_are_one_clear_error():
+    import pytest
+
+    for bad in (torch.tensor([1.0, float("nan"), 2.0]), torch.full((4,), float("-inf"))):
+        for s in (SamplerSettings(), SamplerSettings(greedy=True)):
+            with pytest.raises(ValueError, match="not numbers"):
+                distribution(bad, s)
+    ok = distribution(torch.tensor([0.0, float("-inf"), 1.0]), SamplerSettings())  # a server's top-N: fine
+    assert float(ok.p_final[1]) == 0.0

@@ -33,6 +33,9 @@ HOSTILE = {
     "string repeat": ("{{ 'x' * 10**10 }}", "repeating"),
     "doubling": ("{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}"
                  "{% endfor %}{{ ns.s | length }}", "built a value"),
+    "tilde doubling": ("{% set s = namespace(x='a') %}{% for i in range(60) %}{% set s.x = s.x ~ s.x %}"
+                       "{% endfor %}", "joining with ~"),
+    "tilde terms": ("{% set a = 'x' * 1000000 %}{{ a ~ a ~ a ~ a ~ a ~ a ~ a ~ a }}", "joining with ~"),
     "replace growth": ("{% set ns = namespace(s='aaaa') %}{% for i in range(40) %}"
                        "{% set ns.s = ns.s | replace('a', 'aaaa') %}{% endfor %}", "built a value"),
     "huge batch": ("{% for b in [1] | batch(10**9, 'x') %}{% endfor %}", "size argument"),
