@@ -77,8 +77,14 @@ def test_explain_counts_the_older_positions_the_cache_holds(window):
     c = window.controller
     n_prompt = c.prefill_event.n_tokens
     per_token = c.info.kv_bytes_per_token
+    settle(window)
+    kv = window.views["kv"].formula.text()  # right after the prefill: it projected every position itself
+    assert f"projected all {n_prompt} positions" in kv and "older positions" not in kv
     for k in (1, 2):
         step(window)
+        settle(window)
+        kv = window.views["kv"].formula.text()
+        assert f"re-projecting the {n_prompt + k - 1} older positions" in kv
         text = explain_text(window)
         old = int(re.search(r"the (\d+) older", text).group(1))
         assert old == n_prompt + k - 1 == c.steps[-1].context_tokens - 1

@@ -210,6 +210,10 @@ class KvView(View):
             text += (f"<b style='color:{t.chosen}'>KV cache off</b>: nothing is kept between steps (0 B used); "
                      f"each step projects K and V of all {n_ctx:,} positions again in every layer, so its "
                      f"forward pass grows with the context (Timing shows both modes)")
+        elif past is None and not self.controller.steps:  # right after the prefill: it projected them all
+            text += (f"the prefill projected all {n_ctx:,} positions in one pass; <span style='color:{t.kept}'>"
+                     f"saves</span> the next step re-projecting them: it projects only its new token and reads "
+                     f"these {n_ctx:,} from the cache ({fmt_bytes(used)}, +{fmt_bytes(per_token)} per token)")
         else:
             text += (f"<span style='color:{t.kept}'>saves</span> re-projecting the {old:,} older positions in "
                      f"every layer; <span style='color:{t.chosen}'>costs</span> memory, and each step reads all "
@@ -273,7 +277,7 @@ class KvView(View):
                                     "KV cache are not known here")
             return
         rows = [("weights", info.weights_bytes, t.accent), (used_name, max(used, 1), t.final),
-                ("KV at full window", full, t.warning), (f"KV × {n} requests", full * n, t.chosen)]
+                ("KV at full window", full, t.warning), (f"KV × {n} at full window", full * n, t.chosen)]
         values = np.array([max(v, 1) for _, v, _ in rows], dtype=float)
         self.compare_bars.setOpts(x0=np.zeros(4), y=np.arange(4), width=np.log10(values), height=0.6,
                                   brushes=[colour(col) for _, _, col in rows], pen=None)
