@@ -48,6 +48,11 @@ def test_before_a_prompt_the_views_say_how_to_start(window):
     (x_low, x_high), _ = stop.eos_plot.getViewBox().viewRange()
     assert x_low >= 0.5 - 1e-9 and x_high > 10  # the axis of the steps to come, not -0.4 ... 0.5
     assert "Prefill (Ctrl+P)" in explain_text(window)
+    # the plots with nothing to show show no axes (ranges like -0.4 ... 0.5 meant nothing)
+    cands, timing = window.views["candidates"], window.views["timing"]
+    for plot in (cands.bars, cands.waterfall, cands.draw, timing.plot, timing.timeline.plot):
+        assert not plot.getPlotItem().getAxis("left").isVisible()
+    assert window.views["kv"].compare_labels[1].toPlainText() == "0 B"  # not the log scale's floor of "1 B"
 
 
 def test_a_new_prefill_clears_the_last_run_at_once(window):

@@ -1,14 +1,11 @@
 """Candidates: the step's top-N tokens, the sampler's waterfall, and the draw.
 
-- Bars: for each of the top-N tokens by raw logit, its probability as the model gave it (softmax of the
-  logits), after temperature, and in the final distribution the draw used (0 where truncated).
-- Waterfall: how much probability mass each sampler stage keeps and removes, and how many tokens remain,
-  from the raw distribution to the renormalised one.
-- Draw: the kept tokens laid end to end by probability (their CDF, most likely first) and the uniform u
-  that picked one; greedy takes the first without a draw.
+- Bars: for each of the top-N tokens by raw logit, its p as the model gave it, after temperature, and in
+  the final distribution the draw used (0 where truncated).
+- Waterfall: the mass each sampler stage keeps and removes, and how many tokens remain.
+- Draw: the kept tokens end to end (their CDF, most likely first) and the uniform u that picked one.
 
-From a remote server (only its top-N is known) one more row, "other (V − N tokens)", shows the raw mass
-of the tokens it did not list: never hidden, never drawn (TokenStep samples over the N).
+From a server (only its top-N known) one more row, "other (V − N tokens)", shows the raw mass it did not list.
 
 A click on a bar or a draw segment takes that token: at the pending step it is forced, at a past step the
 session forks there (rewind, then force), keeping the branch it leaves.
@@ -27,7 +24,7 @@ from ..theme import Appearance
 from .base import View
 from .candidate_labels import LEGEND_TIP, compact, header_text, legend, row_label, row_tooltip
 from .format import byte_label, display, partial_note
-from .plotting import colour, make_plot, set_range, style_plot, text_item, titled
+from .plotting import colour, make_plot, set_range, show_axes, style_plot, text_item, titled
 from .token_picker import TokenPicker
 
 STAGE_TITLES = {"temperature": "temp.", "top_k": "top-k", "top_p": "top-p", "min_p": "min-p",
@@ -71,7 +68,7 @@ class CandidatesView(View):
         layout.addWidget(self.header)
         layout.addWidget(self.legend)
         layout.addWidget(split, 1)
-        self._last: tuple | None = None
+        self._last: tuple | None = ("dirty",)  # never a key: the first refresh draws
         self._last_dist = None
         self._drawn: Shown | None = None  # what the plots show now: what a click picks from
         self._rows = np.zeros(0, dtype=int)  # the candidates drawn, top to bottom (as many as fit)
@@ -145,7 +142,7 @@ class CandidatesView(View):
             label.restyle(a)
         self.u_line.setPen(pg.mkPen(t.chosen, width=3 * a.scale))
         self.legend.setText(legend(t, None if self._drawn is None else self._drawn.dist.settings))
-        self._last = None
+        self._last = ("dirty",)
 
     def resizeEvent(self, event) -> None:
         """Narrow (or much taller than wide): the waterfall and the draw go under the bars, not beside them."""
@@ -156,7 +153,7 @@ class CandidatesView(View):
             self.split.setOrientation(Qt.Vertical if vertical else Qt.Horizontal)
             self.side.setOrientation(Qt.Horizontal if vertical else Qt.Vertical)
             self.restyle()
-        self._last = None  # the rows that fit, the labels' room: every view redraws once the resize settles
+        self._last = ("dirty",)  # the rows that fit, the labels' room: every view redraws once the resize settles
         self._resized.start()
 
     def refresh(self) -> None:
@@ -181,6 +178,9 @@ class CandidatesView(View):
             for label in self.value_labels + self.stage_labels + self.segment_labels + [self.u_label]:
                 label.show_text("")
             self.u_line.hide()
+        for plot in (self.bars, self.waterfall, self.draw):
+            show_axes(plot, shown is not None)
+        if shown is None:
             return
         self.header.setText(header_text(shown))
         self._draw_bars(shown)

@@ -284,8 +284,8 @@ class KvView(View):
         self.compare.getAxis("left").setTicks([[(i, name) for i, (name, _, _) in enumerate(rows)]])
         top = np.log10(values.max())
         set_range(self.compare, x=(0, float(np.ceil(top + 2.4))), y=(-0.6, 3.6))
-        for i, label in enumerate(self.compare_labels):
-            label.show_text(fmt_bytes(values[i]), round(float(np.log10(values[i])) + 0.05, 2), i)
+        for i, label in enumerate(self.compare_labels):  # the log scale's floor of 1 B is not a size: 0 B
+            label.show_text(fmt_bytes(rows[i][1] if i != 1 else used), round(float(np.log10(values[i])) + 0.05, 2), i)
         self.projection.setText(
             f"<b>{fmt_count(info.n_params)} parameters</b>: fixed weights shared by all requests · "
             f"<b>context window {info.context_length:,} tokens</b>: what one request may hold · "

@@ -30,6 +30,14 @@ def make_plot(appearance: Appearance, title: str = "") -> pg.PlotWidget:
     return plot
 
 
+def show_axes(plot: pg.PlotWidget, on: bool) -> None:
+    """An empty plot shows no axes (before a prompt, ranges like -0.4..0.5 mean nothing); data brings them back."""
+    item = plot.getPlotItem()
+    for name in ("left", "bottom"):
+        if item.getAxis(name).isVisible() != on:
+            item.showAxis(name, on)
+
+
 def style_plot(plot: pg.PlotWidget, appearance: Appearance) -> None:
     t = appearance.theme
     plot.setBackground(t.panel)

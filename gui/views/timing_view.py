@@ -21,7 +21,7 @@ from ..theme import Appearance
 from ..timing_data import cache_off, median_cached_ms
 from .base import View
 from .cache_series import CacheSeries
-from .plotting import bar_width, colour, grid_ceiling, make_plot, set_range, snug_ceiling, style_plot
+from .plotting import bar_width, colour, grid_ceiling, make_plot, set_range, show_axes, snug_ceiling, style_plot
 from .timeline_view import Timeline
 
 ROLES = {"accepted": "an accepted draft token", "correction": "the correction (draft rejected here)",
@@ -147,7 +147,11 @@ class TimingView(View):
             self.verify_bars.setOpts(x=[], height=[], width=[])
             self.series.update([])
             self.counters = None
+            for plot in (self.plot, self.timeline.plot):
+                show_axes(plot, False)
             return
+        for plot in (self.plot, self.timeline.plot):
+            show_axes(plot, True)
         self.counters = counters(c.history)
         self.summary.setText(self._text(shown, reread))
         self._draw_steps(shown)
