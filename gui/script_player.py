@@ -239,6 +239,8 @@ def _show_settings(controls, settings: GenerationSettings) -> None:
     controls.seed.setValue(min(settings.seed, controls.seed.maximum()))
     controls.max_new.setValue(settings.max_new_tokens)
     controls.speculate.setValue(min(settings.speculate, controls.speculate.maximum()))
+    controls.context_limit.setValue(settings.context_limit)
+    controls.when_full.setCurrentIndex(controls.when_full.findData(settings.when_full))
     controls.stops.setText(" | ".join(t.replace("\n", "\\n").replace("\t", "\\t") for t in settings.stop_strings))
 
 

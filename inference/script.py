@@ -29,7 +29,7 @@ from .settings import GenerationSettings
 
 # Settings keys a script may set, as they are spelled in the JSON (and in the trace's `settings` event).
 SAMPLER_KEYS = ("temperature", "top_k", "top_p", "min_p", "greedy")
-SETTING_KEYS = ("seed",) + SAMPLER_KEYS + ("max_new_tokens", "stop", "speculate")
+SETTING_KEYS = ("seed",) + SAMPLER_KEYS + ("max_new_tokens", "stop", "speculate", "context_limit", "when_full")
 # Actions whose value is only a marker: {"prefill": true}.
 MARKERS = ("prefill", "run", "reset")
 ACTION_KINDS = MARKERS + ("step", "set", "seed", "rewind", "force", "caption", "wait")
@@ -83,7 +83,7 @@ def apply_settings(base: GenerationSettings, overrides: Mapping[str, Any]) -> Ge
     changed = {"sampler": sampler}
     if "seed" in overrides:
         changed["seed"] = overrides["seed"]
-    for key in ("max_new_tokens", "speculate"):
+    for key in ("max_new_tokens", "speculate", "context_limit", "when_full"):
         if key in overrides:
             changed[key] = overrides[key]
     if "stop" in overrides:
@@ -110,8 +110,12 @@ def _setting(key: str, value: Any) -> Any:
     """One settings value checked for its type (its range is checked by the settings' validate())."""
     if key == "seed":
         return _integer(value, "seed", 0, MAX_SEED)
-    if key in ("top_k", "max_new_tokens", "speculate"):
+    if key in ("top_k", "max_new_tokens", "speculate", "context_limit"):
         return _integer(value, key)  # its range: validate()
+    if key == "when_full":
+        if value not in ("stop", "drop-oldest"):
+            raise ValueError(f'when_full must be "stop" or "drop-oldest", got {_show(value)}')
+        return value
     if key == "greedy":
         if not isinstance(value, bool):
             raise ValueError(f"greedy must be true or false, got {_show(value)}")

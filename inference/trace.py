@@ -124,7 +124,8 @@ class _ScriptBuilder:
     def _settings(self, event: dict[str, Any]) -> None:
         # Replayed one token per step: speculation takes the same tokens (speculate.py), so the script reads
         # the trace's tokens without it (its `step N` counts tokens, where a speculative step may take several).
-        values = {k: event[k] for k in SETTING_KEYS if k != "speculate"} | {"speculate": 0}
+        absent = {"context_limit": 0, "when_full": "stop"}  # written only when a limit is set
+        values = {k: event.get(k, absent.get(k)) for k in SETTING_KEYS if k != "speculate"} | {"speculate": 0}
         if self.settings is None and self.prompt_ids is None:
             self.settings, self.current = dict(values), dict(values)
             return

@@ -1,6 +1,7 @@
 """The app plays a lesson script through its controller, as a person would click (offscreen, tiny model)."""
 
 import json
+from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QSettings
@@ -87,8 +88,9 @@ def test_a_script_plays_in_the_app_with_its_captions_and_the_same_tokens_as_head
 def test_a_bad_script_gets_one_line_in_a_dialog_and_the_app_goes_on(qtbot, window, tmp_path, dialogs):
     bad = dict(SCRIPT, actions=[{"prefill": True}, {"stepp": 2}])
     assert not window.play_script(_write(tmp_path, bad))
-    assert dialogs == ['action 1: unknown action "stepp" (known: prefill, run, reset, step, set, seed, rewind, '
-                       'force, caption, wait)']
+    path = _write(tmp_path, bad)
+    assert dialogs == [f'{Path(path).name}: action 1: unknown action "stepp" (known: prefill, run, reset, step, '
+                       'set, seed, rewind, force, caption, wait)']
     late = dict(SCRIPT, actions=[{"prefill": True}, {"step": 1}, {"rewind": 4}, {"caption": "never"}])
     captions = []
     window.script_player.caption.connect(captions.append)

@@ -153,8 +153,8 @@ def test_cli_a_bad_script_exits_2_with_one_line_and_no_output(folder, tmp_path):
     result = subprocess.run(_cli(folder, path), **RUN)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.strip().splitlines()[-1] == \
-        'error: action 1: unknown action "stepp" (known: prefill, run, reset, step, set, seed, rewind, force, ' \
-        'caption, wait)'
+        f'error: {path.name}: action 1: unknown action "stepp" (known: prefill, run, reset, step, set, seed, rewind, ' \
+        'force, caption, wait)'  # the file named, as every bad input's line does
 
 
 def test_cli_plays_a_script_and_replays_its_own_trace(folder, tmp_path):
@@ -185,3 +185,21 @@ def test_cli_a_play_time_error_keeps_whole_lines_and_exits_2(folder, tmp_path):
                                                      'taken so far'
     assert [json.loads(line)["type"] for line in result.stdout.splitlines()] == \
         ["model", "settings", "prefill", "step", "step"]
+
+
+def test_a_lesson_sets_a_context_limit_and_shows_the_full_stop(model):
+    """A lesson can run in a small window on purpose: the context_full stop, or a shift with drop-oldest."""
+    from inference.events import Stopped
+
+    prompt_ids = list(range(20, 40))  # 20 tokens
+    for when_full, reason in (("stop", "context_full"), ("drop-oldest", "max_new_tokens")):
+        script = parse_script({"prompt_ids": prompt_ids, "settings": {"greedy": True, "max_new_tokens": 30,
+                                                                        "context_limit": 32, "when_full": when_full},
+                               "actions": [{"prefill": True}, {"run": True}]})
+        events = list(play(Session(model), model, script))
+        stops = [e for e in events if isinstance(e, Stopped)]
+        assert stops and stops[-1].reason == reason
+        n = len(steps_of(events))
+        assert n == (32 - 20 if when_full == "stop" else 30)  # past the limit only with drop-oldest
+    with pytest.raises(ScriptError, match="when_full"):
+        parse_script({"prompt": "x", "settings": {"when_full": "wrap"}, "actions": []})
