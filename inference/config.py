@@ -331,13 +331,19 @@ def _qwen3_window(r: _Reader, n_layers: int) -> int | None:
     return window
 
 
-def _llama_config(arch: str, r: _Reader) -> ModelConfig:
+def attention_shape(r: _Reader) -> tuple[int, int, int, int]:
+    """(hidden, query heads, KV heads, head_dim) of a rotary family, checked against each other."""
     hidden = r.size("hidden", "hidden_size")
     n_heads = r.size("heads", "num_attention_heads")
     n_kv_heads = r.size("heads", "num_key_value_heads", default=n_heads)
     head_dim = _heads(r, hidden, n_heads, n_kv_heads)
     if head_dim % 2:
         raise r.fail(f"head_dim {head_dim} must be even for rotary embeddings")
+    return hidden, n_heads, n_kv_heads, head_dim
+
+
+def _llama_config(arch: str, r: _Reader) -> ModelConfig:
+    hidden, n_heads, n_kv_heads, head_dim = attention_shape(r)
     activation = r.activation("hidden_act", "silu")
     if activation != "silu":
         raise r.fail(f"{arch} with activation {r.d.get('hidden_act')!r} is not supported (SwiGLU only)")

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .config import MAX_THETA, ModelConfig, _heads, _Reader, _rope, RopeScaling
+from .config import MAX_THETA, ModelConfig, RopeScaling, _Reader, _rope, attention_shape
 from .layers import Backend, Norm
 from .model import Block, Layer, RotaryTable, rotate
 from .weights import _interleave_heads, llama_layer
@@ -134,12 +134,7 @@ def gemma_config(arch: str, outer: _Reader) -> GemmaConfig:
     r = _text_config(arch, outer)
     if r.d.get("use_bidirectional_attention"):
         raise r.fail("bidirectional attention is not supported")
-    hidden = r.size("hidden", "hidden_size")
-    n_heads = r.size("heads", "num_attention_heads")
-    n_kv_heads = r.size("heads", "num_key_value_heads", default=n_heads)
-    head_dim = _heads(r, hidden, n_heads, n_kv_heads)
-    if head_dim % 2:
-        raise r.fail(f"head_dim {head_dim} must be even for rotary embeddings")
+    hidden, n_heads, n_kv_heads, head_dim = attention_shape(r)
     activation = r.activation("hidden_activation", r.d.get("hidden_act") or "gelu_pytorch_tanh")
     if activation not in ("gelu_tanh", "gelu"):
         raise r.fail(f"{arch} with activation {activation!r} is not supported (GeGLU only)")

@@ -42,19 +42,19 @@ def _steps(events):
     return [e for e in events if isinstance(e, StepDone)]
 
 
-def assert_cache_is_fresh(session: Session) -> None:
-    """The cache holds exactly the prompt + path (K/V equal to a fresh prefill's) and the pending logits
-    are that prefill's last logits."""
-    ids = session.prompt + session.generated
+def assert_cache_is_fresh(session: Session, ids: list[int] | None = None, tolerance: float = 1e-5) -> None:
+    """The cache holds exactly `ids` (the prompt + path by default; K/V equal to a fresh prefill's at positions
+    0..) and the pending logits are that prefill's last logits."""
+    ids = session.prompt + session.generated if ids is None else ids
     fresh = LocalDecoder(session.model.decoder)
     fresh.start(len(ids))
     logits = fresh.forward(ids, 0)
     cache = session.source.cache
     held = len(ids) - (1 if session.pending_logits is None and session.generated else 0)
     assert cache.length == held
-    assert (cache.data[:, :, :, :held] - fresh.cache.data[:, :, :, :held]).abs().max().item() <= 1e-5
+    assert (cache.data[:, :, :, :held] - fresh.cache.data[:, :, :, :held]).abs().max().item() <= tolerance
     if session.pending_logits is not None:
-        assert (session.pending_logits - logits).abs().max().item() <= 1e-5
+        assert (session.pending_logits - logits).abs().max().item() <= tolerance
 
 
 def test_rewind_force_and_switch_back(model):
