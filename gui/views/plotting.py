@@ -31,9 +31,12 @@ def make_plot(appearance: Appearance, title: str = "") -> pg.PlotWidget:
 
 
 def show_axes(plot: pg.PlotWidget, on: bool) -> None:
-    """An empty plot shows no axes (before a prompt, ranges like -0.4..0.5 mean nothing); data brings them back."""
+    """An empty plot shows no axes (before a prompt, ranges like -0.4..0.5 mean nothing); data brings back
+    the ones it had (a plot that hides an axis by design keeps it hidden)."""
     item = plot.getPlotItem()
-    for name in ("left", "bottom"):
+    if not on and not hasattr(plot, "axes_with_data"):
+        plot.axes_with_data = [n for n in ("left", "bottom") if item.getAxis(n).isVisible()]
+    for name in getattr(plot, "axes_with_data", ("left", "bottom")):
         if item.getAxis(name).isVisible() != on:
             item.showAxis(name, on)
 
