@@ -127,7 +127,7 @@ class Generation:
 
     def _run_when_prefilled(self) -> None:
         c = self.controller
-        if c.busy and not c.prefilled:
+        if c.busy:  # the prefill, or its last replies (Prefilled can arrive an event-loop turn before Finished)
             QTimer.singleShot(20, self._run_when_prefilled)
         elif c.prefilled:
             c.run()
