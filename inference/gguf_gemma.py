@@ -98,13 +98,13 @@ def _merges(tokens: list[str], scores: list[float], types: list[int]) -> list[tu
 
 def sentencepiece_tokenizer_files(meta) -> tuple[str, dict]:
     """tokenizer.json text and tokenizer_config.json dict of a SentencePiece BPE GGUF vocabulary."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, processors
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers
 
     kind = meta.require("tokenizer.ggml.model")
     if kind != "llama":
         raise ModelFormatError(f"{meta.path.name}: GGUF tokenizer {kind!r} is not supported here "
                                "(SentencePiece 'llama' only)")
-    from .gguf_import import checked_tokens, with_template
+    from .gguf_import import checked_tokens, special_tokens_config, with_template
 
     tokens = checked_tokens(meta)
     scores = meta.numbers("tokenizer.ggml.scores", len(tokens))
@@ -128,19 +128,5 @@ def sentencepiece_tokenizer_files(meta) -> tuple[str, dict]:
                           for i, t in enumerate(types) if t == _USER_DEFINED])
     tokenizer.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False)
                                   for i, t in enumerate(types) if t == _CONTROL])
-    bos = token("tokenizer.ggml.bos_token_id")
-    add_bos = meta.flag("tokenizer.ggml.add_bos_token", True)
-    if add_bos and bos is not None:
-        tokenizer.post_processor = processors.TemplateProcessing(
-            single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, vocab[bos])])
-    config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "add_bos_token": add_bos,
-        "bos_token": bos,
-        "eos_token": token("tokenizer.ggml.eos_token_id"),
-        "pad_token": token("tokenizer.ggml.padding_token_id"),
-        "unk_token": unk,
-        "model_max_length": meta.size(meta.require("general.architecture") + ".context_length", "context", 2048),
-        "clean_up_tokenization_spaces": False,
-    }
+    config = special_tokens_config(meta, tokenizer, tokens, vocab, add_bos_default=True)
     return tokenizer.to_str(), with_template(meta, config)

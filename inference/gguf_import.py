@@ -192,18 +192,27 @@ def _tokenizer_files(meta: _Metadata) -> tuple[str, dict]:
     tokenizer.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False)
                                   for i, t in enumerate(types) if t == _CONTROL])
 
+    config = special_tokens_config(meta, tokenizer, tokens, vocab, add_bos_default=False)
+    if not config["add_bos_token"] or config["bos_token"] is None:
+        tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
+    return tokenizer.to_str(), with_template(meta, config)
+
+
+def special_tokens_config(meta, tokenizer, tokens: list[str], vocab: dict[str, int], add_bos_default: bool) -> dict:
+    """tokenizer_config.json's special tokens and window from the GGUF metadata; a BOS the file says to add
+    is put in front by the tokenizer's post-processor (shared by the byte-level and SentencePiece imports)."""
+    from tokenizers import processors
+
     def token(key):
         index = meta.count(key, -1, minimum=-1)
         return tokens[index] if 0 <= index < len(tokens) else None
 
     bos = token("tokenizer.ggml.bos_token_id")
-    add_bos = meta.flag("tokenizer.ggml.add_bos_token", False)
+    add_bos = meta.flag("tokenizer.ggml.add_bos_token", add_bos_default)
     if add_bos and bos is not None:
         tokenizer.post_processor = processors.TemplateProcessing(
             single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, vocab[bos])])
-    else:
-        tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
-    config = {
+    return {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "add_bos_token": add_bos,
         "bos_token": bos,
@@ -213,7 +222,6 @@ def _tokenizer_files(meta: _Metadata) -> tuple[str, dict]:
         "model_max_length": meta.size(meta.require("general.architecture") + ".context_length", "context", 2048),
         "clean_up_tokenization_spaces": False,
     }
-    return tokenizer.to_str(), with_template(meta, config)
 
 
 def checked_tokens(meta) -> list[str]:
