@@ -47,3 +47,13 @@ def window_fixture(name: str):
         assert win.controller.thread.isFinished()
 
     return window
+
+
+def prefill_greedy(win, prompt: str) -> None:
+    """Greedy decoding, the prompt read; returns once the views show it (no step taken yet)."""
+    win.controls.greedy.setChecked(True)
+    win.controls.prompt.setPlainText(prompt)
+    win.actions["prefill"].trigger()
+    c = win.controller
+    wait_until(lambda: c.prefilled and not c.steps and idle(c))
+    settle(win)

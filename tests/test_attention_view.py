@@ -12,7 +12,7 @@ from inference.loading import load_model
 from inference.session import Session
 from inference.settings import GenerationSettings, SamplerSettings
 from tiny import make_hf_model, save_hf_model
-from app_driver import idle, settle, wait_until
+from app_driver import idle, prefill_greedy, settle, wait_until
 
 PROMPT = [5, 77, 200, 31, 9, 140]  # six tokens
 GREEDY = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=4)
@@ -126,12 +126,7 @@ def window(qapp, tiny_folder, tmp_path_factory):
 
 
 def prefill(win, prompt="abcdef"):  # the tiny byte-level tokenizer: six tokens
-    win.controls.greedy.setChecked(True)
-    win.controls.prompt.setPlainText(prompt)
-    win.actions["prefill"].trigger()
-    c = win.controller
-    wait_until(lambda: c.prefilled and not c.steps and idle(c))
-    settle(win)
+    prefill_greedy(win, prompt)
 
 
 def step(win, n=1):

@@ -11,19 +11,14 @@ from PySide6.QtWidgets import QApplication
 from gui.views.explain_view import TEXTS
 from gui.views.format import fmt_bytes
 from gui.views.stop_view import EMPTY
-from app_driver import idle, settle, wait_until, window_fixture
+from app_driver import idle, prefill_greedy, settle, wait_until, window_fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 window = window_fixture("wording")
 
 
 def prefill(win, prompt="The capital of France is"):
-    win.controls.greedy.setChecked(True)
-    win.controls.prompt.setPlainText(prompt)
-    win.actions["prefill"].trigger()
-    c = win.controller
-    wait_until(lambda: c.prefilled and not c.steps and idle(c))
-    settle(win)
+    prefill_greedy(win, prompt)
 
 
 def step(win):
