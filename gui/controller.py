@@ -38,7 +38,7 @@ class Controller(QObject):
     load_finished = Signal(bool, str)  # ok, message ("" when cancelled)
     error = Signal(str, str, bool)  # message, details, expected
     state_changed = Signal()  # what the buttons can do now
-    weights_checked = Signal()  # the engine hashed the weights again: `weights_check`
+    weights_checked = Signal()  # the engine hashed the weights again (`weights_check`) or changed `info`
 
     def __init__(self, settings: GenerationSettings = GenerationSettings()):
         super().__init__()
@@ -66,7 +66,7 @@ class Controller(QObject):
                           p.Status: self._on_status, p.Failed: self._on_failed, p.Cancelled: self._on_cancelled,
                           p.Finished: self._on_finished, p.RewoundReply: self._on_rewound,
                           p.SwitchedReply: self._on_rewound, p.WeightsChecked: self._on_weights_checked,
-                          p.Recaptured: self._on_recaptured}
+                          p.Recaptured: self._on_recaptured, p.ModelInfoChanged: self._on_info_changed}
         self._attention_asked: set[tuple[int, int]] = set()  # (epoch, node): each recomputed once
         self._start_worker()
 
@@ -86,21 +86,10 @@ class Controller(QObject):
         atexit.register(lambda: this() is not None and this().shutdown())
 
     # --- what the views read (all of it reported by the engine) -----------------------------------------
-    @property
-    def steps(self):
-        return self.history.steps
-
-    @property
-    def prefill_event(self):
-        return self.history.prefill
-
-    @property
-    def pending(self):
-        return self.history.pending
-
-    @property
-    def stopped(self):
-        return self.history.stopped
+    steps = property(lambda self: self.history.steps)
+    prefill_event = property(lambda self: self.history.prefill)
+    pending = property(lambda self: self.history.pending)
+    stopped = property(lambda self: self.history.stopped)
 
     @property
     def prefilled(self) -> bool:
@@ -369,6 +358,10 @@ class Controller(QObject):
 
     def _on_weights_checked(self, reply: p.WeightsChecked) -> None:
         self.weights_check = reply
+        self.weights_checked.emit()
+
+    def _on_info_changed(self, reply: p.ModelInfoChanged) -> None:  # e.g. decode went over to the kernels
+        self.info = reply.info
         self.weights_checked.emit()
 
     def _on_failed(self, reply: p.Failed) -> None:

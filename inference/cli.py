@@ -164,8 +164,11 @@ def _trace(args) -> int:
 def _download(args) -> int:
     from .default_model import ensure_default_model
 
+    from .kernels import ops_reporting
+
     progress = StderrProgress()
     folder = ensure_default_model(progress)
+    ops_reporting(progress)  # the decode kernels too, so that the app's first start has nothing left to build
     progress.ready("default model ready")
     print(folder)
     return 0

@@ -46,6 +46,7 @@ class Engine:
         self.deferred: deque = deque()  # commands that arrived while a load, prefill or run was busy
         self.model = None
         self.session = None
+        self.kernels_build = None  # a Future: the decode kernels compiling while the model runs on stock ops
         self.capture_attention = False  # asked for before any session exists; each new session gets it
         self.capture_lens = False  # likewise
         self.use_kv_cache = True
@@ -95,7 +96,10 @@ class Engine:
                 command = self.deferred.popleft()
             else:
                 self.flush()  # nothing is sent late while waiting for the next command
+                while self.kernels_build is not None and not self.commands.poll(0.2):
+                    self.switch_backend_if_built()
                 command = self.receive()
+            self.switch_backend_if_built()
             if isinstance(command, p.Quit):
                 return
             if command is not None:
@@ -140,7 +144,7 @@ class Engine:
 
         try:
             model = load_model(command.spec, device=command.device, dtype=command.dtype,
-                               progress=self._load_progress)
+                               progress=self._load_progress, kernels_in_background=True)
             local = not hasattr(model, "new_source")  # a remote server: no attention, lens or own cache
             session = Session(model, capture_attention=self.capture_attention and local,
                               capture_lens=self.capture_lens and local)
@@ -157,6 +161,19 @@ class Engine:
         self.threads = getattr(self, "threads", torch.get_num_threads())  # as the process started
         torch.set_num_threads(self.threads if local else 1)  # remote: see sources/remote_model.one_thread
         self.send(p.ModelLoaded(model.info(), command.tag))
+        from .backend_switch import start_build
+
+        self.kernels_build = start_build(model)
+
+    def switch_backend_if_built(self) -> None:
+        """Between two forwards: a model on stock ops goes over to the decode kernels once they are built."""
+        if self.kernels_build is None:
+            return
+        from .backend_switch import switch_if_built
+
+        if switch_if_built(self.model, self.kernels_build) is not None:
+            self.kernels_build = None
+            self.send(p.ModelInfoChanged(self.model.info()))
 
     def cancel(self, command: p.Cancel) -> None:
         """A cancel that arrived when nothing was cancellable: nothing to do."""
@@ -248,6 +265,7 @@ class Engine:
         if self.announce_run:
             self.announce_run = False
             self.send_status()  # running now: the front-end's Step button becomes Pause
+        self.switch_backend_if_built()
         while self.commands.poll():
             command = self.receive()
             if command is not None:

@@ -7,6 +7,10 @@ the same numbers up to float rounding order. TOKENSTEP_KERNELS=0 turns them off.
 once per torch version and source (17 s measured on 2 busy cores); `ops_reporting` (what a load calls)
 reports it as the stage "compile" first. The library is written under a temporary name and renamed into
 place, so an interrupted build is never loaded.
+
+The app does not wait for a first build: `build_in_background()` runs `ops()` on a thread of its own (the
+compiler is a subprocess, so the engine keeps answering), and the engine switches a model loaded on stock
+ops over to the kernels when it is done (backend_switch.py).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+from concurrent.futures import Future
 from pathlib import Path
 
 import torch
@@ -89,6 +95,29 @@ def ops_reporting(progress=None):
     if building and progress:
         progress("compile", 1, 1)
     return kernels
+
+
+_background: Future | None = None
+_background_lock = threading.Lock()
+
+
+def build_in_background() -> Future:
+    """A Future of `ops()`, run on a daemon thread: one build at a time, later calls get the same Future.
+    The build is a compiler subprocess, so the calling process keeps running meanwhile."""
+    global _background
+    with _background_lock:
+        if _background is None or (_background.done() and build_pending()):
+            future: Future = Future()
+
+            def build():
+                try:
+                    future.set_result(ops())
+                except BaseException as e:  # noqa: BLE001 - handed to whoever waits for the Future
+                    future.set_exception(e)
+
+            threading.Thread(target=build, name="tokenstep-kernels-build", daemon=True).start()
+            _background = future
+        return _background
 
 
 @functools.lru_cache(maxsize=None)

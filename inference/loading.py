@@ -2,6 +2,8 @@
 
 The one place a model is put together: the backend is chosen here, once (layers.select_backend), then the
 checked tensors (checkpoint.py) are built for it (weights.py) and handed to the decoder (model.py).
+With `kernels_in_background` (the app) a float32 model whose kernels are not built yet loads on stock ops
+at once (`kernels_pending`); backend_switch.py moves it onto the kernels when their build is done.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 import torch
 
 from . import cache_dir
+from . import kernels as own_kernels
 from .config import ModelConfig
 from .errors import ModelFormatError
 from .checkpoint import read_checkpoint
@@ -29,6 +32,9 @@ from .weights import build_weights
 
 # int8: weight-only int8 matrices with a scale per 64 weights of a row; activations, norms and the KV cache in float32.
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "int8": torch.int8}
+
+
+BUILDING = " (compiling the decode kernels in the background…)"
 
 
 def resolve_device(name: str) -> torch.device:
@@ -68,6 +74,7 @@ class LoadedModel:
     fingerprint: str
     weights_bytes: int
     load_seconds: float
+    kernels_pending: bool = False  # on stock ops until the decode kernels' background build is done
 
     @property
     def device(self) -> torch.device:
@@ -84,7 +91,7 @@ class LoadedModel:
             kv_element_bytes=self.decoder.kv_dtype.itemsize,
             weights_fingerprint=self.fingerprint, weights_bytes=self.weights_bytes,
             eos_ids=tuple(c.eos_ids), folder=str(self.folder), sampler_defaults=self.defaults,
-            decode_path=self.decoder.decode_path,
+            decode_path=self.decoder.decode_path + (BUILDING if self.kernels_pending else ""),
             layer_windows=tuple(c.window_of(i) or 0 for i in range(c.n_layers)))
 
     def current_fingerprint(self) -> str:
@@ -156,7 +163,7 @@ def resolve_folder(spec: str | Path, progress=None) -> Path:
 
 
 def load_model(spec: str | Path = "default", device: str = "auto", dtype: str = "auto",
-               progress=None, tokenizer: str | None = None) -> LoadedModel:
+               progress=None, tokenizer: str | None = None, kernels_in_background: bool = False) -> LoadedModel:
     """Load a model; every problem with the files is a one-line ModelFormatError.
 
     A URL (http://HOST:PORT) connects to an inference server instead (sources/remote_model.py): the
@@ -176,7 +183,12 @@ def load_model(spec: str | Path = "default", device: str = "auto", dtype: str = 
     if tokenizer.vocab_size > config.vocab:
         raise ModelFormatError(f"{folder}: tokenizer has {tokenizer.vocab_size} tokens but the model "
                                f"only {config.vocab}")
-    backend = select_backend(torch_device, DTYPES[dtype_name], progress=progress)  # may compile the kernels
+    # float32 only: stock ops and the kernels give the same numbers up to float rounding (int8 on stock
+    # ops has a scale per row, not per group: other numbers, so an int8 load waits for the build).
+    later = kernels_in_background and dtype_name == "float32" and torch_device.type == "cpu" \
+        and own_kernels.build_pending()
+    backend = select_backend(torch_device, DTYPES[dtype_name], allow_own_kernels=not later,
+                             progress=progress)  # may compile the kernels
     if progress:
         progress("load", 0, 1)
     hf_tensors, n_params = read_checkpoint(folder, config)
@@ -189,4 +201,4 @@ def load_model(spec: str | Path = "default", device: str = "auto", dtype: str = 
         name=manifest.get("name") or folder_name(folder), folder=folder, config=config, decoder=decoder,
         tokenizer=tokenizer, defaults=sampler_defaults(generation), n_params=n_params, dtype=dtype_name,
         fingerprint=fingerprint(weights), weights_bytes=weights_bytes(weights),
-        load_seconds=time.perf_counter() - started)
+        load_seconds=time.perf_counter() - started, kernels_pending=later)

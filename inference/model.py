@@ -257,6 +257,22 @@ class Decoder:
             return "fused kernels"
         return "kernels per product" if self.backend.kernels is not None else "stock torch"
 
+    def rebind(self, backend: Backend) -> None:
+        """Run on `backend` from the next forward on: each float linear rebuilt in its class around the same
+        tensors (views into the packed block: the fingerprint, the memory and every KV cache stay as they
+        are), the block and the decode route chosen again. Float weights only (int8 is quantised per
+        backend); call it between forwards."""
+        if not (self.dtype.is_floating_point and backend.dtype == self.dtype and backend.device == self.device):
+            raise ValueError(f"cannot rebind {self.dtype} weights on {self.device} to {backend.name}")
+        w = self.weights
+        for layer in w.layers:
+            for role in ("qkv", "o", "mlp_in", "mlp_out"):
+                old = getattr(layer, role)
+                setattr(layer, role, backend.linear(old.weight, old.bias))
+        w.lm_head = backend.linear(w.lm_head.weight, w.lm_head.bias)
+        self.backend, self.block = backend, BLOCKS[self.config.family](self.config, backend)
+        self.fused_decode = backend.kernels is not None and self.block.fuses_on_kernels
+
     def new_cache(self, capacity: int) -> KVCache:
         c = self.config
         if self.device.type == "cpu":  # refused in one line before zeros of that size are asked for

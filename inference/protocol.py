@@ -172,6 +172,14 @@ class ModelLoaded(Reply):
 
 
 @dataclass(frozen=True)
+class ModelInfoChanged(Reply):
+    """The loaded model's facts changed under the same session: its decode kernels finished building in the
+    background and decode runs on them now (info.decode_path), or their build failed."""
+
+    info: ModelInfo
+
+
+@dataclass(frozen=True)
 class LoadFailed(Reply):
     message: str  # "" when cancelled on purpose; the previous model stays loaded
 

@@ -2,6 +2,7 @@
 "downloading", a kernel build is not "loading the weights"), in the app's dialog and on stderr."""
 
 import io
+import os
 import shutil
 import subprocess
 import sys
@@ -152,3 +153,30 @@ def test_trace_names_the_stages_on_stderr():
     ready = [line for line in lines if " ready in " in line]
     assert len(ready) == 1 and lines.index(ready[0]) > lines.index(f"[tokenstep] {progress.STAGES['load']}…")
     assert all("prefill" not in line for line in lines)
+
+
+def test_download_builds_the_decode_kernels_too(tmp_path):
+    """`main.py download` leaves nothing for the app's first start to build: the model converted, then the
+    kernels compiled (the one real build of the tests, on an empty cache), each stage on its own line."""
+    real_wheel = cache_dir.cache_root() / "downloads" / default_model.WHEEL_FILE
+    if not real_wheel.is_file() or kernels._usable_here() is not None:
+        pytest.skip("needs the default model's wheel in the cache and the decode kernels here")
+    (tmp_path / "downloads").mkdir()
+    shutil.copy(real_wheel, tmp_path / "downloads")  # no network: the wheel as pip would have left it
+    env = {**os.environ, "TOKENSTEP_CACHE_DIR": str(tmp_path)}
+
+    def download():
+        result = subprocess.run([sys.executable, str(ROOT / "main.py"), "download"], capture_output=True,
+                                text=True, timeout=900, env=env)
+        assert result.returncode == 0, result.stderr
+        return [line for line in result.stderr.splitlines() if line.startswith("[tokenstep]")]
+
+    lines = download()
+    compiling = f"[tokenstep] {progress.STAGES['compile']}…"
+    assert compiling in lines
+    assert lines.index(compiling) > max(i for i, line in enumerate(lines) if "converting" in line)
+    assert lines[-1].startswith("[tokenstep] default model ready in ")
+    assert len(list((tmp_path / "kernels").glob("tokenstep-*.so"))) == 1
+    assert not any("decode kernels off" in line for line in lines)
+    again = download()  # all built: nothing to compile, nothing to convert
+    assert compiling not in again and not any("converting" in line for line in again)

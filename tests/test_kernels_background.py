@@ -1,0 +1,166 @@
+"""A first start does not wait for the decode kernels: the app's load runs on stock ops at once, the kernels
+build in the background, and the engine moves the same session onto them between two steps.
+
+These tests stand in for the build (a Future they resolve themselves; the library is the one the test
+process already built); tests/test_first_start.py runs the one real build (`main.py download`)."""
+
+import multiprocessing
+import threading
+import time
+from concurrent.futures import Future
+
+import pytest
+import torch
+from tiny import make_hf_model, save_hf_model
+
+from inference import kernels, protocol as p
+from inference.backend_switch import switch_if_built
+from inference.engine import Engine
+from inference.layers import KernelLinear
+from inference.loading import BUILDING, load_model
+from inference.session import Session
+from inference.settings import GenerationSettings, SamplerSettings
+
+GREEDY = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=40)
+needs_kernels = pytest.mark.skipif(kernels.ops() is None, reason="decode kernels unavailable here (see stderr)")
+
+
+@pytest.fixture
+def unbuilt(monkeypatch):
+    """The kernels as if not built yet; `unbuilt.finish()` ends the stand-in build with the real library."""
+    build: Future = Future()
+    state = {"pending": True, "builds": 0}
+
+    def start():
+        state["builds"] += 1
+        return build
+
+    def finish(result=...):
+        state["pending"] = False
+        build.set_result(kernels.ops() if result is ... else result)
+
+    monkeypatch.setattr(kernels, "build_pending", lambda: state["pending"])
+    monkeypatch.setattr(kernels, "build_in_background", start)
+    build.finish, build.state = finish, state
+    return build
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return save_hf_model(make_hf_model("llama", seed=3), tmp_path_factory.mktemp("background"))
+
+
+def _greedy_steps(session, n):
+    return [event for _ in range(n) for event in session.step()]
+
+
+@needs_kernels
+def test_a_load_runs_on_stock_ops_until_the_build_is_done_then_the_same_session_goes_on(folder, unbuilt):
+    model = load_model(folder, device="cpu", dtype="float32", kernels_in_background=True)
+    assert model.kernels_pending and model.decoder.backend.name == "torch-cpu"
+    assert model.info().decode_path == "stock torch" + BUILDING
+    at_load = model.fingerprint
+    session = Session(model)
+    session.update_settings(GREEDY)
+    session.prefill([5, 77, 200, 31], "")
+    before = _greedy_steps(session, 3)
+    assert switch_if_built(model, unbuilt) is None  # still building: nothing changes
+    unbuilt.finish()
+    assert switch_if_built(model, unbuilt) is True
+    assert not model.kernels_pending and model.info().decode_path == "fused kernels"
+    assert all(isinstance(lin, KernelLinear) for lin in model.decoder.weights.linears())
+    assert model.current_fingerprint() == at_load  # the same tensors, rebound
+    after = _greedy_steps(session, 4)
+    assert [s.index for s in before + after] == list(range(1, 8))  # the session went on where it was
+
+    reference = Session(load_model(folder, device="cpu", dtype="float32"))  # on the kernels from the start
+    assert reference.model.decoder.backend.name == "kernels"
+    reference.update_settings(GREEDY)
+    reference.prefill([5, 77, 200, 31], "")
+    expected = _greedy_steps(reference, 7)
+    assert [s.token.id for s in before + after] == [s.token.id for s in expected]
+    for got, want in zip(before + after, expected):  # stock and kernels: the same sums in another order
+        assert got.dist.entropy == pytest.approx(want.dist.entropy, abs=1e-5)
+        got_p, want_p = got.dist.candidates.p_raw, want.dist.candidates.p_raw
+        assert max(abs(float(a) - float(b)) for a, b in zip(got_p, want_p)) <= 1e-5
+
+
+@needs_kernels
+def test_a_rebound_decoder_computes_what_a_kernel_load_computes(folder, unbuilt):
+    model = load_model(folder, device="cpu", dtype="float32", kernels_in_background=True)
+    unbuilt.finish()
+    switch_if_built(model, unbuilt)
+    fresh = load_model(folder, device="cpu", dtype="float32")
+    ids = torch.tensor([5, 77, 200, 31, 9])
+    with torch.inference_mode():
+        for decoder in (model.decoder, fresh.decoder):
+            cache = decoder.new_cache(8)
+            decoder.forward(ids[:4], 0, cache)
+            decoder.logits = decoder.forward(ids[4:], 4, cache)
+    assert torch.equal(model.decoder.logits, fresh.decoder.logits)  # the same classes on the same weights
+
+
+def test_a_failed_build_leaves_stock_ops_and_says_so(folder, unbuilt):
+    model = load_model(folder, device="cpu", dtype="float32", kernels_in_background=True)
+    unbuilt.finish(None)  # ops() gives None when the build failed
+    assert switch_if_built(model, unbuilt) is False
+    assert model.info().decode_path == "stock torch" and model.decoder.backend.name == "torch-cpu"
+
+
+def test_only_float32_loads_leave_the_build_to_the_background(folder, unbuilt, monkeypatch):
+    """int8 on stock ops has a scale per row, not per group: other numbers, so it waits for the build
+    (here: the build finds nothing to do); a plain load (trace) waits as before."""
+    monkeypatch.setattr(kernels, "ops_reporting", lambda progress=None: None)
+    assert not load_model(folder, device="cpu", dtype="int8", kernels_in_background=True).kernels_pending
+    assert not load_model(folder, device="cpu", dtype="float32").kernels_pending
+    assert unbuilt.state["builds"] == 0
+
+
+class EngineOverPipes:
+    def __init__(self):
+        self.commands, self.writer = multiprocessing.Pipe(duplex=False)
+        self.reader, replies = multiprocessing.Pipe(duplex=False)
+        self.thread = threading.Thread(target=lambda: Engine(self.commands, replies, cuda=False).loop())
+        self.thread.start()
+        self.replies = []
+
+    def until(self, accept, timeout=60.0):
+        """Read replies until one is accepted (a hang guard, not a timing check)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.reader.poll(0.05):
+                self.replies.append(p.unwrap(self.reader.recv(), p.Reply))
+                if accept(self.replies[-1]):
+                    return self.replies[-1]
+        raise AssertionError(f"no such reply; got {[type(r).__name__ for r in self.replies]}")
+
+    def ask(self, command):
+        self.writer.send(p.wrap(command))
+        name = type(command).__name__
+        return self.until(lambda r: isinstance(r, p.Finished) and r.command == name)
+
+    def close(self):
+        self.writer.send(p.wrap(p.Quit()))
+        self.thread.join()
+
+
+@needs_kernels
+def test_the_engine_switches_between_steps_and_tells_the_front_end(folder, unbuilt):
+    engine = EngineOverPipes()
+    try:
+        engine.ask(p.Load(str(folder), "cpu", "float32", 1))
+        loaded = [r for r in engine.replies if isinstance(r, p.ModelLoaded)][0]
+        assert loaded.info.decode_path == "stock torch" + BUILDING
+        assert not [r for r in engine.replies if isinstance(r, p.Progress) and r.stage == "compile"]
+        engine.ask(p.Prefill("the cat", False, "", GREEDY, 2))
+        engine.ask(p.Step())
+        unbuilt.finish()  # the engine is idle: it notices on its own and says so
+        changed = engine.until(lambda r: isinstance(r, p.ModelInfoChanged))
+        assert changed.info.decode_path == "fused kernels"
+        assert changed.info.weights_fingerprint == loaded.info.weights_fingerprint
+        engine.ask(p.Run(max_steps=3, batch_s=60.0))
+        taken = [e.index for r in engine.replies if isinstance(r, p.Stepped) for e in r.events]
+        assert taken == [1, 2, 3, 4]
+        assert not [r for r in engine.replies if isinstance(r, p.Failed)]
+    finally:
+        engine.close()
