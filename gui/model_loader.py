@@ -108,6 +108,8 @@ class ModelLoader(QObject):
         self.close_progress()
         if ok:
             self.terminal.ready(f"{self.controller.info.name} ready")
+            if "in the background" in self.controller.info.decode_path:  # loaded on stock ops meanwhile
+                self.terminal("compiling the decode kernels in the background, once (~15-60 s)", 0, 1)
             self.spec = self._requested_spec
             model_settings.record_loaded(self.spec)  # listed first under Model → Open… from now on
             self.status.say("Model ready: write a prompt and press Prefill (Ctrl+P), then Step (Space).")
