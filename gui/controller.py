@@ -24,8 +24,10 @@ from .playback import Clock, Pacer
 from .redraw import RedrawScheduler
 from .worker import InferenceWorker
 
-# During Run the engine sends its steps in batches this far apart: the views redraw less often than that.
-RUN_BATCH_S = 0.05
+# During Run the engine sends its steps in batches this far apart: the views redraw less often than that
+# (at most 4 frames a second, redraw.py), and each batch wakes the GUI's two threads, which on 2 cores
+# displace a thread of the engine's decode step.
+RUN_BATCH_S = 0.1
 # Requests answered by `Finished`: until then the next Step, Run or Reset waits.
 GATED = ("Prefill", "Step", "Run", "Reset", "Rewind", "Force", "Switch")
 

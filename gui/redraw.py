@@ -24,6 +24,12 @@ RUN_REDRAW_INTERVAL_MS = int(os.environ.get("TOKENSTEP_RUN_REDRAW_MS", 250))
 # A frame is drawn during a run only while the GUI thread has used less than this share of one core (a
 # token bucket over its CPU time: a slow paint postpones the next frames)...
 RUN_GUI_CPU_SHARE = 0.05
+# On a machine of SMALL_MACHINE_CORES or fewer the engine's threads take every core during a Run, so a ms of
+# GUI CPU is a ms of decode lost (and more: the engine's other thread waits for the one the GUI displaced).
+# Measured on 2 cores (benchmarks/gui_probe.py): frames cost 17-28 ms of GUI CPU each and took ~7 % of a core
+# at 5 %, decode ran at 0.86-0.92 of headless; there a Run draws within half that share.
+SMALL_MACHINE_CORES = 2
+SMALL_MACHINE_SHARE = RUN_GUI_CPU_SHARE / 2
 # ...but never fewer frames than one per this many seconds: where the GUI thread's own event handling
 # already takes the share (measured 1.8-3.5 ms of GUI CPU per step on an AVX2 machine at ~30 steps/s),
 # the views would otherwise stand still for a whole run. One frame a second costs ~3 % of a core.
@@ -31,6 +37,16 @@ RUN_MIN_TURN_S = 1.0
 # A waiting thread gets the GIL after this long (Python's default is 5 ms): the worker thread relaying the
 # engine's replies need not wait for a whole redraw.
 GIL_SWITCH_S = 0.001
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity where the OS says, else all of them)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def run_cpu_share(cores: int) -> float:
+    """The share of one core a Run's frames may take on a machine with `cores` cores."""
+    return SMALL_MACHINE_SHARE if cores <= SMALL_MACHINE_CORES else RUN_GUI_CPU_SHARE
 
 
 class RedrawScheduler(QObject):
@@ -42,7 +58,7 @@ class RedrawScheduler(QObject):
         super().__init__(parent)
         self.is_running, self.on_cpu = is_running, on_cpu
         self.cpu_clock, self.wall_clock = cpu_clock, wall_clock
-        self.cpu_share, self.min_turn_s = RUN_GUI_CPU_SHARE, RUN_MIN_TURN_S
+        self.cpu_share, self.min_turn_s = run_cpu_share(usable_cores()), RUN_MIN_TURN_S
         self._throttle = QTimer(self, singleShot=True, interval=REDRAW_INTERVAL_MS)
         self._throttle.timeout.connect(self._on_throttle)
         self._due = False
