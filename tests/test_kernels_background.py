@@ -164,3 +164,37 @@ def test_the_engine_switches_between_steps_and_tells_the_front_end(folder, unbui
         assert not [r for r in engine.replies if isinstance(r, p.Failed)]
     finally:
         engine.close()
+
+
+def test_the_window_shows_the_new_decode_path_and_keeps_its_steps(qtbot, folder, tmp_path):
+    """The front-end's half: a ModelInfoChanged reply (as the engine sends it after the switch) changes the
+    status bar's model line and nothing of the generation shown."""
+    from dataclasses import replace
+
+    from PySide6.QtCore import QSettings
+
+    from gui.main_window import MainWindow
+    from gui.redraw import SMALL_MACHINE_SHARE, RUN_GUI_CPU_SHARE, run_cpu_share
+    from gui.theme import Appearance
+
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.IniFormat)
+    win = MainWindow(settings=settings, appearance=Appearance(), model=str(folder), device="cpu", dtype="float32")
+    qtbot.addWidget(win)
+    try:
+        c = win.controller
+        qtbot.waitUntil(lambda: c.info is not None, timeout=60_000)
+        win.controls.prompt.setPlainText("the cat")
+        win.prefill()
+        qtbot.waitUntil(lambda: c.prefilled and not c.busy, timeout=60_000)
+        c.step()
+        qtbot.waitUntil(lambda: len(c.steps) == 1 and not c.busy, timeout=60_000)
+        steps, shown = list(c.steps), c.info.decode_path
+        changed = "kernels per product" if shown == "fused kernels" else "fused kernels"
+        c._on_reply(p.ModelInfoChanged(replace(c.info, decode_path=changed)))
+        assert f"decode: {changed}" in win.status.model.text() and f"decode: {shown}" not in win.status.model.text()
+        assert c.info.decode_path == changed and list(c.steps) == steps and c.prefilled
+    finally:
+        win.controller.shutdown()
+        win.close()
+    # and during a Run on 2 cores the frames take half the GUI's usual CPU share
+    assert run_cpu_share(2) == SMALL_MACHINE_SHARE == RUN_GUI_CPU_SHARE / 2 and run_cpu_share(16) == RUN_GUI_CPU_SHARE
