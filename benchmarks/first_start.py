@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 STEPS_AFTER_SWITCH = 5
 
 
-def child(started: float) -> dict:
+def child(started: float, root: Path) -> dict:
     """In the launched process: the window, the load, the steps; times from `started` (the launch)."""
-    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(root))
     from PySide6.QtCore import QElapsedTimer, QSettings, QTimer
     from PySide6.QtWidgets import QApplication
 
@@ -96,10 +96,12 @@ def child(started: float) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout whose app is started (default: "
+                        "this one; another one measures its version side by side)")
     parser.add_argument("--child", type=float, help=argparse.SUPPRESS)  # the launch time, in the child
     args = parser.parse_args()
     if args.child is not None:
-        print(json.dumps(child(args.child)), flush=True)
+        print(json.dumps(child(args.child, args.root.resolve())), flush=True)
         return 0
     sys.path.insert(0, str(ROOT))
     from inference import cache_dir, default_model
@@ -110,8 +112,8 @@ def main() -> int:
         shutil.copy(wheel, Path(cache) / "downloads")
         env = {**os.environ, "TOKENSTEP_CACHE_DIR": cache, "QT_QPA_PLATFORM": "offscreen"}
         started = time.time()
-        out = subprocess.run([sys.executable, __file__, "--child", repr(started)], env=env, capture_output=True,
-                             text=True, timeout=900)
+        out = subprocess.run([sys.executable, __file__, "--child", repr(started), "--root", str(args.root)],
+                             env=env, capture_output=True, text=True, timeout=900, cwd=args.root)
     sys.stderr.write(out.stderr)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     for key, value in result.items():
