@@ -39,10 +39,11 @@ class EngineRestore:
         """Mark the engine lost; what the message adds about what happens next."""
         self.lost, self.restoring, self.failed = True, False, False
         self.deferred.clear()
-        during = f" while loading {self._asked[0]}" if loading and self._asked is not None else ""
+        during = f" while loading {_name(self._asked[0])}" if loading and self._asked is not None else ""
         if self.loaded is None:
             return f"{during}; load a model to start it again"
-        return f"{during}; the steps so far are kept, and {self.loaded[0]} is loaded again at your next action"
+        return (f"{during}; the steps so far are kept, and {_name(self.loaded[0])} is loaded again at your "
+                "next action")
 
     def command(self, history: History, settings: GenerationSettings, tag: int) -> p.Restore | None:
         """The Restore that gives a fresh engine back the lost session (None: there was no model)."""
@@ -75,3 +76,7 @@ class EngineRestore:
             self.lost = True
             return []
         return held
+
+
+def _name(spec: str) -> str:
+    return "the default model" if spec == "default" else spec

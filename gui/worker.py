@@ -100,10 +100,14 @@ class InferenceWorker(QObject):
                 self.replied.emit(reply)
         except (EOFError, OSError):
             self._lost()
+        except Exception as e:  # noqa: BLE001 - bytes that are no message at all: the pipe cannot be trusted
+            self._lost(f"sent bytes this app cannot read ({type(e).__name__})")
 
-    def _lost(self) -> None:
+    def _lost(self, why: str = "") -> None:
         if self._closing:
             return
+        if why and self.process.is_alive():
+            self.process.kill()  # it may go on writing: this pipe is done
         if isinstance(self._watch, QSocketNotifier):
             self._watch.setEnabled(False)
         else:
@@ -114,6 +118,9 @@ class InferenceWorker(QObject):
             self._commands.close()
             self._commands = None  # commands sent before `restart` go nowhere
         self._replies.close()
+        if why:
+            self.engine_lost.emit(f"the inference engine {why} and was stopped")
+            return
         started = "stopped" if self._answered else "failed to start"  # dead before its first word
         self.engine_lost.emit(f"the inference engine {started} (exit code {code})")
 

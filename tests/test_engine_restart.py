@@ -124,3 +124,69 @@ def test_closing_during_a_load_or_a_long_prefill_exits_within_two_seconds(qapp, 
     closed_s = time.perf_counter() - started
     assert c.thread.isFinished() and not c.worker.process.is_alive(), f"still running after {closed_s:.2f} s"
     assert closed_s < 2.0, f"closing took {closed_s:.2f} s"
+
+
+def test_a_load_that_kills_the_engine_keeps_the_steps(window):
+    """The engine dies inside a load (out of memory, say): the loader says so, the steps stay, and the next
+    Step brings back the model that was loaded before (the one that died loading is not retried)."""
+    c = window.controller
+    window.controls.greedy.setChecked(True)
+    window.controls.prompt.setPlainText(PROMPT)
+    window.actions["prefill"].trigger()
+    wait_until(lambda: c.prefilled and idle(c))
+    window.actions["step"].trigger()
+    wait_until(lambda: len(c.steps) == 1 and idle(c))
+    kept = _ids(c)
+    window.load_model("default")  # a load that takes a few seconds: killed inside it
+    wait_until(lambda: c.loading)
+    time.sleep(0.3)
+    os.kill(c.worker.process.pid, signal.SIGKILL)
+    wait_until(lambda: window.loader.error_box is not None)
+    text = window.loader.error_box.text()
+    assert "stopped (exit code -9) while loading the default model" in text
+    assert "the steps so far are kept, and the default model is loaded again at your next action" in text
+    window.loader.error_box.close()
+    assert _ids(c) == kept and not c.loading
+    window.actions["step"].trigger()
+    wait_until(lambda: len(c.steps) == 2 and idle(c))
+    assert _ids(c)[:1] == kept
+
+
+def test_bytes_that_are_no_message_stop_the_engine_with_one_line(qapp):
+    """A reply pipe that carries garbage cannot be trusted: the engine is stopped and the GUI told once."""
+    from gui.worker import InferenceWorker
+
+    class Garbage:
+        def poll(self):
+            return True
+
+        def recv(self):
+            import pickle
+
+            raise pickle.UnpicklingError("invalid load key, '\\xff'")
+
+        def close(self):
+            pass
+
+    class Process:
+        pid, exitcode, killed = 1, -9, False
+
+        def is_alive(self):
+            return not self.killed
+
+        def kill(self):
+            self.killed = True
+
+        def join(self, timeout=None):
+            pass
+
+    worker = InferenceWorker()
+    lost = []
+    worker.engine_lost.connect(lost.append)
+    worker.process, worker._replies, worker._commands = Process(), Garbage(), Garbage()
+    from PySide6.QtCore import QTimer
+
+    worker._watch = QTimer()
+    worker._drain()
+    assert worker.process.killed and worker._commands is None
+    assert lost == ["the inference engine sent bytes this app cannot read (UnpicklingError) and was stopped"]
