@@ -51,6 +51,8 @@ class EngineRestore:
             return None
         spec, device, dtype = self.loaded
         prefill = history.prefill
+        if any(node.step is not None and node.step.shift is not None for node in history.nodes.values()):
+            prefill = None  # a context shift dropped positions a re-read would bring back: the model alone
         ids = tuple(token.id for token in prefill.tokens) if prefill is not None else ()
         nodes = tuple((node.id, node.parent.id, node.token_id) for node in history.nodes.values()
                       if node.step is not None and node.parent is not None)
