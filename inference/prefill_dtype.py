@@ -7,6 +7,10 @@ bfloat16. `attach` keeps a bfloat16 copy of every layer matrix for that; the dec
 for forwards of at least PREFILL_ROWS rows. Only the products change: the residual stream, norms,
 rotary, attention, the K/V written to the cache (float32) and the head (one row, float32) stay as they
 were, so a decode step after a bf16 prefill reads float32 K/V and runs exactly as before.
+
+Opt-in (load_model's prefill_dtype, `trace --prefill-dtype`), not a default: on an AVX512_BF16 EPYC it
+prefilled 1.5-1.9x faster for +209 MB resident (default model), but swapped one test prompt's top-1 (a
+near tie), which the quality criteria do not allow (benchmarks/RESULTS.md, bench_prefill_dtype.py).
 """
 
 from __future__ import annotations
