@@ -21,6 +21,8 @@ from inference.trace import trace_lines
 
 from .history import History, Shown
 from .playback import Clock, Pacer
+from .branch_intents import BranchIntents
+from .engine_restore import EngineRestore
 from .redraw import RedrawScheduler
 from .worker import InferenceWorker
 
@@ -32,8 +34,9 @@ RUN_BATCH_S = 0.1
 GATED = ("Prefill", "Step", "Run", "Reset", "Rewind", "Force", "Switch")
 
 
-class Controller(QObject):
+class Controller(BranchIntents, QObject):
     _command = Signal(object)  # a protocol.Command, queued to the worker thread
+    _restart = Signal()  # start a fresh engine if the last one died (queued before the next command)
 
     model_changed = Signal()
     progress = Signal(str, int, int)
@@ -54,6 +57,8 @@ class Controller(QObject):
         self.cuda_available: bool | None = None  # known once the engine is up
         self.forward_count = 0  # forward passes the engine has run: a preview runs none
         self.capture_lens = False  # whether the logit lens is asked for (its dock is shown)
+        self.capture_attention = False  # likewise the attention view
+        self.restore = EngineRestore()  # a lost engine's session, given back at the next action
         self.in_flight: str | None = None  # a gated request on its way
         self.weights_check: p.WeightsChecked | None = None  # the newest re-hash of the weights
         self.kv_cache = True  # asked of the engine (it keeps the choice for the sessions it makes)
@@ -79,6 +84,7 @@ class Controller(QObject):
         self.worker.moveToThread(self.thread)
         self.thread.started.connect(self.worker.start)
         self._command.connect(self.worker.send)
+        self._restart.connect(self.worker.restart)
         self.worker.replied.connect(self._on_reply)
         self.worker.engine_lost.connect(self._on_engine_lost)
         self.thread.start()
@@ -128,7 +134,8 @@ class Controller(QObject):
         self.loading = True
         self._epoch_before_load = self.epoch  # a failed load leaves the engine's session (and its tag) as it was
         self.epoch += 1
-        self._command.emit(p.Load(spec, device, dtype, self.epoch))
+        self.restore.load_asked(spec, device, dtype)
+        self._emit(p.Load(spec, device, dtype, self.epoch))
         self.state_changed.emit()
 
     def cancel_load(self) -> None:
@@ -144,7 +151,7 @@ class Controller(QObject):
         self.prefilled_prompt = (prompt, chat, system)
         self._sent_settings = self.settings
         self._settings_timer.stop()
-        self._command.emit(p.Prefill(prompt, chat, system, self.settings, self.epoch, tuple(ids)))
+        self._emit(p.Prefill(prompt, chat, system, self.settings, self.epoch, tuple(ids)))
         self.state_changed.emit()
         self.scheduler.dirty()
 
@@ -158,57 +165,35 @@ class Controller(QObject):
             self._request("Run", p.Run(max_steps=n_steps, batch_s=RUN_BATCH_S))
             self.pacer.start_run()
 
-    # --- the branch moves ---------------------------------------------------------------------------
-    @property
-    def can_move(self) -> bool:
-        """Whether a rewind, a switch or a fork may be asked for now."""
-        return self.info is not None and not self.loading and self.prefilled and not self.running \
-            and not self.busy
-
-    def take(self, token_id: int) -> None:
-        """Take `token_id` at the step shown: the pending one is forced to it; a past step k is forked
-        there (rewind to k, then force)."""
-        shown = self.shown()
-        if shown is None or not self.can_move:
-            return
-        if not shown.pending:
-            self._send_settings()
-            self._command.emit(p.Rewind(shown.index))
-        elif not self.can_step:
-            return
-        self._request("Force", p.Force(int(token_id)))
-
-    def force(self, token: int | str) -> None:
-        """Take `token` (an id, or a text: its tokens one step each) at the pending step."""
-        if self.can_step and self.can_move:
-            self._request("Force", p.Force(token))
-
-    def rewind(self, to_step: int) -> None:
-        if self.can_move and 1 <= to_step <= len(self.steps):
-            self._request("Rewind", p.Rewind(to_step))
-
-    def backspace(self) -> None:
-        """Remove the last token of the current branch (it stays in the tree)."""
-        self.rewind(len(self.steps))
-
-    def switch(self, node_id: int) -> None:
-        if self.can_move and node_id in self.history.nodes:
-            self._request("Switch", p.Switch(node_id))
+    def _emit(self, command: p.Command) -> None:
+        """Send `command`; after a lost engine, first a fresh engine and the Restore of its session."""
+        if self.restore.lost:
+            self._restart.emit()
+            restore = self.restore.command(self.history, self.settings, self.epoch)
+            if restore is not None and not isinstance(command, p.Load):
+                self.restore.start()
+                self._command.emit(p.CaptureAttention(self.capture_attention))
+                self._command.emit(p.CaptureLens(self.capture_lens))
+                self._command.emit(p.KvCache(self.kv_cache))
+                self._command.emit(restore)
+            self.restore.lost = False
+        if not self.restore.defer(command):
+            self._command.emit(command)
 
     def _request(self, name: str, command: p.Command) -> None:
         self._send_settings()
         self.in_flight = name
-        self._command.emit(command)
+        self._emit(command)
         self.state_changed.emit()
 
     def pause(self) -> None:  # after the current step; a paced playback shows all the engine reported
         if self.history.status is not None and self.history.status.running:
-            self._command.emit(p.Pause())
+            self._emit(p.Pause())
         self.pacer.release()
 
     def stop(self) -> None:
         if self.prefilled and (self.stopped is None or self.running):
-            self._command.emit(p.Abort())
+            self._emit(p.Abort())
             self.pacer.release()
 
     def reset(self) -> None:
@@ -219,7 +204,7 @@ class Controller(QObject):
         self.in_flight = "Reset"
         self._sent_settings = self.settings
         self._settings_timer.stop()
-        self._command.emit(p.Reset(self.settings, self.epoch))
+        self._emit(p.Reset(self.settings, self.epoch))
         self.state_changed.emit()
         self.scheduler.dirty()
 
@@ -236,25 +221,26 @@ class Controller(QObject):
         self._settings_timer.stop()
         if self.settings != self._sent_settings:  # an unchanged resend would only trigger a preview
             self._sent_settings = self.settings
-            self._command.emit(p.Configure(self.settings))
+            self._emit(p.Configure(self.settings))
 
     def set_kv_cache(self, on: bool) -> None:
         """Decode with the KV cache, or re-read the whole prefix every step (same logits, growing cost)."""
         self.kv_cache = on
-        self._command.emit(p.KvCache(on))
+        self._emit(p.KvCache(on))
         self.state_changed.emit()
 
     def check_weights(self) -> None:
         """Hash the weights again in the engine (it also does so whenever a generation ends)."""
         if self.info is not None and not self.loading:
-            self._command.emit(p.CheckWeights())
+            self._emit(p.CheckWeights())
 
     def set_capture_attention(self, on: bool) -> None:
-        self._command.emit(p.CaptureAttention(on))
+        self.capture_attention = on
+        self._emit(p.CaptureAttention(on))
 
     def set_capture_lens(self, on: bool) -> None:
         self.capture_lens = on  # a restarted engine is asked again (_on_ready)
-        self._command.emit(p.CaptureLens(on))
+        self._emit(p.CaptureLens(on))
 
     def request_attention(self, node: int) -> bool:
         """Ask for the attention of the pass that fed `node` (0: the prefill) when it ran unrecorded (the
@@ -266,7 +252,7 @@ class Controller(QObject):
         if not self.prefilled or self.running or self.busy or self.loading:
             return False
         self._attention_asked.add(key)
-        self._command.emit(p.Recapture(node))
+        self._emit(p.Recapture(node))
         return True
 
     def trace_lines(self) -> list[str]:
@@ -294,12 +280,13 @@ class Controller(QObject):
     def _on_ready(self, reply: p.Ready) -> None:
         self.cuda_available = reply.cuda
         if self.capture_lens:
-            self._command.emit(p.CaptureLens(True))
+            self._emit(p.CaptureLens(True))
 
     def _on_progress(self, reply: p.Progress) -> None:
         self.progress.emit(reply.stage, reply.done, reply.total)
 
     def _on_model_loaded(self, reply: p.ModelLoaded) -> None:
+        self.restore.load_done()
         self.info = reply.info
         self.weights_check = None
         self.loading = False
@@ -368,6 +355,9 @@ class Controller(QObject):
 
     def _on_failed(self, reply: p.Failed) -> None:
         self.in_flight = None
+        if self.restore.restoring:
+            self.restore.failed = True
+            reply = p.Failed(f"the model could not be loaded again: {reply.message}", reply.details, True)
         self.error.emit(reply.message, reply.details, reply.expected)
         self.state_changed.emit()
 
@@ -378,18 +368,28 @@ class Controller(QObject):
     def _on_finished(self, reply: p.Finished) -> None:
         """A request is fully answered (events, preview, status): the next one may be sent."""
         self.forward_count = reply.forward_count
+        if reply.command == "Restore":
+            for command in self.restore.finished():
+                self._command.emit(command)
         if self._current(reply) and reply.command == self.in_flight:
             self.in_flight = None
             self.state_changed.emit()
 
     @Slot(str)
     def _on_engine_lost(self, message: str) -> None:
-        self.info = None
-        self.loading = False
+        """The steps stay; the next action restarts the engine and restores the session (engine_restore.py)."""
+        message += self.restore.engine_lost(self.loading)
+        if self.restore.loaded is None:
+            self.info = None
+            self.model_changed.emit()
         self.in_flight = None
         self._sent_settings = None  # the new engine has the default settings
-        self.kv_cache = True
-        self.history.clear()
-        self.model_changed.emit()
-        self.error.emit(message, "", False)
+        self.history.status = None  # not running, not blocked: the next action may come
+        self.pacer.release()
+        if self.loading:  # the loader closes its progress and says it
+            self.loading = False
+            self.load_finished.emit(False, message)
+        else:
+            self.error.emit(message, "", False)
         self.state_changed.emit()
+        self.scheduler.dirty()

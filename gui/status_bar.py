@@ -20,6 +20,7 @@ class StatusBar(QStatusBar):
         self.controller = controller
         self.model = QLabel("no model")
         self.state = QLabel()
+        self._error = ""  # the last error, shown until the next request
         self.addPermanentWidget(self.model)
         self.addWidget(self.state, 1)
         controller.model_changed.connect(self._show_model)
@@ -35,6 +36,11 @@ class StatusBar(QStatusBar):
     def show_generation(self) -> None:
         """Running, or what the last prefill read and how far generation got; a load keeps its own text."""
         c = self.controller
+        if c.busy or c.running or c.loading:
+            self._error = ""  # a new request: the last error is history
+        elif self._error:
+            self.say(self._error)  # it stays until the next request, not overwritten by the status after it
+            return
         if c.running:
             self.say("Running… (Space or Pause to pause, Esc to stop)")
         elif c.in_flight == "Prefill" and c.prefill_event is None:  # not the last run's numbers meanwhile
@@ -81,6 +87,7 @@ class StatusBar(QStatusBar):
         return f" · fingerprint {check.at_load[:8]} {mark}"
 
     def _show_error(self, message: str, details: str, expected: bool) -> None:
+        self._error = message
         self.say(message)
         if not expected:
             box = QMessageBox(QMessageBox.Critical, "Something went wrong", message, parent=self.window())

@@ -4,7 +4,7 @@ The model and the session live in an engine process (`inference.engine`), so dec
 GUI's redraws to give back the GIL, nor the GUI for decode. The worker starts that process, sends the
 protocol commands it is given down one pipe, and relays every reply coming up the other pipe as one
 `replied` signal (frozen dataclasses of numpy arrays and Python scalars). If the engine process dies,
-`engine_lost` says so and a fresh one is started.
+`engine_lost` says so; `restart` starts a fresh one (the controller asks at the user's next action).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
-import time
 
 from PySide6.QtCore import QObject, QSocketNotifier, QTimer, Signal, Slot
 
@@ -20,7 +19,6 @@ from inference import protocol
 from inference.engine import serve
 
 POLL_MS = 5  # where pipes cannot be watched by the event loop (Windows), look this often
-RESTART_AFTER_S = 10.0  # an engine that dies sooner than this after starting is not restarted
 # The engine runs this much nicer than the GUI: when both want a core, the GUI's short paints and input
 # handling go first instead of waiting behind a decode step. The GUI takes at most a few % of a core
 # during Run (redraw.py), so decode loses only that; on an idle core nothing changes.
@@ -35,7 +33,7 @@ class InferenceWorker(QObject):
         super().__init__()
         self._send_lock = threading.Lock()  # `send` runs in the worker thread, cancel/shutdown in the GUI's
         self.process = None
-        self._started_at = 0.0
+        self._answered = False  # the running engine has sent a reply: it started
         self._commands = self._replies = None
         self._watch = None
         self._closing = False
@@ -52,7 +50,7 @@ class InferenceWorker(QObject):
         reply_reader, reply_writer = context.Pipe(duplex=False)
         self.process = context.Process(target=serve, args=(command_reader, reply_writer, ENGINE_NICENESS),
                                        daemon=True, name="tokenstep-engine")
-        self._started_at = time.monotonic()
+        self._answered = False
         try:
             self.process.start()
         except Exception as e:  # noqa: BLE001 - e.g. a script without an `if __name__ == "__main__"` guard
@@ -62,6 +60,8 @@ class InferenceWorker(QObject):
         command_reader.close()  # the engine's ends; ours are the writer of commands and reader of replies
         reply_writer.close()
         self._commands, self._replies = command_writer, reply_reader
+        if self._watch is not None:  # the dead engine's
+            self._watch.deleteLater()
         if os.name == "posix":
             self._watch = QSocketNotifier(reply_reader.fileno(), QSocketNotifier.Read, self)
             self._watch.activated.connect(self._drain)
@@ -69,6 +69,12 @@ class InferenceWorker(QObject):
             self._watch = QTimer(self)
             self._watch.timeout.connect(self._drain)
             self._watch.start(POLL_MS)
+
+    @Slot()
+    def restart(self) -> None:
+        """Start a fresh engine process if the last one is gone (a slot: queued before the next command)."""
+        if not self._closing and (self.process is None or not self.process.is_alive()):
+            self.start()
 
     @Slot(object)
     def send(self, command: protocol.Command) -> None:
@@ -86,6 +92,7 @@ class InferenceWorker(QObject):
         try:
             while self._replies.poll():
                 envelope = self._replies.recv()
+                self._answered = True
                 try:
                     reply = protocol.unwrap(envelope, protocol.Reply)
                 except ValueError as e:
@@ -93,10 +100,14 @@ class InferenceWorker(QObject):
                 self.replied.emit(reply)
         except (EOFError, OSError):
             self._lost()
+        except Exception as e:  # noqa: BLE001 - bytes that are no message at all: the pipe cannot be trusted
+            self._lost(f"sent bytes this app cannot read ({type(e).__name__})")
 
-    def _lost(self) -> None:
+    def _lost(self, why: str = "") -> None:
         if self._closing:
             return
+        if why and self.process.is_alive():
+            self.process.kill()  # it may go on writing: this pipe is done
         if isinstance(self._watch, QSocketNotifier):
             self._watch.setEnabled(False)
         else:
@@ -105,13 +116,13 @@ class InferenceWorker(QObject):
         code = self.process.exitcode
         with self._send_lock:
             self._commands.close()
+            self._commands = None  # commands sent before `restart` go nowhere
         self._replies.close()
-        if time.monotonic() - self._started_at < RESTART_AFTER_S:  # it dies at start: restarting won't help
-            self.engine_lost.emit(f"the inference engine failed to start (exit code {code})")
+        if why:
+            self.engine_lost.emit(f"the inference engine {why} and was stopped")
             return
-        self.engine_lost.emit(f"the inference engine stopped (exit code {code}); it was restarted, "
-                              "load the model again")
-        self.start()
+        started = "stopped" if self._answered else "failed to start"  # dead before its first word
+        self.engine_lost.emit(f"the inference engine {started} (exit code {code})")
 
     def shutdown(self, timeout_s: float) -> None:
         """Ask the engine to quit (from the GUI thread); if it is inside a long step, end the process."""
@@ -120,7 +131,8 @@ class InferenceWorker(QObject):
         with self._send_lock:
             self._closing = True  # from here on, the end of the reply pipe is expected, not a crash
             try:
-                self._commands.send(protocol.wrap(protocol.Quit()))
+                if self._commands is not None:
+                    self._commands.send(protocol.wrap(protocol.Quit()))
             except OSError:
                 pass  # the engine is already gone
         self.process.join(timeout_s)

@@ -43,10 +43,18 @@ class BranchTree:
         parent = self.nodes[node]
         found = parent.children.get(token_id)
         if found is None:
-            found = len(self.nodes)
+            found = max(self.nodes) + 1  # ids are never reused, also in a restored tree with gaps
             self.nodes[found] = BranchNode(found, token_id, node, parent.depth + 1)
             parent.children[token_id] = found
         return found
+
+    def restore(self, nodes) -> None:
+        """Add the nodes of a tree reported before, (id, parent, token id) each, parents before children."""
+        for node_id, parent, token_id in sorted(nodes):
+            if node_id in self.nodes or parent not in self.nodes:
+                raise ValueError(f"cannot restore node {node_id} (parent {parent}): the tree is inconsistent")
+            self.nodes[node_id] = BranchNode(node_id, token_id, parent, self.nodes[parent].depth + 1)
+            self.nodes[parent].children[token_id] = node_id
 
     def path(self, node: int) -> list[int]:
         """The node ids from step 1 to `node` (the prompt excluded)."""
@@ -140,6 +148,14 @@ class BranchMoves:
         return Rewound(to_step=depth + 1, node=node, kv_used_bytes=self.source.kv_used_bytes,
                        kv_allocated_bytes=self.source.kv_allocated_bytes, seed=self.seed_used, reset=reset,
                        pending=self.preview().dist, forward_ms=forward_ms)
+
+    def restore(self, ids: list[int], prompt_text: str, nodes, node: int) -> None:
+        """Rebuild a session reported before (a restarted engine): read the prompt, put back the tree, go
+        to `node` (its path re-read in one pass). Same seed and settings: the next draws are the same."""
+        self.prefill(ids, prompt_text)
+        self.tree.restore(nodes)
+        if node:
+            self.switch(node)
 
     def switch(self, node: int) -> Switched:
         """Make `node` (any node of the tree) current. The positions the cache does not hold for its path

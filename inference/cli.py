@@ -86,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     trace = sub.add_parser("trace", help="run one generation headless and print its events as JSON Lines")
     add_model_arguments(trace)
     add_prompt_arguments(trace, DEFAULT_PROMPT)
+    trace.add_argument("--prefill-dtype", choices=("float32", "bfloat16"), default="float32",
+                       help="bfloat16: a float32 model's long forwards (prompts of 18+ tokens) multiply in "
+                       "bfloat16, decode stays float32; needs avx512_bf16 or amx_bf16 (not on by default: "
+                       "benchmarks/RESULTS.md)")
     trace.add_argument("--max-new-tokens", type=_number(int, 1, what="--max-new-tokens"), default=32)
     trace.add_argument("--greedy", action="store_true", help="always take the most likely token")
     trace.add_argument("--temperature", type=_number(float, 0, what="--temperature"), default=None,
@@ -130,7 +134,7 @@ def _trace(args) -> int:
     script = load_script(args.script) if args.script else None  # a bad script fails before the model loads
     progress = StderrProgress()  # one line per stage on stderr, then how long it all took
     model = load_model(args.model, device=args.device, dtype=args.dtype, progress=progress,
-                       tokenizer=args.tokenizer)
+                       tokenizer=args.tokenizer, prefill_dtype=args.prefill_dtype)
     progress.ready(f"{model.info().name} ready")
     if hasattr(model, "new_source"):  # a server's model: this process only draws
         from .sources.remote_model import one_thread

@@ -60,7 +60,8 @@ class Engine:
                          p.Configure: self.configure, p.CaptureAttention: self.capture, p.Cancel: self.cancel,
                          p.CaptureLens: self.capture_logit_lens,
                          p.Rewind: self.rewind, p.Force: self.force, p.Switch: self.switch,
-                         p.KvCache: self.kv_cache, p.CheckWeights: self.check_weights, p.Recapture: self.recapture}
+                         p.KvCache: self.kv_cache, p.CheckWeights: self.check_weights, p.Recapture: self.recapture,
+                         p.Restore: self.restore}
         self.send(p.Ready(cuda=cuda))
 
     # --- the pipe -------------------------------------------------------------------------------------
@@ -139,31 +140,43 @@ class Engine:
 
     def load(self, command: p.Load) -> None:
         """Load a model; on any failure the previous model and session stay as they were."""
-        from .loading import load_model
-        from .session import Session
-
         try:
-            model = load_model(command.spec, device=command.device, dtype=command.dtype,
-                               progress=self._load_progress, kernels_in_background=True)
-            local = not hasattr(model, "new_source")  # a remote server: no attention, lens or own cache
-            session = Session(model, capture_attention=self.capture_attention and local,
-                              capture_lens=self.capture_lens and local)
-            session.use_kv_cache(self.use_kv_cache or not local)
+            self._open(command.spec, command.device, command.dtype, command.tag)
         except Cancelled:
             self.send(p.LoadFailed(""))  # an empty message: cancelled on purpose
             return
         except Exception as e:  # noqa: BLE001 - a bad model must never take the engine down
             self.send(p.LoadFailed(one_line(e)))
             return
-        self.model, self.session, self.tag = model, session, command.tag
+        self.send(p.ModelLoaded(self.model.info(), command.tag))
+
+    def _open(self, spec: str, device: str, dtype: str, tag: int) -> None:
+        """Load `spec` and start a session on it (raises, leaving the previous ones, on any failure)."""
+        from .loading import load_model
+        from .session import Session
+
+        model = load_model(spec, device=device, dtype=dtype, progress=self._load_progress,
+                           kernels_in_background=True)  # float32 on stock ops while the kernels build
+        local = not hasattr(model, "new_source")  # a remote server: no attention, lens or own cache
+        session = Session(model, capture_attention=self.capture_attention and local,
+                          capture_lens=self.capture_lens and local)
+        session.use_kv_cache(self.use_kv_cache or not local)
+        self.model, self.session, self.tag = model, session, tag
+        from .backend_switch import start_build
+
+        self.kernels_build = start_build(model)
         import torch
 
         self.threads = getattr(self, "threads", torch.get_num_threads())  # as the process started
         torch.set_num_threads(self.threads if local else 1)  # remote: see sources/remote_model.one_thread
-        self.send(p.ModelLoaded(model.info(), command.tag))
-        from .backend_switch import start_build
 
-        self.kernels_build = start_build(model)
+    def restore(self, command: p.Restore) -> None:
+        """A restarted engine: the model loaded again and the lost session rebuilt (see protocol.Restore)."""
+        self._open(command.spec, command.device, command.dtype, command.tag)
+        self.session.update_settings(command.settings)
+        if command.ids:  # else there was no prompt yet: the model alone
+            self.session.restore(list(command.ids), command.prompt_text, command.nodes, command.node)
+            self.send_preview()
 
     def switch_backend_if_built(self) -> None:
         """Between two forwards: a model on stock ops goes over to the decode kernels once they are built."""

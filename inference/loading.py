@@ -26,6 +26,7 @@ from .catalog import folder_name
 from .memory import ensure_fits
 from .model import Decoder
 from .packing import fingerprint, weights_bytes
+from .prefill_dtype import attach as attach_bf16_prefill, check as check_prefill_dtype
 from .settings import DTYPE_CHOICES, SamplerSettings
 from .tokenizer import Tokenizer
 from .weights import build_weights
@@ -163,8 +164,12 @@ def resolve_folder(spec: str | Path, progress=None) -> Path:
 
 
 def load_model(spec: str | Path = "default", device: str = "auto", dtype: str = "auto",
-               progress=None, tokenizer: str | None = None, kernels_in_background: bool = False) -> LoadedModel:
+               progress=None, tokenizer: str | None = None, prefill_dtype: str = "float32",
+               kernels_in_background: bool = False) -> LoadedModel:
     """Load a model; every problem with the files is a one-line ModelFormatError.
+
+    prefill_dtype "bfloat16" (float32 weights on a CPU with bfloat16 dot products): long forwards run
+    their products on bfloat16 copies of the layer matrices (prefill_dtype.py), decode stays float32.
 
     A URL (http://HOST:PORT) connects to an inference server instead (sources/remote_model.py): the
     logits come from it, `tokenizer` names its tokenizer.json when the server's own is not readable here."""
@@ -175,6 +180,7 @@ def load_model(spec: str | Path = "default", device: str = "auto", dtype: str = 
     started = time.perf_counter()
     torch_device = resolve_device(device)
     dtype_name = resolve_dtype(dtype, torch_device)
+    check_prefill_dtype(prefill_dtype, torch_device.type, dtype_name)
     if torch_device.type == "cpu":
         ensure_fits(str(spec), dtype_name)  # refused in one line before a conversion or a weight read
     folder = resolve_folder(spec, progress)
@@ -185,8 +191,8 @@ def load_model(spec: str | Path = "default", device: str = "auto", dtype: str = 
                                f"only {config.vocab}")
     # float32 only: stock ops and the kernels give the same numbers up to float rounding (int8 on stock
     # ops has a scale per row, not per group: other numbers, so an int8 load waits for the build).
-    later = kernels_in_background and dtype_name == "float32" and torch_device.type == "cpu" \
-        and own_kernels.build_pending()
+    later = kernels_in_background and dtype_name == "float32" and prefill_dtype == "float32" \
+        and torch_device.type == "cpu" and own_kernels.build_pending()  # (rebinding keeps no bf16 copies)
     backend = select_backend(torch_device, DTYPES[dtype_name], allow_own_kernels=not later,
                              progress=progress)  # may compile the kernels
     if progress:
@@ -194,6 +200,8 @@ def load_model(spec: str | Path = "default", device: str = "auto", dtype: str = 
     hf_tensors, n_params = read_checkpoint(folder, config)
     weights = build_weights(config, hf_tensors, backend)
     decoder = Decoder(config, weights, backend)
+    if prefill_dtype == "bfloat16":
+        attach_bf16_prefill(decoder)
     manifest = cache_dir.read_manifest(folder) or {}
     if progress:
         progress("load", 1, 1)

@@ -249,6 +249,9 @@ class Decoder:
         # A decode step runs each layer as one kernels.cpp call (RMSNorm, rotary, gated SiLU) where the
         # kernels run and compute exactly this family's block.
         self.fused_decode = backend.kernels is not None and self.block.fuses_on_kernels
+        # prefill_dtype.py: bfloat16 copies of the layers' products for forwards of many rows (None: off)
+        self.prefill_weights: DecoderWeights | None = None
+        self.prefill_min_rows = 0  # forwards of at least this many rows read them
 
     @property
     def decode_path(self) -> str:
@@ -310,13 +313,19 @@ class Decoder:
                     residuals.record(index, x)
         else:
             rope = self.rotary(start, end)[:, None, :] if self.rotary is not None else None  # (T, 1, hd/2)
-            for index, layer in enumerate(w.layers):
+            for index, layer in enumerate(self.layers_for(ids.shape[0])):
                 x = self.block(x, layer, index, start, cache, rope, capture)  # (T, C)
                 if residuals is not None:
                     residuals.record(index, x)
         cache.length = end
         x = x[-T:] if all_logits else x[-1:]  # (T or 1, C): the rows asked for (the last one predicts the next)
         return self.head_logits(x)  # (T or 1, V)
+
+    def layers_for(self, rows: int) -> list[Layer]:
+        """The layers a forward of `rows` rows runs: bfloat16 products for a long one where attached."""
+        if self.prefill_weights is not None and rows >= self.prefill_min_rows:
+            return self.prefill_weights.layers
+        return self.weights.layers
 
     def head_logits(self, x: torch.Tensor) -> torch.Tensor:
         """Rows of the residual stream through the final norm and the head: float logits (rows, V)."""

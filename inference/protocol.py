@@ -18,7 +18,7 @@ from .attention import AttentionOf
 from .events import ModelInfo, Pending, PrefillDone, Rewound, SessionStatus, StepDone, Stopped, Switched, Verified
 from .settings import GenerationSettings
 
-PROTOCOL_VERSION = 3  # 2: the branch moves (Rewind, Force, Switch); 3: the logit lens (CaptureLens)
+PROTOCOL_VERSION = 4  # 2: the branch moves (Rewind, Force, Switch); 3: the logit lens (CaptureLens); 4: Restore
 
 
 # --- commands: front-end -> engine ---------------------------------------------------------------------
@@ -42,6 +42,24 @@ class Prefill(Command):
     settings: GenerationSettings
     tag: int
     ids: tuple[int, ...] = ()  # exact token ids to read instead of encoding `prompt` (a replayed trace)
+
+
+@dataclass(frozen=True)
+class Restore(Command):
+    """Load `spec` again and rebuild a session a dead engine held: the prompt `ids` read, the branch tree
+    `nodes` ((id, parent, token id) of every node after the prompt) and `node` current, its path re-read in
+    one pass. Answered by Status and the pending step only: the front-end kept the events (draws depend on
+    (seed, step) alone, so the steps that follow are the ones the lost engine would have drawn)."""
+
+    spec: str
+    device: str
+    dtype: str
+    ids: tuple[int, ...]
+    prompt_text: str
+    nodes: tuple[tuple[int, int, int], ...]
+    node: int
+    settings: GenerationSettings
+    tag: int
 
 
 @dataclass(frozen=True)
