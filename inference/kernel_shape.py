@@ -7,8 +7,8 @@ differs, and by machine, not vendor: one row per pass decoded 1.3x faster than f
 four rows were fastest on an Intel Xeon. So `ensure` (called once a model is loaded) times every
 candidate on the model's own weights (its products in decode order, up to TUNE_BYTES), interleaved over
 ROUNDS rounds, keeps the one with the lowest median, and caches the choice in the kernels folder as JSON
-keyed by the CPU's model name and flags, the kernel library and the thread count. About a second, once;
-reported as the stage "tune". A model whose products are smaller than MIN_TUNE_BYTES (they would be
+keyed by the CPU's model name and flags, the kernel library and the thread count (not when the machine
+was too busy for the passes to agree: QUIET_SPREAD). About a second, once; reported as the stage "tune". A model whose products are smaller than MIN_TUNE_BYTES (they would be
 timed from the CPU's caches, not memory) is not measured: it uses the cached shape, else the defaults.
 
 TOKENSTEP_KERNEL_SHAPE forces a shape: "f32=1x8192,int8=4x0" (rows x prefetch bytes; either part alone).
@@ -34,11 +34,14 @@ ROWS = (1, 2, 4)
 PREFETCH = (0, 1024, 2048, 4096, 8192)  # bytes; the lists kernels.cpp's set_shape accepts
 KINDS = ("f32", "int8")
 ENV = "TOKENSTEP_KERNEL_SHAPE"
-TUNE_BYTES = 256 << 20  # the products timed: the model's first ones in decode order, up to this many bytes
+TUNE_BYTES = 128 << 20  # the products timed: the model's first ones in decode order, up to this many bytes
 MIN_TUNE_BYTES = 64 << 20  # less than this would be read from the CPU's caches: not measured
 ROUNDS = 5  # at most; after MIN_ROUNDS, no new round starts past BUDGET_S
 MIN_ROUNDS = 3
 BUDGET_S = 1.5
+# The choice is cached only when the winner's own passes agree within this factor (slowest / fastest): on
+# a machine busy with other work the ranking is noise, so it holds for this run and is measured again next.
+QUIET_SPREAD = 1.5
 VERSION = 1
 
 
@@ -188,8 +191,8 @@ def measure(ops, mats: list[tuple], kind: str, rounds: int = ROUNDS, shapes=CAND
             beside=None, budget_s: float | None = BUDGET_S) -> dict[Shape, list[float]]:
     """Milliseconds of one pass over `mats` in each shape: every round runs every shape once, in a fresh
     order (so a slow spell of a shared machine falls on all of them); after MIN_ROUNDS no round starts
-    past `budget_s`. `beside()`, when given, runs after each pass (the benchmark times a read of the same
-    bytes there). The shape in force is kept."""
+    past `budget_s`. `beside(shape, ms)`, when given, runs after each pass (the benchmark times a read of
+    the same bytes there). The shape in force is kept."""
     started = time.perf_counter()
     before = in_force(ops)
     times: dict[Shape, list[float]] = {s: [] for s in shapes}
@@ -207,7 +210,7 @@ def measure(ops, mats: list[tuple], kind: str, rounds: int = ROUNDS, shapes=CAND
                     run_products(ops, mats)
                     times[shape].append((time.perf_counter() - started) * 1000)
                     if beside is not None:
-                        beside()
+                        beside(shape, times[shape][-1])
     finally:
         apply(ops, "f32", before["f32"])
         apply(ops, "int8", before["int8"])
@@ -236,7 +239,8 @@ def ensure(decoder, progress=None) -> Shape | None:
             progress("tune", 0, 1)
         times = measure(ops, mats, kind)
         shape = fastest(times)
-        write_cached(path, kind, shape, times, nbytes(mats))
+        if max(times[shape]) <= QUIET_SPREAD * min(times[shape]):
+            write_cached(path, kind, shape, times, nbytes(mats))
         if progress:
             progress("tune", 1, 1)
     apply(ops, kind, shape)

@@ -109,6 +109,7 @@ def tuned_on_tiny(monkeypatch):
         return measure(*args, **{**kwargs, "rounds": 2})
 
     monkeypatch.setattr(kernel_shape, "MIN_TUNE_BYTES", 0)
+    monkeypatch.setattr(kernel_shape, "QUIET_SPREAD", float("inf"))  # a tiny model's passes take microseconds
     monkeypatch.setattr(kernel_shape, "MIN_ROUNDS", 1)
     monkeypatch.setattr(kernel_shape, "measure", counted)
     return calls
@@ -179,3 +180,18 @@ def test_a_bad_env_knob_is_one_line_naming_the_variable(tmp_path, monkeypatch, v
         load_model(save_hf_model(make_hf_model("llama"), tmp_path / "tiny"), device="cpu", dtype="float32")
     line = one_line(caught.value)
     assert line.startswith(f"{ENV}=") and "\n" not in str(caught.value) and "f32=1x8192" in line
+
+
+def test_a_noisy_measurement_holds_for_this_run_but_is_not_cached(tmp_path, tuned_on_tiny, monkeypatch):
+    """The winner's passes disagree by more than QUIET_SPREAD (a machine busy with other work): in force
+    now, measured again next time."""
+    model = load_model(save_hf_model(make_hf_model("llama"), tmp_path / "tiny"), device="cpu", dtype="float32")
+    kernel_shape.cache_file().unlink()  # measured (quietly enough) while loading: start without a choice
+    winner = Shape(2, 1024)
+    timings = {s: [5.0, 6.0, 7.0] for s in CANDIDATES}
+    monkeypatch.setattr(kernel_shape, "QUIET_SPREAD", 1.5)
+    for spread, cached in ((2.0, False), (1.2, True)):
+        timings[winner] = [1.0, 1.1, spread]
+        monkeypatch.setattr(kernel_shape, "measure", lambda *a, **k: timings)
+        assert kernel_shape.ensure(model.decoder) == winner == kernel_shape.in_force(ops)["f32"]
+        assert kernel_shape.cache_file().exists() == cached
