@@ -26,14 +26,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def span_view(tensors) -> torch.Tensor:
     """The bytes from the first of `tensors` to the end of the last, in their shared (packed) storage, as
-    int32: a read of them costs what a read of the weights does (int32, not float32: an int8 or bfloat16
-    weight's bytes read as float32 could be denormals, slow on some CPUs)."""
+    int64: a sum of them is a plain streaming read (not float32: int8 or bfloat16 weights' bytes read as
+    float32 can be denormals, slow on some CPUs; not int32: its sum widens a copy to int64 first, 20x slower)."""
     storage = tensors[0].untyped_storage()
     assert all(t.untyped_storage().data_ptr() == storage.data_ptr() for t in tensors), "not one packed block"
     lo = min(t.data_ptr() for t in tensors)
     hi = max(t.data_ptr() + t.numel() * t.element_size() for t in tensors)
-    view = torch.empty(0, dtype=torch.uint8).set_(storage, lo - storage.data_ptr(), ((hi - lo) // 4 * 4,))
-    return view.view(torch.int32)
+    view = torch.empty(0, dtype=torch.uint8).set_(storage, lo - storage.data_ptr(), ((hi - lo) // 8 * 8,))
+    return view.view(torch.int64)
 
 
 def timed_read(block: torch.Tensor) -> float:
@@ -69,7 +69,7 @@ def run(args) -> dict:
     return {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": " ".join(["python", *sys.argv]),
             "dtype": args.dtype, "threads": torch.get_num_threads(), "rounds": args.rounds,
             "cpu": kernel_shape.cpu_identity()["cpu"], "bytes": kernel_shape.nbytes(mats),
-            "span_bytes": block.numel() * 4, "read_ms_median": statistics.median(reads),
+            "span_bytes": block.numel() * 8, "read_ms_median": statistics.median(reads),
             "fastest": kernel_shape.fastest(times).key, "cached": cached.key if cached else None,
             "in_force": kernel_shape.in_force(ops)[kind].key, "shapes": rows}
 
