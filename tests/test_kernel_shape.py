@@ -8,7 +8,7 @@ import pytest
 import torch
 from tiny import make_hf_model, save_hf_model
 
-from inference import kernel_shape, kernels
+from inference import kernel_shape, kernels, progress
 from inference.errors import one_line
 from inference.kernel_shape import CANDIDATES, ENV, KernelShapeError, Shape
 from inference.loading import load_model
@@ -122,6 +122,7 @@ def test_the_choice_is_measured_once_cached_and_reused(tmp_path, tuned_on_tiny, 
     model = load_model(folder, device="cpu", dtype=dtype, progress=lambda *a: stages.append(a))
     kind = "int8" if dtype == "int8" else "f32"
     assert tuned_on_tiny == [kind] and ("tune", 0, 1) in stages and stages[-1] == ("tune", 1, 1)
+    assert "once" in progress.STAGES["tune"]  # the words the status bar and the terminal show meanwhile
     path = kernel_shape.cache_file()
     data = json.loads(path.read_text())
     chosen = kernel_shape.in_force(ops)[kind]
@@ -183,15 +184,16 @@ def test_a_bad_env_knob_is_one_line_naming_the_variable(tmp_path, monkeypatch, v
 
 
 def test_a_noisy_measurement_holds_for_this_run_but_is_not_cached(tmp_path, tuned_on_tiny, monkeypatch):
-    """The winner's passes disagree by more than QUIET_SPREAD (a machine busy with other work): in force
-    now, measured again next time."""
+    """The winner's passes disagree by more than QUIET_SPREAD, or the time ran out before MIN_ROUNDS rounds
+    (a machine busy with other work): in force now, measured again next time."""
     model = load_model(save_hf_model(make_hf_model("llama"), tmp_path / "tiny"), device="cpu", dtype="float32")
     kernel_shape.cache_file().unlink()  # measured (quietly enough) while loading: start without a choice
     winner = Shape(2, 1024)
-    timings = {s: [5.0, 6.0, 7.0] for s in CANDIDATES}
     monkeypatch.setattr(kernel_shape, "QUIET_SPREAD", 1.5)
-    for spread, cached in ((2.0, False), (1.2, True)):
-        timings[winner] = [1.0, 1.1, spread]
+    monkeypatch.setattr(kernel_shape, "MIN_ROUNDS", 3)
+    for winner_ms, cached in (([1.0, 1.1, 2.0], False), ([1.0], False), ([1.0, 1.1, 1.2], True)):
+        timings = {s: [5.0] * len(winner_ms) for s in CANDIDATES}
+        timings[winner] = winner_ms
         monkeypatch.setattr(kernel_shape, "measure", lambda *a, **k: timings)
         assert kernel_shape.ensure(model.decoder) == winner == kernel_shape.in_force(ops)["f32"]
         assert kernel_shape.cache_file().exists() == cached
