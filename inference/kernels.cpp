@@ -6,9 +6,8 @@
 // on this machine (1, 2 or 4 rows at a time, a software prefetch 0-8 KB ahead or none: kernel_shape.py);
 // BLAS GEMV (no prefetch) reached 75-85 % of a plain streaming read on an AMD EPYC, this 87-97 %; on an
 // Intel Xeon the products take 1.05x a torch.sum of the same bytes. The int8 variant widens each weight
-// to float32 in registers, so its
-// activations stay float32 (the stock int8 kernel is fast only with bfloat16 ones), and applies one
-// scale per group of weights in a row (weights.py picks the group size).
+// to float32 in registers, so its activations stay float32 (the stock int8 kernel is fast only with
+// bfloat16 ones), and applies one scale per group of weights in a row (weights.py picks the group size).
 // The same code is built for AVX-512 (16 lanes) or AVX2 + FMA (8 lanes): kernels.py passes the flags
 // for this CPU, and the few vector primitives below pick their instructions from them. Built on first
 // use by kernels.py; without a compiler or one of these instruction sets the decoder uses stock ops.
