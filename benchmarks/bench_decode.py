@@ -5,9 +5,13 @@
 Absolute times on a shared machine are noise, so everything is measured in one run and reported as
 ratios: each side (engine + dtype) runs in its own worker process (so its peak RSS is its own), the
 parent asks the workers in turn, alternating their order every repeat, and reports medians. Before
-every run a bandwidth worker times a streaming read of 1 GiB (`torch.sum`); the decode floor is the
-weight bytes one decode step must read divided by that bandwidth, and each run's decode time is set
-against the bandwidth measured just before it (the median of those ratios is reported).
+and after every run a bandwidth worker times a streaming read of 1 GiB (`torch.sum`): the decode floor is
+the weight bytes one decode step must read divided by the median of all those samples, reported with
+their spread (a VM's bandwidth swings 30 <-> 60 GB/s), and each run's decode time is also set against the
+bandwidth measured just before it. A TokenStep worker moreover reads its own packed weight block
+(`torch.sum`) right before and after each run's decode: `decode_vs_read_beside` is the decode step
+against a read of the same bytes in the same process, moments apart, the ratio least moved by drift.
+`bench_shapes.py` does the same for each candidate kernel shape's products.
 
 Timing points are the same on every side: prefill = from the call to the first token's distribution
 (TokenStep: `Session.prefill`; transformers: `generate` up to its first logits-processor call; llama.cpp:
@@ -57,9 +61,19 @@ class TokenStepSide:
         self.model = replace(loaded, config=replace(loaded.config, eos_ids=()))
         from inference import kernels
 
+        from bench_shapes import span_view
+
+        self.block = span_view(loaded.decoder.weights.tensors())  # the packed weights, every byte
         self.info = {"dtype": loaded.dtype, "weights_bytes": loaded.weights_bytes,
                      "decode_read_bytes": decode_read_bytes(loaded.decoder.weights, loaded.config),
+                     "block_bytes": self.block.numel() * 8, "decode_path": loaded.decoder.decode_path,
                      "fingerprint": loaded.fingerprint, "decode_kernels": kernels.ops() is not None}
+
+    def read_gb_per_s(self) -> float:
+        """A streaming read of the packed weight block, now."""
+        started = time.perf_counter()
+        self.block.sum()
+        return self.block.numel() * 8 / (time.perf_counter() - started) / 1e9
 
     def encode(self, text: str) -> list[int]:
         return self.model.tokenizer.encode(text)
@@ -74,12 +88,14 @@ class TokenStepSide:
         session.prefill(ids)
         prefill_s = time.perf_counter() - started
         stamps, tokens = [], []
+        beside = [self.read_gb_per_s()]
         for event in session.run():
             if hasattr(event, "token"):
                 stamps.append(time.perf_counter())
                 tokens.append(event.token.id)
+        beside.append(self.read_gb_per_s())
         return {"prefill_ms": prefill_s * 1000, "decode_ms": (stamps[-1] - stamps[0]) / n_decode * 1000,
-                "tokens": tokens[:8]}
+                "tokens": tokens[:8], "beside_gb_per_s": beside}
 
 
 class TransformersSide:
@@ -337,7 +353,8 @@ def main(argv=None) -> int:
     bandwidth = Worker("bandwidth", args)
     results: dict[str, dict] = {side: {"prefill_ms": {n: [] for n in lengths},
                                        "decode_ms": {n: [] for n in lengths},
-                                       "gb_per_s": {n: [] for n in lengths}, "tokens": None}
+                                       "gb_per_s": {n: [] for n in lengths}, "tokens": None,
+                                       "beside_gb_per_s": {n: [] for n in lengths}}
                                 for side in sides}
     gb_per_s: list[float] = []
     started = time.time()
@@ -351,12 +368,14 @@ def main(argv=None) -> int:
                     gb_per_s.append(bandwidth.ask(op="bandwidth")["gb_per_s"])
                     results[side]["gb_per_s"][n].append(gb_per_s[-1])  # measured just before this run
                     reply = workers[side].ask(op="run", prefill=n, decode=args.decode)
+                    gb_per_s.append(bandwidth.ask(op="bandwidth")["gb_per_s"])  # and just after it
                     results[side]["prefill_ms"][n].append(reply["prefill_ms"])
                     results[side]["decode_ms"][n].append(reply["decode_ms"])
+                    if "beside_gb_per_s" in reply:
+                        results[side]["beside_gb_per_s"][n].append(statistics.mean(reply["beside_gb_per_s"]))
                     if n == lengths[0]:
                         results[side]["tokens"] = reply["tokens"]
             print(f"[bench] repeat {repeat + 1}/{args.repeats} done", file=sys.stderr)
-        gb_per_s.append(bandwidth.ask(op="bandwidth")["gb_per_s"])
         for side, w in workers.items():
             results[side]["peak_rss_mb"] = w.ask(op="rss")["peak_rss_mb"]
             results[side]["info"] = w.info
@@ -386,11 +405,12 @@ def summarise(args, sides, lengths, results, gb_per_s, seconds) -> dict:
                  "prefill_ms": {n: median(r["prefill_ms"][n]) for n in lengths},
                  "decode_ms_per_token": {n: median(r["decode_ms"][n]) for n in lengths},
                  "samples": {"prefill_ms": r["prefill_ms"], "decode_ms": r["decode_ms"],
-                             "gb_per_s": r["gb_per_s"]}}
+                             "gb_per_s": r["gb_per_s"], "beside_gb_per_s": r["beside_gb_per_s"]}}
         read = r["info"].get("decode_read_bytes")
         if read:
             entry["decode_read_mb"] = read / 1e6
-            entry["floor_ms"] = read / (bw * 1e9) * 1000
+            entry["floor_ms"] = read / (bw * 1e9) * 1000  # at the median of every bandwidth sample
+            entry["floor_ms_range"] = [read / (max(gb_per_s) * 1e9) * 1000, read / (min(gb_per_s) * 1e9) * 1000]
         per_side[side] = entry
 
     def ratio(a, b, key, n):
@@ -409,12 +429,18 @@ def summarise(args, sides, lengths, results, gb_per_s, seconds) -> dict:
             # Each run against the bandwidth read just before it: the machine's memory speed drifts.
             ratios[side]["decode_vs_floor"] = {n: median([ms / (read / (bw_i * 1e9) * 1000) for ms, bw_i in zip(
                 results[side]["decode_ms"][n], results[side]["gb_per_s"][n])]) for n in lengths}
+            ratios[side]["decode_vs_median_floor"] = {
+                n: per_side[side]["decode_ms_per_token"][n] / per_side[side]["floor_ms"] for n in lengths}
+            if all(results[side]["beside_gb_per_s"][n] for n in lengths):
+                # each run against its own read of the packed weights, just before and after its decode
+                ratios[side]["decode_vs_read_beside"] = {n: median([ms / (read / (bw_i * 1e9) * 1000) for ms, bw_i in zip(
+                    results[side]["decode_ms"][n], results[side]["beside_gb_per_s"][n])]) for n in lengths}
     return {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": " ".join(["python", *sys.argv]),
             "seconds": round(seconds, 1), "threads": args.threads, "repeats": args.repeats,
             "decode_tokens": args.decode, "prefill_lengths": lengths, "cpu": cpu_facts(),
             "torch": torch.__version__, "python": platform.python_version(),
             "bandwidth_gb_per_s": {"median": bw, "min": min(gb_per_s), "max": max(gb_per_s),
-                                   "samples": gb_per_s},
+                                   "samples": gb_per_s, "when": "before and after every run"},
             "headline_side": head, "sides": per_side, "ratios": ratios}
 
 
@@ -422,8 +448,12 @@ def table(report: dict) -> str:
     lengths = report["prefill_lengths"]
     lines = [f"{report['date']}  {report['cpu']['model']}  {report['threads']} threads  "
              f"flags: {' '.join(report['cpu']['flags'])}",
-             f"streaming read (torch.sum over 1 GiB): median {report['bandwidth_gb_per_s']['median']:.1f} GB/s "
-             f"(min {report['bandwidth_gb_per_s']['min']:.1f}, max {report['bandwidth_gb_per_s']['max']:.1f})",
+             f"streaming read (torch.sum over 1 GiB, before and after every run): median "
+             f"{report['bandwidth_gb_per_s']['median']:.1f} GB/s (min {report['bandwidth_gb_per_s']['min']:.1f}, "
+             f"max {report['bandwidth_gb_per_s']['max']:.1f}, {len(report['bandwidth_gb_per_s']['samples'])} samples)",
+             *[f"{side}: decode {s['info'].get('decode_path', '')}; floor {s['floor_ms']:.2f} ms at the median "
+               f"(range {s['floor_ms_range'][0]:.2f}-{s['floor_ms_range'][1]:.2f})"
+               for side, s in report["sides"].items() if "floor_ms_range" in s],
              f"medians of {report['repeats']} alternating repeats; decode = {report['decode_tokens']} tokens "
              f"after a prompt of the given length", ""]
     header = ["side", *[f"prefill {n} ms" for n in lengths], *[f"decode@{n} ms/tok" for n in lengths],
@@ -436,7 +466,7 @@ def table(report: dict) -> str:
     rows.append(["ratios"])
     for side, r in report["ratios"].items():
         for key in ("prefill_vs_transformers", "decode_vs_transformers", "decode_vs_tokenstep_float32",
-                    "decode_vs_floor"):
+                    "decode_vs_floor", "decode_vs_median_floor", "decode_vs_read_beside"):
             values = r.get(key)
             if not values or all(v is None for v in values.values()) or \
                     all(abs(v - 1) < 1e-12 for v in values.values() if v is not None):

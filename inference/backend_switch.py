@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 
-from . import kernels
+from . import kernel_shape, kernels
 from .layers import select_backend
 
 
@@ -31,4 +31,5 @@ def switch_if_built(model, build: Future | None) -> bool | None:
         return False
     decoder = model.decoder
     decoder.rebind(select_backend(decoder.device, decoder.dtype))  # built: no compile here
+    kernel_shape.ensure(decoder)  # this machine's rows per pass and prefetch (measured once, then cached)
     return True

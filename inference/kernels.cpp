@@ -2,11 +2,12 @@
 // attention over the KV cache, and `decode_layer`, which runs a whole decoder layer in one call.
 //
 // Decode reads every weight once per token, so it runs at the speed the matrix streams from memory.
-// Each thread takes a contiguous range of rows and reads it front to back, several rows at a time,
-// prefetching a few KB ahead; BLAS GEMV (no prefetch) reached 75-85 % of a plain streaming read on an
-// AMD EPYC, this 87-97 %; on an Intel Xeon the products take 1.05x a torch.sum of the same bytes. The int8 variant widens each weight to float32 in registers, so its
-// activations stay float32 (the stock int8 kernel is fast only with bfloat16 ones), and applies one
-// scale per group of weights in a row (weights.py picks the group size).
+// Each thread takes a contiguous range of rows and reads it front to back, in the shape measured fastest
+// on this machine (1, 2 or 4 rows at a time, a software prefetch 0-8 KB ahead or none: kernel_shape.py);
+// BLAS GEMV (no prefetch) reached 75-85 % of a plain streaming read on an AMD EPYC, this 87-97 %; on an
+// Intel Xeon the products take 1.05x a torch.sum of the same bytes. The int8 variant widens each weight
+// to float32 in registers, so its activations stay float32 (the stock int8 kernel is fast only with
+// bfloat16 ones), and applies one scale per group of weights in a row (weights.py picks the group size).
 // The same code is built for AVX-512 (16 lanes) or AVX2 + FMA (8 lanes): kernels.py passes the flags
 // for this CPU, and the few vector primitives below pick their instructions from them. Built on first
 // use by kernels.py; without a compiler or one of these instruction sets the decoder uses stock ops.
@@ -17,21 +18,40 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
 namespace {
 
-// Software prefetch this far ahead of the row being read (within the thread's range). Measured on one
-// AMD EPYC (Zen 4): with AVX-512 it lifted the kernels from 75-85 % to 87-97 % of a streaming read; with
-// AVX2 only (another of these machines) the hardware prefetcher does better alone: the 121 products of
-// the default model took 1.26-1.33x a streaming read of the same bytes without it, 1.56-1.66x with it.
+// --- The kernel shape: how the one-row products read their weights ----------------------------------
+// Rows per pass (each x load serves that many rows, that many streams are read at once) and how far
+// ahead of the row being read a software prefetch goes (0: none, the hardware prefetcher alone), for the
+// float32 and the int8 products each. The best shape depends on the machine, not the vendor: four float32
+// rows per pass measured fastest on an Intel Xeon and one row 1.3x faster on an AMD EPYC (same bits);
+// software prefetch helped with AVX-512 on one EPYC and hurt with AVX2 only on another. So kernel_shape.py
+// times these candidates on the loaded model's weights at first use and sets the fastest (set_shape);
+// until then the defaults below (what this instruction set measured best first) are in force.
+constexpr int64_t kShapeRows[] = {1, 2, 4};
+constexpr int64_t kShapePrefetch[] = {0, 1024, 2048, 4096, 8192};  // bytes
+#define TOKENSTEP_EACH_PREFETCH(f, R) {f<R, 0>, f<R, 1024>, f<R, 2048>, f<R, 4096>, f<R, 8192>}
 #if defined(__AVX512F__)
-constexpr int64_t kPrefetchBytes = 8192;
+constexpr int64_t kPrefetchBytes = 8192;  // the default distance, and the one of dot_f32 (attention)
+constexpr int kDefaultF32Rows = 2;        // index into kShapeRows: four rows
 #else
 constexpr int64_t kPrefetchBytes = 0;
+constexpr int kDefaultF32Rows = 1;  // two rows (8 accumulators of 16 registers)
 #endif
+constexpr int kDefaultPrefetch = kPrefetchBytes == 0 ? 0 : 4;  // index into kShapePrefetch
+
+// The shape in force, as indexes into the lists above (atomics: set between calls, read by every call).
+struct ShapeIndexes {
+  std::atomic<int> f32_rows{kDefaultF32Rows}, f32_prefetch{kDefaultPrefetch};
+  std::atomic<int> int8_rows{0}, int8_prefetch{kDefaultPrefetch};
+};
+ShapeIndexes g_shape;
+
 constexpr int64_t kRowsPerTask = 16;
 
 inline float bf16_to_float(uint16_t bits) {
@@ -115,9 +135,10 @@ inline Vec vexp(Vec x) {
   return vldexp(y, n);
 }
 
+template <int64_t P = kPrefetchBytes>
 inline void prefetch_ahead(const void* p, int64_t bytes) {
-  if (kPrefetchBytes == 0) return;
-  const char* ahead = static_cast<const char*>(p) + kPrefetchBytes;
+  if (P == 0) return;
+  const char* ahead = static_cast<const char*>(p) + P;
   for (int64_t i = 0; i < bytes; i += 64) _mm_prefetch(ahead + i, _MM_HINT_T0);
 }
 
@@ -137,24 +158,18 @@ inline float dot_f32(const float* w, const float* x, int64_t K) {
   return sum;
 }
 
-// R consecutive rows (K apart) times x in one pass: each x load serves R rows, and R streams are read
-// at once. Each row's sum is formed exactly as dot_f32 forms it (the same accumulators, the same order),
-// so the products are bit-identical to one row at a time. Measured on an Intel Xeon (2 threads, the
-// default model's o, down, qkv and head matrices): 25.5 GB/s one row at a time, 27.8 two, 28.9 four.
-// AVX-512 takes four rows (16 accumulators of 32 registers), AVX2 two (8 of 16).
-#if defined(__AVX512F__)
-constexpr int64_t kRowBlock = 4;
-#else
-constexpr int64_t kRowBlock = 2;
-#endif
-
+// R consecutive rows (K apart) times x in one pass, prefetching P bytes ahead: each x load serves R rows,
+// and R streams are read at once. Each row's sum is formed exactly as dot_f32 forms it (the same
+// accumulators, the same order), so the products are bit-identical for every R and P. Measured on an
+// Intel Xeon (2 threads, the default model's o, down, qkv and head matrices): 25.5 GB/s one row at a
+// time, 27.8 two, 28.9 four; on an AMD EPYC one row was the fastest (see the shape section above).
+template <int64_t R, int64_t P>
 inline void dot_rows_f32(const float* w, const float* x, int64_t K, float* out) {
-  constexpr int64_t R = kRowBlock;
   Vec a[R][4];
   for (int64_t r = 0; r < R; ++r) a[r][0] = a[r][1] = a[r][2] = a[r][3] = vzero();
   int64_t k = 0;
   for (; k + kStep <= K; k += kStep) {
-    for (int64_t r = 0; r < R; ++r) prefetch_ahead(w + r * K + k, kStep * sizeof(float));
+    for (int64_t r = 0; r < R; ++r) prefetch_ahead<P>(w + r * K + k, kStep * sizeof(float));
     const Vec x0 = vload(x + k), x1 = vload(x + k + kLanes), x2 = vload(x + k + 2 * kLanes),
               x3 = vload(x + k + 3 * kLanes);
     for (int64_t r = 0; r < R; ++r) {
@@ -177,6 +192,7 @@ inline void dot_rows_f32(const float* w, const float* x, int64_t K, float* out) 
 
 // Group-wise scales: each run of G weights of a row shares one scale (G = K / scale columns; G = K is
 // one scale per row). A group's products are summed first, then scaled once.
+template <int64_t P>
 inline float dot_int8_any(const int8_t* q, const float* x, int64_t K, const uint16_t* scale, int64_t G) {
   Vec t0 = vzero(), t1 = t0;
   float rest = 0.0f;
@@ -185,7 +201,7 @@ inline float dot_int8_any(const int8_t* q, const float* x, int64_t K, const uint
     Vec a0 = vzero(), a1 = a0, a2 = a0, a3 = a0;
     int64_t k = g0;
     for (; k + kStep <= end; k += kStep) {
-      prefetch_ahead(q + k, kStep);
+      prefetch_ahead<P>(q + k, kStep);
       a0 = vfma(vwiden(q + k), vload(x + k), a0);
       a1 = vfma(vwiden(q + k + kLanes), vload(x + k + kLanes), a1);
       a2 = vfma(vwiden(q + k + 2 * kLanes), vload(x + k + 2 * kLanes), a2);
@@ -205,32 +221,108 @@ inline float dot_int8_any(const int8_t* q, const float* x, int64_t K, const uint
 // The same when G is a multiple of kStep (64 is): no tails, no zeroing, four scaled sums. Widening is
 // the work here (int8 decode is compute-bound with AVX2: 8 lanes), so the per-group bookkeeping counts:
 // on AVX2 with G = 64 this form measured 14.9 G weights/s on one core against 12.1 for the general one.
-inline float dot_int8_even(const int8_t* q, const float* x, int64_t K, const uint16_t* scale, int64_t G) {
-  Vec t0 = vzero(), t1 = t0, t2 = t0, t3 = t0;
-  for (int64_t g0 = 0; g0 < K; g0 += G, ++scale) {
-    prefetch_ahead(q + g0, kStep);
-    Vec a0 = vmul(vwiden(q + g0), vload(x + g0));
-    Vec a1 = vmul(vwiden(q + g0 + kLanes), vload(x + g0 + kLanes));
-    Vec a2 = vmul(vwiden(q + g0 + 2 * kLanes), vload(x + g0 + 2 * kLanes));
-    Vec a3 = vmul(vwiden(q + g0 + 3 * kLanes), vload(x + g0 + 3 * kLanes));
-    for (int64_t k = g0 + kStep; k < g0 + G; k += kStep) {
-      prefetch_ahead(q + k, kStep);
-      a0 = vfma(vwiden(q + k), vload(x + k), a0);
-      a1 = vfma(vwiden(q + k + kLanes), vload(x + k + kLanes), a1);
-      a2 = vfma(vwiden(q + k + 2 * kLanes), vload(x + k + 2 * kLanes), a2);
-      a3 = vfma(vwiden(q + k + 3 * kLanes), vload(x + k + 3 * kLanes), a3);
+// R consecutive rows (K apart, their scales S apart) at once, prefetching P bytes ahead; each row's sum
+// is formed as for one row alone, so the products are bit-identical for every R and P.
+template <int64_t R, int64_t P>
+inline void dot_rows_int8_even(const int8_t* q, const float* x, int64_t K, const uint16_t* scale, int64_t S,
+                               int64_t G, float* out) {
+  Vec t[R][4];
+  for (int64_t r = 0; r < R; ++r) t[r][0] = t[r][1] = t[r][2] = t[r][3] = vzero();
+  for (int64_t g0 = 0, g = 0; g0 < K; g0 += G, ++g) {
+    Vec a[R][4];
+    {
+      const Vec x0 = vload(x + g0), x1 = vload(x + g0 + kLanes), x2 = vload(x + g0 + 2 * kLanes),
+                x3 = vload(x + g0 + 3 * kLanes);
+      for (int64_t r = 0; r < R; ++r) {
+        const int8_t* v = q + r * K + g0;
+        prefetch_ahead<P>(v, kStep);
+        a[r][0] = vmul(vwiden(v), x0);
+        a[r][1] = vmul(vwiden(v + kLanes), x1);
+        a[r][2] = vmul(vwiden(v + 2 * kLanes), x2);
+        a[r][3] = vmul(vwiden(v + 3 * kLanes), x3);
+      }
     }
-    const Vec s = vset(bf16_to_float(*scale));
-    t0 = vfma(a0, s, t0);
-    t1 = vfma(a1, s, t1);
-    t2 = vfma(a2, s, t2);
-    t3 = vfma(a3, s, t3);
+    for (int64_t k = g0 + kStep; k < g0 + G; k += kStep) {
+      const Vec x0 = vload(x + k), x1 = vload(x + k + kLanes), x2 = vload(x + k + 2 * kLanes),
+                x3 = vload(x + k + 3 * kLanes);
+      for (int64_t r = 0; r < R; ++r) {
+        const int8_t* v = q + r * K + k;
+        prefetch_ahead<P>(v, kStep);
+        a[r][0] = vfma(vwiden(v), x0, a[r][0]);
+        a[r][1] = vfma(vwiden(v + kLanes), x1, a[r][1]);
+        a[r][2] = vfma(vwiden(v + 2 * kLanes), x2, a[r][2]);
+        a[r][3] = vfma(vwiden(v + 3 * kLanes), x3, a[r][3]);
+      }
+    }
+    for (int64_t r = 0; r < R; ++r) {
+      const Vec sv = vset(bf16_to_float(scale[r * S + g]));
+      for (int j = 0; j < 4; ++j) t[r][j] = vfma(a[r][j], sv, t[r][j]);
+    }
   }
-  return vsum(vadd(vadd(t0, t1), vadd(t2, t3)));
+  for (int64_t r = 0; r < R; ++r) out[r] = vsum(vadd(vadd(t[r][0], t[r][1]), vadd(t[r][2], t[r][3])));
 }
 
-inline float dot_int8(const int8_t* q, const float* x, int64_t K, const uint16_t* scale, int64_t G) {
-  return G % kStep == 0 ? dot_int8_even(q, x, K, scale, G) : dot_int8_any(q, x, K, scale, G);
+// The products of n consecutive rows in the shape (R rows per pass, prefetch P): fill_f32 and fill_int8,
+// one instance per candidate shape, picked at each call from the shape in force.
+template <int64_t R, int64_t P>
+void fill_f32(const float* w, const float* x, int64_t K, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + R <= n; i += R) dot_rows_f32<R, P>(w + i * K, x, K, out + i);
+  for (; i < n; ++i) dot_rows_f32<1, P>(w + i * K, x, K, out + i);
+}
+
+template <int64_t R, int64_t P>
+void fill_int8(const int8_t* q, const float* x, int64_t K, const uint16_t* scale, int64_t S, int64_t G, int64_t n,
+               float* out) {
+  int64_t i = 0;
+  if (G % kStep == 0) {
+    for (; i + R <= n; i += R) dot_rows_int8_even<R, P>(q + i * K, x, K, scale + i * S, S, G, out + i);
+    for (; i < n; ++i) dot_rows_int8_even<1, P>(q + i * K, x, K, scale + i * S, S, G, out + i);
+  }
+  for (; i < n; ++i) out[i] = dot_int8_any<P>(q + i * K, x, K, scale + i * S, G);
+}
+
+using FillF32 = void (*)(const float*, const float*, int64_t, int64_t, float*);
+using FillInt8 = void (*)(const int8_t*, const float*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, float*);
+
+FillF32 f32_in_shape() {
+  static const FillF32 table[3][5] = {TOKENSTEP_EACH_PREFETCH(fill_f32, 1), TOKENSTEP_EACH_PREFETCH(fill_f32, 2),
+                                      TOKENSTEP_EACH_PREFETCH(fill_f32, 4)};
+  return table[g_shape.f32_rows.load(std::memory_order_relaxed)][g_shape.f32_prefetch.load(std::memory_order_relaxed)];
+}
+
+FillInt8 int8_in_shape() {
+  static const FillInt8 table[3][5] = {TOKENSTEP_EACH_PREFETCH(fill_int8, 1), TOKENSTEP_EACH_PREFETCH(fill_int8, 2),
+                                       TOKENSTEP_EACH_PREFETCH(fill_int8, 4)};
+  return table[g_shape.int8_rows.load(std::memory_order_relaxed)][g_shape.int8_prefetch.load(std::memory_order_relaxed)];
+}
+
+int index_of(const int64_t* list, int size, int64_t value, const char* what) {
+  for (int i = 0; i < size; ++i) {
+    if (list[i] == value) return i;
+  }
+  TORCH_CHECK(false, what, " ", value, " is not a candidate (rows per pass: 1, 2 or 4; prefetch: 0, 1024, 2048, ",
+              "4096 or 8192 bytes)");
+  return 0;
+}
+
+// The shape in force: float32 rows, prefetch bytes, int8 rows, prefetch bytes.
+std::vector<int64_t> get_shape() {
+  return {kShapeRows[g_shape.f32_rows.load()], kShapePrefetch[g_shape.f32_prefetch.load()],
+          kShapeRows[g_shape.int8_rows.load()], kShapePrefetch[g_shape.int8_prefetch.load()]};
+}
+
+// Sets the shape of the products from the next call on (every value checked first); returns it.
+std::vector<int64_t> set_shape(int64_t f32_rows, int64_t f32_prefetch, int64_t int8_rows, int64_t int8_prefetch) {
+  const int a = index_of(kShapeRows, 3, f32_rows, "float32 rows per pass");
+  const int b = index_of(kShapePrefetch, 5, f32_prefetch, "float32 prefetch");
+  const int c = index_of(kShapeRows, 3, int8_rows, "int8 rows per pass");
+  const int d = index_of(kShapePrefetch, 5, int8_prefetch, "int8 prefetch");
+  g_shape.f32_rows = a;
+  g_shape.f32_prefetch = b;
+  g_shape.int8_rows = c;
+  g_shape.int8_prefetch = d;
+  return get_shape();
 }
 
 // Four rows of x (K apart) times one weight row that sits in L1: each weight load serves four products.
@@ -406,11 +498,8 @@ at::Tensor gemv_f32(const at::Tensor& w, const at::Tensor& x, double alpha, cons
   const std::vector<float> alphas = row_alphas(x.data_ptr<float>(), 1, K, alpha, rms_eps);
   const at::Tensor h = weighted(x, norm_weight);
   const float* xp = h.data_ptr<float>();
-  auto fill = [=](int64_t r, int64_t n, float* out) {
-    int64_t i = 0;
-    for (; i + kRowBlock <= n; i += kRowBlock) dot_rows_f32(wp + (r + i) * K, xp, K, out + i);
-    for (; i < n; ++i) out[i] = dot_f32(wp + (r + i) * K, xp, K);
-  };
+  const FillF32 in_shape = f32_in_shape();
+  auto fill = [=](int64_t r, int64_t n, float* out) { in_shape(wp + r * K, xp, K, n, out); };
   if (glu) return rows_glu(w.size(0), x, alphas[0], bias, fill);
   return rows_one(w.size(0), x, alphas[0], bias, residual, fill);
 }
@@ -428,9 +517,8 @@ at::Tensor gemv_int8(const at::Tensor& q, const at::Tensor& scale, const at::Ten
   const std::vector<float> alphas = row_alphas(x.data_ptr<float>(), T, K, alpha, rms_eps);
   const at::Tensor h = weighted(x, norm_weight);
   const float* xp = h.data_ptr<float>();
-  auto fill = [=](int64_t r, int64_t n, float* out) {
-    for (int64_t i = 0; i < n; ++i) out[i] = dot_int8(qp + (r + i) * K, xp, K, sp + (r + i) * S, G);
-  };
+  const FillInt8 in_shape = int8_in_shape();
+  auto fill = [=](int64_t r, int64_t n, float* out) { in_shape(qp + r * K, xp, K, sp + r * S, S, G, n, out); };
   if (glu) return rows_glu(q.size(0), x, alphas[0], bias, fill);
   if (T == 1) return rows_one(q.size(0), x, alphas[0], bias, residual, fill);
   return rows(q.size(0), x, alphas, bias, residual, [=](int64_t r, auto&& put) {
@@ -660,6 +748,8 @@ TORCH_LIBRARY(tokenstep, m) {
   m.def("dequantize_int8(Tensor q, Tensor scale) -> Tensor");
   m.def("decode_layer(Tensor x, Tensor[] mats, Tensor?[] scales, Tensor?[] biases, Tensor?[] norms, Tensor kv, "
         "int position, Tensor rope, int heads, float attn_eps, float mlp_eps, int window) -> Tensor");
+  m.def("set_shape(int f32_rows, int f32_prefetch, int int8_rows, int int8_prefetch) -> int[]", set_shape);
+  m.def("get_shape() -> int[]", get_shape);
 }
 
 TORCH_LIBRARY_IMPL(tokenstep, CPU, m) {

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from . import cache_dir
+from . import cache_dir, kernel_shape
 from . import kernels as own_kernels
 from .config import ModelConfig
 from .errors import ModelFormatError
@@ -205,6 +205,7 @@ def load_model(spec: str | Path = "default", device: str = "auto", dtype: str = 
     manifest = cache_dir.read_manifest(folder) or {}
     if progress:
         progress("load", 1, 1)
+    kernel_shape.ensure(decoder, progress)  # the products' shape for this CPU: cached, else measured (~1 s, once)
     return LoadedModel(
         name=manifest.get("name") or folder_name(folder), folder=folder, config=config, decoder=decoder,
         tokenizer=tokenizer, defaults=sampler_defaults(generation), n_params=n_params, dtype=dtype_name,

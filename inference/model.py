@@ -35,6 +35,7 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 
+from . import kernel_shape
 from .config import ModelConfig
 from .kv_cache import KVCache, kv_bytes_per_token
 from .layers import Backend, Linear, Norm, decode_layer, slot_value, weight_slots
@@ -256,9 +257,10 @@ class Decoder:
     @property
     def decode_path(self) -> str:
         """How a decode step runs: each layer one kernels.cpp call, each product on the kernels, or stock."""
+        shape = f", {kernel_shape.describe(self.backend)}" if self.backend.kernels is not None else ""
         if self.fused_decode:
-            return "fused kernels"
-        return "kernels per product" if self.backend.kernels is not None else "stock torch"
+            return f"fused kernels{shape}"
+        return f"kernels per product{shape}" if self.backend.kernels is not None else "stock torch"
 
     def rebind(self, backend: Backend) -> None:
         """Run on `backend` from the next forward on: each float linear rebuilt in its class around the same

@@ -21,6 +21,7 @@ STAGES = {
     "write": "writing the converted model",
     "compile": "compiling the decode kernels, once (~15-60 s)",
     "load": "loading the weights",
+    "tune": "measuring the decode kernels' fastest shape on this CPU, once (~1 s)",
 }
 
 

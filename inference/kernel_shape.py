@@ -1,0 +1,254 @@
+"""The shape of the decode kernels' one-row products on this machine, chosen by measurement and cached.
+
+A shape is how kernels.cpp reads a matrix for one row of x: rows per pass (1, 2 or 4: each x load
+serves that many rows, that many streams are read at once) and how far ahead a software prefetch goes
+(0 to 8 KB), float32 and int8 each. Every shape gives the same products (bit for bit); only the speed
+differs, and by machine, not vendor: one row per pass decoded 1.3x faster than four on an AMD EPYC,
+four rows were fastest on an Intel Xeon. So `ensure` (called once a model is loaded) times every
+candidate on the model's own weights (its products in decode order, up to TUNE_BYTES), interleaved over
+ROUNDS rounds, keeps the one with the lowest median, and caches the choice in the kernels folder as JSON
+keyed by the CPU's model name and flags, the kernel library and the thread count (not when the machine
+was too busy for the passes to agree: QUIET_SPREAD). About a second, once; reported as the stage "tune". A model whose products are smaller than MIN_TUNE_BYTES (they would be
+timed from the CPU's caches, not memory) is not measured: it uses the cached shape, else the defaults.
+
+TOKENSTEP_KERNEL_SHAPE forces a shape: "f32=1x8192,int8=4x0" (rows x prefetch bytes; either part alone).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import random
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from . import cache_dir, kernels
+
+ROWS = (1, 2, 4)
+PREFETCH = (0, 1024, 2048, 4096, 8192)  # bytes; the lists kernels.cpp's set_shape accepts
+KINDS = ("f32", "int8")
+ENV = "TOKENSTEP_KERNEL_SHAPE"
+TUNE_BYTES = 128 << 20  # the products timed: the model's first ones in decode order, up to this many bytes
+MIN_TUNE_BYTES = 64 << 20  # less than this would be read from the CPU's caches: not measured
+ROUNDS = 5  # at most; after MIN_ROUNDS, no new round starts past BUDGET_S (after one, past 4 x BUDGET_S)
+MIN_ROUNDS = 3
+BUDGET_S = 1.5
+# The choice is cached only after MIN_ROUNDS rounds whose winner's passes agree within this factor (slowest /
+# fastest): on a machine busy with other work the ranking is noise, so it holds for this run only.
+QUIET_SPREAD = 1.5
+VERSION = 1
+
+
+class KernelShapeError(ValueError):
+    """A TOKENSTEP_KERNEL_SHAPE that names no candidate shape."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    rows: int
+    prefetch: int  # bytes
+
+    @property
+    def key(self) -> str:
+        return f"{self.rows}x{self.prefetch}"
+
+    def describe(self) -> str:
+        """'1 row/pass, prefetch 8 KB' (how the status bar and a trace say it)."""
+        ahead = f"prefetch {self.prefetch // 1024} KB" if self.prefetch else "no prefetch"
+        return f"{self.rows} row{'s' if self.rows > 1 else ''}/pass, {ahead}"
+
+
+CANDIDATES = tuple(Shape(r, p) for r in ROWS for p in PREFETCH)
+
+
+def parse(value: str) -> dict[str, Shape]:
+    """'f32=1x8192,int8=4x0' -> {kind: Shape}; anything else is a one-line KernelShapeError."""
+    shapes: dict[str, Shape] = {}
+    try:
+        for part in value.split(","):
+            kind, rows, prefetch = part.strip().replace("=", "x").split("x")
+            kind = {"float32": "f32"}.get(kind.strip(), kind.strip())
+            shape = Shape(int(rows), int(prefetch))
+            if kind not in KINDS or kind in shapes or shape not in CANDIDATES:
+                raise ValueError
+            shapes[kind] = shape
+    except ValueError:
+        raise KernelShapeError(
+            f"{ENV}={value!r}: expected e.g. 'f32=1x8192,int8=4x0' (kind f32 or int8 = rows x prefetch bytes; "
+            f"rows {', '.join(map(str, ROWS))}; prefetch {', '.join(map(str, PREFETCH))})") from None
+    return shapes
+
+
+def forced() -> dict[str, Shape]:
+    value = os.environ.get(ENV, "").strip()
+    return parse(value) if value else {}
+
+
+def cpu_identity() -> dict:
+    """The CPU's model name and flags (what the choice is keyed by, never the vendor alone)."""
+    model, flags = platform.processor(), []
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and not flags:
+                model = value.strip()
+            elif key.strip() == "flags":
+                flags = sorted(value.split())
+                break
+    except OSError:
+        pass
+    return {"cpu": model, "flags": flags}
+
+
+def cache_file() -> Path:
+    """This CPU's, this kernel library's and this thread count's file in the kernels folder."""
+    identity = {**cpu_identity(), "library": kernels._target().stem, "threads": torch.get_num_threads()}
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+    return cache_dir.cache_root() / "kernels" / f"shape-{key}.json"
+
+
+def read_cached(path: Path) -> dict[str, Shape]:
+    """The shapes a cache file holds; none from a missing, unreadable or malformed file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("version") != VERSION:
+            return {}
+        shapes = {kind: Shape(int(data[kind]["rows"]), int(data[kind]["prefetch"])) for kind in KINDS if kind in data}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {}
+    return {kind: shape for kind, shape in shapes.items() if shape in CANDIDATES}
+
+
+def write_cached(path: Path, kind: str, shape: Shape, times: dict[Shape, list[float]], nbytes: int) -> None:
+    """Adds `kind`'s choice (and what it was measured on) to the file; a cache that cannot be written
+    only means measuring again next time."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data = data if isinstance(data, dict) and data.get("version") == VERSION else {}
+    except (OSError, ValueError):
+        data = {}
+    data.update(version=VERSION, **cpu_identity(), library=kernels._target().stem, threads=torch.get_num_threads())
+    data[kind] = {"rows": shape.rows, "prefetch": shape.prefetch, "bytes": nbytes,
+                  "rounds": min(len(t) for t in times.values()),
+                  "median_ms": {s.key: round(statistics.median(t), 4) for s, t in times.items()},
+                  "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.part")
+        partial.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        os.replace(partial, path)
+    except OSError:
+        pass
+
+
+def in_force(ops) -> dict[str, Shape]:
+    f32_rows, f32_prefetch, int8_rows, int8_prefetch = ops.get_shape()
+    return {"f32": Shape(f32_rows, f32_prefetch), "int8": Shape(int8_rows, int8_prefetch)}
+
+
+def apply(ops, kind: str, shape: Shape) -> None:
+    shapes = {**in_force(ops), kind: shape}
+    ops.set_shape(shapes["f32"].rows, shapes["f32"].prefetch, shapes["int8"].rows, shapes["int8"].prefetch)
+
+
+def kind_of(backend) -> str:
+    return "int8" if backend.dtype == torch.int8 else "f32"
+
+
+def products(weights, kind: str, limit: int = TUNE_BYTES) -> list[tuple]:
+    """(weight, scale or None, x) of the model's one-row products of `kind` in decode order, up to `limit` bytes."""
+    out, total = [], 0
+    for lin in weights.linears():
+        w, scale = lin.weight, getattr(lin, "scale", None)
+        this = "int8" if w.dtype == torch.int8 and scale is not None else "f32" if w.dtype == torch.float32 else None
+        if this != kind or total >= limit:
+            continue
+        out.append((w, scale, torch.randn(1, w.shape[1], generator=torch.Generator().manual_seed(len(out)))))
+        total += w.numel() * w.element_size()
+    return out
+
+
+def nbytes(mats: list[tuple]) -> int:
+    return sum(w.numel() * w.element_size() + (s.numel() * s.element_size() if s is not None else 0)
+               for w, s, _ in mats)
+
+
+def run_products(ops, mats: list[tuple]) -> None:
+    for w, scale, x in mats:
+        if scale is None:
+            ops.gemv_f32(w, x, 1.0, None, None)
+        else:
+            ops.gemv_int8(w, scale, x, 1.0, None, None)
+
+
+def measure(ops, mats: list[tuple], kind: str, rounds: int = ROUNDS, shapes=CANDIDATES,
+            beside=None, budget_s: float | None = BUDGET_S) -> dict[Shape, list[float]]:
+    """Milliseconds of one pass over `mats` in each shape: every round runs every shape once, in a fresh
+    order (so a slow spell of a shared machine falls on all of them); after MIN_ROUNDS no round starts
+    past `budget_s`, after one none past 4 x `budget_s`. `beside(shape, ms)`, when given, runs after each pass (the benchmark times a read of
+    the same bytes there). The shape in force is kept."""
+    started = time.perf_counter()
+    before = in_force(ops)
+    times: dict[Shape, list[float]] = {s: [] for s in shapes}
+    order = list(shapes)
+    try:
+        with torch.inference_mode():
+            run_products(ops, mats)  # warm-up: first calls pay one-off costs
+            for round_ in range(rounds):
+                elapsed = time.perf_counter() - started
+                if budget_s is not None and (round_ >= MIN_ROUNDS and elapsed > budget_s or
+                                             round_ >= 1 and elapsed > 4 * budget_s):  # a very busy machine
+                    break
+                random.Random(round_).shuffle(order)
+                for shape in order:
+                    apply(ops, kind, shape)
+                    started = time.perf_counter()
+                    run_products(ops, mats)
+                    times[shape].append((time.perf_counter() - started) * 1000)
+                    if beside is not None:
+                        beside(shape, times[shape][-1])
+    finally:
+        apply(ops, "f32", before["f32"])
+        apply(ops, "int8", before["int8"])
+    return times
+
+
+def fastest(times: dict[Shape, list[float]]) -> Shape:
+    return min(times, key=lambda s: statistics.median(times[s]))
+
+
+def ensure(decoder, progress=None) -> Shape | None:
+    """The shape of this model's products put in force: forced by TOKENSTEP_KERNEL_SHAPE, else this machine's
+    cached choice, else measured now on the model's weights and cached. None off the kernels."""
+    force = forced()  # a bad value is an error even off the kernels: never silently ignored
+    ops = decoder.backend.kernels
+    if ops is None:
+        return None
+    kind = kind_of(decoder.backend)
+    path = cache_file()
+    shape = force.get(kind) or read_cached(path).get(kind)
+    if shape is None:
+        mats = products(decoder.weights, kind)
+        if nbytes(mats) < MIN_TUNE_BYTES:
+            return in_force(ops)[kind]  # too small to tell: the defaults (or the shape set before)
+        if progress:
+            progress("tune", 0, 1)
+        times = measure(ops, mats, kind)
+        shape = fastest(times)
+        if min(map(len, times.values())) >= MIN_ROUNDS and max(times[shape]) <= QUIET_SPREAD * min(times[shape]):
+            write_cached(path, kind, shape, times, nbytes(mats))
+        if progress:
+            progress("tune", 1, 1)
+    apply(ops, kind, shape)
+    return shape
+
+
+def describe(backend) -> str:
+    """The shape in force for this backend's products ('1 row/pass, prefetch 8 KB'); '' off the kernels."""
+    return in_force(backend.kernels)[kind_of(backend)].describe() if backend.kernels is not None else ""

@@ -1,0 +1,199 @@
+"""The decode kernels' shape (rows per pass, prefetch distance): every shape gives the same products, the
+choice is measured once and cached per machine, TOKENSTEP_KERNEL_SHAPE forces one. Skipped where the
+kernels cannot be built."""
+
+import json
+
+import pytest
+import torch
+from tiny import make_hf_model, save_hf_model
+
+from inference import kernel_shape, kernels, progress
+from inference.errors import one_line
+from inference.kernel_shape import CANDIDATES, ENV, KernelShapeError, Shape
+from inference.loading import load_model
+from inference.quant import dequantize, quantize_rows
+
+ops = kernels.ops()
+pytestmark = pytest.mark.skipif(ops is None, reason="decode kernels unavailable here (see stderr)")
+
+
+@pytest.fixture(autouse=True)
+def shape_kept(monkeypatch, tmp_path):
+    """Each test's shape changes undone after it; the shape cache in a folder of its own; no forced shape."""
+    before = ops.get_shape()
+    monkeypatch.setenv("TOKENSTEP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv(ENV, raising=False)
+    yield
+    ops.set_shape(*before)
+
+
+def _in_each_shape(kind, product):
+    out = {}
+    for shape in CANDIDATES:
+        kernel_shape.apply(ops, kind, shape)
+        assert kernel_shape.in_force(ops)[kind] == shape
+        out[shape] = product()
+    return out
+
+
+@pytest.mark.parametrize("out_features, in_features", [(1536, 576), (130, 100), (7, 37), (67, 16)])
+def test_every_f32_shape_gives_the_same_bits(out_features, in_features):
+    """Plain, with bias + residual, with the folded RMSNorm, gated: bit-identical in every shape, and
+    within 1e-5 of the float64 product."""
+    g = torch.Generator().manual_seed(in_features)
+    w = torch.randn(2 * out_features, in_features, generator=g)
+    x = torch.randn(1, in_features, generator=g)
+    bias, residual = torch.randn(2 * out_features, generator=g), torch.randn(1, 2 * out_features, generator=g)
+    results = _in_each_shape("f32", lambda: (ops.gemv_f32(w, x, 0.7, bias, residual),
+                                             ops.gemv_f32(w, x, 1.0, None, None, 1e-5),
+                                             ops.gemv_f32(w, x, 1.0, bias, None, 1e-5, True)))
+    first = results[CANDIDATES[0]]
+    assert all(all(torch.equal(a, b) for a, b in zip(first, r)) for r in results.values())
+    expected = 0.7 * (x.double() @ w.double().t()) + bias.double() + residual.double()
+    assert (first[0].double() - expected).abs().max().item() <= 1e-5 * expected.abs().max().item() + 1e-5
+
+
+@pytest.mark.parametrize("out_features, in_features, group", [(576, 1536, 64), (130, 128, 64), (9, 70, 70),
+                                                               (40, 96, 32), (17, 48, 48)])
+def test_every_int8_shape_gives_the_same_bits(out_features, in_features, group):
+    """Group sizes that are and are not a multiple of the kernels' step; row counts not a multiple of 4."""
+    g = torch.Generator().manual_seed(out_features)
+    q, scale = quantize_rows(torch.randn(out_features, in_features, generator=g), group)
+    x = torch.randn(1, in_features, generator=g)
+    residual = torch.randn(1, out_features, generator=g)
+    results = _in_each_shape("int8", lambda: ops.gemv_int8(q, scale, x, 1.3, None, residual))
+    first = results[CANDIDATES[0]]
+    assert all(torch.equal(first, r) for r in results.values())
+    expected = 1.3 * (x.double() @ dequantize(q, scale).double().t()) + residual.double()
+    assert (first.double() - expected).abs().max().item() <= 1e-5 * expected.abs().max().item() + 1e-5
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_fused_decode_gives_the_same_logits_in_every_shape(tmp_path, dtype):
+    """decode_layer reads its matrices in the shape in force: the same logits, step after step."""
+    model = load_model(save_hf_model(make_hf_model("llama"), tmp_path / "tiny"), device="cpu", dtype=dtype)
+    assert model.decoder.fused_decode
+    kind = kernel_shape.kind_of(model.decoder.backend)
+    ids = torch.tensor([5, 77, 200, 31, 9, 140, 3])
+
+    def decode():
+        cache = model.decoder.new_cache(len(ids))
+        with torch.inference_mode():
+            model.decoder.forward(ids[:3], 0, cache)
+            return torch.cat([model.decoder.forward(ids[i:i + 1], i, cache) for i in range(3, len(ids))])
+
+    results = _in_each_shape(kind, decode)
+    first = results[CANDIDATES[0]]
+    assert all(torch.equal(first, r) for r in results.values())
+    kernel_shape.apply(ops, kind, Shape(2, 4096))
+    assert model.info().decode_path == "fused kernels, 2 rows/pass, prefetch 4 KB"
+
+
+def test_set_shape_refuses_a_shape_that_is_no_candidate():
+    before = ops.get_shape()
+    for bad in ((3, 0, 1, 0), (1, 100, 1, 0), (1, 0, 8, 0), (1, 0, 1, -64)):
+        with pytest.raises(RuntimeError, match="not a candidate"):
+            ops.set_shape(*bad)
+        assert ops.get_shape() == before  # nothing half-set
+
+
+@pytest.fixture
+def tuned_on_tiny(monkeypatch):
+    """ensure() measuring even a tiny model (2 quick rounds), with every measurement counted."""
+    calls = []
+    measure = kernel_shape.measure
+
+    def counted(*args, **kwargs):
+        calls.append(args[2])
+        return measure(*args, **{**kwargs, "rounds": 2})
+
+    monkeypatch.setattr(kernel_shape, "MIN_TUNE_BYTES", 0)
+    monkeypatch.setattr(kernel_shape, "QUIET_SPREAD", float("inf"))  # a tiny model's passes take microseconds
+    monkeypatch.setattr(kernel_shape, "MIN_ROUNDS", 1)
+    monkeypatch.setattr(kernel_shape, "measure", counted)
+    return calls
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_the_choice_is_measured_once_cached_and_reused(tmp_path, tuned_on_tiny, dtype):
+    folder = save_hf_model(make_hf_model("llama"), tmp_path / "tiny")
+    stages = []
+    model = load_model(folder, device="cpu", dtype=dtype, progress=lambda *a: stages.append(a))
+    kind = "int8" if dtype == "int8" else "f32"
+    assert tuned_on_tiny == [kind] and ("tune", 0, 1) in stages and stages[-1] == ("tune", 1, 1)
+    assert "once" in progress.STAGES["tune"]  # the words the status bar and the terminal show meanwhile
+    path = kernel_shape.cache_file()
+    data = json.loads(path.read_text())
+    chosen = kernel_shape.in_force(ops)[kind]
+    assert kernel_shape.read_cached(path) == {kind: chosen}
+    assert data[kind]["rounds"] == 2 and set(data[kind]["median_ms"]) == {s.key for s in CANDIDATES}
+    assert data["library"] == kernels._target().stem and data["flags"] == kernel_shape.cpu_identity()["flags"]
+    assert model.info().decode_path == f"fused kernels, {chosen.describe()}"
+    # next time the file decides, without measuring: shown by a choice written into it by hand
+    other = next(s for s in CANDIDATES if s != chosen)
+    data[kind].update(rows=other.rows, prefetch=other.prefetch)
+    path.write_text(json.dumps(data))
+    stages.clear()
+    assert kernel_shape.ensure(model.decoder, lambda *a: stages.append(a)) == other
+    assert kernel_shape.in_force(ops)[kind] == other and tuned_on_tiny == [kind] and stages == []
+
+
+@pytest.mark.parametrize("text", ["{", "[]", "null", '{"version": 1, "f32": {"rows": 3, "prefetch": 0}}',
+                                  '{"version": 1, "f32": {"rows": "x"}}', '{"version": 99, "f32": {"rows": 1, '
+                                  '"prefetch": 0}}', "\x00\xff"])
+def test_a_corrupt_cache_file_is_ignored_and_rewritten(tmp_path, tuned_on_tiny, text):
+    model = load_model(save_hf_model(make_hf_model("llama"), tmp_path / "tiny"), device="cpu", dtype="float32")
+    path = kernel_shape.cache_file()
+    path.write_text(text)
+    tuned_on_tiny.clear()
+    shape = kernel_shape.ensure(model.decoder)
+    assert tuned_on_tiny == ["f32"] and kernel_shape.read_cached(path) == {"f32": shape}
+
+
+def test_a_small_model_is_not_measured_and_leaves_no_file(tmp_path):
+    """Its products would be timed from the CPU's caches: the defaults (or the shape in force) stay."""
+    before = kernel_shape.in_force(ops)["f32"]
+    model = load_model(save_hf_model(make_hf_model("llama"), tmp_path / "tiny"), device="cpu", dtype="float32")
+    assert kernel_shape.in_force(ops)["f32"] == before
+    assert not kernel_shape.cache_file().exists()
+    assert model.info().decode_path == f"fused kernels, {before.describe()}"
+
+
+def test_the_env_knob_forces_a_shape_without_measuring(tmp_path, tuned_on_tiny, monkeypatch):
+    monkeypatch.setenv(ENV, "f32=1x8192, int8=4x0")
+    assert kernel_shape.forced() == {"f32": Shape(1, 8192), "int8": Shape(4, 0)}
+    folder = save_hf_model(make_hf_model("llama"), tmp_path / "tiny")
+    for dtype, shape in (("float32", Shape(1, 8192)), ("int8", Shape(4, 0))):
+        model = load_model(folder, device="cpu", dtype=dtype)
+        assert kernel_shape.in_force(ops)[kernel_shape.kind_of(model.decoder.backend)] == shape
+    assert tuned_on_tiny == [] and not kernel_shape.cache_file().exists()
+    monkeypatch.setenv(ENV, "int8=2x2048")  # only int8 forced: float32 is measured as usual
+    load_model(folder, device="cpu", dtype="float32")
+    assert tuned_on_tiny == ["f32"]
+
+
+@pytest.mark.parametrize("value", ["f32=3x0", "f32=1x100", "gpu=1x0", "f32=1", "f32=1x0,f32=2x0", "1x0",
+                                   "f32=ax0", "f32=1x0;int8=1x0"])
+def test_a_bad_env_knob_is_one_line_naming_the_variable(tmp_path, monkeypatch, value):
+    monkeypatch.setenv(ENV, value)
+    with pytest.raises(KernelShapeError) as caught:
+        load_model(save_hf_model(make_hf_model("llama"), tmp_path / "tiny"), device="cpu", dtype="float32")
+    line = one_line(caught.value)
+    assert line.startswith(f"{ENV}=") and "\n" not in str(caught.value) and "f32=1x8192" in line
+
+
+def test_a_noisy_measurement_holds_for_this_run_but_is_not_cached(tmp_path, tuned_on_tiny, monkeypatch):
+    """The winner's passes disagree by more than QUIET_SPREAD, or the time ran out before MIN_ROUNDS rounds
+    (a machine busy with other work): in force now, measured again next time."""
+    model = load_model(save_hf_model(make_hf_model("llama"), tmp_path / "tiny"), device="cpu", dtype="float32")
+    kernel_shape.cache_file().unlink()  # measured (quietly enough) while loading: start without a choice
+    winner = Shape(2, 1024)
+    monkeypatch.setattr(kernel_shape, "QUIET_SPREAD", 1.5)
+    monkeypatch.setattr(kernel_shape, "MIN_ROUNDS", 3)
+    for winner_ms, cached in (([1.0, 1.1, 2.0], False), ([1.0], False), ([1.0, 1.1, 1.2], True)):
+        timings = {s: [5.0] * len(winner_ms) for s in CANDIDATES}
+        timings[winner] = winner_ms
+        monkeypatch.setattr(kernel_shape, "measure", lambda *a, **k: timings)
+        assert kernel_shape.ensure(model.decoder) == winner == kernel_shape.in_force(ops)["f32"]
+        assert kernel_shape.cache_file().exists() == cached
