@@ -12,6 +12,9 @@ The head ranks every token with its int8 product and rescores its best RESCORED 
 
 from __future__ import annotations
 
+import functools
+import os
+import sys
 from dataclasses import dataclass, field
 
 import torch
@@ -24,6 +27,11 @@ INT8_GROUP = 64  # weights that share one int8 scale along a row
 # 32 tokens 60 vs 51 ms.
 KERNEL_ROWS = 16
 RESCORED = 64  # tokens an int8 head rescores in float
+# How one-row int8 products run on the own kernels (kernels_vnni.cpp's Int8Path): "float" widens each weight
+# to float32 against float32 activations; "integer" quantises the row of activations to int8 per weight
+# group and multiplies on AVX-512 VNNI ("integer-row": one activation scale per row). TOKENSTEP_INT8_PATH
+# picks one; the default is "integer" where the CPU has VNNI, else "float" (the only one without it).
+INT8_PATHS = {"float": 0, "integer": 1, "integer-row": 2}
 
 
 def quantize_rows(weight: torch.Tensor, group: int = INT8_GROUP) -> tuple[torch.Tensor, torch.Tensor]:
@@ -52,12 +60,30 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     return (q.reshape(out, scale.shape[1], -1).float() * scale.float()[:, :, None]).reshape(out, size)
 
 
+def int8_path(kernels) -> str:
+    """The one-row int8 path the own kernels take here: TOKENSTEP_INT8_PATH, else "integer" with VNNI."""
+    vnni = bool(kernels.has_vnni())
+    wanted = os.environ.get("TOKENSTEP_INT8_PATH", "").strip().lower() or ("integer" if vnni else "float")
+    if wanted not in INT8_PATHS:
+        raise ValueError(f"TOKENSTEP_INT8_PATH={wanted!r}: one of {', '.join(INT8_PATHS)}")
+    if wanted != "float" and not vnni:
+        _say_once(f"[tokenstep] TOKENSTEP_INT8_PATH={wanted}: this CPU has no AVX-512 VNNI; using float")
+        return "float"
+    return wanted
+
+
+@functools.lru_cache(maxsize=None)
+def _say_once(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
 def int8_linear(weight: torch.Tensor, bias: torch.Tensor | None, backend: Backend) -> Linear:
     """weight (out, in), float, quantised for this backend's int8 product; bias stays float."""
     device = backend.device
     if backend.kernels is not None:
         q, scale = quantize_rows(weight.float())
-        return KernelInt8Linear(q.to(device).contiguous(), bias, kernels=backend.kernels, scale=scale.to(device))
+        return KernelInt8Linear(q.to(device).contiguous(), bias, kernels=backend.kernels, scale=scale.to(device),
+                                path=INT8_PATHS[int8_path(backend.kernels)])
     if device.type == "cpu":
         # Group-wise scales need kernels.cpp on CPU. Without it, one scale per row, shaped (out,), lets
         # torch's int8 kernel run: less exact but faster than float32 (117 vs 67 tokens/s here), where
@@ -116,6 +142,7 @@ class KernelInt8Linear(KernelLinear):
     dequantise the matrix (on the kernels too) for BLAS."""
 
     scale: torch.Tensor | None = field(default=None)  # (out, groups) bfloat16
+    path: int = field(default=0, metadata={"derived": True})  # INT8_PATHS: how one row's product runs
 
     def on_kernels(self, x: torch.Tensor) -> bool:
         return x.shape[0] <= KERNEL_ROWS
@@ -124,6 +151,9 @@ class KernelInt8Linear(KernelLinear):
         return self.kernels.dequantize_int8(self.weight, self.scale)  # a transient (out, in) float32
 
     def _gemv(self, x, alpha, residual, rms_eps, glu, norm_weight) -> torch.Tensor:
+        if self.path and x.shape[0] == 1:
+            return self.kernels.gemv_int8_integer(self.weight, self.scale, x, alpha, self.bias, residual, rms_eps,
+                                                  glu, norm_weight, self.path == INT8_PATHS["integer-row"])
         return self.kernels.gemv_int8(self.weight, self.scale, x, alpha, self.bias, residual, rms_eps, glu,
                                       norm_weight)
 

@@ -1,0 +1,157 @@
+"""The integer int8 path (inference/kernels_vnni.cpp: activations quantised to int8, products on AVX-512 VNNI)
+against a torch reference of the same quantisation math, and how the path is chosen (quant.int8_path).
+
+The kernel tests are skipped where the kernels cannot be built or the CPU has no VNNI; the path choice is
+tested everywhere the kernels build."""
+
+import pytest
+import torch
+from tiny import make_hf_model, save_hf_model
+
+from inference import kernels, quant
+from inference.loading import load_model
+from inference.quant import INT8_PATHS, KernelInt8Linear, dequantize, quantize_rows
+
+ops = kernels.ops()
+pytestmark = pytest.mark.skipif(ops is None, reason="decode kernels unavailable here (see stderr)")
+vnni = pytest.mark.skipif(ops is None or not ops.has_vnni(), reason="this CPU has no AVX-512 VNNI")
+
+
+def quantize_activations(h: torch.Tensor, group: int, per_row: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """h (K,) float32 -> xq (K / group, group) int values in [-127, 127] and the scales (K / group,): the
+    math kernels_vnni.cpp does, in float32 (127 / amax, a product, round half to even)."""
+    grouped = h.view(-1, group)
+    amax = grouped.abs().amax(1)
+    if per_row:
+        amax = amax.max().expand_as(amax)
+    safe = torch.where(amax > 0, amax, torch.ones_like(amax))
+    inv = torch.tensor(127.0, dtype=torch.float32) / safe
+    xq = torch.round(grouped * inv[:, None]).clamp(-127, 127)
+    xq = torch.where(amax[:, None] > 0, xq, torch.zeros_like(xq))
+    return xq, torch.where(amax > 0, amax / 127.0, torch.zeros_like(amax))
+
+
+def reference(q, scale, x, alpha=1.0, rms_eps=-1.0, norm_weight=None, per_row=False) -> torch.Tensor:
+    """alpha (* 1 / rms(x)) * sum over groups of (weight scale * activation scale) * exact integer sums."""
+    K = x.shape[1]
+    group = K // scale.shape[1]
+    gain = alpha
+    if rms_eps >= 0:
+        gain = alpha / (x.double().pow(2).mean() + rms_eps).sqrt().item()
+    h = x[0] if norm_weight is None else x[0] * norm_weight
+    xq, xs = quantize_activations(h, group, per_row)
+    sums = (q.view(q.shape[0], -1, group).long() * xq.long()[None]).sum(-1)  # (out, groups), exact
+    return gain * (sums.double() * scale.double() * xs.double()[None]).sum(-1)[None]  # (1, out)
+
+
+def close(got: torch.Tensor, want: torch.Tensor, rel: float = 1e-5) -> bool:
+    return (got.double() - want).abs().max().item() <= rel * want.abs().max().item() + 1e-6
+
+
+@vnni
+@pytest.mark.parametrize("K, group", [(576, 64), (1536, 64), (64, 64), (100, 100), (96, 32), (48, 16), (200, 200),
+                                      (130, 130)])
+@pytest.mark.parametrize("per_row", [False, True])
+def test_activation_quantisation_matches_torch(K, group, per_row):
+    g = torch.Generator().manual_seed(K + group)
+    x = torch.randn(K, generator=g) * torch.linspace(0.1, 4.0, K)  # groups of different ranges
+    xq, scales = ops.quantize_activations(x, group, per_row)
+    want_q, want_s = quantize_activations(x, group, per_row)
+    assert torch.equal(xq[:, :group].float(), want_q)
+    assert not xq[:, group:].any()  # the padding of a group to whole 64-byte chunks is zero
+    assert torch.equal(scales, want_s)
+
+
+@vnni
+@pytest.mark.parametrize("out_features, K, group", [(960, 576, 64), (576, 1536, 64), (33, 576, 64), (7, 100, 100),
+                                                    (40, 96, 32), (17, 48, 16), (5, 200, 200), (130, 64, 64)])
+@pytest.mark.parametrize("per_row", [False, True])
+def test_integer_product_matches_the_exact_integer_math(out_features, K, group, per_row):
+    """Odd row counts (threads' ranges, blocks of 64 rows), groups of one 64-byte chunk, several chunks with
+    a masked last one, groups shorter than a chunk."""
+    g = torch.Generator().manual_seed(out_features * K)
+    q, scale = quantize_rows(torch.randn(out_features, K, generator=g), group)
+    assert scale.shape[1] == K // group
+    x = torch.randn(1, K, generator=g) * 2
+    bias, residual = torch.randn(out_features, generator=g), torch.randn(1, out_features, generator=g)
+    got = ops.gemv_int8_integer(q, scale, x, 1.3, bias, residual, -1.0, False, None, per_row)
+    want = reference(q, scale, x, 1.3, per_row=per_row)
+    assert got.shape == (1, out_features)
+    assert close(got - bias - residual, want)
+    assert close(got, want + bias.double() + residual.double())
+    # and it is a product of the dequantised matrix within the activations' int8 step
+    exact = 1.3 * (x.double() @ dequantize(q, scale).double().t())
+    assert (got.double() - bias - residual - exact).abs().max().item() < 0.05 * exact.abs().max().item()
+
+
+@vnni
+@pytest.mark.parametrize("per_row", [False, True])
+def test_integer_product_with_rms_norm_and_glu(per_row):
+    g = torch.Generator().manual_seed(7)
+    K, F = 576, 96
+    q, scale = quantize_rows(torch.randn(2 * F, K, generator=g))
+    x = torch.randn(1, K, generator=g) * 3
+    norm_weight = torch.rand(K, generator=g) + 0.5
+    got = ops.gemv_int8_integer(q, scale, x, 1.0, None, None, 1e-5, False, norm_weight, per_row)
+    want = reference(q, scale, x, 1.0, 1e-5, norm_weight, per_row)
+    assert close(got, want)
+    bias = torch.randn(2 * F, generator=g)
+    glu = ops.gemv_int8_integer(q, scale, x, 1.0, bias, None, 1e-5, True, norm_weight, per_row)
+    gate, up = (want[0] + bias.double()).chunk(2)
+    assert glu.shape == (1, F)
+    assert close(glu, (torch.nn.functional.silu(gate) * up)[None], 1e-4)
+
+
+@vnni
+def test_zero_activations_give_the_bias():
+    q, scale = quantize_rows(torch.randn(20, 128))
+    bias = torch.randn(20)
+    assert torch.equal(ops.gemv_int8_integer(q, scale, torch.zeros(1, 128), 1.0, bias, None), bias[None])
+
+
+def test_the_path_follows_the_env_knob_and_the_cpu(monkeypatch):
+    monkeypatch.delenv("TOKENSTEP_INT8_PATH", raising=False)
+    assert quant.int8_path(ops) == ("integer" if ops.has_vnni() else "float")
+    monkeypatch.setenv("TOKENSTEP_INT8_PATH", "float")
+    assert quant.int8_path(ops) == "float"
+    monkeypatch.setenv("TOKENSTEP_INT8_PATH", "integer-row")
+    assert quant.int8_path(ops) == ("integer-row" if ops.has_vnni() else "float")
+    monkeypatch.setenv("TOKENSTEP_INT8_PATH", "fast")
+    with pytest.raises(ValueError, match="TOKENSTEP_INT8_PATH"):
+        quant.int8_path(ops)
+
+    class NoVnni:  # an AVX2-only machine: only the float path exists there
+        @staticmethod
+        def has_vnni():
+            return False
+
+    monkeypatch.setenv("TOKENSTEP_INT8_PATH", "integer")
+    assert quant.int8_path(NoVnni) == "float"
+
+
+def _int8_decoder(tmp_path, monkeypatch, path: str):
+    monkeypatch.setenv("TOKENSTEP_INT8_PATH", path)
+    folder = save_hf_model(make_hf_model("llama", seed=3), tmp_path / path)
+    return load_model(folder, device="cpu", dtype="int8").decoder
+
+
+@vnni
+def test_decode_runs_on_the_path_chosen(tmp_path, monkeypatch):
+    """The fused decode layer and the head take the integer path when chosen; their logits stay within the
+    activations' int8 step of the float path's, and prefill (many rows, every row's logits) is the float
+    path's exactly."""
+    steps = {}
+    for path in ("float", "integer"):
+        decoder = _int8_decoder(tmp_path, monkeypatch, path)
+        linears = [lin for layer in decoder.weights.layers for lin in (layer.qkv, layer.o, layer.mlp_in, layer.mlp_out)]
+        assert all(isinstance(lin, KernelInt8Linear) and lin.path == INT8_PATHS[path] for lin in linears)
+        assert decoder.weights.lm_head.linear.path == INT8_PATHS[path]
+        ids = torch.tensor([1, 5, 9, 2, 7])
+        with torch.inference_mode():
+            cache = decoder.new_cache(16)
+            prefill = decoder.forward(ids, 0, cache, all_logits=True)
+            steps[path] = (prefill, decoder.forward(torch.tensor([4]), 5, cache))
+    assert torch.equal(steps["float"][0], steps["integer"][0])
+    float_step, integer_step = steps["float"][1], steps["integer"][1]
+    assert not torch.equal(float_step, integer_step)  # the integer path really ran
+    assert (float_step - integer_step).abs().max().item() < 0.05 * float_step.abs().max().item()
