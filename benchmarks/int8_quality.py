@@ -10,7 +10,8 @@ activations, or with activations quantised to int8 per weight group (or per row)
 - greedy agreement, teacher-forced: float32 writes a greedy continuation; both models then read that same
   sequence one decode step at a time, and at each position we compare their argmax (a fair measure: one
   early disagreement does not make every later position differ);
-- perplexity of tests/paragraph.py's PARAGRAPH under each model.
+- perplexity of tests/paragraph.py's PARAGRAPH under each model, from one prefill (every row at once) and
+  read one decode step at a time (the one-row products, where the int8 paths differ).
 """
 
 from __future__ import annotations
@@ -99,6 +100,19 @@ def perplexity(model) -> float:
     return math.exp(torch.nn.functional.cross_entropy(logits[:-1].double(), torch.tensor(ids[1:])).item())
 
 
+def decode_perplexity(model) -> float:
+    """The same perplexity read one token at a time (decode steps): the path an int8 model's one-row
+    products take (a prefill's many rows keep float activations)."""
+    ids = model.tokenizer.encode(PARAGRAPH)
+    cache = model.decoder.new_cache(len(ids))
+    nll = 0.0
+    with torch.inference_mode():
+        for position in range(len(ids) - 1):
+            logits = model.decoder.forward(torch.tensor(ids[position:position + 1]), position, cache)[0]
+            nll -= float(torch.log_softmax(logits.double(), 0)[ids[position + 1]])
+    return math.exp(nll / (len(ids) - 1))
+
+
 def _int8_path(model) -> str | None:
     """The path the int8 model's one-row products take (quant.INT8_PATHS), None when not on the kernels."""
     from inference.quant import INT8_PATHS
@@ -137,8 +151,10 @@ def main(argv=None) -> int:
         print(f"{prompt[:52]:52s} {a['text']!r:>14s} {a['p']:.4f} {b['text']!r:>14s} {b['p']:.4f} "
               f"{abs(a['p'] - b['p']):7.4f} {forced['agreement']:10.1%}   float32 lead over "
               f"{a['runner_up']!r}: {a['lead']:.4f}")
+    report["perplexity_by_decode"] = {}
     for name, model in models.items():
         report["perplexity"][name] = perplexity(model)
+        report["perplexity_by_decode"][name] = decode_perplexity(model)
     agreements = [f["agreement"] for f in report["teacher_forced"].values()]
     report["summary"] = {
         "first_step_top1_equal": all(f["float32"]["token"] == f[args.dtype]["token"]
@@ -148,10 +164,14 @@ def main(argv=None) -> int:
         "teacher_forced_agreement": sum(agreements) / len(agreements),
         "teacher_forced_min_agreement": min(agreements),
         "perplexity_ratio": report["perplexity"][args.dtype] / report["perplexity"]["float32"],
+        "perplexity_by_decode_ratio": report["perplexity_by_decode"][args.dtype]
+        / report["perplexity_by_decode"]["float32"],
     }
     s = report["summary"]
     print(f"perplexity: float32 {report['perplexity']['float32']:.3f}, {args.dtype} "
-          f"{report['perplexity'][args.dtype]:.3f} (ratio {s['perplexity_ratio']:.4f})")
+          f"{report['perplexity'][args.dtype]:.3f} (ratio {s['perplexity_ratio']:.4f}); read by decode steps: "
+          f"float32 {report['perplexity_by_decode']['float32']:.3f}, {args.dtype} "
+          f"{report['perplexity_by_decode'][args.dtype]:.3f} (ratio {s['perplexity_by_decode_ratio']:.4f})")
     print(f"first step: top-1 equal on every prompt: {s['first_step_top1_equal']}, largest |dp| "
           f"{s['first_step_max_p_difference']:.4f}")
     print(f"teacher-forced greedy agreement: mean {s['teacher_forced_agreement']:.1%}, "

@@ -155,3 +155,24 @@ def test_decode_runs_on_the_path_chosen(tmp_path, monkeypatch):
     float_step, integer_step = steps["float"][1], steps["integer"][1]
     assert not torch.equal(float_step, integer_step)  # the integer path really ran
     assert (float_step - integer_step).abs().max().item() < 0.05 * float_step.abs().max().item()
+
+
+@vnni
+@pytest.mark.parametrize("arch", ["llama", "mistral", "qwen3"])
+def test_fused_decode_layer_takes_the_integer_path_of_the_products(tmp_path, monkeypatch, arch):
+    """Each layer as one decode_layer call gives the logits of the same layer run product by product on
+    gemv_int8_integer (the same integer products; 1e-5, float rounding order of the norms and attention),
+    step after step (mistral's past its sliding window)."""
+    monkeypatch.setenv("TOKENSTEP_INT8_PATH", "integer")
+    decoder = load_model(save_hf_model(make_hf_model(arch, seed=1), tmp_path), device="cpu", dtype="int8").decoder
+    ids = torch.tensor([5, 77, 200, 31, 9, 140, 3, 66, 250, 18])
+
+    def decode(fused: bool) -> torch.Tensor:
+        decoder.fused_decode = fused
+        cache = decoder.new_cache(len(ids))
+        with torch.inference_mode():
+            decoder.forward(ids[:4], 0, cache)
+            return torch.cat([decoder.forward(ids[i:i + 1], i, cache) for i in range(4, len(ids))])
+
+    assert decoder.fused_decode
+    assert (decode(True) - decode(False)).abs().max().item() <= 1e-5
