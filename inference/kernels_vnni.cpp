@@ -141,34 +141,42 @@ TOKENSTEP_VNNI void vnni_rows(const int8_t* q, const uint16_t* sp, int64_t K, co
 }
 #endif
 
-// The integer path for one row of x: the same contract as gemv_int8 with T = 1 (alpha, RMSNorm gain and
-// weight, bias, residual, glu); per_row: one activation scale for the row instead of one per weight group.
+// The integer path: the same contract as gemv_int8 (alpha, RMSNorm gain and weight per row of x, bias,
+// residual, glu for one row); per_row: one activation scale per row of x instead of one per weight group.
+// Several rows (a short prefill) quantise each row, and each weight row, read once, meets them all in L1;
+// each row's product is formed exactly as it is for that row alone.
 at::Tensor gemv_int8_integer(const at::Tensor& q, const at::Tensor& scale, const at::Tensor& x, double alpha,
                              const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& residual,
                              double rms_eps, bool glu, const std::optional<at::Tensor>& norm_weight, bool per_row) {
   TORCH_CHECK(vnni_available(), "the integer int8 path needs AVX-512 VNNI (kernels built for AVX-512)");
   check(q, x, bias, residual);
-  const int64_t G = group_size(q, scale), K = q.size(1), S = scale.size(1);
-  TORCH_CHECK(x.size(0) == 1, "x: one row");
-  TORCH_CHECK(!glu || !residual.has_value(), "glu: no residual");
-  const std::vector<float> alphas = row_alphas(x.data_ptr<float>(), 1, K, alpha, rms_eps);
+  const int64_t G = group_size(q, scale), K = q.size(1), T = x.size(0);
+  TORCH_CHECK(!glu || (T == 1 && !residual.has_value()), "glu: one row of x, no residual");
+  const std::vector<float> alphas = row_alphas(x.data_ptr<float>(), T, K, alpha, rms_eps);
   const at::Tensor h = weighted(x, norm_weight);
 #if TOKENSTEP_HAS_VNNI_CODE
-  thread_local QuantRow quantised;  // its buffers are reused from call to call
-  quantize_row(h.data_ptr<float>(), K, G, per_row, quantised);
+  thread_local std::vector<QuantRow> quantised;  // their buffers are reused from call to call
+  if (static_cast<int64_t>(quantised.size()) < T) quantised.resize(T);
+  for (int64_t t = 0; t < T; ++t) quantize_row(h.data_ptr<float>() + t * K, K, G, per_row, quantised[t]);
   const int8_t* qp = q.data_ptr<int8_t>();
   const uint16_t* sp = reinterpret_cast<const uint16_t*>(scale.data_ptr());
-  const QuantRow* xr = &quantised;
+  const QuantRow* xr = quantised.data();
   auto fill = [=](int64_t r, int64_t n, float* out) { vnni_rows(qp, sp, K, *xr, r, n, out); };
   if (glu) return rows_glu(q.size(0), x, alphas[0], bias, fill);
-  return rows_one(q.size(0), x, alphas[0], bias, residual, fill);
+  if (T == 1) return rows_one(q.size(0), x, alphas[0], bias, residual, fill);
+  return rows(q.size(0), x, alphas, bias, residual, [=](int64_t r, auto&& put) {
+    for (int64_t t = 0; t < T; ++t) {
+      float product;
+      vnni_rows(qp, sp, K, xr[t], r, 1, &product);
+      put(t, product);
+    }
+  });
 #else
-  (void)S;
   return at::Tensor();
 #endif
 }
 
-// An int8 product on the path asked for: the integer one for one row where VNNI runs, else gemv_int8.
+// An int8 product of one row on the path asked for: the integer one where VNNI runs, else gemv_int8.
 at::Tensor int8_product(int64_t path, const at::Tensor& q, const at::Tensor& scale, const at::Tensor& x,
                         double alpha, const std::optional<at::Tensor>& bias,
                         const std::optional<at::Tensor>& residual, double rms_eps, bool glu,

@@ -3,10 +3,10 @@
 A matrix is stored as int8 q with bfloat16 scales, weight ~= q * scale; activations, norms and the KV
 cache stay float32. How the product runs depends on the backend (layers.py), chosen at load:
 - on the own kernels (`KernelInt8Linear`): a scale per group of INT8_GROUP weights of a row; one row and
-  short prefills run on kernels.cpp, longer prefills dequantise the matrix for BLAS. One row (decode, and
-  the head after a prefill) takes the integer path where the CPU has AVX-512 VNNI (`int8_path`,
-  kernels_vnni.cpp): its activations quantised to int8 per weight group, int32 products; else float32
-  activations against weights widened to float32;
+  short prefills run on kernels.cpp, longer prefills dequantise the matrix for BLAS. On kernels.cpp the
+  products take the integer path where the CPU has AVX-512 VNNI (`int8_path`, kernels_vnni.cpp): each row
+  of activations quantised to int8 per weight group, int32 products; else float32 activations against
+  weights widened to float32;
 - on CPU with stock ops (`RowScaledInt8Linear`): one scale per row, for torch's own int8 kernel;
 - elsewhere (`Int8Linear`, CUDA): group scales, dequantised for each product (cheap there).
 The head ranks every token with its int8 product and rescores its best RESCORED from the float rows
@@ -30,9 +30,10 @@ INT8_GROUP = 64  # weights that share one int8 scale along a row
 # 32 tokens 60 vs 51 ms.
 KERNEL_ROWS = 16
 RESCORED = 64  # tokens an int8 head rescores in float
-# How one-row int8 products run on the own kernels (kernels_vnni.cpp's Int8Path): "float" widens each weight
-# to float32 against float32 activations; "integer" quantises the row of activations to int8 per weight
-# group and multiplies on AVX-512 VNNI ("integer-row": one activation scale per row). TOKENSTEP_INT8_PATH
+# How int8 products on the own kernels run (kernels_vnni.cpp's Int8Path): "float" widens each weight
+# to float32 against float32 activations; "integer" quantises each row of activations to int8 per weight
+# group and multiplies on AVX-512 VNNI ("integer-row": one activation scale per row). Longer prefills
+# (over KERNEL_ROWS rows) dequantise for BLAS on either. TOKENSTEP_INT8_PATH
 # picks one; the default is "integer" where the CPU has VNNI, else "float" (the only one without it).
 INT8_PATHS = {"float": 0, "integer": 1, "integer-row": 2}
 
@@ -64,7 +65,7 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
 
 
 def int8_path(kernels) -> str:
-    """The one-row int8 path the own kernels take here: TOKENSTEP_INT8_PATH, else "integer" with VNNI."""
+    """The path int8 products on the own kernels take here: TOKENSTEP_INT8_PATH, else "integer" with VNNI."""
     vnni = bool(kernels.has_vnni())
     wanted = os.environ.get("TOKENSTEP_INT8_PATH", "").strip().lower() or ("integer" if vnni else "float")
     if wanted not in INT8_PATHS:
@@ -145,7 +146,7 @@ class KernelInt8Linear(KernelLinear):
     dequantise the matrix (on the kernels too) for BLAS."""
 
     scale: torch.Tensor | None = field(default=None)  # (out, groups) bfloat16
-    path: int = field(default=0, metadata={"derived": True})  # INT8_PATHS: how one row's product runs
+    path: int = field(default=0, metadata={"derived": True})  # INT8_PATHS: how products on the kernels run
 
     def on_kernels(self, x: torch.Tensor) -> bool:
         return x.shape[0] <= KERNEL_ROWS
@@ -154,7 +155,7 @@ class KernelInt8Linear(KernelLinear):
         return self.kernels.dequantize_int8(self.weight, self.scale)  # a transient (out, in) float32
 
     def _gemv(self, x, alpha, residual, rms_eps, glu, norm_weight) -> torch.Tensor:
-        if self.path and x.shape[0] == 1:
+        if self.path:  # one row or a short prefill (on_kernels)
             return self.kernels.gemv_int8_integer(self.weight, self.scale, x, alpha, self.bias, residual, rms_eps,
                                                   glu, norm_weight, self.path == INT8_PATHS["integer-row"])
         return self.kernels.gemv_int8(self.weight, self.scale, x, alpha, self.bias, residual, rms_eps, glu,

@@ -10,7 +10,7 @@ from tiny import make_hf_model, save_hf_model
 
 from inference import kernels, quant
 from inference.loading import load_model
-from inference.quant import INT8_PATHS, KernelInt8Linear, dequantize, quantize_rows
+from inference.quant import INT8_PATHS, KERNEL_ROWS, KernelInt8Linear, dequantize, quantize_rows
 
 ops = kernels.ops()
 pytestmark = pytest.mark.skipif(ops is None, reason="decode kernels unavailable here (see stderr)")
@@ -103,6 +103,24 @@ def test_integer_product_with_rms_norm_and_glu(per_row):
 
 
 @vnni
+@pytest.mark.parametrize("rows", [2, 5, 16])
+def test_several_rows_are_each_the_product_of_that_row_alone(rows):
+    """A short prefill: every row of x its own activation scales and rms, the numbers of that row alone (up
+    to how the compiler fuses alpha * product + bias + residual in each loop: 1e-6)."""
+    g = torch.Generator().manual_seed(rows)
+    q, scale = quantize_rows(torch.randn(70, 192, generator=g))
+    x = torch.randn(rows, 192, generator=g) * torch.arange(1, rows + 1)[:, None]  # rows of different ranges
+    bias, residual = torch.randn(70, generator=g), torch.randn(rows, 70, generator=g)
+    norm_weight = torch.rand(192, generator=g) + 0.5
+    together = ops.gemv_int8_integer(q, scale, x, 0.9, bias, residual, 1e-5, False, norm_weight)
+    alone = torch.cat([ops.gemv_int8_integer(q, scale, x[t:t + 1], 0.9, bias, residual[t:t + 1], 1e-5, False,
+                                             norm_weight) for t in range(rows)])
+    assert close(together, alone.double(), 1e-6)
+    want = torch.cat([reference(q, scale, x[t:t + 1], 0.9, 1e-5, norm_weight) for t in range(rows)])
+    assert close(together - bias - residual, want)
+
+
+@vnni
 def test_zero_activations_give_the_bias():
     q, scale = quantize_rows(torch.randn(20, 128))
     bias = torch.randn(20)
@@ -138,19 +156,19 @@ def _int8_decoder(tmp_path, monkeypatch, path: str):
 @vnni
 def test_decode_runs_on_the_path_chosen(tmp_path, monkeypatch):
     """The fused decode layer and the head take the integer path when chosen; their logits stay within the
-    activations' int8 step of the float path's, and prefill (many rows, every row's logits) is the float
-    path's exactly."""
+    activations' int8 step of the float path's, and a prefill longer than KERNEL_ROWS (every row's logits,
+    dequantised for BLAS on either path) is the float path's exactly."""
     steps = {}
     for path in ("float", "integer"):
         decoder = _int8_decoder(tmp_path, monkeypatch, path)
         linears = [lin for layer in decoder.weights.layers for lin in (layer.qkv, layer.o, layer.mlp_in, layer.mlp_out)]
         assert all(isinstance(lin, KernelInt8Linear) and lin.path == INT8_PATHS[path] for lin in linears)
         assert decoder.weights.lm_head.linear.path == INT8_PATHS[path]
-        ids = torch.tensor([1, 5, 9, 2, 7])
+        ids = torch.arange(3, 3 + KERNEL_ROWS + 4)
         with torch.inference_mode():
-            cache = decoder.new_cache(16)
+            cache = decoder.new_cache(len(ids) + 1)
             prefill = decoder.forward(ids, 0, cache, all_logits=True)
-            steps[path] = (prefill, decoder.forward(torch.tensor([4]), 5, cache))
+            steps[path] = (prefill, decoder.forward(torch.tensor([4]), len(ids), cache))
     assert torch.equal(steps["float"][0], steps["integer"][0])
     float_step, integer_step = steps["float"][1], steps["integer"][1]
     assert not torch.equal(float_step, integer_step)  # the integer path really ran
