@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from benchmarks.bench_decode import cpu_facts, decode_read_bytes  # noqa: E402
 from inference.loading import load_model  # noqa: E402
-from inference.quant import INT8_PATHS, KernelInt8Linear  # noqa: E402
+from inference.quant import KernelInt8Linear, path_code  # noqa: E402
 
 STREAM = torch.ones((1 << 30) // 4, dtype=torch.float32)
 PATHS = ("float", "integer")
@@ -52,7 +52,7 @@ def linears(decoder) -> list[KernelInt8Linear]:
 
 def set_path(decoder, path: str) -> None:
     for lin in linears(decoder):
-        lin.path = INT8_PATHS[path]
+        lin.path = path_code(path)
 
 
 def products(decoder, path: str):
@@ -67,7 +67,7 @@ def products(decoder, path: str):
                 ops.gemv_int8(lin.weight, lin.scale, x, 1.0, None, None)
             else:
                 ops.gemv_int8_integer(lin.weight, lin.scale, x, 1.0, None, None, -1.0, False, None,
-                                      path == "integer-row")
+                                      path_code(path))
     return run
 
 

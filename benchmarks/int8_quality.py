@@ -1,10 +1,10 @@
 """How much the int8 weight-only mode changes the default model's predictions, measured against float32.
 
-    PYTHONPATH=. python benchmarks/int8_quality.py [--steps 200] [--int8-path float|integer|integer-row]
+    PYTHONPATH=. python benchmarks/int8_quality.py [--steps 200] [--int8-path float|integer|integer-row|integer-<n>]
         [--json out.json]
 
 --int8-path sets TOKENSTEP_INT8_PATH (quant.py) for the int8 model: its one-row products with float32
-activations, or with activations quantised to int8 per weight group (or per row) on AVX-512 VNNI.
+activations, or with activations quantised to int8 (a scale per 16, per n or per row) on AVX-512 VNNI.
 
 - first step: on each prompt, int8's top-1 token must be float32's and its probability within 0.03;
 - greedy agreement, teacher-forced: float32 writes a greedy continuation; both models then read that same
@@ -113,12 +113,9 @@ def decode_perplexity(model) -> float:
     return math.exp(nll / (len(ids) - 1))
 
 
-def _int8_path(model) -> str | None:
-    """The path the int8 model's one-row products take (quant.INT8_PATHS), None when not on the kernels."""
-    from inference.quant import INT8_PATHS
-
-    path = getattr(model.decoder.weights.layers[0].qkv, "path", None)
-    return None if path is None else next(name for name, code in INT8_PATHS.items() if code == path)
+def _int8_path(model) -> int | None:
+    """The int8 model's path code on the kernels (quant.path_code), None when not on the kernels."""
+    return getattr(model.decoder.weights.layers[0].qkv, "path", None)
 
 
 def main(argv=None) -> int:
@@ -127,8 +124,8 @@ def main(argv=None) -> int:
     parser.add_argument("--dtype", default="int8", help="the mode to compare with float32")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--int8-path", choices=("float", "integer", "integer-row"), default=None,
-                        help="TOKENSTEP_INT8_PATH for the int8 model (default: this machine's default)")
+    parser.add_argument("--int8-path", default=None, help="TOKENSTEP_INT8_PATH for the int8 model: float, "
+                        "integer, integer-row, integer-<n> (default: this machine's default)")
     args = parser.parse_args(argv)
     if args.int8_path:
         os.environ["TOKENSTEP_INT8_PATH"] = args.int8_path
@@ -137,7 +134,7 @@ def main(argv=None) -> int:
     reference, other = models["float32"], models[args.dtype]
     report = {"dtype": args.dtype, "int8_path": _int8_path(other), "weights_bytes": {k: m.weights_bytes for k, m in models.items()},
               "first_step": {}, "teacher_forced": {}, "perplexity": {}}
-    print(f"int8 path: {report['int8_path']}")
+    print(f"int8 path: {os.environ.get('TOKENSTEP_INT8_PATH', 'default')} (code {report['int8_path']})")
     print(f"weights: float32 {reference.weights_bytes / 1e6:.1f} MB, {args.dtype} "
           f"{other.weights_bytes / 1e6:.1f} MB")
     print(f"{'prompt':52s} {'float32 top-1':>22s} {args.dtype + ' top-1':>22s} {'|dp|':>7s} "

@@ -584,7 +584,7 @@ at::Tensor dequantize_int8(const at::Tensor& q, const at::Tensor& scale) {
 #include "kernels_vnni.cpp"  // the integer int8 path (AVX-512 VNNI): int8_product, gemv_int8_integer
 
 // y = W (x, or rmsnorm(x) when rms_eps >= 0) + bias + residual: the float32 or the int8 product (int8 on
-// `int8_path`: kernels_vnni.cpp's Int8Path).
+// `int8_path`: 0 float activations, else the integer path with that many activations per scale, kernels_vnni.cpp).
 at::Tensor product(const at::Tensor& w, const std::optional<at::Tensor>& scale, const at::Tensor& x,
                    const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& residual,
                    double rms_eps, bool glu, const std::optional<at::Tensor>& norm_weight, int64_t int8_path) {
@@ -600,7 +600,7 @@ at::Tensor product(const at::Tensor& w, const std::optional<at::Tensor>& scale, 
 // folded into the matrix), and optionally Qwen3's q and k norms (head_dim weights, eps attn_eps: an RMSNorm
 // over each Q and K head before rotary); kv: this layer's cache (2, kv_heads, capacity, head_dim); rope:
 // (head_dim / 2, 2) cos and sin of this position; window: attend to the last `window` positions (0: all);
-// int8_path: how int8 products run (kernels_vnni.cpp: 0 float activations, 1/2 integer, per group/row).
+// int8_path: how int8 products run (0: float activations; else integer: activations per scale, <0 per row).
 at::Tensor decode_layer(const at::Tensor& x, at::TensorList mats, const c10::List<std::optional<at::Tensor>>& scales,
                         const c10::List<std::optional<at::Tensor>>& biases,
                         const c10::List<std::optional<at::Tensor>>& norms, const at::Tensor& kv, int64_t position,

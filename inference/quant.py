@@ -30,12 +30,14 @@ INT8_GROUP = 64  # weights that share one int8 scale along a row
 # 32 tokens 60 vs 51 ms.
 KERNEL_ROWS = 16
 RESCORED = 64  # tokens an int8 head rescores in float
-# How int8 products on the own kernels run (kernels_vnni.cpp's Int8Path): "float" widens each weight
-# to float32 against float32 activations; "integer" quantises each row of activations to int8 per weight
-# group and multiplies on AVX-512 VNNI ("integer-row": one activation scale per row). Longer prefills
-# (over KERNEL_ROWS rows) dequantise for BLAS on either. TOKENSTEP_INT8_PATH
-# picks one; the default is "integer" where the CPU has VNNI, else "float" (the only one without it).
-INT8_PATHS = {"float": 0, "integer": 1, "integer-row": 2}
+# How int8 products on the own kernels run (the code is kernels_vnni.cpp's int8_path): "float" widens each
+# weight to float32 against float32 activations; "integer" quantises each row of activations to int8, one
+# scale per INT8_ACT_GROUP of them, and multiplies on AVX-512 VNNI ("integer-row": one scale per row;
+# "integer-<n>": one per n, n a multiple of 4). Longer prefills (over KERNEL_ROWS rows) dequantise for BLAS
+# on either. TOKENSTEP_INT8_PATH picks one; the default is "integer" where the CPU has VNNI, else "float"
+# (the only one without it).
+INT8_ACT_GROUP = 4
+INT8_PATHS = {"float": 0, "integer": INT8_ACT_GROUP, "integer-row": -1}
 
 
 def quantize_rows(weight: torch.Tensor, group: int = INT8_GROUP) -> tuple[torch.Tensor, torch.Tensor]:
@@ -68,12 +70,22 @@ def int8_path(kernels) -> str:
     """The path int8 products on the own kernels take here: TOKENSTEP_INT8_PATH, else "integer" with VNNI."""
     vnni = bool(kernels.has_vnni())
     wanted = os.environ.get("TOKENSTEP_INT8_PATH", "").strip().lower() or ("integer" if vnni else "float")
-    if wanted not in INT8_PATHS:
-        raise ValueError(f"TOKENSTEP_INT8_PATH={wanted!r}: one of {', '.join(INT8_PATHS)}")
+    path_code(wanted)  # refuses an unknown name
     if wanted != "float" and not vnni:
         _say_once(f"[tokenstep] TOKENSTEP_INT8_PATH={wanted}: this CPU has no AVX-512 VNNI; using float")
         return "float"
     return wanted
+
+
+def path_code(name: str) -> int:
+    """A path's name -> kernels_vnni.cpp's int8_path (0 float, n > 0 integer with n activations per scale,
+    -1 integer with one scale per row)."""
+    if name in INT8_PATHS:
+        return INT8_PATHS[name]
+    n = name.removeprefix("integer-")
+    if n.isdigit() and int(n) > 0 and int(n) % 4 == 0:
+        return int(n)
+    raise ValueError(f"TOKENSTEP_INT8_PATH={name!r}: one of {', '.join(INT8_PATHS)} or integer-<multiple of 4>")
 
 
 @functools.lru_cache(maxsize=None)
@@ -87,7 +99,7 @@ def int8_linear(weight: torch.Tensor, bias: torch.Tensor | None, backend: Backen
     if backend.kernels is not None:
         q, scale = quantize_rows(weight.float())
         return KernelInt8Linear(q.to(device).contiguous(), bias, kernels=backend.kernels, scale=scale.to(device),
-                                path=INT8_PATHS[int8_path(backend.kernels)])
+                                path=path_code(int8_path(backend.kernels)))
     if device.type == "cpu":
         # Group-wise scales need kernels.cpp on CPU. Without it, one scale per row, shaped (out,), lets
         # torch's int8 kernel run: less exact but faster than float32 (117 vs 67 tokens/s here), where
@@ -146,7 +158,7 @@ class KernelInt8Linear(KernelLinear):
     dequantise the matrix (on the kernels too) for BLAS."""
 
     scale: torch.Tensor | None = field(default=None)  # (out, groups) bfloat16
-    path: int = field(default=0, metadata={"derived": True})  # INT8_PATHS: how products on the kernels run
+    path: int = field(default=0, metadata={"derived": True})  # path_code: how products on the kernels run
 
     def on_kernels(self, x: torch.Tensor) -> bool:
         return x.shape[0] <= KERNEL_ROWS
@@ -157,7 +169,7 @@ class KernelInt8Linear(KernelLinear):
     def _gemv(self, x, alpha, residual, rms_eps, glu, norm_weight) -> torch.Tensor:
         if self.path:  # one row or a short prefill (on_kernels)
             return self.kernels.gemv_int8_integer(self.weight, self.scale, x, alpha, self.bias, residual, rms_eps,
-                                                  glu, norm_weight, self.path == INT8_PATHS["integer-row"])
+                                                  glu, norm_weight, self.path)
         return self.kernels.gemv_int8(self.weight, self.scale, x, alpha, self.bias, residual, rms_eps, glu,
                                       norm_weight)
 

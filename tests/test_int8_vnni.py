@@ -17,56 +17,68 @@ pytestmark = pytest.mark.skipif(ops is None, reason="decode kernels unavailable 
 vnni = pytest.mark.skipif(ops is None or not ops.has_vnni(), reason="this CPU has no AVX-512 VNNI")
 
 
-def quantize_activations(h: torch.Tensor, group: int, per_row: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """h (K,) float32 -> xq (K / group, group) int values in [-127, 127] and the scales (K / group,): the
-    math kernels_vnni.cpp does, in float32 (127 / amax, a product, round half to even)."""
-    grouped = h.view(-1, group)
-    amax = grouped.abs().amax(1)
-    if per_row:
-        amax = amax.max().expand_as(amax)
+def quantize_activations(h: torch.Tensor, group: int, act_group: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """h (K,) float32 -> xq (K,) int values in [-127, 127] and each activation's scale (K,): the math
+    kernels_vnni.cpp does, in float32 (127 / amax per run of `act_group` activations within a weight group,
+    or per row when act_group <= 0; a product; round half to even)."""
+    K = h.shape[0]
+    A = K if act_group <= 0 else min(act_group, group)
+    amax = torch.empty(K)
+    for g0 in range(0, K, group):
+        for k0 in range(g0, g0 + group, A):
+            end = min(k0 + A, g0 + group) if A < K else K
+            amax[k0:end] = h[k0:end].abs().max() if A < K else h.abs().max()
     safe = torch.where(amax > 0, amax, torch.ones_like(amax))
-    inv = torch.tensor(127.0, dtype=torch.float32) / safe
-    xq = torch.round(grouped * inv[:, None]).clamp(-127, 127)
-    xq = torch.where(amax[:, None] > 0, xq, torch.zeros_like(xq))
-    return xq, torch.where(amax > 0, amax / 127.0, torch.zeros_like(amax))
+    xq = torch.round(h * (torch.tensor(127.0) / safe)).clamp(-127, 127)
+    return torch.where(amax > 0, xq, torch.zeros_like(xq)), torch.where(amax > 0, amax / 127.0, torch.zeros_like(amax))
 
 
-def reference(q, scale, x, alpha=1.0, rms_eps=-1.0, norm_weight=None, per_row=False) -> torch.Tensor:
-    """alpha (* 1 / rms(x)) * sum over groups of (weight scale * activation scale) * exact integer sums."""
+def reference(q, scale, x, alpha=1.0, rms_eps=-1.0, norm_weight=None, act_group=4) -> torch.Tensor:
+    """alpha (* 1 / rms(x)) * sum over activations' runs of (weight scale * activation scale) * exact
+    integer sums (each run within one weight group)."""
     K = x.shape[1]
     group = K // scale.shape[1]
     gain = alpha
     if rms_eps >= 0:
         gain = alpha / (x.double().pow(2).mean() + rms_eps).sqrt().item()
     h = x[0] if norm_weight is None else x[0] * norm_weight
-    xq, xs = quantize_activations(h, group, per_row)
-    sums = (q.view(q.shape[0], -1, group).long() * xq.long()[None]).sum(-1)  # (out, groups), exact
-    return gain * (sums.double() * scale.double() * xs.double()[None]).sum(-1)[None]  # (1, out)
+    xq, xs = quantize_activations(h, group, act_group)
+    runs = torch.unique_consecutive(torch.stack([torch.arange(K) // group, xs.view(torch.int32)]), dim=1,
+                                    return_counts=True)[1].tolist()  # lengths of runs of one scale
+    out = torch.zeros(q.shape[0], dtype=torch.float64)
+    for start, n in zip([0, *torch.tensor(runs).cumsum(0).tolist()], runs):
+        sums = (q[:, start:start + n].long() * xq[start:start + n].long()).sum(1)  # exact
+        out += sums.double() * scale[:, start // group].double() * xs[start].double()
+    return gain * out[None]  # (1, out)
 
 
 def close(got: torch.Tensor, want: torch.Tensor, rel: float = 1e-5) -> bool:
     return (got.double() - want).abs().max().item() <= rel * want.abs().max().item() + 1e-6
 
 
+ACT_GROUPS = [4, 8, 16, 32, 64, -1]  # 4 (the default), 8, 16 (vectorised), 32, a weight group, the row
+
+
 @vnni
 @pytest.mark.parametrize("K, group", [(576, 64), (1536, 64), (64, 64), (100, 100), (96, 32), (48, 16), (200, 200),
                                       (130, 130)])
-@pytest.mark.parametrize("per_row", [False, True])
-def test_activation_quantisation_matches_torch(K, group, per_row):
+@pytest.mark.parametrize("act_group", ACT_GROUPS)
+def test_activation_quantisation_matches_torch(K, group, act_group):
     g = torch.Generator().manual_seed(K + group)
     x = torch.randn(K, generator=g) * torch.linspace(0.1, 4.0, K)  # groups of different ranges
-    xq, scales = ops.quantize_activations(x, group, per_row)
-    want_q, want_s = quantize_activations(x, group, per_row)
-    assert torch.equal(xq[:, :group].float(), want_q)
+    xq, lane_scales = ops.quantize_activations(x, group, act_group)
+    want_q, want_s = quantize_activations(x, group, act_group)
+    assert torch.equal(xq[:, :group].flatten().float(), want_q)
     assert not xq[:, group:].any()  # the padding of a group to whole 64-byte chunks is zero
-    assert torch.equal(scales, want_s)
+    per_lane = want_s.view(-1, group)[:, ::4]  # each lane's four activations share one scale
+    assert torch.equal(lane_scales[:, :per_lane.shape[1]], per_lane)
 
 
 @vnni
 @pytest.mark.parametrize("out_features, K, group", [(960, 576, 64), (576, 1536, 64), (33, 576, 64), (7, 100, 100),
                                                     (40, 96, 32), (17, 48, 16), (5, 200, 200), (130, 64, 64)])
-@pytest.mark.parametrize("per_row", [False, True])
-def test_integer_product_matches_the_exact_integer_math(out_features, K, group, per_row):
+@pytest.mark.parametrize("act_group", ACT_GROUPS)
+def test_integer_product_matches_the_exact_integer_math(out_features, K, group, act_group):
     """Odd row counts (threads' ranges, blocks of 64 rows), groups of one 64-byte chunk, several chunks with
     a masked last one, groups shorter than a chunk."""
     g = torch.Generator().manual_seed(out_features * K)
@@ -74,8 +86,8 @@ def test_integer_product_matches_the_exact_integer_math(out_features, K, group, 
     assert scale.shape[1] == K // group
     x = torch.randn(1, K, generator=g) * 2
     bias, residual = torch.randn(out_features, generator=g), torch.randn(1, out_features, generator=g)
-    got = ops.gemv_int8_integer(q, scale, x, 1.3, bias, residual, -1.0, False, None, per_row)
-    want = reference(q, scale, x, 1.3, per_row=per_row)
+    got = ops.gemv_int8_integer(q, scale, x, 1.3, bias, residual, -1.0, False, None, act_group)
+    want = reference(q, scale, x, 1.3, act_group=act_group)
     assert got.shape == (1, out_features)
     assert close(got - bias - residual, want)
     assert close(got, want + bias.double() + residual.double())
@@ -85,18 +97,18 @@ def test_integer_product_matches_the_exact_integer_math(out_features, K, group, 
 
 
 @vnni
-@pytest.mark.parametrize("per_row", [False, True])
-def test_integer_product_with_rms_norm_and_glu(per_row):
+@pytest.mark.parametrize("act_group", ACT_GROUPS)
+def test_integer_product_with_rms_norm_and_glu(act_group):
     g = torch.Generator().manual_seed(7)
     K, F = 576, 96
     q, scale = quantize_rows(torch.randn(2 * F, K, generator=g))
     x = torch.randn(1, K, generator=g) * 3
     norm_weight = torch.rand(K, generator=g) + 0.5
-    got = ops.gemv_int8_integer(q, scale, x, 1.0, None, None, 1e-5, False, norm_weight, per_row)
-    want = reference(q, scale, x, 1.0, 1e-5, norm_weight, per_row)
+    got = ops.gemv_int8_integer(q, scale, x, 1.0, None, None, 1e-5, False, norm_weight, act_group)
+    want = reference(q, scale, x, 1.0, 1e-5, norm_weight, act_group)
     assert close(got, want)
     bias = torch.randn(2 * F, generator=g)
-    glu = ops.gemv_int8_integer(q, scale, x, 1.0, bias, None, 1e-5, True, norm_weight, per_row)
+    glu = ops.gemv_int8_integer(q, scale, x, 1.0, bias, None, 1e-5, True, norm_weight, act_group)
     gate, up = (want[0] + bias.double()).chunk(2)
     assert glu.shape == (1, F)
     assert close(glu, (torch.nn.functional.silu(gate) * up)[None], 1e-4)
@@ -121,6 +133,16 @@ def test_several_rows_are_each_the_product_of_that_row_alone(rows):
 
 
 @vnni
+def test_a_lane_never_straddles_two_activation_scales():
+    """vpdpbusd sums four products per lane, so the activations per scale are a multiple of 4 (or the
+    whole weight group, or the row)."""
+    q, scale = quantize_rows(torch.randn(8, 64))
+    with pytest.raises(RuntimeError, match="multiple of 4"):
+        ops.gemv_int8_integer(q, scale, torch.randn(1, 64), 1.0, None, None, -1.0, False, None, 6)
+    assert ops.gemv_int8_integer(q, scale, torch.randn(1, 64), 1.0, None, None, -1.0, False, None, 100).shape == (1, 8)
+
+
+@vnni
 def test_zero_activations_give_the_bias():
     q, scale = quantize_rows(torch.randn(20, 128))
     bias = torch.randn(20)
@@ -132,11 +154,15 @@ def test_the_path_follows_the_env_knob_and_the_cpu(monkeypatch):
     assert quant.int8_path(ops) == ("integer" if ops.has_vnni() else "float")
     monkeypatch.setenv("TOKENSTEP_INT8_PATH", "float")
     assert quant.int8_path(ops) == "float"
-    monkeypatch.setenv("TOKENSTEP_INT8_PATH", "integer-row")
-    assert quant.int8_path(ops) == ("integer-row" if ops.has_vnni() else "float")
-    monkeypatch.setenv("TOKENSTEP_INT8_PATH", "fast")
-    with pytest.raises(ValueError, match="TOKENSTEP_INT8_PATH"):
-        quant.int8_path(ops)
+    for name, code in (("integer-row", -1), ("integer-32", 32), ("integer", quant.INT8_ACT_GROUP)):
+        monkeypatch.setenv("TOKENSTEP_INT8_PATH", name)
+        assert quant.int8_path(ops) == (name if ops.has_vnni() else "float")
+        assert quant.path_code(name) == code
+    assert quant.path_code("float") == 0
+    for wrong in ("fast", "integer-6", "integer-0"):
+        monkeypatch.setenv("TOKENSTEP_INT8_PATH", wrong)
+        with pytest.raises(ValueError, match="TOKENSTEP_INT8_PATH"):
+            quant.int8_path(ops)
 
     class NoVnni:  # an AVX2-only machine: only the float path exists there
         @staticmethod
@@ -163,7 +189,7 @@ def test_decode_runs_on_the_path_chosen(tmp_path, monkeypatch):
         decoder = _int8_decoder(tmp_path, monkeypatch, path)
         linears = [lin for layer in decoder.weights.layers for lin in (layer.qkv, layer.o, layer.mlp_in, layer.mlp_out)]
         assert all(isinstance(lin, KernelInt8Linear) and lin.path == INT8_PATHS[path] for lin in linears)
-        assert decoder.weights.lm_head.linear.path == INT8_PATHS[path]
+        assert decoder.weights.lm_head.linear.path == INT8_PATHS[path] == quant.path_code(path)
         ids = torch.arange(3, 3 + KERNEL_ROWS + 4)
         with torch.inference_mode():
             cache = decoder.new_cache(len(ids) + 1)
