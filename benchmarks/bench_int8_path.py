@@ -6,9 +6,10 @@ side by side in one process, and against llama.cpp's Q4_1 of the same model (lla
 Every repeat runs, in an order that alternates: a streaming read of 1 GiB (the bandwidth), the model's
 one-row int8 products (every layer's four and the head's) on each path with a read of the same weight
 bytes right beside them, whole decode steps on each path (the same loaded model, its linears switched),
-and one llama-server /completion whose `timings.predicted_per_token_ms` is llama.cpp's decode. Medians
+and llama-server /completions whose `timings.predicted_per_token_ms` is llama.cpp's decode. Medians
 of the per-repeat numbers and of the ratios are reported; the floor is int8 decode's bytes (as
-bench_decode.decode_read_bytes counts them) over the bandwidth of the same repeat.
+bench_decode.decode_read_bytes counts them) over the bandwidth of the same repeat. On a busy machine the
+10th percentile of single steps (llama.cpp: of 8-token runs) is reported too ("p10").
 """
 
 from __future__ import annotations
@@ -79,16 +80,18 @@ def read_same_bytes(decoder):
 
 
 def decode_steps(decoder, tokens: int, context: int):
-    """Greedy decode of `tokens` steps after a `context`-token prompt; returns ms per step."""
-    def run() -> float:
+    """Greedy decode of `tokens` steps after a `context`-token prompt; returns each step's ms."""
+    def run() -> list[float]:
         cache = decoder.new_cache(context + tokens + 1)
+        each = []
         with torch.inference_mode():
             logits = decoder.forward(torch.arange(5, 5 + context), 0, cache)
-            started = time.perf_counter()
             for i in range(tokens):
+                started = time.perf_counter()
                 token = int(torch.argmax(logits[0]))
                 logits = decoder.forward(torch.tensor([token]), context + i, cache)
-        return (time.perf_counter() - started) / tokens * 1000
+                each.append((time.perf_counter() - started) * 1000)
+        return each
     return run
 
 
@@ -163,10 +166,14 @@ def main(argv=None) -> int:
             record(f"products_vs_read:{path}", samples[f"products_ms:{path}"][-1] / best_of(read, 5))
         for path in order:
             set_path(decoder, path)
-            record(f"step_ms:{path}", steps())
+            each = steps()
+            samples.setdefault(f"each_step_ms:{path}", []).extend(each)
+            record(f"step_ms:{path}", statistics.mean(each))
             record(f"step_vs_floor:{path}", samples[f"step_ms:{path}"][-1]
                    / (read_bytes / (samples["gb_per_s"][-1] * 1e9) * 1000))
         if llama is not None:
+            short = [llama.decode_ms(8) for _ in range(4)]  # short runs: a low percentile of them too
+            samples.setdefault("each_step_ms:llama.cpp Q4_1", []).extend(short)
             record("step_ms:llama.cpp Q4_1", llama.decode_ms(args.tokens))
             for path in PATHS:
                 record(f"step_vs_llama:{path}", samples[f"step_ms:{path}"][-1] / samples["step_ms:llama.cpp Q4_1"][-1])
@@ -174,13 +181,20 @@ def main(argv=None) -> int:
         record("products_ratio:integer/float", samples["products_ms:integer"][-1] / samples["products_ms:float"][-1])
     if llama is not None:
         llama.close()
-    report = {"cpu": cpu_facts(), "threads": args.threads, "tokens": args.tokens, "context": args.context,
+    # On a busy machine the low percentile of single steps is the nearest to a quiet one's time.
+    low = {k.removeprefix("each_"): sorted(v)[len(v) // 10] for k, v in samples.items() if k.startswith("each_")}
+    if llama is not None:
+        low.update({f"step_vs_llama:{p}": low[f"step_ms:{p}"] / low["step_ms:llama.cpp Q4_1"] for p in PATHS})
+    samples = {k: v for k, v in samples.items() if not k.startswith("each_")}
+    report = {"cpu": cpu_facts(), "p10": low, "threads": args.threads, "tokens": args.tokens, "context": args.context,
               "decode_read_bytes": read_bytes, "repeats": args.repeats,
               "median": {k: statistics.median(v) for k, v in samples.items()},
               "spread": {k: [min(v), max(v)] for k, v in samples.items()}}
     for k, v in report["median"].items():
         lo, hi = report["spread"][k]
         print(f"{k:32s} {v:9.3f}   [{lo:.3f} .. {hi:.3f}]")
+    for k, v in low.items():
+        print(f"p10 {k:28s} {v:9.3f}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     return 0
