@@ -11,7 +11,7 @@ for 1, per token. Three interleaved repeats; min, median and all values printed.
 import os, sys, time, statistics, torch, subprocess  # noqa: E401
 sys.path.insert(0, "."); sys.path.insert(0, "tests"); sys.path.insert(0, "benchmarks")  # noqa: E702
 torch.set_num_threads(1)
-from bench_int8_path import linears, products, read_same_bytes, set_path
+from bench_int8_path import products, read_same_bytes, set_path
 from bench_decode import decode_read_bytes
 from inference.loading import load_model
 m = load_model("default", device="cpu", dtype="int8"); d = m.decoder
