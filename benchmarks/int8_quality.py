@@ -1,12 +1,17 @@
 """How much the int8 weight-only mode changes the default model's predictions, measured against float32.
 
-    PYTHONPATH=. python benchmarks/int8_quality.py [--steps 200] [--json out.json]
+    PYTHONPATH=. python benchmarks/int8_quality.py [--steps 200] [--int8-path float|integer|integer-row|integer-<n>]
+        [--json out.json]
+
+--int8-path sets TOKENSTEP_INT8_PATH (quant.py) for the int8 model: its one-row products with float32
+activations, or with activations quantised to int8 (a scale per 16, per n or per row) on AVX-512 VNNI.
 
 - first step: on each prompt, int8's top-1 token must be float32's and its probability within 0.03;
 - greedy agreement, teacher-forced: float32 writes a greedy continuation; both models then read that same
   sequence one decode step at a time, and at each position we compare their argmax (a fair measure: one
   early disagreement does not make every later position differ);
-- perplexity of tests/paragraph.py's PARAGRAPH under each model.
+- perplexity of tests/paragraph.py's PARAGRAPH under each model, from one prefill (every row at once) and
+  read one decode step at a time (the one-row products, where the int8 paths differ).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -94,18 +100,41 @@ def perplexity(model) -> float:
     return math.exp(torch.nn.functional.cross_entropy(logits[:-1].double(), torch.tensor(ids[1:])).item())
 
 
+def decode_perplexity(model) -> float:
+    """The same perplexity read one token at a time (decode steps): the path an int8 model's one-row
+    products take (a prefill's many rows keep float activations)."""
+    ids = model.tokenizer.encode(PARAGRAPH)
+    cache = model.decoder.new_cache(len(ids))
+    nll = 0.0
+    with torch.inference_mode():
+        for position in range(len(ids) - 1):
+            logits = model.decoder.forward(torch.tensor(ids[position:position + 1]), position, cache)[0]
+            nll -= float(torch.log_softmax(logits.double(), 0)[ids[position + 1]])
+    return math.exp(nll / (len(ids) - 1))
+
+
+def _int8_path(model) -> int | None:
+    """The int8 model's path code on the kernels (quant.path_code), None when not on the kernels."""
+    return getattr(model.decoder.weights.layers[0].qkv, "path", None)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="default")
     parser.add_argument("--dtype", default="int8", help="the mode to compare with float32")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--int8-path", default=None, help="TOKENSTEP_INT8_PATH for the int8 model: float, "
+                        "integer, integer-row, integer-<n> (default: this machine's default)")
     args = parser.parse_args(argv)
+    if args.int8_path:
+        os.environ["TOKENSTEP_INT8_PATH"] = args.int8_path
     models = {"float32": load_model(args.model, device="cpu", dtype="float32"),
               args.dtype: load_model(args.model, device="cpu", dtype=args.dtype)}
     reference, other = models["float32"], models[args.dtype]
-    report = {"dtype": args.dtype, "weights_bytes": {k: m.weights_bytes for k, m in models.items()},
+    report = {"dtype": args.dtype, "int8_path": _int8_path(other), "weights_bytes": {k: m.weights_bytes for k, m in models.items()},
               "first_step": {}, "teacher_forced": {}, "perplexity": {}}
+    print(f"int8 path: {os.environ.get('TOKENSTEP_INT8_PATH', 'default')} (code {report['int8_path']})")
     print(f"weights: float32 {reference.weights_bytes / 1e6:.1f} MB, {args.dtype} "
           f"{other.weights_bytes / 1e6:.1f} MB")
     print(f"{'prompt':52s} {'float32 top-1':>22s} {args.dtype + ' top-1':>22s} {'|dp|':>7s} "
@@ -119,8 +148,10 @@ def main(argv=None) -> int:
         print(f"{prompt[:52]:52s} {a['text']!r:>14s} {a['p']:.4f} {b['text']!r:>14s} {b['p']:.4f} "
               f"{abs(a['p'] - b['p']):7.4f} {forced['agreement']:10.1%}   float32 lead over "
               f"{a['runner_up']!r}: {a['lead']:.4f}")
+    report["perplexity_by_decode"] = {}
     for name, model in models.items():
         report["perplexity"][name] = perplexity(model)
+        report["perplexity_by_decode"][name] = decode_perplexity(model)
     agreements = [f["agreement"] for f in report["teacher_forced"].values()]
     report["summary"] = {
         "first_step_top1_equal": all(f["float32"]["token"] == f[args.dtype]["token"]
@@ -130,10 +161,14 @@ def main(argv=None) -> int:
         "teacher_forced_agreement": sum(agreements) / len(agreements),
         "teacher_forced_min_agreement": min(agreements),
         "perplexity_ratio": report["perplexity"][args.dtype] / report["perplexity"]["float32"],
+        "perplexity_by_decode_ratio": report["perplexity_by_decode"][args.dtype]
+        / report["perplexity_by_decode"]["float32"],
     }
     s = report["summary"]
     print(f"perplexity: float32 {report['perplexity']['float32']:.3f}, {args.dtype} "
-          f"{report['perplexity'][args.dtype]:.3f} (ratio {s['perplexity_ratio']:.4f})")
+          f"{report['perplexity'][args.dtype]:.3f} (ratio {s['perplexity_ratio']:.4f}); read by decode steps: "
+          f"float32 {report['perplexity_by_decode']['float32']:.3f}, {args.dtype} "
+          f"{report['perplexity_by_decode'][args.dtype]:.3f} (ratio {s['perplexity_by_decode_ratio']:.4f})")
     print(f"first step: top-1 equal on every prompt: {s['first_step_top1_equal']}, largest |dp| "
           f"{s['first_step_max_p_difference']:.4f}")
     print(f"teacher-forced greedy agreement: mean {s['teacher_forced_agreement']:.1%}, "

@@ -669,11 +669,14 @@ at::Tensor dequantize_int8(const at::Tensor& q, const at::Tensor& scale) {
   return w;
 }
 
-// y = W (x, or rmsnorm(x) when rms_eps >= 0) + bias + residual: the float32 or the int8 product.
+#include "kernels_vnni.cpp"  // the integer int8 path (AVX-512 VNNI): int8_product, gemv_int8_integer
+
+// y = W (x, or rmsnorm(x) when rms_eps >= 0) + bias + residual: the float32 or the int8 product (int8 on
+// `int8_path`: 0 float activations, else the integer path with that many activations per scale, kernels_vnni.cpp).
 at::Tensor product(const at::Tensor& w, const std::optional<at::Tensor>& scale, const at::Tensor& x,
                    const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& residual,
-                   double rms_eps, bool glu, const std::optional<at::Tensor>& norm_weight) {
-  if (scale.has_value()) return gemv_int8(w, *scale, x, 1.0, bias, residual, rms_eps, glu, norm_weight);
+                   double rms_eps, bool glu, const std::optional<at::Tensor>& norm_weight, int64_t int8_path) {
+  if (scale.has_value()) return int8_product(int8_path, w, *scale, x, 1.0, bias, residual, rms_eps, glu, norm_weight);
   return gemv_f32(w, x, 1.0, bias, residual, rms_eps, glu, norm_weight);
 }
 
@@ -684,11 +687,13 @@ at::Tensor product(const at::Tensor& w, const std::optional<at::Tensor>& scale, 
 // mats: qkv, o, gate+up, down (float32, or int8 with scales); norms: attention's, MLP's (None when
 // folded into the matrix), and optionally Qwen3's q and k norms (head_dim weights, eps attn_eps: an RMSNorm
 // over each Q and K head before rotary); kv: this layer's cache (2, kv_heads, capacity, head_dim); rope:
-// (head_dim / 2, 2) cos and sin of this position; window: attend to the last `window` positions (0: all).
+// (head_dim / 2, 2) cos and sin of this position; window: attend to the last `window` positions (0: all);
+// int8_path: how int8 products run (0: float activations; else integer: activations per scale, <0 per row).
 at::Tensor decode_layer(const at::Tensor& x, at::TensorList mats, const c10::List<std::optional<at::Tensor>>& scales,
                         const c10::List<std::optional<at::Tensor>>& biases,
                         const c10::List<std::optional<at::Tensor>>& norms, const at::Tensor& kv, int64_t position,
-                        const at::Tensor& rope, int64_t heads, double attn_eps, double mlp_eps, int64_t window) {
+                        const at::Tensor& rope, int64_t heads, double attn_eps, double mlp_eps, int64_t window,
+                        int64_t int8_path) {
   TORCH_CHECK(mats.size() == 4 && scales.size() == 4 && biases.size() == 4 && (norms.size() == 2 || norms.size() == 4),
               "four matrices (qkv, o, gate+up, down) with their scales and biases, two norms (or four: q/k norms)");
   TORCH_CHECK(kv.dim() == 4 && kv.size(0) == 2 && kv.scalar_type() == at::kFloat && kv.stride(3) == 1 &&
@@ -697,7 +702,7 @@ at::Tensor decode_layer(const at::Tensor& x, at::TensorList mats, const c10::Lis
   const int64_t KV = kv.size(1), hd = kv.size(3), q_dim = heads * hd, kv_dim = KV * hd;
   TORCH_CHECK(hd % 2 == 0 && rope.is_contiguous() && rope.scalar_type() == at::kFloat && rope.numel() == hd,
               "rope: float32 (head_dim / 2, 2)");
-  at::Tensor qkv = product(mats[0], scales[0], x, biases[0], std::nullopt, attn_eps, false, norms[0]);
+  at::Tensor qkv = product(mats[0], scales[0], x, biases[0], std::nullopt, attn_eps, false, norms[0], int8_path);
   TORCH_CHECK(qkv.size(1) == q_dim + 2 * kv_dim, "qkv: heads * head_dim + 2 kv_heads * head_dim rows");
   float* p = qkv.data_ptr<float>();
   const float* r = rope.data_ptr<float>();
@@ -732,9 +737,9 @@ at::Tensor decode_layer(const at::Tensor& x, at::TensorList mats, const c10::Lis
   const int64_t n = position + 1, first = (window > 0 && n > window) ? n - window : 0;
   const at::Tensor keys = kv[0].narrow(1, first, n - first), values = kv[1].narrow(1, first, n - first);
   const at::Tensor attended = attend_one(qkv.narrow(1, 0, q_dim), keys, values, 1.0 / std::sqrt(double(hd)));
-  const at::Tensor mid = product(mats[1], scales[1], attended, biases[1], x, -1.0, false, std::nullopt);
-  const at::Tensor gated = product(mats[2], scales[2], mid, biases[2], std::nullopt, mlp_eps, true, norms[1]);
-  return product(mats[3], scales[3], gated, biases[3], mid, -1.0, false, std::nullopt);
+  const at::Tensor mid = product(mats[1], scales[1], attended, biases[1], x, -1.0, false, std::nullopt, int8_path);
+  const at::Tensor gated = product(mats[2], scales[2], mid, biases[2], std::nullopt, mlp_eps, true, norms[1], int8_path);
+  return product(mats[3], scales[3], gated, biases[3], mid, -1.0, false, std::nullopt, int8_path);
 }
 
 }  // namespace
@@ -747,7 +752,7 @@ TORCH_LIBRARY(tokenstep, m) {
   m.def("attend_one(Tensor q, Tensor keys, Tensor values, float scale) -> Tensor");
   m.def("dequantize_int8(Tensor q, Tensor scale) -> Tensor");
   m.def("decode_layer(Tensor x, Tensor[] mats, Tensor?[] scales, Tensor?[] biases, Tensor?[] norms, Tensor kv, "
-        "int position, Tensor rope, int heads, float attn_eps, float mlp_eps, int window) -> Tensor");
+        "int position, Tensor rope, int heads, float attn_eps, float mlp_eps, int window, int int8_path=0) -> Tensor");
   m.def("set_shape(int f32_rows, int f32_prefetch, int int8_rows, int int8_prefetch) -> int[]", set_shape);
   m.def("get_shape() -> int[]", get_shape);
 }

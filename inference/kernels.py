@@ -32,6 +32,7 @@ import torch
 from . import cache_dir
 
 SOURCE = Path(__file__).with_name("kernels.cpp")
+INCLUDED = [Path(__file__).with_name("kernels_vnni.cpp")]  # #included by kernels.cpp: part of the build key
 FLAGS = ["-O3", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-w"]
 # The instruction set torch detected on this CPU -> the flags kernels.cpp is built with for it.
 _AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma"]
@@ -74,7 +75,8 @@ def _build(target: Path) -> None:
 def _target() -> Path:
     """Where the library for this source, these flags and this torch version is (or will be) built."""
     flags = " ".join(FLAGS + _isa_flags())
-    key = hashlib.sha256(SOURCE.read_bytes() + flags.encode() + torch.__version__.encode())
+    key = hashlib.sha256(SOURCE.read_bytes() + b"".join(p.read_bytes() for p in INCLUDED) + flags.encode()
+                         + torch.__version__.encode())
     return cache_dir.cache_root() / "kernels" / f"tokenstep-{key.hexdigest()[:16]}.so"
 
 

@@ -233,7 +233,8 @@ def decode_layer(kernels, x: torch.Tensor, layer, kv: torch.Tensor, position: in
         norms += [layer.q_norm.weight, layer.k_norm.weight]
     return kernels.decode_layer(
         x, [lin.weight for lin in linears], [lin.scale for lin in linears], [lin.bias for lin in linears],
-        norms, kv, position, rope, n_heads, layer.attn_norm.eps, layer.mlp_norm.eps, window)  # (1, C)
+        norms, kv, position, rope, n_heads, layer.attn_norm.eps, layer.mlp_norm.eps, window,
+        getattr(layer.qkv, "path", 0))  # (1, C); int8: quant.INT8_PATHS
 
 
 @dataclass

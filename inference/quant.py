@@ -3,7 +3,10 @@
 A matrix is stored as int8 q with bfloat16 scales, weight ~= q * scale; activations, norms and the KV
 cache stay float32. How the product runs depends on the backend (layers.py), chosen at load:
 - on the own kernels (`KernelInt8Linear`): a scale per group of INT8_GROUP weights of a row; one row and
-  short prefills run on kernels.cpp, longer prefills dequantise the matrix for BLAS;
+  short prefills run on kernels.cpp, longer prefills dequantise the matrix for BLAS. On kernels.cpp the
+  products take the integer path where the CPU has AVX-512 VNNI (`int8_path`, kernels_vnni.cpp): each row
+  of activations quantised to int8 per weight group, int32 products; else float32 activations against
+  weights widened to float32;
 - on CPU with stock ops (`RowScaledInt8Linear`): one scale per row, for torch's own int8 kernel;
 - elsewhere (`Int8Linear`, CUDA): group scales, dequantised for each product (cheap there).
 The head ranks every token with its int8 product and rescores its best RESCORED from the float rows
@@ -12,6 +15,9 @@ The head ranks every token with its int8 product and rescores its best RESCORED 
 
 from __future__ import annotations
 
+import functools
+import os
+import sys
 from dataclasses import dataclass, field
 
 import torch
@@ -24,6 +30,14 @@ INT8_GROUP = 64  # weights that share one int8 scale along a row
 # 32 tokens 60 vs 51 ms.
 KERNEL_ROWS = 16
 RESCORED = 64  # tokens an int8 head rescores in float
+# How int8 products on the own kernels run (the code is kernels_vnni.cpp's int8_path): "float" widens each
+# weight to float32 against float32 activations; "integer" quantises each row of activations to int8, one
+# scale per INT8_ACT_GROUP of them, and multiplies on AVX-512 VNNI ("integer-row": one scale per row;
+# "integer-<n>": one per n, n a multiple of 4). Longer prefills (over KERNEL_ROWS rows) dequantise for BLAS
+# on either. TOKENSTEP_INT8_PATH picks one; the default is "integer" where the CPU has VNNI, else "float"
+# (the only one without it).
+INT8_ACT_GROUP = 4
+INT8_PATHS = {"float": 0, "integer": INT8_ACT_GROUP, "integer-row": -1}
 
 
 def quantize_rows(weight: torch.Tensor, group: int = INT8_GROUP) -> tuple[torch.Tensor, torch.Tensor]:
@@ -52,12 +66,40 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     return (q.reshape(out, scale.shape[1], -1).float() * scale.float()[:, :, None]).reshape(out, size)
 
 
+def int8_path(kernels) -> str:
+    """The path int8 products on the own kernels take here: TOKENSTEP_INT8_PATH, else "integer" with VNNI."""
+    vnni = bool(kernels.has_vnni())
+    wanted = os.environ.get("TOKENSTEP_INT8_PATH", "").strip().lower() or ("integer" if vnni else "float")
+    path_code(wanted)  # refuses an unknown name
+    if wanted != "float" and not vnni:
+        _say_once(f"[tokenstep] TOKENSTEP_INT8_PATH={wanted}: this CPU has no AVX-512 VNNI; using float")
+        return "float"
+    return wanted
+
+
+def path_code(name: str) -> int:
+    """A path's name -> kernels_vnni.cpp's int8_path (0 float, n > 0 integer with n activations per scale,
+    -1 integer with one scale per row)."""
+    if name in INT8_PATHS:
+        return INT8_PATHS[name]
+    n = name.removeprefix("integer-")
+    if n.isdigit() and int(n) > 0 and int(n) % 4 == 0:
+        return int(n)
+    raise ValueError(f"TOKENSTEP_INT8_PATH={name!r}: one of {', '.join(INT8_PATHS)} or integer-<multiple of 4>")
+
+
+@functools.lru_cache(maxsize=None)
+def _say_once(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
 def int8_linear(weight: torch.Tensor, bias: torch.Tensor | None, backend: Backend) -> Linear:
     """weight (out, in), float, quantised for this backend's int8 product; bias stays float."""
     device = backend.device
     if backend.kernels is not None:
         q, scale = quantize_rows(weight.float())
-        return KernelInt8Linear(q.to(device).contiguous(), bias, kernels=backend.kernels, scale=scale.to(device))
+        return KernelInt8Linear(q.to(device).contiguous(), bias, kernels=backend.kernels, scale=scale.to(device),
+                                path=path_code(int8_path(backend.kernels)))
     if device.type == "cpu":
         # Group-wise scales need kernels.cpp on CPU. Without it, one scale per row, shaped (out,), lets
         # torch's int8 kernel run: less exact but faster than float32 (117 vs 67 tokens/s here), where
@@ -116,6 +158,7 @@ class KernelInt8Linear(KernelLinear):
     dequantise the matrix (on the kernels too) for BLAS."""
 
     scale: torch.Tensor | None = field(default=None)  # (out, groups) bfloat16
+    path: int = field(default=0, metadata={"derived": True})  # path_code: how products on the kernels run
 
     def on_kernels(self, x: torch.Tensor) -> bool:
         return x.shape[0] <= KERNEL_ROWS
@@ -124,6 +167,9 @@ class KernelInt8Linear(KernelLinear):
         return self.kernels.dequantize_int8(self.weight, self.scale)  # a transient (out, in) float32
 
     def _gemv(self, x, alpha, residual, rms_eps, glu, norm_weight) -> torch.Tensor:
+        if self.path:  # one row or a short prefill (on_kernels)
+            return self.kernels.gemv_int8_integer(self.weight, self.scale, x, alpha, self.bias, residual, rms_eps,
+                                                  glu, norm_weight, self.path)
         return self.kernels.gemv_int8(self.weight, self.scale, x, alpha, self.bias, residual, rms_eps, glu,
                                       norm_weight)
 

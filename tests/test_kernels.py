@@ -150,15 +150,17 @@ def _stock_twin(kernel_decoder, folder, dtype):
 
 @pytest.mark.parametrize("arch", ["llama", "mistral", "qwen2", "gpt2"])
 @pytest.mark.parametrize("dtype", ["float32", "int8"])
-def test_decoder_on_kernels_equals_the_same_weights_on_stock_float_ops(tmp_path, dtype, arch):
+def test_decoder_on_kernels_equals_the_same_weights_on_stock_float_ops(tmp_path, monkeypatch, dtype, arch):
     """Same decode logits on the kernels as on stock float32 ops over the same weights, step after step
     (mistral's steps go past its sliding window of 6; llama, mistral and qwen2 run each layer as one
     decode_layer call, gpt2 op by op).
 
     float32: the same products summed in another order (1e-5, as cached decode against recompute).
     int8: the same group-scaled weights dequantised, float32 throughout, so the same 1e-5. (The stock int8
-    path, one scale per row on torch's int8 kernel, is tested in test_low_precision.py.)
+    path, one scale per row on torch's int8 kernel, is tested in test_low_precision.py; the integer path,
+    int8 activations on VNNI, in test_int8_vnni.py.)
     """
+    monkeypatch.setenv("TOKENSTEP_INT8_PATH", "float")  # float32 activations: the 1e-5 holds
     folder = save_hf_model(make_hf_model(arch), tmp_path)
     model = load_model(folder, device="cpu", dtype=dtype)
     ids = torch.tensor([5, 77, 200, 31, 9, 140, 3, 66, 250, 18])

@@ -1,0 +1,273 @@
+// The integer int8 path (included by kernels.cpp, inside its namespace, so it shares check, group_size,
+// row_alphas, weighted, rows_one and rows_glu): one row x quantised to int8 and its products with the int8
+// weights taken by AVX-512 VNNI (vpdpbusd: u8 x s8, four products summed into each int32 lane).
+//
+// The float path widens every weight to float32 in registers: 4 widenings, 4 converts and 4 FMAs per 64
+// weights made int8 decode compute-bound (its products took 1.69x a read of the same bytes on an AMD EPYC).
+// Here 64 weights take one XOR and one vpdpbusd, and a group's int32 sums one convert and one FMA.
+//
+// The math, per weight group g of G weights (quant.quantize_rows) and per sub-group of A activations in it
+// (A: act_group, a multiple of 4; or the whole row):
+//   activations: a = 127 / amax(|x| over the sub-group), xq = round(x * a) in [-127, 127], x ~= xq * s with
+//                s = amax / 127;
+//   weights:     vpdpbusd wants the unsigned operand first, so the weights go in as q + 128 (q XOR 0x80) and
+//                xq as the signed one: sum (q + 128) xq = sum q xq + 128 sum xq, and the second term depends
+//                on x alone, so it is taken once per call and starts each chunk's accumulator negated;
+//   y = alpha * sum over lanes of (weight scale_g * s of the lane's sub-group) * (exact int32 lane sum).
+// A group longer than 64 bytes takes several 64-byte chunks; a last partial chunk is read with a mask
+// (x is zero padded), so any group size and row length work. Built only for AVX-512 (with BW); the VNNI
+// functions carry their own target attribute and run only where the CPU reports avx512vnni.
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#define TOKENSTEP_HAS_VNNI_CODE 1
+#define TOKENSTEP_VNNI __attribute__((target("avx512vnni,avx512bw,avx512f")))
+#else
+#define TOKENSTEP_HAS_VNNI_CODE 0
+#endif
+
+bool vnni_available() {
+#if TOKENSTEP_HAS_VNNI_CODE
+  static const bool yes = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+  return yes;
+#else
+  return false;
+#endif
+}
+
+// One row of x, quantised for the weight groups: per group ceil(G / 64) chunks of 64 int8 (zero padded),
+// and per chunk its 16 vpdpbusd lanes' starting values (-128 * the sum of the lane's four xq) and
+// activation scales (lane j holds bytes 4j..4j+3; A, a multiple of 4, keeps each lane in one sub-group).
+struct QuantRow {
+  int64_t G = 0, S = 0, chunks = 0;
+  uint64_t tail = ~0ull;       // the byte mask of each group's last chunk
+  std::vector<int8_t> xq;      // S * chunks * 64
+  std::vector<int32_t> start;  // S * chunks * 16
+  std::vector<float> scale;    // S * chunks * 16
+};
+
+// How many activations share one scale: act_group <= 0 is the whole row; else at most the weight group,
+// and a multiple of 4 unless it is the whole group.
+int64_t activation_group(int64_t act_group, int64_t K, int64_t G) {
+  const int64_t A = act_group <= 0 ? K : std::min(act_group, G);
+  TORCH_CHECK(A >= G || A % 4 == 0, "act_group: a multiple of 4 (or the weight group, or <= 0: the row)");
+  return A;
+}
+
+#if TOKENSTEP_HAS_VNNI_CODE
+// The largest |x| of n floats.
+TOKENSTEP_VNNI float amax_of(const float* x, int64_t n) {
+  __m512 m = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + k)));
+  if (k < n) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_maskz_loadu_ps((1u << (n - k)) - 1, x + k)));
+  return _mm512_reduce_max_ps(m);
+}
+
+// xq = x * (127 / amax) rounded to nearest, ties to even (the MXCSR default, as torch.round), for n floats.
+TOKENSTEP_VNNI void quantize_run(const float* x, int64_t n, float amax, int8_t* q) {
+  if (amax == 0.0f) return;  // all zero: xq stays 0
+  const __m512 a = _mm512_set1_ps(127.0f / amax);
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  for (int64_t k = 0; k < n; k += 16) {
+    const __mmask16 m = k + 16 <= n ? 0xffff : static_cast<__mmask16>((1u << (n - k)) - 1);
+    __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + k), a));
+    v = _mm512_min_epi32(_mm512_max_epi32(v, lo), hi);
+    _mm512_mask_cvtepi32_storeu_epi8(q + k, m, v);
+  }
+}
+
+// A group of G floats with one scale per run of A (amax >= 0: one given scale for all, per row).
+TOKENSTEP_VNNI void quantize_runs(const float* xg, int64_t G, int64_t A, float row_amax, int8_t* q, float* lane_scale) {
+  for (int64_t k0 = 0; k0 < G; k0 += A) {
+    const int64_t n = std::min(A, G - k0);
+    const float amax = row_amax >= 0.0f ? row_amax : amax_of(xg + k0, n);
+    quantize_run(xg + k0, n, amax, q + k0);
+    for (int64_t lane = k0 / 4; lane < (k0 + n + 3) / 4; ++lane) lane_scale[lane] = amax / 127.0f;
+  }
+}
+
+// |x| of 16 floats -> each lane the largest of its run of A (4, 8 or 16) aligned lanes.
+TOKENSTEP_VNNI inline __m512 run_amax(__m512 m, int64_t A) {
+  m = _mm512_max_ps(m, _mm512_permute_ps(m, 0xB1));  // neighbours
+  m = _mm512_max_ps(m, _mm512_permute_ps(m, 0x4E));  // pairs: each run of 4 holds its max
+  if (A >= 8) m = _mm512_max_ps(m, _mm512_shuffle_f32x4(m, m, 0xB1));  // 128-bit blocks
+  if (A >= 16) m = _mm512_max_ps(m, _mm512_shuffle_f32x4(m, m, 0x4E));  // 256-bit halves
+  return m;
+}
+
+// A group of G floats (G a multiple of 16) with one scale per run of A in {4, 8, 16}, 16 floats at a time:
+// per-run amax, quantisation and each lane's scale without a horizontal reduction per run.
+TOKENSTEP_VNNI void quantize_short_runs(const float* x, int64_t G, int64_t A, int8_t* q, float* lane_scale) {
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  for (int64_t k = 0; k < G; k += 16) {
+    const __m512 v = _mm512_loadu_ps(x + k);
+    const __m512 amax = run_amax(_mm512_abs_ps(v), A);
+    const __mmask16 nonzero = _mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_NEQ_OQ);
+    const __m512 a = _mm512_maskz_div_ps(nonzero, _mm512_set1_ps(127.0f), amax);  // 0 where the run is all 0
+    __m512i qv = _mm512_cvtps_epi32(_mm512_mul_ps(v, a));
+    qv = _mm512_min_epi32(_mm512_max_epi32(qv, lo), hi);
+    _mm512_mask_cvtepi32_storeu_epi8(q + k, 0xffff, qv);
+    // lane j of vpdpbusd holds floats 4j..4j+3: one scale each, the run's amax / 127
+    _mm512_mask_compressstoreu_ps(lane_scale + k / 4, 0x1111, _mm512_div_ps(amax, _mm512_set1_ps(127.0f)));
+  }
+}
+
+// x (K floats, weight groups of G) -> QuantRow, one activation scale per A consecutive activations of a
+// group (A = K: per row). Vectorised: a scalar loop cost microseconds per call, and a step makes 121.
+TOKENSTEP_VNNI void quantize_row(const float* x, int64_t K, int64_t G, int64_t A, QuantRow& out) {
+  const int64_t S = K / G, chunks = (G + 63) / 64;
+  out.G = G, out.S = S, out.chunks = chunks;
+  out.tail = G % 64 == 0 ? ~0ull : (1ull << (G % 64)) - 1;
+  out.xq.assign(S * chunks * 64, 0);
+  out.start.resize(S * chunks * 16);
+  out.scale.assign(S * chunks * 16, 0.0f);
+  const float row_amax = A >= K ? amax_of(x, K) : 0.0f;
+  const __m512i c128 = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t g = 0; g < S; ++g) {
+    const float* xg = x + g * G;
+    int8_t* q = out.xq.data() + g * chunks * 64;
+    float* lane_scale = out.scale.data() + g * chunks * 16;  // chunk c's lane j at c * 16 + j: element 4 (c * 16 + j)
+    if ((A == 4 || A == 8 || A == 16) && G % 16 == 0) {
+      quantize_short_runs(xg, G, A, q, lane_scale);
+    } else {
+      quantize_runs(xg, G, A, A >= K ? row_amax : -1.0f, q, lane_scale);
+    }
+    for (int64_t c = 0; c < chunks; ++c) {  // -128 * the sums of xq in each lane: the accumulators' start
+      const __m512i lanes = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c128, _mm512_loadu_si512(q + c * 64));
+      _mm512_storeu_si512(out.start.data() + (g * chunks + c) * 16, _mm512_sub_epi32(_mm512_setzero_si512(), lanes));
+    }
+  }
+}
+
+constexpr int64_t kVnniPrefetchBytes = 4096;
+
+// One 64-byte chunk of a weight row against the chunk of x: acc += (int32 lanes of q xq) * lane scales * ws.
+TOKENSTEP_VNNI inline __m512 vnni_chunk(__m512i w, const int8_t* xq, const int32_t* start, const float* xs, float ws,
+                                        __m512 acc) {
+  const __m512i s = _mm512_dpbusd_epi32(_mm512_loadu_si512(start), _mm512_xor_si512(w, _mm512_set1_epi8(-128)),
+                                        _mm512_loadu_si512(xq));
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(_mm512_loadu_ps(xs), _mm512_set1_ps(ws)), acc);
+}
+
+// sum over chunks of (weight scale * activation scale * exact int32 lane sums of q xq) for rows r..r+n-1
+// of q (K apart, S bf16 scales per row).
+TOKENSTEP_VNNI void vnni_rows(const int8_t* q, const uint16_t* sp, int64_t K, const QuantRow& x, int64_t r,
+                              int64_t n, float* out) {
+  const int64_t S = x.S, G = x.G, chunks = x.chunks;
+  const int8_t* xq = x.xq.data();
+  const int32_t* start = x.start.data();
+  const float* xs = x.scale.data();
+  for (int64_t i = 0; i < n; ++i) {
+    const int8_t* row = q + (r + i) * K;
+    const uint16_t* ws = sp + (r + i) * S;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
+    if (G == 64) {  // the default: one chunk per group, two per pass for two accumulators
+      int64_t g = 0;
+      for (; g + 2 <= S; g += 2) {
+        _mm_prefetch(reinterpret_cast<const char*>(row + g * 64) + kVnniPrefetchBytes, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(row + g * 64) + kVnniPrefetchBytes + 64, _MM_HINT_T0);
+        acc0 = vnni_chunk(_mm512_loadu_si512(row + g * 64), xq + g * 64, start + g * 16, xs + g * 16,
+                          bf16_to_float(ws[g]), acc0);
+        acc1 = vnni_chunk(_mm512_loadu_si512(row + g * 64 + 64), xq + g * 64 + 64, start + g * 16 + 16,
+                          xs + g * 16 + 16, bf16_to_float(ws[g + 1]), acc1);
+      }
+      if (g < S) {
+        acc0 = vnni_chunk(_mm512_loadu_si512(row + g * 64), xq + g * 64, start + g * 16, xs + g * 16,
+                          bf16_to_float(ws[g]), acc0);
+      }
+    } else {  // any group size: chunks of 64, the last one of a group masked (x is zero padded)
+      for (int64_t g = 0; g < S; ++g) {
+        const float w_scale = bf16_to_float(ws[g]);
+        for (int64_t c = 0; c < chunks; ++c) {
+          const __mmask64 m = c + 1 == chunks ? x.tail : ~0ull;
+          const int64_t at = (g * chunks + c);
+          acc0 = vnni_chunk(_mm512_maskz_loadu_epi8(m, row + g * G + c * 64), xq + at * 64, start + at * 16,
+                            xs + at * 16, w_scale, acc0);
+        }
+      }
+    }
+    out[i] = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  }
+}
+#endif
+
+// The integer path: the same contract as gemv_int8 (alpha, RMSNorm gain and weight per row of x, bias,
+// residual, glu for one row); act_group: activations per scale (activation_group). Several rows (a short
+// prefill) quantise each row, and each weight row, read once, meets them all in L1; each row's product is
+// formed as it is for that row alone.
+at::Tensor gemv_int8_integer(const at::Tensor& q, const at::Tensor& scale, const at::Tensor& x, double alpha,
+                             const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& residual,
+                             double rms_eps, bool glu, const std::optional<at::Tensor>& norm_weight,
+                             int64_t act_group) {
+  TORCH_CHECK(vnni_available(), "the integer int8 path needs AVX-512 VNNI (kernels built for AVX-512)");
+  check(q, x, bias, residual);
+  const int64_t G = group_size(q, scale), K = q.size(1), T = x.size(0), A = activation_group(act_group, K, G);
+  TORCH_CHECK(!glu || (T == 1 && !residual.has_value()), "glu: one row of x, no residual");
+  const std::vector<float> alphas = row_alphas(x.data_ptr<float>(), T, K, alpha, rms_eps);
+  const at::Tensor h = weighted(x, norm_weight);
+#if TOKENSTEP_HAS_VNNI_CODE
+  thread_local std::vector<QuantRow> quantised;  // their buffers are reused from call to call
+  if (static_cast<int64_t>(quantised.size()) < T) quantised.resize(T);
+  for (int64_t t = 0; t < T; ++t) quantize_row(h.data_ptr<float>() + t * K, K, G, A, quantised[t]);
+  const int8_t* qp = q.data_ptr<int8_t>();
+  const uint16_t* sp = reinterpret_cast<const uint16_t*>(scale.data_ptr());
+  const QuantRow* xr = quantised.data();
+  auto fill = [=](int64_t r, int64_t n, float* out) { vnni_rows(qp, sp, K, *xr, r, n, out); };
+  if (glu) return rows_glu(q.size(0), x, alphas[0], bias, fill);
+  if (T == 1) return rows_one(q.size(0), x, alphas[0], bias, residual, fill);
+  return rows(q.size(0), x, alphas, bias, residual, [=](int64_t r, auto&& put) {
+    for (int64_t t = 0; t < T; ++t) {
+      float product;
+      vnni_rows(qp, sp, K, xr[t], r, 1, &product);
+      put(t, product);
+    }
+  });
+#else
+  (void)A;
+  return at::Tensor();
+#endif
+}
+
+// An int8 product on the path asked for (0: float activations, gemv_int8; else gemv_int8_integer with
+// act_group = path), the float one where VNNI does not run.
+at::Tensor int8_product(int64_t path, const at::Tensor& q, const at::Tensor& scale, const at::Tensor& x,
+                        double alpha, const std::optional<at::Tensor>& bias,
+                        const std::optional<at::Tensor>& residual, double rms_eps, bool glu,
+                        const std::optional<at::Tensor>& norm_weight) {
+  if (path != 0 && vnni_available()) {
+    return gemv_int8_integer(q, scale, x, alpha, bias, residual, rms_eps, glu, norm_weight, path);
+  }
+  return gemv_int8(q, scale, x, alpha, bias, residual, rms_eps, glu, norm_weight);
+}
+
+// The quantised activations as (xq (groups, chunks * 64) int8, lane scales (groups, chunks * 16) float32),
+// for tests to check the kernel's integer math against a torch reference.
+std::tuple<at::Tensor, at::Tensor> quantize_activations(const at::Tensor& x, int64_t group, int64_t act_group) {
+  TORCH_CHECK(x.dim() == 1 && x.is_contiguous() && x.scalar_type() == at::kFloat && group > 0 &&
+              x.size(0) % group == 0, "x: contiguous float32 (K,), group dividing K");
+  TORCH_CHECK(vnni_available(), "needs AVX-512 VNNI");
+  QuantRow out;
+  const int64_t A = activation_group(act_group, x.size(0), group);
+#if TOKENSTEP_HAS_VNNI_CODE
+  quantize_row(x.data_ptr<float>(), x.size(0), group, A, out);
+#else
+  (void)A;
+#endif
+  at::Tensor xq = at::from_blob(out.xq.data(), {out.S, out.chunks * 64}, at::kChar).clone();
+  at::Tensor scales = at::from_blob(out.scale.data(), {out.S, out.chunks * 16}, at::kFloat).clone();
+  return {xq, scales};
+}
+
+bool has_vnni() { return vnni_available(); }
+
+TORCH_LIBRARY_FRAGMENT(tokenstep, m) {
+  m.def("gemv_int8_integer(Tensor q, Tensor scale, Tensor x, float alpha, Tensor? bias, Tensor? residual, "
+        "float rms_eps=-1, bool glu=False, Tensor? norm_weight=None, int act_group=4) -> Tensor");
+  m.def("quantize_activations(Tensor x, int group, int act_group=4) -> (Tensor, Tensor)");
+  m.def("has_vnni() -> bool", &has_vnni);  // no tensor to dispatch on: one kernel for every backend
+}
+
+TORCH_LIBRARY_IMPL(tokenstep, CPU, m) {
+  m.impl("gemv_int8_integer", gemv_int8_integer);
+  m.impl("quantize_activations", quantize_activations);
+}
