@@ -34,8 +34,12 @@ RESCORED = 64  # tokens an int8 head rescores in float
 # weight to float32 against float32 activations; "integer" quantises each row of activations to int8, one
 # scale per INT8_ACT_GROUP of them, and multiplies on AVX-512 VNNI ("integer-row": one scale per row;
 # "integer-<n>": one per n, n a multiple of 4). Longer prefills (over KERNEL_ROWS rows) dequantise for BLAS
-# on either. TOKENSTEP_INT8_PATH picks one; the default is "integer" where the CPU has VNNI, else "float"
-# (the only one without it).
+# on either. TOKENSTEP_INT8_PATH picks one; the default is "float". Measured on an AMD EPYC with VNNI
+# (2 threads, quiet, benchmarks/bench_int8_path.py, two runs): with the float products at one row per
+# pass (kernel_shape.py) both paths read memory at about the same speed (0.97-1.18x vs 1.06-1.20x a read
+# of the same bytes) and an integer step took 1.09-1.10x a float one, so the integer path only pays where
+# decode is bound by compute (one thread: 0.8x the float path's CPU time), and its first-step |dp| is
+# the larger (0.029 vs 0.026 of the 0.03 bound).
 INT8_ACT_GROUP = 4
 INT8_PATHS = {"float": 0, "integer": INT8_ACT_GROUP, "integer-row": -1}
 
@@ -67,9 +71,9 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
 
 
 def int8_path(kernels) -> str:
-    """The path int8 products on the own kernels take here: TOKENSTEP_INT8_PATH, else "integer" with VNNI."""
+    """The path int8 products on the own kernels take here: TOKENSTEP_INT8_PATH, else "float"."""
     vnni = bool(kernels.has_vnni())
-    wanted = os.environ.get("TOKENSTEP_INT8_PATH", "").strip().lower() or ("integer" if vnni else "float")
+    wanted = os.environ.get("TOKENSTEP_INT8_PATH", "").strip().lower() or "float"
     path_code(wanted)  # refuses an unknown name
     if wanted != "float" and not vnni:
         _say_once(f"[tokenstep] TOKENSTEP_INT8_PATH={wanted}: this CPU has no AVX-512 VNNI; using float")
