@@ -29,10 +29,11 @@ def settle(win) -> None:
     QApplication.processEvents()
 
 
-def window_fixture(name: str):
-    """A module-scoped fixture: a 1600x1000 window that has loaded the default model; closed and joined after."""
+def window_fixture(name: str, scope: str = "module"):
+    """A fixture (module-scoped unless asked): a 1600x1000 window that has loaded the default model; closed
+    and joined after."""
 
-    @pytest.fixture(scope="module")
+    @pytest.fixture(scope=scope)
     def window(qapp, default_model, tmp_path_factory):
         from gui.main_window import MainWindow
         from gui.theme import Appearance

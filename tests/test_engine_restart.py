@@ -11,7 +11,7 @@ import pytest
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from app_driver import idle, settle, wait_until
+from app_driver import idle, settle, wait_until, window_fixture
 from gui.main_window import MainWindow
 from gui.theme import Appearance
 from inference.session import Session, prompt_ids
@@ -19,16 +19,7 @@ from inference.session import Session, prompt_ids
 PROMPT = "Write a short list of fruits:"
 
 
-@pytest.fixture()
-def window(qapp, default_model, tmp_path):
-    win = MainWindow(settings=QSettings(str(tmp_path / "tokenstep.ini"), QSettings.IniFormat),
-                     appearance=Appearance())
-    win.resize(1600, 1000)
-    win.show()
-    wait_until(lambda: win.controller.info is not None)
-    yield win
-    win.close()
-    assert win.controller.thread.isFinished()
+window = window_fixture("restart", scope="function")  # each test kills its engine
 
 
 def _ids(c):
