@@ -169,14 +169,12 @@ class Controller(BranchIntents, QObject):
         """Send `command`; after a lost engine, first a fresh engine and the Restore of its session."""
         if self.restore.lost:
             self._restart.emit()
-            restore = self.restore.command(self.history, self.settings, self.epoch)
-            if restore is not None and not isinstance(command, p.Load):
-                self.restore.start()
-                self._command.emit(p.CaptureAttention(self.capture_attention))
-                self._command.emit(p.CaptureLens(self.capture_lens))
-                self._command.emit(p.KvCache(self.kv_cache))
+            for choice in (p.CaptureAttention(self.capture_attention), p.CaptureLens(self.capture_lens),
+                           p.KvCache(self.kv_cache)):
+                self._command.emit(choice)  # a fresh engine starts from the defaults
+            restore = self.restore.begin(command, self.history, self.settings, self.epoch)
+            if restore is not None:
                 self._command.emit(restore)
-            self.restore.lost = False
         if not self.restore.defer(command):
             self._command.emit(command)
 
@@ -239,7 +237,7 @@ class Controller(BranchIntents, QObject):
         self._emit(p.CaptureAttention(on))
 
     def set_capture_lens(self, on: bool) -> None:
-        self.capture_lens = on  # a restarted engine is asked again (_on_ready)
+        self.capture_lens = on  # a restarted engine is asked again (_emit)
         self._emit(p.CaptureLens(on))
 
     def request_attention(self, node: int) -> bool:
@@ -279,8 +277,6 @@ class Controller(BranchIntents, QObject):
 
     def _on_ready(self, reply: p.Ready) -> None:
         self.cuda_available = reply.cuda
-        if self.capture_lens:
-            self._emit(p.CaptureLens(True))
 
     def _on_progress(self, reply: p.Progress) -> None:
         self.progress.emit(reply.stage, reply.done, reply.total)

@@ -45,23 +45,23 @@ class EngineRestore:
         return (f"{during}; the steps so far are kept, and {_name(self.loaded[0])} is loaded again at your "
                 "next action")
 
-    def command(self, history: History, settings: GenerationSettings, tag: int) -> p.Restore | None:
-        """The Restore that gives a fresh engine back the lost session (None: there was no model)."""
-        if self.loaded is None:
+    def begin(self, action: p.Command, history: History, settings: GenerationSettings, tag: int) -> p.Restore | None:
+        """A fresh engine is started for `action`: the Restore to send before it (None for a Load, or when
+        no model was loaded); the actions after it wait for its answer."""
+        self.lost = False
+        if self.loaded is None or isinstance(action, p.Load):
             return None
+        self.restoring, self.failed = True, False
         spec, device, dtype = self.loaded
         prefill = history.prefill
         if any(node.step is not None and node.step.shift is not None for node in history.nodes.values()):
             prefill = None  # a context shift dropped positions a re-read would bring back: the model alone
-        ids = tuple(token.id for token in prefill.tokens) if prefill is not None else ()
+        if prefill is None:
+            return p.Restore(spec, device, dtype, (), "", (), 0, settings, tag)
         nodes = tuple((node.id, node.parent.id, node.token_id) for node in history.nodes.values()
                       if node.step is not None and node.parent is not None)
-        node = history.current.id if prefill is not None else 0
-        return p.Restore(spec, device, dtype, ids, prefill.prompt_text if prefill else "", nodes, node,
-                         settings, tag)
-
-    def start(self) -> None:
-        self.lost, self.restoring, self.failed = False, True, False
+        return p.Restore(spec, device, dtype, tuple(token.id for token in prefill.tokens), prefill.prompt_text,
+                         nodes, history.current.id, settings, tag)
 
     def defer(self, command: p.Command) -> bool:
         """Hold `command` until the Restore is answered (True when held)."""
