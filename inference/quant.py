@@ -4,9 +4,8 @@ A matrix is stored as int8 q with bfloat16 scales, weight ~= q * scale; activati
 cache stay float32. How the product runs depends on the backend (layers.py), chosen at load:
 - on the own kernels (`KernelInt8Linear`): a scale per group of INT8_GROUP weights of a row; one row and
   short prefills run on kernels.cpp, longer prefills dequantise the matrix for BLAS. On kernels.cpp the
-  products take the integer path where the CPU has AVX-512 VNNI (`int8_path`, kernels_vnni.cpp): each row
-  of activations quantised to int8 per weight group, int32 products; else float32 activations against
-  weights widened to float32;
+  products widen the weights to float32 against float32 activations, or, asked for (`int8_path`,
+  kernels_vnni.cpp) on a CPU with AVX-512 VNNI, quantise the activations to int8 for int32 products;
 - on CPU with stock ops (`RowScaledInt8Linear`): one scale per row, for torch's own int8 kernel;
 - elsewhere (`Int8Linear`, CUDA): group scales, dequantised for each product (cheap there).
 The head ranks every token with its int8 product and rescores its best RESCORED from the float rows
