@@ -16,11 +16,11 @@ near tie), which the quality criteria do not allow (benchmarks/RESULTS.md, bench
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from . import kernel_shape
 from .errors import ModelFormatError
 from .layers import Linear
 from .settings import MAX_SPECULATE
@@ -33,12 +33,7 @@ BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of CPUs with bfl
 
 
 def cpu_flags() -> set[str]:
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return set()
-    line = next((line for line in text.splitlines() if line.startswith("flags")), "")
-    return set(line.partition(":")[2].split())
+    return set(kernel_shape.cpu_identity()["flags"])  # /proc/cpuinfo's, read once
 
 
 def cpu_has_bf16(flags: set[str] | None = None) -> bool:
