@@ -37,13 +37,14 @@ class BranchNode:
 class BranchTree:
     def __init__(self):
         self.nodes: dict[int, BranchNode] = {0: BranchNode(0, None, None, 0)}
+        self.next_id = 1  # ids are never reused, also in a restored tree with gaps
 
     def child(self, node: int, token_id: int) -> int:
         """The node after `node` takes `token_id` (made if new)."""
         parent = self.nodes[node]
         found = parent.children.get(token_id)
         if found is None:
-            found = max(self.nodes) + 1  # ids are never reused, also in a restored tree with gaps
+            found, self.next_id = self.next_id, self.next_id + 1
             self.nodes[found] = BranchNode(found, token_id, node, parent.depth + 1)
             parent.children[token_id] = found
         return found
@@ -55,6 +56,7 @@ class BranchTree:
                 raise ValueError(f"cannot restore node {node_id} (parent {parent}): the tree is inconsistent")
             self.nodes[node_id] = BranchNode(node_id, token_id, parent, self.nodes[parent].depth + 1)
             self.nodes[parent].children[token_id] = node_id
+            self.next_id = max(self.next_id, node_id + 1)
 
     def path(self, node: int) -> list[int]:
         """The node ids from step 1 to `node` (the prompt excluded)."""
