@@ -10,6 +10,7 @@ order (ties by token id). Math is float64 so the reported probabilities sum to 1
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,19 +41,49 @@ def _descending(ids: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     return by_id[order]
 
 
+BLOCK = 64  # scores per block of the top-k prefilter
+
+
 def top_k_ids(scores: torch.Tensor, k: int) -> torch.Tensor:
-    """Exactly k ids of the highest scores; among ties at the threshold, the lowest ids."""
+    """Exactly k ids of the highest scores: those above the k-th score, then those tied with it (the lowest
+    ids among the ties), each part ascending.
+
+    First a prefilter: at least k scores are >= the k-th largest maximum t of blocks of BLOCK scores, so
+    the k-th largest score is >= t and every score that high is among the few scores >= t; the exact
+    selection runs on those. Half the time of one top-k over a vocabulary of 49K, the same ids.
+    """
+    V, n_blocks = scores.numel(), scores.numel() // BLOCK
+    if n_blocks >= 4 * k:
+        t = torch.topk(scores[:n_blocks * BLOCK].view(n_blocks, BLOCK).amax(1), k).values[-1]
+        among = torch.nonzero(scores >= t).flatten()  # ascending
+        if among.numel() * 8 < V:  # not where ties are everywhere (a server's -inf outside its top-N)
+            sub = scores[among]
+            threshold = torch.topk(sub, k).values[-1]
+            above, tied = among[sub > threshold], among[sub == threshold]
+            return torch.cat([above, tied[: k - above.numel()]])
     threshold = torch.topk(scores, k).values[-1]
     above = torch.nonzero(scores > threshold).flatten()
     tied = torch.nonzero(scores == threshold).flatten()  # ascending ids
     return torch.cat([above, tied[: k - above.numel()]])
 
 
-def distribution(logits: torch.Tensor, s: SamplerSettings) -> Distribution:
-    logits = logits.detach().to("cpu", torch.float64).flatten()  # (V,)
-    if torch.isnan(logits).any() or not torch.isfinite(logits).any():
+def top_ids(scores: torch.Tensor, k: int) -> torch.Tensor:
+    """The k highest scores' ids, by descending score, ties by ascending id."""
+    return _descending(top_k_ids(scores, k), scores)
+
+
+def check_finite(logits: torch.Tensor) -> None:
+    """Refuse logits with a NaN or with no finite value: one reduction (max propagates NaN; a finite
+    maximum proves a finite value), the second only when the maximum is infinite."""
+    top = float(logits.max())
+    if top != top or (math.isinf(top) and not bool(torch.isfinite(logits).any())):
         raise ValueError("the model's logits are not numbers (NaN) or all infinite: its weights or an "
                          "activation overflowed; nothing can be drawn from them")
+
+
+def distribution(logits: torch.Tensor, s: SamplerSettings) -> Distribution:
+    logits = logits.detach().to("cpu", torch.float64).flatten()  # (V,)
+    check_finite(logits)
     V = logits.numel()
     p_raw = torch.softmax(logits, 0)
     best = int(np.argmax(logits.numpy()))  # the first maximum (numpy's: 6 us here, torch.argmax 72 us)
@@ -64,12 +95,15 @@ def distribution(logits: torch.Tensor, s: SamplerSettings) -> Distribution:
                   Stage("greedy", 1, float(1.0 - p_raw[best]))]
         return Distribution(p_raw, p_raw, p_final, torch.tensor([best]), stages, True, h)
 
-    scores = logits / s.temperature
+    scores = logits / s.temperature if s.temperature != 1.0 else logits  # x / 1.0 is x, bit for bit
     if not torch.isfinite(scores[best]):  # T so small (1e-320) that it overflows: shift the best to 0
         scores = (logits - logits[best]) / s.temperature  # the limit, all mass on the best, not inf - inf
-    p_temp = torch.softmax(scores, 0)
-    ids = torch.nonzero(p_temp > 0).flatten()  # (K,) the candidates still in play
-    p = p_temp[ids]  # their renormalised probabilities
+    p_temp = torch.softmax(scores, 0) if scores is not logits else p_raw
+    if float(p_temp.min()) > 0:  # every token still in play (the usual case): no gather
+        ids, p = torch.arange(V), p_temp
+    else:
+        ids = torch.nonzero(p_temp > 0).flatten()  # (K,) the candidates still in play
+        p = p_temp[ids]  # their renormalised probabilities
     stages = [Stage("temperature", ids.numel(), 0.0)]
 
     removed = 0.0

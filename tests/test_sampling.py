@@ -4,7 +4,7 @@ import numpy as np
 import torch
 from hypothesis import assume, given, strategies as st
 
-from inference.sampling import distribution, draw, entropy, top_k_ids
+from inference.sampling import distribution, draw, entropy, top_ids, top_k_ids
 from inference.settings import SamplerSettings
 
 logits_strategy = st.lists(st.floats(-30, 30, allow_nan=False, width=32), min_size=2, max_size=300).map(
@@ -163,3 +163,31 @@ def test_logits_that_are_not_numbers_are_one_clear_error():
                 distribution(bad, s)
     ok = distribution(torch.tensor([0.0, float("-inf"), 1.0]), SamplerSettings())  # a server's top-N: fine
     assert float(ok.p_final[1]) == 0.0
+
+
+def _top_k_by_definition(scores: torch.Tensor, k: int) -> list[int]:
+    """The ids above the k-th highest score, then the lowest ids tied with it, each part ascending."""
+    values = scores.tolist()
+    threshold = sorted(values, reverse=True)[k - 1]
+    above = [i for i, v in enumerate(values) if v > threshold]
+    return above + [i for i, v in enumerate(values) if v == threshold][:k - len(above)]
+
+
+@given(st.integers(1, 70_000), st.integers(1, 600), st.sampled_from(["normal", "few values", "mostly -inf"]),
+       st.integers(0, 2 ** 31))
+def test_top_k_ids_of_a_vocabulary_are_the_k_highest_ties_by_id(V, k, kind, seed):
+    """Vocabularies large enough for the block-maximum prefilter (V >= 4 k x 64), with ties at the
+    threshold, -inf scores and sizes that are not a multiple of the block: the same ids as the definition."""
+    k = min(k, V)
+    g = torch.Generator().manual_seed(seed)
+    if kind == "normal":
+        scores = torch.randn(V, generator=g, dtype=torch.float64) * 3
+    elif kind == "few values":  # ties everywhere, also at the threshold
+        scores = torch.randint(0, 6, (V,), generator=g).double()
+    else:  # a server's top-N: -inf outside a few ids
+        scores = torch.full((V,), float("-inf"), dtype=torch.float64)
+        scores[torch.randint(0, V, (min(V, 40),), generator=g)] = torch.randn(min(V, 40), generator=g).double()
+    assert top_k_ids(scores, k).tolist() == _top_k_by_definition(scores, k)
+    ordered = top_ids(scores.float(), k).tolist()
+    assert sorted(ordered) == sorted(_top_k_by_definition(scores.float(), k))
+    assert ordered == sorted(ordered, key=lambda i: (-float(scores.float()[i]), i))  # descending, ties by id
