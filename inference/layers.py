@@ -222,19 +222,35 @@ class KernelLinear(Linear):
         return self.kernels.gemv_f32(self.weight, x, alpha, self.bias, residual, rms_eps, glu, norm_weight)
 
 
+def _layer_args(layer) -> tuple[list, list, list, list]:
+    """A layer's (matrices, scales, biases, norms) as kernels.cpp's decode_layer takes them."""
+    linears = (layer.qkv, layer.o, layer.mlp_in, layer.mlp_out)
+    norms = [layer.attn_norm.weight, layer.mlp_norm.weight]
+    if getattr(layer, "q_norm", None) is not None:  # Qwen3: an RMSNorm over each Q and K head (eps as attn_norm's)
+        norms += [layer.q_norm.weight, layer.k_norm.weight]
+    return [lin.weight for lin in linears], [lin.scale for lin in linears], [lin.bias for lin in linears], norms
+
+
 def decode_layer(kernels, x: torch.Tensor, layer, kv: torch.Tensor, position: int, rope: torch.Tensor,
                  n_heads: int, window: int) -> torch.Tensor:
     """A Llama-style layer (RMSNorm, rotary, grouped-query attention, gated SiLU) for one new position in
     one kernels.cpp call; its linears are KernelLinear. kv: the layer's cache (2, KV, capacity, hd); rope:
     (hd / 2, 2) cos and sin of `position`; window: attend to the last `window` positions (0: all)."""
-    linears = (layer.qkv, layer.o, layer.mlp_in, layer.mlp_out)
-    norms = [layer.attn_norm.weight, layer.mlp_norm.weight]
-    if getattr(layer, "q_norm", None) is not None:  # Qwen3: an RMSNorm over each Q and K head (eps as attn_norm's)
-        norms += [layer.q_norm.weight, layer.k_norm.weight]
-    return kernels.decode_layer(
-        x, [lin.weight for lin in linears], [lin.scale for lin in linears], [lin.bias for lin in linears],
-        norms, kv, position, rope, n_heads, layer.attn_norm.eps, layer.mlp_norm.eps, window,
-        getattr(layer.qkv, "path", 0))  # (1, C); int8: quant.INT8_PATHS
+    return kernels.decode_layer(x, *_layer_args(layer), kv, position, rope, n_heads, layer.attn_norm.eps,
+                                layer.mlp_norm.eps, window, getattr(layer.qkv, "path", 0))  # (1, C)
+
+
+def decode_layers(kernels, x: torch.Tensor, layers: list, kvs: list[torch.Tensor], position: int,
+                  rope: torch.Tensor, n_heads: int, window: int) -> torch.Tensor:
+    """decode_layer over every layer in one kernels.cpp call (no Python or dispatch between layers); the
+    norms' eps and the int8 path are the first layer's (one config for all)."""
+    mats, scales, biases, norms = [], [], [], []
+    for layer in layers:
+        for into, part in zip((mats, scales, biases, norms), _layer_args(layer)):
+            into += part
+    first = layers[0]
+    return kernels.decode_layers(x, mats, scales, biases, norms, kvs, position, rope, n_heads, first.attn_norm.eps,
+                                 first.mlp_norm.eps, window, getattr(first.qkv, "path", 0))  # (1, C)
 
 
 @dataclass

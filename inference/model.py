@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from . import kernel_shape
 from .config import ModelConfig
 from .kv_cache import KVCache, kv_bytes_per_token
-from .layers import Backend, Linear, Norm, decode_layer, slot_value, weight_slots
+from .layers import Backend, Linear, Norm, decode_layer, decode_layers, slot_value, weight_slots
 from .memory import ensure_kv_fits
 from .rope import LongropeCaches, RotaryTable, rotate
 
@@ -196,6 +196,12 @@ class LlamaBlock(Block):
         return decode_layer(self.kernels, x, layer, cache.layer(index), position, rope, c.n_heads,
                             c.sliding_window or 0)  # (1, C)
 
+    def decode_all(self, x, layers: list[Layer], position: int, cache: KVCache, rope) -> torch.Tensor:
+        """decode_fused over every layer in one kernels.cpp call."""
+        c = self.config
+        return decode_layers(self.kernels, x, layers, [cache.layer(i) for i in range(len(layers))], position, rope,
+                             c.n_heads, c.sliding_window or 0)  # (1, C)
+
 
 class QKNormBlock(LlamaBlock):
     """Qwen3: a Llama block whose Q and K heads each pass an RMSNorm (over hd) before rotary; the fused
@@ -309,9 +315,11 @@ class Decoder:
             x = x + w.pos_embed[start:end]  # (T, C)
         if ids.shape[0] == 1 and capture is None and self.fused_decode:
             cos_sin = torch.view_as_real(self.rotary(start, end))[0]  # (hd/2, 2)
-            for index, layer in enumerate(w.layers):
-                x = self.block.decode_fused(x, layer, index, start, cache, cos_sin)  # (1, C)
-                if residuals is not None:
+            if residuals is None:  # every layer in one call
+                x = self.block.decode_all(x, w.layers, start, cache, cos_sin)  # (1, C)
+            else:  # layer by layer, each one's output recorded
+                for index, layer in enumerate(w.layers):
+                    x = self.block.decode_fused(x, layer, index, start, cache, cos_sin)  # (1, C)
                     residuals.record(index, x)
         else:
             rope = self.rotary(start, end)[:, None, :] if self.rotary is not None else None  # (T, 1, hd/2)

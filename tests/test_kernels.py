@@ -281,3 +281,38 @@ def test_checkpoint_is_read_whole_in_any_batch_size(tmp_path, batch_bytes, monke
                  for k, v in load_file(folder / "model.safetensors").items()}
     assert sorted(tensors) == sorted(reference)
     assert all(torch.equal(tensors[name], reference[name].float()) for name in reference)
+
+
+@pytest.mark.parametrize("arch, dtype, path", [("llama", "float32", "float"), ("qwen3", "float32", "float"),
+                                               ("qwen2", "int8", "float"), ("qwen3", "int8", "integer")])
+def test_all_layers_in_one_call_equal_one_call_per_layer_bit_for_bit(tmp_path, monkeypatch, arch, dtype, path):
+    """A fused decode step runs every layer in one decode_layers call; a step whose residual stream is
+    captured (the logit lens) runs one decode_layer call per layer. The logits, the residuals and the
+    K/V written are the same bits either way, step after step (the attention of the first steps runs on
+    one thread, kernels.cpp attention::kParallelBytes, which is tested against float64 above)."""
+    monkeypatch.setenv("TOKENSTEP_INT8_PATH", path)
+    folder = save_hf_model(make_hf_model(arch), tmp_path)
+    decoder = load_model(folder, device="cpu", dtype=dtype).decoder
+    assert decoder.fused_decode
+    ids = torch.tensor([5, 77, 200, 31, 9, 140, 3, 66])
+    n_layers = len(decoder.weights.layers)
+
+    class Rows:  # a ResidualCapture: each layer's output row
+        def __init__(self):
+            self.rows = []
+
+        def record(self, layer, x):
+            self.rows.append(x.clone())
+
+    with torch.inference_mode():
+        one, per = decoder.new_cache(len(ids)), decoder.new_cache(len(ids))
+        decoder.forward(ids[:3], 0, one)
+        decoder.forward(ids[:3], 0, per)
+        for i in range(3, len(ids)):
+            calls = decoder.forward_count
+            fused = decoder.forward(ids[i:i + 1], i, one)
+            rows = Rows()
+            layered = decoder.forward(ids[i:i + 1], i, per, residuals=rows)
+            assert decoder.forward_count == calls + 2 and len(rows.rows) == n_layers
+            assert torch.equal(fused, layered)
+        assert torch.equal(one.layer(n_layers - 1)[:, :, :len(ids)], per.layer(n_layers - 1)[:, :, :len(ids)])
