@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from .events import Candidates, KeptCdf, ServerNote, StepDistribution
-from .sampling import Distribution, top_ids
+from .sampling import Distribution
 from .settings import SamplerSettings
 
 KEPT_SHOWN = 64  # kept tokens carried to the draw view (the rest only as a count and their total mass)
@@ -19,7 +19,7 @@ KEPT_SHOWN = 64  # kept tokens carried to the draw view (the rest only as a coun
 
 def summarise(logits: torch.Tensor, dist: Distribution, sampler: SamplerSettings, chosen: int | None,
               top_n: int, text_of, eos_ids, server: ServerNote | None = None) -> StepDistribution:
-    """The top `top_n` tokens by raw logit, ties by id (plus `chosen` when outside them), the stages, the kept CDF.
+    """The top `top_n` tokens by raw logit (plus `chosen` when outside them), the stages, the kept CDF.
 
     `text_of(id)` is how a token reads at this point of the text (the stream's `peek`): a token that
     would complete a character pending in the stream reads as that character, as it would if drawn.
@@ -27,7 +27,7 @@ def summarise(logits: torch.Tensor, dist: Distribution, sampler: SamplerSettings
     `server`: the logits are a remote server's top-N log-probabilities (-inf elsewhere); p_raw is then
     the server's own p (softmax over the N, times 1 - the tail), the tail reported beside them."""
     n = min(top_n, logits.numel())
-    top = top_ids(logits.flatten(), n)
+    top = torch.topk(logits, n).indices
     if chosen is not None and chosen not in top.tolist():
         top = torch.cat([top, torch.tensor([chosen])])
     kept_ids = dist.kept_ids[:KEPT_SHOWN]

@@ -67,11 +67,6 @@ def top_k_ids(scores: torch.Tensor, k: int) -> torch.Tensor:
     return torch.cat([above, tied[: k - above.numel()]])
 
 
-def top_ids(scores: torch.Tensor, k: int) -> torch.Tensor:
-    """The k highest scores' ids, by descending score, ties by ascending id."""
-    return _descending(top_k_ids(scores, k), scores)
-
-
 def check_finite(logits: torch.Tensor) -> None:
     """Refuse logits with a NaN or with no finite value: one reduction (max propagates NaN; a finite
     maximum proves a finite value), the second only when the maximum is infinite."""
