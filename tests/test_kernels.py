@@ -316,3 +316,22 @@ def test_all_layers_in_one_call_equal_one_call_per_layer_bit_for_bit(tmp_path, m
             assert decoder.forward_count == calls + 2 and len(rows.rows) == n_layers
             assert torch.equal(fused, layered)
         assert torch.equal(one.layer(n_layers - 1)[:, :, :len(ids)], per.layer(n_layers - 1)[:, :, :len(ids)])
+
+
+def test_where_x_is_copied_changes_no_bit_of_a_float32_product():
+    """The float32 one-row products read x from a copy placed some bytes past a 64-byte boundary (L1 bank
+    conflicts with the weight rows, kernels.cpp "Where x sits"): every offset gives the same bits."""
+    g = torch.Generator().manual_seed(11)
+    w, x, bias = torch.randn(300, 576, generator=g), torch.randn(1, 576, generator=g), torch.randn(300, generator=g)
+    before = ops.set_x_offset(0)
+    try:
+        expected = ops.gemv_f32(w, x, 0.5, bias, None)
+        assert (expected.double() - (0.5 * x.double() @ w.double().t() + bias.double())).abs().max() < 1e-4
+        for offset in range(4, 64, 4):
+            ops.set_x_offset(offset)
+            assert torch.equal(ops.gemv_f32(w, x, 0.5, bias, None), expected)
+        for bad in (-4, 2, 64):
+            with pytest.raises(RuntimeError, match="x offset"):
+                ops.set_x_offset(bad)
+    finally:
+        ops.set_x_offset(before)
