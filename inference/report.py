@@ -27,16 +27,16 @@ def summarise(logits: torch.Tensor, dist: Distribution, sampler: SamplerSettings
     `server`: the logits are a remote server's top-N log-probabilities (-inf elsewhere); p_raw is then
     the server's own p (softmax over the N, times 1 - the tail), the tail reported beside them."""
     n = min(top_n, logits.numel())
-    top = torch.topk(logits, n).indices
+    values, top = torch.topk(logits, n)
     if chosen is not None and chosen not in top.tolist():
-        top = torch.cat([top, torch.tensor([chosen])])
+        top, values = torch.cat([top, torch.tensor([chosen])]), torch.cat([values, logits[chosen].view(1)])
     kept_ids = dist.kept_ids[:KEPT_SHOWN]
     ids = top.numpy().astype(np.int64)
     listed = 1.0 - server.tail_p if server is not None else 1.0
+    p_raw = dist.p_raw[top].numpy()  # (each op here costs 20-100 us after a decode step: as few as can be)
     candidates = Candidates(
-        ids=ids, texts=tuple(text_of(int(i)) for i in ids),
-        logits=logits[top].double().numpy(), p_raw=dist.p_raw[top].numpy() * listed,
-        p_temp=dist.p_temp[top].numpy(), p_final=dist.p_final[top].numpy())
+        ids=ids, texts=tuple(text_of(int(i)) for i in ids), logits=values.double().numpy(), p_raw=p_raw * listed,
+        p_temp=p_raw if dist.p_temp is dist.p_raw else dist.p_temp[top].numpy(), p_final=dist.p_final[top].numpy())
     kept = KeptCdf(ids=kept_ids.numpy().astype(np.int64),
                    texts=tuple(text_of(int(i)) for i in kept_ids),
                    cdf=dist.kept_cdf[:KEPT_SHOWN].numpy(), n_kept=int(dist.kept_ids.numel()))
