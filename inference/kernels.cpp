@@ -703,6 +703,44 @@ at::Tensor dequantize_int8(const at::Tensor& q, const at::Tensor& scale) {
   return w;
 }
 
+// An int8 head for one row x (quant.RescoredHead on the kernels): logits = W_int8 rmsnorm(x), then the
+// `rescored` highest logits (ties: the lower id) computed again from the float rows. In Python the same
+// steps were six ops (norm, product, topk, gather, bmm, scatter), ~430 us beside the product right after
+// a decode step, when their code is out of the caches; here one pass picks the top and 64 dot products
+// redo them. h: as F.rms_norm (ATen's own), so the product sees the same x as the layer-by-layer path.
+at::Tensor head_rescored(const at::Tensor& q, const at::Tensor& scale, const at::Tensor& x,
+                         const at::Tensor& norm_weight, double eps, const at::Tensor& float_rows, int64_t rescored) {
+  TORCH_CHECK(x.dim() == 2 && x.size(0) == 1 && x.scalar_type() == at::kFloat, "x: one float32 row");
+  const int64_t V = q.size(0), C = x.size(1), K = std::min<int64_t>(std::max<int64_t>(rescored, 0), V);
+  TORCH_CHECK(float_rows.dim() == 2 && float_rows.size(0) == V && float_rows.size(1) == C &&
+                  float_rows.scalar_type() == at::kFloat && float_rows.is_contiguous(),
+              "float_rows: contiguous float32 (vocabulary, hidden), as the int8 head");
+  const at::Tensor h = at::rms_norm(x.contiguous(), {C}, norm_weight, eps).contiguous();
+  at::Tensor logits = gemv_int8(q, scale, h, 1.0, std::nullopt, std::nullopt, -1.0, false, std::nullopt);
+  float* lp = logits.data_ptr<float>();
+  // The K best (value, -id) pairs in a min-heap: one comparison per logit once it is full.
+  std::vector<std::pair<float, int64_t>> best;
+  best.reserve(K + 1);
+  auto worse = [](const std::pair<float, int64_t>& a, const std::pair<float, int64_t>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);  // heap top: the worst kept
+  };
+  for (int64_t i = 0; i < V && K > 0; ++i) {
+    const float v = lp[i];
+    if (static_cast<int64_t>(best.size()) < K) {
+      best.emplace_back(v, i);
+      std::push_heap(best.begin(), best.end(), worse);
+    } else if (v > best.front().first) {  // ties with the worst kept: the lower id (kept) stays
+      std::pop_heap(best.begin(), best.end(), worse);
+      best.back() = {v, i};
+      std::push_heap(best.begin(), best.end(), worse);
+    }
+  }
+  const float* rows = float_rows.data_ptr<float>();
+  const float* hp = h.data_ptr<float>();
+  for (const auto& [value, id] : best) lp[id] = dot_f32(rows + id * C, hp, C);
+  return logits;
+}
+
 #include "kernels_vnni.cpp"  // the integer int8 path (AVX-512 VNNI): int8_product, gemv_int8_integer
 
 // y = W (x, or rmsnorm(x) when rms_eps >= 0) + bias + residual: the float32 or the int8 product (int8 on
@@ -819,6 +857,8 @@ TORCH_LIBRARY(tokenstep, m) {
         "int position, Tensor rope, int heads, float attn_eps, float mlp_eps, int window, int int8_path=0) -> Tensor");
   m.def("set_shape(int f32_rows, int f32_prefetch, int int8_rows, int int8_prefetch) -> int[]", set_shape);
   m.def("get_shape() -> int[]", get_shape);
+  m.def("head_rescored(Tensor q, Tensor scale, Tensor x, Tensor norm_weight, float eps, Tensor float_rows, "
+        "int rescored) -> Tensor");
   m.def("set_x_offset(int bytes) -> int", set_x_offset);
 }
 
@@ -829,4 +869,5 @@ TORCH_LIBRARY_IMPL(tokenstep, CPU, m) {
   m.impl("attend_one", attend_one);
   m.impl("decode_layer", decode_layer);
   m.impl("decode_layers", decode_layers);
+  m.impl("head_rescored", head_rescored);
 }

@@ -197,6 +197,11 @@ class RescoredHead:
         return self.linear.scale
 
     def logits(self, x: torch.Tensor, final_norm: Norm) -> torch.Tensor:
+        lin = self.linear
+        if (x.shape[0] == 1 and isinstance(lin, KernelInt8Linear) and lin.path == 0 and lin.bias is None
+                and final_norm.kind == "rms" and final_norm.weight is not None):  # a decode step: one kernel call
+            return lin.kernels.head_rescored(lin.weight, lin.scale, x, final_norm.weight, final_norm.eps,
+                                             self.float_rows, RESCORED)  # (1, V)
         h = final_norm(x)  # (T, C)
         logits = self.linear(h)  # (T, V)
         top = logits.topk(min(RESCORED, logits.shape[-1]), dim=-1).indices  # (T, K)

@@ -335,3 +335,28 @@ def test_where_x_is_copied_changes_no_bit_of_a_float32_product():
                 ops.set_x_offset(bad)
     finally:
         ops.set_x_offset(before)
+
+
+def test_int8_head_in_one_call_rescores_the_top_tokens_from_the_float_rows():
+    """head_rescored (quant.RescoredHead on the kernels): W_int8 rmsnorm(x), then the `rescored` highest
+    logits, ties to the lower id, replaced by the float rows' dot products; within float rounding of the
+    six torch ops it replaces."""
+    g = torch.Generator().manual_seed(5)
+    V, C = 400, 64
+    x, weight = torch.randn(1, C, generator=g) * 3, torch.rand(C, generator=g) + 0.5
+    h = torch.nn.functional.rms_norm(x, (C,), weight, 1e-6)
+    float_rows = torch.randn(V, C, generator=g)
+    float_rows[5:9] = h[0] / h.norm() * 40  # four tokens tie at the top of the int8 ranking...
+    q, scale = quantize_rows(float_rows)
+    float_rows[5:9] += torch.randn(4, C, generator=g) * 0.01  # ...and differ in float
+    ranked = ops.gemv_int8(q, scale, h, 1.0, None, None)[0]
+    assert ranked[5] == ranked[8] and ranked[5] == ranked.max()
+    got = ops.head_rescored(q, scale, x, weight, 1e-6, float_rows, 3)[0]
+    exact = (float_rows.double() @ h[0].double()).float()
+    assert torch.allclose(got[5:8], exact[5:8], atol=1e-5) and not torch.allclose(got[5:8], ranked[5:8])
+    assert torch.equal(got[8:], ranked[8:]) and torch.equal(got[:5], ranked[:5])  # the fourth tie kept its rank
+    full = ops.head_rescored(q, scale, x, weight, 1e-6, float_rows, 64)[0]
+    top = ranked.topk(64).indices
+    expected = ranked.clone()
+    expected[top] = exact[top]
+    assert (full - expected).abs().max().item() <= 1e-6 * expected.abs().max().item() + 1e-5
