@@ -669,8 +669,9 @@ at::Tensor attend_one(const at::Tensor& q, const at::Tensor& keys, const at::Ten
       }
     }
   });
-  at::Tensor out = at::zeros({1, H * hd}, q.options());
+  at::Tensor out = at::empty({1, H * hd}, q.options());  // not at::zeros: a fill kernel's dispatch, per layer
   float* op = out.data_ptr<float>();
+  std::fill_n(op, H * hd, 0.0f);
   for (int64_t h = 0; h < H; ++h) {
     const float* first = partial.data() + h * chunks * (hd + 2);
     float top = -INFINITY;
