@@ -307,6 +307,9 @@ def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
         if known is None:
             raise ModelFormatError(f"{path.name}: unexpected tensor {t.name!r}")
         spec, name = known
+        if name not in shapes and name != "lm_head.weight":  # a head beside a tied embedding is only unused
+            raise ModelFormatError(f"{path.name}: tensor {t.name!r} is not part of the model its metadata "
+                                   f"describes ({config['num_hidden_layers']} layers)")
         array = _float_array(path, t, shapes.get(name))
         if arch == "llama" and spec.role == "q":
             array = unpermute_rotary(array, config["num_attention_heads"])

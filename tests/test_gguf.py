@@ -130,6 +130,23 @@ def test_truncated_gguf_is_a_clear_error(tiny_gguf, tmp_path):
             convert(bad, out)
 
 
+def test_a_layer_past_the_block_count_is_refused(tiny_gguf, tmp_path):
+    """A header that says 1 layer over a file holding 2 (the fuzz test's find): refused while converting,
+    naming the GGUF, not left for the load to report against the converted folder's safetensors."""
+    import fuzz_mutations as fm
+
+    _, _, path = tiny_gguf
+    data = path.read_bytes()
+    spot = next(spot for spot in fm.gguf_fields(data) if spot.what == "llama.block_count value")
+    bad = tmp_path / "one_layer.gguf"
+    bad.write_bytes(fm.overwrite(data, spot, 1))
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(ModelFormatError, match=r"one_layer\.gguf: tensor 'blk\.1\..*' is not part of the model "
+                                               r"its metadata describes \(1 layers\)"):
+        convert(bad, out)
+
+
 def test_not_a_gguf_and_missing_file(tmp_path):
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"this is not a gguf file at all" * 100)
