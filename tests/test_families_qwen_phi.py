@@ -146,12 +146,25 @@ def test_longrope_rewind_below_the_original_context_crosses_back(tmp_path, backe
     assert cache.length == 12
 
 
+def _greedy_by_full_forwards(hf, prompt: list[int], n: int) -> list[int]:
+    ids = list(prompt)
+    for _ in range(n):
+        ids.append(int(torch.argmax(_full_forward(hf, ids))))
+    return ids[len(prompt):]
+
+
 def test_greedy_ids_equal_generate(case):
+    """Against `generate`; a longrope case that crosses its original context against greedy full forwards
+    instead: how `generate`'s cache treats the keys rotated before the switch to the long factors changed
+    between transformers releases (5.17 disagrees with its own full forward there, 5.25 agrees)."""
     name, hf, folder = case
     ours = load_model(folder, device="cpu", dtype="float32")
-    with torch.no_grad():
-        out = hf.generate(torch.tensor([PROMPT]), do_sample=False, max_new_tokens=N_DECODE, pad_token_id=0)
-    expected = out[0, len(PROMPT):].tolist()
+    if name.endswith("-crossing"):
+        expected = _greedy_by_full_forwards(hf, PROMPT, N_DECODE)
+    else:
+        with torch.no_grad():
+            out = hf.generate(torch.tensor([PROMPT]), do_sample=False, max_new_tokens=N_DECODE, pad_token_id=0)
+        expected = out[0, len(PROMPT):].tolist()
     session = Session(ours, GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=N_DECODE))
     events = list(session.generate(PROMPT))
     assert [e.token.id for e in events if hasattr(e, "token")] == expected

@@ -110,7 +110,8 @@ def test_a_gemma_gguf_converts_to_the_model_it_came_from(arch, tmp_path):
     with torch.no_grad():
         expected = hf(torch.tensor([ids])).logits[0]
         # the folder holds w, as transformers expects, not llama.cpp's 1 + w
-        again = transformers.AutoModelForCausalLM.from_pretrained(out).eval()(torch.tensor([ids])).logits[0]
+        again = transformers.AutoModelForCausalLM.from_pretrained(
+            out, attn_implementation=hf.config._attn_implementation).eval()(torch.tensor([ids])).logits[0]
     assert (again - expected).abs().max().item() <= 1e-5
     model = load_model(out, device="cpu", dtype="float32")
     assert model.config.layer_windows == tuple(4 if t == "sliding_attention" else 0 for t in hf.config.layer_types)

@@ -75,6 +75,8 @@ def make_hf_model(arch: str, seed: int = 0, init_std: float = 0.2, **overrides):
                  "gemma2": transformers.Gemma2ForCausalLM, "gemma3": transformers.Gemma3ForCausalLM}[arch]
     kwargs = {**ARCHITECTURES[arch], "vocab_size": VOCAB, "bos_token_id": BOS_ID, "eos_token_id": EOS_ID,
               "initializer_range": init_std, **overrides}
+    if arch == "gemma2":  # eager attention applies the logit soft-cap; transformers 5.17's default (sdpa) did not
+        kwargs.setdefault("attn_implementation", "eager")
     config = cls_config(**kwargs)
     torch.manual_seed(seed)
     model = cls_model(config).eval()
