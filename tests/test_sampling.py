@@ -146,7 +146,11 @@ def test_entropy_from_logits_equals_the_direct_sum(logits):
 @given(logits_strategy, st.sampled_from([1e-320, 5e-324, 1e-300, 1e-30]), st.integers(0, 400))
 def test_vanishing_temperature_is_the_argmax_limit_not_nan(logits, temperature, top_k):
     """logits / 1e-320 overflows to inf; the sampler must still give a distribution, all mass on the best
-    score (shared equally by exact ties), and draw the best."""
+    score (shared equally by exact ties), and draw the best. Only where the temperature is vanishing next to
+    the gap between the two best logits: at T = 1e-30 a gap of 1e-41 (subnormal float32 logits) is still a
+    fair coin, which the sampler rightly draws as one."""
+    values = sorted(set(logits.tolist()), reverse=True)
+    assume(len(values) == 1 or (values[0] - values[1]) / temperature > 750)  # exp(-750) underflows
     d = distribution(logits, SamplerSettings(temperature=temperature, top_k=top_k))
     assert torch.isfinite(d.p_final).all() and abs(float(d.p_final.sum()) - 1.0) < 1e-9
     best = float(logits.max())
