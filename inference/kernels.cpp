@@ -21,6 +21,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -860,6 +862,8 @@ at::Tensor decode_layers(const at::Tensor& x, at::TensorList mats, const c10::Li
   return h;
 }
 
+#include "kernels_vocab.cpp"  // vocab_stats: one step's softmax, entropy, top n and argmax in one call
+
 }  // namespace
 
 TORCH_LIBRARY(tokenstep, m) {
@@ -878,6 +882,8 @@ TORCH_LIBRARY(tokenstep, m) {
   m.def("head_rescored(Tensor q, Tensor scale, Tensor x, Tensor norm_weight, float eps, Tensor float_rows, "
         "int rescored) -> Tensor");
   m.def("set_x_offset(int bytes) -> int", set_x_offset);
+  m.def("vocab_stats(Tensor logits, int top_n, bool greedy) -> (Tensor, Tensor, Tensor, Tensor)");
+  m.def("exp_nonpositive(Tensor t) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(tokenstep, CPU, m) {
@@ -888,4 +894,6 @@ TORCH_LIBRARY_IMPL(tokenstep, CPU, m) {
   m.impl("decode_layer", decode_layer);
   m.impl("decode_layers", decode_layers);
   m.impl("head_rescored", head_rescored);
+  m.impl("vocab_stats", vocab_stats);
+  m.impl("exp_nonpositive", exp_nonpositive_op);
 }

@@ -32,7 +32,8 @@ import torch
 from . import cache_dir
 
 SOURCE = Path(__file__).with_name("kernels.cpp")
-INCLUDED = [Path(__file__).with_name("kernels_vnni.cpp")]  # #included by kernels.cpp: part of the build key
+# #included by kernels.cpp: part of the build key
+INCLUDED = [Path(__file__).with_name(name) for name in ("kernels_vnni.cpp", "kernels_vocab.cpp")]
 FLAGS = ["-O3", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-w"]
 # The instruction set torch detected on this CPU -> the flags kernels.cpp is built with for it.
 _AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma"]
@@ -139,3 +140,9 @@ def ops():
     if reason != "TOKENSTEP_KERNELS=0":
         print(f"[tokenstep] decode kernels off ({reason}); using stock PyTorch ops", file=sys.stderr)
     return None
+
+
+def loaded():
+    """torch.ops.tokenstep when `ops()` has already loaded them, else None: never builds, never waits (the
+    sampler asks on every step, and must not start a build)."""
+    return ops() if ops.cache_info().currsize else None

@@ -13,8 +13,10 @@ import hashlib
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
+from . import kernels
 from .settings import SamplerSettings, Stage
 
 
@@ -27,6 +29,9 @@ class Distribution:
     stages: list[Stage]
     greedy: bool
     entropy: float  # of p_raw, nats
+    # (ids, logits as float64), numpy, of the top n tokens by logit, descending, ties to the lower id, when
+    # the kernels read them off with the softmax (n: distribution's top_n); the report's candidates then
+    top: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def kept_cdf(self) -> torch.Tensor:
@@ -74,21 +79,64 @@ def check_finite(logits: torch.Tensor, top: float) -> None:
                          "activation overflowed; nothing can be drawn from them")
 
 
-def distribution(logits: torch.Tensor, s: SamplerSettings) -> Distribution:
+@dataclass
+class _Softmax:
+    """softmax(logits) in float64 and what is read off it, by the kernels or by torch ops."""
+
+    p: torch.Tensor  # (V,)
+    best: int  # the first maximum's id
+    p_best: float
+    entropy: float
+    nonzero: int | None  # how many p > 0 (None: not counted yet)
+    logits: torch.Tensor | None  # (V,) float64 (None: the kernel read the float32 logits as they are)
+    p_final: torch.Tensor | None = None  # one-hot at best (the kernel's, for a greedy step)
+    top: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def _by_kernel(logits: torch.Tensor, top_n: int, greedy: bool) -> _Softmax | None:
+    """One kernels call (kernels_vocab.cpp) instead of ~15 torch ops, each 20-100 us right after a decode
+    step; None where it does not apply (kernels not loaded, not float32 on the CPU, a NaN or no finite
+    maximum: the torch path says what is wrong)."""
+    ops = kernels.loaded()
+    if ops is None or logits.dtype != torch.float32 or logits.device.type != "cpu" or top_n < 1:
+        return None
+    p, p_final, ids, numbers = ops.vocab_stats(logits.detach().flatten().contiguous(), top_n, greedy)
+    numbers = numbers.numpy()  # numpy from here: a numpy slice costs ~1 us, a torch one 5-20 us here
+    top, best, h, nonzero, p_best = numbers[:5].tolist()
+    if not math.isfinite(top):
+        return None
+    return _Softmax(p, int(best), p_best, h, int(nonzero), None, p_final if greedy else None,
+                    (ids.numpy(), numbers[5:]))
+
+
+def _by_torch(logits: torch.Tensor) -> _Softmax:
     logits = logits.detach().to("cpu", torch.float64).flatten()  # (V,)
     top, at = torch.max(logits, 0)  # the first maximum (one op: each op costs 20-100 us after a decode step)
     top = float(top)
     check_finite(logits, top)
-    V = logits.numel()
     p_raw = torch.softmax(logits, 0)
     best, p_best = int(at), float(p_raw[at])
-    h = softmax_entropy(logits, p_raw, top, p_best)
-    if s.is_greedy:
-        p_final = torch.zeros_like(p_raw)
-        p_final[best] = 1.0
-        stages = [Stage("temperature", int(torch.count_nonzero(p_raw)), 0.0), Stage("greedy", 1, 1.0 - p_best)]
-        return Distribution(p_raw, p_raw, p_final, at.view(1), stages, True, h)
+    return _Softmax(p_raw, best, p_best, softmax_entropy(logits, p_raw, top, p_best), None, logits)
 
+
+def _greedy(raw: _Softmax) -> Distribution:
+    p_final = raw.p_final
+    if p_final is None:
+        p_final = torch.zeros_like(raw.p)
+        p_final[raw.best] = 1.0
+    nonzero = raw.nonzero if raw.nonzero is not None else int(torch.count_nonzero(raw.p))
+    stages = [Stage("temperature", nonzero, 0.0), Stage("greedy", 1, 1.0 - raw.p_best)]
+    return Distribution(raw.p, raw.p, p_final, torch.tensor([raw.best]), stages, True, raw.entropy, raw.top)
+
+
+def distribution(logits: torch.Tensor, s: SamplerSettings, top_n: int = 0) -> Distribution:
+    """The step's distribution under `s`; with `top_n` the top n logits are read off too where the kernels
+    can (Distribution.top), so that the report needs no top-k of its own."""
+    raw = _by_kernel(logits, top_n, s.is_greedy) or _by_torch(logits)
+    if s.is_greedy:
+        return _greedy(raw)
+    logits = raw.logits if raw.logits is not None else logits.detach().to(torch.float64).flatten()
+    V, p_raw, best = logits.numel(), raw.p, raw.best
     scores = logits / s.temperature if s.temperature != 1.0 else logits  # x / 1.0 is x, bit for bit
     if not torch.isfinite(scores[best]):  # T so small (1e-320) that it overflows: shift the best to 0
         scores = (logits - logits[best]) / s.temperature  # the limit, all mass on the best, not inf - inf
@@ -128,7 +176,7 @@ def distribution(logits: torch.Tensor, s: SamplerSettings) -> Distribution:
 
     p_final = torch.zeros_like(p_raw)
     p_final[ids] = p
-    return Distribution(p_raw, p_temp, p_final, _descending(ids, p_final), stages, False, h)
+    return Distribution(p_raw, p_temp, p_final, _descending(ids, p_final), stages, False, raw.entropy, raw.top)
 
 
 def draw(dist: Distribution, generator: torch.Generator) -> tuple[int, float | None]:

@@ -225,7 +225,7 @@ class Session(ContextLimit, BranchMoves, Speculation, LensCapture, Recapture):
             self._feed_last()
         sampler = (sampler or self.settings.sampler).validate()
         self._widen(sampler)
-        dist = distribution(self._pending, sampler)
+        dist = distribution(self._pending, sampler, self.settings.top_n)
         return Pending(len(self.generated) + 1, self._summarise(self._pending, dist, sampler, None),
                        self._pending_attention)
 
@@ -272,7 +272,7 @@ class Session(ContextLimit, BranchMoves, Speculation, LensCapture, Recapture):
         sampler, index = self.settings.sampler, len(self.generated) + 1
         self._widen(sampler)
         t = time.perf_counter()
-        dist = distribution(self._pending, sampler)
+        dist = distribution(self._pending, sampler, self.settings.top_n)
         if forced is None:
             token_id, u = draw(dist, torch.Generator().manual_seed(draw_seed(self.seed_used, index)))
         else:
@@ -380,7 +380,7 @@ class Session(ContextLimit, BranchMoves, Speculation, LensCapture, Recapture):
 
     def _summarise(self, logits, dist, sampler, chosen):
         server = self.source.note_of(logits) if hasattr(self.source, "note_of") else None  # remote: its tail
-        return self._with_lens(summarise(logits, dist, sampler, chosen, self.settings.top_n, self._stream.peek,
+        return self._with_lens(summarise(logits, dist, sampler, chosen, self.settings.top_n, self._stream.peek_many,
                                          self.model.config.eos_ids, server), logits, chosen)
 
     def _widen(self, sampler: SamplerSettings) -> None:

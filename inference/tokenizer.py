@@ -58,6 +58,7 @@ class Tokenizer:
         decoder = json.loads(backend.to_str()).get("decoder") or {}
         self._decoder_kinds = _decoder_kinds(decoder)
         self._bytes_cache: dict[int, bytes] = {}
+        self._alone_cache: dict[int, str] = {}
 
     @classmethod
     def from_folder(cls, folder: Path) -> "Tokenizer":
@@ -137,6 +138,19 @@ class Tokenizer:
         raw = self.token_bytes(token_id)
         return raw.decode("utf-8", errors=_HEX_ERRORS) if raw else f"<id {token_id}>"
 
+    def texts_alone(self, ids) -> tuple[str, ...]:
+        """How each token reads with nothing pending before it (a special token as written), cached: the
+        report reads 20+ of them a step, and one call with dictionary hits is what that should cost."""
+        cache, out = self._alone_cache, []
+        for token_id in ids.tolist() if hasattr(ids, "tolist") else ids:
+            text = cache.get(token_id)
+            if text is None:
+                special = self.is_special(token_id)
+                text = cache[token_id] = (self.token_bytes(token_id).decode("utf-8") if special
+                                          else self.piece_text(token_id))
+            out.append(text)
+        return tuple(out)
+
     def stream(self) -> "TextStream":
         return TextStream(self)
 
@@ -212,6 +226,12 @@ class TextStream:
         text = self._decoder.decode(raw)
         self._decoder.setstate(state)
         return text or "".join(f"\\x{b:02X}" for b in raw)
+
+    def peek_many(self, ids) -> tuple[str, ...]:
+        """`peek` of each id: with no bytes pending (nearly always), the tokenizer's cached texts_alone."""
+        if self._decoder.getstate()[0]:
+            return tuple(self.peek(int(i)) for i in ids)
+        return self.tokenizer.texts_alone(ids)
 
 
 def _decoder_kinds(decoder: dict[str, Any]) -> set[str]:
