@@ -6,7 +6,8 @@ Absolute times on a shared machine are noise, so everything is measured in one r
 ratios: each side (engine + dtype) runs in its own worker process (so its peak RSS is its own), the
 parent asks the workers in turn, alternating their order every repeat, and reports medians. Before
 and after every run a bandwidth worker times a streaming read of 1 GiB (`torch.sum`): the decode floor is
-the weight bytes one decode step must read divided by the median of all those samples, reported with
+the weight bytes one decode step must read divided by the median of all those samples (and, as
+`decode_vs_median_floor_with_kv`, with the K/V bytes the step reads at its context added), reported with
 their spread (a VM's bandwidth swings 30 <-> 60 GB/s), and each run's decode time is also set against the
 bandwidth measured just before it. A TokenStep worker moreover reads its own packed weight block
 (`torch.sum`) right before and after each run's decode: `decode_vs_read_beside` is the decode step
@@ -68,6 +69,9 @@ class TokenStepSide:
                      "decode_read_bytes": decode_read_bytes(loaded.decoder.weights, loaded.config),
                      "block_bytes": self.block.numel() * 8, "decode_path": loaded.decoder.decode_path,
                      "fingerprint": loaded.fingerprint, "decode_kernels": kernels.ops() is not None}
+        c, element = loaded.config, loaded.decoder.kv_dtype.itemsize
+        self.info["kv_layers"] = [[2 * c.n_kv_heads * c.head_dim * element, c.window_of(layer) or 0]
+                                  for layer in range(c.n_layers)]
 
     def read_gb_per_s(self) -> float:
         """A streaming read of the packed weight block, now."""
@@ -223,6 +227,12 @@ def decode_read_bytes(weights, config) -> int:
     if head_rows is not None:
         total += RESCORED * row
     return total
+
+
+def kv_read_bytes(kv_layers, context: float) -> float:
+    """K/V bytes a decode step at `context` positions reads: each layer's keys and values of every position
+    it attends to (all, or its window). kv_layers: [bytes per position, window or 0] per layer."""
+    return sum(per * (min(context, window) if window else context) for per, window in kv_layers)
 
 
 def worker(args) -> None:
@@ -431,6 +441,10 @@ def summarise(args, sides, lengths, results, gb_per_s, seconds) -> dict:
                 results[side]["decode_ms"][n], results[side]["gb_per_s"][n])]) for n in lengths}
             ratios[side]["decode_vs_median_floor"] = {
                 n: per_side[side]["decode_ms_per_token"][n] / per_side[side]["floor_ms"] for n in lengths}
+            kv_layers = per_side[side]["info"].get("kv_layers")
+            if kv_layers:  # the floor with the K/V the step reads too (context: mid-run of the decode)
+                ratios[side]["decode_vs_median_floor_with_kv"] = {n: per_side[side]["decode_ms_per_token"][n] / (
+                    (read + kv_read_bytes(kv_layers, n + (args.decode + 1) / 2)) / (bw * 1e9) * 1000) for n in lengths}
             if all(results[side]["beside_gb_per_s"][n] for n in lengths):
                 # each run against its own read of the packed weights, just before and after its decode
                 ratios[side]["decode_vs_read_beside"] = {n: median([ms / (read / (bw_i * 1e9) * 1000) for ms, bw_i in zip(
@@ -466,7 +480,8 @@ def table(report: dict) -> str:
     rows.append(["ratios"])
     for side, r in report["ratios"].items():
         for key in ("prefill_vs_transformers", "decode_vs_transformers", "decode_vs_tokenstep_float32",
-                    "decode_vs_floor", "decode_vs_median_floor", "decode_vs_read_beside"):
+                    "decode_vs_floor", "decode_vs_median_floor", "decode_vs_median_floor_with_kv",
+                    "decode_vs_read_beside"):
             values = r.get(key)
             if not values or all(v is None for v in values.values()) or \
                     all(abs(v - 1) < 1e-12 for v in values.values() if v is not None):
