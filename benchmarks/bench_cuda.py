@@ -33,6 +33,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks.bench_decode import timed_generate  # noqa: E402
 DEVICE = "cuda"  # --device cpu checks the script itself on a machine without a GPU
 
 
@@ -137,24 +138,8 @@ class TransformersSide:
         self.info = {"dtype": dtype, "transformers": transformers.__version__}
 
     def run(self, ids: list[int], n_decode: int) -> dict:
-        import transformers
-
-        stamps: list[float] = []
-
-        class Stamp(transformers.LogitsProcessor):
-            def __call__(self, input_ids, scores):
-                stamps.append(time.perf_counter())
-                return scores
-
         sync()
-        with torch.inference_mode():
-            started = time.perf_counter()
-            out = self.model.generate(torch.tensor([ids], device=DEVICE), do_sample=False,
-                                      max_new_tokens=n_decode + 1, min_new_tokens=n_decode + 1, pad_token_id=0,
-                                      logits_processor=transformers.LogitsProcessorList([Stamp()]))
-        return {"prefill_ms": (stamps[0] - started) * 1000,
-                "decode_ms": (stamps[-1] - stamps[0]) / n_decode * 1000,
-                "tokens": out[0, len(ids):len(ids) + 8].tolist()}
+        return timed_generate(self.model, torch.tensor([ids], device=DEVICE), n_decode)
 
 
 def measure_shape(folder: Path, dtype: str, args) -> dict:

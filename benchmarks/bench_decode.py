@@ -120,23 +120,29 @@ class TransformersSide:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def run(self, ids: list[int], n_decode: int) -> dict:
-        import transformers
+        return timed_generate(self.model, self.torch.tensor([ids]), n_decode)
 
-        stamps: list[float] = []
 
-        class Stamp(transformers.LogitsProcessor):
-            def __call__(self, input_ids, scores):
-                stamps.append(time.perf_counter())
-                return scores
+def timed_generate(model, input_ids, n_decode: int) -> dict:
+    """transformers `generate`, greedy, n_decode + 1 new tokens that EOS cannot cut short, at this file's
+    timing points: prefill = from the call to the first logits-processor call, decode = the mean gap after."""
+    import torch
+    import transformers
 
-        with self.torch.inference_mode():
-            started = time.perf_counter()
-            out = self.model.generate(self.torch.tensor([ids]), do_sample=False, max_new_tokens=n_decode + 1,
-                                      min_new_tokens=n_decode + 1, pad_token_id=0,
-                                      logits_processor=transformers.LogitsProcessorList([Stamp()]))
-        return {"prefill_ms": (stamps[0] - started) * 1000,
-                "decode_ms": (stamps[-1] - stamps[0]) / n_decode * 1000,
-                "tokens": out[0, len(ids):len(ids) + 8].tolist()}
+    stamps: list[float] = []
+
+    class Stamp(transformers.LogitsProcessor):
+        def __call__(self, input_ids, scores):
+            stamps.append(time.perf_counter())
+            return scores
+
+    with torch.inference_mode():
+        started = time.perf_counter()
+        out = model.generate(input_ids, do_sample=False, max_new_tokens=n_decode + 1, min_new_tokens=n_decode + 1,
+                             pad_token_id=0, logits_processor=transformers.LogitsProcessorList([Stamp()]))
+    n = input_ids.shape[1]
+    return {"prefill_ms": (stamps[0] - started) * 1000, "decode_ms": (stamps[-1] - stamps[0]) / n_decode * 1000,
+            "tokens": out[0, n:n + 8].tolist()}
 
 
 class LlamaCppSide:
