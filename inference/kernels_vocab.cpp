@@ -4,8 +4,8 @@
 //
 // Why: right after a decode step each torch op costs 20-100 us, its code being out of the caches; the
 // draw and report of a greedy step took ~20 of them (0.68 ms measured on an AMD EPYC, beside a 12 ms
-// step). Here the same numbers take one call: a pass that keeps the top n in a small heap, a pass of exp,
-// a sum and a scaling pass. sampling.py falls back to torch ops when the kernels are not loaded, for other
+// step). Here the same numbers take one call: a pass that keeps the top n in a small heap, then passes of
+// exp, sum, scaling and the entropy's weighted sum. sampling.py falls back to torch ops when the kernels are not loaded, for other
 // dtypes and devices, and whenever the maximum is not finite (the NaN / all -inf errors are said there).
 //
 // exp: exp(t) = 2^n exp(r), n = round(t / ln 2), r = t - n ln 2 (ln 2 split in two, Cody-Waite), |r| <=
@@ -173,7 +173,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> vocab_stats(const at:
   return {p, p_final, top_ids, numbers};
 }
 
-// exp_nonpositive over a float64 tensor (values <= 0), for the test against std::exp.
+// exp_nonpositive over a float64 tensor (values <= 0), for the test against torch.exp.
 at::Tensor exp_nonpositive_op(const at::Tensor& t) {
   TORCH_CHECK(t.scalar_type() == at::kDouble && t.is_contiguous(), "exp_nonpositive: contiguous float64");
   auto out = at::empty_like(t);
