@@ -5,8 +5,9 @@
 // Why: right after a decode step each torch op costs 20-100 us, its code being out of the caches; the
 // draw and report of a greedy step took ~20 of them (0.68 ms measured on an AMD EPYC, beside a 12 ms
 // step). Here the same numbers take one call: a pass that keeps the top n in a small heap, then passes of
-// exp, sum, scaling and the entropy's weighted sum. sampling.py falls back to torch ops when the kernels are not loaded, for other
-// dtypes and devices, and whenever the maximum is not finite (the NaN / all -inf errors are said there).
+// exp, sum, scaling and the entropy's weighted sum. sampling.py falls back to torch ops when the kernels
+// are not loaded, for other dtypes and devices, and whenever the maximum is not finite (the NaN / all -inf
+// errors are said there).
 //
 // exp: exp(t) = 2^n exp(r), n = round(t / ln 2), r = t - n ln 2 (ln 2 split in two, Cody-Waite), |r| <=
 // ln 2 / 2, exp(r) by its Taylor series to r^13 (truncation < 2e-17 relative), 2^n put into the exponent
