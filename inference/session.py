@@ -380,8 +380,9 @@ class Session(ContextLimit, BranchMoves, Speculation, LensCapture, Recapture):
 
     def _summarise(self, logits, dist, sampler, chosen):
         server = self.source.note_of(logits) if hasattr(self.source, "note_of") else None  # remote: its tail
-        return self._with_lens(summarise(logits, dist, sampler, chosen, self.settings.top_n, self._stream.peek_many,
-                                         self.model.config.eos_ids, server), logits, chosen)
+        summary = summarise(logits, dist, sampler, chosen, self.settings.top_n, self._stream.peek_many,
+                            self.model.config.eos_ids, server)
+        return self._with_lens(summary, logits, chosen)
 
     def _widen(self, sampler: SamplerSettings) -> None:
         """A server's top-N whose tail could matter to a draw under `sampler` is asked again, wider."""

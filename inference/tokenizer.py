@@ -215,14 +215,10 @@ class TextStream:
         """How `token_id` would read if it came next: the characters it would complete, else its own bytes
         as \\xNN (a candidate shows what the stream would show, were it drawn). Nothing is consumed."""
         tok = self.tokenizer
-        if tok.is_special(token_id):
-            return tok.token_bytes(token_id).decode("utf-8")
-        raw = tok.token_bytes(token_id)
-        if not raw:
-            return f"<id {token_id}>"
         state = self._decoder.getstate()
-        if not state[0]:  # no bytes pending: the token reads as it does on its own
-            return tok.piece_text(token_id)
+        raw = tok.token_bytes(token_id)
+        if not state[0] or not raw or tok.is_special(token_id):  # it reads as it does on its own
+            return tok.texts_alone((token_id,))[0]
         text = self._decoder.decode(raw)
         self._decoder.setstate(state)
         return text or "".join(f"\\x{b:02X}" for b in raw)
