@@ -15,6 +15,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>
+#include <omp.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <tuple>
 #include <vector>
 
@@ -409,19 +411,20 @@ int64_t group_size(const at::Tensor& q, const at::Tensor& scale) {
 
 // Per row of x: alpha, times 1 / rms(x[t]) when rms_eps >= 0 (an RMSNorm in the same call: one pass over
 // x; its weight is folded into the matrix, or multiplies x first, see `weighted`).
+// 1 / rms(x) of one row of K floats (the squares summed in float32 vectors, the rest in double).
+inline double rms_gain(const float* row, int64_t K, double rms_eps) {
+  Vec a = vzero();
+  int64_t k = 0;
+  for (; k + kLanes <= K; k += kLanes) a = vfma(vload(row + k), vload(row + k), a);
+  float squares = vsum(a);
+  for (; k < K; ++k) squares += row[k] * row[k];
+  return 1.0 / std::sqrt(static_cast<double>(squares) / K + rms_eps);
+}
+
 std::vector<float> row_alphas(const float* x, int64_t T, int64_t K, double alpha, double rms_eps) {
   std::vector<float> out(T, static_cast<float>(alpha));
   if (rms_eps < 0) return out;
-  for (int64_t t = 0; t < T; ++t) {
-    const float* row = x + t * K;
-    Vec a = vzero();
-    int64_t k = 0;
-    for (; k + kLanes <= K; k += kLanes) a = vfma(vload(row + k), vload(row + k), a);
-    float squares = vsum(a);
-    for (; k < K; ++k) squares += row[k] * row[k];
-    const double gain = 1.0 / std::sqrt(static_cast<double>(squares) / K + rms_eps);
-    out[t] = static_cast<float>(alpha * gain);
-  }
+  for (int64_t t = 0; t < T; ++t) out[t] = static_cast<float>(alpha * rms_gain(x + t * K, K, rms_eps));
   return out;
 }
 
@@ -636,6 +639,35 @@ void chunk(const float* q, const float* k, const float* v, int64_t count, int64_
   out[0] = top;
   out[1] = vsum(total);
 }
+
+// Chunks per KV head for n positions (about eight tasks per thread, none shorter than kMinChunk positions)
+// and the positions per chunk.
+std::pair<int64_t, int64_t> chunking(int64_t n, int64_t KV) {
+  const int64_t wanted = (8 * at::get_num_threads() + KV - 1) / KV;
+  const int64_t chunks = std::max<int64_t>(1, std::min(wanted, n / kMinChunk));
+  return {chunks, (n + chunks - 1) / chunks};
+}
+
+// The chunks of each of H heads merged (each rescaled to the largest m): out (H * hd). partial: per (head,
+// chunk) m, l, acc[hd], as `chunk` leaves them.
+void merge(const float* partial, int64_t H, int64_t hd, int64_t n, int64_t chunks, int64_t size, float* out) {
+  std::fill_n(out, H * hd, 0.0f);
+  for (int64_t h = 0; h < H; ++h) {
+    const float* first = partial + h * chunks * (hd + 2);
+    float top = -INFINITY;
+    for (int64_t c = 0; c * size < n; ++c) top = std::max(top, first[c * (hd + 2)]);
+    float total = 0.0f;
+    float* oh = out + h * hd;
+    for (int64_t c = 0; c * size < n; ++c) {
+      const float* part = first + c * (hd + 2);
+      const float w = std::exp(part[0] - top);
+      total += w * part[1];
+      for (int64_t d = 0; d < hd; ++d) oh[d] += w * part[2 + d];
+    }
+    const float inv = 1.0f / total;
+    for (int64_t d = 0; d < hd; ++d) oh[d] *= inv;
+  }
+}
 }  // namespace attention
 
 at::Tensor attend_one(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values, double scale) {
@@ -647,10 +679,7 @@ at::Tensor attend_one(const at::Tensor& q, const at::Tensor& keys, const at::Ten
   TORCH_CHECK(q.is_contiguous() && q.scalar_type() == at::kFloat && q.numel() % (KV * hd) == 0 && n > 0,
               "q: contiguous float32 (1, heads * head_dim), heads a multiple of kv_heads");
   const int64_t H = q.numel() / hd, group = H / KV;
-  // Chunks per KV head: about eight tasks per thread, none shorter than kMinChunk positions.
-  const int64_t wanted = (8 * at::get_num_threads() + KV - 1) / KV;
-  const int64_t chunks = std::max<int64_t>(1, std::min(wanted, n / attention::kMinChunk));
-  const int64_t size = (n + chunks - 1) / chunks;
+  const auto [chunks, size] = attention::chunking(n, KV);
   std::vector<float> partial(H * chunks * (hd + 2));  // per (head, chunk): m, l, acc[hd]
   const float* qp = q.data_ptr<float>();
   const float* kp = keys.data_ptr<float>();
@@ -672,23 +701,7 @@ at::Tensor attend_one(const at::Tensor& q, const at::Tensor& keys, const at::Ten
     }
   });
   at::Tensor out = at::empty({1, H * hd}, q.options());  // not at::zeros: a fill kernel's dispatch, per layer
-  float* op = out.data_ptr<float>();
-  std::fill_n(op, H * hd, 0.0f);
-  for (int64_t h = 0; h < H; ++h) {
-    const float* first = partial.data() + h * chunks * (hd + 2);
-    float top = -INFINITY;
-    for (int64_t c = 0; c * size < n; ++c) top = std::max(top, first[c * (hd + 2)]);
-    float total = 0.0f;
-    float* oh = op + h * hd;
-    for (int64_t c = 0; c * size < n; ++c) {
-      const float* part = first + c * (hd + 2);
-      const float w = std::exp(part[0] - top);
-      total += w * part[1];
-      for (int64_t d = 0; d < hd; ++d) oh[d] += w * part[2 + d];
-    }
-    const float inv = 1.0f / total;
-    for (int64_t d = 0; d < hd; ++d) oh[d] *= inv;
-  }
+  attention::merge(partial.data(), H, hd, n, chunks, size, out.data_ptr<float>());
   return out;
 }
 
@@ -772,6 +785,22 @@ at::Tensor product(const at::Tensor& w, const std::optional<at::Tensor>& scale, 
   return gemv_f32(w, x, 1.0, bias, residual, rms_eps, glu, norm_weight);
 }
 
+// One Q or K head (hd floats) in place: its RMSNorm over the head when g (Qwen3's q/k norms: x / rms(x) * g,
+// the squares summed in double), then rotary: (even, odd) pairs times cos + i sin of `rope` (hd / 2 pairs).
+inline void rotate_head(float* pair, const float* rope, int64_t hd, const float* g, double eps) {
+  if (g != nullptr) {
+    double squares = 0.0;
+    for (int64_t i = 0; i < hd; ++i) squares += double(pair[i]) * pair[i];
+    const float inv_rms = float(1.0 / std::sqrt(squares / double(hd) + eps));
+    for (int64_t i = 0; i < hd; ++i) pair[i] = pair[i] * inv_rms * g[i];
+  }
+  for (int64_t i = 0; i < hd / 2; ++i) {
+    const float a = pair[2 * i], b = pair[2 * i + 1], c = rope[2 * i], s = rope[2 * i + 1];
+    pair[2 * i] = a * c - b * s;
+    pair[2 * i + 1] = a * s + b * c;
+  }
+}
+
 // One decoder layer for one new position, in one call: the per-op Python and dispatch time of the same
 // steps (about 2.8 ms of a 21 ms float32 step of the default model) was time the memory bus sat idle.
 //   qkv = W_qkv rmsnorm(x); rotate Q and K heads; K, V -> the cache at `position`;
@@ -805,20 +834,7 @@ at::Tensor decode_layer(const at::Tensor& x, at::TensorList mats, const c10::Lis
                 "q/k norms: float32 (head_dim,)");
     head_norm[i] = w->data_ptr<float>();
   }
-  for (int64_t h = 0; h < heads + KV; ++h) {  // (even, odd) pairs times cos + i sin
-    float* pair = p + h * hd;
-    if (const float* g = head_norm[h < heads ? 0 : 1]) {  // x / rms(x) * g over this head
-      double squares = 0.0;
-      for (int64_t i = 0; i < hd; ++i) squares += double(pair[i]) * pair[i];
-      const float inv_rms = float(1.0 / std::sqrt(squares / double(hd) + attn_eps));
-      for (int64_t i = 0; i < hd; ++i) pair[i] = pair[i] * inv_rms * g[i];
-    }
-    for (int64_t i = 0; i < hd / 2; ++i) {
-      const float a = pair[2 * i], b = pair[2 * i + 1], c = r[2 * i], s = r[2 * i + 1];
-      pair[2 * i] = a * c - b * s;
-      pair[2 * i + 1] = a * s + b * c;
-    }
-  }
+  for (int64_t h = 0; h < heads + KV; ++h) rotate_head(p + h * hd, r, hd, head_norm[h < heads ? 0 : 1], attn_eps);
   float* cache = kv.data_ptr<float>();
   for (int64_t part = 0; part < 2; ++part) {
     for (int64_t g = 0; g < KV; ++g) {
@@ -834,33 +850,7 @@ at::Tensor decode_layer(const at::Tensor& x, at::TensorList mats, const c10::Lis
   return product(mats[3], scales[3], gated, biases[3], mid, -1.0, false, std::nullopt, int8_path);
 }
 
-// Every layer of a Llama-style model for one new position, in one call: decode_layer over the layers. Called
-// layer by layer from Python the same work took 1.2 % (float32) and 3.6 % (int8) longer a step of the
-// default model (argument lists boxed by the dispatcher, Python between the layers, while the second thread
-// waited). mats, scales, biases: four per layer; norms: the same number per layer; kv: one cache per layer.
-at::Tensor decode_layers(const at::Tensor& x, at::TensorList mats, const c10::List<std::optional<at::Tensor>>& scales,
-                         const c10::List<std::optional<at::Tensor>>& biases,
-                         const c10::List<std::optional<at::Tensor>>& norms, at::TensorList kv, int64_t position,
-                         const at::Tensor& rope, int64_t heads, double attn_eps, double mlp_eps, int64_t window,
-                         int64_t int8_path) {
-  const int64_t L = static_cast<int64_t>(kv.size());
-  TORCH_CHECK(L > 0 && static_cast<int64_t>(mats.size()) == 4 * L && static_cast<int64_t>(scales.size()) == 4 * L &&
-                  static_cast<int64_t>(biases.size()) == 4 * L && norms.size() % L == 0,
-              "four matrices, scales and biases per layer, the same number of norms per layer, one cache per layer");
-  const int64_t per = static_cast<int64_t>(norms.size()) / L;
-  at::Tensor h = x;
-  for (int64_t l = 0; l < L; ++l) {
-    c10::List<std::optional<at::Tensor>> s, b, n;
-    for (int64_t i = 0; i < 4; ++i) {
-      s.push_back(scales.get(4 * l + i));
-      b.push_back(biases.get(4 * l + i));
-    }
-    for (int64_t i = 0; i < per; ++i) n.push_back(norms.get(per * l + i));
-    h = decode_layer(h, mats.slice(4 * l, 4), s, b, n, kv[l], position, rope, heads, attn_eps, mlp_eps, window,
-                     int8_path);
-  }
-  return h;
-}
+#include "kernels_step.cpp"  // decode_layers: every layer of a decode step in one parallel region
 
 #include "kernels_vocab.cpp"  // vocab_stats: one step's softmax, entropy, top n and argmax in one call
 

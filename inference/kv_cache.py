@@ -75,6 +75,10 @@ class KVCache:
         self.data = grown
         self._layers = grown.unbind(0)
 
+    def layers(self) -> tuple[torch.Tensor, ...]:
+        """Every layer's storage, as layer(i) gives each."""
+        return self._layers
+
     def layer(self, index: int) -> torch.Tensor:
         """One layer's whole storage, (2, kv_heads, capacity, head_dim): keys then values."""
         return self._layers[index]

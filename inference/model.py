@@ -12,8 +12,9 @@ and K head before rotary) and `GPT2Block` (LayerNorm, learned positions, GELU ML
 soft-capped scores or per-layer windows gets a block of its own (Gemma 2 and 3: gemma.py). Every block
 shares `Block.attention`, whose three routes are: decode (one query, the backend's `attend_one`), prefill
 (many queries under the causal mask, SDPA) and captured (the weights written out for the attention view;
-soft-capped scores always take it). On the own kernels a Llama-style decode step runs each layer as one
-kernels.cpp call (`layers.decode_layer`); that too is decided once, at construction, and
+soft-capped scores always take it). On the own kernels a Llama-style decode step runs every layer in one
+kernels.cpp call and one parallel region (`layers.decode_layers`, kernels_step.cpp; a captured step, one
+call per layer: `layers.decode_layer`, the same bits); that too is decided once, at construction, and
 `Decoder.decode_path` says which way a step runs. Every route hands the residual stream between layers
 to a `ResidualCapture` when one is given (the logit lens), so capturing it never leaves the fused path.
 
@@ -38,7 +39,7 @@ import torch.nn.functional as F
 from . import kernel_shape
 from .config import ModelConfig
 from .kv_cache import KVCache, kv_bytes_per_token
-from .layers import Backend, Linear, Norm, decode_layer, decode_layers, slot_value, weight_slots
+from .layers import Backend, Linear, Norm, decode_arguments, decode_layer, decode_layers, slot_value, weight_slots
 from .memory import ensure_kv_fits
 from .rope import LongropeCaches, RotaryTable, rotate
 
@@ -105,6 +106,7 @@ class Block:
     def __init__(self, config: ModelConfig, backend: Backend):
         self.config, self.device = config, backend.device
         self.attend_one, self.kernels = backend.attend_one, backend.kernels
+        self._arguments = None  # (layers, their decode_layers arguments), gathered at the first fused step
 
     def embed(self, table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """The embedding rows of `ids`: (T, C)."""
@@ -197,10 +199,14 @@ class LlamaBlock(Block):
                             c.sliding_window or 0)  # (1, C)
 
     def decode_all(self, x, layers: list[Layer], position: int, cache: KVCache, rope) -> torch.Tensor:
-        """decode_fused over every layer in one kernels.cpp call."""
+        """decode_fused over every layer in one kernels.cpp call. The layers' arguments are gathered once per
+        list of layers: a block lives until Decoder.rebind, which replaces the linears and the block."""
         c = self.config
-        return decode_layers(self.kernels, x, layers, [cache.layer(i) for i in range(len(layers))], position, rope,
-                             c.n_heads, c.sliding_window or 0)  # (1, C)
+        if self._arguments is None or self._arguments[0] is not layers:
+            self._arguments = (layers, decode_arguments(layers))
+        kvs = cache.layers()[:len(layers)]  # a model cut after some layers (tests) has a cache of all
+        return decode_layers(self.kernels, x, self._arguments[1], kvs, position, rope, c.n_heads,
+                             c.sliding_window or 0)  # (1, C)
 
 
 class QKNormBlock(LlamaBlock):

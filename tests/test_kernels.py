@@ -283,18 +283,32 @@ def test_checkpoint_is_read_whole_in_any_batch_size(tmp_path, batch_bytes, monke
     assert all(torch.equal(tensors[name], reference[name].float()) for name in reference)
 
 
-@pytest.mark.parametrize("arch, dtype, path", [("llama", "float32", "float"), ("qwen3", "float32", "float"),
-                                               ("qwen2", "int8", "float"), ("qwen3", "int8", "integer")])
-def test_all_layers_in_one_call_equal_one_call_per_layer_bit_for_bit(tmp_path, monkeypatch, arch, dtype, path):
-    """A fused decode step runs every layer in one decode_layers call; a step whose residual stream is
-    captured (the logit lens) runs one decode_layer call per layer. The logits, the residuals and the
-    K/V written are the same bits either way, step after step (the attention of the first steps runs on
-    one thread, kernels.cpp attention::kParallelBytes, which is tested against float64 above)."""
+@pytest.mark.parametrize("arch, dtype, path, prompt, threads", [
+    ("llama", "float32", "float", 3, 2), ("qwen3", "float32", "float", 3, 2), ("qwen2", "int8", "float", 3, 2),
+    ("qwen3", "int8", "integer", 3, 2), ("llama", "float32", "float", 100, 2), ("llama", "int8", "float", 100, 3),
+    ("qwen2", "int8", "integer", 90, 2), ("mistral", "float32", "float", 20, 2), ("llama", "float32", "float", 70, 1)])
+def test_all_layers_in_one_call_equal_one_call_per_layer_bit_for_bit(tmp_path, monkeypatch, arch, dtype, path,
+                                                                     prompt, threads):
+    """A fused decode step runs every layer in one parallel region (decode_layers, kernels_step.cpp); a step
+    whose residual stream is captured (the logit lens) runs one decode_layer call per layer, each product its
+    own parallel region. The logits and every layer's K/V written are the same bits either way, step
+    after step: short contexts, contexts long enough for attention in several chunks per head (70-105
+    positions), a sliding window (Mistral's 6), biases (Qwen2), q/k norms (Qwen3), one, two or three threads."""
     monkeypatch.setenv("TOKENSTEP_INT8_PATH", path)
     folder = save_hf_model(make_hf_model(arch), tmp_path)
     decoder = load_model(folder, device="cpu", dtype=dtype).decoder
     assert decoder.fused_decode
-    ids = torch.tensor([5, 77, 200, 31, 9, 140, 3, 66])
+    ids = torch.cat([torch.randint(0, 300, (prompt,), generator=torch.Generator().manual_seed(prompt)),
+                     torch.tensor([9, 140, 3, 66, 8])])
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        _one_call_against_per_layer(decoder, ids, prompt)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _one_call_against_per_layer(decoder, ids, prompt):
     n_layers = len(decoder.weights.layers)
 
     class Rows:  # a ResidualCapture: each layer's output row
@@ -306,16 +320,17 @@ def test_all_layers_in_one_call_equal_one_call_per_layer_bit_for_bit(tmp_path, m
 
     with torch.inference_mode():
         one, per = decoder.new_cache(len(ids)), decoder.new_cache(len(ids))
-        decoder.forward(ids[:3], 0, one)
-        decoder.forward(ids[:3], 0, per)
-        for i in range(3, len(ids)):
+        decoder.forward(ids[:prompt], 0, one)
+        decoder.forward(ids[:prompt], 0, per)
+        for i in range(prompt, len(ids)):
             calls = decoder.forward_count
             fused = decoder.forward(ids[i:i + 1], i, one)
             rows = Rows()
             layered = decoder.forward(ids[i:i + 1], i, per, residuals=rows)
             assert decoder.forward_count == calls + 2 and len(rows.rows) == n_layers
             assert torch.equal(fused, layered)
-        assert torch.equal(one.layer(n_layers - 1)[:, :, :len(ids)], per.layer(n_layers - 1)[:, :, :len(ids)])
+        for layer in range(n_layers):
+            assert torch.equal(one.layer(layer)[:, :, :len(ids)], per.layer(layer)[:, :, :len(ids)]), layer
 
 
 def test_where_x_is_copied_changes_no_bit_of_a_float32_product():

@@ -71,7 +71,9 @@ def test_real_templates_render_as_the_plain_sandbox_does(source):
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_hostile_template_is_refused_quickly_naming_the_limit(name, monkeypatch):
-    monkeypatch.setattr(template_box, "MAX_SECONDS", 0.5)
+    # The clock's 0.5 s, but 5 s where the limit under test is the output's size: on a loaded machine the
+    # traced loop had not written MAX_CHARS in 0.5 s, and the clock, not the size, refused it.
+    monkeypatch.setattr(template_box, "MAX_SECONDS", 5.0 if name == "output" else 0.5)
     source, expected = HOSTILE[name]
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     started = time.monotonic()
@@ -81,7 +83,7 @@ def test_hostile_template_is_refused_quickly_naming_the_limit(name, monkeypatch)
     message = str(info.value)
     assert "\n" not in message and message.startswith("some/tokenizer_config.json: chat template")
     assert expected in message, message
-    # Bounded: no case may run on (the clock is 0.5 s) or grow the process by hundreds of MB.
+    # Bounded: no case may run on (the clock is 0.5 or 5 s) or grow the process by hundreds of MB.
     assert elapsed < 20, elapsed
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
     assert grown_mb < 300, grown_mb

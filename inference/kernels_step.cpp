@@ -1,0 +1,247 @@
+// Every layer of a decode step in one parallel region (included by kernels.cpp, inside its namespace, after
+// decode_layer and the int8 paths, whose row functions it calls).
+//
+// decode_layer runs a layer as ATen-level steps: four products, each its own parallel region (at::parallel_for)
+// with its output tensor, row scales, x copy and, for int8, a normed copy of x allocated per call, and the
+// views, rotary and attention of short contexts on the calling thread while the other one waits. Those steps
+// cost about 20-25 us a layer whatever the layer's size (a 30-layer model of 64-wide layers took 0.79 ms a
+// token on int8), time in which the weights do not stream.
+//
+// Here the threads enter one region for the whole step and meet at barriers between the phases of a layer:
+//   1. the qkv rows, each thread its share (its own rmsnorm gain and normed copy of x: K floats, no wait);
+//   2. rotary (and Qwen3's q/k norms) head by head, each thread its share of the heads; K and V to the cache;
+//   3. attention: the (head, chunk) tasks of attend_one, split between the threads;
+//   4. every thread merges the chunks of all heads into its own copy (hd * heads floats), then its share of
+//      the o rows, plus the residual;
+//   5. its share of the gate/up rows -> silu(gate) * up;  6. its share of the down rows, plus the residual.
+// Each row, head and chunk is computed exactly as in decode_layer (the same fill functions, gains, chunking
+// and merge), so both give the same bits; only who computes what and when changes.
+namespace step {
+
+// One layer matrix as raw pointers: float32 weights, or int8 with bfloat16 group scales (S per row, G wide).
+struct Matrix {
+  const float* w = nullptr;
+  const int8_t* q = nullptr;
+  const uint16_t* scale = nullptr;
+  const float* bias = nullptr;
+  int64_t N = 0, K = 0, S = 0, G = 0;
+  int64_t act = 0;  // the integer path: activations per scale (activation_group), checked before the region
+};
+
+struct Layer {
+  Matrix qkv, o, glu, down;
+  const float* attn_norm = nullptr;  // RMSNorm weights not folded into the next matrix (int8), else null
+  const float* mlp_norm = nullptr;
+  const float* head_norm[2] = {nullptr, nullptr};  // Qwen3: q, k (head_dim weights)
+  float* keys = nullptr;  // the cache: KV heads `head_stride` floats apart, positions hd apart
+  float* values = nullptr;
+  int64_t head_stride = 0;
+};
+
+// Per thread, reused from step to step.
+struct Scratch {
+  std::vector<float> normed, copy, attended, scores;
+  QuantRow quantised;
+};
+
+Matrix matrix_of(const at::Tensor& w, const std::optional<at::Tensor>& scale, const std::optional<at::Tensor>& bias,
+                 int64_t K, int64_t N) {
+  TORCH_CHECK(w.dim() == 2 && w.is_contiguous() && w.device().is_cpu() && w.size(1) == K && (N < 0 || w.size(0) == N),
+              "decode_layers: a matrix of shape (", N, ", ", K, ") expected, got ", w.sizes());
+  Matrix m;
+  m.N = w.size(0), m.K = K;
+  if (scale.has_value()) {
+    m.G = group_size(w, *scale), m.S = scale->size(1);
+    m.q = w.data_ptr<int8_t>();
+    m.scale = reinterpret_cast<const uint16_t*>(scale->data_ptr());
+  } else {
+    TORCH_CHECK(w.scalar_type() == at::kFloat, "decode_layers: float32 or int8 matrices");
+    m.w = w.data_ptr<float>();
+  }
+  TORCH_CHECK(!bias.has_value() || (bias->is_contiguous() && bias->numel() == m.N && bias->scalar_type() == at::kFloat),
+              "decode_layers: bias float32 (out,)");
+  m.bias = bias.has_value() ? bias->data_ptr<float>() : nullptr;
+  return m;
+}
+
+const float* vector_of(const std::optional<at::Tensor>& t, int64_t n, const char* what) {
+  if (!t.has_value()) return nullptr;
+  TORCH_CHECK(t->is_contiguous() && t->scalar_type() == at::kFloat && t->numel() == n, "decode_layers: ", what,
+              " float32 (", n, ",)");
+  return t->data_ptr<float>();
+}
+
+// [begin, end) of n items for thread `tid` of `nt`: contiguous shares, as at::parallel_for cuts them.
+inline std::pair<int64_t, int64_t> share(int64_t n, int tid, int nt) {
+  const int64_t size = (n + nt - 1) / nt, begin = std::min(n, tid * size);
+  return {begin, std::min(n, begin + size)};
+}
+
+// The gain row_alphas gives one row (alpha 1): 1 / rms(x) when eps >= 0, else 1.
+inline float gain_of(const float* x, int64_t K, double eps) {
+  return eps < 0 ? 1.0f : static_cast<float>(1.0 * rms_gain(x, K, eps));
+}
+
+// This thread's rows of y = gain * (M (x * norm)) + bias + residual (glu: rows of silu(gate) * up, the gate
+// rows [0, N/2), the up rows [N/2, N)), formed as gemv_f32 / gemv_int8 / gemv_int8_integer form them.
+void product_rows(const Matrix& m, const float* x, double eps, const float* norm, int64_t path, bool glu,
+                  const float* residual, float* y, int tid, int nt, Scratch& s) {
+  const int64_t K = m.K;
+  const float alpha = gain_of(x, K, eps);
+  const float* h = x;
+  if (norm != nullptr) {
+    s.normed.resize(K);
+    for (int64_t k = 0; k < K; ++k) s.normed[k] = x[k] * norm[k];
+    h = s.normed.data();
+  }
+  std::function<void(int64_t, int64_t, float*)> fill;
+  if (m.w != nullptr) {
+    const float* xp = staggered(h, K, s.copy);
+    const FillF32 in_shape = f32_in_shape();
+    fill = [&, xp, in_shape](int64_t r, int64_t n, float* out) { in_shape(m.w + r * K, xp, K, n, out); };
+#if TOKENSTEP_HAS_VNNI_CODE
+  } else if (path != 0) {
+    quantize_row(h, K, m.G, m.act, s.quantised);
+    fill = [&](int64_t r, int64_t n, float* out) { vnni_rows(m.q, m.scale, K, s.quantised, r, n, out); };
+#endif
+  } else {
+    const FillInt8 in_shape = int8_in_shape();
+    fill = [&, h, in_shape](int64_t r, int64_t n, float* out) {
+      in_shape(m.q + r * K, h, K, m.scale + r * m.S, m.S, m.G, n, out);
+    };
+  }
+  const float* bp = m.bias;
+  const int64_t F = m.N / 2;
+  const auto [begin, end] = share(glu ? F : m.N, tid, nt);
+  float first[kBlock], second[kBlock];
+  for (int64_t b = begin; b < end; b += kBlock) {
+    const int64_t n = std::min(kBlock, end - b);
+    fill(b, n, first);
+    if (glu) {
+      fill(F + b, n, second);
+      for (int64_t i = 0; i < n; ++i) {
+        const float g = first[i] * alpha + (bp ? bp[b + i] : 0.0f);
+        const float u = second[i] * alpha + (bp ? bp[F + b + i] : 0.0f);
+        y[b + i] = g / (1.0f + std::exp(-g)) * u;
+      }
+      continue;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      float v = first[i] * alpha;
+      if (bp) v += bp[b + i];
+      if (residual) v += residual[b + i];
+      y[b + i] = v;
+    }
+  }
+}
+
+// Phase 2 for this thread's heads of qkv (heads query heads, then KV key heads): the head's RMSNorm (Qwen3),
+// rotary; a key head and its value head are written to the cache at `position`.
+void rotate_heads(const Layer& layer, float* qkv, const float* rope, int64_t heads, int64_t KV, int64_t hd,
+                  double eps, int64_t position, int tid, int nt) {
+  const auto [begin, end] = share(heads + KV, tid, nt);
+  for (int64_t h = begin; h < end; ++h) {
+    float* pair = qkv + h * hd;
+    rotate_head(pair, rope, hd, layer.head_norm[h < heads ? 0 : 1], eps);
+    if (h >= heads) {
+      const int64_t g = h - heads;
+      std::copy(pair, pair + hd, layer.keys + g * layer.head_stride + position * hd);
+      const float* v = qkv + (heads + KV) * hd + g * hd;
+      std::copy(v, v + hd, layer.values + g * layer.head_stride + position * hd);
+    }
+  }
+}
+}  // namespace step
+
+// decode_layer over every layer for one new position, in one parallel region (see the top of this file). The
+// arguments as decode_layer's, four matrices, scales and biases per layer, the same number of norms per layer
+// (two, or four with Qwen3's q/k norms), one cache per layer; the norms' eps, the window and the int8 path
+// hold for every layer.
+at::Tensor decode_layers(const at::Tensor& x, at::TensorList mats, const c10::List<std::optional<at::Tensor>>& scales,
+                         const c10::List<std::optional<at::Tensor>>& biases,
+                         const c10::List<std::optional<at::Tensor>>& norms, at::TensorList kv, int64_t position,
+                         const at::Tensor& rope, int64_t heads, double attn_eps, double mlp_eps, int64_t window,
+                         int64_t int8_path) {
+  const int64_t L = static_cast<int64_t>(kv.size());
+  TORCH_CHECK(L > 0 && static_cast<int64_t>(mats.size()) == 4 * L && static_cast<int64_t>(scales.size()) == 4 * L &&
+                  static_cast<int64_t>(biases.size()) == 4 * L && norms.size() % L == 0,
+              "four matrices, scales and biases per layer, the same number of norms per layer, one cache per layer");
+  const int64_t per = static_cast<int64_t>(norms.size()) / L;
+  TORCH_CHECK(per == 2 || per == 4, "two norms per layer (or four: q/k norms)");
+  TORCH_CHECK(x.dim() == 2 && x.size(0) == 1 && x.is_contiguous() && x.scalar_type() == at::kFloat,
+              "x: one contiguous float32 row");
+  const int64_t C = x.size(1), KV = kv[0].dim() == 4 ? kv[0].size(1) : 0, hd = kv[0].dim() == 4 ? kv[0].size(3) : 0;
+  TORCH_CHECK(heads > 0 && KV > 0 && heads % KV == 0, "heads: a multiple of the cache's kv_heads");
+  TORCH_CHECK(hd % 2 == 0 && rope.is_contiguous() && rope.scalar_type() == at::kFloat && rope.numel() == hd,
+              "rope: float32 (head_dim / 2, 2)");
+  const int64_t q_dim = heads * hd, kv_dim = KV * hd;
+  const int64_t path = int8_path != 0 && vnni_available() ? int8_path : 0;
+  std::vector<step::Layer> layers(L);
+  int64_t F = 0;
+  for (int64_t l = 0; l < L; ++l) {
+    const at::Tensor& c = kv[l];
+    TORCH_CHECK(c.dim() == 4 && c.size(0) == 2 && c.size(1) == KV && c.size(3) == hd && c.scalar_type() == at::kFloat &&
+                    c.stride(3) == 1 && c.stride(2) == hd && position >= 0 && position < c.size(2),
+                "kv: float32 (2, kv_heads, capacity, head_dim) with room at `position`, the same heads every layer");
+    step::Layer& layer = layers[l];
+    const int64_t i = 4 * l;
+    layer.qkv = step::matrix_of(mats[i], scales.get(i), biases.get(i), C, q_dim + 2 * kv_dim);
+    layer.o = step::matrix_of(mats[i + 1], scales.get(i + 1), biases.get(i + 1), q_dim, C);
+    layer.glu = step::matrix_of(mats[i + 2], scales.get(i + 2), biases.get(i + 2), C, -1);
+    TORCH_CHECK(layer.glu.N % 2 == 0, "glu: an even number of rows (gate, then up)");
+    layer.down = step::matrix_of(mats[i + 3], scales.get(i + 3), biases.get(i + 3), layer.glu.N / 2, C);
+    F = std::max(F, layer.glu.N / 2);
+    for (step::Matrix* m : {&layer.qkv, &layer.o, &layer.glu, &layer.down}) {
+      if (path != 0 && m->q != nullptr) m->act = activation_group(path, m->K, m->G);
+    }
+    layer.attn_norm = step::vector_of(norms.get(per * l), C, "attention norm");
+    layer.mlp_norm = step::vector_of(norms.get(per * l + 1), C, "MLP norm");
+    for (int64_t j = 0; per == 4 && j < 2; ++j) {
+      layer.head_norm[j] = step::vector_of(norms.get(per * l + 2 + j), hd, "q/k norms");
+      TORCH_CHECK(layer.head_norm[j] != nullptr, "q/k norms: float32 (head_dim,)");
+    }
+    layer.keys = c.data_ptr<float>();
+    layer.values = layer.keys + c.stride(0);
+    layer.head_stride = c.stride(1);
+  }
+  const int64_t n = position + 1, first = (window > 0 && n > window) ? n - window : 0, count = n - first;
+  const std::pair<int64_t, int64_t> chunking = attention::chunking(count, KV);
+  const int64_t chunks = chunking.first, size = chunking.second;  // as attend_one cuts them
+  const float scale = static_cast<float>(1.0 / std::sqrt(double(hd)));
+  at::Tensor out = x.clone();  // the residual stream, layer after layer
+  float* cur = out.data_ptr<float>();
+  const float* r = rope.data_ptr<float>();
+  std::vector<float> qkv(q_dim + 2 * kv_dim), mid(C), gated(F), partial(heads * chunks * (hd + 2));
+  const int64_t group = heads / KV;
+#pragma omp parallel num_threads(at::get_num_threads())
+  {
+    const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
+    thread_local step::Scratch s;
+    s.scores.resize(size + kLanes);
+    s.attended.resize(q_dim);
+    for (const step::Layer& layer : layers) {
+      step::product_rows(layer.qkv, cur, attn_eps, layer.attn_norm, path, false, nullptr, qkv.data(), tid, nt, s);
+#pragma omp barrier
+      step::rotate_heads(layer, qkv.data(), r, heads, KV, hd, attn_eps, position, tid, nt);
+#pragma omp barrier
+      const auto [begin, end] = step::share(heads * chunks, tid, nt);
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t h = t / chunks, j = t % chunks, at = j * size;
+        const int64_t len = std::min(size, count - at);
+        const int64_t offset = (h / group) * layer.head_stride + (first + at) * hd;
+        if (len <= 0) continue;
+        attention::chunk(qkv.data() + h * hd, layer.keys + offset, layer.values + offset, len, hd, scale,
+                         s.scores.data(), partial.data() + (h * chunks + j) * (hd + 2));
+      }
+#pragma omp barrier
+      attention::merge(partial.data(), heads, hd, count, chunks, size, s.attended.data());
+      step::product_rows(layer.o, s.attended.data(), -1.0, nullptr, path, false, cur, mid.data(), tid, nt, s);
+#pragma omp barrier
+      step::product_rows(layer.glu, mid.data(), mlp_eps, layer.mlp_norm, path, true, nullptr, gated.data(), tid, nt, s);
+#pragma omp barrier
+      step::product_rows(layer.down, gated.data(), -1.0, nullptr, path, false, mid.data(), cur, tid, nt, s);
+#pragma omp barrier
+    }
+  }
+  return out;
+}
