@@ -7,7 +7,8 @@
 // cost about 20-25 us a layer whatever the layer's size (a 30-layer model of 64-wide layers took 0.79 ms a
 // token on int8), time in which the weights do not stream.
 //
-// Here the threads enter one region for the whole step and meet at barriers between the phases of a layer:
+// Here the threads enter one region for the whole step and meet at barriers between the phases of a layer
+// (the products' rows: float32 claimed a block at a time, int8 in equal shares, see product_rows):
 //   1. the qkv rows, each thread its share (its own rmsnorm gain and normed copy of x: K floats, no wait);
 //   2. rotary (and Qwen3's q/k norms) head by head, each thread its share of the heads; K and V to the cache;
 //   3. attention: the (head, chunk) tasks of attend_one, split between the threads;
@@ -85,7 +86,7 @@ inline float gain_of(const float* x, int64_t K, double eps) {
 // This thread's rows of y = gain * (M (x * norm)) + bias + residual (glu: rows of silu(gate) * up, the gate
 // rows [0, N/2), the up rows [N/2, N)), formed as gemv_f32 / gemv_int8 / gemv_int8_integer form them.
 void product_rows(const Matrix& m, const float* x, double eps, const float* norm, int64_t path, bool glu,
-                  const float* residual, float* y, int tid, int nt, Scratch& s) {
+                  const float* residual, float* y, std::atomic<int64_t>* claims, int tid, int nt, Scratch& s) {
   const int64_t K = m.K;
   const float alpha = gain_of(x, K, eps);
   const float* h = x;
@@ -112,10 +113,18 @@ void product_rows(const Matrix& m, const float* x, double eps, const float* norm
   }
   const float* bp = m.bias;
   const int64_t F = m.N / 2;
-  const auto [begin, end] = share(glu ? F : m.N, tid, nt);
+  const int64_t rows = glu ? F : m.N;
   float first[kBlock], second[kBlock];
-  for (int64_t b = begin; b < end; b += kBlock) {
-    const int64_t n = std::min(kBlock, end - b);
+  // float32 rows are claimed kBlock at a time (the first thread free takes the next block), int8 rows in
+  // equal shares: measured on an AVX2 EPYC (A/B, 20 and 30 rounds, same bits), claims made float32 steps
+  // 0.980x / 0.985x and int8 steps (bound by widening there) 1.049x / 1.034x.
+  const bool claimed = m.w != nullptr;
+  const auto [begin, end] = share(rows, tid, nt);
+  const int64_t last = claimed ? rows : end;
+  int64_t b = claimed ? claims->fetch_add(kBlock, std::memory_order_relaxed) : begin;
+  auto next = [&] { return claimed ? claims->fetch_add(kBlock, std::memory_order_relaxed) : b + kBlock; };
+  for (; b < last; b = next()) {
+    const int64_t n = std::min(kBlock, last - b);
     fill(b, n, first);
     if (glu) {
       fill(F + b, n, second);
@@ -213,14 +222,21 @@ at::Tensor decode_layers(const at::Tensor& x, at::TensorList mats, const c10::Li
   const float* r = rope.data_ptr<float>();
   std::vector<float> qkv(q_dim + 2 * kv_dim), mid(C), gated(F), partial(heads * chunks * (hd + 2));
   const int64_t group = heads / KV;
+  std::unique_ptr<std::atomic<int64_t>[]> claims(new std::atomic<int64_t>[4 * L]);
+  for (int64_t i = 0; i < 4 * L; ++i) claims[i] = 0;
 #pragma omp parallel num_threads(at::get_num_threads())
   {
     const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
+    std::atomic<int64_t>* claim = claims.get();  // each product's row counter, in order
     thread_local step::Scratch s;
+    auto product = [&](const step::Matrix& m, const float* in, double eps, const float* norm, bool glu,
+                       const float* residual, float* y) {
+      step::product_rows(m, in, eps, norm, path, glu, residual, y, claim++, tid, nt, s);
+    };
     s.scores.resize(size + kLanes);
     s.attended.resize(q_dim);
     for (const step::Layer& layer : layers) {
-      step::product_rows(layer.qkv, cur, attn_eps, layer.attn_norm, path, false, nullptr, qkv.data(), tid, nt, s);
+      product(layer.qkv, cur, attn_eps, layer.attn_norm, false, nullptr, qkv.data());
 #pragma omp barrier
       step::rotate_heads(layer, qkv.data(), r, heads, KV, hd, attn_eps, position, tid, nt);
 #pragma omp barrier
@@ -235,11 +251,11 @@ at::Tensor decode_layers(const at::Tensor& x, at::TensorList mats, const c10::Li
       }
 #pragma omp barrier
       attention::merge(partial.data(), heads, hd, count, chunks, size, s.attended.data());
-      step::product_rows(layer.o, s.attended.data(), -1.0, nullptr, path, false, cur, mid.data(), tid, nt, s);
+      product(layer.o, s.attended.data(), -1.0, nullptr, false, cur, mid.data());
 #pragma omp barrier
-      step::product_rows(layer.glu, mid.data(), mlp_eps, layer.mlp_norm, path, true, nullptr, gated.data(), tid, nt, s);
+      product(layer.glu, mid.data(), mlp_eps, layer.mlp_norm, true, nullptr, gated.data());
 #pragma omp barrier
-      step::product_rows(layer.down, gated.data(), -1.0, nullptr, path, false, mid.data(), cur, tid, nt, s);
+      product(layer.down, gated.data(), -1.0, nullptr, false, mid.data(), cur);
 #pragma omp barrier
     }
   }
