@@ -1,5 +1,6 @@
 // Decode on x86-64 CPUs: one-row products y = alpha * (W x) [* scale] + bias + residual, decode
-// attention over the KV cache, and `decode_layer`, which runs a whole decoder layer in one call.
+// attention over the KV cache, `decode_layer`, which runs a whole decoder layer in one call, and
+// `decode_layers` (kernels_step.cpp), every layer of a step in one call and one parallel region.
 //
 // Decode reads every weight once per token, so it runs at the speed the matrix streams from memory.
 // Each thread takes a contiguous range of rows and reads it front to back, in the shape measured fastest
