@@ -150,11 +150,10 @@ def main(argv=None) -> int:
     decoder = model.decoder
     read_bytes = decode_read_bytes(decoder.weights, model.config)
     llama = None if args.no_llama else LlamaCpp(args.threads, args.context)
-    global PATHS
-    if not decoder.backend.kernels.has_vnni():
-        PATHS = ("float",)
+    paths = PATHS if decoder.backend.kernels.has_vnni() else PATHS[:1]
+    if paths != PATHS:
         print("[bench] this CPU has no AVX-512 VNNI: the float path only")
-    sides = {f"products:{p}": products(decoder, p) for p in PATHS}
+    sides = {f"products:{p}": products(decoder, p) for p in paths}
     read = read_same_bytes(decoder)
     samples: dict[str, list[float]] = {}
 
@@ -163,7 +162,7 @@ def main(argv=None) -> int:
 
     steps = decode_steps(decoder, args.tokens, args.context)
     for repeat in range(args.repeats):
-        order = PATHS if repeat % 2 == 0 else PATHS[::-1]
+        order = paths if repeat % 2 == 0 else paths[::-1]
         record("gb_per_s", STREAM.numel() * 4 / best_of(STREAM.sum, 3) * 1000 / 1e9)
         for path in order:
             record(f"products_ms:{path}", best_of(sides[f"products:{path}"], 5))
@@ -179,9 +178,9 @@ def main(argv=None) -> int:
             short = [llama.decode_ms(8) for _ in range(4)]  # short runs: a low percentile of them too
             samples.setdefault("each_step_ms:llama.cpp Q4_1", []).extend(short)
             record("step_ms:llama.cpp Q4_1", llama.decode_ms(args.tokens))
-            for path in PATHS:
+            for path in paths:
                 record(f"step_vs_llama:{path}", samples[f"step_ms:{path}"][-1] / samples["step_ms:llama.cpp Q4_1"][-1])
-        if "integer" in PATHS:
+        if "integer" in paths:
             record("step_ratio:integer/float", samples["step_ms:integer"][-1] / samples["step_ms:float"][-1])
             record("products_ratio:integer/float",
                    samples["products_ms:integer"][-1] / samples["products_ms:float"][-1])
@@ -190,7 +189,7 @@ def main(argv=None) -> int:
     # On a busy machine the low percentile of single steps is the nearest to a quiet one's time.
     low = {k.removeprefix("each_"): sorted(v)[len(v) // 10] for k, v in samples.items() if k.startswith("each_")}
     if llama is not None:
-        low.update({f"step_vs_llama:{p}": low[f"step_ms:{p}"] / low["step_ms:llama.cpp Q4_1"] for p in PATHS})
+        low.update({f"step_vs_llama:{p}": low[f"step_ms:{p}"] / low["step_ms:llama.cpp Q4_1"] for p in paths})
     samples = {k: v for k, v in samples.items() if not k.startswith("each_")}
     report = {"cpu": cpu_facts(), "p10": low, "threads": args.threads, "tokens": args.tokens, "context": args.context,
               "decode_read_bytes": read_bytes, "repeats": args.repeats,

@@ -24,7 +24,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <tuple>
 #include <vector>
@@ -411,8 +410,6 @@ int64_t group_size(const at::Tensor& q, const at::Tensor& scale) {
   return q.size(1) / scale.size(1);
 }
 
-// Per row of x: alpha, times 1 / rms(x[t]) when rms_eps >= 0 (an RMSNorm in the same call: one pass over
-// x; its weight is folded into the matrix, or multiplies x first, see `weighted`).
 // 1 / rms(x) of one row of K floats (the squares summed in float32 vectors, the rest in double).
 inline double rms_gain(const float* row, int64_t K, double rms_eps) {
   Vec a = vzero();
@@ -423,6 +420,8 @@ inline double rms_gain(const float* row, int64_t K, double rms_eps) {
   return 1.0 / std::sqrt(static_cast<double>(squares) / K + rms_eps);
 }
 
+// Per row of x: alpha, times 1 / rms(x[t]) when rms_eps >= 0 (an RMSNorm in the same call: one pass over
+// x; its weight is folded into the matrix, or multiplies x first, see `weighted`).
 std::vector<float> row_alphas(const float* x, int64_t T, int64_t K, double alpha, double rms_eps) {
   std::vector<float> out(T, static_cast<float>(alpha));
   if (rms_eps < 0) return out;

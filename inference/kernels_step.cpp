@@ -83,34 +83,11 @@ inline float gain_of(const float* x, int64_t K, double eps) {
   return eps < 0 ? 1.0f : static_cast<float>(1.0 * rms_gain(x, K, eps));
 }
 
-// This thread's rows of y = gain * (M (x * norm)) + bias + residual (glu: rows of silu(gate) * up, the gate
-// rows [0, N/2), the up rows [N/2, N)), formed as gemv_f32 / gemv_int8 / gemv_int8_integer form them.
-void product_rows(const Matrix& m, const float* x, double eps, const float* norm, int64_t path, bool glu,
-                  const float* residual, float* y, std::atomic<int64_t>* claims, int tid, int nt, Scratch& s) {
-  const int64_t K = m.K;
-  const float alpha = gain_of(x, K, eps);
-  const float* h = x;
-  if (norm != nullptr) {
-    s.normed.resize(K);
-    for (int64_t k = 0; k < K; ++k) s.normed[k] = x[k] * norm[k];
-    h = s.normed.data();
-  }
-  std::function<void(int64_t, int64_t, float*)> fill;
-  if (m.w != nullptr) {
-    const float* xp = staggered(h, K, s.copy);
-    const FillF32 in_shape = f32_in_shape();
-    fill = [&, xp, in_shape](int64_t r, int64_t n, float* out) { in_shape(m.w + r * K, xp, K, n, out); };
-#if TOKENSTEP_HAS_VNNI_CODE
-  } else if (path != 0) {
-    quantize_row(h, K, m.G, m.act, s.quantised);
-    fill = [&](int64_t r, int64_t n, float* out) { vnni_rows(m.q, m.scale, K, s.quantised, r, n, out); };
-#endif
-  } else {
-    const FillInt8 in_shape = int8_in_shape();
-    fill = [&, h, in_shape](int64_t r, int64_t n, float* out) {
-      in_shape(m.q + r * K, h, K, m.scale + r * m.S, m.S, m.G, n, out);
-    };
-  }
+// This thread's rows of y = alpha * (M h) + bias + residual (glu: rows of silu(gate) * up, the gate rows
+// [0, N/2), the up rows [N/2, N)); fill(r, n, out): the products of rows r..r+n-1 with h.
+template <typename Fill>
+void rows_into(const Matrix& m, Fill fill, float alpha, bool glu, const float* residual, float* y,
+               std::atomic<int64_t>* claims, int tid, int nt) {
   const float* bp = m.bias;
   const int64_t F = m.N / 2;
   const int64_t rows = glu ? F : m.N;
@@ -142,6 +119,38 @@ void product_rows(const Matrix& m, const float* x, double eps, const float* norm
       y[b + i] = v;
     }
   }
+}
+
+// This thread's rows of y = gain * (M (x * norm)) + bias + residual, formed as gemv_f32 / gemv_int8 /
+// gemv_int8_integer form them (each fill a lambda of its own: no std::function, no allocation per product).
+void product_rows(const Matrix& m, const float* x, double eps, const float* norm, int64_t path, bool glu,
+                  const float* residual, float* y, std::atomic<int64_t>* claims, int tid, int nt, Scratch& s) {
+  const int64_t K = m.K;
+  const float alpha = gain_of(x, K, eps);
+  const float* h = x;
+  if (norm != nullptr) {
+    s.normed.resize(K);
+    for (int64_t k = 0; k < K; ++k) s.normed[k] = x[k] * norm[k];
+    h = s.normed.data();
+  }
+  if (m.w != nullptr) {
+    const float* xp = staggered(h, K, s.copy);
+    const FillF32 in_shape = f32_in_shape();
+    auto fill = [&](int64_t r, int64_t n, float* out) { in_shape(m.w + r * K, xp, K, n, out); };
+    return rows_into(m, fill, alpha, glu, residual, y, claims, tid, nt);
+  }
+#if TOKENSTEP_HAS_VNNI_CODE
+  if (path != 0) {
+    quantize_row(h, K, m.G, m.act, s.quantised);
+    auto fill = [&](int64_t r, int64_t n, float* out) { vnni_rows(m.q, m.scale, K, s.quantised, r, n, out); };
+    return rows_into(m, fill, alpha, glu, residual, y, claims, tid, nt);
+  }
+#endif
+  const FillInt8 in_shape = int8_in_shape();
+  auto fill = [&](int64_t r, int64_t n, float* out) {
+    in_shape(m.q + r * K, h, K, m.scale + r * m.S, m.S, m.G, n, out);
+  };
+  rows_into(m, fill, alpha, glu, residual, y, claims, tid, nt);
 }
 
 // Phase 2 for this thread's heads of qkv (heads query heads, then KV key heads): the head's RMSNorm (Qwen3),
