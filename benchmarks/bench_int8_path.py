@@ -1,4 +1,4 @@
-"""int8 decode on its two paths (quant.INT8_PATHS: float activations, or int8 activations on AVX-512 VNNI),
+"""int8 decode on its two paths (quant.INT8_PATHS: float activations, or int8 activations on AVX-512 VNNI or AVX2),
 side by side in one process, and against llama.cpp's Q4_1 of the same model (llama-server, when built).
 
     PYTHONPATH=. python benchmarks/bench_int8_path.py [--repeats 7] [--threads 2] [--no-llama] [--json out.json]
@@ -32,7 +32,7 @@ from inference.loading import load_model  # noqa: E402
 from inference.quant import KernelInt8Linear, path_code  # noqa: E402
 
 STREAM = torch.ones((1 << 30) // 4, dtype=torch.float32)
-PATHS = ("float", "integer")  # "integer" where the CPU has AVX-512 VNNI (main() drops it elsewhere)
+PATHS = ("float", "integer")  # "integer" where the CPU has integer code (main() drops it elsewhere)
 
 
 def best_of(fn, n: int) -> float:
@@ -150,9 +150,9 @@ def main(argv=None) -> int:
     decoder = model.decoder
     read_bytes = decode_read_bytes(decoder.weights, model.config)
     llama = None if args.no_llama else LlamaCpp(args.threads, args.context)
-    paths = PATHS if decoder.backend.kernels.has_vnni() else PATHS[:1]
+    paths = PATHS if decoder.backend.kernels.integer_code() else PATHS[:1]
     if paths != PATHS:
-        print("[bench] this CPU has no AVX-512 VNNI: the float path only")
+        print("[bench] no integer int8 code for this CPU (AVX-512 without VNNI): the float path only")
     sides = {f"products:{p}": products(decoder, p) for p in paths}
     read = read_same_bytes(decoder)
     samples: dict[str, list[float]] = {}

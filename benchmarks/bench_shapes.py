@@ -54,7 +54,7 @@ def run(args) -> dict:
         raise SystemExit("the decode kernels are not in use here: nothing to compare")
     kind = kernel_shape.kind_of(model.decoder.backend)
     mats = kernel_shape.products(model.decoder.weights, kind, limit=1 << 62)
-    block = span_view([t for w, s, _ in mats for t in (w, s) if t is not None])
+    block = span_view([t for w, s, *_ in mats for t in (w, s) if t is not None])
     reads: list[float] = []
     ratios = {s: [] for s in kernel_shape.CANDIDATES}
 

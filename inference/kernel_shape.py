@@ -2,14 +2,16 @@
 
 A shape is how kernels.cpp reads a matrix for one row of x: rows per pass (1, 2 or 4: each x load
 serves that many rows, that many streams are read at once) and how far ahead a software prefetch goes
-(0 to 8 KB), float32 and int8 each. Every shape gives the same products (bit for bit); only the speed
-differs, and by machine, not vendor: one row per pass decoded 1.3x faster than four on an AMD EPYC,
+(0 to 8 KB), float32 and int8 each (int8 timed on the path its products take: float activations, or the
+AVX2 integer path, cached apart; the VNNI integer products have one fixed shape and are not timed). Every
+shape gives the same products (bit for bit); only the speed differs, and by machine, not vendor: one row per pass decoded 1.3x faster than four on an AMD EPYC,
 four rows were fastest on an Intel Xeon. So `ensure` (called once a model is loaded) times every
 candidate on the model's own weights (its products in decode order, up to TUNE_BYTES), interleaved over
 ROUNDS rounds, keeps the one with the lowest median, and caches the choice in the kernels folder as JSON
 keyed by the CPU's model name and flags, the kernel library and the thread count (not when the machine
-was too busy for the passes to agree: QUIET_SPREAD). About a second, once; reported as the stage "tune". A model whose products are smaller than MIN_TUNE_BYTES (they would be
-timed from the CPU's caches, not memory) is not measured: it uses the cached shape, else the defaults.
+was too busy for the passes to agree: QUIET_SPREAD). About a second, once; reported as the stage "tune". A
+model whose products are smaller than MIN_TUNE_BYTES (they would be timed from the CPU's caches, not memory)
+is not measured: it uses the cached shape, else the defaults.
 
 TOKENSTEP_KERNEL_SHAPE forces a shape: "f32=1x8192,int8=4x0" (rows x prefetch bytes; either part alone).
 """
@@ -34,6 +36,7 @@ from . import cache_dir, kernels
 ROWS = (1, 2, 4)
 PREFETCH = (0, 1024, 2048, 4096, 8192)  # bytes; the lists kernels.cpp's set_shape accepts
 KINDS = ("f32", "int8")
+CACHE_KEYS = (*KINDS, "int8-integer")  # int8 on the integer path is timed and cached apart (cache_key)
 ENV = "TOKENSTEP_KERNEL_SHAPE"
 TUNE_BYTES = 128 << 20  # the products timed: the model's first ones in decode order, up to this many bytes
 MIN_TUNE_BYTES = 64 << 20  # less than this would be read from the CPU's caches: not measured
@@ -121,7 +124,7 @@ def read_cached(path: Path) -> dict[str, Shape]:
         data = json.loads(path.read_text(encoding="utf-8"))
         if data.get("version") != VERSION:
             return {}
-        shapes = {kind: Shape(int(data[kind]["rows"]), int(data[kind]["prefetch"])) for kind in KINDS if kind in data}
+        shapes = {kind: Shape(int(data[kind]["rows"]), int(data[kind]["prefetch"])) for kind in CACHE_KEYS if kind in data}
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return {}
     return {kind: shape for kind, shape in shapes.items() if shape in CANDIDATES}
@@ -164,29 +167,40 @@ def kind_of(backend) -> str:
 
 
 def products(weights, kind: str, limit: int = TUNE_BYTES) -> list[tuple]:
-    """(weight, scale or None, x) of the model's one-row products of `kind` in decode order, up to `limit` bytes."""
+    """(weight, scale or None, x, int8 path) of the model's one-row products of `kind` in decode order, up to
+    `limit` bytes; the path (quant.path_code: 0 float activations, else the integer path) is the one the model's
+    products take, so the shape is timed on the code that will run."""
     out, total = [], 0
     for lin in weights.linears():
         w, scale = lin.weight, getattr(lin, "scale", None)
         this = "int8" if w.dtype == torch.int8 and scale is not None else "f32" if w.dtype == torch.float32 else None
         if this != kind or total >= limit:
             continue
-        out.append((w, scale, torch.randn(1, w.shape[1], generator=torch.Generator().manual_seed(len(out)))))
+        x = torch.randn(1, w.shape[1], generator=torch.Generator().manual_seed(len(out)))
+        path = getattr(getattr(lin, "linear", lin), "path", 0)  # a RescoredHead's path is its int8 linear's
+        out.append((w, scale, x, path if scale is not None else 0))
         total += w.numel() * w.element_size()
     return out
 
 
 def nbytes(mats: list[tuple]) -> int:
     return sum(w.numel() * w.element_size() + (s.numel() * s.element_size() if s is not None else 0)
-               for w, s, _ in mats)
+               for w, s, *_ in mats)
 
 
 def run_products(ops, mats: list[tuple]) -> None:
-    for w, scale, x in mats:
+    for w, scale, x, path in mats:
         if scale is None:
             ops.gemv_f32(w, x, 1.0, None, None)
+        elif path:
+            ops.gemv_int8_integer(w, scale, x, 1.0, None, None, -1.0, False, None, path)
         else:
             ops.gemv_int8(w, scale, x, 1.0, None, None)
+
+
+def cache_key(kind: str, mats: list[tuple]) -> str:
+    """The cache entry of `kind` on the path its products take: 'int8' (float activations), 'int8-integer'."""
+    return f"{kind}-integer" if any(path for *_, path in mats) else kind
 
 
 def measure(ops, mats: list[tuple], kind: str, rounds: int = ROUNDS, shapes=CANDIDATES,
@@ -234,17 +248,18 @@ def ensure(decoder, progress=None) -> Shape | None:
         return None
     kind = kind_of(decoder.backend)
     path = cache_file()
-    shape = force.get(kind) or read_cached(path).get(kind)
+    mats = products(decoder.weights, kind)
+    key = cache_key(kind, mats)
+    shape = force.get(kind) or read_cached(path).get(key)
     if shape is None:
-        mats = products(decoder.weights, kind)
-        if nbytes(mats) < MIN_TUNE_BYTES:
+        if nbytes(mats) < MIN_TUNE_BYTES or (key == "int8-integer" and ops.integer_code() == "vnni"):
             return in_force(ops)[kind]  # too small to tell: the defaults (or the shape set before)
         if progress:
             progress("tune", 0, 1)
         times = measure(ops, mats, kind)
         shape = fastest(times)
         if min(map(len, times.values())) >= MIN_ROUNDS and max(times[shape]) <= QUIET_SPREAD * min(times[shape]):
-            write_cached(path, kind, shape, times, nbytes(mats))
+            write_cached(path, key, shape, times, nbytes(mats))
         if progress:
             progress("tune", 1, 1)
     apply(ops, kind, shape)

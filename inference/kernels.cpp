@@ -775,10 +775,10 @@ at::Tensor head_rescored(const at::Tensor& q, const at::Tensor& scale, const at:
   return logits;
 }
 
-#include "kernels_vnni.cpp"  // the integer int8 path (AVX-512 VNNI): int8_product, gemv_int8_integer
+#include "kernels_integer.cpp"  // the integer int8 path (AVX-512 VNNI, or AVX2): int8_product, gemv_int8_integer
 
 // y = W (x, or rmsnorm(x) when rms_eps >= 0) + bias + residual: the float32 or the int8 product (int8 on
-// `int8_path`: 0 float activations, else the integer path with that many activations per scale, kernels_vnni.cpp).
+// `int8_path`: 0 float activations, else the integer path with that many activations per scale, kernels_integer.cpp).
 at::Tensor product(const at::Tensor& w, const std::optional<at::Tensor>& scale, const at::Tensor& x,
                    const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& residual,
                    double rms_eps, bool glu, const std::optional<at::Tensor>& norm_weight, int64_t int8_path) {

@@ -139,10 +139,10 @@ void product_rows(const Matrix& m, const float* x, double eps, const float* norm
     auto fill = [&](int64_t r, int64_t n, float* out) { in_shape(m.w + r * K, xp, K, n, out); };
     return rows_into(m, fill, alpha, glu, residual, y, claims, tid, nt);
   }
-#if TOKENSTEP_HAS_VNNI_CODE
+#if TOKENSTEP_HAS_VNNI_CODE || TOKENSTEP_HAS_AVX2_INTEGER_CODE
   if (path != 0) {
     quantize_row(h, K, m.G, m.act, s.quantised);
-    auto fill = [&](int64_t r, int64_t n, float* out) { vnni_rows(m.q, m.scale, K, s.quantised, r, n, out); };
+    auto fill = [&](int64_t r, int64_t n, float* out) { integer_rows(m.q, m.scale, K, s.quantised, r, n, out); };
     return rows_into(m, fill, alpha, glu, residual, y, claims, tid, nt);
   }
 #endif
@@ -193,7 +193,7 @@ at::Tensor decode_layers(const at::Tensor& x, at::TensorList mats, const c10::Li
   TORCH_CHECK(hd % 2 == 0 && rope.is_contiguous() && rope.scalar_type() == at::kFloat && rope.numel() == hd,
               "rope: float32 (head_dim / 2, 2)");
   const int64_t q_dim = heads * hd, kv_dim = KV * hd;
-  const int64_t path = int8_path != 0 && vnni_available() ? int8_path : 0;
+  const int64_t path = int8_path != 0 && integer_available() ? int8_path : 0;
   std::vector<step::Layer> layers(L);
   int64_t F = 0;
   for (int64_t l = 0; l < L; ++l) {

@@ -5,7 +5,7 @@ cache stay float32. How the product runs depends on the backend (layers.py), cho
 - on the own kernels (`KernelInt8Linear`): a scale per group of INT8_GROUP weights of a row; one row and
   short prefills run on kernels.cpp, longer prefills dequantise the matrix for BLAS. On kernels.cpp the
   products widen the weights to float32 against float32 activations, or, asked for (`int8_path`,
-  kernels_vnni.cpp) on a CPU with AVX-512 VNNI, quantise the activations to int8 for int32 products;
+  kernels_integer.cpp) on a CPU with AVX-512 VNNI or AVX2, quantise the activations to int8 for int32 products;
 - on CPU with stock ops (`RowScaledInt8Linear`): one scale per row, for torch's own int8 kernel;
 - elsewhere (`Int8Linear`, CUDA): group scales, dequantised for each product (cheap there).
 The head ranks every token with its int8 product and rescores its best RESCORED from the float rows
@@ -29,16 +29,22 @@ INT8_GROUP = 64  # weights that share one int8 scale along a row
 # 32 tokens 60 vs 51 ms.
 KERNEL_ROWS = 16
 RESCORED = 64  # tokens an int8 head rescores in float
-# How int8 products on the own kernels run (the code is kernels_vnni.cpp's int8_path): "float" widens each
+# How int8 products on the own kernels run (the code is kernels_integer.cpp's int8_path): "float" widens each
 # weight to float32 against float32 activations; "integer" quantises each row of activations to int8, one
-# scale per INT8_ACT_GROUP of them, and multiplies on AVX-512 VNNI ("integer-row": one scale per row;
-# "integer-<n>": one per n, n a multiple of 4). Longer prefills (over KERNEL_ROWS rows) dequantise for BLAS
-# on either. TOKENSTEP_INT8_PATH picks one; the default is "float". Measured on an AMD EPYC with VNNI
-# (2 threads, quiet, benchmarks/bench_int8_path.py, two runs): with the float products at one row per
-# pass (kernel_shape.py) both paths read memory at about the same speed (0.97-1.18x vs 1.06-1.20x a read
-# of the same bytes) and an integer step took 1.09-1.10x a float one, so the integer path only pays where
-# decode is bound by compute (one thread: 0.8x the float path's CPU time), and its first-step |dp| is
-# the larger (0.029 vs 0.026 of the 0.03 bound).
+# scale per INT8_ACT_GROUP of them, and multiplies in int32 on AVX-512 VNNI or, in an AVX2 build, with
+# vpmaddubsw ("integer-row": one scale per row; "integer-<n>": one per n, n a multiple of 4). Longer prefills
+# (over KERNEL_ROWS rows) dequantise for BLAS on either. TOKENSTEP_INT8_PATH picks one; the default is
+# "float", on every CPU:
+# - speed: where decode streams memory, both paths read at about the same speed. AVX-512 EPYC with VNNI
+#   (2 threads, benchmarks/bench_int8_path.py, two runs): an integer step 1.09-1.10x a float one. AVX2 EPYC
+#   (2 threads, each path in its own measured shape): integer products 1.035x, steps 1.077x the float path's,
+#   though from the caches on one thread they are 1.5x faster (24.6 against 16.4 G weights/s). So the integer
+#   path only pays where decode is bound by compute (one thread: 0.8x the float path's CPU time on VNNI);
+# - quality: with int8 activations, a last-bit change anywhere upstream flips roundings, and the default
+#   model's first-step probabilities move with it: on "The quick brown fox" the integer path gave p = 0.516
+#   (VNNI), and on AVX2 0.530 from a prefill, 0.521 step by step, 0.514 from a 3-token prefill plus a step,
+#   against float32's 0.487 and the float path's 0.503 (every way). The report's bound is |dp| <= 0.03
+#   (benchmarks/int8_quality.py): the integer path passes or fails it by chance, the float path holds it.
 INT8_ACT_GROUP = 4
 INT8_PATHS = {"float": 0, "integer": INT8_ACT_GROUP, "integer-row": -1}
 
@@ -71,17 +77,18 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
 
 def int8_path(kernels) -> str:
     """The path int8 products on the own kernels take here: TOKENSTEP_INT8_PATH, else "float"."""
-    vnni = bool(kernels.has_vnni())
+    code = kernels.integer_code()  # "vnni", "avx2" or "" (none)
     wanted = os.environ.get("TOKENSTEP_INT8_PATH", "").strip().lower() or "float"
     path_code(wanted)  # refuses an unknown name
-    if wanted != "float" and not vnni:
-        _say_once(f"[tokenstep] TOKENSTEP_INT8_PATH={wanted}: this CPU has no AVX-512 VNNI; using float")
+    if wanted != "float" and not code:
+        _say_once(f"[tokenstep] TOKENSTEP_INT8_PATH={wanted}: no integer int8 code for this CPU (AVX-512 without "
+                  "VNNI); using float")
         return "float"
     return wanted
 
 
 def path_code(name: str) -> int:
-    """A path's name -> kernels_vnni.cpp's int8_path (0 float, n > 0 integer with n activations per scale,
+    """A path's name -> kernels_integer.cpp's int8_path (0 float, n > 0 integer with n activations per scale,
     -1 integer with one scale per row)."""
     if name in INT8_PATHS:
         return INT8_PATHS[name]

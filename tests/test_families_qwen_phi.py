@@ -262,7 +262,7 @@ def test_status_bar_says_how_decode_runs(qapp, tmp_path):
 def test_fused_layer_equals_the_same_weights_on_stock_ops(tmp_path, monkeypatch, name, dtype):
     """The fused decode layer (Qwen3's q/k norms, Phi-3's pass-through pairs) against the same weights on
     stock float32 ops, as test_kernels does for Llama: int8 weights dequantised, so 1e-5 either way (int8 on
-    its float-activation path; the integer one is held to its own math in test_int8_vnni.py). float32 is
+    its float-activation path; the integer one is held to its own math in test_int8_integer.py). float32 is
     also held to transformers in float64: the kernels no further from it than stock float32 ops plus 1e-5
     (with 8-lane sums, AVX2, Phi-3 longrope measured kernels 1.26e-5 and stock 0.89e-5 from it, so 1.07e-5
     apart: two float32 roundings, not a wrong layer, which is off by 1e-2 or more)."""

@@ -67,6 +67,12 @@ def test_every_int8_shape_gives_the_same_bits(out_features, in_features, group):
     assert all(torch.equal(first, r) for r in results.values())
     expected = 1.3 * (x.double() @ dequantize(q, scale).double().t()) + residual.double()
     assert (first.double() - expected).abs().max().item() <= 1e-5 * expected.abs().max().item() + 1e-5
+    if ops.integer_code():  # the integer path (AVX2: read in the same shapes; VNNI: one shape) the same way
+        integer = _in_each_shape("int8", lambda: ops.gemv_int8_integer(q, scale, x, 1.3, None, residual, -1.0, False,
+                                                                       None, 4))
+        first = integer[CANDIDATES[0]]
+        assert all(torch.equal(first, r) for r in integer.values())
+        assert (first.double() - expected).abs().max().item() <= 0.05 * expected.abs().max().item()
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int8"])
@@ -88,6 +94,29 @@ def test_fused_decode_gives_the_same_logits_in_every_shape(tmp_path, dtype):
     assert all(torch.equal(first, r) for r in results.values())
     kernel_shape.apply(ops, kind, Shape(2, 4096))
     assert model.info().decode_path == "fused kernels, 2 rows/pass, prefetch 4 KB"
+
+
+@pytest.mark.skipif(ops is None or ops.integer_code() != "avx2", reason="the AVX2 integer path's shapes")
+def test_the_integer_path_is_timed_on_its_own_products_and_cached_apart(tmp_path, monkeypatch):
+    """An int8 model on the AVX2 integer path has its shape measured on the integer products (not the float
+    path's) and cached under its own key, so switching paths never reuses the other path's choice."""
+    monkeypatch.setenv("TOKENSTEP_INT8_PATH", "integer")
+    model = load_model(save_hf_model(make_hf_model("llama"), tmp_path / "tiny"), device="cpu", dtype="int8")
+    mats = kernel_shape.products(model.decoder.weights, "int8")
+    assert mats and all(path == 4 for *_, path in mats)
+    assert kernel_shape.cache_key("int8", mats) == "int8-integer"
+    called = []
+    monkeypatch.setattr(ops, "gemv_int8", lambda *a: called.append("float"), raising=False)
+    kernel_shape.run_products(ops, mats[:2])
+    assert not called  # the integer op ran, not the float path's
+    monkeypatch.setattr(kernel_shape, "MIN_TUNE_BYTES", 0)
+    timed = []
+    monkeypatch.setattr(kernel_shape, "measure", lambda _ops, m, kind, **kw: timed.append(m) or
+                        {shape: [1.0 + 0.01 * i] * 3 for i, shape in enumerate(CANDIDATES)})
+    assert kernel_shape.ensure(model.decoder) == CANDIDATES[0]
+    assert timed and all(path == 4 for *_, path in timed[0])
+    cached = kernel_shape.read_cached(kernel_shape.cache_file())
+    assert cached == {"int8-integer": CANDIDATES[0]}
 
 
 def test_set_shape_refuses_a_shape_that_is_no_candidate():

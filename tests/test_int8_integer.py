@@ -1,7 +1,9 @@
-"""The integer int8 path (inference/kernels_vnni.cpp: activations quantised to int8, products on AVX-512 VNNI)
-against a torch reference of the same quantisation math, and how the path is chosen (quant.int8_path).
+"""The integer int8 path (inference/kernels_integer.cpp: activations quantised to int8, int32 products on
+AVX-512 VNNI or AVX2) against a torch reference of the same quantisation math, and how the path is chosen
+(quant.int8_path).
 
-The kernel tests are skipped where the kernels cannot be built or the CPU has no VNNI; the path choice is
+The kernel tests run on whichever integer code this CPU has (ops.integer_code(): "vnni" or "avx2") and are
+skipped where the kernels cannot be built or there is none (an AVX-512 CPU without VNNI); the path choice is
 tested everywhere the kernels build."""
 
 import pytest
@@ -14,12 +16,13 @@ from inference.quant import INT8_PATHS, KERNEL_ROWS, KernelInt8Linear, dequantiz
 
 ops = kernels.ops()
 pytestmark = pytest.mark.skipif(ops is None, reason="decode kernels unavailable here (see stderr)")
-vnni = pytest.mark.skipif(ops is None or not ops.has_vnni(), reason="this CPU has no AVX-512 VNNI")
+integer = pytest.mark.skipif(ops is None or not ops.integer_code(),
+                             reason="no integer int8 code here (AVX-512 without VNNI)")
 
 
 def quantize_activations(h: torch.Tensor, group: int, act_group: int) -> tuple[torch.Tensor, torch.Tensor]:
     """h (K,) float32 -> xq (K,) int values in [-127, 127] and each activation's scale (K,): the math
-    kernels_vnni.cpp does, in float32 (127 / amax per run of `act_group` activations within a weight group,
+    kernels_integer.cpp does, in float32 (127 / amax per run of `act_group` activations within a weight group,
     or per row when act_group <= 0; a product; round half to even)."""
     K = h.shape[0]
     A = K if act_group <= 0 else min(act_group, group)
@@ -59,7 +62,7 @@ def close(got: torch.Tensor, want: torch.Tensor, rel: float = 1e-5) -> bool:
 ACT_GROUPS = [4, 8, 16, 32, 64, -1]  # 4 (the default), 8, 16 (vectorised), 32, a weight group, the row
 
 
-@vnni
+@integer
 @pytest.mark.parametrize("K, group", [(576, 64), (1536, 64), (64, 64), (100, 100), (96, 32), (48, 16), (200, 200),
                                       (130, 130)])
 @pytest.mark.parametrize("act_group", ACT_GROUPS)
@@ -74,7 +77,7 @@ def test_activation_quantisation_matches_torch(K, group, act_group):
     assert torch.equal(lane_scales[:, :per_lane.shape[1]], per_lane)
 
 
-@vnni
+@integer
 @pytest.mark.parametrize("out_features, K, group", [(960, 576, 64), (576, 1536, 64), (33, 576, 64), (7, 100, 100),
                                                     (40, 96, 32), (17, 48, 16), (5, 200, 200), (130, 64, 64)])
 @pytest.mark.parametrize("act_group", ACT_GROUPS)
@@ -96,7 +99,7 @@ def test_integer_product_matches_the_exact_integer_math(out_features, K, group, 
     assert (got.double() - bias - residual - exact).abs().max().item() < 0.05 * exact.abs().max().item()
 
 
-@vnni
+@integer
 @pytest.mark.parametrize("act_group", ACT_GROUPS)
 def test_integer_product_with_rms_norm_and_glu(act_group):
     g = torch.Generator().manual_seed(7)
@@ -114,7 +117,7 @@ def test_integer_product_with_rms_norm_and_glu(act_group):
     assert close(glu, (torch.nn.functional.silu(gate) * up)[None], 1e-4)
 
 
-@vnni
+@integer
 @pytest.mark.parametrize("rows", [2, 5, 16])
 def test_several_rows_are_each_the_product_of_that_row_alone(rows):
     """A short prefill: every row of x its own activation scales and rms, the numbers of that row alone (up
@@ -132,9 +135,9 @@ def test_several_rows_are_each_the_product_of_that_row_alone(rows):
     assert close(together - bias - residual, want)
 
 
-@vnni
+@integer
 def test_a_lane_never_straddles_two_activation_scales():
-    """vpdpbusd sums four products per lane, so the activations per scale are a multiple of 4 (or the
+    """vpdpbusd (and vpmaddubsw + vpmaddwd) sum four products per lane, so the activations per scale are a multiple of 4 (or the
     whole weight group, or the row)."""
     q, scale = quantize_rows(torch.randn(8, 64))
     with pytest.raises(RuntimeError, match="multiple of 4"):
@@ -142,7 +145,7 @@ def test_a_lane_never_straddles_two_activation_scales():
     assert ops.gemv_int8_integer(q, scale, torch.randn(1, 64), 1.0, None, None, -1.0, False, None, 100).shape == (1, 8)
 
 
-@vnni
+@integer
 def test_zero_activations_give_the_bias():
     q, scale = quantize_rows(torch.randn(20, 128))
     bias = torch.randn(20)
@@ -156,7 +159,7 @@ def test_the_path_follows_the_env_knob_and_the_cpu(monkeypatch):
     assert quant.int8_path(ops) == "float"
     for name, code in (("integer-row", -1), ("integer-32", 32), ("integer", quant.INT8_ACT_GROUP)):
         monkeypatch.setenv("TOKENSTEP_INT8_PATH", name)
-        assert quant.int8_path(ops) == (name if ops.has_vnni() else "float")
+        assert quant.int8_path(ops) == (name if ops.integer_code() else "float")
         assert quant.path_code(name) == code
     assert quant.path_code("float") == 0
     for wrong in ("fast", "integer-6", "integer-0"):
@@ -164,13 +167,13 @@ def test_the_path_follows_the_env_knob_and_the_cpu(monkeypatch):
         with pytest.raises(ValueError, match="TOKENSTEP_INT8_PATH"):
             quant.int8_path(ops)
 
-    class NoVnni:  # an AVX2-only machine: only the float path exists there
+    class NoIntegerCode:  # an AVX-512 CPU without VNNI: only the float path exists there
         @staticmethod
-        def has_vnni():
-            return False
+        def integer_code():
+            return ""
 
     monkeypatch.setenv("TOKENSTEP_INT8_PATH", "integer")
-    assert quant.int8_path(NoVnni) == "float"
+    assert quant.int8_path(NoIntegerCode) == "float"
 
 
 def _int8_decoder(tmp_path, monkeypatch, path: str):
@@ -179,7 +182,7 @@ def _int8_decoder(tmp_path, monkeypatch, path: str):
     return load_model(folder, device="cpu", dtype="int8").decoder
 
 
-@vnni
+@integer
 def test_decode_runs_on_the_path_chosen(tmp_path, monkeypatch):
     """The fused decode layer and the head take the integer path when chosen; their logits stay within the
     activations' int8 step of the float path's, and a prefill longer than KERNEL_ROWS (every row's logits,
@@ -201,7 +204,7 @@ def test_decode_runs_on_the_path_chosen(tmp_path, monkeypatch):
     assert (float_step - integer_step).abs().max().item() < 0.05 * float_step.abs().max().item()
 
 
-@vnni
+@integer
 @pytest.mark.parametrize("arch", ["llama", "mistral", "qwen3"])
 def test_fused_decode_layer_takes_the_integer_path_of_the_products(tmp_path, monkeypatch, arch):
     """Each layer as one decode_layer call gives the logits of the same layer run product by product on

@@ -1,28 +1,39 @@
 // The integer int8 path (included by kernels.cpp, inside its namespace, so it shares check, group_size,
 // row_alphas, weighted, rows_one and rows_glu): one row x quantised to int8 and its products with the int8
-// weights taken by AVX-512 VNNI (vpdpbusd: u8 x s8, four products summed into each int32 lane).
+// weights taken in int32, by AVX-512 VNNI (vpdpbusd: u8 x s8, four products summed into each int32 lane) or,
+// in an AVX2 build, by vpmaddubsw + vpmaddwd (the same four products per int32 lane, in two instructions).
 //
 // The float path widens every weight to float32 in registers: 4 widenings, 4 converts and 4 FMAs per 64
-// weights made int8 decode compute-bound (its products took 1.69x a read of the same bytes on an AMD EPYC).
-// Here 64 weights take one XOR and one vpdpbusd, and a group's int32 sums one convert and one FMA.
+// weights (AVX-512; twice that with AVX2's 8 lanes) made int8 decode compute-bound (its products took 1.69x
+// a read of the same bytes on an AVX-512 EPYC, 1.7x a float32 product's time per byte on an AVX2 one). Here
+// 64 weights take one XOR and one vpdpbusd (AVX2: per 32, one vpsignb, one vpmaddubsw, one vpmaddwd), and a
+// chunk's int32 sums one convert and one FMA.
 //
 // The math, per weight group g of G weights (quant.quantize_rows) and per sub-group of A activations in it
 // (A: act_group, a multiple of 4; or the whole row):
 //   activations: a = 127 / amax(|x| over the sub-group), xq = round(x * a) in [-127, 127], x ~= xq * s with
 //                s = amax / 127;
-//   weights:     vpdpbusd wants the unsigned operand first, so the weights go in as q + 128 (q XOR 0x80) and
+//   VNNI:        vpdpbusd wants the unsigned operand first, so the weights go in as q + 128 (q XOR 0x80) and
 //                xq as the signed one: sum (q + 128) xq = sum q xq + 128 sum xq, and the second term depends
 //                on x alone, so it is taken once per call and starts each chunk's accumulator negated;
+//   AVX2:        vpmaddubsw (u8 x s8 -> int16 pair sums, saturating) takes |xq| as the unsigned operand and
+//                q with xq's sign (vpsignb) as the signed one: |xq| (q sign(xq)) = q xq, each pair at most
+//                2 * 127 * 127 < 2^15 (quantize_rows keeps |q| <= 127), so nothing saturates; vpmaddwd
+//                against ones sums the pairs into the int32 lanes;
 //   y = alpha * sum over lanes of (weight scale_g * s of the lane's sub-group) * (exact int32 lane sum).
+// Both give the same exact int32 sums; they differ only in the float rounding of the scaled sums.
 // A group longer than 64 bytes takes several 64-byte chunks; a last partial chunk is read with a mask
-// (x is zero padded), so any group size and row length work. Built only for AVX-512 (with BW); the VNNI
-// functions carry their own target attribute and run only where the CPU reports avx512vnni.
+// (AVX2: from a zero-padded copy; x is zero padded), so any group size and row length work. The VNNI code is
+// built for AVX-512 (with BW) and its functions carry their own target attribute: it runs only where the CPU
+// reports avx512vnni. The AVX2 code is built only for AVX2 (an AVX-512 CPU without VNNI keeps the float path).
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 #define TOKENSTEP_HAS_VNNI_CODE 1
+#define TOKENSTEP_HAS_AVX2_INTEGER_CODE 0
 #define TOKENSTEP_VNNI __attribute__((target("avx512vnni,avx512bw,avx512f")))
 #else
 #define TOKENSTEP_HAS_VNNI_CODE 0
+#define TOKENSTEP_HAS_AVX2_INTEGER_CODE 1  // kernels.cpp builds only for AVX-512 or AVX2 + FMA
 #endif
 
 bool vnni_available() {
@@ -34,14 +45,19 @@ bool vnni_available() {
 #endif
 }
 
+// Whether the integer path runs here: AVX-512 VNNI, or an AVX2 build.
+bool integer_available() { return TOKENSTEP_HAS_AVX2_INTEGER_CODE || vnni_available(); }
+
 // One row of x, quantised for the weight groups: per group ceil(G / 64) chunks of 64 int8 (zero padded),
-// and per chunk its 16 vpdpbusd lanes' starting values (-128 * the sum of the lane's four xq) and
-// activation scales (lane j holds bytes 4j..4j+3; A, a multiple of 4, keeps each lane in one sub-group).
+// and per chunk its 16 int32 lanes' activation scales (lane j holds bytes 4j..4j+3; A, a multiple of 4,
+// keeps each lane in one sub-group); VNNI: each lane's starting value (-128 * the sum of its four xq);
+// AVX2: |xq|.
 struct QuantRow {
   int64_t G = 0, S = 0, chunks = 0;
   uint64_t tail = ~0ull;       // the byte mask of each group's last chunk
   std::vector<int8_t> xq;      // S * chunks * 64
-  std::vector<int32_t> start;  // S * chunks * 16
+  std::vector<int32_t> start;  // S * chunks * 16 (VNNI)
+  std::vector<uint8_t> xabs;   // S * chunks * 64 (AVX2)
   std::vector<float> scale;    // S * chunks * 16
 };
 
@@ -191,6 +207,193 @@ TOKENSTEP_VNNI void vnni_rows(const int8_t* q, const uint16_t* sp, int64_t K, co
 }
 #endif
 
+#if TOKENSTEP_HAS_AVX2_INTEGER_CODE
+// The largest |x| of n floats.
+float amax_of(const float* x, int64_t n) {
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 m = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + k), magnitude));
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  float out = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+  for (; k < n; ++k) out = std::max(out, std::fabs(x[k]));
+  return out;
+}
+
+// Eight int32 in [-127, 127] -> eight int8 at q.
+inline void store8_epi8(int8_t* q, __m256i v) {
+  const __m256i words = _mm256_packs_epi32(v, v);  // per 128-bit half: its four values twice, as int16
+  const __m256i bytes = _mm256_packs_epi16(words, words);
+  const int32_t low = _mm_cvtsi128_si32(_mm256_castsi256_si128(bytes)), high = _mm_cvtsi128_si32(_mm256_extracti128_si256(bytes, 1));
+  std::memcpy(q, &low, 4);
+  std::memcpy(q + 4, &high, 4);
+}
+
+// x * a rounded to nearest (ties to even, as cvtps and torch.round), clamped to [-127, 127], eight lanes.
+inline __m256i quantize8(__m256 x, __m256 a) {
+  const __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(x, a));
+  return _mm256_min_epi32(_mm256_max_epi32(v, _mm256_set1_epi32(-127)), _mm256_set1_epi32(127));
+}
+
+// xq = x * (127 / amax) rounded, for n floats (the tail as the vector lanes do it).
+void quantize_run(const float* x, int64_t n, float amax, int8_t* q) {
+  if (amax == 0.0f) return;  // all zero: xq stays 0
+  const float a = 127.0f / amax;
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) store8_epi8(q + k, quantize8(_mm256_loadu_ps(x + k), _mm256_set1_ps(a)));
+  for (; k < n; ++k) q[k] = static_cast<int8_t>(std::min(127.0f, std::max(-127.0f, std::nearbyint(x[k] * a))));
+}
+
+// A group of G floats with one scale per run of A (amax >= 0: one given scale for all, per row).
+void quantize_runs(const float* xg, int64_t G, int64_t A, float row_amax, int8_t* q, float* lane_scale) {
+  for (int64_t k0 = 0; k0 < G; k0 += A) {
+    const int64_t n = std::min(A, G - k0);
+    const float amax = row_amax >= 0.0f ? row_amax : amax_of(xg + k0, n);
+    quantize_run(xg + k0, n, amax, q + k0);
+    for (int64_t lane = k0 / 4; lane < (k0 + n + 3) / 4; ++lane) lane_scale[lane] = amax / 127.0f;
+  }
+}
+
+// A group of G floats (G a multiple of 8) with one scale per run of A in {4, 8}, 8 floats at a time: each
+// run's amax by in-register maxima, no horizontal reduction per run.
+void quantize_short_runs(const float* x, int64_t G, int64_t A, int8_t* q, float* lane_scale) {
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int64_t k = 0; k < G; k += 8) {
+    const __m256 v = _mm256_loadu_ps(x + k);
+    __m256 m = _mm256_and_ps(v, magnitude);
+    m = _mm256_max_ps(m, _mm256_permute_ps(m, 0xB1));  // neighbours
+    m = _mm256_max_ps(m, _mm256_permute_ps(m, 0x4E));  // pairs: each run of 4 holds its max
+    if (A == 8) m = _mm256_max_ps(m, _mm256_permute2f128_ps(m, m, 1));
+    const __m256 nonzero = _mm256_cmp_ps(m, _mm256_setzero_ps(), _CMP_NEQ_OQ);
+    const __m256 a = _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(127.0f), m), nonzero);  // 0 where the run is all 0
+    store8_epi8(q + k, quantize8(v, a));
+    alignas(32) float amax[8];
+    _mm256_store_ps(amax, m);
+    lane_scale[k / 4] = amax[0] / 127.0f;  // lane j of the int32 sums holds floats 4j..4j+3
+    lane_scale[k / 4 + 1] = amax[4] / 127.0f;
+  }
+}
+
+// x (K floats, weight groups of G) -> QuantRow, one activation scale per A consecutive activations of a
+// group (A = K: per row), and |xq| for vpmaddubsw's unsigned operand.
+void quantize_row(const float* x, int64_t K, int64_t G, int64_t A, QuantRow& out) {
+  const int64_t S = K / G, chunks = (G + 63) / 64;
+  out.G = G, out.S = S, out.chunks = chunks;
+  out.tail = G % 64 == 0 ? ~0ull : (1ull << (G % 64)) - 1;
+  out.xq.assign(S * chunks * 64, 0);
+  out.xabs.resize(S * chunks * 64);
+  out.scale.assign(S * chunks * 16, 0.0f);
+  const float row_amax = A >= K ? amax_of(x, K) : 0.0f;
+  for (int64_t g = 0; g < S; ++g) {
+    int8_t* q = out.xq.data() + g * chunks * 64;
+    float* lane_scale = out.scale.data() + g * chunks * 16;
+    if ((A == 4 || A == 8) && G % 8 == 0) {
+      quantize_short_runs(x + g * G, G, A, q, lane_scale);
+    } else {
+      quantize_runs(x + g * G, G, A, A >= K ? row_amax : -1.0f, q, lane_scale);
+    }
+  }
+  for (size_t i = 0; i < out.xq.size(); i += 32) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(out.xq.data() + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.xabs.data() + i), _mm256_abs_epi8(v));
+  }
+}
+
+// The exact int32 sums of 32 weights times 32 activations, four consecutive bytes per lane.
+inline __m256i lane_sums(__m256i w, const int8_t* xq, const uint8_t* xabs) {
+  const __m256i signed_w = _mm256_sign_epi8(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)));
+  const __m256i pairs = _mm256_maddubs_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xabs)), signed_w);
+  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+}
+
+inline __m256i load32(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// One 64-byte chunk (two halves of 32) of a weight row against the chunk of x: the scaled sum of its lanes.
+inline __m256 chunk_sum(__m256i w0, __m256i w1, const int8_t* xq, const uint8_t* xabs, const float* xs) {
+  const __m256 low = _mm256_mul_ps(_mm256_cvtepi32_ps(lane_sums(w0, xq, xabs)), _mm256_loadu_ps(xs));
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums(w1, xq + 32, xabs + 32)), _mm256_loadu_ps(xs + 8), low);
+}
+
+// R rows (K apart, S bf16 scales per row) with G == 64 against x in one pass, prefetching P bytes ahead: each
+// x load serves R rows. Per row, the sum over groups of (weight scale * the chunk's scaled lane sums), even
+// and odd groups in two accumulators; each row's sum is formed as for one row alone, so every R and P gives
+// the same bits.
+template <int64_t R, int64_t P>
+inline void avx2_rows_even(const int8_t* q, const uint16_t* sp, int64_t K, const QuantRow& x, float* out) {
+  const int64_t S = x.S;
+  const int8_t* xq = x.xq.data();
+  const uint8_t* xa = x.xabs.data();
+  const float* xs = x.scale.data();
+  __m256 acc[R][2];
+  for (int64_t r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < S; ++g) {
+    for (int64_t r = 0; r < R; ++r) {
+      const int8_t* w = q + r * K + g * 64;
+      prefetch_ahead<P>(w, 64);
+      const __m256 sum = chunk_sum(load32(w), load32(w + 32), xq + g * 64, xa + g * 64, xs + g * 16);
+      acc[r][g & 1] = _mm256_fmadd_ps(sum, _mm256_set1_ps(bf16_to_float(sp[r * S + g])), acc[r][g & 1]);
+    }
+  }
+  for (int64_t r = 0; r < R; ++r) out[r] = vsum(_mm256_add_ps(acc[r][0], acc[r][1]));
+}
+
+// One row of any group size: chunks of 64, the last one of a group from a zero-padded copy (its x is zero
+// padded, so the copy's padding adds nothing).
+inline float avx2_row_any(const int8_t* row, const uint16_t* ws, const QuantRow& x) {
+  const int64_t S = x.S, G = x.G, chunks = x.chunks;
+  __m256 acc = _mm256_setzero_ps();
+  alignas(32) int8_t padded[64] = {};
+  for (int64_t g = 0; g < S; ++g) {
+    const __m256 w_scale = _mm256_set1_ps(bf16_to_float(ws[g]));
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int8_t* w = row + g * G + c * 64;
+      if (c + 1 == chunks && G % 64 != 0) {
+        std::memcpy(padded, w, G % 64);
+        w = padded;
+      }
+      const int64_t at = g * chunks + c;
+      acc = _mm256_fmadd_ps(chunk_sum(load32(w), load32(w + 32), x.xq.data() + at * 64, x.xabs.data() + at * 64,
+                                      x.scale.data() + at * 16), w_scale, acc);
+    }
+  }
+  return vsum(acc);
+}
+
+// The products of rows r..r+n-1 in the int8 shape (R rows per pass, prefetch P; kernel_shape.py times them on
+// this path when it is the one in use), one instance per candidate shape.
+template <int64_t R, int64_t P>
+void fill_integer(const int8_t* q, const uint16_t* sp, int64_t K, const QuantRow& x, int64_t r, int64_t n,
+                  float* out) {
+  int64_t i = 0;
+  if (x.G == 64) {
+    for (; i + R <= n; i += R) avx2_rows_even<R, P>(q + (r + i) * K, sp + (r + i) * x.S, K, x, out + i);
+    for (; i < n; ++i) avx2_rows_even<1, P>(q + (r + i) * K, sp + (r + i) * x.S, K, x, out + i);
+  }
+  for (; i < n; ++i) out[i] = avx2_row_any(q + (r + i) * K, sp + (r + i) * x.S, x);
+}
+
+using FillInteger = void (*)(const int8_t*, const uint16_t*, int64_t, const QuantRow&, int64_t, int64_t, float*);
+
+void avx2_rows(const int8_t* q, const uint16_t* sp, int64_t K, const QuantRow& x, int64_t r, int64_t n, float* out) {
+  static const FillInteger table[3][5] = {TOKENSTEP_EACH_PREFETCH(fill_integer, 1),
+                                          TOKENSTEP_EACH_PREFETCH(fill_integer, 2),
+                                          TOKENSTEP_EACH_PREFETCH(fill_integer, 4)};
+  table[g_shape.int8_rows.load(std::memory_order_relaxed)][g_shape.int8_prefetch.load(std::memory_order_relaxed)](
+      q, sp, K, x, r, n, out);
+}
+#endif
+
+// The products of rows r..r+n-1 with a quantised row x, on this CPU's integer code.
+inline void integer_rows(const int8_t* q, const uint16_t* sp, int64_t K, const QuantRow& x, int64_t r, int64_t n,
+                         float* out) {
+#if TOKENSTEP_HAS_VNNI_CODE
+  vnni_rows(q, sp, K, x, r, n, out);
+#else
+  avx2_rows(q, sp, K, x, r, n, out);
+#endif
+}
+
 // The integer path: the same contract as gemv_int8 (alpha, RMSNorm gain and weight per row of x, bias,
 // residual, glu for one row); act_group: activations per scale (activation_group). Several rows (a short
 // prefill) quantise each row, and each weight row, read once, meets them all in L1; each row's product is
@@ -199,26 +402,26 @@ at::Tensor gemv_int8_integer(const at::Tensor& q, const at::Tensor& scale, const
                              const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& residual,
                              double rms_eps, bool glu, const std::optional<at::Tensor>& norm_weight,
                              int64_t act_group) {
-  TORCH_CHECK(vnni_available(), "the integer int8 path needs AVX-512 VNNI (kernels built for AVX-512)");
+  TORCH_CHECK(integer_available(), "the integer int8 path needs AVX-512 VNNI or an AVX2 build");
   check(q, x, bias, residual);
   const int64_t G = group_size(q, scale), K = q.size(1), T = x.size(0), A = activation_group(act_group, K, G);
   TORCH_CHECK(!glu || (T == 1 && !residual.has_value()), "glu: one row of x, no residual");
   const std::vector<float> alphas = row_alphas(x.data_ptr<float>(), T, K, alpha, rms_eps);
   const at::Tensor h = weighted(x, norm_weight);
-#if TOKENSTEP_HAS_VNNI_CODE
+#if TOKENSTEP_HAS_VNNI_CODE || TOKENSTEP_HAS_AVX2_INTEGER_CODE
   thread_local std::vector<QuantRow> quantised;  // their buffers are reused from call to call
   if (static_cast<int64_t>(quantised.size()) < T) quantised.resize(T);
   for (int64_t t = 0; t < T; ++t) quantize_row(h.data_ptr<float>() + t * K, K, G, A, quantised[t]);
   const int8_t* qp = q.data_ptr<int8_t>();
   const uint16_t* sp = reinterpret_cast<const uint16_t*>(scale.data_ptr());
   const QuantRow* xr = quantised.data();
-  auto fill = [=](int64_t r, int64_t n, float* out) { vnni_rows(qp, sp, K, *xr, r, n, out); };
+  auto fill = [=](int64_t r, int64_t n, float* out) { integer_rows(qp, sp, K, *xr, r, n, out); };
   if (glu) return rows_glu(q.size(0), x, alphas[0], bias, fill);
   if (T == 1) return rows_one(q.size(0), x, alphas[0], bias, residual, fill);
   return rows(q.size(0), x, alphas, bias, residual, [=](int64_t r, auto&& put) {
     for (int64_t t = 0; t < T; ++t) {
       float product;
-      vnni_rows(qp, sp, K, xr[t], r, 1, &product);
+      integer_rows(qp, sp, K, xr[t], r, 1, &product);
       put(t, product);
     }
   });
@@ -229,12 +432,12 @@ at::Tensor gemv_int8_integer(const at::Tensor& q, const at::Tensor& scale, const
 }
 
 // An int8 product on the path asked for (0: float activations, gemv_int8; else gemv_int8_integer with
-// act_group = path), the float one where VNNI does not run.
+// act_group = path), the float one where the integer path does not run.
 at::Tensor int8_product(int64_t path, const at::Tensor& q, const at::Tensor& scale, const at::Tensor& x,
                         double alpha, const std::optional<at::Tensor>& bias,
                         const std::optional<at::Tensor>& residual, double rms_eps, bool glu,
                         const std::optional<at::Tensor>& norm_weight) {
-  if (path != 0 && vnni_available()) {
+  if (path != 0 && integer_available()) {
     return gemv_int8_integer(q, scale, x, alpha, bias, residual, rms_eps, glu, norm_weight, path);
   }
   return gemv_int8(q, scale, x, alpha, bias, residual, rms_eps, glu, norm_weight);
@@ -245,10 +448,10 @@ at::Tensor int8_product(int64_t path, const at::Tensor& q, const at::Tensor& sca
 std::tuple<at::Tensor, at::Tensor> quantize_activations(const at::Tensor& x, int64_t group, int64_t act_group) {
   TORCH_CHECK(x.dim() == 1 && x.is_contiguous() && x.scalar_type() == at::kFloat && group > 0 &&
               x.size(0) % group == 0, "x: contiguous float32 (K,), group dividing K");
-  TORCH_CHECK(vnni_available(), "needs AVX-512 VNNI");
+  TORCH_CHECK(integer_available(), "needs AVX-512 VNNI or an AVX2 build");
   QuantRow out;
   const int64_t A = activation_group(act_group, x.size(0), group);
-#if TOKENSTEP_HAS_VNNI_CODE
+#if TOKENSTEP_HAS_VNNI_CODE || TOKENSTEP_HAS_AVX2_INTEGER_CODE
   quantize_row(x.data_ptr<float>(), x.size(0), group, A, out);
 #else
   (void)A;
@@ -260,11 +463,15 @@ std::tuple<at::Tensor, at::Tensor> quantize_activations(const at::Tensor& x, int
 
 bool has_vnni() { return vnni_available(); }
 
+// Which code the integer int8 path runs on here: "vnni", "avx2", or "" (none: the float path only).
+std::string integer_code() { return vnni_available() ? "vnni" : TOKENSTEP_HAS_AVX2_INTEGER_CODE ? "avx2" : ""; }
+
 TORCH_LIBRARY_FRAGMENT(tokenstep, m) {
   m.def("gemv_int8_integer(Tensor q, Tensor scale, Tensor x, float alpha, Tensor? bias, Tensor? residual, "
         "float rms_eps=-1, bool glu=False, Tensor? norm_weight=None, int act_group=4) -> Tensor");
   m.def("quantize_activations(Tensor x, int group, int act_group=4) -> (Tensor, Tensor)");
   m.def("has_vnni() -> bool", &has_vnni);  // no tensor to dispatch on: one kernel for every backend
+  m.def("integer_code() -> str", &integer_code);
 }
 
 TORCH_LIBRARY_IMPL(tokenstep, CPU, m) {
