@@ -188,14 +188,13 @@ def nbytes(mats: list[tuple]) -> int:
                for w, s, *_ in mats)
 
 
-def run_products(ops, mats: list[tuple]) -> None:
-    for w, scale, x, path in mats:
-        if scale is None:
-            ops.gemv_f32(w, x, 1.0, None, None)
-        elif path:
-            ops.gemv_int8_integer(w, scale, x, 1.0, None, None, -1.0, False, None, path)
-        else:
-            ops.gemv_int8(w, scale, x, 1.0, None, None)
+def run_products(ops, mats: list[tuple]) -> list[torch.Tensor]:
+    """The products of `mats` in one call, scheduled as a decode step schedules them (kernels_step.cpp's
+    products_region: one parallel region, a barrier after each product, float32 rows claimed a block at a time)."""
+    if not mats:
+        return []
+    return ops.products_region([w for w, *_ in mats], [s for _, s, *_ in mats], [x for _, _, x, _ in mats],
+                               max(path for *_, path in mats))
 
 
 def cache_key(kind: str, mats: list[tuple]) -> str:

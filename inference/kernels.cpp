@@ -873,6 +873,7 @@ TORCH_LIBRARY(tokenstep, m) {
   m.def("head_rescored(Tensor q, Tensor scale, Tensor x, Tensor norm_weight, float eps, Tensor float_rows, "
         "int rescored) -> Tensor");
   m.def("set_x_offset(int bytes) -> int", set_x_offset);
+  m.def("products_region(Tensor[] mats, Tensor?[] scales, Tensor[] xs, int int8_path=0) -> Tensor[]");
   m.def("vocab_stats(Tensor logits, int top_n, bool greedy) -> (Tensor, Tensor, Tensor, Tensor)");
   m.def("exp_nonpositive(Tensor t) -> Tensor");
 }
@@ -884,6 +885,7 @@ TORCH_LIBRARY_IMPL(tokenstep, CPU, m) {
   m.impl("attend_one", attend_one);
   m.impl("decode_layer", decode_layer);
   m.impl("decode_layers", decode_layers);
+  m.impl("products_region", products_region);
   m.impl("head_rescored", head_rescored);
   m.impl("vocab_stats", vocab_stats);
   m.impl("exp_nonpositive", exp_nonpositive_op);

@@ -270,3 +270,38 @@ at::Tensor decode_layers(const at::Tensor& x, at::TensorList mats, const c10::Li
   }
   return out;
 }
+
+// The one-row products of `mats`, each with its own x (rows of x: each matrix's input width), in one parallel
+// region with a barrier after each, as decode_layers runs a step's products (float32 rows claimed a block at a
+// time, int8 rows in equal shares, the int8 path given): what kernel_shape.py times, so a shape is chosen on
+// the scheduling it will run under (timed as separate calls, each its own region with equal shares, the
+// float32 shapes ranked differently from whole steps on an AVX2 EPYC). Returns each product (1, out).
+std::vector<at::Tensor> products_region(at::TensorList mats, const c10::List<std::optional<at::Tensor>>& scales,
+                                        at::TensorList xs, int64_t int8_path) {
+  const int64_t P = static_cast<int64_t>(mats.size());
+  TORCH_CHECK(static_cast<int64_t>(scales.size()) == P && static_cast<int64_t>(xs.size()) == P,
+              "products_region: one scale (or None) and one x per matrix");
+  const int64_t path = int8_path != 0 && integer_available() ? int8_path : 0;
+  std::vector<step::Matrix> ms(P);
+  std::vector<at::Tensor> out(P);
+  for (int64_t i = 0; i < P; ++i) {
+    TORCH_CHECK(xs[i].dim() == 2 && xs[i].size(0) == 1 && xs[i].is_contiguous() && xs[i].scalar_type() == at::kFloat,
+                "products_region: each x one contiguous float32 row");
+    ms[i] = step::matrix_of(mats[i], scales.get(i), std::nullopt, xs[i].size(1), -1);
+    if (path != 0 && ms[i].q != nullptr) ms[i].act = activation_group(path, ms[i].K, ms[i].G);
+    out[i] = at::empty({1, ms[i].N}, xs[i].options());
+  }
+  std::unique_ptr<std::atomic<int64_t>[]> claims(new std::atomic<int64_t>[std::max<int64_t>(P, 1)]);
+  for (int64_t i = 0; i < P; ++i) claims[i] = 0;
+#pragma omp parallel num_threads(at::get_num_threads())
+  {
+    const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
+    thread_local step::Scratch s;
+    for (int64_t i = 0; i < P; ++i) {
+      step::product_rows(ms[i], xs[i].data_ptr<float>(), -1.0, nullptr, path, false, nullptr,
+                         out[i].data_ptr<float>(), &claims[i], tid, nt, s);
+#pragma omp barrier
+    }
+  }
+  return out;
+}

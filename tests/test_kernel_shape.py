@@ -105,10 +105,9 @@ def test_the_integer_path_is_timed_on_its_own_products_and_cached_apart(tmp_path
     mats = kernel_shape.products(model.decoder.weights, "int8")
     assert mats and all(path == 4 for *_, path in mats)
     assert kernel_shape.cache_key("int8", mats) == "int8-integer"
-    called = []
-    monkeypatch.setattr(ops, "gemv_int8", lambda *a: called.append("float"), raising=False)
-    kernel_shape.run_products(ops, mats[:2])
-    assert not called  # the integer op ran, not the float path's
+    timed_products = kernel_shape.run_products(ops, mats)  # the integer products, not the float path's
+    for (w, scale, x, path), got in zip(mats, timed_products, strict=True):
+        assert torch.equal(got, ops.gemv_int8_integer(w, scale, x, 1.0, None, None, -1.0, False, None, path))
     monkeypatch.setattr(kernel_shape, "MIN_TUNE_BYTES", 0)
     timed = []
     monkeypatch.setattr(kernel_shape, "measure", lambda _ops, m, kind, **kw: timed.append(m) or
@@ -117,6 +116,29 @@ def test_the_integer_path_is_timed_on_its_own_products_and_cached_apart(tmp_path
     assert timed and all(path == 4 for *_, path in timed[0])
     cached = kernel_shape.read_cached(kernel_shape.cache_file())
     assert cached == {"int8-integer": CANDIDATES[0]}
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_the_timed_products_are_the_products_of_each_call_alone(threads):
+    """run_products times the products as a decode step runs them (one parallel region, float32 rows claimed a
+    block at a time, a barrier after each); each is the bits of its own gemv call, in every shape."""
+    g = torch.Generator().manual_seed(threads)
+    shapes = [(1536, 576), (576, 1536), (130, 100), (7, 64), (200, 576)]
+    f32 = [(torch.randn(n, k, generator=g), None, torch.randn(1, k, generator=g), 0) for n, k in shapes]
+    int8 = [(*quantize_rows(w), x, 0) for w, _, x, _ in f32]
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for shape in (CANDIDATES[0], Shape(4, 2048)):
+            kernel_shape.apply(ops, "f32", shape)
+            kernel_shape.apply(ops, "int8", shape)
+            for got, (w, _, x, _) in zip(kernel_shape.run_products(ops, f32), f32, strict=True):
+                assert torch.equal(got, ops.gemv_f32(w, x, 1.0, None, None))
+            for got, (q, scale, x, _) in zip(kernel_shape.run_products(ops, int8), int8, strict=True):
+                assert torch.equal(got, ops.gemv_int8(q, scale, x, 1.0, None, None))
+    finally:
+        torch.set_num_threads(before)
+    assert kernel_shape.run_products(ops, []) == []
 
 
 def test_set_shape_refuses_a_shape_that_is_no_candidate():

@@ -24,7 +24,7 @@ from ..theme import Appearance
 from .base import View
 from .candidate_labels import LEGEND_TIP, compact, header_text, legend, row_label, row_tooltip
 from .format import byte_label, display, partial_note
-from .plotting import colour, make_plot, set_range, show_axes, style_plot, text_item, titled
+from .plotting import colour, make_plot, set_range, set_ticks, show_axes, style_plot, text_item, titled
 from .token_picker import TokenPicker
 
 STAGE_TITLES = {"temperature": "temp.", "top_k": "top-k", "top_p": "top-p", "min_p": "min-p",
@@ -228,7 +228,7 @@ class CandidatesView(View):
             self.tail_bar.setOpts(x0=[0], y=[n - h], height=h, width=[tail.tail_p], brush=colour(t.raw, 110), pen=None)
         else:
             self.tail_bar.setOpts(x0=[], y=[], width=[])
-        self.bars.getAxis("left").setTicks([ticks])
+        set_ticks(self.bars.getAxis("left"), [ticks])
         set_range(self.bars, y=(-0.6, max(len(ticks), min(10, n + 1)) - 0.4))
         self._bar_labels(shown, rows)
 
@@ -284,7 +284,7 @@ class CandidatesView(View):
         x = np.arange(len(names), dtype=float)
         self.kept_bars.setOpts(x=x, height=kept_mass, width=0.6, brush=colour(t.kept), pen=None)
         self.removed_bars.setOpts(x=x, y0=kept_mass, height=removed, width=0.6, brush=colour(t.removed), pen=None)
-        self.waterfall.getAxis("bottom").setTicks([[(i, name) for i, name in enumerate(names)]])
+        set_ticks(self.waterfall.getAxis("bottom"), [[(i, name) for i, name in enumerate(names)]])
         set_range(self.waterfall, x=(-0.5, len(names) - 0.5))
         for i, label in enumerate(self.stage_labels):
             if i < len(names):

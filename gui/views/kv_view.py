@@ -21,7 +21,7 @@ from ..controller import Controller
 from ..theme import Appearance
 from .base import View
 from .format import fmt_bytes, fmt_count
-from .plotting import colour, covering, make_plot, nice_ceiling, set_range, style_plot, text_item
+from .plotting import colour, covering, make_plot, nice_ceiling, set_range, set_ticks, style_plot, text_item
 
 
 def window_note(info, n_ctx: int) -> str:
@@ -281,7 +281,7 @@ class KvView(View):
         values = np.array([max(v, 1) for _, v, _ in rows], dtype=float)
         self.compare_bars.setOpts(x0=np.zeros(4), y=np.arange(4), width=np.log10(values), height=0.6,
                                   brushes=[colour(col) for _, _, col in rows], pen=None)
-        self.compare.getAxis("left").setTicks([[(i, name) for i, (name, _, _) in enumerate(rows)]])
+        set_ticks(self.compare.getAxis("left"), [[(i, name) for i, (name, _, _) in enumerate(rows)]])
         top = np.log10(values.max())
         set_range(self.compare, x=(0, float(np.ceil(top + 2.4))), y=(-0.6, 3.6))
         for i, label in enumerate(self.compare_labels):  # the log scale's floor of 1 B is not a size: 0 B
