@@ -59,6 +59,14 @@ struct QuantRow {
   std::vector<int32_t> start;  // S * chunks * 16 (VNNI)
   std::vector<uint8_t> xabs;   // S * chunks * 64 (AVX2)
   std::vector<float> scale;    // S * chunks * 16
+
+  // Sized for K activations in groups of G, xq and the scales zeroed (the padding stays 0).
+  void reset(int64_t K, int64_t group) {
+    G = group, S = K / group, chunks = (group + 63) / 64;
+    tail = group % 64 == 0 ? ~0ull : (1ull << (group % 64)) - 1;
+    xq.assign(S * chunks * 64, 0);
+    scale.assign(S * chunks * 16, 0.0f);
+  }
 };
 
 // How many activations share one scale: act_group <= 0 is the whole row; else at most the weight group,
@@ -131,12 +139,9 @@ TOKENSTEP_VNNI void quantize_short_runs(const float* x, int64_t G, int64_t A, in
 // x (K floats, weight groups of G) -> QuantRow, one activation scale per A consecutive activations of a
 // group (A = K: per row). Vectorised: a scalar loop cost microseconds per call, and a step makes 121.
 TOKENSTEP_VNNI void quantize_row(const float* x, int64_t K, int64_t G, int64_t A, QuantRow& out) {
-  const int64_t S = K / G, chunks = (G + 63) / 64;
-  out.G = G, out.S = S, out.chunks = chunks;
-  out.tail = G % 64 == 0 ? ~0ull : (1ull << (G % 64)) - 1;
-  out.xq.assign(S * chunks * 64, 0);
+  out.reset(K, G);
+  const int64_t S = out.S, chunks = out.chunks;
   out.start.resize(S * chunks * 16);
-  out.scale.assign(S * chunks * 16, 0.0f);
   const float row_amax = A >= K ? amax_of(x, K) : 0.0f;
   const __m512i c128 = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t g = 0; g < S; ++g) {
@@ -278,12 +283,9 @@ void quantize_short_runs(const float* x, int64_t G, int64_t A, int8_t* q, float*
 // x (K floats, weight groups of G) -> QuantRow, one activation scale per A consecutive activations of a
 // group (A = K: per row), and |xq| for vpmaddubsw's unsigned operand.
 void quantize_row(const float* x, int64_t K, int64_t G, int64_t A, QuantRow& out) {
-  const int64_t S = K / G, chunks = (G + 63) / 64;
-  out.G = G, out.S = S, out.chunks = chunks;
-  out.tail = G % 64 == 0 ? ~0ull : (1ull << (G % 64)) - 1;
-  out.xq.assign(S * chunks * 64, 0);
+  out.reset(K, G);
+  const int64_t S = out.S, chunks = out.chunks;
   out.xabs.resize(S * chunks * 64);
-  out.scale.assign(S * chunks * 16, 0.0f);
   const float row_amax = A >= K ? amax_of(x, K) : 0.0f;
   for (int64_t g = 0; g < S; ++g) {
     int8_t* q = out.xq.data() + g * chunks * 64;
