@@ -37,7 +37,7 @@ RESCORED = 64  # tokens an int8 head rescores in float
 # "float", on every CPU:
 # - speed: where decode streams memory, both paths read at about the same speed. AVX-512 EPYC with VNNI
 #   (2 threads, benchmarks/bench_int8_path.py, two runs): an integer step 1.09-1.10x a float one. AVX2 EPYC
-#   (2 threads, each path in its own measured shape): integer products 1.035x, steps 1.077x the float path's,
+#   (2 threads, the shape measured for the float path): integer products 1.035x, steps 1.077x the float path's,
 #   though from the caches on one thread they are 1.5x faster (24.6 against 16.4 G weights/s). So the integer
 #   path only pays where decode is bound by compute (one thread: 0.8x the float path's CPU time on VNNI);
 # - quality: with int8 activations, a last-bit change anywhere upstream flips roundings, and the default
