@@ -3,9 +3,10 @@ side by side in one process, and against llama.cpp's Q4_1 of the same model (lla
 
     PYTHONPATH=. python benchmarks/bench_int8_path.py [--repeats 7] [--threads 2] [--no-llama] [--json out.json]
 
-Every repeat runs, in an order that alternates: a streaming read of 1 GiB (the bandwidth), the model's
-one-row int8 products (every layer's four and the head's) on each path with a read of the same weight
-bytes right beside them, whole decode steps on each path (the same loaded model, its linears switched),
+Each path is first given its own fastest int8 kernel shape (measured as kernel_shape does at first use), and
+runs in it. Every repeat runs, in an order that alternates: a streaming read of 1 GiB (the bandwidth), the
+model's one-row int8 products (every layer's four and the head's, scheduled as a decode step runs them) on
+each path with a read of the same weight bytes right beside them, whole decode steps on each path (the same loaded model, its linears switched),
 and llama-server /completions whose `timings.predicted_per_token_ms` is llama.cpp's decode. Medians
 of the per-repeat numbers and of the ratios are reported; the floor is int8 decode's bytes (as
 bench_decode.decode_read_bytes counts them) over the bandwidth of the same repeat. On a busy machine the
@@ -29,6 +30,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from benchmarks.bench_decode import cpu_facts, decode_read_bytes  # noqa: E402
 from inference.loading import load_model  # noqa: E402
+from inference import kernel_shape  # noqa: E402
 from inference.quant import KernelInt8Linear, path_code  # noqa: E402
 
 STREAM = torch.ones((1 << 30) // 4, dtype=torch.float32)
@@ -57,19 +59,23 @@ def set_path(decoder, path: str) -> None:
 
 
 def products(decoder, path: str):
-    """A closure that runs the 121 one-row products of the model on `path`."""
+    """A closure that runs the 121 one-row products of the model on `path`, scheduled as a decode step runs
+    them (kernel_shape.run_products: one parallel region, barriers between products)."""
     ops = decoder.backend.kernels
-    mats = linears(decoder)
-    xs = [torch.randn(1, lin.weight.shape[1]) for lin in mats]
+    set_path(decoder, path)
+    mats = kernel_shape.products(decoder.weights, "int8", limit=1 << 62)
+    return lambda: kernel_shape.run_products(ops, mats)
 
-    def run():
-        for lin, x in zip(mats, xs):
-            if path == "float":
-                ops.gemv_int8(lin.weight, lin.scale, x, 1.0, None, None)
-            else:
-                ops.gemv_int8_integer(lin.weight, lin.scale, x, 1.0, None, None, -1.0, False, None,
-                                      path_code(path))
-    return run
+
+def own_shapes(decoder, paths) -> dict[str, kernel_shape.Shape]:
+    """Each path's fastest int8 shape, measured on its own products as kernel_shape does at first use (the
+    cache holds only the default path's): every path is compared in its best shape."""
+    ops, shapes = decoder.backend.kernels, {}
+    for path in paths:
+        set_path(decoder, path)
+        mats = kernel_shape.products(decoder.weights, "int8")
+        shapes[path] = kernel_shape.fastest(kernel_shape.measure(ops, mats, "int8"))
+    return shapes
 
 
 def read_same_bytes(decoder):
@@ -153,6 +159,13 @@ def main(argv=None) -> int:
     paths = PATHS if decoder.backend.kernels.integer_code() else PATHS[:1]
     if paths != PATHS:
         print("[bench] no integer int8 code for this CPU (AVX-512 without VNNI): the float path only")
+    shapes = own_shapes(decoder, paths)
+    print("[bench] int8 shapes: " + ", ".join(f"{p} {shape.describe()}" for p, shape in shapes.items()))
+
+    def use(path: str) -> None:  # the path's products in its own shape
+        set_path(decoder, path)
+        kernel_shape.apply(decoder.backend.kernels, "int8", shapes[path])
+
     sides = {f"products:{p}": products(decoder, p) for p in paths}
     read = read_same_bytes(decoder)
     samples: dict[str, list[float]] = {}
@@ -165,10 +178,11 @@ def main(argv=None) -> int:
         order = paths if repeat % 2 == 0 else paths[::-1]
         record("gb_per_s", STREAM.numel() * 4 / best_of(STREAM.sum, 3) * 1000 / 1e9)
         for path in order:
+            use(path)
             record(f"products_ms:{path}", best_of(sides[f"products:{path}"], 5))
             record(f"products_vs_read:{path}", samples[f"products_ms:{path}"][-1] / best_of(read, 5))
         for path in order:
-            set_path(decoder, path)
+            use(path)
             each = steps()
             samples.setdefault(f"each_step_ms:{path}", []).extend(each)
             record(f"step_ms:{path}", statistics.mean(each))
@@ -191,7 +205,8 @@ def main(argv=None) -> int:
     if llama is not None:
         low.update({f"step_vs_llama:{p}": low[f"step_ms:{p}"] / low["step_ms:llama.cpp Q4_1"] for p in paths})
     samples = {k: v for k, v in samples.items() if not k.startswith("each_")}
-    report = {"cpu": cpu_facts(), "p10": low, "threads": args.threads, "tokens": args.tokens, "context": args.context,
+    report = {"cpu": cpu_facts(), "shapes": {p: shape.key for p, shape in shapes.items()}, "p10": low,
+              "threads": args.threads, "tokens": args.tokens, "context": args.context,
               "decode_read_bytes": read_bytes, "repeats": args.repeats,
               "median": {k: statistics.median(v) for k, v in samples.items()},
               "spread": {k: [min(v), max(v)] for k, v in samples.items()}}
