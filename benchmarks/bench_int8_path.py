@@ -1,16 +1,16 @@
-"""int8 decode on its two paths (quant.INT8_PATHS: float activations, or int8 activations on AVX-512 VNNI or AVX2),
-side by side in one process, and against llama.cpp's Q4_1 of the same model (llama-server, when built).
+"""int8 decode on its two paths (quant.INT8_PATHS: float activations, or int8 activations on AVX-512 VNNI or
+AVX2), side by side in one process, and against llama.cpp's Q4_1 of the same model (llama-server, when built).
 
     PYTHONPATH=. python benchmarks/bench_int8_path.py [--repeats 7] [--threads 2] [--no-llama] [--json out.json]
 
 Each path is first given its own fastest int8 kernel shape (measured as kernel_shape does at first use), and
-runs in it. Every repeat runs, in an order that alternates: a streaming read of 1 GiB (the bandwidth), the
+runs in it. Every repeat runs, in an order that alternates: a streaming read of 1 GiB (the bandwidth); the
 model's one-row int8 products (every layer's four and the head's, scheduled as a decode step runs them) on
-each path with a read of the same weight bytes right beside them, whole decode steps on each path (the same loaded model, its linears switched),
-and llama-server /completions whose `timings.predicted_per_token_ms` is llama.cpp's decode. Medians
-of the per-repeat numbers and of the ratios are reported; the floor is int8 decode's bytes (as
-bench_decode.decode_read_bytes counts them) over the bandwidth of the same repeat. On a busy machine the
-10th percentile of single steps (llama.cpp: of 8-token runs) is reported too ("p10").
+each path, with a read of the same weight bytes right beside them; whole decode steps on each path (the same
+loaded model, its linears switched); and llama-server /completions, whose `timings.predicted_per_token_ms` is
+llama.cpp's decode. Medians of the per-repeat numbers and of the ratios are reported; the floor is int8
+decode's bytes (as bench_decode.decode_read_bytes counts them) over the bandwidth of the same repeat. On a busy
+machine the 10th percentile of single steps (llama.cpp: of 8-token runs) is reported too ("p10").
 """
 
 from __future__ import annotations

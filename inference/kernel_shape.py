@@ -4,9 +4,11 @@ A shape is how kernels.cpp reads a matrix for one row of x: rows per pass (1, 2 
 serves that many rows, that many streams are read at once) and how far ahead a software prefetch goes
 (0 to 8 KB), float32 and int8 each (int8 timed on the path its products take: float activations, or the
 AVX2 integer path, cached apart; the VNNI integer products have one fixed shape and are not timed). Every
-shape gives the same products (bit for bit); only the speed differs, and by machine, not vendor: one row per pass decoded 1.3x faster than four on an AMD EPYC,
-four rows were fastest on an Intel Xeon. So `ensure` (called once a model is loaded) times every
-candidate on the model's own weights (its products in decode order, up to TUNE_BYTES), interleaved over
+shape gives the same products (bit for bit); only the speed differs, and by machine, not vendor: one row per
+pass decoded 1.3x faster than four on an AMD EPYC, four rows were fastest on an Intel Xeon. The products are
+timed as a decode step runs them (one parallel region, float32 rows claimed, a barrier after each product):
+timed as separate calls, the float32 shapes ranked differently from whole steps on an AVX2 EPYC. So `ensure`
+(called once a model is loaded) times every candidate on the model's own weights (its products in decode order, up to TUNE_BYTES), interleaved over
 ROUNDS rounds, keeps the one with the lowest median, and caches the choice in the kernels folder as JSON
 keyed by the CPU's model name and flags, the kernel library and the thread count (not when the machine
 was too busy for the passes to agree: QUIET_SPREAD). About a second, once; reported as the stage "tune". A
@@ -124,7 +126,8 @@ def read_cached(path: Path) -> dict[str, Shape]:
         data = json.loads(path.read_text(encoding="utf-8"))
         if data.get("version") != VERSION:
             return {}
-        shapes = {kind: Shape(int(data[kind]["rows"]), int(data[kind]["prefetch"])) for kind in CACHE_KEYS if kind in data}
+        shapes = {kind: Shape(int(data[kind]["rows"]), int(data[kind]["prefetch"]))
+                  for kind in CACHE_KEYS if kind in data}
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return {}
     return {kind: shape for kind, shape in shapes.items() if shape in CANDIDATES}
@@ -252,7 +255,7 @@ def ensure(decoder, progress=None) -> Shape | None:
     shape = force.get(kind) or read_cached(path).get(key)
     if shape is None:
         if nbytes(mats) < MIN_TUNE_BYTES or (key == "int8-integer" and ops.integer_code() == "vnni"):
-            return in_force(ops)[kind]  # too small to tell: the defaults (or the shape set before)
+            return in_force(ops)[kind]  # too small to tell, or no shape to choose: the shape in force
         if progress:
             progress("tune", 0, 1)
         times = measure(ops, mats, kind)
