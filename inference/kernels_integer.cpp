@@ -375,24 +375,20 @@ void fill_integer(const int8_t* q, const uint16_t* sp, int64_t K, const QuantRow
   for (; i < n; ++i) out[i] = avx2_row_any(q + (r + i) * K, sp + (r + i) * x.S, x);
 }
 
+#endif
+
+// The products of rows r..r+n-1 (K apart, S bf16 scales per row) with a quantised row x.
 using FillInteger = void (*)(const int8_t*, const uint16_t*, int64_t, const QuantRow&, int64_t, int64_t, float*);
 
-void avx2_rows(const int8_t* q, const uint16_t* sp, int64_t K, const QuantRow& x, int64_t r, int64_t n, float* out) {
+// This CPU's integer products: VNNI's (one shape), or AVX2's in the int8 shape in force (as int8_in_shape).
+FillInteger integer_in_shape() {
+#if TOKENSTEP_HAS_VNNI_CODE
+  return vnni_rows;
+#else
   static const FillInteger table[3][5] = {TOKENSTEP_EACH_PREFETCH(fill_integer, 1),
                                           TOKENSTEP_EACH_PREFETCH(fill_integer, 2),
                                           TOKENSTEP_EACH_PREFETCH(fill_integer, 4)};
-  table[g_shape.int8_rows.load(std::memory_order_relaxed)][g_shape.int8_prefetch.load(std::memory_order_relaxed)](
-      q, sp, K, x, r, n, out);
-}
-#endif
-
-// The products of rows r..r+n-1 with a quantised row x, on this CPU's integer code.
-inline void integer_rows(const int8_t* q, const uint16_t* sp, int64_t K, const QuantRow& x, int64_t r, int64_t n,
-                         float* out) {
-#if TOKENSTEP_HAS_VNNI_CODE
-  vnni_rows(q, sp, K, x, r, n, out);
-#else
-  avx2_rows(q, sp, K, x, r, n, out);
+  return table[g_shape.int8_rows.load(std::memory_order_relaxed)][g_shape.int8_prefetch.load(std::memory_order_relaxed)];
 #endif
 }
 
@@ -410,27 +406,23 @@ at::Tensor gemv_int8_integer(const at::Tensor& q, const at::Tensor& scale, const
   TORCH_CHECK(!glu || (T == 1 && !residual.has_value()), "glu: one row of x, no residual");
   const std::vector<float> alphas = row_alphas(x.data_ptr<float>(), T, K, alpha, rms_eps);
   const at::Tensor h = weighted(x, norm_weight);
-#if TOKENSTEP_HAS_VNNI_CODE || TOKENSTEP_HAS_AVX2_INTEGER_CODE
   thread_local std::vector<QuantRow> quantised;  // their buffers are reused from call to call
   if (static_cast<int64_t>(quantised.size()) < T) quantised.resize(T);
   for (int64_t t = 0; t < T; ++t) quantize_row(h.data_ptr<float>() + t * K, K, G, A, quantised[t]);
   const int8_t* qp = q.data_ptr<int8_t>();
   const uint16_t* sp = reinterpret_cast<const uint16_t*>(scale.data_ptr());
   const QuantRow* xr = quantised.data();
-  auto fill = [=](int64_t r, int64_t n, float* out) { integer_rows(qp, sp, K, *xr, r, n, out); };
+  const FillInteger in_shape = integer_in_shape();
+  auto fill = [=](int64_t r, int64_t n, float* out) { in_shape(qp, sp, K, *xr, r, n, out); };
   if (glu) return rows_glu(q.size(0), x, alphas[0], bias, fill);
   if (T == 1) return rows_one(q.size(0), x, alphas[0], bias, residual, fill);
   return rows(q.size(0), x, alphas, bias, residual, [=](int64_t r, auto&& put) {
     for (int64_t t = 0; t < T; ++t) {
       float product;
-      integer_rows(qp, sp, K, xr[t], r, 1, &product);
+      in_shape(qp, sp, K, xr[t], r, 1, &product);
       put(t, product);
     }
   });
-#else
-  (void)A;
-  return at::Tensor();
-#endif
 }
 
 // An int8 product on the path asked for (0: float activations, gemv_int8; else gemv_int8_integer with
@@ -453,17 +445,11 @@ std::tuple<at::Tensor, at::Tensor> quantize_activations(const at::Tensor& x, int
   TORCH_CHECK(integer_available(), "needs AVX-512 VNNI or an AVX2 build");
   QuantRow out;
   const int64_t A = activation_group(act_group, x.size(0), group);
-#if TOKENSTEP_HAS_VNNI_CODE || TOKENSTEP_HAS_AVX2_INTEGER_CODE
   quantize_row(x.data_ptr<float>(), x.size(0), group, A, out);
-#else
-  (void)A;
-#endif
   at::Tensor xq = at::from_blob(out.xq.data(), {out.S, out.chunks * 64}, at::kChar).clone();
   at::Tensor scales = at::from_blob(out.scale.data(), {out.S, out.chunks * 16}, at::kFloat).clone();
   return {xq, scales};
 }
-
-bool has_vnni() { return vnni_available(); }
 
 // Which code the integer int8 path runs on here: "vnni", "avx2", or "" (none: the float path only).
 std::string integer_code() { return vnni_available() ? "vnni" : TOKENSTEP_HAS_AVX2_INTEGER_CODE ? "avx2" : ""; }
@@ -472,8 +458,7 @@ TORCH_LIBRARY_FRAGMENT(tokenstep, m) {
   m.def("gemv_int8_integer(Tensor q, Tensor scale, Tensor x, float alpha, Tensor? bias, Tensor? residual, "
         "float rms_eps=-1, bool glu=False, Tensor? norm_weight=None, int act_group=4) -> Tensor");
   m.def("quantize_activations(Tensor x, int group, int act_group=4) -> (Tensor, Tensor)");
-  m.def("has_vnni() -> bool", &has_vnni);  // no tensor to dispatch on: one kernel for every backend
-  m.def("integer_code() -> str", &integer_code);
+  m.def("integer_code() -> str", &integer_code);  // no tensor to dispatch on: one kernel for every backend
 }
 
 TORCH_LIBRARY_IMPL(tokenstep, CPU, m) {

@@ -139,13 +139,12 @@ void product_rows(const Matrix& m, const float* x, double eps, const float* norm
     auto fill = [&](int64_t r, int64_t n, float* out) { in_shape(m.w + r * K, xp, K, n, out); };
     return rows_into(m, fill, alpha, glu, residual, y, claims, tid, nt);
   }
-#if TOKENSTEP_HAS_VNNI_CODE || TOKENSTEP_HAS_AVX2_INTEGER_CODE
   if (path != 0) {
     quantize_row(h, K, m.G, m.act, s.quantised);
-    auto fill = [&](int64_t r, int64_t n, float* out) { integer_rows(m.q, m.scale, K, s.quantised, r, n, out); };
+    const FillInteger in_shape = integer_in_shape();
+    auto fill = [&](int64_t r, int64_t n, float* out) { in_shape(m.q, m.scale, K, s.quantised, r, n, out); };
     return rows_into(m, fill, alpha, glu, residual, y, claims, tid, nt);
   }
-#endif
   const FillInt8 in_shape = int8_in_shape();
   auto fill = [&](int64_t r, int64_t n, float* out) {
     in_shape(m.q + r * K, h, K, m.scale + r * m.S, m.S, m.G, n, out);
