@@ -7,6 +7,7 @@ Chips a context shift dropped stay, greyed and struck through.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, Signal
@@ -45,7 +46,7 @@ class ChipCanvas(QWidget):
         self.selected_step: int | None = None
         self.muted_after: int | None = None  # generated tokens after this step are greyed (a past step shown)
         self.cursor_rect = QRectF()
-        self.tooltips: dict[int, str] = {}
+        self.tooltips: Mapping[int, str] = {}
         self.placeholder = ""
         self.highlighted: set[int] = set()  # context positions outlined on request (the attention view's)
         self.setMouseTracking(True)
@@ -53,7 +54,7 @@ class ChipCanvas(QWidget):
         self._width_cache: dict[str, float] = {}
         self._laid_out_width = -1
 
-    def set_chips(self, chips: list[Chip], tooltips: dict[int, str], newest: int | None,
+    def set_chips(self, chips: list[Chip], tooltips: Mapping[int, str], newest: int | None,
                   selected_step: int | None, muted_after: int | None = None) -> None:
         self.chips, self.tooltips, self.newest, self.selected_step = chips, tooltips, newest, selected_step
         self.muted_after = muted_after

@@ -19,6 +19,8 @@ says which bytes of it it carries. "Transcript" shows the same context as plain 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
+
 from PySide6.QtCore import QSize, QTimer
 from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QStackedWidget, QToolButton, QVBoxLayout
@@ -32,6 +34,30 @@ from .format import byte_label, display, split_characters
 from .transcript import Transcript
 
 KEPT = "\ndrafted by prompt lookup ✓ kept: the draw picked the draft token"
+
+
+class Tips(Mapping):
+    """The chips' tooltips, each made only when it is read (a hover): a run redraws the context with every
+    frame, and formatting a tooltip for each of hundreds of tokens took a large share of the view's redraw.
+    Each tooltip is a list of parts: text, or a function that makes it."""
+
+    def __init__(self):
+        self._parts: dict[int, list[str | Callable[[], str]]] = {}
+
+    def set(self, index: int, part: str | Callable[[], str]) -> None:
+        self._parts[index] = [part]
+
+    def prepend(self, index: int, text: str) -> None:
+        self._parts.setdefault(index, []).insert(0, text)
+
+    def __getitem__(self, index: int) -> str:
+        return "".join(part if isinstance(part, str) else part() for part in self._parts[index])
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._parts)
+
+    def __len__(self) -> int:
+        return len(self._parts)
 
 
 class ContextView(View):
@@ -91,7 +117,7 @@ class ContextView(View):
         prefill = c.prefill_event
         if prefill is None:
             if self._shown_count != 0:
-                self.canvas.set_chips([], {}, None, None)
+                self.canvas.set_chips([], Tips(), None, None)
                 self.summary.setText("No prompt read yet.")
                 self._shown_count = 0
             return
@@ -152,11 +178,11 @@ class ContextView(View):
                    else f"all {v.accepted} (green)")
                 + (f"; {after[last]}" if last in after else "") + ".")
 
-    def _chips(self, prefill, verify: Pass | None) -> tuple[list[Chip], dict[int, str]]:
+    def _chips(self, prefill, verify: Pass | None) -> tuple[list[Chip], Tips]:
         """A chip per prompt token and per generated token of the current branch, with their tooltips, and
         the rejected drafts of the highlighted verify pass as ghost chips after its last accepted token."""
         chips: list[Chip] = []
-        tips: dict[int, str] = {}
+        tips = Tips()
         # after this step (0: the prompt) come the ghosts; none when a rewind cut the pass short of them
         ghosts_after = -1
         if verify is not None and len(verify.steps) >= verify.accepted:
@@ -164,7 +190,7 @@ class ContextView(View):
         for pos, token in enumerate(prefill.tokens):
             kind = "special" if token.special else "prompt"
             chips.append(Chip(display(token.piece), kind, token.id, pos, None, token.text.endswith("\n")))
-            tips[len(chips) - 1] = f"prompt token · position {pos}\nid {token.id}  {token.piece!r}"
+            tips.set(len(chips) - 1, f"prompt token · position {pos}\nid {token.id}  {token.piece!r}")
         if ghosts_after == 0:
             self._ghosts(verify, chips, tips)
         for step in self.controller.steps:
@@ -175,15 +201,7 @@ class ContextView(View):
                 draft = "verified" if verify is not None and step.verified_by == verify.index else "accepted"
             chips.append(Chip(display(token.piece), kind, token.id, step.position, step.index,
                               token.text.endswith("\n"), draft=draft))
-            cands = step.dist.candidates
-            at = list(cands.ids).index(token.id)
-            how = ("forced (you chose it)" if step.forced
-                   else "greedy" if step.random_u is None else f"u = {step.random_u:.4f}")
-            tips[len(chips) - 1] = (
-                f"step {step.index} · position {step.position}\nid {token.id}  {token.piece!r}\n"
-                f"logit {cands.logits[at]:.3f}   p {cands.p_raw[at]:.4f}   p final {cands.p_final[at]:.4f}\n"
-                f"rank {step.chosen_rank}   {how}\nclick: show this step (then a candidate click forks here)"
-                + note)
+            tips.set(len(chips) - 1, lambda step=step, note=note: step_tip(step, note))
             if step.index == ghosts_after:
                 self._ghosts(verify, chips, tips)
         self._mark_dropped(chips, tips)
@@ -195,7 +213,7 @@ class ContextView(View):
         return [s.shift for s in self.controller.steps
                 if s.shift is not None and (past is None or s.index < past.index)]
 
-    def _mark_dropped(self, chips: list[Chip], tips: dict[int, str]) -> None:
+    def _mark_dropped(self, chips: list[Chip], tips: Tips) -> None:
         """Grey the tokens a context shift dropped (before the shown step): they stay, struck through."""
         past = self.past_step()
         real = [i for i, chip in enumerate(chips) if chip.draft != "rejected"]  # a ghost is in no context
@@ -203,12 +221,12 @@ class ContextView(View):
             for at in range(shift.first_dropped, min(shift.first_dropped + shift.dropped, len(real))):
                 i = real[at]
                 chips[i].dropped_at = shift.step
-                tips[i] = (f"dropped from the context at step {shift.step}: the window of {shift.window} was "
-                           f"full (drop-oldest), so the oldest {shift.dropped} tokens after the first left it "
-                           f"and the {shift.kept - 1} after them were re-read in one pass\n" + tips.get(i, ""))
+                tips.prepend(i, f"dropped from the context at step {shift.step}: the window of {shift.window} was "
+                                f"full (drop-oldest), so the oldest {shift.dropped} tokens after the first left "
+                                f"it and the {shift.kept - 1} after them were re-read in one pass\n")
 
     @staticmethod
-    def _group_split_characters(chips: list[Chip], tips: dict[int, str], tokens) -> None:
+    def _group_split_characters(chips: list[Chip], tips: Tips, tokens) -> None:
         """Join the chips of tokens whose bytes only together make a character, and say in each token's
         tooltip which bytes of which character it carries."""
         real = [i for i, chip in enumerate(chips) if chip.draft != "rejected"]
@@ -218,7 +236,7 @@ class ContextView(View):
         parts, runs = split_characters(raws)
         for k, token_parts in enumerate(parts):
             if token_parts:
-                tips[real[k]] = " · ".join(p.describe() for p in token_parts) + "\n" + tips.get(real[k], "")
+                tips.prepend(real[k], " · ".join(p.describe() for p in token_parts) + "\n")
         for start, end in runs:
             if real[end - 1] - real[start] != end - 1 - start:
                 continue  # a ghost chip in between: leave them apart
@@ -252,14 +270,25 @@ class ContextView(View):
         return f"\nthe bonus token of the verify pass at step {verified.index}: the whole draft was kept"
 
     @staticmethod
-    def _ghosts(verify: Pass, chips: list[Chip], tips: dict[int, str]) -> None:
+    def _ghosts(verify: Pass, chips: list[Chip], tips: Tips) -> None:
         v = verify.verified
         for j, token in enumerate(v.drafted[v.accepted:]):
             index = v.index + v.accepted + j
             chips.append(Chip(display(token.piece), "generated", token.id, chips[-1].position + 1, None,
                               False, draft="rejected"))
-            tips[len(chips) - 1] = (
+            tips.set(len(chips) - 1, (
                 f"drafted for step {index} by prompt lookup · id {token.id}  {token.piece!r}\n✗ rejected: "
                 + ("the draw at this step took another token (the correction), so the pass kept nothing after it"
-                   if j == 0 else "it came after a rejected draft token, so the pass could not keep it"))
+                   if j == 0 else "it came after a rejected draft token, so the pass could not keep it")))
 
+
+
+def step_tip(step, note: str) -> str:
+    """A generated token's tooltip: its step, id, logit, probabilities, rank and how it was drawn."""
+    token, cands = step.token, step.dist.candidates
+    at = list(cands.ids).index(token.id)
+    how = ("forced (you chose it)" if step.forced
+           else "greedy" if step.random_u is None else f"u = {step.random_u:.4f}")
+    return (f"step {step.index} · position {step.position}\nid {token.id}  {token.piece!r}\n"
+            f"logit {cands.logits[at]:.3f}   p {cands.p_raw[at]:.4f}   p final {cands.p_final[at]:.4f}\n"
+            f"rank {step.chosen_rank}   {how}\nclick: show this step (then a candidate click forks here)" + note)

@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QBrush
+from PySide6.QtGui import QBrush, QPen
 
 from ..theme import Appearance
 from ..timing_data import CACHED, NO_CACHE, PREFILL, RECOMPUTE, REREAD, SAMPLE, VERIFY, Block, timeline
 from .format import display
-from .plotting import colour, make_plot, set_range, style_plot, text_item
+from .plotting import StyledBars, colour, make_plot, set_range, style_plot, text_item
 
 MAX_LABELS = 24  # text items reused; more blocks than this never have room for their words anyway
 LABEL_PX = 7.0  # about one character of the tick font: a label is shown when its block is this wide per character
@@ -34,7 +34,7 @@ class Timeline:
         self.plot.setToolTip("Every forward pass since the prompt was read, end to end in ms: the prefill, one block "
                              "per decode step (its pass and its draw), re-reads hatched (a branch switch's in the "
                              "prefill's colour, a step without the KV cache in red), a verify pass in green")
-        self.bars = pg.BarGraphItem(x0=[], y0=[], width=[], height=[])
+        self.bars = StyledBars(x0=[], y0=[], width=[], height=[])
         self.shown = pg.BarGraphItem(x0=[], y0=[], width=[], height=[])
         self.plot.addItem(self.bars)
         self.plot.addItem(self.shown)
@@ -63,6 +63,13 @@ class Timeline:
         return QBrush(colour({PREFILL: t.accent, CACHED: t.final, VERIFY: t.kept, SAMPLE: t.warning,
                               RECOMPUTE: t.temp}[kind]))
 
+    def _style(self, kind: str, edged: bool) -> tuple[QPen | None, QBrush]:
+        """A block's outline and fill: re-reads outlined in their colour, others edged with the background."""
+        t = self.appearance.theme
+        if kind in (REREAD, NO_CACHE):
+            return pg.mkPen(colour(t.accent if kind == REREAD else t.chosen), width=1), self._brush(kind)
+        return (pg.mkPen(colour(t.panel), width=1) if edged else None), self._brush(kind)
+
     def update(self, log, shown_step=None) -> None:
         key = (id(log), len(log), id(shown_step), self.plot.width())
         if key == self._key:
@@ -70,7 +77,7 @@ class Timeline:
         self._key = key
         self.blocks = blocks = timeline(log)
         if not blocks:
-            self.bars.setOpts(x0=[], y0=[], width=[], height=[])
+            self.bars.set_bars([], [], x0=[], y0=[], width=[], height=[])
             self.shown.setOpts(x0=[], y0=[], width=[], height=[])
             self.widths = np.zeros(0)
             for label in self.labels:
@@ -81,15 +88,11 @@ class Timeline:
         starts = np.array([b.start_ms for b in blocks])
         self.widths = np.maximum([b.ms for b in blocks], px)  # never thinner than a pixel: no gaps
         heights = [1.0 if b.kind not in (SAMPLE,) else 0.45 for b in blocks]
-        brushes = [self._brush(b.kind) for b in blocks]
-        t = self.appearance.theme
         # a hairline of the background between blocks wide enough to spare it: one block per pass, countable
-        edge = pg.mkPen(colour(t.panel), width=1)
-        pens = [pg.mkPen(colour(t.accent if b.kind == REREAD else t.chosen), width=1)
-                if b.kind in (REREAD, NO_CACHE) else edge if w >= 3 * px else None
-                for b, w in zip(blocks, self.widths)]
-        self.bars.setOpts(x0=starts, y0=np.zeros(len(blocks)), width=self.widths, height=heights, brushes=brushes,
-                          pens=pens)
+        keys = [(b.kind, b.kind in (REREAD, NO_CACHE) or w >= 3 * px) for b, w in zip(blocks, self.widths)]
+        palette = {key: i for i, key in enumerate(dict.fromkeys(keys))}
+        self.bars.set_bars([palette[key] for key in keys], [self._style(*key) for key in palette], x0=starts,
+                           y0=np.zeros(len(blocks)), width=self.widths, height=heights)
         self._show(shown_step, starts, total, px)
         self._label(starts, px)
         set_range(self.plot, x=(0.0, total), y=(-0.15, 1.25), padding=0.0)

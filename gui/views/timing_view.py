@@ -21,7 +21,7 @@ from ..theme import Appearance
 from ..timing_data import cache_off, median_cached_ms
 from .base import View
 from .cache_series import CacheSeries
-from .plotting import bar_width, colour, grid_ceiling, make_plot, set_range, show_axes, snug_ceiling, style_plot
+from .plotting import StyledBars, bar_width, colour, grid_ceiling, make_plot, set_range, show_axes, snug_ceiling, style_plot
 from .timeline_view import Timeline
 
 ROLES = {"accepted": "an accepted draft token", "correction": "the correction (draft rejected here)",
@@ -59,7 +59,7 @@ class TimingView(View):
         self.plot = make_plot(appearance)
         self.plot.setToolTip("Each step's forward pass and draw; step k's pass read prompt + k − 1 positions")
         self.plot.getPlotItem().setLabel("left", "ms")
-        self.forward_bars = pg.BarGraphItem(x=[], height=[], width=0.7)
+        self.forward_bars = StyledBars(x=[], height=[], width=0.7)
         self.sample_bars = pg.BarGraphItem(x=[], y0=[], height=[], width=0.7)
         self.selected_bar = pg.BarGraphItem(x=[], height=[], width=0.9)
         self.verify_bars = pg.BarGraphItem(x=[], height=[], width=0.7)  # one per verify pass, as wide as its steps
@@ -141,7 +141,7 @@ class TimingView(View):
         p = c.prefill_event
         if p is None:
             self.summary.setText("Prefill and per-step times appear here.")
-            self.forward_bars.setOpts(x=[], height=[], brushes=[])
+            self.forward_bars.set_bars([], [], x=[], height=[])
             self.sample_bars.setOpts(x=[], y0=[], height=[])
             self.selected_bar.setOpts(x=[], height=[])
             self.verify_bars.setOpts(x=[], height=[], width=[])
@@ -211,10 +211,11 @@ class TimingView(View):
         shown_forward = np.minimum(forward, top * 0.97)
         shown_forward[[s.verified_by > 0 for s in steps]] = 0.0  # drawn as the pass's block instead
         self._verify_blocks(top)
-        brushes = [colour(t.accent)] + [colour(t.chosen if cache_off(s) else t.final) for s in steps[1:]]
-        pens = None if width < 1.0 else [pg.mkPen(b, width=1) for b in brushes]  # touching: >= 1 px
-        self.forward_bars.setOpts(x=x, height=shown_forward, width=width, brushes=brushes[:len(steps)], pen=None,
-                                  pens=pens[:len(steps)] if pens else None)
+        # step 1's pass is the prefill's (its colour), then cached steps and steps without the cache
+        styles = [0] + [2 if cache_off(s) else 1 for s in steps[1:]]
+        fills = [colour(t.accent), colour(t.final), colour(t.chosen)]
+        palette = [(None if width < 1.0 else pg.mkPen(fill, width=1), fill) for fill in fills]  # touching: >= 1 px
+        self.forward_bars.set_bars(styles, palette, x=x, height=shown_forward, width=width)
         self.sample_bars.setOpts(x=x, y0=shown_forward, height=sample, width=width, brush=colour(t.warning), pen=None)
         if shown is not None and shown.step is not None:
             self.selected_bar.setOpts(x=[shown.index], height=[top], width=max(width, 0.95),
