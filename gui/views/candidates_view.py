@@ -24,7 +24,7 @@ from ..theme import Appearance
 from .base import View
 from .candidate_labels import LEGEND_TIP, compact, header_text, legend, row_label, row_tooltip
 from .format import byte_label, display, partial_note
-from .plotting import colour, make_plot, set_range, set_ticks, show_axes, style_plot, text_item, titled
+from .plotting import Bars, colour, make_plot, set_range, set_ticks, show_axes, style_plot, text_item, titled
 from .token_picker import TokenPicker
 
 STAGE_TITLES = {"temperature": "temp.", "top_k": "top-k", "top_p": "top-p", "min_p": "min-p",
@@ -86,12 +86,12 @@ class CandidatesView(View):
         self.bars.setXRange(0, 1, padding=0.02)
         self.bars.getPlotItem().setLabel("bottom", "probability")
         self.bars.getAxis("left").setWidth(130)
-        self.bar_items = [pg.BarGraphItem(x0=[], y=[], height=0.26, width=[]) for _ in range(3)]
+        self.bar_items = [Bars(x0=[], y=[], height=0.26, width=[]) for _ in range(3)]
         for item in self.bar_items:
             self.bars.addItem(item)
-        self.chosen_outline = pg.BarGraphItem(x0=[], y=[], height=0.9, width=[])
+        self.chosen_outline = Bars(x0=[], y=[], height=0.9, width=[])
         self.bars.addItem(self.chosen_outline)
-        self.tail_bar = pg.BarGraphItem(x0=[], y=[], height=0.26, width=[])  # a server's unlisted tokens
+        self.tail_bar = Bars(x0=[], y=[], height=0.26, width=[])  # a server's unlisted tokens
         self.bars.addItem(self.tail_bar)
         self.value_labels = [text_item(appearance) for _ in range(MAX_BARS)]
         for label in self.value_labels:
@@ -102,8 +102,8 @@ class CandidatesView(View):
         self.waterfall.setYRange(0, 1.4, padding=0)
         self.waterfall.getAxis("left").setTicks([[(0, "0"), (0.5, "0.5"), (1, "1")]])
         self.waterfall.getPlotItem().setLabel("left", "mass")
-        self.kept_bars = pg.BarGraphItem(x=[], height=[], width=0.6)
-        self.removed_bars = pg.BarGraphItem(x=[], y0=[], height=[], width=0.6)
+        self.kept_bars = Bars(x=[], height=[], width=0.6)
+        self.removed_bars = Bars(x=[], y0=[], height=[], width=0.6)
         self.waterfall.addItem(self.kept_bars)
         self.waterfall.addItem(self.removed_bars)
         self.stage_labels = [text_item(appearance, anchor=(0.5, 0)) for _ in range(6)]
@@ -115,7 +115,7 @@ class CandidatesView(View):
         self.draw.setXRange(0, 1, padding=0.01)
         self.draw.setYRange(0, 1, padding=0)
         self.draw.getAxis("left").setTicks([[]])
-        self.segments = pg.BarGraphItem(x0=[], y0=[], height=[], width=[])
+        self.segments = Bars(x0=[], y0=[], height=[], width=[])
         self.draw.addItem(self.segments)
         self.u_line = pg.InfiniteLine(angle=90, movable=False)
         self.draw.addItem(self.u_line)

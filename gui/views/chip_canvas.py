@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFontMetricsF, QPainter, QPen
+from PySide6.QtGui import QColor, QFontMetricsF, QPainter, QPen, QStaticText, QTransform
 from PySide6.QtWidgets import QToolTip, QWidget
 
 from ..theme import Appearance
@@ -52,6 +52,8 @@ class ChipCanvas(QWidget):
         self.setMouseTracking(True)
         self.setFocusPolicy(Qt.StrongFocus)
         self._width_cache: dict[str, float] = {}
+        # each label laid out once (a run repaints the same chips every frame; drawText lays text out per call)
+        self._static_cache: dict[str, QStaticText] = {}
         self._laid_out_width = -1
 
     def set_chips(self, chips: list[Chip], tooltips: Mapping[int, str], newest: int | None,
@@ -130,6 +132,7 @@ class ChipCanvas(QWidget):
 
     def relayout(self) -> None:
         self._width_cache.clear()
+        self._static_cache.clear()
         self._layout()
         self.update()
 
@@ -185,12 +188,25 @@ class ChipCanvas(QWidget):
         painter.drawRoundedRect(chip.rect, 0 if chip.group else 4, 0 if chip.group else 4)
         painter.setPen(text)
         if chip.group is None:  # a group's characters are drawn across all its chips (_paint_group)
-            painter.drawText(chip.rect, Qt.AlignCenter, chip.label)
+            self._draw_label(painter, chip.rect, chip.label)
         if chip.dropped_at is not None:  # struck through: the model no longer reads it
             r = chip.rect
             painter.drawLine(QPointF(r.left() + 2, r.center().y()), QPointF(r.right() - 2, r.center().y()))
         if chip.draft:
             self._paint_draft(painter, i, chip, outline)
+
+    def _draw_label(self, painter: QPainter, rect: QRectF, label: str) -> None:
+        """label centred in rect, in the painter's font (the chips' font, which `relayout` follows)."""
+        static = self._static_cache.get(label)
+        if static is None:
+            if len(self._static_cache) > 20000:  # a long session's distinct tokens: start over
+                self._static_cache.clear()
+            static = self._static_cache[label] = QStaticText(label)
+            static.setTextFormat(Qt.PlainText)
+            static.prepare(QTransform(), painter.font())
+        size = static.size()
+        painter.drawStaticText(QPointF(rect.center().x() - size.width() / 2, rect.center().y() - size.height() / 2),
+                               static)
 
     def _paint_group(self, painter: QPainter, start: int, end: int, label: str) -> None:
         """Tokens whose bytes only together make characters: their characters across the joined chips,

@@ -21,7 +21,7 @@ from ..controller import Controller
 from ..theme import Appearance
 from .base import View
 from .format import fmt_bytes, fmt_count
-from .plotting import colour, covering, make_plot, nice_ceiling, set_range, set_ticks, style_plot, text_item
+from .plotting import Bars, colour, covering, make_plot, nice_ceiling, set_range, set_ticks, style_plot, text_item
 
 
 def window_note(info, n_ctx: int) -> str:
@@ -76,8 +76,8 @@ class KvView(View):
 
         self.layers = make_plot(appearance, "each layer's K (dark) and V (light), KB")
         self.layers.getPlotItem().setLabel("bottom", "layer")
-        self.k_bars = pg.BarGraphItem(x=[], height=[], width=0.8)
-        self.v_bars = pg.BarGraphItem(x=[], y0=[], height=[], width=0.8)
+        self.k_bars = Bars(x=[], height=[], width=0.8)
+        self.v_bars = Bars(x=[], y0=[], height=[], width=0.8)
         self.layers.addItem(self.k_bars)
         self.layers.addItem(self.v_bars)
 
@@ -121,7 +121,7 @@ class KvView(View):
         self.compare.invertY(True)
         self.compare.getAxis("bottom").setTicks([[(k, unit) for k, unit in
                                                   ((3, "1 KB"), (6, "1 MB"), (9, "1 GB"), (12, "1 TB"))]])
-        self.compare_bars = pg.BarGraphItem(x0=[], y=[], height=0.6, width=[])
+        self.compare_bars = Bars(x0=[], y=[], height=0.6, width=[])
         self.compare.addItem(self.compare_bars)
         self.compare_labels = [text_item(appearance) for _ in range(4)]
         for label in self.compare_labels:

@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QBrush, QColor, QPen
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QFontMetricsF, QPen
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsObject, QLabel, QVBoxLayout, QWidget
 
 from ..theme import Appearance
 
@@ -22,7 +22,32 @@ def colour(hex_colour: str, alpha: int = 255) -> QColor:
     return c
 
 
-class StyledBars(pg.BarGraphItem):
+class Bars(pg.BarGraphItem):
+    """pg.BarGraphItem with its bounding rectangle kept until the bars or the view change.
+
+    The scene asks every item for it several times a paint, and pg.BarGraphItem computes it each time in
+    Python (the pixel size from the device transform, for the outline's padding): ~60 calls, ~2 ms, a frame.
+    """
+
+    def __init__(self, **opts):
+        self._bounds: QRectF | None = None
+        super().__init__(**opts)
+
+    def setOpts(self, **opts) -> None:
+        self._bounds = None
+        super().setOpts(**opts)
+
+    def viewTransformChanged(self) -> None:
+        self._bounds = None  # the pixel padding changes with the zoom and the view's size
+        super().viewTransformChanged()
+
+    def boundingRect(self) -> QRectF:
+        if self._bounds is None:
+            self._bounds = super().boundingRect()
+        return QRectF(self._bounds)
+
+
+class StyledBars(Bars):
     """Bars in a few styles (a pen and a brush each), drawn one style at a time.
 
     `pg.BarGraphItem` with a brush or pen per bar makes a QBrush and a QPen per bar at every `setOpts` and
@@ -96,34 +121,76 @@ def style_plot(plot: pg.PlotWidget, appearance: Appearance) -> None:
         item.setTitle(item.titleLabel.text, color=t.text, size=f"{font.pointSizeF():.0f}pt")
 
 
-class Label(pg.TextItem):
-    """A text item in a plot that touches Qt only when its text, place, anchor or colour change.
+ALIGN = Qt.AlignLeft | Qt.AlignTop  # a label's lines
 
-    Views reposition their labels on every redraw; re-setting an unchanged text still re-lays out the
-    underlying QGraphicsTextItem, which was a large share of a redraw.
+
+class Label(QGraphicsObject):
+    """Text at a point of a plot, unscaled by the plot's zoom: its anchor (0..1 of its box, as pg.TextItem's)
+    sits at the point. Views reposition their labels on every redraw; this touches Qt only when the text,
+    place, anchor or colour change.
+
+    pg.TextItem lays its text out in a QGraphicsTextItem (a QTextDocument: a new layout at every change)
+    and recomputes its transform in Python at every paint; a run's frames spent several ms of GUI time
+    there. Here the text is measured once per change and drawn with one drawText. Lines are left-aligned
+    in a box with a 4 px margin, as pg.TextItem's.
     """
 
+    MARGIN = 4.0  # px around the text, as a QGraphicsTextItem's document margin
+
     def __init__(self, appearance: Appearance, anchor=(0, 0.5)):
-        super().__init__("", color=appearance.theme.text, anchor=anchor)
-        self.setFont(appearance.font(0.85))
-        self._shown: tuple = ("", None, None, anchor, None)
+        super().__init__()
+        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations)  # pixels, at a data point
+        self._text = ""
+        self._anchor = tuple(anchor)
+        self._colour = QColor(appearance.theme.text)
+        self._font = appearance.font(0.85)
+        self._box = QRectF()
+        self._shown: tuple = ("", None, None, self._anchor, None)
+
+    def toPlainText(self) -> str:
+        return self._text
 
     def show_text(self, text: str, x: float = 0.0, y: float = 0.0, anchor=None, color: str | None = None):
         old_text, old_x, old_y, old_anchor, old_color = self._shown
-        if text != old_text:
-            self.setText(text)
-        if anchor is not None and anchor != old_anchor:
-            self.setAnchor(anchor)
+        if (text != old_text) or (anchor is not None and tuple(anchor) != old_anchor):
+            self._text, self._anchor = text, tuple(anchor) if anchor is not None else self._anchor
+            self._measure()
         if color is not None and color != old_color:
-            self.setColor(color)
+            self._colour = QColor(color)
+            self.update()
         if text and (x, y) != (old_x, old_y):
             self.setPos(x, y)
-        self._shown = (text, x, y, anchor or old_anchor, color or old_color)
+        self._shown = (text, x, y, self._anchor, color or old_color)
 
     def restyle(self, appearance: Appearance) -> None:
-        self.setColor(appearance.theme.text)
-        self.setFont(appearance.font(0.85))
+        self._colour = QColor(appearance.theme.text)
+        self._font = appearance.font(0.85)
+        self._measure()
         self._shown = (self._shown[0], self._shown[1], self._shown[2], self._shown[3], None)
+
+    def _measure(self) -> None:
+        self.prepareGeometryChange()
+        if not self._text:
+            self._box = QRectF()
+        else:
+            size = QFontMetricsF(self._font).boundingRect(QRectF(0, 0, 1e6, 1e6), ALIGN, self._text).size()
+            w, h = size.width() + 2 * self.MARGIN, size.height() + 2 * self.MARGIN
+            self._box = QRectF(-self._anchor[0] * w, -self._anchor[1] * h, w, h)
+        self.update()
+
+    def boundingRect(self) -> QRectF:
+        return QRectF(self._box)
+
+    def dataBounds(self, axis: int, frac: float = 1.0, orthoRange=None):
+        """An auto-ranging plot counts only the point the label is at (pixels have no data size)."""
+        return [0.0, 0.0]
+
+    def paint(self, painter, option, widget=None) -> None:
+        if self._text:
+            painter.setFont(self._font)
+            painter.setPen(self._colour)
+            painter.drawText(self._box.adjusted(self.MARGIN, self.MARGIN, -self.MARGIN, -self.MARGIN), ALIGN,
+                             self._text)
 
 
 def text_item(appearance: Appearance, anchor=(0, 0.5)) -> Label:

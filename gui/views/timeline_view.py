@@ -17,7 +17,7 @@ from PySide6.QtGui import QBrush, QPen
 from ..theme import Appearance
 from ..timing_data import CACHED, NO_CACHE, PREFILL, RECOMPUTE, REREAD, SAMPLE, VERIFY, Block, timeline
 from .format import display
-from .plotting import StyledBars, colour, make_plot, set_range, style_plot, text_item
+from .plotting import Bars, StyledBars, colour, make_plot, set_range, style_plot, text_item
 
 MAX_LABELS = 24  # text items reused; more blocks than this never have room for their words anyway
 LABEL_PX = 7.0  # about one character of the tick font: a label is shown when its block is this wide per character
@@ -35,7 +35,7 @@ class Timeline:
                              "per decode step (its pass and its draw), re-reads hatched (a branch switch's in the "
                              "prefill's colour, a step without the KV cache in red), a verify pass in green")
         self.bars = StyledBars(x0=[], y0=[], width=[], height=[])
-        self.shown = pg.BarGraphItem(x0=[], y0=[], width=[], height=[])
+        self.shown = Bars(x0=[], y0=[], width=[], height=[])
         self.plot.addItem(self.bars)
         self.plot.addItem(self.shown)
         self.labels = [text_item(appearance, anchor=(0.5, 0.5)) for _ in range(MAX_LABELS)]

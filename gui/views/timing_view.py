@@ -21,7 +21,8 @@ from ..theme import Appearance
 from ..timing_data import cache_off, median_cached_ms
 from .base import View
 from .cache_series import CacheSeries
-from .plotting import StyledBars, bar_width, colour, grid_ceiling, make_plot, set_range, show_axes, snug_ceiling, style_plot
+from .plotting import (Bars, StyledBars, bar_width, colour, grid_ceiling, make_plot, set_range, show_axes, snug_ceiling,
+                       style_plot)
 from .timeline_view import Timeline
 
 ROLES = {"accepted": "an accepted draft token", "correction": "the correction (draft rejected here)",
@@ -60,9 +61,9 @@ class TimingView(View):
         self.plot.setToolTip("Each step's forward pass and draw; step k's pass read prompt + k − 1 positions")
         self.plot.getPlotItem().setLabel("left", "ms")
         self.forward_bars = StyledBars(x=[], height=[], width=0.7)
-        self.sample_bars = pg.BarGraphItem(x=[], y0=[], height=[], width=0.7)
-        self.selected_bar = pg.BarGraphItem(x=[], height=[], width=0.9)
-        self.verify_bars = pg.BarGraphItem(x=[], height=[], width=0.7)  # one per verify pass, as wide as its steps
+        self.sample_bars = Bars(x=[], y0=[], height=[], width=0.7)
+        self.selected_bar = Bars(x=[], height=[], width=0.9)
+        self.verify_bars = Bars(x=[], height=[], width=0.7)  # one per verify pass, as wide as its steps
         self.counters = None  # the speculation counters shown (None: no verify pass on this path)
         for item in (self.selected_bar, self.forward_bars, self.sample_bars, self.verify_bars):
             self.plot.addItem(item)
