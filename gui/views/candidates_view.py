@@ -26,6 +26,7 @@ from .candidate_labels import LEGEND_TIP, compact, header_text, legend, row_labe
 from .format import byte_label, display, partial_note
 from .plotting import Bars, colour, make_plot, set_range, set_ticks, show_axes, style_plot, text_item, titled
 from .token_picker import TokenPicker
+from .wrap_label import WrapLabel
 
 STAGE_TITLES = {"temperature": "temp.", "top_k": "top-k", "top_p": "top-p", "min_p": "min-p",
                 "greedy": "argmax"}
@@ -40,7 +41,7 @@ class CandidatesView(View):
 
     def __init__(self, controller: Controller, appearance: Appearance):
         super().__init__(controller, appearance)
-        self.header = QLabel("After Prefill the candidates for the first new token appear here.")
+        self.header = WrapLabel("After Prefill the candidates for the first new token appear here.")
         self.header.setObjectName("heading")
         self.header.setWordWrap(True)
         self.legend = QLabel()

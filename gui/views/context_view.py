@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 from PySide6.QtCore import QSize, QTimer
 from PySide6.QtGui import QFontMetricsF
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QStackedWidget, QToolButton, QVBoxLayout
+from PySide6.QtWidgets import QHBoxLayout, QScrollArea, QStackedWidget, QToolButton, QVBoxLayout
 
 from ..controller import Controller
 from ..speculation import Pass, newest_pass
@@ -32,6 +32,7 @@ from .base import View
 from .chip_canvas import Chip, ChipCanvas
 from .format import byte_label, display, split_characters
 from .transcript import Transcript
+from .wrap_label import WrapLabel
 
 KEPT = "\ndrafted by prompt lookup ✓ kept: the draw picked the draft token"
 
@@ -63,7 +64,7 @@ class Tips(Mapping):
 class ContextView(View):
     def __init__(self, controller: Controller, appearance: Appearance):
         super().__init__(controller, appearance)
-        self.summary = QLabel()
+        self.summary = WrapLabel()
         self.summary.setObjectName("muted")
         self.summary.setWordWrap(True)
         self.canvas = ChipCanvas(appearance)

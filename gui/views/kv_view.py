@@ -22,6 +22,7 @@ from ..theme import Appearance
 from .base import View
 from .format import fmt_bytes, fmt_count
 from .plotting import Bars, colour, covering, make_plot, nice_ceiling, set_range, set_ticks, style_plot, text_item
+from .wrap_label import WrapLabel
 
 
 def window_note(info, n_ctx: int) -> str:
@@ -62,7 +63,7 @@ class KvView(View):
 
     def __init__(self, controller: Controller, appearance: Appearance):
         super().__init__(controller, appearance)
-        self.formula = QLabel("Load a model to see its KV cache.")
+        self.formula = WrapLabel("Load a model to see its KV cache.")
         self.formula.setTextFormat(Qt.RichText)
         self.formula.setWordWrap(True)
         self.formula.setTextInteractionFlags(Qt.TextSelectableByMouse)

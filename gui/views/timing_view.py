@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QCheckBox, QFrame, QHBoxLayout, QLabel, QProgressBar, QScrollArea, QVBoxLayout
+from PySide6.QtWidgets import QCheckBox, QFrame, QHBoxLayout, QProgressBar, QScrollArea, QVBoxLayout
 
 from ..controller import Controller
 from ..speculation import counters, pass_of
@@ -24,6 +24,7 @@ from .cache_series import CacheSeries
 from .plotting import (Bars, StyledBars, bar_width, colour, grid_ceiling, make_plot, set_range, show_axes, snug_ceiling,
                        style_plot)
 from .timeline_view import Timeline
+from .wrap_label import WrapLabel
 
 ROLES = {"accepted": "an accepted draft token", "correction": "the correction (draft rejected here)",
          "bonus": "the bonus token (whole draft kept)"}
@@ -46,7 +47,7 @@ class TimingView(View):
 
     def __init__(self, controller: Controller, appearance: Appearance):
         super().__init__(controller, appearance)
-        self.summary = QLabel("Prefill and per-step times appear here.")
+        self.summary = WrapLabel("Prefill and per-step times appear here.")
         self.summary.setTextFormat(Qt.RichText)
         self.summary.setWordWrap(True)
         self.kv_cache = QCheckBox("KV cache")

