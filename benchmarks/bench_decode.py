@@ -11,7 +11,10 @@ the weight bytes one decode step must read divided by the median of all those sa
 their spread (a VM's bandwidth swings 30 <-> 60 GB/s), and each run's decode time is also set against the
 bandwidth measured just before it. A TokenStep worker moreover reads its own packed weight block
 (`torch.sum`) right before and after each run's decode: `decode_vs_read_beside` is the decode step
-against a read of the same bytes in the same process, moments apart, the ratio least moved by drift.
+against a read of the same bytes in the same process, moments apart; and every 8 tokens within the run
+(the read's time left out of the steps'): `decode_vs_read_interleaved` is the median, over those groups
+of 8 steps, of a group's median step against the read just before it, the ratio least moved by drift
+(the bandwidth of these VMs moves by 20-30 % within seconds).
 `bench_shapes.py` does the same for each candidate kernel shape's products.
 
 Timing points are the same on every side: prefill = from the call to the first token's distribution
@@ -36,6 +39,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 STREAM_BYTES = 1 << 30  # much larger than any cache: a read of it runs at memory speed
+
+
+INTERLEAVE = 8  # decode tokens between two reads of the weight block within a TokenStep run
 
 
 # --- workers (one process per side) ------------------------------------------------------------------
@@ -93,13 +99,27 @@ class TokenStepSide:
         prefill_s = time.perf_counter() - started
         stamps, tokens = [], []
         beside = [self.read_gb_per_s()]
+        # Within the run, a read of the same block every INTERLEAVE tokens (its time left out of the steps'):
+        # each group of steps against the memory speed of its own moment (the generator is suspended while
+        # the read runs, so the next step starts after it).
+        paused, pause, groups = 0.0, 0.0, []  # groups: (GB/s read just before, [step ms...])
         for event in session.run():
             if hasattr(event, "token"):
-                stamps.append(time.perf_counter())
+                now = time.perf_counter()
+                if stamps:
+                    groups[-1][1].append((now - stamps[-1] - pause) * 1000)
+                stamps.append(now)
                 tokens.append(event.token.id)
+                pause = 0.0
+                if (len(stamps) - 1) % INTERLEAVE == 0 and len(stamps) <= n_decode:
+                    groups.append((self.read_gb_per_s(), []))
+                    pause = time.perf_counter() - now
+                    paused += pause
         beside.append(self.read_gb_per_s())
-        return {"prefill_ms": prefill_s * 1000, "decode_ms": (stamps[-1] - stamps[0]) / n_decode * 1000,
-                "tokens": tokens[:8], "beside_gb_per_s": beside}
+        return {"prefill_ms": prefill_s * 1000,
+                "decode_ms": (stamps[-1] - stamps[0] - paused) / n_decode * 1000,
+                "tokens": tokens[:8], "beside_gb_per_s": beside,
+                "interleaved": [(gb, statistics.median(each)) for gb, each in groups if each]}
 
 
 class TransformersSide:
@@ -389,6 +409,8 @@ def main(argv=None) -> int:
                     results[side]["decode_ms"][n].append(reply["decode_ms"])
                     if "beside_gb_per_s" in reply:
                         results[side]["beside_gb_per_s"][n].append(statistics.mean(reply["beside_gb_per_s"]))
+                    if "interleaved" in reply:
+                        results[side].setdefault("interleaved", {m: [] for m in lengths})[n].extend(reply["interleaved"])
                     if n == lengths[0]:
                         results[side]["tokens"] = reply["tokens"]
             print(f"[bench] repeat {repeat + 1}/{args.repeats} done", file=sys.stderr)
@@ -421,7 +443,8 @@ def summarise(args, sides, lengths, results, gb_per_s, seconds) -> dict:
                  "prefill_ms": {n: median(r["prefill_ms"][n]) for n in lengths},
                  "decode_ms_per_token": {n: median(r["decode_ms"][n]) for n in lengths},
                  "samples": {"prefill_ms": r["prefill_ms"], "decode_ms": r["decode_ms"],
-                             "gb_per_s": r["gb_per_s"], "beside_gb_per_s": r["beside_gb_per_s"]}}
+                             "gb_per_s": r["gb_per_s"], "beside_gb_per_s": r["beside_gb_per_s"],
+                             "interleaved": r.get("interleaved")}}
         read = r["info"].get("decode_read_bytes")
         if read:
             entry["decode_read_mb"] = read / 1e6
@@ -455,6 +478,10 @@ def summarise(args, sides, lengths, results, gb_per_s, seconds) -> dict:
                 # each run against its own read of the packed weights, just before and after its decode
                 ratios[side]["decode_vs_read_beside"] = {n: median([ms / (read / (bw_i * 1e9) * 1000) for ms, bw_i in zip(
                     results[side]["decode_ms"][n], results[side]["beside_gb_per_s"][n])]) for n in lengths}
+            if all(results[side].get("interleaved", {}).get(n) for n in lengths):
+                # each group of INTERLEAVE steps (its median step) against the read of the block just before it
+                ratios[side]["decode_vs_read_interleaved"] = {n: median([ms / (read / (gb * 1e9) * 1000) for gb, ms in
+                                                                         results[side]["interleaved"][n]]) for n in lengths}
     return {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": " ".join(["python", *sys.argv]),
             "seconds": round(seconds, 1), "threads": args.threads, "repeats": args.repeats,
             "decode_tokens": args.decode, "prefill_lengths": lengths, "cpu": cpu_facts(),
@@ -487,7 +514,7 @@ def table(report: dict) -> str:
     for side, r in report["ratios"].items():
         for key in ("prefill_vs_transformers", "decode_vs_transformers", "decode_vs_tokenstep_float32",
                     "decode_vs_floor", "decode_vs_median_floor", "decode_vs_median_floor_with_kv",
-                    "decode_vs_read_beside"):
+                    "decode_vs_read_beside", "decode_vs_read_interleaved"):
             values = r.get(key)
             if not values or all(v is None for v in values.values()) or \
                     all(abs(v - 1) < 1e-12 for v in values.values() if v is not None):
