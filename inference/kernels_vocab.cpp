@@ -15,6 +15,13 @@
 // exp does; t < -746 gives 0 (exp(-746) is below half the smallest subnormal). Branch-free, so the loop
 // vectorises. Against torch.exp over [-760, 0]: within 2 ulp, zero at the same places (tests/test_vocab_stats.py).
 
+// The selects below (t < -746, q > 0) are if-converted, and so the loops vectorised, only where the compiler
+// may assume floating-point operations do not trap (GCC's default -ftrapping-math keeps them as branches:
+// on an AVX2 EPYC the exp loop then ran scalar, 317 us for 49K logits against 124 us vectorised). This file
+// sets no floating-point flags and reads none: the values are the same either way.
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+
 inline double exp_nonpositive(double t) {
   constexpr double kLog2e = 1.4426950408889634;
   constexpr double kLn2Hi = 0.693147180369123816490;  // ln 2 rounded to 32 significant bits
@@ -183,3 +190,5 @@ at::Tensor exp_nonpositive_op(const at::Tensor& t) {
   for (int64_t i = 0; i < t.numel(); ++i) o[i] = exp_nonpositive(a[i]);
   return out;
 }
+
+#pragma GCC pop_options
