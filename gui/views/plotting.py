@@ -160,7 +160,9 @@ class Label(QGraphicsObject):
             self.update()
         if text and (x, y) != (old_x, old_y):
             self.setPos(x, y)
-        self._shown = (text, x, y, self._anchor, color or old_color)
+            old_x, old_y = x, y
+        # the place recorded is where the item is: a hidden (empty) label's call moves nothing
+        self._shown = (text, old_x, old_y, self._anchor, color or old_color)
 
     def restyle(self, appearance: Appearance) -> None:
         self._colour = QColor(appearance.theme.text)
