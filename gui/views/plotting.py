@@ -92,6 +92,10 @@ def make_plot(appearance: Appearance, title: str = "") -> pg.PlotWidget:
     plot.setMouseEnabled(x=False, y=False)
     plot.hideButtons()
     plot.getPlotItem().setTitle(title)
+    # No automatic SI prefix: the units are in the labels, and with it every range change re-set each axis
+    # label's HTML (a QTextDocument each time: ~18 a frame of a Run, as the step axes grow)
+    for name in ("left", "bottom", "right", "top"):
+        plot.getPlotItem().getAxis(name).enableAutoSIPrefix(False)
     style_plot(plot, appearance)
     return plot
 
