@@ -24,7 +24,7 @@ from ..theme import Appearance
 from .base import View
 from .candidate_labels import LEGEND_TIP, compact, header_text, legend, row_label, row_tooltip
 from .format import byte_label, display, partial_note
-from .plotting import Bars, colour, make_plot, set_range, set_ticks, show_axes, style_plot, text_item, titled
+from .plotting import Bars, StyledBars, colour, make_plot, set_range, set_ticks, show_axes, style_plot, text_item, titled
 from .token_picker import TokenPicker
 from .wrap_label import WrapLabel
 
@@ -43,7 +43,6 @@ class CandidatesView(View):
         super().__init__(controller, appearance)
         self.header = WrapLabel("After Prefill the candidates for the first new token appear here.")
         self.header.setObjectName("heading")
-        self.header.setWordWrap(True)
         self.legend = QLabel()
         self.legend.setTextFormat(Qt.RichText)
         self.legend.setWordWrap(True)
@@ -116,7 +115,7 @@ class CandidatesView(View):
         self.draw.setXRange(0, 1, padding=0.01)
         self.draw.setYRange(0, 1, padding=0)
         self.draw.getAxis("left").setTicks([[]])
-        self.segments = Bars(x0=[], y0=[], height=[], width=[])
+        self.segments = StyledBars(x0=[], y0=[], height=[], width=[])
         self.draw.addItem(self.segments)
         self.u_line = pg.InfiniteLine(angle=90, movable=False)
         self.draw.addItem(self.u_line)
@@ -175,7 +174,7 @@ class CandidatesView(View):
                 item.setOpts(x0=[], y=[], width=[])
             self.kept_bars.setOpts(x=[], height=[])
             self.removed_bars.setOpts(x=[], y0=[], height=[])
-            self.segments.setOpts(x0=[], y0=[], height=[], width=[], brushes=[])
+            self.segments.set_bars([], [], x0=[], y0=[], height=[], width=[])
             for label in self.value_labels + self.stage_labels + self.segment_labels + [self.u_label]:
                 label.show_text("")
             self.u_line.hide()
@@ -301,15 +300,16 @@ class CandidatesView(View):
         starts = np.concatenate([[0.0], cdf[:-1]]) if len(cdf) else np.array([])
         widths = cdf - starts
         chosen_id = None if shown.step is None else shown.step.token.id
-        brushes = [colour(t.chosen) if token_id == chosen_id else colour(t.final if i % 2 == 0 else t.temp)
-                   for i, token_id in enumerate(kept.ids)]
+        # the kept tokens alternate two colours, the drawn one stands out; tokens beyond those carried: grey
+        styles = [2 if token_id == chosen_id else i % 2 for i, token_id in enumerate(kept.ids)]
         x0, w = list(starts), list(widths)
         if len(cdf) and cdf[-1] < 0.999999:  # tokens beyond those carried: one grey block
             x0.append(float(cdf[-1]))
             w.append(1.0 - float(cdf[-1]))
-            brushes.append(colour(t.raw, 120))
-        self.segments.setOpts(x0=x0, y0=[0.02] * len(x0), height=[0.44] * len(x0), width=w, brushes=brushes,
-                              pen=pg.mkPen(t.panel, width=1))
+            styles.append(3)
+        edge = pg.mkPen(t.panel, width=1)
+        palette = [(edge, colour(fill)) for fill in (t.final, t.temp, t.chosen)] + [(edge, colour(t.raw, 120))]
+        self.segments.set_bars(styles, palette, x0=x0, y0=[0.02] * len(x0), height=[0.44] * len(x0), width=w)
         # Name the widest segments, only where the name fits inside its segment (pixels, not axis units:
         # narrow neighbours' names would run into each other).
         order = np.argsort(-widths)[:MAX_SEGMENT_LABELS] if len(widths) else []
