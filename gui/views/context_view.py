@@ -66,7 +66,6 @@ class ContextView(View):
         super().__init__(controller, appearance)
         self.summary = WrapLabel()
         self.summary.setObjectName("muted")
-        self.summary.setWordWrap(True)
         self.canvas = ChipCanvas(appearance)
         self.canvas.placeholder = ("The prompt appears here as tokens after Prefill (Ctrl+P). "
                                    "Each Step (Space) appends one token where the cursor is.")

@@ -65,7 +65,6 @@ class KvView(View):
         super().__init__(controller, appearance)
         self.formula = WrapLabel("Load a model to see its KV cache.")
         self.formula.setTextFormat(Qt.RichText)
-        self.formula.setWordWrap(True)
         self.formula.setTextInteractionFlags(Qt.TextSelectableByMouse)
 
         self.growth = make_plot(appearance, "used and allocated vs context")

@@ -212,24 +212,24 @@ class StopView(View):
         t = self.appearance.theme
         reason = c.stopped.reason if c.stopped and past is None else None
         for key, label in self.rows.items():
-            restyle(label, f"color: {t.chosen};" if key == reason else "")
+            set_style_sheet(label, f"color: {t.chosen};" if key == reason else "")
         if past is not None:
-            restyle(self.status, f"color: {t.selected};")
+            set_style_sheet(self.status, f"color: {t.selected};")
             self.status.setText(f"At step {past.index} of {len(c.steps)}: no rule had fired yet; the rules as "
                                 "they stood then.")
         elif c.stopped is not None:
             extra = f" ({display(c.stopped.stop_string)})" if c.stopped.stop_string else ""
             self.status.setText(f"Ended after {c.stopped.n_generated} tokens: {REASONS[reason]}{extra}.")
-            restyle(self.status, f"color: {t.chosen};")
+            set_style_sheet(self.status, f"color: {t.chosen};")
         else:
-            restyle(self.status, "")
+            set_style_sheet(self.status, "")
             state = "Running…" if c.running else "Generating step by step." if c.steps else \
                 "Prefilled: ready for step 1." if c.prefilled else \
                 "Reading the prompt…" if c.in_flight == "Prefill" else EMPTY
             self.status.setText(state)
 
 
-def restyle(label: QLabel, style: str) -> None:
+def set_style_sheet(label: QLabel, style: str) -> None:
     """Set a label's style sheet when it changes: every setStyleSheet re-polishes the label (font, palette,
     geometry), even with the same sheet, and this view restyles its labels at every frame of a run."""
     if label.styleSheet() != style:

@@ -49,7 +49,6 @@ class TimingView(View):
         super().__init__(controller, appearance)
         self.summary = WrapLabel("Prefill and per-step times appear here.")
         self.summary.setTextFormat(Qt.RichText)
-        self.summary.setWordWrap(True)
         self.kv_cache = QCheckBox("KV cache")
         self.kv_cache.setChecked(controller.kv_cache)
         self.kv_cache.setToolTip("Decode with the KV cache (Ctrl+K). Off: every step re-reads the whole prefix "
