@@ -390,7 +390,8 @@ def main(argv=None) -> int:
     results: dict[str, dict] = {side: {"prefill_ms": {n: [] for n in lengths},
                                        "decode_ms": {n: [] for n in lengths},
                                        "gb_per_s": {n: [] for n in lengths}, "tokens": None,
-                                       "beside_gb_per_s": {n: [] for n in lengths}}
+                                       "beside_gb_per_s": {n: [] for n in lengths},
+                                       "interleaved": {n: [] for n in lengths}}
                                 for side in sides}
     gb_per_s: list[float] = []
     started = time.time()
@@ -409,8 +410,7 @@ def main(argv=None) -> int:
                     results[side]["decode_ms"][n].append(reply["decode_ms"])
                     if "beside_gb_per_s" in reply:
                         results[side]["beside_gb_per_s"][n].append(statistics.mean(reply["beside_gb_per_s"]))
-                    if "interleaved" in reply:
-                        results[side].setdefault("interleaved", {m: [] for m in lengths})[n].extend(reply["interleaved"])
+                    results[side]["interleaved"][n].extend(reply.get("interleaved", ()))
                     if n == lengths[0]:
                         results[side]["tokens"] = reply["tokens"]
             print(f"[bench] repeat {repeat + 1}/{args.repeats} done", file=sys.stderr)
@@ -444,7 +444,7 @@ def summarise(args, sides, lengths, results, gb_per_s, seconds) -> dict:
                  "decode_ms_per_token": {n: median(r["decode_ms"][n]) for n in lengths},
                  "samples": {"prefill_ms": r["prefill_ms"], "decode_ms": r["decode_ms"],
                              "gb_per_s": r["gb_per_s"], "beside_gb_per_s": r["beside_gb_per_s"],
-                             "interleaved": r.get("interleaved")}}
+                             "interleaved": r["interleaved"]}}
         read = r["info"].get("decode_read_bytes")
         if read:
             entry["decode_read_mb"] = read / 1e6
@@ -478,10 +478,11 @@ def summarise(args, sides, lengths, results, gb_per_s, seconds) -> dict:
                 # each run against its own read of the packed weights, just before and after its decode
                 ratios[side]["decode_vs_read_beside"] = {n: median([ms / (read / (bw_i * 1e9) * 1000) for ms, bw_i in zip(
                     results[side]["decode_ms"][n], results[side]["beside_gb_per_s"][n])]) for n in lengths}
-            if all(results[side].get("interleaved", {}).get(n) for n in lengths):
+            if all(results[side]["interleaved"][n] for n in lengths):
                 # each group of INTERLEAVE steps (its median step) against the read of the block just before it
-                ratios[side]["decode_vs_read_interleaved"] = {n: median([ms / (read / (gb * 1e9) * 1000) for gb, ms in
-                                                                         results[side]["interleaved"][n]]) for n in lengths}
+                ratios[side]["decode_vs_read_interleaved"] = {
+                    n: median([ms / (read / (gb * 1e9) * 1000) for gb, ms in results[side]["interleaved"][n]])
+                    for n in lengths}
     return {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": " ".join(["python", *sys.argv]),
             "seconds": round(seconds, 1), "threads": args.threads, "repeats": args.repeats,
             "decode_tokens": args.decode, "prefill_lengths": lengths, "cpu": cpu_facts(),

@@ -7,13 +7,13 @@ AVX2 integer path, cached apart; the VNNI integer products have one fixed shape 
 shape gives the same products (bit for bit); only the speed differs, and by machine, not vendor: one row per
 pass decoded 1.3x faster than four on an AMD EPYC, four rows were fastest on an Intel Xeon. The products are
 timed as a decode step runs them (one parallel region, float32 rows claimed, a barrier after each product):
-timed as separate calls, the float32 shapes ranked differently from whole steps on an AVX2 EPYC. So `ensure`
-(called once a model is loaded) times every candidate on the model's own weights (its products in decode order, up to TUNE_BYTES), interleaved over
-ROUNDS rounds, keeps the one with the lowest median, and caches the choice in the kernels folder as JSON
-keyed by the CPU's model name and flags, the kernel library and the thread count (not when the machine
-was too busy for the passes to agree: QUIET_SPREAD). About a second, once; reported as the stage "tune". A
-model whose products are smaller than MIN_TUNE_BYTES (they would be timed from the CPU's caches, not memory)
-is not measured: it uses the cached shape, else the defaults.
+timed as separate calls, the float32 shapes ranked differently from whole steps on an AVX2 EPYC. So
+`ensure` (called once a model is loaded) times every candidate on the model's own weights (its products in
+decode order, up to TUNE_BYTES), interleaved over ROUNDS rounds, keeps the one with the lowest median, and
+caches the choice in the kernels folder as JSON keyed by the CPU's model name and flags, the kernel library
+and the thread count (not when the machine was too busy for the passes to agree: QUIET_SPREAD). About a
+second, once; reported as the stage "tune". A model whose products are smaller than MIN_TUNE_BYTES (they would
+be timed from the CPU's caches, not memory) is not measured: it uses the cached shape, else the defaults.
 
 TOKENSTEP_KERNEL_SHAPE forces a shape: "f32=1x8192,int8=4x0" (rows x prefetch bytes; either part alone).
 """
