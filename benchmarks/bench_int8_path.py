@@ -1,5 +1,5 @@
-"""int8 decode on its two paths (quant.INT8_PATHS: float activations, or int8 activations on AVX-512 VNNI or
-AVX2), side by side in one process, and against llama.cpp's Q4_1 of the same model (llama-server, when built).
+"""int8 decode on its paths (quant.INT8_PATHS: float activations, int16 activations, or int8 activations on
+AVX-512 VNNI or AVX2), side by side in one process, and against llama.cpp's Q4_1 of the same model (llama-server, when built).
 
     PYTHONPATH=. python benchmarks/bench_int8_path.py [--repeats 7] [--threads 2] [--no-llama] [--json out.json]
 
@@ -34,7 +34,7 @@ from inference import kernel_shape  # noqa: E402
 from inference.quant import KernelInt8Linear, path_code  # noqa: E402
 
 STREAM = torch.ones((1 << 30) // 4, dtype=torch.float32)
-PATHS = ("float", "integer")  # "integer" where the CPU has integer code (main() drops it elsewhere)
+PATHS = ("float", "int16", "integer")  # "integer" where the CPU has integer code (main() drops it elsewhere)
 
 
 def best_of(fn, n: int) -> float:
@@ -156,9 +156,9 @@ def main(argv=None) -> int:
     decoder = model.decoder
     read_bytes = decode_read_bytes(decoder.weights, model.config)
     llama = None if args.no_llama else LlamaCpp(args.threads, args.context)
-    paths = PATHS if decoder.backend.kernels.integer_code() else PATHS[:1]
+    paths = PATHS if decoder.backend.kernels.integer_code() else PATHS[:2]
     if paths != PATHS:
-        print("[bench] no integer int8 code for this CPU (AVX-512 without VNNI): the float path only")
+        print("[bench] no integer int8 code for this CPU (AVX-512 without VNNI): the float and int16 paths only")
     shapes = own_shapes(decoder, paths)
     print("[bench] int8 shapes: " + ", ".join(f"{p} {shape.describe()}" for p, shape in shapes.items()))
 
@@ -194,10 +194,10 @@ def main(argv=None) -> int:
             record("step_ms:llama.cpp Q4_1", llama.decode_ms(args.tokens))
             for path in paths:
                 record(f"step_vs_llama:{path}", samples[f"step_ms:{path}"][-1] / samples["step_ms:llama.cpp Q4_1"][-1])
-        if "integer" in paths:
-            record("step_ratio:integer/float", samples["step_ms:integer"][-1] / samples["step_ms:float"][-1])
-            record("products_ratio:integer/float",
-                   samples["products_ms:integer"][-1] / samples["products_ms:float"][-1])
+        for path in paths[1:]:
+            record(f"step_ratio:{path}/float", samples[f"step_ms:{path}"][-1] / samples["step_ms:float"][-1])
+            record(f"products_ratio:{path}/float",
+                   samples[f"products_ms:{path}"][-1] / samples["products_ms:float"][-1])
     if llama is not None:
         llama.close()
     # On a busy machine the low percentile of single steps is the nearest to a quiet one's time.

@@ -1,10 +1,11 @@
 """How much the int8 weight-only mode changes the default model's predictions, measured against float32.
 
-    PYTHONPATH=. python benchmarks/int8_quality.py [--steps 200] [--int8-path float|integer|integer-row|integer-<n>]
+    PYTHONPATH=. python benchmarks/int8_quality.py [--steps 200] [--int8-path float|int16|integer|integer-row|integer-<n>]
         [--json out.json]
 
 --int8-path sets TOKENSTEP_INT8_PATH (quant.py) for the int8 model: its one-row products with float32
-activations, or with activations quantised to int8 (a scale per 16, per n or per row) on AVX-512 VNNI.
+activations, with activations quantised to int16 (a scale per weight group), or to int8 (a scale per 4, per n
+or per row) on AVX-512 VNNI or AVX2.
 
 - first step: on each prompt, int8's top-1 token must be float32's and its probability within 0.03;
 - greedy agreement, teacher-forced: float32 writes a greedy continuation; both models then read that same
@@ -124,7 +125,7 @@ def main(argv=None) -> int:
     parser.add_argument("--dtype", default="int8", help="the mode to compare with float32")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--int8-path", default=None, help="TOKENSTEP_INT8_PATH for the int8 model: float, "
+    parser.add_argument("--int8-path", default=None, help="TOKENSTEP_INT8_PATH for the int8 model: float, int16, "
                         "integer, integer-row, integer-<n> (default: this machine's default)")
     args = parser.parse_args(argv)
     if args.int8_path:

@@ -2,8 +2,8 @@
 
 A shape is how kernels.cpp reads a matrix for one row of x: rows per pass (1, 2 or 4: each x load
 serves that many rows, that many streams are read at once) and how far ahead a software prefetch goes
-(0 to 8 KB), float32 and int8 each (int8 timed on the path its products take: float activations, or the
-AVX2 integer path, cached apart; the VNNI integer products have one fixed shape and are not timed). Every
+(0 to 8 KB), float32 and int8 each (int8 timed on the path its products take: float activations, int16
+activations or the AVX2 integer path, each cached apart; the VNNI integer products have one fixed shape and are not timed). Every
 shape gives the same products (bit for bit); only the speed differs, and by machine, not vendor: one row per
 pass decoded 1.3x faster than four on an AMD EPYC, four rows were fastest on an Intel Xeon. The products are
 timed as a decode step runs them (one parallel region, float32 rows claimed, a barrier after each product):
@@ -34,11 +34,12 @@ from pathlib import Path
 import torch
 
 from . import cache_dir, kernels
+from .quant import INT16
 
 ROWS = (1, 2, 4)
 PREFETCH = (0, 1024, 2048, 4096, 8192)  # bytes; the lists kernels.cpp's set_shape accepts
 KINDS = ("f32", "int8")
-CACHE_KEYS = (*KINDS, "int8-integer")  # int8 on the integer path is timed and cached apart (cache_key)
+CACHE_KEYS = (*KINDS, "int8-int16", "int8-integer")  # int8 on the other paths is timed and cached apart (cache_key)
 ENV = "TOKENSTEP_KERNEL_SHAPE"
 TUNE_BYTES = 128 << 20  # the products timed: the model's first ones in decode order, up to this many bytes
 MIN_TUNE_BYTES = 64 << 20  # less than this would be read from the CPU's caches: not measured
@@ -197,12 +198,14 @@ def run_products(ops, mats: list[tuple]) -> list[torch.Tensor]:
     if not mats:
         return []
     return ops.products_region([w for w, *_ in mats], [s for _, s, *_ in mats], [x for _, _, x, _ in mats],
-                               max(path for *_, path in mats))
+                               next((path for *_, path in mats if path), 0))
 
 
 def cache_key(kind: str, mats: list[tuple]) -> str:
-    """The cache entry of `kind` on the path its products take: 'int8' (float activations), 'int8-integer'."""
-    return f"{kind}-integer" if any(path for *_, path in mats) else kind
+    """The cache entry of `kind` on the path its products take: 'int8' (float activations), 'int8-int16',
+    'int8-integer'."""
+    path = next((path for *_, path in mats if path), 0)
+    return kind if not path else f"{kind}-int16" if path == INT16 else f"{kind}-integer"
 
 
 def measure(ops, mats: list[tuple], kind: str, rounds: int = ROUNDS, shapes=CANDIDATES,

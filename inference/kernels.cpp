@@ -720,6 +720,9 @@ at::Tensor dequantize_int8(const at::Tensor& q, const at::Tensor& scale) {
   return w;
 }
 
+#include "kernels_int16.cpp"    // the int16 int8 path: gemv_int8_int16
+#include "kernels_integer.cpp"  // the integer int8 path (AVX-512 VNNI, or AVX2): int8_product, gemv_int8_integer
+
 // An int8 head for one row x (quant.RescoredHead on the kernels): logits = W_int8 rmsnorm(x), then the
 // `rescored` highest logits (ties: the lower id) computed again from the float rows. In Python the same
 // steps were six ops (norm, product, topk, gather, bmm, scatter), ~430 us beside the product right after
@@ -727,7 +730,8 @@ at::Tensor dequantize_int8(const at::Tensor& q, const at::Tensor& scale) {
 // redo them. h = x / rms(x) * weight in one loop (the squares summed in double): within float rounding
 // of F.rms_norm.
 at::Tensor head_rescored(const at::Tensor& q, const at::Tensor& scale, const at::Tensor& x,
-                         const at::Tensor& norm_weight, double eps, const at::Tensor& float_rows, int64_t rescored) {
+                         const at::Tensor& norm_weight, double eps, const at::Tensor& float_rows, int64_t rescored,
+                         int64_t int8_path) {
   TORCH_CHECK(x.dim() == 2 && x.size(0) == 1 && x.scalar_type() == at::kFloat, "x: one float32 row");
   const int64_t V = q.size(0), C = x.size(1), K = std::min<int64_t>(std::max<int64_t>(rescored, 0), V);
   TORCH_CHECK(float_rows.dim() == 2 && float_rows.size(0) == V && float_rows.size(1) == C &&
@@ -746,7 +750,7 @@ at::Tensor head_rescored(const at::Tensor& q, const at::Tensor& scale, const at:
     const float inv_rms = float(1.0 / std::sqrt(squares / double(C) + eps));
     for (int64_t i = 0; i < C; ++i) hp[i] = xp[i] * inv_rms * gp[i];
   }
-  at::Tensor logits = gemv_int8(q, scale, h, 1.0, std::nullopt, std::nullopt, -1.0, false, std::nullopt);
+  at::Tensor logits = int8_product(int8_path, q, scale, h, 1.0, std::nullopt, std::nullopt, -1.0, false, std::nullopt);
   float* lp = logits.data_ptr<float>();
   // The K best (value, -id) pairs in a min-heap: one comparison per logit once it is full.
   std::vector<std::pair<float, int64_t>> best;
@@ -774,8 +778,6 @@ at::Tensor head_rescored(const at::Tensor& q, const at::Tensor& scale, const at:
   for (const auto& [value, id] : best) lp[id] = dot_f32(rows + id * C, hp, C);
   return logits;
 }
-
-#include "kernels_integer.cpp"  // the integer int8 path (AVX-512 VNNI, or AVX2): int8_product, gemv_int8_integer
 
 // y = W (x, or rmsnorm(x) when rms_eps >= 0) + bias + residual: the float32 or the int8 product (int8 on
 // `int8_path`: 0 float activations, else the integer path with that many activations per scale, kernels_integer.cpp).
@@ -871,7 +873,7 @@ TORCH_LIBRARY(tokenstep, m) {
   m.def("set_shape(int f32_rows, int f32_prefetch, int int8_rows, int int8_prefetch) -> int[]", set_shape);
   m.def("get_shape() -> int[]", get_shape);
   m.def("head_rescored(Tensor q, Tensor scale, Tensor x, Tensor norm_weight, float eps, Tensor float_rows, "
-        "int rescored) -> Tensor");
+        "int rescored, int int8_path=0) -> Tensor");
   m.def("set_x_offset(int bytes) -> int", set_x_offset);
   m.def("products_region(Tensor[] mats, Tensor?[] scales, Tensor[] xs, int int8_path=0) -> Tensor[]");
   m.def("vocab_stats(Tensor logits, int top_n, bool greedy) -> (Tensor, Tensor, Tensor, Tensor)");

@@ -48,6 +48,14 @@ bool vnni_available() {
 // Whether the integer path runs here: AVX-512 VNNI, or an AVX2 build.
 bool integer_available() { return TOKENSTEP_HAS_AVX2_INTEGER_CODE || vnni_available(); }
 
+// The int8 path a call takes: the int16 path (every build has it), an integer one where it runs, else 0 (float).
+int64_t path_in_use(int64_t int8_path) {
+  return int8_path == kInt16Path || (int8_path != 0 && integer_available()) ? int8_path : 0;
+}
+
+// Whether a path code is an integer path's (activations per scale), which needs activation_group.
+inline bool integer_path(int64_t path) { return path != 0 && path != kInt16Path; }
+
 // One row of x, quantised for the weight groups: per group ceil(G / 64) chunks of 64 int8 (zero padded),
 // and per chunk its 16 int32 lanes' activation scales (lane j holds bytes 4j..4j+3; A, a multiple of 4,
 // keeps each lane in one sub-group); VNNI: each lane's starting value (-128 * the sum of its four xq);
@@ -425,12 +433,13 @@ at::Tensor gemv_int8_integer(const at::Tensor& q, const at::Tensor& scale, const
   });
 }
 
-// An int8 product on the path asked for (0: float activations, gemv_int8; else gemv_int8_integer with
-// act_group = path), the float one where the integer path does not run.
+// An int8 product on the path asked for (0: float activations, gemv_int8; kInt16Path: gemv_int8_int16; else
+// gemv_int8_integer with act_group = path), the float one where the integer path does not run.
 at::Tensor int8_product(int64_t path, const at::Tensor& q, const at::Tensor& scale, const at::Tensor& x,
                         double alpha, const std::optional<at::Tensor>& bias,
                         const std::optional<at::Tensor>& residual, double rms_eps, bool glu,
                         const std::optional<at::Tensor>& norm_weight) {
+  if (path == kInt16Path) return gemv_int8_int16(q, scale, x, alpha, bias, residual, rms_eps, glu, norm_weight);
   if (path != 0 && integer_available()) {
     return gemv_int8_integer(q, scale, x, alpha, bias, residual, rms_eps, glu, norm_weight, path);
   }

@@ -43,6 +43,7 @@ struct Layer {
 struct Scratch {
   std::vector<float> normed, copy, attended, scores;
   QuantRow quantised;
+  Int16Row int16;
 };
 
 Matrix matrix_of(const at::Tensor& w, const std::optional<at::Tensor>& scale, const std::optional<at::Tensor>& bias,
@@ -122,7 +123,7 @@ void rows_into(const Matrix& m, Fill fill, float alpha, bool glu, const float* r
 }
 
 // This thread's rows of y = gain * (M (x * norm)) + bias + residual, formed as gemv_f32 / gemv_int8 /
-// gemv_int8_integer form them (each fill a lambda of its own: no std::function, no allocation per product).
+// gemv_int8_int16 / gemv_int8_integer form them (each fill a lambda of its own: no std::function, no allocation per product).
 void product_rows(const Matrix& m, const float* x, double eps, const float* norm, int64_t path, bool glu,
                   const float* residual, float* y, std::atomic<int64_t>* claims, int tid, int nt, Scratch& s) {
   const int64_t K = m.K;
@@ -139,7 +140,13 @@ void product_rows(const Matrix& m, const float* x, double eps, const float* norm
     auto fill = [&](int64_t r, int64_t n, float* out) { in_shape(m.w + r * K, xp, K, n, out); };
     return rows_into(m, fill, alpha, glu, residual, y, claims, tid, nt);
   }
-  if (path != 0) {
+  if (path == kInt16Path && int16_fits(m.G)) {  // each thread quantises its own copy of x: no wait
+    quantize_int16(h, K, m.G, s.int16);
+    const FillInt16 in_shape = int16_in_shape();
+    auto fill = [&](int64_t r, int64_t n, float* out) { in_shape(m.q, m.scale, K, s.int16, r, n, out); };
+    return rows_into(m, fill, alpha, glu, residual, y, claims, tid, nt);
+  }
+  if (integer_path(path)) {
     quantize_row(h, K, m.G, m.act, s.quantised);
     const FillInteger in_shape = integer_in_shape();
     auto fill = [&](int64_t r, int64_t n, float* out) { in_shape(m.q, m.scale, K, s.quantised, r, n, out); };
@@ -192,7 +199,7 @@ at::Tensor decode_layers(const at::Tensor& x, at::TensorList mats, const c10::Li
   TORCH_CHECK(hd % 2 == 0 && rope.is_contiguous() && rope.scalar_type() == at::kFloat && rope.numel() == hd,
               "rope: float32 (head_dim / 2, 2)");
   const int64_t q_dim = heads * hd, kv_dim = KV * hd;
-  const int64_t path = int8_path != 0 && integer_available() ? int8_path : 0;
+  const int64_t path = path_in_use(int8_path);
   std::vector<step::Layer> layers(L);
   int64_t F = 0;
   for (int64_t l = 0; l < L; ++l) {
@@ -209,7 +216,7 @@ at::Tensor decode_layers(const at::Tensor& x, at::TensorList mats, const c10::Li
     layer.down = step::matrix_of(mats[i + 3], scales.get(i + 3), biases.get(i + 3), layer.glu.N / 2, C);
     F = std::max(F, layer.glu.N / 2);
     for (step::Matrix* m : {&layer.qkv, &layer.o, &layer.glu, &layer.down}) {
-      if (path != 0 && m->q != nullptr) m->act = activation_group(path, m->K, m->G);
+      if (integer_path(path) && m->q != nullptr) m->act = activation_group(path, m->K, m->G);
     }
     layer.attn_norm = step::vector_of(norms.get(per * l), C, "attention norm");
     layer.mlp_norm = step::vector_of(norms.get(per * l + 1), C, "MLP norm");
@@ -280,14 +287,14 @@ std::vector<at::Tensor> products_region(at::TensorList mats, const c10::List<std
   const int64_t P = static_cast<int64_t>(mats.size());
   TORCH_CHECK(static_cast<int64_t>(scales.size()) == P && static_cast<int64_t>(xs.size()) == P,
               "products_region: one scale (or None) and one x per matrix");
-  const int64_t path = int8_path != 0 && integer_available() ? int8_path : 0;
+  const int64_t path = path_in_use(int8_path);
   std::vector<step::Matrix> ms(P);
   std::vector<at::Tensor> out(P);
   for (int64_t i = 0; i < P; ++i) {
     TORCH_CHECK(xs[i].dim() == 2 && xs[i].size(0) == 1 && xs[i].is_contiguous() && xs[i].scalar_type() == at::kFloat,
                 "products_region: each x one contiguous float32 row");
     ms[i] = step::matrix_of(mats[i], scales.get(i), std::nullopt, xs[i].size(1), -1);
-    if (path != 0 && ms[i].q != nullptr) ms[i].act = activation_group(path, ms[i].K, ms[i].G);
+    if (integer_path(path) && ms[i].q != nullptr) ms[i].act = activation_group(path, ms[i].K, ms[i].G);
     out[i] = at::empty({1, ms[i].N}, xs[i].options());
   }
   std::unique_ptr<std::atomic<int64_t>[]> claims(new std::atomic<int64_t>[std::max<int64_t>(P, 1)]);

@@ -30,7 +30,9 @@ INT8_GROUP = 64  # weights that share one int8 scale along a row
 KERNEL_ROWS = 16
 RESCORED = 64  # tokens an int8 head rescores in float
 # How int8 products on the own kernels run (the code is kernels_integer.cpp's int8_path): "float" widens each
-# weight to float32 against float32 activations; "integer" quantises each row of activations to int8, one
+# weight to float32 against float32 activations; "int16" (kernels_int16.cpp, every build) quantises each row of
+# activations to int16, one scale per weight group, and sums the products exactly in int32 (vpmaddwd: half the
+# float path's work per weight); "integer" quantises each row of activations to int8, one
 # scale per INT8_ACT_GROUP of them, and multiplies in int32 on AVX-512 VNNI or, in an AVX2 build, with
 # vpmaddubsw ("integer-row": one scale per row; "integer-<n>": one per n, n a multiple of 4). Longer prefills
 # (over KERNEL_ROWS rows) dequantise for BLAS on either. TOKENSTEP_INT8_PATH picks one; the default is
@@ -45,8 +47,16 @@ RESCORED = 64  # tokens an int8 head rescores in float
 #   (VNNI), and on AVX2 0.530 from a prefill, 0.521 step by step, 0.514 from a 3-token prefill plus a step,
 #   against float32's 0.487 and the float path's 0.503 (every way). The report's bound is |dp| <= 0.03
 #   (benchmarks/int8_quality.py): the integer path passes or fails it by chance, the float path holds it.
+# - the int16 path's report is the float path's (AVX2 EPYC: top-1 equal on all 25 prompts, largest |dp|
+#   0.0255, perplexity ratio 1.0057, greedy agreement 98.5 % mean, 96.5 % lowest): its activation step is
+#   1/65534 of a group's largest, 250x finer than the weights' own. Its speed, AVX2 EPYC: one 110 MB product
+#   1.11x a read of the same bytes against the float path's 1.28x, but the model's 121 products as a step
+#   runs them 1.01x the float path's at 2 threads (both within 1.08-1.11x a read), steps 1.00x; 0.95x at one
+#   thread (products), 0.97x (steps). Opt-in until a CPU where decode is bound by widening (AVX-512: the
+#   float path's products took 1.69x a read there) measures it faster.
 INT8_ACT_GROUP = 4
-INT8_PATHS = {"float": 0, "integer": INT8_ACT_GROUP, "integer-row": -1}
+INT8_PATHS = {"float": 0, "int16": -16, "integer": INT8_ACT_GROUP, "integer-row": -1}
+INT16 = INT8_PATHS["int16"]  # kernels_int16.cpp's kInt16Path
 
 
 def quantize_rows(weight: torch.Tensor, group: int = INT8_GROUP) -> tuple[torch.Tensor, torch.Tensor]:
@@ -80,7 +90,7 @@ def int8_path(kernels) -> str:
     code = kernels.integer_code()  # "vnni", "avx2" or "" (none)
     wanted = os.environ.get("TOKENSTEP_INT8_PATH", "").strip().lower() or "float"
     path_code(wanted)  # refuses an unknown name
-    if wanted != "float" and not code:
+    if wanted not in ("float", "int16") and not code:  # every build of the kernels has the int16 path
         _say_once(f"[tokenstep] TOKENSTEP_INT8_PATH={wanted}: no integer int8 code for this CPU (AVX-512 without "
                   "VNNI); using float")
         return "float"
@@ -88,8 +98,8 @@ def int8_path(kernels) -> str:
 
 
 def path_code(name: str) -> int:
-    """A path's name -> kernels_integer.cpp's int8_path (0 float, n > 0 integer with n activations per scale,
-    -1 integer with one scale per row)."""
+    """A path's name -> kernels_integer.cpp's int8_path (0 float, INT16 int16 activations, n > 0 integer with n
+    activations per scale, -1 integer with one scale per row)."""
     if name in INT8_PATHS:
         return INT8_PATHS[name]
     n = name.removeprefix("integer-")
@@ -177,6 +187,9 @@ class KernelInt8Linear(KernelLinear):
         return self.kernels.dequantize_int8(self.weight, self.scale)  # a transient (out, in) float32
 
     def _gemv(self, x, alpha, residual, rms_eps, glu, norm_weight) -> torch.Tensor:
+        if self.path == INT16:  # one row (several: the float path's gemv_int8, in the same call)
+            return self.kernels.gemv_int8_int16(self.weight, self.scale, x, alpha, self.bias, residual, rms_eps, glu,
+                                                norm_weight)
         if self.path:  # one row or a short prefill (on_kernels)
             return self.kernels.gemv_int8_integer(self.weight, self.scale, x, alpha, self.bias, residual, rms_eps,
                                                   glu, norm_weight, self.path)
@@ -205,10 +218,10 @@ class RescoredHead:
 
     def logits(self, x: torch.Tensor, final_norm: Norm) -> torch.Tensor:
         lin = self.linear
-        if (x.shape[0] == 1 and isinstance(lin, KernelInt8Linear) and lin.path == 0 and lin.bias is None
+        if (x.shape[0] == 1 and isinstance(lin, KernelInt8Linear) and lin.path in (0, INT16) and lin.bias is None
                 and final_norm.kind == "rms" and final_norm.weight is not None):  # a decode step: one kernel call
             return lin.kernels.head_rescored(lin.weight, lin.scale, x, final_norm.weight, final_norm.eps,
-                                             self.float_rows, RESCORED)  # (1, V)
+                                             self.float_rows, RESCORED, lin.path)  # (1, V)
         h = final_norm(x)  # (T, C)
         logits = self.linear(h)  # (T, V)
         top = logits.topk(min(RESCORED, logits.shape[-1]), dim=-1).indices  # (T, K)

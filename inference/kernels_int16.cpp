@@ -1,0 +1,188 @@
+// The int16 int8 path (included by kernels.cpp, inside its namespace, so it shares check, group_size,
+// row_alphas, weighted, rows_one, rows_glu and gemv_int8): int8 weights against the activations quantised to
+// int16, one scale per weight group, the products summed exactly in int32 by vpmaddwd.
+//
+// The float path widens each weight to float32 (a sign extension to int32, a convert and an FMA per 8 weights
+// with AVX2); here 16 weights take one sign extension to int16 and one vpmaddwd (32 with AVX-512BW), and a
+// group one convert and one FMA. From the caches on one AVX2 core (scratch driver, 576-wide rows, groups of 64)
+// that is 28 G weights/s against the float path's 14.9, so the products keep up with memory with room to spare.
+//
+// The math, per weight group g of G weights (quant.quantize_rows):
+//   activations: a = 32767 / amax(|x| over the group), xq = round(x * a) in [-32767, 32767] (half to even),
+//                x ~= xq * s with s = amax / 32767;
+//   y = alpha * sum over groups of (weight scale_g * s_g) * (exact int32 sum of q * xq over the group).
+// |q| <= 128 and |xq| <= 32767, so an int32 lane (G / 16 pairs of products with AVX2) holds any G up to 4096
+// exactly. The activations' step is 1/65534 of the group's largest, against the weights' 1/254 of theirs: the
+// path's numbers are the float path's to about 1e-4 (the quantisation of the activations is the only new
+// error, and it is 250x finer than the weights'), unlike the int8-activation path of kernels_integer.cpp, whose
+// 1/254 step made the first-step probabilities move with last-bit changes upstream.
+//
+// Groups that are not a multiple of kWide (16 with AVX2, 32 with AVX-512) or longer than 4096 take the float
+// path (`int16_fits`): quantize_rows makes groups of 64, 32 or 16, or one per row when none divides the row.
+
+constexpr int64_t kInt16Path = -16;  // quant.INT8_PATHS["int16"]: the int8_path code of this path
+
+#if defined(__AVX512BW__)
+using IVec = __m512i;
+constexpr int64_t kWide = 32;  // int16 lanes: weights widened per load
+inline IVec izero() { return _mm512_setzero_si512(); }
+inline IVec iwiden(const int8_t* q) { return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q))); }
+inline IVec iload(const int16_t* p) { return _mm512_loadu_si512(p); }
+inline IVec imadd(IVec a, IVec b) { return _mm512_madd_epi16(a, b); }  // pairs of int16 products -> int32
+inline IVec iadd(IVec a, IVec b) { return _mm512_add_epi32(a, b); }
+inline Vec ifloat(IVec a) { return _mm512_cvtepi32_ps(a); }
+// kLanes floats (already scaled) -> kLanes int16, rounded half to even, saturated
+inline void store_int16(int16_t* p, Vec v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(v)));
+}
+inline Vec vabs(Vec v) { return _mm512_abs_ps(v); }
+inline float vmax_lanes(Vec v) { return _mm512_reduce_max_ps(v); }
+#else
+using IVec = __m256i;
+constexpr int64_t kWide = 16;
+inline IVec izero() { return _mm256_setzero_si256(); }
+inline IVec iwiden(const int8_t* q) { return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))); }
+inline IVec iload(const int16_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline IVec imadd(IVec a, IVec b) { return _mm256_madd_epi16(a, b); }
+inline IVec iadd(IVec a, IVec b) { return _mm256_add_epi32(a, b); }
+inline Vec ifloat(IVec a) { return _mm256_cvtepi32_ps(a); }
+inline void store_int16(int16_t* p, Vec v) {
+  const __m256i i = _mm256_cvtps_epi32(v);
+  const __m128i packed = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), packed);
+}
+inline Vec vabs(Vec v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+inline float vmax_lanes(Vec v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+#endif
+
+// Whether weight groups of G run on this path here (else the float path takes them).
+inline bool int16_fits(int64_t G) { return G % kWide == 0 && G <= 4096; }
+
+// One row of x quantised per weight group (G a multiple of kWide): xq (K int16) and each group's scale.
+struct Int16Row {
+  int64_t G = 0, S = 0;
+  std::vector<int16_t> xq;
+  std::vector<float> scale;
+};
+
+void quantize_int16(const float* x, int64_t K, int64_t G, Int16Row& out) {
+  out.G = G, out.S = K / G;
+  out.xq.resize(K);
+  out.scale.resize(out.S);
+  for (int64_t g = 0; g < out.S; ++g) {
+    const float* xg = x + g * G;
+    int16_t* qg = out.xq.data() + g * G;
+    Vec m = vzero();
+    for (int64_t k = 0; k < G; k += kLanes) m = vmax(m, vabs(vload(xg + k)));
+    const float amax = vmax_lanes(m);
+    if (!(amax > 0.0f)) {  // all zero (or NaN): the group adds nothing
+      std::fill_n(qg, G, int16_t{0});
+      out.scale[g] = 0.0f;
+      continue;
+    }
+    const Vec a = vset(32767.0f / amax);
+    for (int64_t k = 0; k < G; k += kLanes) store_int16(qg + k, vmul(vload(xg + k), a));
+    out.scale[g] = amax / 32767.0f;
+  }
+}
+
+// R consecutive rows (K apart, their S scales S apart) times the quantised x, prefetching P bytes ahead; C
+// weights per inner pass (64, one cache line, when G allows, else kWide). Each row's sum is formed as for one
+// row alone, so the products are bit-identical for every R and P.
+template <int64_t R, int64_t P, int64_t C>
+inline void int16_rows(const int8_t* q, const uint16_t* sp, int64_t K, int64_t S, const Int16Row& x, float* out) {
+  const int64_t G = x.G;
+  const int16_t* xq = x.xq.data();
+  Vec t[R];
+  for (int64_t r = 0; r < R; ++r) t[r] = vzero();
+  for (int64_t g = 0; g < S; ++g) {
+    const int64_t g0 = g * G;
+    IVec a[R];
+    for (int64_t r = 0; r < R; ++r) a[r] = izero();
+    for (int64_t k = g0; k < g0 + G; k += C) {
+      for (int64_t r = 0; r < R; ++r) prefetch_ahead<P>(q + r * K + k, C);
+      for (int64_t j = 0; j < C; j += kWide) {
+        const IVec xv = iload(xq + k + j);
+        for (int64_t r = 0; r < R; ++r) a[r] = iadd(a[r], imadd(iwiden(q + r * K + k + j), xv));
+      }
+    }
+    const float xs = x.scale[g];
+    for (int64_t r = 0; r < R; ++r) t[r] = vfma(ifloat(a[r]), vset(bf16_to_float(sp[r * S + g]) * xs), t[r]);
+  }
+  for (int64_t r = 0; r < R; ++r) out[r] = vsum(t[r]);
+}
+
+// The products of rows r..r+n-1 in the int8 shape in force (R rows per pass, prefetch P; kernel_shape.py times
+// them on this path when it is the one in use), one instance per candidate shape.
+template <int64_t R, int64_t P>
+void fill_int16(const int8_t* q, const uint16_t* sp, int64_t K, const Int16Row& x, int64_t r, int64_t n, float* out) {
+  const int64_t S = x.S;
+  int64_t i = 0;
+  if (x.G % 64 == 0) {
+    for (; i + R <= n; i += R) int16_rows<R, P, 64>(q + (r + i) * K, sp + (r + i) * S, K, S, x, out + i);
+    for (; i < n; ++i) int16_rows<1, P, 64>(q + (r + i) * K, sp + (r + i) * S, K, S, x, out + i);
+  }
+  for (; i < n; ++i) int16_rows<1, P, kWide>(q + (r + i) * K, sp + (r + i) * S, K, S, x, out + i);
+}
+
+using FillInt16 = void (*)(const int8_t*, const uint16_t*, int64_t, const Int16Row&, int64_t, int64_t, float*);
+
+FillInt16 int16_in_shape() {
+  static const FillInt16 table[3][5] = {TOKENSTEP_EACH_PREFETCH(fill_int16, 1), TOKENSTEP_EACH_PREFETCH(fill_int16, 2),
+                                        TOKENSTEP_EACH_PREFETCH(fill_int16, 4)};
+  return table[g_shape.int8_rows.load(std::memory_order_relaxed)][g_shape.int8_prefetch.load(std::memory_order_relaxed)];
+}
+
+// The int16 path: the same contract as gemv_int8 (alpha, RMSNorm gain and weight, bias, residual, glu). One row
+// of x runs here; several (a short prefill) and groups this path does not fit run on gemv_int8.
+at::Tensor gemv_int8_int16(const at::Tensor& q, const at::Tensor& scale, const at::Tensor& x, double alpha,
+                           const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& residual,
+                           double rms_eps, bool glu, const std::optional<at::Tensor>& norm_weight) {
+  check(q, x, bias, residual);
+  const int64_t G = group_size(q, scale), K = q.size(1);
+  if (x.size(0) != 1 || !int16_fits(G)) return gemv_int8(q, scale, x, alpha, bias, residual, rms_eps, glu, norm_weight);
+  TORCH_CHECK(!glu || !residual.has_value(), "glu: no residual");
+  const std::vector<float> alphas = row_alphas(x.data_ptr<float>(), 1, K, alpha, rms_eps);
+  const at::Tensor h = weighted(x, norm_weight);
+  thread_local Int16Row quantised;  // its buffers are reused from call to call
+  quantize_int16(h.data_ptr<float>(), K, G, quantised);
+  const int8_t* qp = q.data_ptr<int8_t>();
+  const uint16_t* sp = reinterpret_cast<const uint16_t*>(scale.data_ptr());
+  const Int16Row* xr = &quantised;
+  const FillInt16 in_shape = int16_in_shape();
+  auto fill = [=](int64_t r, int64_t n, float* out) { in_shape(qp, sp, K, *xr, r, n, out); };
+  if (glu) return rows_glu(q.size(0), x, alphas[0], bias, fill);
+  return rows_one(q.size(0), x, alphas[0], bias, residual, fill);
+}
+
+// The quantised activations as (xq (K,) int16, scales (groups,) float32), for tests to check the kernel's
+// math against a torch reference.
+std::tuple<at::Tensor, at::Tensor> quantize_activations_int16(const at::Tensor& x, int64_t group) {
+  TORCH_CHECK(x.dim() == 1 && x.is_contiguous() && x.scalar_type() == at::kFloat && group > 0 &&
+              x.size(0) % group == 0 && int16_fits(group),
+              "x: contiguous float32 (K,), group dividing K, a multiple of ", kWide, " up to 4096");
+  Int16Row out;
+  quantize_int16(x.data_ptr<float>(), x.size(0), group, out);
+  at::Tensor xq = at::from_blob(out.xq.data(), {x.size(0)}, at::kShort).clone();
+  at::Tensor scales = at::from_blob(out.scale.data(), {out.S}, at::kFloat).clone();
+  return {xq, scales};
+}
+
+// The group sizes this path takes here: int16 lanes per load (16 AVX2, 32 AVX-512), the longest group.
+std::vector<int64_t> int16_groups() { return {kWide, 4096}; }
+
+TORCH_LIBRARY_FRAGMENT(tokenstep, m) {
+  m.def("gemv_int8_int16(Tensor q, Tensor scale, Tensor x, float alpha, Tensor? bias, Tensor? residual, "
+        "float rms_eps=-1, bool glu=False, Tensor? norm_weight=None) -> Tensor");
+  m.def("quantize_activations_int16(Tensor x, int group) -> (Tensor, Tensor)");
+  m.def("int16_groups() -> int[]", &int16_groups);
+}
+
+TORCH_LIBRARY_IMPL(tokenstep, CPU, m) {
+  m.impl("gemv_int8_int16", gemv_int8_int16);
+  m.impl("quantize_activations_int16", quantize_activations_int16);
+}
