@@ -238,7 +238,7 @@ class BandwidthSide:
 def decode_read_bytes(weights, config) -> int:
     """Bytes one decode step reads: every matrix, bias, scale and norm once; of the embedding table (and
     learned positions) one row; of an int8 head's float rows the rescored ones."""
-    from inference.quant import RESCORED, RescoredHead
+    from inference.quant import RescoredHead
 
     def size(t):
         return t.numel() * t.element_size()
@@ -251,7 +251,7 @@ def decode_read_bytes(weights, config) -> int:
     if weights.lm_head.weight is weights.embed:  # a tied float head reads the whole table
         total += size(weights.embed)
     if head_rows is not None:
-        total += RESCORED * row
+        total += weights.lm_head.rescored * row
     return total
 
 

@@ -721,13 +721,14 @@ at::Tensor dequantize_int8(const at::Tensor& q, const at::Tensor& scale) {
 }
 
 #include "kernels_int16.cpp"    // the int16 int8 path: gemv_int8_int16
+#include "kernels_int4.cpp"     // the int4 head of the int8 mode: gemv_int4
 #include "kernels_integer.cpp"  // the integer int8 path (AVX-512 VNNI, or AVX2): int8_product, gemv_int8_integer
 
 // An int8 head for one row x (quant.RescoredHead on the kernels): logits = W_int8 rmsnorm(x), then the
 // `rescored` highest logits (ties: the lower id) computed again from the float rows. In Python the same
 // steps were six ops (norm, product, topk, gather, bmm, scatter), ~430 us beside the product right after
-// a decode step, when their code is out of the caches; here one pass picks the top and 64 dot products
-// redo them. h = x / rms(x) * weight in one loop (the squares summed in double): within float rounding
+// a decode step, when their code is out of the caches; here one pass picks the top and `rescored` dot products
+// (split between the threads) redo them. h = x / rms(x) * weight in one loop (the squares summed in double): within float rounding
 // of F.rms_norm.
 at::Tensor head_rescored(const at::Tensor& q, const at::Tensor& scale, const at::Tensor& x,
                          const at::Tensor& norm_weight, double eps, const at::Tensor& float_rows, int64_t rescored,
@@ -750,32 +751,53 @@ at::Tensor head_rescored(const at::Tensor& q, const at::Tensor& scale, const at:
     const float inv_rms = float(1.0 / std::sqrt(squares / double(C) + eps));
     for (int64_t i = 0; i < C; ++i) hp[i] = xp[i] * inv_rms * gp[i];
   }
-  at::Tensor logits = int8_product(int8_path, q, scale, h, 1.0, std::nullopt, std::nullopt, -1.0, false, std::nullopt);
+  at::Tensor logits = q.scalar_type() == at::kByte  // a 4-bit head (kernels_int4.cpp), else int8
+                          ? gemv_int4(q, scale, h, 1.0)
+                          : int8_product(int8_path, q, scale, h, 1.0, std::nullopt, std::nullopt, -1.0, false, std::nullopt);
   float* lp = logits.data_ptr<float>();
-  // The K best (value, -id) pairs in a min-heap: one comparison per logit once it is full.
+  // The K best (value, -id) pairs in a min-heap. Once it is full, eight logits at a time are compared with the
+  // worst kept, and only those above it (few, past the first thousands) are offered one by one, in order.
   std::vector<std::pair<float, int64_t>> best;
   best.reserve(K + 1);
   auto worse = [](const std::pair<float, int64_t>& a, const std::pair<float, int64_t>& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);  // heap top: the worst kept
   };
-  for (int64_t i = 0; i < V && K > 0; ++i) {
+  auto offer = [&](int64_t i) {
     const float v = lp[i];
-    if (static_cast<int64_t>(best.size()) < K) {
-      best.emplace_back(v, i);
-      std::push_heap(best.begin(), best.end(), worse);
-    } else if (v > best.front().first) {  // ties with the worst kept: the lower id (kept) stays
+    if (v > best.front().first) {  // ties with the worst kept: the lower id (kept) stays
       std::pop_heap(best.begin(), best.end(), worse);
       best.back() = {v, i};
       std::push_heap(best.begin(), best.end(), worse);
     }
+  };
+  int64_t i = 0;
+  for (; i < V && static_cast<int64_t>(best.size()) < K; ++i) {
+    best.emplace_back(lp[i], i);
+    std::push_heap(best.begin(), best.end(), worse);
+  }
+  if (K > 0) {
+    for (; i + 8 <= V; i += 8) {
+      int above = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(lp + i), _mm256_set1_ps(best.front().first),
+                                                   _CMP_GT_OQ));
+      for (; above != 0; above &= above - 1) offer(i + __builtin_ctz(above));
+    }
+    for (; i < V; ++i) offer(i);
   }
   const float* rows = float_rows.data_ptr<float>();
   const float* hp = h.data_ptr<float>();
-  for (const auto& kept : best) {  // the rows are far apart and out of the caches: ask for all of them first
-    const char* row = reinterpret_cast<const char*>(rows + kept.second * C);
+  // The rows are far apart and out of the caches: each thread asks for its next rows while it takes one.
+  constexpr int64_t kAhead = 2;  // rows
+  auto ask = [&](int64_t j) {
+    const char* row = reinterpret_cast<const char*>(rows + best[j].second * C);
     for (int64_t b = 0; b < C * int64_t(sizeof(float)); b += 64) _mm_prefetch(row + b, _MM_HINT_T0);
-  }
-  for (const auto& [value, id] : best) lp[id] = dot_f32(rows + id * C, hp, C);
+  };
+  at::parallel_for(0, static_cast<int64_t>(best.size()), 32, [&](int64_t begin, int64_t end) {
+    for (int64_t j = begin; j < std::min(end, begin + kAhead); ++j) ask(j);
+    for (int64_t j = begin; j < end; ++j) {
+      if (j + kAhead < end) ask(j + kAhead);
+      lp[best[j].second] = dot_f32(rows + best[j].second * C, hp, C);
+    }
+  });
   return logits;
 }
 

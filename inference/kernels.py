@@ -33,8 +33,8 @@ from . import cache_dir
 
 SOURCE = Path(__file__).with_name("kernels.cpp")
 # #included by kernels.cpp: part of the build key
-INCLUDED = [Path(__file__).with_name(name) for name in ("kernels_int16.cpp", "kernels_integer.cpp", "kernels_vocab.cpp",
-                                                                 "kernels_step.cpp")]
+INCLUDED = [Path(__file__).with_name(name) for name in ("kernels_int16.cpp", "kernels_int4.cpp", "kernels_integer.cpp",
+                                                         "kernels_vocab.cpp", "kernels_step.cpp")]
 FLAGS = ["-O3", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-w"]
 # The instruction set torch detected on this CPU -> the flags kernels.cpp is built with for it.
 _AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma"]

@@ -8,8 +8,9 @@ cache stay float32. How the product runs depends on the backend (layers.py), cho
   kernels_integer.cpp) on a CPU with AVX-512 VNNI or AVX2, quantise the activations to int8 for int32 products;
 - on CPU with stock ops (`RowScaledInt8Linear`): one scale per row, for torch's own int8 kernel;
 - elsewhere (`Int8Linear`, CUDA): group scales, dequantised for each product (cheap there).
-The head ranks every token with its int8 product and rescores its best RESCORED from the float rows
-(`RescoredHead`). The decoder only sees linears and a head: it never branches on int8.
+The head ranks every token with its int8 product (on the own kernels: a 4-bit one, `KernelInt4Linear`) and
+rescores its best from the float rows (`RescoredHead`). The decoder only sees linears and a head: it never
+branches on int8.
 """
 
 from __future__ import annotations
@@ -29,6 +30,19 @@ INT8_GROUP = 64  # weights that share one int8 scale along a row
 # 32 tokens 60 vs 51 ms.
 KERNEL_ROWS = 16
 RESCORED = 64  # tokens an int8 head rescores in float
+# The int8 mode's head on the own kernels ranks in 4 bits (kernels_int4.cpp), a scale per INT4_GROUP weights, and
+# rescores its best RESCORED_INT4 in float (TOKENSTEP_INT8_HEAD=int8 keeps the int8 head). The default model,
+# benchmarks/int8_quality.py (25 prompts; int8 layers on the float path):
+#   head          rescored  largest first-step |dp|  perplexity ratio  greedy agreement mean / lowest
+#   int8          64        0.0255                   1.0057            98.5 % / 96.0 %
+#   int4, g32     64        0.0280                   1.0154            98.5 % / 96.0 %
+#   int4, g32     256       0.0263                   1.0102            98.5 % / 96.0 %
+#   int4, g64     64        0.0292                   1.0201            98.5 % / 96.0 %
+#   (asymmetric g32, 64: 0.0273, 1.0102: no better than rescoring more, and a term more a group)
+# The 4-bit head reads 16.6 MB a step against 29.2 (the default model's int8 step: 139 -> 126 MB), and the
+# tokens outside its best 256 keep logits within its 4-bit error: they count in the softmax's sum only.
+INT4_GROUP = 32  # weights that share one scale in the int4 head (kernels_int4.cpp)
+RESCORED_INT4 = 256
 # How int8 products on the own kernels run (the code is kernels_integer.cpp's int8_path): "float" widens each
 # weight to float32 against float32 activations; "int16" (kernels_int16.cpp, every build) quantises each row of
 # activations to int16, one scale per weight group, and sums the products exactly in int32 (vpmaddwd: half the
@@ -77,6 +91,31 @@ def quantize_rows(weight: torch.Tensor, group: int = INT8_GROUP) -> tuple[torch.
     scale = (amax / 127).clamp_min(torch.finfo(torch.bfloat16).tiny).to(torch.bfloat16)  # (out, groups)
     q = torch.round(grouped / scale.float()[:, :, None]).clamp_(-128, 127).to(torch.int8)
     return q.reshape(out, size), scale
+
+
+def quantize_int4(weight: torch.Tensor, group: int = INT4_GROUP) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric 4-bit weights per group of `group` (32, 64, 128 or 256, dividing the row): q = round(w / scale) in
+    [-8, 7], scale = amax / 7 (bfloat16). Returns the packed weights (out, in / 2) uint8 in kernels_int4.cpp's
+    layout (per block of 32: byte j holds q[j] + 8 in its low nibble, q[j + 16] + 8 in its high one) and the
+    scales (out, in / group) bfloat16."""
+    out, size = weight.shape
+    if group not in (32, 64, 128, 256) or size % group:
+        raise ValueError(f"int4 groups: 32, 64, 128 or 256 weights dividing the row (asked {group} of {size})")
+    grouped = weight.reshape(out, size // group, group)
+    amax = grouped.abs().amax(dim=2)  # (out, groups)
+    scale = (amax / 7).clamp_min(torch.finfo(torch.bfloat16).tiny).to(torch.bfloat16)
+    q = torch.round(grouped / scale.float()[:, :, None]).clamp_(-8, 7).to(torch.uint8) + 8  # (out, groups, group)
+    blocks = (q.reshape(out, size // 32, 2, 16))  # per block of 32: weights 0..15, 16..31
+    packed = blocks[:, :, 0, :] | (blocks[:, :, 1, :] << 4)  # (out, in / 32, 16)
+    return packed.reshape(out, size // 2).contiguous(), scale
+
+
+def dequantize_int4(packed: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """quantize_int4's packed weights (out, in / 2) times their scales, as float32 (out, in), with stock ops."""
+    out, half = packed.shape
+    blocks = packed.reshape(out, half // 16, 1, 16)
+    q = torch.cat([blocks & 0x0F, blocks >> 4], dim=2).reshape(out, 2 * half).float() - 8  # (out, in)
+    return (q.reshape(out, scale.shape[1], -1) * scale.float()[:, :, None]).reshape(out, 2 * half)
 
 
 def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -131,14 +170,26 @@ def int8_linear(weight: torch.Tensor, bias: torch.Tensor | None, backend: Backen
 
 
 def int8_head(float_rows: torch.Tensor, backend: Backend) -> RescoredHead:
-    """The head (V, C) as int8, keeping `float_rows` to rescore its top tokens.
+    """The head (V, C) of the int8 mode, keeping `float_rows` to rescore its top tokens: in 4 bits on the own
+    kernels (int4_head), else int8.
 
     Measured on the default model (benchmarks/int8_quality.py): an int8 head alone moved the first-step
     probability of the top token by up to 0.034; with its top tokens rescored from the float rows, by no
     more than a float head does. The float rows stay in memory (the embedding lookup reads them anyway
     when tied) but a decode step reads only the rescored ones.
     """
+    if int4_head(backend.kernels) and float_rows.shape[1] % INT4_GROUP == 0:
+        packed, scale = quantize_int4(float_rows.float())
+        return RescoredHead(KernelInt4Linear(packed, None, scale, kernels=backend.kernels), float_rows, RESCORED_INT4)
     return RescoredHead(int8_linear(float_rows, None, backend), float_rows)
+
+
+def int4_head(kernels) -> bool:
+    """Whether the int8 mode's head ranks in 4 bits here: on the own kernels, unless TOKENSTEP_INT8_HEAD=int8."""
+    wanted = os.environ.get("TOKENSTEP_INT8_HEAD", "").strip().lower() or "int4"
+    if wanted not in ("int4", "int8"):
+        raise ValueError(f"TOKENSTEP_INT8_HEAD={wanted!r}: int4 or int8")
+    return kernels is not None and wanted == "int4"
 
 
 @dataclass
@@ -198,15 +249,35 @@ class KernelInt8Linear(KernelLinear):
 
 
 @dataclass
+class KernelInt4Linear(Linear):
+    """A head's rows as 4-bit weights (quantize_int4) on the own kernels, against activations quantised to int8
+    per group: only to rank the vocabulary inside a RescoredHead, which takes its best tokens' logits again in
+    float. Up to KERNEL_ROWS rows on kernels_int4.cpp; more dequantise the matrix for BLAS."""
+
+    scale: torch.Tensor | None = None  # (out, in / INT4_GROUP) bfloat16
+    kernels: object = field(default=None, metadata={"derived": True})  # torch.ops.tokenstep
+
+    def matrix(self) -> torch.Tensor:
+        return dequantize_int4(self.weight, self.scale)  # a transient (out, in) float32
+
+    def __call__(self, x: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
+        if x.shape[0] <= KERNEL_ROWS and self.bias is None:
+            return self.kernels.gemv_int4(self.weight, self.scale, x.contiguous(), alpha)  # (T, out)
+        return super().__call__(x, alpha)
+
+
+@dataclass
 class RescoredHead:
-    """An int8 head that ranks every token; its best RESCORED get their logits again from the float rows.
+    """An int8 (or 4-bit) head that ranks every token; its best `rescored` get their logits again from the float
+    rows.
 
     The top candidates carry nearly all the probability and every number the candidate view shows;
-    rescoring them costs RESCORED rows read, against the whole float head.
+    rescoring them costs `rescored` rows read, against the whole float head.
     """
 
-    linear: Linear  # the int8 product (V, C)
+    linear: Linear  # the int8 (or 4-bit) product (V, C)
     float_rows: torch.Tensor  # (V, C): the head in float (the embedding table when tied)
+    rescored: int = field(default=RESCORED, metadata={"derived": True})  # tokens whose logits are taken again
 
     @property
     def weight(self) -> torch.Tensor:
@@ -218,13 +289,14 @@ class RescoredHead:
 
     def logits(self, x: torch.Tensor, final_norm: Norm) -> torch.Tensor:
         lin = self.linear
-        if (x.shape[0] == 1 and isinstance(lin, KernelInt8Linear) and lin.path in (0, INT16) and lin.bias is None
-                and final_norm.kind == "rms" and final_norm.weight is not None):  # a decode step: one kernel call
+        on_kernels = isinstance(lin, KernelInt4Linear) or isinstance(lin, KernelInt8Linear) and lin.path in (0, INT16)
+        if (x.shape[0] == 1 and on_kernels and lin.bias is None and final_norm.kind == "rms"
+                and final_norm.weight is not None):  # a decode step: one kernel call
             return lin.kernels.head_rescored(lin.weight, lin.scale, x, final_norm.weight, final_norm.eps,
-                                             self.float_rows, RESCORED, lin.path)  # (1, V)
+                                             self.float_rows, self.rescored, getattr(lin, "path", 0))  # (1, V)
         h = final_norm(x)  # (T, C)
         logits = self.linear(h)  # (T, V)
-        top = logits.topk(min(RESCORED, logits.shape[-1]), dim=-1).indices  # (T, K)
+        top = logits.topk(min(self.rescored, logits.shape[-1]), dim=-1).indices  # (T, K)
         rows = self.float_rows[top]  # (T, K, C)
         exact = torch.bmm(rows, h[:, :, None]).squeeze(-1)  # (T, K)
         return logits.scatter_(1, top, exact)

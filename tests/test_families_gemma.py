@@ -347,8 +347,10 @@ def test_bfloat16_and_int8_stay_about_as_close_as_transformers_own_bfloat16(arch
     """Low precision rounds every product, so the bound is transformers' own bfloat16 forward's distance from
     float32 (measured: ours 0.20 / 0.28 in bf16 and 0.26 / 0.57 in int8 against its 0.21 / 0.40). int8 on its
     float-activation path: the integer path (int8 activations too) measured 1.39 on gemma3, over this bound;
-    it is judged on the default model by benchmarks/int8_quality.py."""
+    it is judged on the default model by benchmarks/int8_quality.py. The int8 head: the 4-bit head's ranking
+    leaves the logits past its best 256 within its own 4-bit error (test_int4_head.py, int8_quality.py)."""
     monkeypatch.setenv("TOKENSTEP_INT8_PATH", "float")
+    monkeypatch.setenv("TOKENSTEP_INT8_HEAD", "int8")
     import copy
 
     hf = make_hf_model(arch)

@@ -177,6 +177,7 @@ def test_the_path_is_chosen_by_name_on_every_cpu(monkeypatch):
 
 def _int8_decoder(tmp_path, monkeypatch, path: str, arch: str = "llama"):
     monkeypatch.setenv("TOKENSTEP_INT8_PATH", path)
+    monkeypatch.setenv("TOKENSTEP_INT8_HEAD", "int8")  # the head on the path too (by default it ranks in 4 bits)
     folder = save_hf_model(make_hf_model(arch, seed=3), tmp_path / f"{arch}-{path}")
     return load_model(folder, device="cpu", dtype="int8").decoder
 

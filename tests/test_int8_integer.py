@@ -178,6 +178,7 @@ def test_the_path_follows_the_env_knob_and_the_cpu(monkeypatch):
 
 def _int8_decoder(tmp_path, monkeypatch, path: str):
     monkeypatch.setenv("TOKENSTEP_INT8_PATH", path)
+    monkeypatch.setenv("TOKENSTEP_INT8_HEAD", "int8")  # the head on the path too (by default it ranks in 4 bits)
     folder = save_hf_model(make_hf_model("llama", seed=3), tmp_path / path)
     return load_model(folder, device="cpu", dtype="int8").decoder
 

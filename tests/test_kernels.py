@@ -161,6 +161,7 @@ def test_decoder_on_kernels_equals_the_same_weights_on_stock_float_ops(tmp_path,
     int8 activations on VNNI or AVX2, in test_int8_integer.py.)
     """
     monkeypatch.setenv("TOKENSTEP_INT8_PATH", "float")  # float32 activations: the 1e-5 holds
+    monkeypatch.setenv("TOKENSTEP_INT8_HEAD", "int8")  # the 4-bit head's ranking: test_int4_head.py
     folder = save_hf_model(make_hf_model(arch), tmp_path)
     model = load_model(folder, device="cpu", dtype=dtype)
     ids = torch.tensor([5, 77, 200, 31, 9, 140, 3, 66, 250, 18])

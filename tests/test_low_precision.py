@@ -18,7 +18,8 @@ from tiny import build_decoder, make_hf_model, save_hf_model, with_linears
 from inference import kernels
 from inference.layers import Linear, select_backend
 from inference.loading import DTYPE_CHOICES, load_model
-from inference.quant import INT8_GROUP, RowScaledInt8Linear, dequantize, quantize_rows
+from inference.quant import (INT4_GROUP, INT8_GROUP, RESCORED_INT4, KernelInt4Linear, RowScaledInt8Linear, dequantize,
+                             quantize_rows)
 
 ROOT = Path(__file__).resolve().parent.parent
 IDS = [5, 77, 200, 31, 9, 140, 250, 3, 17, 99, 12, 5]
@@ -72,6 +73,14 @@ def test_int8_model_reports_its_own_dtype_and_sizes(models):
     c = model.config
     weights = model.decoder.weights
     matrices = [lin for lin in weights.linears() if lin.weight.dtype == torch.int8]
+    head = weights.lm_head.linear
+    if kernels.ops() is not None and c.hidden % INT4_GROUP == 0:  # the head ranks in 4 bits (quant.int8_head)
+        assert isinstance(head, KernelInt4Linear) and head.weight.dtype == torch.uint8
+        assert head.weight.shape[1] * 2 == c.hidden and head.scale.shape[1] == c.hidden // INT4_GROUP
+        assert weights.lm_head.rescored == RESCORED_INT4
+        matrices.append(head)  # its scales are bfloat16, a group of (at most) INT8_GROUP too
+    else:  # rows the int4 groups do not divide (qwen2's and gpt2's 48): the int8 head
+        assert head.weight.dtype == torch.int8
     assert len(matrices) == 4 * c.n_layers + 1
     for lin in matrices:  # a bfloat16 scale per group of (at most) INT8_GROUP weights along each row
         rows, size = lin.weight.shape
