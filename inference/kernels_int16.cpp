@@ -35,6 +35,9 @@ inline Vec ifloat(IVec a) { return _mm512_cvtepi32_ps(a); }
 inline void store_int16(int16_t* p, Vec v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(v)));
 }
+inline void store_int8(int8_t* p, Vec v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(v)));
+}
 inline Vec vabs(Vec v) { return _mm512_abs_ps(v); }
 inline float vmax_lanes(Vec v) { return _mm512_reduce_max_ps(v); }
 #else
@@ -50,6 +53,11 @@ inline void store_int16(int16_t* p, Vec v) {
   const __m256i i = _mm256_cvtps_epi32(v);
   const __m128i packed = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), packed);
+}
+inline void store_int8(int8_t* p, Vec v) {
+  const __m256i i = _mm256_cvtps_epi32(v);
+  const __m128i words = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packs_epi16(words, words));
 }
 inline Vec vabs(Vec v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
 inline float vmax_lanes(Vec v) {
@@ -69,25 +77,39 @@ struct Int16Row {
   std::vector<float> scale;
 };
 
-void quantize_int16(const float* x, int64_t K, int64_t G, Int16Row& out) {
-  out.G = G, out.S = K / G;
-  out.xq.resize(K);
-  out.scale.resize(out.S);
-  for (int64_t g = 0; g < out.S; ++g) {
+// x (K floats) quantised per group of G (a multiple of kLanes): xq = round(x * top / amax) of each group (half to
+// even, within [-top, top]), its scale amax / top; an all-zero (or NaN) group gives zeros and scale 0. The
+// int16 path's activations (top 32767) and the 4-bit head's (top 127, kernels_int4.cpp).
+template <typename Q>
+void quantize_groups(const float* x, int64_t K, int64_t G, float top, std::vector<Q>& xq, std::vector<float>& scale) {
+  xq.resize(K);
+  scale.resize(K / G);
+  for (int64_t g = 0; g < K / G; ++g) {
     const float* xg = x + g * G;
-    int16_t* qg = out.xq.data() + g * G;
+    Q* qg = xq.data() + g * G;
     Vec m = vzero();
     for (int64_t k = 0; k < G; k += kLanes) m = vmax(m, vabs(vload(xg + k)));
     const float amax = vmax_lanes(m);
-    if (!(amax > 0.0f)) {  // all zero (or NaN): the group adds nothing
-      std::fill_n(qg, G, int16_t{0});
-      out.scale[g] = 0.0f;
+    if (!(amax > 0.0f)) {
+      std::fill_n(qg, G, Q{0});
+      scale[g] = 0.0f;
       continue;
     }
-    const Vec a = vset(32767.0f / amax);
-    for (int64_t k = 0; k < G; k += kLanes) store_int16(qg + k, vmul(vload(xg + k), a));
-    out.scale[g] = amax / 32767.0f;
+    const Vec a = vset(top / amax);
+    for (int64_t k = 0; k < G; k += kLanes) {
+      if constexpr (sizeof(Q) == 2) {
+        store_int16(qg + k, vmul(vload(xg + k), a));
+      } else {
+        store_int8(qg + k, vmul(vload(xg + k), a));
+      }
+    }
+    scale[g] = amax / top;
   }
+}
+
+void quantize_int16(const float* x, int64_t K, int64_t G, Int16Row& out) {
+  out.G = G, out.S = K / G;
+  quantize_groups(x, K, G, 32767.0f, out.xq, out.scale);
 }
 
 // R consecutive rows (K apart, their S scales S apart) times the quantised x, prefetching P bytes ahead; C

@@ -32,24 +32,9 @@ struct Row {
 
 void quantize(const float* x, int64_t K, int64_t G, Row& out) {
   out.G = G, out.S = K / G;
-  out.xq.resize(K);
-  out.scale.resize(out.S);
+  quantize_groups(x, K, G, 127.0f, out.xq, out.scale);
   out.start.assign(out.S * 8, 0);
-  for (int64_t g = 0; g < out.S; ++g) {
-    const float* xg = x + g * G;
-    int8_t* qg = out.xq.data() + g * G;
-    float amax = 0.0f;
-    for (int64_t k = 0; k < G; ++k) amax = std::max(amax, std::fabs(xg[k]));
-    if (!(amax > 0.0f)) {
-      std::fill_n(qg, G, int8_t{0});
-      out.scale[g] = 0.0f;
-      continue;
-    }
-    const float a = 127.0f / amax;
-    for (int64_t k = 0; k < G; ++k) qg[k] = static_cast<int8_t>(std::nearbyint(std::min(127.0f, std::max(-127.0f, xg[k] * a))));
-    for (int64_t k = 0; k < G; ++k) out.start[g * 8 + (k % kBlock) / 4] -= 8 * qg[k];
-    out.scale[g] = amax / 127.0f;
-  }
+  for (int64_t k = 0; k < K; ++k) out.start[(k / G) * 8 + (k % kBlock) / 4] -= 8 * out.xq[k];
   if (G != kBlock) return;
   const int64_t pairs = out.S / 2;
   out.xpair.resize(pairs * 64);

@@ -26,6 +26,21 @@ def default_model():
     return load_model("default", device="cpu", dtype="float32")
 
 
+@pytest.fixture
+def shape_kept(monkeypatch, tmp_path):
+    """The decode kernels' shape changes a test makes undone after it; the shape cache in a folder of its own; no
+    forced shape (modules that set shapes or tune use it for every test: pytest.mark.usefixtures)."""
+    from inference import kernel_shape, kernels
+
+    ops = kernels.ops()
+    before = ops.get_shape() if ops is not None else None
+    monkeypatch.setenv("TOKENSTEP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv(kernel_shape.ENV, raising=False)
+    yield
+    if before is not None:
+        ops.set_shape(*before)
+
+
 def pytest_collection_modifyitems(items):
     """`slow`: every test that needs the real default model (its fixture) or starts a subprocess, so that
     `pytest -m "not slow"` is a quick check of everything else. The rule lives here, not in each file, so

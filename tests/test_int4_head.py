@@ -3,7 +3,7 @@ integer math against a torch reference, head_rescored on it, and the model takin
 
 import pytest
 import torch
-from tiny import make_hf_model, save_hf_model
+from tiny import close, make_hf_model, save_hf_model
 
 from inference import kernels, quant
 from inference.loading import load_model
@@ -34,10 +34,6 @@ def reference(packed, scale, x, alpha=1.0) -> torch.Tensor:
         sums = (q.view(q.shape[0], -1, group) * xq.long().view(1, -1, group)).sum(2)  # (out, groups), exact
         rows.append(alpha * (sums.double() * scale.double() * xs.double()).sum(1))
     return torch.stack(rows)  # (T, out)
-
-
-def close(got: torch.Tensor, want: torch.Tensor, rel: float = 1e-5) -> bool:
-    return (got.double() - want).abs().max().item() <= rel * want.abs().max().item() + 1e-6
 
 
 @pytest.mark.parametrize("group", [32, 64, 128])

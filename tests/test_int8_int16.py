@@ -6,7 +6,7 @@ Every build of the kernels (AVX2 or AVX-512) has this path, so the tests run whe
 
 import pytest
 import torch
-from tiny import make_hf_model, save_hf_model
+from tiny import close, fused_and_op_by_op, gain_and_row, make_hf_model, save_hf_model
 
 from inference import kernel_shape, kernels, quant
 from inference.kernel_shape import CANDIDATES
@@ -14,17 +14,8 @@ from inference.loading import load_model
 from inference.quant import INT16, KERNEL_ROWS, KernelInt8Linear, dequantize, quantize_rows
 
 ops = kernels.ops()
-pytestmark = pytest.mark.skipif(ops is None, reason="decode kernels unavailable here (see stderr)")
-
-
-@pytest.fixture(autouse=True)
-def shape_kept(monkeypatch, tmp_path):
-    """Each test's shape changes undone after it; the shape cache in a folder of its own; no forced shape."""
-    before = ops.get_shape()
-    monkeypatch.setenv("TOKENSTEP_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv(kernel_shape.ENV, raising=False)
-    yield
-    ops.set_shape(*before)
+pytestmark = [pytest.mark.skipif(ops is None, reason="decode kernels unavailable here (see stderr)"),
+              pytest.mark.usefixtures("shape_kept")]
 
 
 def quantize_int16(h: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -42,17 +33,10 @@ def reference(q, scale, x, alpha=1.0, rms_eps=-1.0, norm_weight=None) -> torch.T
     """alpha (* 1 / rms(x)) * sum over weight groups of (weight scale * activation scale) * exact integer sums."""
     K = x.shape[1]
     group = K // scale.shape[1]
-    gain = alpha
-    if rms_eps >= 0:
-        gain = alpha / (x.double().pow(2).mean() + rms_eps).sqrt().item()
-    h = x[0] if norm_weight is None else x[0] * norm_weight
+    gain, h = gain_and_row(x, alpha, rms_eps, norm_weight)
     xq, xs = quantize_int16(h, group)
     sums = (q.long().view(q.shape[0], -1, group) * xq.long().view(1, -1, group)).sum(2)  # (out, groups), exact
     return gain * (sums.double() * scale.double() * xs.double()).sum(1)[None]  # (1, out)
-
-
-def close(got: torch.Tensor, want: torch.Tensor, rel: float = 1e-5) -> bool:
-    return (got.double() - want).abs().max().item() <= rel * want.abs().max().item() + 1e-6
 
 
 def fits(group: int) -> bool:
@@ -211,17 +195,7 @@ def test_fused_decode_takes_the_int16_path_of_the_products(tmp_path, monkeypatch
     norms and attention round differently op by op, and a last-bit change in x moves some of its int16
     roundings, each by 1/65534 of its group's largest; 1e-3 of the logits' range."""
     decoder = _int8_decoder(tmp_path, monkeypatch, "int16", arch)
-    ids = torch.tensor([5, 77, 200, 31, 9, 140, 3, 66, 250, 18])
-
-    def decode(fused: bool) -> torch.Tensor:
-        decoder.fused_decode = fused
-        cache = decoder.new_cache(len(ids))
-        with torch.inference_mode():
-            decoder.forward(ids[:4], 0, cache)
-            return torch.cat([decoder.forward(ids[i:i + 1], i, cache) for i in range(4, len(ids))])
-
-    assert decoder.fused_decode
-    fused, op_by_op = decode(True), decode(False)
+    fused, op_by_op = fused_and_op_by_op(decoder, torch.tensor([5, 77, 200, 31, 9, 140, 3, 66, 250, 18]))
     assert (fused - op_by_op).abs().max().item() <= 1e-3 * fused.abs().max().item()
 
 

@@ -8,7 +8,7 @@ tested everywhere the kernels build."""
 
 import pytest
 import torch
-from tiny import make_hf_model, save_hf_model
+from tiny import close, fused_and_op_by_op, gain_and_row, make_hf_model, save_hf_model
 
 from inference import kernels, quant
 from inference.loading import load_model
@@ -41,10 +41,7 @@ def reference(q, scale, x, alpha=1.0, rms_eps=-1.0, norm_weight=None, act_group=
     integer sums (each run within one weight group)."""
     K = x.shape[1]
     group = K // scale.shape[1]
-    gain = alpha
-    if rms_eps >= 0:
-        gain = alpha / (x.double().pow(2).mean() + rms_eps).sqrt().item()
-    h = x[0] if norm_weight is None else x[0] * norm_weight
+    gain, h = gain_and_row(x, alpha, rms_eps, norm_weight)
     xq, xs = quantize_activations(h, group, act_group)
     runs = torch.unique_consecutive(torch.stack([torch.arange(K) // group, xs.view(torch.int32)]), dim=1,
                                     return_counts=True)[1].tolist()  # lengths of runs of one scale
@@ -53,10 +50,6 @@ def reference(q, scale, x, alpha=1.0, rms_eps=-1.0, norm_weight=None, act_group=
         sums = (q[:, start:start + n].long() * xq[start:start + n].long()).sum(1)  # exact
         out += sums.double() * scale[:, start // group].double() * xs[start].double()
     return gain * out[None]  # (1, out)
-
-
-def close(got: torch.Tensor, want: torch.Tensor, rel: float = 1e-5) -> bool:
-    return (got.double() - want).abs().max().item() <= rel * want.abs().max().item() + 1e-6
 
 
 ACT_GROUPS = [4, 8, 16, 32, 64, -1]  # 4 (the default), 8, 16 (vectorised), 32, a weight group, the row
@@ -213,14 +206,5 @@ def test_fused_decode_layer_takes_the_integer_path_of_the_products(tmp_path, mon
     step after step (mistral's past its sliding window)."""
     monkeypatch.setenv("TOKENSTEP_INT8_PATH", "integer")
     decoder = load_model(save_hf_model(make_hf_model(arch, seed=1), tmp_path), device="cpu", dtype="int8").decoder
-    ids = torch.tensor([5, 77, 200, 31, 9, 140, 3, 66, 250, 18])
-
-    def decode(fused: bool) -> torch.Tensor:
-        decoder.fused_decode = fused
-        cache = decoder.new_cache(len(ids))
-        with torch.inference_mode():
-            decoder.forward(ids[:4], 0, cache)
-            return torch.cat([decoder.forward(ids[i:i + 1], i, cache) for i in range(4, len(ids))])
-
-    assert decoder.fused_decode
-    assert (decode(True) - decode(False)).abs().max().item() <= 1e-5
+    fused, op_by_op = fused_and_op_by_op(decoder, torch.tensor([5, 77, 200, 31, 9, 140, 3, 66, 250, 18]))
+    assert (fused - op_by_op).abs().max().item() <= 1e-5

@@ -15,17 +15,8 @@ from inference.loading import load_model
 from inference.quant import dequantize, quantize_rows
 
 ops = kernels.ops()
-pytestmark = pytest.mark.skipif(ops is None, reason="decode kernels unavailable here (see stderr)")
-
-
-@pytest.fixture(autouse=True)
-def shape_kept(monkeypatch, tmp_path):
-    """Each test's shape changes undone after it; the shape cache in a folder of its own; no forced shape."""
-    before = ops.get_shape()
-    monkeypatch.setenv("TOKENSTEP_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv(ENV, raising=False)
-    yield
-    ops.set_shape(*before)
+pytestmark = [pytest.mark.skipif(ops is None, reason="decode kernels unavailable here (see stderr)"),
+              pytest.mark.usefixtures("shape_kept")]
 
 
 def _in_each_shape(kind, product):

@@ -122,6 +122,37 @@ def with_linears(decoder, convert, backend):
     return Decoder(decoder.config, DecoderWeights(w.embed, w.pos_embed, layers, w.final_norm, head), backend)
 
 
+def gain_and_row(x: torch.Tensor, alpha: float = 1.0, rms_eps: float = -1.0, norm_weight=None):
+    """What a kernel product of one row x (1, K) multiplies, for the int8 kernels' references: its gain (alpha,
+    times 1 / rms(x) when rms_eps >= 0) and the row (x, times an RMSNorm's weight when given)."""
+    gain = alpha
+    if rms_eps >= 0:
+        gain = alpha / (x.double().pow(2).mean() + rms_eps).sqrt().item()
+    return gain, (x[0] if norm_weight is None else x[0] * norm_weight)
+
+
+def close(got: torch.Tensor, want: torch.Tensor, rel: float = 1e-5) -> bool:
+    """got within rel of want's largest magnitude (plus 1e-6)."""
+    return (got.double() - want).abs().max().item() <= rel * want.abs().max().item() + 1e-6
+
+
+def fused_and_op_by_op(decoder, ids: torch.Tensor, prompt: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
+    """The decode logits of ids[prompt:] after a prefill of ids[:prompt], every layer in one decode_layers call,
+    then each layer op by op (decoder.fused_decode off, then back on): (steps, V) each."""
+    def decode(fused: bool) -> torch.Tensor:
+        decoder.fused_decode = fused
+        cache = decoder.new_cache(len(ids))
+        with torch.inference_mode():
+            decoder.forward(ids[:prompt], 0, cache)
+            return torch.cat([decoder.forward(ids[i:i + 1], i, cache) for i in range(prompt, len(ids))])
+
+    assert decoder.fused_decode
+    try:
+        return decode(True), decode(False)
+    finally:
+        decoder.fused_decode = True
+
+
 def add_gguf_shape(writer, c) -> None:
     """The hyperparameters every GGUF writer here starts with, from a transformers config `c`."""
     writer.add_block_count(c.num_hidden_layers)
