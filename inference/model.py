@@ -200,9 +200,11 @@ class LlamaBlock(Block):
 
     def decode_all(self, x, layers: list[Layer], position: int, cache: KVCache, rope) -> torch.Tensor:
         """decode_fused over every layer in one kernels.cpp call. The layers' arguments are gathered once per
-        list of layers: a block lives until Decoder.rebind, which replaces the linears and the block."""
+        list of layers and int8 path (a block lives until Decoder.rebind, which replaces the linears and the block;
+        a benchmark may switch the linears' path in place)."""
         c = self.config
-        if self._arguments is None or self._arguments[0] is not layers:
+        path = getattr(layers[0].qkv, "path", 0)
+        if self._arguments is None or self._arguments[0] is not layers or self._arguments[1][-1] != path:
             self._arguments = (layers, decode_arguments(layers))
         kvs = cache.layers()[:len(layers)]  # a model cut after some layers (tests) has a cache of all
         return decode_layers(self.kernels, x, self._arguments[1], kvs, position, rope, c.n_heads,

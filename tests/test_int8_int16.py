@@ -212,3 +212,22 @@ def test_the_int16_path_is_timed_on_its_own_products_and_cached_apart(tmp_path, 
                         {shape: [1.0 + 0.01 * i] * 3 for i, shape in enumerate(reversed(CANDIDATES))})
     assert kernel_shape.ensure(model.decoder) == CANDIDATES[-1]
     assert kernel_shape.read_cached(kernel_shape.cache_file()) == {"int8-int16": CANDIDATES[-1]}
+
+
+def test_switching_the_path_in_place_reaches_the_fused_step(tmp_path, monkeypatch):
+    """A benchmark switches a loaded model's linears between paths (bench_int8_path.set_path): the fused step,
+    whose arguments are gathered once, must take the new path, as a model loaded on it does."""
+    def step(decoder) -> torch.Tensor:
+        cache = decoder.new_cache(8)
+        with torch.inference_mode():
+            decoder.forward(torch.arange(3, 7), 0, cache)
+            return decoder.forward(torch.tensor([9]), 4, cache)
+
+    decoder = _int8_decoder(tmp_path, monkeypatch, "float")
+    before = step(decoder)
+    for lin in [*(lin for layer in decoder.weights.layers for lin in (layer.qkv, layer.o, layer.mlp_in, layer.mlp_out)),
+                decoder.weights.lm_head.linear]:
+        lin.path = INT16
+    switched = step(decoder)
+    assert not torch.equal(before, switched)
+    assert torch.equal(switched, step(_int8_decoder(tmp_path, monkeypatch, "int16")))
