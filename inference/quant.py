@@ -53,7 +53,7 @@ RESCORED_INT4 = 256
 # "float", on every CPU:
 # - speed: where decode streams memory, both paths read at about the same speed. AVX-512 EPYC with VNNI
 #   (2 threads, benchmarks/bench_int8_path.py, two runs): an integer step 1.09-1.10x a float one. AVX2 EPYC
-#   (2 threads, the shape measured for the float path): integer products 1.035x, steps 1.077x the float path's,
+#   (2 threads, each path in its own shape): integer products 1.06-1.19x, steps 1.07-1.13x the float path's,
 #   though from the caches on one thread they are 1.5x faster (24.6 against 16.4 G weights/s). So the integer
 #   path only pays where decode is bound by compute (one thread: 0.8x the float path's CPU time on VNNI);
 # - quality: with int8 activations, a last-bit change anywhere upstream flips roundings, and the default
@@ -64,10 +64,10 @@ RESCORED_INT4 = 256
 # - the int16 path's report is the float path's (AVX2 EPYC: top-1 equal on all 25 prompts, largest |dp|
 #   0.0255, perplexity ratio 1.0057, greedy agreement 98.5 % mean, 96.5 % lowest): its activation step is
 #   1/65534 of a group's largest, 250x finer than the weights' own. Its speed, AVX2 EPYC: one 110 MB product
-#   1.11x a read of the same bytes against the float path's 1.28x, but the model's 121 products as a step
-#   runs them 1.01x the float path's at 2 threads (both within 1.08-1.11x a read), steps 1.00x; 0.95x at one
-#   thread (products), 0.97x (steps). Opt-in until a CPU where decode is bound by widening (AVX-512: the
-#   float path's products took 1.69x a read there) measures it faster.
+#   1.11x a read of the same bytes against the float path's 1.28x, but the model's products as a step runs
+#   them 0.91-1.01x the float path's at 2 threads, steps 0.96-1.02x (three runs); 0.95x at one thread
+#   (products). Opt-in until a CPU where decode is bound by widening (AVX-512: the float path's products
+#   took 1.69x a read there) measures it faster.
 INT8_ACT_GROUP = 4
 INT8_PATHS = {"float": 0, "int16": -16, "integer": INT8_ACT_GROUP, "integer-row": -1}
 INT16 = INT8_PATHS["int16"]  # kernels_int16.cpp's kInt16Path
