@@ -140,14 +140,14 @@ def test_the_int8_mode_ranks_in_4_bits_and_shows_the_same_top_logits(tmp_path, m
 
 
 def test_a_long_prefill_dequantises_the_4_bit_head(tmp_path, monkeypatch):
-    """More than KERNEL_ROWS rows of logits go to BLAS on the dequantised matrix; their rescored tokens are the
-    float rows' logits all the same."""
+    """More than INT4_KERNEL_ROWS rows of logits go to BLAS on the dequantised matrix; fewer (the logit lens's)
+    stay on the kernels, a row at a time."""
     decoder = _decoder(tmp_path, monkeypatch, None)
     head = decoder.weights.lm_head
-    h = torch.randn(quant.KERNEL_ROWS + 3, 64)
+    h = torch.randn(quant.INT4_KERNEL_ROWS + 3, 64)
     with torch.inference_mode():
         many = head.linear(h)
-        few = torch.cat([head.linear(h[i:i + 1]) for i in range(h.shape[0])])
+        few = torch.cat([head.linear(h[i:i + 64]) for i in range(0, h.shape[0], 64)])
     exact = h.double() @ dequantize_int4(head.linear.weight, head.linear.scale).double().t()
     assert (many.double() - exact).abs().max().item() < 1e-4 * exact.abs().max().item()
     assert (few.double() - exact).abs().max().item() < 0.02 * exact.abs().max().item()
