@@ -1,5 +1,6 @@
 """int8 decode on its paths (quant.INT8_PATHS: float activations, int16 activations, or int8 activations on
-AVX-512 VNNI or AVX2), side by side in one process, and against llama.cpp's Q4_1 of the same model (llama-server, when built).
+AVX-512 VNNI or AVX2), side by side in one process, and against llama.cpp's Q4_1 of the same model
+(llama-server, when built).
 
     PYTHONPATH=. python benchmarks/bench_int8_path.py [--repeats 7] [--threads 2] [--no-llama] [--json out.json]
 

@@ -1,7 +1,7 @@
 """How much the int8 weight-only mode changes the default model's predictions, measured against float32.
 
-    PYTHONPATH=. python benchmarks/int8_quality.py [--steps 200] [--int8-path float|int16|integer|integer-row|integer-<n>]
-        [--json out.json]
+    PYTHONPATH=. python benchmarks/int8_quality.py [--steps 200]
+        [--int8-path float|int16|integer|integer-row|integer-<n>] [--json out.json]
 
 --int8-path sets TOKENSTEP_INT8_PATH (quant.py) for the int8 model: its one-row products with float32
 activations, with activations quantised to int16 (a scale per weight group), or to int8 (a scale per 4, per n

@@ -3,10 +3,10 @@
 A shape is how kernels.cpp reads a matrix for one row of x: rows per pass (1, 2 or 4: each x load
 serves that many rows, that many streams are read at once) and how far ahead a software prefetch goes
 (0 to 8 KB), float32 and int8 each (int8 timed on the path its products take: float activations, int16
-activations or the AVX2 integer path, each cached apart; the VNNI integer products have one fixed shape and are not timed). Every
-shape gives the same products (bit for bit); only the speed differs, and by machine, not vendor: one row per
-pass decoded 1.3x faster than four on an AMD EPYC, four rows were fastest on an Intel Xeon. The products are
-timed as a decode step runs them (one parallel region, float32 rows claimed, a barrier after each product):
+activations or the AVX2 integer path, each cached apart; the VNNI integer products have one fixed shape and
+are not timed). Every shape gives the same products (bit for bit); only the speed differs, and by machine,
+not vendor: one row per pass decoded 1.3x faster than four on an AMD EPYC, four rows were fastest on an Intel
+Xeon. The products are timed as a decode step runs them (one parallel region, float32 rows claimed, a barrier after each product):
 timed as separate calls, the float32 shapes ranked differently from whole steps on an AVX2 EPYC. So
 `ensure` (called once a model is loaded) times every candidate on the model's own weights (its products in
 decode order, up to TUNE_BYTES), interleaved over ROUNDS rounds, keeps the one with the lowest median, and

@@ -728,8 +728,8 @@ at::Tensor dequantize_int8(const at::Tensor& q, const at::Tensor& scale) {
 // `rescored` highest logits (ties: the lower id) computed again from the float rows. In Python the same
 // steps were six ops (norm, product, topk, gather, bmm, scatter), ~430 us beside the product right after
 // a decode step, when their code is out of the caches; here one pass picks the top and `rescored` dot products
-// (split between the threads) redo them. h = x / rms(x) * weight in one loop (the squares summed in double): within float rounding
-// of F.rms_norm.
+// (split between the threads) redo them. h = x / rms(x) * weight in one loop (the squares summed in double):
+// within float rounding of F.rms_norm. q: int8 (the products on `int8_path`), or a 4-bit head (kernels_int4.cpp).
 at::Tensor head_rescored(const at::Tensor& q, const at::Tensor& scale, const at::Tensor& x,
                          const at::Tensor& norm_weight, double eps, const at::Tensor& float_rows, int64_t rescored,
                          int64_t int8_path) {
@@ -751,9 +751,10 @@ at::Tensor head_rescored(const at::Tensor& q, const at::Tensor& scale, const at:
     const float inv_rms = float(1.0 / std::sqrt(squares / double(C) + eps));
     for (int64_t i = 0; i < C; ++i) hp[i] = xp[i] * inv_rms * gp[i];
   }
-  at::Tensor logits = q.scalar_type() == at::kByte  // a 4-bit head (kernels_int4.cpp), else int8
-                          ? gemv_int4(q, scale, h, 1.0)
-                          : int8_product(int8_path, q, scale, h, 1.0, std::nullopt, std::nullopt, -1.0, false, std::nullopt);
+  at::Tensor logits =
+      q.scalar_type() == at::kByte  // a 4-bit head (kernels_int4.cpp), else int8
+          ? gemv_int4(q, scale, h, 1.0)
+          : int8_product(int8_path, q, scale, h, 1.0, std::nullopt, std::nullopt, -1.0, false, std::nullopt);
   float* lp = logits.data_ptr<float>();
   // The K best (value, -id) pairs in a min-heap. Once it is full, eight logits at a time are compared with the
   // worst kept, and only those above it (few, past the first thousands) are offered one by one, in order.

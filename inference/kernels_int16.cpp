@@ -26,7 +26,9 @@ constexpr int64_t kInt16Path = -16;  // quant.INT8_PATHS["int16"]: the int8_path
 using IVec = __m512i;
 constexpr int64_t kWide = 32;  // int16 lanes: weights widened per load
 inline IVec izero() { return _mm512_setzero_si512(); }
-inline IVec iwiden(const int8_t* q) { return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q))); }
+inline IVec iwiden(const int8_t* q) {
+  return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
+}
 inline IVec iload(const int16_t* p) { return _mm512_loadu_si512(p); }
 inline IVec imadd(IVec a, IVec b) { return _mm512_madd_epi16(a, b); }  // pairs of int16 products -> int32
 inline IVec iadd(IVec a, IVec b) { return _mm512_add_epi32(a, b); }
@@ -44,7 +46,9 @@ inline float vmax_lanes(Vec v) { return _mm512_reduce_max_ps(v); }
 using IVec = __m256i;
 constexpr int64_t kWide = 16;
 inline IVec izero() { return _mm256_setzero_si256(); }
-inline IVec iwiden(const int8_t* q) { return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))); }
+inline IVec iwiden(const int8_t* q) {
+  return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+}
 inline IVec iload(const int16_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 inline IVec imadd(IVec a, IVec b) { return _mm256_madd_epi16(a, b); }
 inline IVec iadd(IVec a, IVec b) { return _mm256_add_epi32(a, b); }

@@ -74,7 +74,8 @@ inline __m256i group_sums(const uint8_t* p, const int8_t* xq, const int32_t* sta
   for (int64_t b = 0; b < B; ++b) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * b));
     const __m256i n = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low), _mm_and_si128(v, low));
-    pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(n, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * b))));
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * b));
+    pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(n, xv));
   }
   return _mm256_add_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)),
                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(start)));
@@ -147,7 +148,8 @@ void fill_blocks(const uint8_t* packed, const uint16_t* sp, int64_t K, const Row
   factors.resize(x.S + 8);
   for (int64_t i = 0; i < n; ++i) {
     const uint8_t* p = packed + (r + i) * (K / 2);
-    out[i] = B == 1 ? row32<P>(p, sp + (r + i) * x.S, x, factors.data()) : row<P, B>(p, sp + (r + i) * x.S, x, factors.data());
+    const uint16_t* s = sp + (r + i) * x.S;
+    out[i] = B == 1 ? row32<P>(p, s, x, factors.data()) : row<P, B>(p, s, x, factors.data());
   }
 }
 
@@ -172,7 +174,8 @@ Fill in_shape() {
 
 // The group size of int4 weights (rows, K / 2) uint8 with scales (rows, groups) bfloat16.
 int64_t group_of(const at::Tensor& packed, const at::Tensor& scale) {
-  TORCH_CHECK(packed.dim() == 2 && packed.is_contiguous() && packed.scalar_type() == at::kByte && packed.device().is_cpu(),
+  TORCH_CHECK(packed.dim() == 2 && packed.is_contiguous() && packed.scalar_type() == at::kByte &&
+                  packed.device().is_cpu(),
               "weight: contiguous (out, in / 2) uint8 (two 4-bit weights a byte) on CPU");
   TORCH_CHECK(scale.scalar_type() == at::kBFloat16 && scale.is_contiguous() && scale.dim() == 2 &&
                   scale.size(0) == packed.size(0) && scale.size(1) > 0 && (2 * packed.size(1)) % scale.size(1) == 0,

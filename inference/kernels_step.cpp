@@ -123,7 +123,8 @@ void rows_into(const Matrix& m, Fill fill, float alpha, bool glu, const float* r
 }
 
 // This thread's rows of y = gain * (M (x * norm)) + bias + residual, formed as gemv_f32 / gemv_int8 /
-// gemv_int8_int16 / gemv_int8_integer form them (each fill a lambda of its own: no std::function, no allocation per product).
+// gemv_int8_int16 / gemv_int8_integer form them (each fill a lambda of its own: no std::function, no
+// allocation per product).
 void product_rows(const Matrix& m, const float* x, double eps, const float* norm, int64_t path, bool glu,
                   const float* residual, float* y, std::atomic<int64_t>* claims, int tid, int nt, Scratch& s) {
   const int64_t K = m.K;

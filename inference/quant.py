@@ -105,8 +105,8 @@ def quantize_int4(weight: torch.Tensor, group: int = INT4_GROUP) -> tuple[torch.
     grouped = weight.reshape(out, size // group, group)
     amax = grouped.abs().amax(dim=2)  # (out, groups)
     scale = (amax / 7).clamp_min(torch.finfo(torch.bfloat16).tiny).to(torch.bfloat16)
-    q = torch.round(grouped / scale.float()[:, :, None]).clamp_(-8, 7).to(torch.uint8) + 8  # (out, groups, group)
-    blocks = (q.reshape(out, size // 32, 2, 16))  # per block of 32: weights 0..15, 16..31
+    q = (torch.round(grouped / scale.float()[:, :, None]).clamp_(-8, 7) + 8).to(torch.uint8)  # (out, groups, group)
+    blocks = q.reshape(out, size // 32, 2, 16)  # per block of 32: weights 0..15, 16..31
     packed = blocks[:, :, 0, :] | (blocks[:, :, 1, :] << 4)  # (out, in / 32, 16)
     return packed.reshape(out, size // 2).contiguous(), scale
 

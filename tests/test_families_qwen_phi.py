@@ -267,7 +267,7 @@ def test_fused_layer_equals_the_same_weights_on_stock_ops(tmp_path, monkeypatch,
     (with 8-lane sums, AVX2, Phi-3 longrope measured kernels 1.26e-5 and stock 0.89e-5 from it, so 1.07e-5
     apart: two float32 roundings, not a wrong layer, which is off by 1e-2 or more)."""
     monkeypatch.setenv("TOKENSTEP_INT8_PATH", "float")
-    monkeypatch.setenv("TOKENSTEP_INT8_HEAD", "int8")  # the stock twin's head is int8 too (the 4-bit one: test_int4_head)
+    monkeypatch.setenv("TOKENSTEP_INT8_HEAD", "int8")  # the stock twin's head is int8 (4-bit: test_int4_head)
     from tiny import with_linears
 
     from inference.quant import Int8Linear
