@@ -75,12 +75,14 @@ class StatusBar(QStatusBar):
     def _fingerprint(self) -> str:
         """The weights' fingerprint at load, and as re-hashed after the last run: equal (inference never
         changes a weight)."""
-        check = self.controller.weights_check
+        check, info = self.controller.weights_check, self.controller.info
+        notes = f"{info.dtype}: {info.decode_notes}\n" if info.decode_notes else ""  # int8: its head, its path
         if check is None:
-            self.model.setToolTip(f"Weights fingerprint at load: {self.controller.info.weights_fingerprint}")
-            return f" · fingerprint {self.controller.info.weights_fingerprint[:8]}"
+            self.model.setToolTip(f"{notes}Weights fingerprint at load: {info.weights_fingerprint}")
+            return f" · fingerprint {info.weights_fingerprint[:8]}"
         same = check.now == check.at_load
-        self.model.setToolTip(f"Weights fingerprint (sha256 of every weight's bytes)\nat load:      {check.at_load}\n"
+        self.model.setToolTip(f"{notes}Weights fingerprint (sha256 of every weight's bytes)\n"
+                              f"at load:      {check.at_load}\n"
                               f"re-hashed now: {check.now} ({check.ms:.0f} ms, in the engine)\n"
                               + ("equal: generating never changes a weight" if same else "DIFFERENT"))
         mark = "= after the run ✓" if same else f"≠ {check.now[:8]} after the run ✗"

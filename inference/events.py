@@ -138,12 +138,13 @@ class ModelInfo:
     folder: str = ""
     sampler_defaults: SamplerSettings = SamplerSettings()  # from generation_config.json
     decode_path: str = ""  # how a decode step runs: "fused kernels", "kernels per product" or "stock torch"
+    decode_notes: str = ""  # int8: what its products and head do ("head ranks in 4 bits, best 256 rescored in float")
     layer_windows: tuple[int, ...] = ()  # per layer: the most recent positions it attends to, 0 = all
 
     def to_json(self) -> str:
         keys = ("name", "architecture", "n_layers", "n_heads", "n_kv_heads", "head_dim", "hidden_size",
                 "vocab_size", "context_length", "n_params", "dtype", "device", "kv_bytes_per_token",
-                "weights_fingerprint", "weights_bytes", "decode_path")
+                "weights_fingerprint", "weights_bytes", "decode_path", "decode_notes")
         return _dump({"type": "model", **{k: getattr(self, k) for k in keys}})
 
 

@@ -93,6 +93,7 @@ class LoadedModel:
             weights_fingerprint=self.fingerprint, weights_bytes=self.weights_bytes,
             eos_ids=tuple(c.eos_ids), folder=str(self.folder), sampler_defaults=self.defaults,
             decode_path=self.decoder.decode_path + (BUILDING if self.kernels_pending else ""),
+            decode_notes=self.decoder.int8_notes,
             layer_windows=tuple(c.window_of(i) or 0 for i in range(c.n_layers)))
 
     def current_fingerprint(self) -> str:

@@ -42,6 +42,7 @@ from .kv_cache import KVCache, kv_bytes_per_token
 from .layers import Backend, Linear, Norm, decode_arguments, decode_layer, decode_layers, slot_value, weight_slots
 from .memory import ensure_kv_fits
 from .rope import LongropeCaches, RotaryTable, rotate
+from .quant import describe_int8_path
 
 
 @dataclass
@@ -275,6 +276,14 @@ class Decoder:
         if self.fused_decode:
             return f"fused kernels{shape}"
         return f"kernels per product{shape}" if self.backend.kernels is not None else "stock torch"
+
+    @property
+    def int8_notes(self) -> str:
+        """What an int8 model's products and head do, for its status line ("int8 products on int16 activations;
+        head ranks in 4 bits, best 256 rescored in float"); '' for float models."""
+        notes = [describe_int8_path(getattr(self.weights.layers[0].qkv, "path", 0)) if self.weights.layers else "",
+                 getattr(self.weights.lm_head, "describe", lambda: "")()]
+        return "; ".join(note for note in notes if note)
 
     def rebind(self, backend: Backend) -> None:
         """Run on `backend` from the next forward on: each float linear rebuilt in its class around the same

@@ -148,6 +148,15 @@ def path_code(name: str) -> int:
     raise ValueError(f"TOKENSTEP_INT8_PATH={name!r}: one of {', '.join(INT8_PATHS)} or integer-<multiple of 4>")
 
 
+def describe_int8_path(code: int) -> str:
+    """What a path code means for a model's status line: '' for the float path (and float models)."""
+    if code == 0:
+        return ""
+    if code == INT16:
+        return "int8 products on int16 activations"
+    return f"int8 products on int8 activations ({'a scale per row' if code < 0 else f'a scale per {code}'})"
+
+
 @functools.lru_cache(maxsize=None)
 def _say_once(line: str) -> None:
     print(line, file=sys.stderr)
@@ -288,6 +297,10 @@ class RescoredHead:
     @property
     def scale(self) -> torch.Tensor:
         return self.linear.scale
+
+    def describe(self) -> str:
+        bits = "4" if isinstance(self.linear, KernelInt4Linear) else "8"
+        return f"head ranks in {bits} bits, best {self.rescored} rescored in float"
 
     def logits(self, x: torch.Tensor, final_norm: Norm) -> torch.Tensor:
         lin = self.linear

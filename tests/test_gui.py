@@ -1,6 +1,7 @@
 """The desktop app, offscreen, driven as a person would, on the real default model."""
 
 import os
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -150,6 +151,18 @@ def test_run_until_max_new_tokens(qtbot, window):
     check, info = window.controller.weights_check, window.controller.info
     assert check.at_load == check.now == info.weights_fingerprint
     assert f"fingerprint {info.weights_fingerprint[:8]} = after the run ✓" in window.status.model.text()
+    assert window.status.model.toolTip().startswith("Weights fingerprint")  # float32: no notes on the products
+    # An int8 model's notes (its head's ranking, its path) open the tooltip; the line itself stays as short.
+    text = window.status.model.text()
+    window.controller.info = replace(info, dtype="int8",
+                                     decode_notes="head ranks in 4 bits, best 256 rescored in float")
+    try:
+        window.status._show_model()
+        assert window.status.model.toolTip().startswith("int8: head ranks in 4 bits, best 256 rescored in float\n")
+        assert window.status.model.text() == text.replace(" · float32 · ", " · int8 · ")
+    finally:
+        window.controller.info = info
+        window.status._show_model()
 
 
 def test_a_long_prefill_says_which_chunk_it_reads(window):

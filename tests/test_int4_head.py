@@ -152,3 +152,19 @@ def test_a_long_prefill_dequantises_the_4_bit_head(tmp_path, monkeypatch):
     assert (many.double() - exact).abs().max().item() < 1e-4 * exact.abs().max().item()
     assert (few.double() - exact).abs().max().item() < 0.02 * exact.abs().max().item()
     assert INT4_GROUP % 32 == 0
+
+
+def test_the_model_info_says_what_the_int8_model_computes(tmp_path, monkeypatch):
+    """ModelInfo.decode_notes (the status bar's tooltip, the trace's model line) names the head's ranking and a
+    non-float path; float models have none."""
+    folder = save_hf_model(make_hf_model("llama", seed=3), tmp_path / "tiny")
+
+    def notes(path: str, head: str, dtype: str = "int8") -> str:
+        monkeypatch.setenv("TOKENSTEP_INT8_PATH", path)
+        monkeypatch.setenv("TOKENSTEP_INT8_HEAD", head)
+        return load_model(folder, device="cpu", dtype=dtype).info().decode_notes
+
+    assert notes("int16", "int4") == ("int8 products on int16 activations; "
+                                      "head ranks in 4 bits, best 256 rescored in float")
+    assert notes("float", "int8") == "head ranks in 8 bits, best 64 rescored in float"
+    assert notes("float", "int4", "float32") == ""
