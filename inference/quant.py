@@ -65,10 +65,10 @@ INT4_KERNEL_ROWS = 256  # rows of x the 4-bit head takes on the kernels (KernelI
 # - the int16 path's report is the float path's (AVX2 EPYC: top-1 equal on all 25 prompts, largest |dp|
 #   0.0255, perplexity ratio 1.0057, greedy agreement 98.5 % mean, 96.5 % lowest): its activation step is
 #   1/65534 of a group's largest, 250x finer than the weights' own. Its speed, AVX2 EPYC: one 110 MB product
-#   1.11x a read of the same bytes against the float path's 1.28x, but the model's products as a step runs
-#   them 0.91-1.01x the float path's at 2 threads, steps 0.96-1.02x (three runs); 0.95x at one thread
-#   (products). Opt-in until a CPU where decode is bound by widening (AVX-512: the float path's products
-#   took 1.69x a read there) measures it faster.
+#   1.11x a read of the same bytes against the float path's 1.28x; the model's products as a step runs them
+#   0.90-1.01x the float path's at 2 threads (median 0.93), steps 0.96-1.02x (five runs, median 0.98); 0.95x
+#   at one thread (products). Opt-in until the choice is measured at first use, as the kernel shape is, and
+#   a CPU bound by widening (AVX-512: the float path's products took 1.69x a read there) has run it.
 INT8_ACT_GROUP = 4
 INT8_PATHS = {"float": 0, "int16": -16, "integer": INT8_ACT_GROUP, "integer-row": -1}
 INT16 = INT8_PATHS["int16"]  # kernels_int16.cpp's kInt16Path
