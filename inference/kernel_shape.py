@@ -6,14 +6,18 @@ serves that many rows, that many streams are read at once) and how far ahead a s
 activations or the AVX2 integer path, each cached apart; the VNNI integer products have one fixed shape and
 are not timed). Every shape gives the same products (bit for bit); only the speed differs, and by machine,
 not vendor: one row per pass decoded 1.3x faster than four on an AMD EPYC, four rows were fastest on an Intel
-Xeon. The products are timed as a decode step runs them (one parallel region, float32 rows claimed, a barrier after each product):
-timed as separate calls, the float32 shapes ranked differently from whole steps on an AVX2 EPYC. So
-`ensure` (called once a model is loaded) times every candidate on the model's own weights (its products in
-decode order, up to TUNE_BYTES), interleaved over ROUNDS rounds, keeps the one with the lowest median, and
-caches the choice in the kernels folder as JSON keyed by the CPU's model name and flags, the kernel library
-and the thread count (not when the machine was too busy for the passes to agree: QUIET_SPREAD). About a
-second, once; reported as the stage "tune". A model whose products are smaller than MIN_TUNE_BYTES (they would
-be timed from the CPU's caches, not memory) is not measured: it uses the cached shape, else the defaults.
+Xeon. The products are timed as a decode step runs them (one parallel region, float32 rows claimed, a barrier
+after each product): timed as separate calls, the float32 shapes ranked differently from whole steps on an
+AVX2 EPYC. So `ensure` (called once a model is loaded) times every candidate on the model's own weights (its
+products in decode order, up to TUNE_BYTES), interleaved over ROUNDS rounds, keeps the one with the lowest
+median, and caches the choice in the kernels folder as JSON keyed by the CPU's model name and flags, the kernel
+library and the thread count (not when the machine was too busy for the passes to agree: QUIET_SPREAD). About
+a second, once; reported as the stage "tune". A model whose products are smaller than MIN_TUNE_BYTES (they
+would be timed from the CPU's caches, not memory) is not measured: it uses the cached shape, else the defaults.
+
+An int8 model's path is chosen the same way (`choose_int8_path`): its products on float and on int16
+activations, which give the same quality report, each timed in its own fastest shape; the faster is used and
+cached (PATH_KEY), unless TOKENSTEP_INT8_PATH names one.
 
 TOKENSTEP_KERNEL_SHAPE forces a shape: "f32=1x8192,int8=4x0" (rows x prefetch bytes; either part alone).
 """
@@ -33,13 +37,17 @@ from pathlib import Path
 
 import torch
 
-from . import cache_dir, kernels
+from . import cache_dir, kernels, quant
 from .quant import INT16
 
 ROWS = (1, 2, 4)
 PREFETCH = (0, 1024, 2048, 4096, 8192)  # bytes; the lists kernels.cpp's set_shape accepts
 KINDS = ("f32", "int8")
 CACHE_KEYS = (*KINDS, "int8-int16", "int8-integer")  # int8 on the other paths is timed and cached apart (cache_key)
+# int8's products on float or int16 activations give the same quality report (quant.py); which is faster depends
+# on the machine, so an int8 model takes the one measured faster here (ensure), cached under this key.
+PATH_KEY = "int8-path"
+MEASURED_PATHS = ("float", "int16")
 ENV = "TOKENSTEP_KERNEL_SHAPE"
 TUNE_BYTES = 128 << 20  # the products timed: the model's first ones in decode order, up to this many bytes
 MIN_TUNE_BYTES = 64 << 20  # less than this would be read from the CPU's caches: not measured
@@ -134,19 +142,32 @@ def read_cached(path: Path) -> dict[str, Shape]:
     return {kind: shape for kind, shape in shapes.items() if shape in CANDIDATES}
 
 
+def read_cached_path(path: Path) -> str | None:
+    """The int8 path a cache file holds (one of MEASURED_PATHS), or None."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        chosen = data.get(PATH_KEY, {}).get("path") if data.get("version") == VERSION else None
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+    return chosen if chosen in MEASURED_PATHS else None
+
+
 def write_cached(path: Path, kind: str, shape: Shape, times: dict[Shape, list[float]], nbytes: int) -> None:
     """Adds `kind`'s choice (and what it was measured on) to the file; a cache that cannot be written
     only means measuring again next time."""
+    _update_cache(path, kind, {"rows": shape.rows, "prefetch": shape.prefetch, "bytes": nbytes,
+                               "rounds": min(len(t) for t in times.values()),
+                               "median_ms": {s.key: round(statistics.median(t), 4) for s, t in times.items()}})
+
+
+def _update_cache(path: Path, key: str, entry: dict) -> None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         data = data if isinstance(data, dict) and data.get("version") == VERSION else {}
     except (OSError, ValueError):
         data = {}
     data.update(version=VERSION, **cpu_identity(), library=kernels._target().stem, threads=torch.get_num_threads())
-    data[kind] = {"rows": shape.rows, "prefetch": shape.prefetch, "bytes": nbytes,
-                  "rounds": min(len(t) for t in times.values()),
-                  "median_ms": {s.key: round(statistics.median(t), 4) for s, t in times.items()},
-                  "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    data[key] = {**entry, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(f".{os.getpid()}.part")
@@ -253,9 +274,10 @@ def ensure(decoder, progress=None) -> Shape | None:
         return None
     kind = kind_of(decoder.backend)
     path = cache_file()
+    measured = choose_int8_path(decoder, path, force, progress) if kind == "int8" else None
     mats = products(decoder.weights, kind)
     key = cache_key(kind, mats)
-    shape = force.get(kind) or read_cached(path).get(key)
+    shape = force.get(kind) or read_cached(path).get(key) or measured
     if shape is None:
         if nbytes(mats) < MIN_TUNE_BYTES or (key == "int8-integer" and ops.integer_code() == "vnni"):
             return in_force(ops)[kind]  # too small to tell, or no shape to choose: the shape in force
@@ -269,6 +291,41 @@ def ensure(decoder, progress=None) -> Shape | None:
             progress("tune", 1, 1)
     apply(ops, kind, shape)
     return shape
+
+
+def choose_int8_path(decoder, path: Path, force: dict[str, Shape], progress=None) -> Shape | None:
+    """Puts an int8 model's products on the path of MEASURED_PATHS measured fastest here (each in its own fastest
+    shape, as a step runs them), cached like the shapes; TOKENSTEP_INT8_PATH forces one instead. Returns the
+    chosen path's shape when it was measured now (None: from the cache, forced, or too small to tell). A forced
+    int8 shape (TOKENSTEP_KERNEL_SHAPE) means no measuring at all: the path the linears were built on stays."""
+    if quant.int8_path_forced() or "int8" in force:
+        return None
+    ops = decoder.backend.kernels
+    chosen, measured = read_cached_path(path), None
+    if chosen is None:
+        mats = products(decoder.weights, "int8")
+        if not mats or nbytes(mats) < MIN_TUNE_BYTES:
+            return None  # too small to tell: the path the linears were built on
+        if progress:
+            progress("tune", 0, 1)
+        runs = {}
+        for name in MEASURED_PATHS:
+            on_path = [(w, s, x, quant.path_code(name)) for w, s, x, _ in mats]
+            times = measure(ops, on_path, "int8")
+            runs[name] = (on_path, fastest(times), times)
+        chosen = min(runs, key=lambda name: statistics.median(runs[name][2][runs[name][1]]))
+        quiet = all(min(map(len, times.values())) >= MIN_ROUNDS and
+                    max(times[shape]) <= QUIET_SPREAD * min(times[shape]) for _, shape, times in runs.values())
+        if quiet:
+            for on_path, shape, times in runs.values():
+                write_cached(path, cache_key("int8", on_path), shape, times, nbytes(on_path))
+            _update_cache(path, PATH_KEY, {"path": chosen, "median_ms": {
+                name: round(statistics.median(times[shape]), 4) for name, (_, shape, times) in runs.items()}})
+        measured = runs[chosen][1]
+        if progress:
+            progress("tune", 1, 1)
+    quant.use_int8_path(decoder.weights, chosen)
+    return measured
 
 
 def describe(backend) -> str:

@@ -50,8 +50,9 @@ INT4_KERNEL_ROWS = 256  # rows of x the 4-bit head takes on the kernels (KernelI
 # float path's work per weight); "integer" quantises each row of activations to int8, one
 # scale per INT8_ACT_GROUP of them, and multiplies in int32 on AVX-512 VNNI or, in an AVX2 build, with
 # vpmaddubsw ("integer-row": one scale per row; "integer-<n>": one per n, n a multiple of 4). Longer prefills
-# (over KERNEL_ROWS rows) dequantise for BLAS on either. TOKENSTEP_INT8_PATH picks one; the default is
-# "float", on every CPU:
+# (over KERNEL_ROWS rows) dequantise for BLAS on either. TOKENSTEP_INT8_PATH picks one; unset, the linears are
+# built on "float" and kernel_shape.choose_int8_path then puts them on "float" or "int16", whichever it measured
+# faster on this machine (the same quality), never on "integer":
 # - speed: where decode streams memory, both paths read at about the same speed. AVX-512 EPYC with VNNI
 #   (2 threads, benchmarks/bench_int8_path.py, two runs): an integer step 1.09-1.10x a float one. AVX2 EPYC
 #   (2 threads, each path in its own shape): integer products 1.06-1.19x, steps 1.07-1.13x the float path's,
@@ -67,8 +68,8 @@ INT4_KERNEL_ROWS = 256  # rows of x the 4-bit head takes on the kernels (KernelI
 #   1/65534 of a group's largest, 250x finer than the weights' own. Its speed, AVX2 EPYC: one 110 MB product
 #   1.11x a read of the same bytes against the float path's 1.28x; the model's products as a step runs them
 #   0.90-1.01x the float path's at 2 threads (median 0.93), steps 0.96-1.02x (five runs, median 0.98); 0.95x
-#   at one thread (products). Opt-in until the choice is measured at first use, as the kernel shape is, and
-#   a CPU bound by widening (AVX-512: the float path's products took 1.69x a read there) has run it.
+#   at one thread (products). So the choice between the two is measured at first use, as the kernel shape is
+#   (AVX-512: the float path's products took 1.69x a read there, bound by widening).
 INT8_ACT_GROUP = 4
 INT8_PATHS = {"float": 0, "int16": -16, "integer": INT8_ACT_GROUP, "integer-row": -1}
 INT16 = INT8_PATHS["int16"]  # kernels_int16.cpp's kInt16Path
@@ -126,7 +127,8 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
 
 
 def int8_path(kernels) -> str:
-    """The path int8 products on the own kernels take here: TOKENSTEP_INT8_PATH, else "float"."""
+    """The path int8 products on the own kernels are built on: TOKENSTEP_INT8_PATH, else "float" (which
+    kernel_shape.choose_int8_path may then change to "int16", measured faster)."""
     code = kernels.integer_code()  # "vnni", "avx2" or "" (none)
     wanted = os.environ.get("TOKENSTEP_INT8_PATH", "").strip().lower() or "float"
     path_code(wanted)  # refuses an unknown name
@@ -135,6 +137,21 @@ def int8_path(kernels) -> str:
                   "VNNI); using float")
         return "float"
     return wanted
+
+
+def int8_path_forced() -> bool:
+    """Whether TOKENSTEP_INT8_PATH names the path (else kernel_shape measures float against int16 at first use)."""
+    return bool(os.environ.get("TOKENSTEP_INT8_PATH", "").strip())
+
+
+def use_int8_path(weights, name: str) -> None:
+    """Every int8 product of `weights` on the kernels (the layers', an int8 head's) from the next forward on path
+    `name` (the fused step's gathered arguments follow the path)."""
+    code = path_code(name)
+    linears = [lin for layer in weights.layers for lin in (layer.qkv, layer.o, layer.mlp_in, layer.mlp_out)]
+    for lin in [*linears, getattr(weights.lm_head, "linear", weights.lm_head)]:
+        if isinstance(lin, KernelInt8Linear):
+            lin.path = code
 
 
 def path_code(name: str) -> int:
