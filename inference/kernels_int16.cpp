@@ -71,6 +71,16 @@ inline float vmax_lanes(Vec v) {
 }
 #endif
 
+// The largest |x| of n floats (NaN lanes as _max_ps leaves them: a NaN is dropped by the next lane compared).
+inline float max_magnitude(const float* x, int64_t n) {
+  Vec m = vzero();
+  int64_t k = 0;
+  for (; k + kLanes <= n; k += kLanes) m = vmax(m, vabs(vload(x + k)));
+  float out = vmax_lanes(m);
+  for (; k < n; ++k) out = std::max(out, std::fabs(x[k]));
+  return out;
+}
+
 // Whether weight groups of G run on this path here (else the float path takes them).
 inline bool int16_fits(int64_t G) { return G % kWide == 0 && G <= 4096; }
 
@@ -91,9 +101,7 @@ void quantize_groups(const float* x, int64_t K, int64_t G, float top, std::vecto
   for (int64_t g = 0; g < K / G; ++g) {
     const float* xg = x + g * G;
     Q* qg = xq.data() + g * G;
-    Vec m = vzero();
-    for (int64_t k = 0; k < G; k += kLanes) m = vmax(m, vabs(vload(xg + k)));
-    const float amax = vmax_lanes(m);
+    const float amax = max_magnitude(xg, G);
     if (!(amax > 0.0f)) {
       std::fill_n(qg, G, Q{0});
       scale[g] = 0.0f;

@@ -81,8 +81,9 @@ inline __m256i group_sums(const uint8_t* p, const int8_t* xq, const int32_t* sta
                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(start)));
 }
 
-// One row: packed (K / 2 bytes) with its S bfloat16 scales, B blocks a group, the whole row prefetched P bytes
-// ahead first; two accumulators (even and odd groups), so the FMAs do not wait on each other.
+// One row: packed (K / 2 bytes) with its S bfloat16 scales, B blocks a group (B >= 2: groups of 32 take
+// row32), the whole row prefetched P bytes ahead first; two accumulators (even and odd groups), so the FMAs do
+// not wait on each other.
 template <int64_t P, int64_t B>
 inline float row(const uint8_t* packed, const uint16_t* ws, const Row& x, float* factors) {
   const int64_t S = x.S, bytes = S * B * 16;
@@ -149,7 +150,11 @@ void fill_blocks(const uint8_t* packed, const uint16_t* sp, int64_t K, const Row
   for (int64_t i = 0; i < n; ++i) {
     const uint8_t* p = packed + (r + i) * (K / 2);
     const uint16_t* s = sp + (r + i) * x.S;
-    out[i] = B == 1 ? row32<P>(p, s, x, factors.data()) : row<P, B>(p, s, x, factors.data());
+    if constexpr (B == 1) {
+      out[i] = row32<P>(p, s, x, factors.data());
+    } else {
+      out[i] = row<P, B>(p, s, x, factors.data());
+    }
   }
 }
 
@@ -197,8 +202,9 @@ at::Tensor gemv_int4(const at::Tensor& packed, const at::Tensor& scale, const at
   const uint16_t* sp = reinterpret_cast<const uint16_t*>(scale.data_ptr());
   const int4::Fill fill = int4::in_shape();
   const float a = static_cast<float>(alpha);
+  thread_local int4::Row quantised;  // its buffers are reused from call to call (a decode step's head: one a step)
+  int4::Row& xr = quantised;  // the calling thread's, which the workers read (`quantised` named there is theirs)
   for (int64_t t = 0; t < T; ++t) {
-    int4::Row xr;
     int4::quantize(x.data_ptr<float>() + t * K, K, G, xr);
     float* yp = y.data_ptr<float>() + t * N;
     at::parallel_for(0, N, kRowsPerTask, [&](int64_t begin, int64_t end) {

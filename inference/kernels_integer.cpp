@@ -221,19 +221,6 @@ TOKENSTEP_VNNI void vnni_rows(const int8_t* q, const uint16_t* sp, int64_t K, co
 #endif
 
 #if TOKENSTEP_HAS_AVX2_INTEGER_CODE
-// The largest |x| of n floats.
-float amax_of(const float* x, int64_t n) {
-  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  __m256 m = _mm256_setzero_ps();
-  int64_t k = 0;
-  for (; k + 8 <= n; k += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + k), magnitude));
-  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-  float out = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
-  for (; k < n; ++k) out = std::max(out, std::fabs(x[k]));
-  return out;
-}
-
 // Eight int32 in [-127, 127] -> eight int8 at q.
 inline void store8_epi8(int8_t* q, __m256i v) {
   const __m256i words = _mm256_packs_epi32(v, v);  // per 128-bit half: its four values twice, as int16
@@ -262,7 +249,7 @@ void quantize_run(const float* x, int64_t n, float amax, int8_t* q) {
 void quantize_runs(const float* xg, int64_t G, int64_t A, float row_amax, int8_t* q, float* lane_scale) {
   for (int64_t k0 = 0; k0 < G; k0 += A) {
     const int64_t n = std::min(A, G - k0);
-    const float amax = row_amax >= 0.0f ? row_amax : amax_of(xg + k0, n);
+    const float amax = row_amax >= 0.0f ? row_amax : max_magnitude(xg + k0, n);
     quantize_run(xg + k0, n, amax, q + k0);
     for (int64_t lane = k0 / 4; lane < (k0 + n + 3) / 4; ++lane) lane_scale[lane] = amax / 127.0f;
   }
@@ -294,7 +281,7 @@ void quantize_row(const float* x, int64_t K, int64_t G, int64_t A, QuantRow& out
   out.reset(K, G);
   const int64_t S = out.S, chunks = out.chunks;
   out.xabs.resize(S * chunks * 64);
-  const float row_amax = A >= K ? amax_of(x, K) : 0.0f;
+  const float row_amax = A >= K ? max_magnitude(x, K) : 0.0f;
   for (int64_t g = 0; g < S; ++g) {
     int8_t* q = out.xq.data() + g * chunks * 64;
     float* lane_scale = out.scale.data() + g * chunks * 16;
