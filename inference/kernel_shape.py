@@ -129,26 +129,30 @@ def cache_file() -> Path:
     return cache_dir.cache_root() / "kernels" / f"shape-{key}.json"
 
 
-def read_cached(path: Path) -> dict[str, Shape]:
-    """The shapes a cache file holds; none from a missing, unreadable or malformed file."""
+def _cache_data(path: Path) -> dict:
+    """A cache file's contents when readable and of this VERSION, else {}."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("version") != VERSION:
-            return {}
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) and data.get("version") == VERSION else {}
+
+
+def read_cached(path: Path) -> dict[str, Shape]:
+    """The shapes a cache file holds; none from a missing, unreadable or malformed file."""
+    data = _cache_data(path)
+    try:
         shapes = {kind: Shape(int(data[kind]["rows"]), int(data[kind]["prefetch"]))
                   for kind in CACHE_KEYS if kind in data}
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+    except (ValueError, TypeError, KeyError):
         return {}
     return {kind: shape for kind, shape in shapes.items() if shape in CANDIDATES}
 
 
 def read_cached_path(path: Path) -> str | None:
     """The int8 path a cache file holds (one of MEASURED_PATHS), or None."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        chosen = data.get(PATH_KEY, {}).get("path") if data.get("version") == VERSION else None
-    except (OSError, ValueError, TypeError, AttributeError):
-        return None
+    entry = _cache_data(path).get(PATH_KEY)
+    chosen = entry.get("path") if isinstance(entry, dict) else None
     return chosen if chosen in MEASURED_PATHS else None
 
 
@@ -161,11 +165,7 @@ def write_cached(path: Path, kind: str, shape: Shape, times: dict[Shape, list[fl
 
 
 def _update_cache(path: Path, key: str, entry: dict) -> None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        data = data if isinstance(data, dict) and data.get("version") == VERSION else {}
-    except (OSError, ValueError):
-        data = {}
+    data = _cache_data(path)
     data.update(version=VERSION, **cpu_identity(), library=kernels._target().stem, threads=torch.get_num_threads())
     data[key] = {**entry, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
     try:
@@ -219,13 +219,18 @@ def run_products(ops, mats: list[tuple]) -> list[torch.Tensor]:
     if not mats:
         return []
     return ops.products_region([w for w, *_ in mats], [s for _, s, *_ in mats], [x for _, _, x, _ in mats],
-                               next((path for *_, path in mats if path), 0))
+                               path_of(mats))
+
+
+def path_of(mats: list[tuple]) -> int:
+    """The int8 path code the products of `mats` take (0: float activations, or float32 products)."""
+    return next((path for *_, path in mats if path), 0)
 
 
 def cache_key(kind: str, mats: list[tuple]) -> str:
     """The cache entry of `kind` on the path its products take: 'int8' (float activations), 'int8-int16',
     'int8-integer'."""
-    path = next((path for *_, path in mats if path), 0)
+    path = path_of(mats)
     return kind if not path else f"{kind}-int16" if path == INT16 else f"{kind}-integer"
 
 
@@ -265,6 +270,11 @@ def fastest(times: dict[Shape, list[float]]) -> Shape:
     return min(times, key=lambda s: statistics.median(times[s]))
 
 
+def quiet(times: dict[Shape, list[float]], shape: Shape) -> bool:
+    """Whether a measurement may be cached: MIN_ROUNDS rounds, the chosen shape's passes within QUIET_SPREAD."""
+    return min(map(len, times.values())) >= MIN_ROUNDS and max(times[shape]) <= QUIET_SPREAD * min(times[shape])
+
+
 def ensure(decoder, progress=None) -> Shape | None:
     """The shape of this model's products put in force: forced by TOKENSTEP_KERNEL_SHAPE, else this machine's
     cached choice, else measured now on the model's weights and cached. None off the kernels."""
@@ -285,7 +295,7 @@ def ensure(decoder, progress=None) -> Shape | None:
             progress("tune", 0, 1)
         times = measure(ops, mats, kind)
         shape = fastest(times)
-        if min(map(len, times.values())) >= MIN_ROUNDS and max(times[shape]) <= QUIET_SPREAD * min(times[shape]):
+        if quiet(times, shape):
             write_cached(path, key, shape, times, nbytes(mats))
         if progress:
             progress("tune", 1, 1)
@@ -308,19 +318,17 @@ def choose_int8_path(decoder, path: Path, force: dict[str, Shape], progress=None
             return None  # too small to tell: the path the linears were built on
         if progress:
             progress("tune", 0, 1)
-        runs = {}
+        runs, medians = {}, {}  # per path: (its products, its fastest shape, the times); that shape's median
         for name in MEASURED_PATHS:
             on_path = [(w, s, x, quant.path_code(name)) for w, s, x, _ in mats]
             times = measure(ops, on_path, "int8")
             runs[name] = (on_path, fastest(times), times)
-        chosen = min(runs, key=lambda name: statistics.median(runs[name][2][runs[name][1]]))
-        quiet = all(min(map(len, times.values())) >= MIN_ROUNDS and
-                    max(times[shape]) <= QUIET_SPREAD * min(times[shape]) for _, shape, times in runs.values())
-        if quiet:
+            medians[name] = statistics.median(times[runs[name][1]])
+        chosen = min(medians, key=medians.get)
+        if all(quiet(times, shape) for _, shape, times in runs.values()):
             for on_path, shape, times in runs.values():
                 write_cached(path, cache_key("int8", on_path), shape, times, nbytes(on_path))
-            _update_cache(path, PATH_KEY, {"path": chosen, "median_ms": {
-                name: round(statistics.median(times[shape]), 4) for name, (_, shape, times) in runs.items()}})
+            _update_cache(path, PATH_KEY, {"path": chosen, "median_ms": {k: round(v, 4) for k, v in medians.items()}})
         measured = runs[chosen][1]
         if progress:
             progress("tune", 1, 1)
