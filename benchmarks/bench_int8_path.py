@@ -31,8 +31,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from benchmarks.bench_decode import cpu_facts, decode_read_bytes  # noqa: E402
 from inference.loading import load_model  # noqa: E402
-from inference import kernel_shape  # noqa: E402
-from inference.quant import KernelInt8Linear, path_code  # noqa: E402
+from inference import kernel_shape, quant  # noqa: E402
 
 STREAM = torch.ones((1 << 30) // 4, dtype=torch.float32)
 PATHS = ("float", "int16", "integer")  # "integer" where the CPU has integer code (main() drops it elsewhere)
@@ -48,15 +47,8 @@ def best_of(fn, n: int) -> float:
     return min(times) * 1000
 
 
-def linears(decoder) -> list[KernelInt8Linear]:
-    w = decoder.weights
-    layers = [lin for layer in w.layers for lin in (layer.qkv, layer.o, layer.mlp_in, layer.mlp_out)]
-    return [*layers, w.lm_head.linear]
-
-
 def set_path(decoder, path: str) -> None:
-    for lin in linears(decoder):
-        lin.path = path_code(path)
+    quant.use_int8_path(decoder.weights, path)
 
 
 def products(decoder, path: str):
@@ -80,9 +72,10 @@ def own_shapes(decoder, paths) -> dict[str, kernel_shape.Shape]:
 
 
 def read_same_bytes(decoder):
-    """A streaming read (torch.sum) of the products' weight and scale bytes, viewed as float32."""
-    views = [t.view(-1).view(torch.float32) for lin in linears(decoder) for t in (lin.weight, lin.scale)
-             if (t.numel() * t.element_size()) % 4 == 0]
+    """A streaming read (torch.sum) of the weight and scale bytes of the products `products` times (the int8
+    ones: the 4-bit head, not among them, is left out here too), viewed as float32."""
+    views = [t.view(-1).view(torch.float32) for w, scale, *_ in kernel_shape.products(decoder.weights, "int8", 1 << 62)
+             for t in (w, scale) if (t.numel() * t.element_size()) % 4 == 0]
     return lambda: [v.sum() for v in views]
 
 
