@@ -148,8 +148,8 @@ def use_int8_path(weights, name: str) -> None:
     """Every int8 product of `weights` on the kernels (the layers', an int8 head's) from the next forward on path
     `name` (the fused step's gathered arguments follow the path)."""
     code = path_code(name)
-    linears = [lin for layer in weights.layers for lin in (layer.qkv, layer.o, layer.mlp_in, layer.mlp_out)]
-    for lin in [*linears, getattr(weights.lm_head, "linear", weights.lm_head)]:
+    for lin in weights.linears():
+        lin = getattr(lin, "linear", lin)  # a RescoredHead's product is its linear
         if isinstance(lin, KernelInt8Linear):
             lin.path = code
 
