@@ -1,8 +1,9 @@
 """The shape of the decode kernels' one-row products on this machine, chosen by measurement and cached.
 
 A shape is how kernels.cpp reads a matrix for one row of x: rows per pass (1, 2 or 4: each x load
-serves that many rows, that many streams are read at once) and how far ahead a software prefetch goes
-(0 to 8 KB), float32 and int8 each (int8 timed on the path its products take: float activations, int16
+serves that many rows, that many streams are read at once; or 2 or 4 rows far apart, "2s": rows i and i + 32
+of a block of 64, not i and i + 1) and how far ahead a software prefetch goes (0 to 8 KB), float32 and int8
+each (int8 timed on the path its products take: float activations, int16
 activations or the AVX2 integer path, each cached apart; the VNNI integer products have one fixed shape and
 are not timed). Every shape gives the same products (bit for bit); only the speed differs, and by machine,
 not vendor: one row per pass decoded 1.3x faster than four on an AMD EPYC, four rows were fastest on an Intel
@@ -41,6 +42,10 @@ from . import cache_dir, kernels, quant
 from .quant import INT16
 
 ROWS = (1, 2, 4)
+# Or 2 or 4 rows of a block of 64 that lie 64 / n rows apart, in one pass (each x load serving all of them, as
+# with adjacent rows). On an AVX2 EPYC, float32: two adjacent rows made a step's products 1.16x one row's time,
+# two rows 32 apart 0.92x (the same bits).
+SPREAD_ROWS = (2, 4)
 PREFETCH = (0, 1024, 2048, 4096, 8192)  # bytes; the lists kernels.cpp's set_shape accepts
 KINDS = ("f32", "int8")
 CACHE_KEYS = (*KINDS, "int8-int16", "int8-integer")  # int8 on the other paths is timed and cached apart (cache_key)
@@ -68,18 +73,29 @@ class KernelShapeError(ValueError):
 class Shape:
     rows: int
     prefetch: int  # bytes
+    spread: bool = False  # the rows of a pass far apart
 
     @property
     def key(self) -> str:
-        return f"{self.rows}x{self.prefetch}"
+        return f"{self.rows}{'s' if self.spread else ''}x{self.prefetch}"
+
+    @property
+    def code(self) -> int:
+        """The rows as kernels.cpp's set_shape takes them: negative when spread."""
+        return -self.rows if self.spread else self.rows
+
+    @classmethod
+    def of(cls, code: int, prefetch: int) -> "Shape":
+        return cls(abs(code), prefetch, code < 0)
 
     def describe(self) -> str:
-        """'1 row/pass, prefetch 8 KB' (how the status bar and a trace say it)."""
+        """'1 row/pass, prefetch 8 KB', '2 rows/pass far apart, no prefetch' (the status bar's and a trace's words)."""
         ahead = f"prefetch {self.prefetch // 1024} KB" if self.prefetch else "no prefetch"
-        return f"{self.rows} row{'s' if self.rows > 1 else ''}/pass, {ahead}"
+        return f"{self.rows} row{'s' if self.rows > 1 else ''}/pass{' far apart' if self.spread else ''}, {ahead}"
 
 
-CANDIDATES = tuple(Shape(r, p) for r in ROWS for p in PREFETCH)
+CANDIDATES = (*(Shape(r, p) for r in ROWS for p in PREFETCH),
+              *(Shape(r, p, True) for r in SPREAD_ROWS for p in PREFETCH))
 
 
 def parse(value: str) -> dict[str, Shape]:
@@ -89,14 +105,16 @@ def parse(value: str) -> dict[str, Shape]:
         for part in value.split(","):
             kind, rows, prefetch = part.strip().replace("=", "x").split("x")
             kind = {"float32": "f32"}.get(kind.strip(), kind.strip())
-            shape = Shape(int(rows), int(prefetch))
+            spread = rows.strip().endswith("s")
+            shape = Shape(int(rows.strip().removesuffix("s")), int(prefetch), spread)
             if kind not in KINDS or kind in shapes or shape not in CANDIDATES:
                 raise ValueError
             shapes[kind] = shape
     except ValueError:
         raise KernelShapeError(
             f"{ENV}={value!r}: expected e.g. 'f32=1x8192,int8=4x0' (kind f32 or int8 = rows x prefetch bytes; "
-            f"rows {', '.join(map(str, ROWS))}; prefetch {', '.join(map(str, PREFETCH))})") from None
+            f"rows {', '.join(map(str, ROWS))} or {', '.join(f'{r}s' for r in SPREAD_ROWS)} (far apart); "
+            f"prefetch {', '.join(map(str, PREFETCH))})") from None
     return shapes
 
 
@@ -142,9 +160,9 @@ def read_cached(path: Path) -> dict[str, Shape]:
     """The shapes a cache file holds; none from a missing, unreadable or malformed file."""
     data = _cache_data(path)
     try:
-        shapes = {kind: Shape(int(data[kind]["rows"]), int(data[kind]["prefetch"]))
+        shapes = {kind: Shape(int(data[kind]["rows"]), int(data[kind]["prefetch"]), data[kind].get("spread") is True)
                   for kind in CACHE_KEYS if kind in data}
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError, AttributeError):
         return {}
     return {kind: shape for kind, shape in shapes.items() if shape in CANDIDATES}
 
@@ -159,7 +177,8 @@ def read_cached_path(path: Path) -> str | None:
 def write_cached(path: Path, kind: str, shape: Shape, times: dict[Shape, list[float]], nbytes: int) -> None:
     """Adds `kind`'s choice (and what it was measured on) to the file; a cache that cannot be written
     only means measuring again next time."""
-    _update_cache(path, kind, {"rows": shape.rows, "prefetch": shape.prefetch, "bytes": nbytes,
+    _update_cache(path, kind, {"rows": shape.rows, "prefetch": shape.prefetch, "spread": shape.spread,
+                               "bytes": nbytes,
                                "rounds": min(len(t) for t in times.values()),
                                "median_ms": {s.key: round(statistics.median(t), 4) for s, t in times.items()}})
 
@@ -179,12 +198,12 @@ def _update_cache(path: Path, key: str, entry: dict) -> None:
 
 def in_force(ops) -> dict[str, Shape]:
     f32_rows, f32_prefetch, int8_rows, int8_prefetch = ops.get_shape()
-    return {"f32": Shape(f32_rows, f32_prefetch), "int8": Shape(int8_rows, int8_prefetch)}
+    return {"f32": Shape.of(f32_rows, f32_prefetch), "int8": Shape.of(int8_rows, int8_prefetch)}
 
 
 def apply(ops, kind: str, shape: Shape) -> None:
     shapes = {**in_force(ops), kind: shape}
-    ops.set_shape(shapes["f32"].rows, shapes["f32"].prefetch, shapes["int8"].rows, shapes["int8"].prefetch)
+    ops.set_shape(shapes["f32"].code, shapes["f32"].prefetch, shapes["int8"].code, shapes["int8"].prefetch)
 
 
 def kind_of(backend) -> str:
@@ -238,8 +257,8 @@ def measure(ops, mats: list[tuple], kind: str, rounds: int = ROUNDS, shapes=CAND
             beside=None, budget_s: float | None = BUDGET_S) -> dict[Shape, list[float]]:
     """Milliseconds of one pass over `mats` in each shape: every round runs every shape once, in a fresh
     order (so a slow spell of a shared machine falls on all of them); after MIN_ROUNDS no round starts
-    past `budget_s`, after one none past 4 x `budget_s`. `beside(shape, ms)`, when given, runs after each pass (the benchmark times a read of
-    the same bytes there). The shape in force is kept."""
+    past `budget_s`, after one none past 4 x `budget_s`. `beside(shape, ms)`, when given, runs after each pass
+    (the benchmark times a read of the same bytes there). The shape in force is kept."""
     started = time.perf_counter()
     before = in_force(ops)
     times: dict[Shape, list[float]] = {s: [] for s in shapes}

@@ -38,7 +38,11 @@ namespace {
 // software prefetch helped with AVX-512 on one EPYC and hurt with AVX2 only on another. So kernel_shape.py
 // times these candidates on the loaded model's weights at first use and sets the fastest (set_shape);
 // until then the defaults below (what this instruction set measured best first) are in force.
-constexpr int64_t kShapeRows[] = {1, 2, 4};
+// Negative rows (float32 only): that many rows far apart, rows i, i + n/2 (i + n/4, ...) of a fill's n (64),
+// not i, i + 1. On an AVX2 EPYC (2 threads, the default model's products as a step runs them, against a read
+// of the same bytes) one row per pass took 1.13x the read, two adjacent rows 1.32x, two or four far apart
+// 1.03x: the x loads halved without the hardware prefetcher seeing adjacent rows as one interleaved stream.
+constexpr int64_t kShapeRows[] = {1, 2, 4, -2, -4};
 constexpr int64_t kShapePrefetch[] = {0, 1024, 2048, 4096, 8192};  // bytes
 #define TOKENSTEP_EACH_PREFETCH(f, R) {f<R, 0>, f<R, 1024>, f<R, 2048>, f<R, 4096>, f<R, 8192>}
 #if defined(__AVX512F__)
@@ -196,17 +200,19 @@ inline float dot_f32(const float* w, const float* x, int64_t K) {
 // accumulators, the same order), so the products are bit-identical for every R and P. Measured on an
 // Intel Xeon (2 threads, the default model's o, down, qkv and head matrices): 25.5 GB/s one row at a
 // time, 27.8 two, 28.9 four; on an AMD EPYC one row was the fastest (see the shape section above).
+// The R rows lie `step` rows apart (1: consecutive), and so do their products in out.
 template <int64_t R, int64_t P>
-inline void dot_rows_f32(const float* w, const float* x, int64_t K, float* out) {
+inline void dot_rows_f32(const float* w, const float* x, int64_t K, float* out, int64_t step) {
+  const int64_t stride = step * K;
   Vec a[R][4];
   for (int64_t r = 0; r < R; ++r) a[r][0] = a[r][1] = a[r][2] = a[r][3] = vzero();
   int64_t k = 0;
   for (; k + kStep <= K; k += kStep) {
-    for (int64_t r = 0; r < R; ++r) prefetch_ahead<P>(w + r * K + k, kStep * sizeof(float));
+    for (int64_t r = 0; r < R; ++r) prefetch_ahead<P>(w + r * stride + k, kStep * sizeof(float));
     const Vec x0 = vload(x + k), x1 = vload(x + k + kLanes), x2 = vload(x + k + 2 * kLanes),
               x3 = vload(x + k + 3 * kLanes);
     for (int64_t r = 0; r < R; ++r) {
-      const float* v = w + r * K + k;
+      const float* v = w + r * stride + k;
       a[r][0] = vfma(vload(v), x0, a[r][0]);
       a[r][1] = vfma(vload(v + kLanes), x1, a[r][1]);
       a[r][2] = vfma(vload(v + 2 * kLanes), x2, a[r][2]);
@@ -214,12 +220,12 @@ inline void dot_rows_f32(const float* w, const float* x, int64_t K, float* out) 
     }
   }
   for (; k + kLanes <= K; k += kLanes) {
-    for (int64_t r = 0; r < R; ++r) a[r][0] = vfma(vload(w + r * K + k), vload(x + k), a[r][0]);
+    for (int64_t r = 0; r < R; ++r) a[r][0] = vfma(vload(w + r * stride + k), vload(x + k), a[r][0]);
   }
   for (int64_t r = 0; r < R; ++r) {
     float sum = vsum(vadd(vadd(a[r][0], a[r][1]), vadd(a[r][2], a[r][3])));
-    for (int64_t tail = k; tail < K; ++tail) sum += w[r * K + tail] * x[tail];
-    out[r] = sum;
+    for (int64_t tail = k; tail < K; ++tail) sum += w[r * stride + tail] * x[tail];
+    out[r * step] = sum;
   }
 }
 
@@ -258,7 +264,8 @@ inline float dot_int8_any(const int8_t* q, const float* x, int64_t K, const uint
 // is formed as for one row alone, so the products are bit-identical for every R and P.
 template <int64_t R, int64_t P>
 inline void dot_rows_int8_even(const int8_t* q, const float* x, int64_t K, const uint16_t* scale, int64_t S,
-                               int64_t G, float* out) {
+                               int64_t G, float* out, int64_t step) {
+  const int64_t stride = step * K, scales = step * S;  // the R rows lie `step` rows apart, their products too
   Vec t[R][4];
   for (int64_t r = 0; r < R; ++r) t[r][0] = t[r][1] = t[r][2] = t[r][3] = vzero();
   for (int64_t g0 = 0, g = 0; g0 < K; g0 += G, ++g) {
@@ -267,7 +274,7 @@ inline void dot_rows_int8_even(const int8_t* q, const float* x, int64_t K, const
       const Vec x0 = vload(x + g0), x1 = vload(x + g0 + kLanes), x2 = vload(x + g0 + 2 * kLanes),
                 x3 = vload(x + g0 + 3 * kLanes);
       for (int64_t r = 0; r < R; ++r) {
-        const int8_t* v = q + r * K + g0;
+        const int8_t* v = q + r * stride + g0;
         prefetch_ahead<P>(v, kStep);
         a[r][0] = vmul(vwiden(v), x0);
         a[r][1] = vmul(vwiden(v + kLanes), x1);
@@ -279,7 +286,7 @@ inline void dot_rows_int8_even(const int8_t* q, const float* x, int64_t K, const
       const Vec x0 = vload(x + k), x1 = vload(x + k + kLanes), x2 = vload(x + k + 2 * kLanes),
                 x3 = vload(x + k + 3 * kLanes);
       for (int64_t r = 0; r < R; ++r) {
-        const int8_t* v = q + r * K + k;
+        const int8_t* v = q + r * stride + k;
         prefetch_ahead<P>(v, kStep);
         a[r][0] = vfma(vwiden(v), x0, a[r][0]);
         a[r][1] = vfma(vwiden(v + kLanes), x1, a[r][1]);
@@ -288,45 +295,67 @@ inline void dot_rows_int8_even(const int8_t* q, const float* x, int64_t K, const
       }
     }
     for (int64_t r = 0; r < R; ++r) {
-      const Vec sv = vset(bf16_to_float(scale[r * S + g]));
+      const Vec sv = vset(bf16_to_float(scale[r * scales + g]));
       for (int j = 0; j < 4; ++j) t[r][j] = vfma(a[r][j], sv, t[r][j]);
     }
   }
-  for (int64_t r = 0; r < R; ++r) out[r] = vsum(vadd(vadd(t[r][0], t[r][1]), vadd(t[r][2], t[r][3])));
+  for (int64_t r = 0; r < R; ++r) out[r * step] = vsum(vadd(vadd(t[r][0], t[r][1]), vadd(t[r][2], t[r][3])));
 }
+
+// Rows 0..n-1 of a fill in passes of the shape's rows: pass(i, step) takes rows i, i + step, ... (|R| of them),
+// one(i) row i alone. R > 0: consecutive rows (step 1); R < 0: rows far apart (step n / |R|); then the rest alone.
+template <int64_t R, typename Pass, typename One>
+inline void in_passes(int64_t n, Pass pass, One one) {
+  int64_t i = 0;
+  if constexpr (R > 0) {
+    for (; i + R <= n; i += R) pass(i, 1);
+  } else {
+    const int64_t h = n / -R;
+    for (; i < h; ++i) pass(i, h);
+    i = -R * h;
+  }
+  for (; i < n; ++i) one(i);
+}
+
+constexpr int64_t rows_of(int64_t R) { return R > 0 ? R : -R; }
 
 // The products of n consecutive rows in the shape (R rows per pass, prefetch P): fill_f32 and fill_int8,
 // one instance per candidate shape, picked at each call from the shape in force.
 template <int64_t R, int64_t P>
 void fill_f32(const float* w, const float* x, int64_t K, int64_t n, float* out) {
-  int64_t i = 0;
-  for (; i + R <= n; i += R) dot_rows_f32<R, P>(w + i * K, x, K, out + i);
-  for (; i < n; ++i) dot_rows_f32<1, P>(w + i * K, x, K, out + i);
+  in_passes<R>(
+      n, [&](int64_t i, int64_t step) { dot_rows_f32<rows_of(R), P>(w + i * K, x, K, out + i, step); },
+      [&](int64_t i) { dot_rows_f32<1, P>(w + i * K, x, K, out + i, 1); });
 }
 
 template <int64_t R, int64_t P>
 void fill_int8(const int8_t* q, const float* x, int64_t K, const uint16_t* scale, int64_t S, int64_t G, int64_t n,
                float* out) {
-  int64_t i = 0;
-  if (G % kStep == 0) {
-    for (; i + R <= n; i += R) dot_rows_int8_even<R, P>(q + i * K, x, K, scale + i * S, S, G, out + i);
-    for (; i < n; ++i) dot_rows_int8_even<1, P>(q + i * K, x, K, scale + i * S, S, G, out + i);
+  if (G % kStep != 0) {
+    for (int64_t i = 0; i < n; ++i) out[i] = dot_int8_any<P>(q + i * K, x, K, scale + i * S, G);
+    return;
   }
-  for (; i < n; ++i) out[i] = dot_int8_any<P>(q + i * K, x, K, scale + i * S, G);
+  in_passes<R>(
+      n, [&](int64_t i, int64_t step) {
+        dot_rows_int8_even<rows_of(R), P>(q + i * K, x, K, scale + i * S, S, G, out + i, step);
+      },
+      [&](int64_t i) { dot_rows_int8_even<1, P>(q + i * K, x, K, scale + i * S, S, G, out + i, 1); });
 }
 
 using FillF32 = void (*)(const float*, const float*, int64_t, int64_t, float*);
 using FillInt8 = void (*)(const int8_t*, const float*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, float*);
 
 FillF32 f32_in_shape() {
-  static const FillF32 table[3][5] = {TOKENSTEP_EACH_PREFETCH(fill_f32, 1), TOKENSTEP_EACH_PREFETCH(fill_f32, 2),
-                                      TOKENSTEP_EACH_PREFETCH(fill_f32, 4)};
+  static const FillF32 table[5][5] = {TOKENSTEP_EACH_PREFETCH(fill_f32, 1), TOKENSTEP_EACH_PREFETCH(fill_f32, 2),
+                                      TOKENSTEP_EACH_PREFETCH(fill_f32, 4), TOKENSTEP_EACH_PREFETCH(fill_f32, -2),
+                                      TOKENSTEP_EACH_PREFETCH(fill_f32, -4)};
   return table[g_shape.f32_rows.load(std::memory_order_relaxed)][g_shape.f32_prefetch.load(std::memory_order_relaxed)];
 }
 
 FillInt8 int8_in_shape() {
-  static const FillInt8 table[3][5] = {TOKENSTEP_EACH_PREFETCH(fill_int8, 1), TOKENSTEP_EACH_PREFETCH(fill_int8, 2),
-                                       TOKENSTEP_EACH_PREFETCH(fill_int8, 4)};
+  static const FillInt8 table[5][5] = {TOKENSTEP_EACH_PREFETCH(fill_int8, 1), TOKENSTEP_EACH_PREFETCH(fill_int8, 2),
+                                       TOKENSTEP_EACH_PREFETCH(fill_int8, 4), TOKENSTEP_EACH_PREFETCH(fill_int8, -2),
+                                       TOKENSTEP_EACH_PREFETCH(fill_int8, -4)};
   return table[g_shape.int8_rows.load(std::memory_order_relaxed)][g_shape.int8_prefetch.load(std::memory_order_relaxed)];
 }
 
@@ -334,8 +363,8 @@ int index_of(const int64_t* list, int size, int64_t value, const char* what) {
   for (int i = 0; i < size; ++i) {
     if (list[i] == value) return i;
   }
-  TORCH_CHECK(false, what, " ", value, " is not a candidate (rows per pass: 1, 2 or 4; prefetch: 0, 1024, 2048, ",
-              "4096 or 8192 bytes)");
+  TORCH_CHECK(false, what, " ", value, " is not a candidate (rows per pass: 1, 2 or 4, float32 also -2 or -4 ",
+              "for rows far apart; prefetch: 0, 1024, 2048, 4096 or 8192 bytes)");
   return 0;
 }
 
@@ -347,9 +376,9 @@ std::vector<int64_t> get_shape() {
 
 // Sets the shape of the products from the next call on (every value checked first); returns it.
 std::vector<int64_t> set_shape(int64_t f32_rows, int64_t f32_prefetch, int64_t int8_rows, int64_t int8_prefetch) {
-  const int a = index_of(kShapeRows, 3, f32_rows, "float32 rows per pass");
+  const int a = index_of(kShapeRows, 5, f32_rows, "float32 rows per pass");
   const int b = index_of(kShapePrefetch, 5, f32_prefetch, "float32 prefetch");
-  const int c = index_of(kShapeRows, 3, int8_rows, "int8 rows per pass");
+  const int c = index_of(kShapeRows, 5, int8_rows, "int8 rows per pass");
   const int d = index_of(kShapePrefetch, 5, int8_prefetch, "int8 prefetch");
   g_shape.f32_rows = a;
   g_shape.f32_prefetch = b;

@@ -128,8 +128,9 @@ void quantize_int16(const float* x, int64_t K, int64_t G, Int16Row& out) {
 // weights per inner pass (64, one cache line, when G allows, else kWide). Each row's sum is formed as for one
 // row alone, so the products are bit-identical for every R and P.
 template <int64_t R, int64_t P, int64_t C>
-inline void int16_rows(const int8_t* q, const uint16_t* sp, int64_t K, int64_t S, const Int16Row& x, float* out) {
-  const int64_t G = x.G;
+inline void int16_rows(const int8_t* q, const uint16_t* sp, int64_t K, int64_t S, const Int16Row& x, float* out,
+                       int64_t step) {
+  const int64_t G = x.G, stride = step * K, scales = step * S;  // the R rows lie `step` rows apart, their products too
   const int16_t* xq = x.xq.data();
   Vec t[R];
   for (int64_t r = 0; r < R; ++r) t[r] = vzero();
@@ -138,16 +139,16 @@ inline void int16_rows(const int8_t* q, const uint16_t* sp, int64_t K, int64_t S
     IVec a[R];
     for (int64_t r = 0; r < R; ++r) a[r] = izero();
     for (int64_t k = g0; k < g0 + G; k += C) {
-      for (int64_t r = 0; r < R; ++r) prefetch_ahead<P>(q + r * K + k, C);
+      for (int64_t r = 0; r < R; ++r) prefetch_ahead<P>(q + r * stride + k, C);
       for (int64_t j = 0; j < C; j += kWide) {
         const IVec xv = iload(xq + k + j);
-        for (int64_t r = 0; r < R; ++r) a[r] = iadd(a[r], imadd(iwiden(q + r * K + k + j), xv));
+        for (int64_t r = 0; r < R; ++r) a[r] = iadd(a[r], imadd(iwiden(q + r * stride + k + j), xv));
       }
     }
     const float xs = x.scale[g];
-    for (int64_t r = 0; r < R; ++r) t[r] = vfma(ifloat(a[r]), vset(bf16_to_float(sp[r * S + g]) * xs), t[r]);
+    for (int64_t r = 0; r < R; ++r) t[r] = vfma(ifloat(a[r]), vset(bf16_to_float(sp[r * scales + g]) * xs), t[r]);
   }
-  for (int64_t r = 0; r < R; ++r) out[r] = vsum(t[r]);
+  for (int64_t r = 0; r < R; ++r) out[r * step] = vsum(t[r]);
 }
 
 // The products of rows r..r+n-1 in the int8 shape in force (R rows per pass, prefetch P; kernel_shape.py times
@@ -155,19 +156,23 @@ inline void int16_rows(const int8_t* q, const uint16_t* sp, int64_t K, int64_t S
 template <int64_t R, int64_t P>
 void fill_int16(const int8_t* q, const uint16_t* sp, int64_t K, const Int16Row& x, int64_t r, int64_t n, float* out) {
   const int64_t S = x.S;
-  int64_t i = 0;
-  if (x.G % 64 == 0) {
-    for (; i + R <= n; i += R) int16_rows<R, P, 64>(q + (r + i) * K, sp + (r + i) * S, K, S, x, out + i);
-    for (; i < n; ++i) int16_rows<1, P, 64>(q + (r + i) * K, sp + (r + i) * S, K, S, x, out + i);
+  if (x.G % 64 != 0) {
+    for (int64_t i = 0; i < n; ++i) int16_rows<1, P, kWide>(q + (r + i) * K, sp + (r + i) * S, K, S, x, out + i, 1);
+    return;
   }
-  for (; i < n; ++i) int16_rows<1, P, kWide>(q + (r + i) * K, sp + (r + i) * S, K, S, x, out + i);
+  in_passes<R>(
+      n, [&](int64_t i, int64_t step) {
+        int16_rows<rows_of(R), P, 64>(q + (r + i) * K, sp + (r + i) * S, K, S, x, out + i, step);
+      },
+      [&](int64_t i) { int16_rows<1, P, 64>(q + (r + i) * K, sp + (r + i) * S, K, S, x, out + i, 1); });
 }
 
 using FillInt16 = void (*)(const int8_t*, const uint16_t*, int64_t, const Int16Row&, int64_t, int64_t, float*);
 
 FillInt16 int16_in_shape() {
-  static const FillInt16 table[3][5] = {TOKENSTEP_EACH_PREFETCH(fill_int16, 1), TOKENSTEP_EACH_PREFETCH(fill_int16, 2),
-                                        TOKENSTEP_EACH_PREFETCH(fill_int16, 4)};
+  static const FillInt16 table[5][5] = {TOKENSTEP_EACH_PREFETCH(fill_int16, 1), TOKENSTEP_EACH_PREFETCH(fill_int16, 2),
+                                        TOKENSTEP_EACH_PREFETCH(fill_int16, 4), TOKENSTEP_EACH_PREFETCH(fill_int16, -2),
+                                        TOKENSTEP_EACH_PREFETCH(fill_int16, -4)};
   return table[g_shape.int8_rows.load(std::memory_order_relaxed)][g_shape.int8_prefetch.load(std::memory_order_relaxed)];
 }
 

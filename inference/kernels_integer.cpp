@@ -317,8 +317,9 @@ inline __m256 chunk_sum(__m256i w0, __m256i w1, const int8_t* xq, const uint8_t*
 // and odd groups in two accumulators; each row's sum is formed as for one row alone, so every R and P gives
 // the same bits.
 template <int64_t R, int64_t P>
-inline void avx2_rows_even(const int8_t* q, const uint16_t* sp, int64_t K, const QuantRow& x, float* out) {
-  const int64_t S = x.S;
+inline void avx2_rows_even(const int8_t* q, const uint16_t* sp, int64_t K, const QuantRow& x, float* out,
+                           int64_t step) {
+  const int64_t S = x.S, stride = step * K, scales = step * S;  // the R rows lie `step` rows apart, their products too
   const int8_t* xq = x.xq.data();
   const uint8_t* xa = x.xabs.data();
   const float* xs = x.scale.data();
@@ -326,13 +327,13 @@ inline void avx2_rows_even(const int8_t* q, const uint16_t* sp, int64_t K, const
   for (int64_t r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   for (int64_t g = 0; g < S; ++g) {
     for (int64_t r = 0; r < R; ++r) {
-      const int8_t* w = q + r * K + g * 64;
+      const int8_t* w = q + r * stride + g * 64;
       prefetch_ahead<P>(w, 64);
       const __m256 sum = chunk_sum(load32(w), load32(w + 32), xq + g * 64, xa + g * 64, xs + g * 16);
-      acc[r][g & 1] = _mm256_fmadd_ps(sum, _mm256_set1_ps(bf16_to_float(sp[r * S + g])), acc[r][g & 1]);
+      acc[r][g & 1] = _mm256_fmadd_ps(sum, _mm256_set1_ps(bf16_to_float(sp[r * scales + g])), acc[r][g & 1]);
     }
   }
-  for (int64_t r = 0; r < R; ++r) out[r] = vsum(_mm256_add_ps(acc[r][0], acc[r][1]));
+  for (int64_t r = 0; r < R; ++r) out[r * step] = vsum(_mm256_add_ps(acc[r][0], acc[r][1]));
 }
 
 // One row of any group size: chunks of 64, the last one of a group from a zero-padded copy (its x is zero
@@ -362,12 +363,15 @@ inline float avx2_row_any(const int8_t* row, const uint16_t* ws, const QuantRow&
 template <int64_t R, int64_t P>
 void fill_integer(const int8_t* q, const uint16_t* sp, int64_t K, const QuantRow& x, int64_t r, int64_t n,
                   float* out) {
-  int64_t i = 0;
-  if (x.G == 64) {
-    for (; i + R <= n; i += R) avx2_rows_even<R, P>(q + (r + i) * K, sp + (r + i) * x.S, K, x, out + i);
-    for (; i < n; ++i) avx2_rows_even<1, P>(q + (r + i) * K, sp + (r + i) * x.S, K, x, out + i);
+  if (x.G != 64) {
+    for (int64_t i = 0; i < n; ++i) out[i] = avx2_row_any(q + (r + i) * K, sp + (r + i) * x.S, x);
+    return;
   }
-  for (; i < n; ++i) out[i] = avx2_row_any(q + (r + i) * K, sp + (r + i) * x.S, x);
+  in_passes<R>(
+      n, [&](int64_t i, int64_t step) {
+        avx2_rows_even<rows_of(R), P>(q + (r + i) * K, sp + (r + i) * x.S, K, x, out + i, step);
+      },
+      [&](int64_t i) { avx2_rows_even<1, P>(q + (r + i) * K, sp + (r + i) * x.S, K, x, out + i, 1); });
 }
 
 #endif
@@ -380,9 +384,11 @@ FillInteger integer_in_shape() {
 #if TOKENSTEP_HAS_VNNI_CODE
   return vnni_rows;
 #else
-  static const FillInteger table[3][5] = {TOKENSTEP_EACH_PREFETCH(fill_integer, 1),
+  static const FillInteger table[5][5] = {TOKENSTEP_EACH_PREFETCH(fill_integer, 1),
                                           TOKENSTEP_EACH_PREFETCH(fill_integer, 2),
-                                          TOKENSTEP_EACH_PREFETCH(fill_integer, 4)};
+                                          TOKENSTEP_EACH_PREFETCH(fill_integer, 4),
+                                          TOKENSTEP_EACH_PREFETCH(fill_integer, -2),
+                                          TOKENSTEP_EACH_PREFETCH(fill_integer, -4)};
   return table[g_shape.int8_rows.load(std::memory_order_relaxed)][g_shape.int8_prefetch.load(std::memory_order_relaxed)];
 #endif
 }

@@ -28,17 +28,20 @@ def _in_each_shape(kind, product):
     return out
 
 
-@pytest.mark.parametrize("out_features, in_features", [(1536, 576), (130, 100), (7, 37), (67, 16)])
+@pytest.mark.parametrize("out_features, in_features", [(1536, 576), (130, 100), (7, 37), (67, 16), (37, 20)])
 def test_every_f32_shape_gives_the_same_bits(out_features, in_features):
-    """Plain, with bias + residual, with the folded RMSNorm, gated: bit-identical in every shape, and
-    within 1e-5 of the float64 product."""
+    """Plain, with bias + residual, with the folded RMSNorm, gated, an odd row count: bit-identical in every
+    shape (rows far apart too, whose last block of rows is not a multiple of theirs), and within 1e-5 of the
+    float64 product."""
     g = torch.Generator().manual_seed(in_features)
     w = torch.randn(2 * out_features, in_features, generator=g)
     x = torch.randn(1, in_features, generator=g)
     bias, residual = torch.randn(2 * out_features, generator=g), torch.randn(1, 2 * out_features, generator=g)
     results = _in_each_shape("f32", lambda: (ops.gemv_f32(w, x, 0.7, bias, residual),
                                              ops.gemv_f32(w, x, 1.0, None, None, 1e-5),
-                                             ops.gemv_f32(w, x, 1.0, bias, None, 1e-5, True)))
+                                             ops.gemv_f32(w, x, 1.0, bias, None, 1e-5, True),
+                                             ops.gemv_f32(w[:-1], x, 1.0, None, None)))
+    assert any(shape.spread for shape in results)
     first = results[CANDIDATES[0]]
     assert all(all(torch.equal(a, b) for a, b in zip(first, r)) for r in results.values())
     expected = 0.7 * (x.double() @ w.double().t()) + bias.double() + residual.double()
@@ -85,6 +88,8 @@ def test_fused_decode_gives_the_same_logits_in_every_shape(tmp_path, dtype):
     assert all(torch.equal(first, r) for r in results.values())
     kernel_shape.apply(ops, kind, Shape(2, 4096))
     assert model.info().decode_path == "fused kernels, 2 rows/pass, prefetch 4 KB"
+    kernel_shape.apply(ops, kind, Shape(4, 0, True))
+    assert model.info().decode_path == "fused kernels, 4 rows/pass far apart, no prefetch"
 
 
 @pytest.mark.skipif(ops is None or ops.integer_code() != "avx2", reason="the AVX2 integer path's shapes")
@@ -120,7 +125,7 @@ def test_the_timed_products_are_the_products_of_each_call_alone(threads):
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        for shape in (CANDIDATES[0], Shape(4, 2048)):
+        for shape in (CANDIDATES[0], Shape(4, 2048), Shape(2, 0, True)):
             kernel_shape.apply(ops, "f32", shape)
             kernel_shape.apply(ops, "int8", shape)
             for got, (w, _, x, _) in zip(kernel_shape.run_products(ops, f32), f32, strict=True):
@@ -134,7 +139,7 @@ def test_the_timed_products_are_the_products_of_each_call_alone(threads):
 
 def test_set_shape_refuses_a_shape_that_is_no_candidate():
     before = ops.get_shape()
-    for bad in ((3, 0, 1, 0), (1, 100, 1, 0), (1, 0, 8, 0), (1, 0, 1, -64)):
+    for bad in ((3, 0, 1, 0), (1, 100, 1, 0), (1, 0, 8, 0), (1, 0, 1, -64), (-3, 0, 1, 0), (1, 0, -1, 0)):
         with pytest.raises(RuntimeError, match="not a candidate"):
             ops.set_shape(*bad)
         assert ops.get_shape() == before  # nothing half-set
@@ -174,8 +179,8 @@ def test_the_choice_is_measured_once_cached_and_reused(tmp_path, tuned_on_tiny, 
     assert data["library"] == kernels._target().stem and data["flags"] == kernel_shape.cpu_identity()["flags"]
     assert model.info().decode_path == f"fused kernels, {chosen.describe()}"
     # next time the file decides, without measuring: shown by a choice written into it by hand
-    other = next(s for s in CANDIDATES if s != chosen)
-    data[kind].update(rows=other.rows, prefetch=other.prefetch)
+    other = next(s for s in reversed(CANDIDATES) if s != chosen)  # a shape with rows far apart
+    data[kind].update(rows=other.rows, prefetch=other.prefetch, spread=other.spread)
     path.write_text(json.dumps(data))
     stages.clear()
     assert kernel_shape.ensure(model.decoder, lambda *a: stages.append(a)) == other
@@ -204,6 +209,8 @@ def test_a_small_model_is_not_measured_and_leaves_no_file(tmp_path):
 
 
 def test_the_env_knob_forces_a_shape_without_measuring(tmp_path, tuned_on_tiny, monkeypatch):
+    monkeypatch.setenv(ENV, "f32=2sx0,int8=4sx1024")
+    assert kernel_shape.forced() == {"f32": Shape(2, 0, True), "int8": Shape(4, 1024, True)}
     monkeypatch.setenv(ENV, "f32=1x8192, int8=4x0")
     assert kernel_shape.forced() == {"f32": Shape(1, 8192), "int8": Shape(4, 0)}
     folder = save_hf_model(make_hf_model("llama"), tmp_path / "tiny")
@@ -217,7 +224,7 @@ def test_the_env_knob_forces_a_shape_without_measuring(tmp_path, tuned_on_tiny, 
 
 
 @pytest.mark.parametrize("value", ["f32=3x0", "f32=1x100", "gpu=1x0", "f32=1", "f32=1x0,f32=2x0", "1x0",
-                                   "f32=ax0", "f32=1x0;int8=1x0"])
+                                   "f32=ax0", "f32=1x0;int8=1x0", "f32=1sx0", "f32=sx0", "int8=3sx0"])
 def test_a_bad_env_knob_is_one_line_naming_the_variable(tmp_path, monkeypatch, value):
     monkeypatch.setenv(ENV, value)
     with pytest.raises(KernelShapeError) as caught:
