@@ -610,6 +610,12 @@ at::Tensor gemv_int8(const at::Tensor& q, const at::Tensor& scale, const at::Ten
 // are 94 MB to read.
 namespace attention {
 constexpr int64_t kMinChunk = 32;  // positions
+// The exp-weighted sum of values keeps this many floats of acc in registers over a chunk's positions (8 AVX2
+// vectors): loaded and stored once a chunk, not once every four positions (where a store crossing a cache line
+// was loaded back four positions later). Default model, one decode forward, A/B in one process, the same bits,
+// AVX2 EPYC: 0.978x at 2000 positions; with the fused step's tasks grouped by KV head too, 0.92x at 2000 and
+// 0.97x at 512.
+constexpr int64_t kSlice = 64;
 // Below this many bytes of keys and values the attention of one position runs on the calling thread: a
 // parallel region costs more than the read (rope and attention took 28 us a layer at 16-116 positions
 // in parallel, 15 us on one thread).
@@ -648,7 +654,28 @@ void chunk(const float* q, const float* k, const float* v, int64_t count, int64_
   }
   float* acc = out + 2;
   for (int64_t d = 0; d < hd; ++d) acc[d] = 0.0f;
-  for (j = 0; j + 4 <= count; j += 4) {  // four positions per pass over acc: fewer loads and stores of it
+  j = 0;
+  if (hd % kSlice == 0) {  // acc in registers, kSlice floats of it at a time
+    const int64_t groups = count / 4 * 4;
+    for (int64_t d0 = 0; d0 < hd; d0 += kSlice) {
+      Vec a[kSlice / kLanes];
+      for (int64_t i = 0; i < kSlice / kLanes; ++i) a[i] = vzero();
+      for (j = 0; j < groups; j += 4) {
+        const float* v0 = v + j * hd + d0;
+        const Vec p0 = vset(scores[j]), p1 = vset(scores[j + 1]), p2 = vset(scores[j + 2]), p3 = vset(scores[j + 3]);
+        for (int64_t i = 0; i < kSlice / kLanes; ++i) {
+          const int64_t d = i * kLanes;
+          Vec t = vfma(p0, vload(v0 + d), a[i]);
+          t = vfma(p1, vload(v0 + hd + d), t);
+          t = vfma(p2, vload(v0 + 2 * hd + d), t);
+          a[i] = vfma(p3, vload(v0 + 3 * hd + d), t);
+        }
+      }
+      for (int64_t i = 0; i < kSlice / kLanes; ++i) vstore(acc + d0 + i * kLanes, a[i]);
+    }
+    j = groups;
+  }
+  for (; j + 4 <= count; j += 4) {  // four positions per pass over acc: fewer loads and stores of it
     const float* v0 = v + j * hd;
     const Vec p0 = vset(scores[j]), p1 = vset(scores[j + 1]), p2 = vset(scores[j + 2]), p3 = vset(scores[j + 3]);
     int64_t d = 0;

@@ -256,14 +256,19 @@ at::Tensor decode_layers(const at::Tensor& x, at::TensorList mats, const c10::Li
 #pragma omp barrier
       step::rotate_heads(layer, qkv.data(), r, heads, KV, hd, attn_eps, position, tid, nt);
 #pragma omp barrier
-      const auto [begin, end] = step::share(heads * chunks, tid, nt);
+      // Tasks of (KV head, chunk): the query heads of a group read the chunk's keys and values one after another,
+      // from L1 / L2 for all but the first (per (head, chunk) tasks read them once a head: at 2000 positions a
+      // KV head's K and V, 1 MB, no longer fit L2). Each (head, chunk) is computed as before: the same bits.
+      const auto [begin, end] = step::share(KV * chunks, tid, nt);
       for (int64_t t = begin; t < end; ++t) {
-        const int64_t h = t / chunks, j = t % chunks, at = j * size;
+        const int64_t g = t / chunks, j = t % chunks, at = j * size;
         const int64_t len = std::min(size, count - at);
-        const int64_t offset = (h / group) * layer.head_stride + (first + at) * hd;
+        const int64_t offset = g * layer.head_stride + (first + at) * hd;
         if (len <= 0) continue;
-        attention::chunk(qkv.data() + h * hd, layer.keys + offset, layer.values + offset, len, hd, scale,
-                         s.scores.data(), partial.data() + (h * chunks + j) * (hd + 2));
+        for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+          attention::chunk(qkv.data() + h * hd, layer.keys + offset, layer.values + offset, len, hd, scale,
+                           s.scores.data(), partial.data() + (h * chunks + j) * (hd + 2));
+        }
       }
 #pragma omp barrier
       attention::merge(partial.data(), heads, hd, count, chunks, size, s.attended.data());
