@@ -136,6 +136,19 @@ std::pair<double, int64_t> weighted_nonzero(const double* p, const float* x, int
           static_cast<int64_t>(count)};
 }
 
+// pp[i] = exp(x[i] - top) for i in [begin, end); returns their sum (sum8).
+double exp_part(const float* x, double top, double* pp, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) pp[i] = exp_nonpositive(static_cast<double>(x[i]) - top);
+  return sum8(pp + begin, end - begin);
+}
+
+// The passes over the vocabulary run in kParts fixed parts, split between the threads from kParallelVocab
+// tokens on: the sums are formed part by part, then the parts' sums in order, so the numbers do not depend
+// on the thread count. AVX2 EPYC, 49K logits, right after a 512 MB read and a parallel region (as after a
+// decode step), medians of 30: 220-244 us in one pass on one thread, 152-160 us in parts on two.
+constexpr int64_t kParts = 16;
+constexpr int64_t kParallelVocab = 8192;
+
 // (p, p_final, top_ids, numbers): numbers = [max, argmax, entropy, non-zero count, p[argmax], then the top n
 // logits], the top n by logit descending (ties to the lower id) in top_ids. With a NaN in the logits
 // (numbers[0] is NaN then) or a maximum that is not finite, p and p_final are empty and the caller falls
@@ -160,24 +173,44 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> vocab_stats(const at:
 
   auto p = at::empty({V}, at::kDouble);
   double* pp = p.data_ptr<double>();
-  for (int64_t i = 0; i < V; ++i) pp[i] = exp_nonpositive(static_cast<double>(x[i]) - top);
-  const double total = sum8(pp, V);
-  if (total != total) {  // a NaN past the first n entries: the heap skipped it, exp did not
+  at::Tensor p_final = greedy ? at::empty({V}, at::kDouble) : numbers.new_empty({0});  // one-hot at the argmax
+  double* pf = greedy ? p_final.data_ptr<double>() : nullptr;
+  const int64_t part = (V + kParts - 1) / kParts;
+  double sums[kParts], dots[kParts];
+  int64_t counts[kParts];
+  double total = 0.0, inverse = 0.0;
+#pragma omp parallel num_threads(V >= kParallelVocab ? at::get_num_threads() : 1)
+  {
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < kParts; ++c) {
+      const int64_t begin = std::min(V, c * part), end = std::min(V, begin + part);
+      sums[c] = exp_part(x, top, pp, begin, end);
+      if (pf != nullptr) std::memset(pf + begin, 0, (end - begin) * sizeof(double));
+    }
+#pragma omp single
+    {
+      for (int64_t c = 0; c < kParts; ++c) total += sums[c];
+      inverse = 1.0 / total;  // NaN with a NaN past the first n entries (the heap skipped it, exp did not)
+    }
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < kParts; ++c) {
+      const int64_t begin = std::min(V, c * part), end = std::min(V, begin + part);
+      for (int64_t i = begin; i < end; ++i) pp[i] *= inverse;
+      std::tie(dots[c], counts[c]) = weighted_nonzero(pp + begin, x + begin, end - begin);
+    }
+  }
+  if (total != total) {
     st[0] = total;
     return {numbers.new_empty({0}), numbers.new_empty({0}), top_ids, numbers};
   }
-  const double inverse = 1.0 / total;
-  for (int64_t i = 0; i < V; ++i) pp[i] *= inverse;
-  const auto [dot, nonzero] = weighted_nonzero(pp, x, V);
+  double dot = 0.0;
+  int64_t nonzero = 0;
+  for (int64_t c = 0; c < kParts; ++c) dot += dots[c], nonzero += counts[c];
   st[1] = static_cast<double>(ids[0]);
   st[2] = std::max(0.0, top + std::log(total) - dot);  // log Z - E_p[logit], log Z = max + log sum
   st[3] = static_cast<double>(nonzero);
   st[4] = pp[ids[0]];
-  if (!greedy) return {p, numbers.new_empty({0}), top_ids, numbers};
-  auto p_final = at::empty({V}, at::kDouble);
-  double* pf = p_final.data_ptr<double>();
-  std::memset(pf, 0, V * sizeof(double));
-  pf[ids[0]] = 1.0;
+  if (pf != nullptr) pf[ids[0]] = 1.0;
   return {p, p_final, top_ids, numbers};
 }
 
