@@ -65,8 +65,9 @@ class StatusBar(QStatusBar):
             self.model.setText("no model")
             return
         # How a decode step runs: the whole layer in one kernels call, each product on the kernels (a family
-        # the fused layer cannot compute, e.g. Qwen3's q/k norm), or stock torch.
-        decode = f" · decode: {info.decode_path}" if info.decode_path else ""
+        # the fused layer cannot compute, e.g. Qwen3's q/k norm), or stock torch. The kernels' shape ("4 rows/pass
+        # far apart, no prefetch") is in the tooltip: on the line it pushed the fingerprint off a 1600 px window.
+        decode = f" · decode: {info.decode_path.partition(', ')[0]}" if info.decode_path else ""
         self.model.setText(
             f"<b>{info.name}</b> · {fmt_count(info.n_params)} parameters · {info.dtype} · {info.device}{decode} · "
             f"context window {info.context_length:,} tokens · weights {fmt_bytes(info.weights_bytes)}"
@@ -77,14 +78,15 @@ class StatusBar(QStatusBar):
         changes a weight)."""
         check, info = self.controller.weights_check, self.controller.info
         notes = f"{info.dtype}: {info.decode_notes}\n" if info.decode_notes else ""  # int8: its head, its path
+        decode = f"\nDecode: {info.decode_path}" if info.decode_path else ""
         if check is None:
-            self.model.setToolTip(f"{notes}Weights fingerprint at load: {info.weights_fingerprint}")
+            self.model.setToolTip(f"{notes}Weights fingerprint at load: {info.weights_fingerprint}{decode}")
             return f" · fingerprint {info.weights_fingerprint[:8]}"
         same = check.now == check.at_load
         self.model.setToolTip(f"{notes}Weights fingerprint (sha256 of every weight's bytes)\n"
                               f"at load:      {check.at_load}\n"
                               f"re-hashed now: {check.now} ({check.ms:.0f} ms, in the engine)\n"
-                              + ("equal: generating never changes a weight" if same else "DIFFERENT"))
+                              + ("equal: generating never changes a weight" if same else "DIFFERENT") + decode)
         mark = "= after the run ✓" if same else f"≠ {check.now[:8]} after the run ✗"
         return f" · fingerprint {check.at_load[:8]} {mark}"
 

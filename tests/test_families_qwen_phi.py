@@ -252,8 +252,9 @@ def test_status_bar_says_how_decode_runs(qapp, tmp_path):
     controller.model_changed.emit()
     expected = "fused kernels" if backend.kernels is not None else "stock torch"
     assert loaded.info().decode_path.partition(",")[0] == expected
-    expected = loaded.info().decode_path  # with the kernels: "fused kernels, 1 row/pass, prefetch 8 KB"
-    assert f"decode: {expected}" in bar.model.text()
+    assert f"decode: {expected} · " in bar.model.text()  # the line: how; the kernels' shape in the tooltip
+    full = loaded.info().decode_path  # with the kernels: "fused kernels, 1 row/pass, prefetch 8 KB"
+    assert bar.model.toolTip().endswith(f"\nDecode: {full}")
 
 
 @pytest.mark.skipif(kernels.ops() is None, reason="decode kernels unavailable here")
