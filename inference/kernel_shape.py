@@ -3,9 +3,8 @@
 A shape is how kernels.cpp reads a matrix for one row of x: rows per pass (1, 2 or 4: each x load
 serves that many rows, that many streams are read at once; or 2 or 4 rows far apart, "2s": rows i and i + 32
 of a block of 64, not i and i + 1) and how far ahead a software prefetch goes (0 to 8 KB), float32 and int8
-each (int8 timed on the path its products take: float activations, int16
-activations or the AVX2 integer path, each cached apart; the VNNI integer products have one fixed shape and
-are not timed). Every shape gives the same products (bit for bit); only the speed differs, and by machine,
+each (int8 timed on the path its products take: float activations, int16 activations or the AVX2 integer path,
+each cached apart; the VNNI integer products have one fixed shape and are not timed). Every shape gives the same products (bit for bit); only the speed differs, and by machine,
 not vendor: one row per pass decoded 1.3x faster than four on an AMD EPYC, four rows were fastest on an Intel
 Xeon. The products are timed as a decode step runs them (one parallel region, float32 rows claimed, a barrier
 after each product): timed as separate calls, the float32 shapes ranked differently from whole steps on an

@@ -176,6 +176,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> vocab_stats(const at:
   at::Tensor p_final = greedy ? at::empty({V}, at::kDouble) : numbers.new_empty({0});  // one-hot at the argmax
   double* pf = greedy ? p_final.data_ptr<double>() : nullptr;
   const int64_t part = (V + kParts - 1) / kParts;
+  auto bounds = [&](int64_t c) {  // part c's [begin, end)
+    const int64_t begin = std::min(V, c * part);
+    return std::pair<int64_t, int64_t>{begin, std::min(V, begin + part)};
+  };
   double sums[kParts], dots[kParts];
   int64_t counts[kParts];
   double total = 0.0, inverse = 0.0;
@@ -183,7 +187,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> vocab_stats(const at:
   {
 #pragma omp for schedule(static)
     for (int64_t c = 0; c < kParts; ++c) {
-      const int64_t begin = std::min(V, c * part), end = std::min(V, begin + part);
+      const auto [begin, end] = bounds(c);
       sums[c] = exp_part(x, top, pp, begin, end);
       if (pf != nullptr) std::memset(pf + begin, 0, (end - begin) * sizeof(double));
     }
@@ -194,7 +198,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> vocab_stats(const at:
     }
 #pragma omp for schedule(static)
     for (int64_t c = 0; c < kParts; ++c) {
-      const int64_t begin = std::min(V, c * part), end = std::min(V, begin + part);
+      const auto [begin, end] = bounds(c);
       for (int64_t i = begin; i < end; ++i) pp[i] *= inverse;
       std::tie(dots[c], counts[c]) = weighted_nonzero(pp + begin, x + begin, end - begin);
     }
@@ -205,7 +209,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> vocab_stats(const at:
   }
   double dot = 0.0;
   int64_t nonzero = 0;
-  for (int64_t c = 0; c < kParts; ++c) dot += dots[c], nonzero += counts[c];
+  for (int64_t c = 0; c < kParts; ++c) {
+    dot += dots[c];
+    nonzero += counts[c];
+  }
   st[1] = static_cast<double>(ids[0]);
   st[2] = std::max(0.0, top + std::log(total) - dot);  // log Z - E_p[logit], log Z = max + log sum
   st[3] = static_cast<double>(nonzero);
