@@ -249,7 +249,8 @@ at::Tensor decode_layers(const at::Tensor& x, at::TensorList mats, const c10::Li
                        const float* residual, float* y) {
       step::product_rows(m, in, eps, norm, path, glu, residual, y, claim++, tid, nt, s);
     };
-    s.scores.resize(size + kLanes);
+    const int64_t stride = (size + kLanes - 1) / kLanes * kLanes;
+    s.scores.resize(3 * stride);
     s.attended.resize(q_dim);
     for (const step::Layer& layer : layers) {
       product(layer.qkv, cur, attn_eps, layer.attn_norm, false, nullptr, qkv.data());
@@ -265,10 +266,8 @@ at::Tensor decode_layers(const at::Tensor& x, at::TensorList mats, const c10::Li
         const int64_t len = std::min(size, count - at);
         const int64_t offset = g * layer.head_stride + (first + at) * hd;
         if (len <= 0) continue;
-        for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-          attention::chunk(qkv.data() + h * hd, layer.keys + offset, layer.values + offset, len, hd, scale,
-                           s.scores.data(), partial.data() + (h * chunks + j) * (hd + 2));
-        }
+        attention::chunk_group(qkv.data(), g * group, (g + 1) * group, layer.keys + offset, layer.values + offset, len,
+                               hd, scale, s.scores.data(), stride, partial.data(), chunks, j);
       }
 #pragma omp barrier
       attention::merge(partial.data(), heads, hd, count, chunks, size, s.attended.data());

@@ -124,6 +124,20 @@ def test_attend_one_is_softmax_attention_over_the_cache_views(heads, kv_heads, h
     assert (got.double() - expected).abs().max().item() <= 1e-5 * expected.abs().max().item() + 1e-6
 
 
+@pytest.mark.parametrize("heads, kv_heads, head_dim, n", [(9, 3, 64, 63), (8, 1, 128, 41), (6, 2, 80, 50),
+                                                          (14, 2, 64, 60), (4, 2, 24, 37)])
+def test_attend_one_gives_a_head_the_same_bits_whether_its_kv_head_is_shared_or_not(heads, kv_heads, head_dim, n):
+    """The query heads of a group are computed together (each K/V vector loaded once for all of them), yet each
+    head's output is what it would be alone: the same bits as with its KV head copied for it (n < 64 positions:
+    one chunk either way)."""
+    g = torch.Generator().manual_seed(n * heads)
+    keys, values = (torch.randn(2, kv_heads, n, head_dim, generator=g) * 2).unbind(0)
+    q = torch.randn(1, heads * head_dim, generator=g) * 2
+    group = heads // kv_heads
+    alone = ops.attend_one(q, keys.repeat_interleave(group, 0), values.repeat_interleave(group, 0), head_dim ** -0.5)
+    assert torch.equal(ops.attend_one(q, keys, values, head_dim ** -0.5), alone)
+
+
 def test_quantize_rows_groups_bound_each_weight_error_by_half_a_step():
     g = torch.Generator().manual_seed(3)
     w = torch.randn(64, 256, generator=g) * torch.logspace(-2, 1, 256)  # columns of very different ranges
