@@ -657,11 +657,13 @@ void chunk_heads(const float* q, const float* k, const float* v, int64_t count, 
         for (int h = 0; h < HG; ++h) a[h][i] = vfma(kd, qd[h], a[h][i]);
       }
     }
-    for (int h = 0; h < HG; ++h) {
-      float* sc = scores + h * stride;
-      vsum4(a[h][0], a[h][1], a[h][2], a[h][3], sc + j);
-      for (int64_t i = 0; i < 4; ++i) {
-        for (int64_t d = whole; d < hd; ++d) sc[j + i] += k0[i * hd + d] * q[h * hd + d];
+#pragma GCC unroll 4
+    for (int h = 0; h < HG; ++h) vsum4(a[h][0], a[h][1], a[h][2], a[h][3], scores + h * stride + j);
+    if (whole < hd) {
+      for (int h = 0; h < HG; ++h) {
+        for (int64_t i = 0; i < 4; ++i) {
+          for (int64_t d = whole; d < hd; ++d) scores[h * stride + j + i] += k0[i * hd + d] * q[h * hd + d];
+        }
       }
     }
   }
