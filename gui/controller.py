@@ -109,6 +109,15 @@ class Controller(BranchIntents, QObject):
         return (self.history.status is not None and self.history.status.running) or self.history.behind
 
     @property
+    def run_horizon(self) -> int | None:
+        """The number of steps a Run is headed for (its length limit); None when no run is on or the limit is
+        already behind (a run then goes on by a context policy's shifts only until it is stopped)."""
+        if not self.running:
+            return None
+        limit = self.settings.max_new_tokens
+        return limit if limit >= len(self.steps) else None
+
+    @property
     def busy(self) -> bool:
         """A prefill, step, run or reset is on its way."""
         return self.in_flight is not None

@@ -221,6 +221,35 @@ def test_views_redraw_together_during_run_within_a_cpu_share(qtbot, window, monk
     assert all(counts.get(v) == 1 for v in views)
 
 
+def test_during_a_run_the_step_axes_hold_the_whole_run_from_the_start(qtbot, window):
+    """A range change lays an axis out and paints it again, at every frame while the steps grew by blocks:
+    during a Run the step axes of Timing, Stop and the KV cache's growth cover the run to its length limit,
+    and keep that range from frame to frame."""
+    c = window.controller
+    window.controls.max_new.setValue(400)
+    prefill(qtbot, window, "Count to one thousand: 1, 2, 3,")
+    n_prompt = c.prefill_event.n_tokens
+    views = window.views
+    plots = {"timing": lambda: views["timing"].plot, "stop": lambda: views["stop"].eos_plot,
+             "kv": lambda: views["kv"].growth}
+
+    def ranges():
+        for name in plots:
+            views[name].refresh()
+        return {name: tuple(plot().getViewBox().viewRange()[0]) for name, plot in plots.items()}
+
+    window.actions["run"].trigger()
+    qtbot.waitUntil(lambda: len(c.steps) >= 3 and c.running, timeout=WAIT)
+    early = ranges()
+    qtbot.waitUntil(lambda: len(c.steps) >= 30 or not c.running, timeout=WAIT)
+    assert c.running, "the run ended before the check (it has 400 steps to go)"
+    assert ranges() == early
+    assert early["timing"][1] >= 400 and early["stop"][1] >= 400 and early["kv"][1] >= n_prompt + 400
+    window.actions["stop"].trigger()
+    qtbot.waitUntil(lambda: _idle(c), timeout=WAIT)
+    assert ranges()["timing"][1] < 400  # stopped: the steps there are, in whole blocks
+
+
 def test_bad_folder_shows_an_error_and_the_old_model_still_steps(qtbot, window, tmp_path):
     """Issue 18: a failed load used to leave a modal progress dialog over the error and every later Step
     answered and ignored. Now: the error closes with one click and Space steps on, without a new prefill."""

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QApplication, QScrollArea
 from gui.main_window import MainWindow
 from gui.theme import Appearance
 from gui.views.candidate_labels import fmt_p, row_label
-from gui.views.plotting import covering
+from gui.views.plotting import covering, step_top
 from gui.views.timing_view import robust_top
 from app_driver import idle, settle, wait_until, window_fixture
 
@@ -119,6 +119,23 @@ def test_ranges_from_the_data():
     lo, hi = covering(692, 700, 16)  # a long prompt, a few steps: not a dot at the edge of 0..704
     assert lo < 692 < 700 < hi and hi - lo <= 64
     assert covering(5, 105, 16)[0] == 0
+    assert covering(692, 700, 16, None) == (lo, hi)  # not running: the same
+
+
+def test_a_run_s_step_axes_change_rarely_and_end_where_the_run_leaves_them():
+    """A range change lays an axis out and paints it again: during a run (a frame about once a second, some 50
+    steps apart) the step axes cover the whole run from the start, or double, not grow by a block a frame."""
+    assert step_top(40, 16) == 48  # by hand: whole blocks, a tight fit
+    assert {step_top(n, 16, 100) for n in range(0, 101)} == {step_top(100, 16)} == {112}  # no jump at the end
+    assert {covering(13, 13 + n, 16, 113) for n in range(0, 101)} == {covering(13, 113, 16)}
+    tops = [step_top(n, 16, 100_000) for n in range(0, 5000)]  # a run too long to show whole from the start
+    assert all(n <= top <= max(2 * n, 16) for n, top in enumerate(tops))
+    assert len(set(tops)) <= 10 and tops == sorted(tops)  # doubling: 16, 32 ... 8192
+    assert step_top(300, 16, 2000) == 2000  # within 8x what is there: the whole run
+    assert step_top(120, 16, 99) == 128  # a limit already behind: the steps themselves
+
+
+def test_robust_tops_from_the_data():
     decode = np.array([1900.0] * 20 + [4800.0])  # one pause among steady passes
     assert robust_top(decode, 0.0, 100.0) <= 1.5 * 1900
     assert robust_top(np.array([3.0, 4.0]), 0.0, 100.0) == 4.0

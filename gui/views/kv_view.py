@@ -169,7 +169,8 @@ class KvView(View):
         past = self.past_step()
         # A past step k shows the cache that produced its distribution: the prompt and k - 1 tokens.
         upto = past.index if past is not None else len(points)
-        key = (info.weights_fingerprint, len(points), self.requests.value(), points[-1] if points else None, upto)
+        key = (info.weights_fingerprint, len(points), self.requests.value(), points[-1] if points else None, upto,
+               c.run_horizon)
         if key == self._key:
             return
         self._key = key
@@ -248,7 +249,9 @@ class KvView(View):
         else:
             self.later_curve.setData([], [])
         top = max(p[2] for p in points) / 1e6
-        set_range(self.growth, x=covering(float(x[0]), float(x[-1]), 16), y=(0, nice_ceiling(top * 1.15)))
+        horizon = self.controller.run_horizon  # steps; the axis is in context tokens, the window at most
+        end = None if horizon is None else min(x[0] + horizon, self.controller.info.context_length)
+        set_range(self.growth, x=covering(float(x[0]), float(x[-1]), 16, end), y=(0, nice_ceiling(top * 1.15)))
 
     def _points(self) -> list[tuple[int, int, int]]:
         """(context tokens, used bytes, allocated bytes) after prefill and after every step."""

@@ -19,7 +19,7 @@ from ..controller import Controller
 from ..theme import Appearance
 from .base import View
 from .format import display
-from .plotting import grid_ceiling, make_plot, set_range, style_plot
+from .plotting import make_plot, set_range, step_top, style_plot
 
 REASONS = {
     "eos": "the model wrote its end-of-sequence token",
@@ -198,7 +198,7 @@ class StopView(View):
             eos_p.append(c.pending.dist.eos_p)
         if eos_p:
             self.eos_curve.setData(np.arange(1, len(eos_p) + 1, dtype=float), np.array(eos_p))
-            set_range(self.eos_plot, x=(0.5, grid_ceiling(max(len(eos_p), len(c.steps)), 16) + 0.5))
+            set_range(self.eos_plot, x=(0.5, step_top(max(len(eos_p), len(c.steps)), 16, c.run_horizon) + 0.5))
             now = eos_p[-1]
             self.eos_text.setText(f"p(end of sequence) at step {len(eos_p)}: {now:.4f}"
                                   + ("  · the step drawn as EOS ends generation" if now > 0.5 else ""))

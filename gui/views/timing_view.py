@@ -21,7 +21,7 @@ from ..theme import Appearance
 from ..timing_data import cache_off, median_cached_ms
 from .base import View
 from .cache_series import CacheSeries
-from .plotting import (Bars, StyledBars, bar_width, colour, grid_ceiling, make_plot, set_range, show_axes, snug_ceiling,
+from .plotting import (Bars, StyledBars, bar_width, colour, make_plot, set_range, show_axes, snug_ceiling, step_top,
                        style_plot)
 from .timeline_view import Timeline
 from .wrap_label import WrapLabel
@@ -207,7 +207,7 @@ class TimingView(View):
         top = snug_ceiling(robust_top(forward[1:] + sample[1:], series_top, c.prefill_event.ms) * 1.1)
         # A long prefill would flatten the decode bars: its bar (step 1's) is cut at the top.
         x = np.arange(1, len(steps) + 1, dtype=float)
-        span = grid_ceiling(len(steps), 16) + 0.4
+        span = step_top(len(steps), 16, c.run_horizon) + 0.4
         width = bar_width(self.plot, span)
         shown_forward = np.minimum(forward, top * 0.97)
         shown_forward[[s.verified_by > 0 for s in steps]] = 0.0  # drawn as the pass's block instead
