@@ -250,7 +250,7 @@ def test_the_model_info_and_the_kv_view_say_which_layers_keep_a_window(qapp, tmp
     prefill = PrefillDone(tokens=(), n_tokens=n_ctx, ms=1.0, kv_used_bytes=n_ctx * info.kv_bytes_per_token,
                           kv_allocated_bytes=16 * info.kv_bytes_per_token, prompt_text="")
     controller = SimpleNamespace(info=info, prefill_event=prefill, steps=[], kv_cache=True, shown=lambda: None,
-                                 scheduler=RedrawScheduler(lambda: False, lambda: True))
+                                 run_horizon=None, scheduler=RedrawScheduler(lambda: False, lambda: True))
     view = KvView(controller, Appearance())
     view.refresh()
     text = view.formula.text()

@@ -41,7 +41,8 @@ class CandidatesView(View):
 
     def __init__(self, controller: Controller, appearance: Appearance):
         super().__init__(controller, appearance)
-        self.header = WrapLabel("After Prefill the candidates for the first new token appear here.")
+        # two lines held from the start: a step's heading wraps, and the plots below would move at the first step
+        self.header = WrapLabel("After Prefill the candidates for the first new token appear here.", lines=2)
         self.header.setObjectName("heading")
         self.legend = QLabel()
         self.legend.setTextFormat(Qt.RichText)

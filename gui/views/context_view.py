@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 
-from PySide6.QtCore import QSize, QTimer
+from PySide6.QtCore import QSize, Qt, QTimer
 from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QHBoxLayout, QScrollArea, QStackedWidget, QToolButton, QVBoxLayout
 
@@ -76,6 +76,9 @@ class ContextView(View):
         self.setAutoFillBackground(True)
         self.scroll = QScrollArea()
         self.scroll.setWidgetResizable(True)
+        # the scroll bar's room kept: one that appears once the text outgrows the view would narrow it, and every
+        # chip would wrap again and move in the middle of a run
+        self.scroll.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOn)
         self.scroll.setWidget(self.canvas)
         self.transcript = Transcript(appearance)
         self.pages = QStackedWidget()

@@ -133,6 +133,7 @@ class StopView(View):
         self.gauge = Gauge(appearance)
         self.gauge_text = QLabel()
         self.gauge_text.setObjectName("muted")
+        self.gauge_text.setWordWrap(True)  # a longer count must not widen the view (a scroll bar, everything moved)
         box = QVBoxLayout()
         box.addWidget(self.gauge)
         box.addWidget(self.gauge_text)

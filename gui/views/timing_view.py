@@ -78,6 +78,9 @@ class TimingView(View):
         words.setWidget(self.summary)
         words.setWidgetResizable(True)
         words.setFrameShape(QFrame.NoFrame)
+        # the scroll bar's room kept: a decode summary outgrows the prefill's, and a bar that came and went would
+        # narrow the text, wrap it again and move it at the first step of every run
+        words.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOn)
         header.addWidget(words, 1)
         header.addWidget(self.kv_cache, 0, Qt.AlignTop)
         layout.addLayout(header, 2)
