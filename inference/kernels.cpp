@@ -624,6 +624,7 @@ at::Tensor gemv_int8(const at::Tensor& q, const at::Tensor& scale, const at::Ten
 // bytes beside: 3.49 ms). Same bits.
 namespace attention {
 constexpr int64_t kMinChunk = 32;  // positions
+constexpr int64_t kChunkValueBytes = 128 << 10;  // the most values of one chunk (512 positions of 64 floats)
 // The exp-weighted sum of values keeps this many floats of acc in registers over a chunk's positions (8 AVX2
 // vectors): loaded and stored once a chunk, not once every four positions (where a store crossing a cache line
 // was loaded back four positions later). Default model, one decode forward, A/B in one process, the same bits,
@@ -647,6 +648,10 @@ void chunk_heads(const float* q, const float* k, const float* v, int64_t count, 
   int64_t j = 0;
   for (; j + 4 <= count; j += 4) {  // four keys at a time, one reduction for the four, for each head
     const float* k0 = k + j * hd;
+    // The same four positions' values asked for into L2 while their keys are scored: the value pass then reads
+    // the chunk from L2, its memory time spent under the score pass's compute (a chunk's K and V: < 200 KB).
+    const char* v0 = reinterpret_cast<const char*>(v + j * hd);
+    for (int64_t b = 0; b < 4 * hd * int64_t(sizeof(float)); b += 64) _mm_prefetch(v0 + b, _MM_HINT_T1);
     Vec a[HG][4];
     for (int h = 0; h < HG; ++h) a[h][0] = a[h][1] = a[h][2] = a[h][3] = vzero();
     for (int64_t d = 0; d < whole; d += kLanes) {
@@ -775,9 +780,12 @@ inline void chunk_group(const float* q, int64_t h0, int64_t h1, const float* k, 
 
 // Chunks per KV head for n positions (about eight tasks per thread, none shorter than kMinChunk positions)
 // and the positions per chunk.
-std::pair<int64_t, int64_t> chunking(int64_t n, int64_t KV) {
+std::pair<int64_t, int64_t> chunking(int64_t n, int64_t KV, int64_t hd) {
   const int64_t wanted = (8 * at::get_num_threads() + KV - 1) / KV;
-  const int64_t chunks = std::max<int64_t>(1, std::min(wanted, n / kMinChunk));
+  // and chunks short enough that their values, asked for into L2 during the score pass, are still there for
+  // the value pass (long contexts: more chunks, not longer ones)
+  const int64_t longest = std::max<int64_t>(kMinChunk, kChunkValueBytes / (hd * int64_t(sizeof(float))));
+  const int64_t chunks = std::max<int64_t>({1, std::min(wanted, n / kMinChunk), (n + longest - 1) / longest});
   return {chunks, (n + chunks - 1) / chunks};
 }
 
@@ -812,7 +820,7 @@ at::Tensor attend_one(const at::Tensor& q, const at::Tensor& keys, const at::Ten
   TORCH_CHECK(q.is_contiguous() && q.scalar_type() == at::kFloat && q.numel() % (KV * hd) == 0 && n > 0,
               "q: contiguous float32 (1, heads * head_dim), heads a multiple of kv_heads");
   const int64_t H = q.numel() / hd, group = H / KV;
-  const auto [chunks, size] = attention::chunking(n, KV);
+  const auto [chunks, size] = attention::chunking(n, KV, hd);
   std::vector<float> partial(H * chunks * (hd + 2));  // per (head, chunk): m, l, acc[hd]
   const float* qp = q.data_ptr<float>();
   const float* kp = keys.data_ptr<float>();

@@ -230,7 +230,7 @@ at::Tensor decode_layers(const at::Tensor& x, at::TensorList mats, const c10::Li
     layer.head_stride = c.stride(1);
   }
   const int64_t n = position + 1, first = (window > 0 && n > window) ? n - window : 0, count = n - first;
-  const std::pair<int64_t, int64_t> chunking = attention::chunking(count, KV);
+  const std::pair<int64_t, int64_t> chunking = attention::chunking(count, KV, hd);
   const int64_t chunks = chunking.first, size = chunking.second;  // as attend_one cuts them
   const float scale = static_cast<float>(1.0 / std::sqrt(double(hd)));
   at::Tensor out = x.clone();  // the residual stream, layer after layer

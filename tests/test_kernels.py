@@ -107,7 +107,7 @@ def test_gated_product_is_silu_of_the_gate_rows_times_the_up_rows(ffn, in_featur
 
 @pytest.mark.parametrize("heads, kv_heads, head_dim, n", [(9, 3, 64, 1), (9, 3, 64, 300), (4, 4, 20, 17),
                                                           (8, 1, 128, 64), (9, 3, 64, 2049), (6, 2, 80, 333),
-                                                          (16, 16, 8, 40)])
+                                                          (16, 16, 8, 40), (9, 3, 64, 5000), (4, 4, 128, 3001)])
 def test_attend_one_is_softmax_attention_over_the_cache_views(heads, kv_heads, head_dim, n):
     """One query per head over cache views (heads a capacity apart), grouped query heads sharing K/V."""
     g = torch.Generator().manual_seed(n + heads)
