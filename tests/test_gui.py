@@ -250,6 +250,23 @@ def test_during_a_run_the_step_axes_hold_the_whole_run_from_the_start(qtbot, win
     assert ranges()["timing"][1] < 400  # stopped: the steps there are, in whole blocks
 
 
+def test_the_controls_panel_keeps_its_size_when_a_run_ends(qtbot, window):
+    """The panel sat at its dock's height through a run, then (its scroll area sizing it to its preferred
+    height at the first layout change after the run) grew past it: the prompt box grew 120 px, the panel
+    scrolled and everything below the box moved, at the end of every run."""
+    c, controls = window.controller, window.controls
+    controls.max_new.setValue(8)
+    prefill(qtbot, window)
+    qtbot.wait(50)
+    before = (controls.height(), controls.prompt.height())
+    window.actions["run"].trigger()
+    qtbot.waitUntil(lambda: c.stopped is not None and _idle(c), timeout=WAIT)
+    qtbot.wait(100)  # the layout requests the end of the run set off
+    viewport = controls.parentWidget()  # the scroll area's viewport
+    assert (controls.height(), controls.prompt.height()) == before
+    assert controls.height() <= max(viewport.height(), controls.minimumSizeHint().height())
+
+
 def test_bad_folder_shows_an_error_and_the_old_model_still_steps(qtbot, window, tmp_path):
     """Issue 18: a failed load used to leave a modal progress dialog over the error and every later Step
     answered and ignored. Now: the error closes with one click and Space steps on, without a new prefill."""

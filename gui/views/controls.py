@@ -97,6 +97,15 @@ class Controls(QWidget):
         controller.model_changed.connect(self._take_model_defaults)
         self.apply_sampler(SamplerSettings())
 
+    def heightForWidth(self, width: int) -> int:
+        """The least height at this width. The panel sits in a resizable scroll area, which sizes a widget with
+        word-wrapped labels to its height for the viewport's width; the preferred one (the prompt box at
+        QPlainTextEdit's ~190 px) sized the panel past its dock after a run's first layout change: the box grew,
+        the panel scrolled and everything below moved at the end of each run. The box still takes any room the
+        dock has (it expands)."""
+        layout = self.layout()
+        return layout.totalMinimumHeightForWidth(width) if layout is not None else super().heightForWidth(width)
+
     def _prompt_box(self) -> QGroupBox:
         box = QGroupBox("Prompt")
         self.prompt = QPlainTextEdit(DEFAULT_PROMPT)
