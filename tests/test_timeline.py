@@ -131,6 +131,40 @@ def test_a_verify_pass_is_one_block_and_a_branch_reread_is_drawn_as_a_reread():
     assert all(b.start_ms == pytest.approx(a.start_ms + a.ms) for a, b in zip(blocks, blocks[1:]))
 
 
+def test_the_timeline_read_as_the_log_grows_is_the_one_read_at_once():
+    """Timing reads the log at every frame and only its new events are folded in (timing_data.Folded): at each
+    length, as a paced playback's prefix, after a shorter prefix and for another log, the blocks and the fresh
+    steps are what a fold of the whole log gives."""
+    from gui.timing_data import Folded, _fresh_step, _Fresh, _timeline_step, _Timeline, fresh
+
+    def at_once(log):
+        state = _Timeline()
+        for event in log:
+            _timeline_step(state, event)
+        return state.blocks
+
+    prefill_event = PrefillDone(tokens=(), n_tokens=5, ms=100.0, kv_used_bytes=10, kv_allocated_bytes=10,
+                                prompt_text="")
+    verified = Verified(index=2, drafted=(Token(2, "a", "a"),), ngram=(1,), accepted=1, emitted=2, positions=2,
+                        forward_ms=40.0)
+    switched = Switched(node=1, to_step=2, reread_tokens=3, ms=60.0, kv_used_bytes=10, kv_allocated_bytes=10,
+                        tokens=(1, 2, 3))
+    log = [prefill_event, _step(1, 100.0), verified, _step(2, 40.0, verified_by=2), _step(3, 0.0, verified_by=2),
+           switched, _step(4, 60.0), _step(5, 20.0), _step(6, 90.0, kv=0), _step(7, 30.0)]
+    for n in [*range(len(log) + 1), 3, len(log), 5]:  # growing, then a shorter prefix, then all, then shorter
+        assert timeline(log[:n]) == at_once(log[:n])
+        steps = [e for e in log[:n] if isinstance(e, StepDone)]
+        assert [s for s, _ in fresh(log[:n])] == steps
+    other = [PrefillDone(tokens=(), n_tokens=3, ms=50.0, kv_used_bytes=10, kv_allocated_bytes=10, prompt_text=""),
+             _step(1, 10.0), _step(2, 11.0)]  # a new prompt: a new log
+    assert timeline(other) == at_once(other) and len(timeline(other)) == 3
+    folds = []
+    counting = Folded(_Fresh, lambda state, event: (folds.append(event), _fresh_step(state, event)))
+    counting(log[:4])
+    counting(log)
+    assert folds == log  # each event folded once while the log grew
+
+
 def test_the_default_layout_has_no_stale_dock_tab_bars(window):
     """Qt made two tab bars for Stop | Compare and Context | Branches and left the first one visible."""
     from PySide6.QtWidgets import QTabBar
