@@ -77,10 +77,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.heads % args.kv_heads:
         parser.error("--heads must be a multiple of --kv-heads")
-    ops = kernels.loaded()
-    if ops is None:
-        kernels.build_in_background().result()
-        ops = kernels.loaded()
+    ops = kernels.ops()  # built here first if need be
     if ops is None:
         print("the decode kernels are not available here (no compiler?)", file=sys.stderr)
         return 1

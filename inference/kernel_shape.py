@@ -1,19 +1,20 @@
 """The shape of the decode kernels' one-row products on this machine, chosen by measurement and cached.
 
-A shape is how kernels.cpp reads a matrix for one row of x: rows per pass (1, 2 or 4: each x load
-serves that many rows, that many streams are read at once; or 2 or 4 rows far apart, "2s": rows i and i + 32
-of a block of 64, not i and i + 1) and how far ahead a software prefetch goes (0 to 8 KB), float32 and int8
-each (int8 timed on the path its products take: float activations, int16 activations or the AVX2 integer path,
-each cached apart; the VNNI integer products have one fixed shape and are not timed). Every shape gives the same products (bit for bit); only the speed differs, and by machine,
-not vendor: one row per pass decoded 1.3x faster than four on an AMD EPYC, four rows were fastest on an Intel
-Xeon. The products are timed as a decode step runs them (one parallel region, float32 rows claimed, a barrier
-after each product): timed as separate calls, the float32 shapes ranked differently from whole steps on an
-AVX2 EPYC. So `ensure` (called once a model is loaded) times every candidate on the model's own weights (its
-products in decode order, up to TUNE_BYTES), interleaved over ROUNDS rounds, keeps the one with the lowest
-median, and caches the choice in the kernels folder as JSON keyed by the CPU's model name and flags, the kernel
-library and the thread count (not when the machine was too busy for the passes to agree: QUIET_SPREAD). About
-a second, once; reported as the stage "tune". A model whose products are smaller than MIN_TUNE_BYTES (they
-would be timed from the CPU's caches, not memory) is not measured: it uses the cached shape, else the defaults.
+A shape is how kernels.cpp reads a matrix for one row of x: rows per pass (1, 2 or 4: each x load serves that
+many rows, that many streams are read at once; or 2 or 4 rows far apart, "2s": rows i and i + 32 of a block of
+64, not i and i + 1) and how far ahead a software prefetch goes (0 to 8 KB), float32 and int8 each (int8 timed
+on the path its products take: float activations, int16 activations or the AVX2 integer path, each cached apart;
+the VNNI integer products have one fixed shape and are not timed). Every shape gives the same products (bit for
+bit); only the speed differs, and by machine, not vendor: one row per pass decoded 1.3x faster than four on an
+AMD EPYC, four rows were fastest on an Intel Xeon. The products are timed as a decode step runs them (one
+parallel region, float32 rows claimed, a barrier after each product): timed as separate calls, the float32
+shapes ranked differently from whole steps on an AVX2 EPYC. So `ensure` (called once a model is loaded) times
+every candidate on the model's own weights (its products in decode order, up to TUNE_BYTES), interleaved over
+ROUNDS rounds, keeps the one with the lowest median, and caches the choice in the kernels folder as JSON keyed
+by the CPU's model name and flags, the kernel library and the thread count (not when the machine was too busy
+for the passes to agree: QUIET_SPREAD). About a second, once; reported as the stage "tune". A model whose
+products are smaller than MIN_TUNE_BYTES (they would be timed from the CPU's caches, not memory) is not
+measured: it uses the cached shape, else the defaults.
 
 An int8 model's path is chosen the same way (`choose_int8_path`): its products on float and on int16
 activations, which give the same quality report, each timed in its own fastest shape; the faster is used and
@@ -177,8 +178,7 @@ def write_cached(path: Path, kind: str, shape: Shape, times: dict[Shape, list[fl
     """Adds `kind`'s choice (and what it was measured on) to the file; a cache that cannot be written
     only means measuring again next time."""
     _update_cache(path, kind, {"rows": shape.rows, "prefetch": shape.prefetch, "spread": shape.spread,
-                               "bytes": nbytes,
-                               "rounds": min(len(t) for t in times.values()),
+                               "bytes": nbytes, "rounds": min(len(t) for t in times.values()),
                                "median_ms": {s.key: round(statistics.median(t), 4) for s, t in times.items()}})
 
 

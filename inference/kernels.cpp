@@ -47,6 +47,12 @@ namespace {
 constexpr int64_t kShapeRows[] = {1, 2, 4, -2, -4};
 constexpr int64_t kShapePrefetch[] = {0, 1024, 2048, 4096, 8192};  // bytes
 #define TOKENSTEP_EACH_PREFETCH(f, R) {f<R, 0>, f<R, 1024>, f<R, 2048>, f<R, 4096>, f<R, 8192>}
+// A table of `f` in every shape, indexed [rows][prefetch] as kShapeRows and kShapePrefetch list them.
+#define TOKENSTEP_EACH_SHAPE(f)                                                                       \
+  {TOKENSTEP_EACH_PREFETCH(f, 1), TOKENSTEP_EACH_PREFETCH(f, 2), TOKENSTEP_EACH_PREFETCH(f, 4),      \
+   TOKENSTEP_EACH_PREFETCH(f, -2), TOKENSTEP_EACH_PREFETCH(f, -4)}
+constexpr int kRowShapes = sizeof(kShapeRows) / sizeof(kShapeRows[0]);
+constexpr int kPrefetchShapes = sizeof(kShapePrefetch) / sizeof(kShapePrefetch[0]);
 #if defined(__AVX512F__)
 constexpr int64_t kPrefetchBytes = 8192;  // the default distance, and the one of dot_f32 (attention)
 constexpr int kDefaultF32Rows = 2;        // index into kShapeRows: four rows
@@ -357,16 +363,12 @@ using FillF32 = void (*)(const float*, const float*, int64_t, int64_t, float*);
 using FillInt8 = void (*)(const int8_t*, const float*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, float*);
 
 FillF32 f32_in_shape() {
-  static const FillF32 table[5][5] = {TOKENSTEP_EACH_PREFETCH(fill_f32, 1), TOKENSTEP_EACH_PREFETCH(fill_f32, 2),
-                                      TOKENSTEP_EACH_PREFETCH(fill_f32, 4), TOKENSTEP_EACH_PREFETCH(fill_f32, -2),
-                                      TOKENSTEP_EACH_PREFETCH(fill_f32, -4)};
+  static const FillF32 table[kRowShapes][kPrefetchShapes] = TOKENSTEP_EACH_SHAPE(fill_f32);
   return table[g_shape.f32_rows.load(std::memory_order_relaxed)][g_shape.f32_prefetch.load(std::memory_order_relaxed)];
 }
 
 FillInt8 int8_in_shape() {
-  static const FillInt8 table[5][5] = {TOKENSTEP_EACH_PREFETCH(fill_int8, 1), TOKENSTEP_EACH_PREFETCH(fill_int8, 2),
-                                       TOKENSTEP_EACH_PREFETCH(fill_int8, 4), TOKENSTEP_EACH_PREFETCH(fill_int8, -2),
-                                       TOKENSTEP_EACH_PREFETCH(fill_int8, -4)};
+  static const FillInt8 table[kRowShapes][kPrefetchShapes] = TOKENSTEP_EACH_SHAPE(fill_int8);
   return table[g_shape.int8_rows.load(std::memory_order_relaxed)][g_shape.int8_prefetch.load(std::memory_order_relaxed)];
 }
 
@@ -387,10 +389,10 @@ std::vector<int64_t> get_shape() {
 
 // Sets the shape of the products from the next call on (every value checked first); returns it.
 std::vector<int64_t> set_shape(int64_t f32_rows, int64_t f32_prefetch, int64_t int8_rows, int64_t int8_prefetch) {
-  const int a = index_of(kShapeRows, 5, f32_rows, "float32 rows per pass");
-  const int b = index_of(kShapePrefetch, 5, f32_prefetch, "float32 prefetch");
-  const int c = index_of(kShapeRows, 5, int8_rows, "int8 rows per pass");
-  const int d = index_of(kShapePrefetch, 5, int8_prefetch, "int8 prefetch");
+  const int a = index_of(kShapeRows, kRowShapes, f32_rows, "float32 rows per pass");
+  const int b = index_of(kShapePrefetch, kPrefetchShapes, f32_prefetch, "float32 prefetch");
+  const int c = index_of(kShapeRows, kRowShapes, int8_rows, "int8 rows per pass");
+  const int d = index_of(kShapePrefetch, kPrefetchShapes, int8_prefetch, "int8 prefetch");
   g_shape.f32_rows = a;
   g_shape.f32_prefetch = b;
   g_shape.int8_rows = c;
@@ -618,13 +620,14 @@ at::Tensor gemv_int8(const at::Tensor& q, const at::Tensor& scale, const at::Ten
 // exp-weighted sum of values; the chunks of a head are merged at the end by rescaling to the largest m.
 // Scores are reduced four keys at a time and exp runs on whole vectors. Default model, 30 layers, one
 // token (Intel Xeon, 2 threads): 1.5 -> 1.1 ms at 512 positions, 7.8 -> 4.7-5.5 ms at 2048, where K/V
-// are 94 MB to read. The query heads of a group go through a chunk together (chunk_heads), and the scores'
-// scaling and maximum run on vectors: AVX2 EPYC, one layer's attention at 2000 positions from the caches,
-// 173 -> 105 us on one thread, 95 -> 61 us on two; 30 layers from memory 5.47 -> 5.03 ms (a read of the same
-// bytes beside: 3.49 ms). Same bits.
+// are 94 MB to read. The query heads of a group go through a chunk together (chunk_heads), the scores' scaling
+// and maximum run on vectors, and a chunk's values are prefetched into L2 during its score pass: AVX2 EPYC, one
+// layer's attention at 2000 positions from the caches, one thread, 173-199 -> 89-98 us; 30 layers from memory,
+// 2 threads, 1.36-1.55x -> 1.30-1.46x a read of the same bytes (benchmarks/bench_attention.py). Same bits.
 namespace attention {
 constexpr int64_t kMinChunk = 32;  // positions
 constexpr int64_t kChunkValueBytes = 128 << 10;  // the most values of one chunk (512 positions of 64 floats)
+constexpr int kMostHeads = 3;  // query heads of a group in one pass of chunk_heads (12 AVX2 accumulators)
 // The exp-weighted sum of values keeps this many floats of acc in registers over a chunk's positions (8 AVX2
 // vectors): loaded and stored once a chunk, not once every four positions (where a store crossing a cache line
 // was loaded back four positions later). Default model, one decode forward, A/B in one process, the same bits,
@@ -680,7 +683,7 @@ void chunk_heads(const float* q, const float* k, const float* v, int64_t count, 
     float* sc = scores + h * stride;
     for (j = count; j < padded; ++j) sc[j] = -INFINITY;  // scale > 0: -inf once scaled too
     Vec most = vset(-INFINITY);
-    for (j = 0; j < padded; j += kLanes) {  // each score times scale, as chunk's scalar loop; their maximum
+    for (j = 0; j < padded; j += kLanes) {  // each score times scale; their maximum
       const Vec x = vmul(vload(sc + j), vset(scale));
       vstore(sc + j, x);
       most = vmax(x, most);
@@ -697,8 +700,8 @@ void chunk_heads(const float* q, const float* k, const float* v, int64_t count, 
     o[1] = vsum(total);
     for (int64_t d = 0; d < hd; ++d) o[2 + d] = 0.0f;
   }
-  // The exp-weighted sum of values: per head and element the same chain of fmas over the positions as chunk's,
-  // kVecs vectors of each head's acc in registers at a time.
+  // The exp-weighted sum of values: per head and element one chain of fmas over the positions, four at a time
+  // (in the same order whatever HG and kVecs), kVecs vectors of each head's acc in registers at a time.
   constexpr int64_t kVecs = HG == 1 ? kSlice / kLanes : (kLanes == 8 ? 4 : kSlice / kLanes);
   constexpr int64_t kWidth = kVecs * kLanes;
   const int64_t groups = count / 4 * 4;
@@ -756,8 +759,11 @@ void chunk_heads(const float* q, const float* k, const float* v, int64_t count, 
   }
 }
 
-// Heads [h0, h1) of q over one chunk (the query heads of one KV head): three at a time through chunk_heads.
-// Their (m, l, acc) go to partial + (h * chunks + c) * (hd + 2); scores: 3 * stride floats.
+// The floats between two heads' scores in chunk_heads' buffer for chunks of `size` positions: whole vectors.
+inline int64_t score_stride(int64_t size) { return (size + kLanes - 1) / kLanes * kLanes; }
+
+// Heads [h0, h1) of q over one chunk (the query heads of one KV head): kMostHeads at a time through chunk_heads.
+// Their (m, l, acc) go to partial + (h * chunks + c) * (hd + 2); scores: kMostHeads * stride floats.
 inline void chunk_group(const float* q, int64_t h0, int64_t h1, const float* k, const float* v, int64_t count,
                         int64_t hd, float scale, float* scores, int64_t stride, float* partial, int64_t chunks,
                         int64_t c) {
@@ -765,9 +771,9 @@ inline void chunk_group(const float* q, int64_t h0, int64_t h1, const float* k, 
   for (int64_t h = h0; h < h1;) {
     float* o = partial + (h * chunks + c) * (hd + 2);
     const int64_t left = h1 - h;
-    if (left >= 3) {
-      chunk_heads<3>(q + h * hd, k, v, count, hd, scale, scores, stride, o, os);
-      h += 3;
+    if (left >= kMostHeads) {
+      chunk_heads<kMostHeads>(q + h * hd, k, v, count, hd, scale, scores, stride, o, os);
+      h += kMostHeads;
     } else if (left == 2) {
       chunk_heads<2>(q + h * hd, k, v, count, hd, scale, scores, stride, o, os);
       h += 2;
@@ -830,8 +836,8 @@ at::Tensor attend_one(const at::Tensor& q, const at::Tensor& keys, const at::Ten
   const int64_t grain = 2 * n * KV * hd * int64_t(sizeof(float)) < attention::kParallelBytes ? KV * chunks : 1;
   at::parallel_for(0, KV * chunks, grain, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> scores;
-    const int64_t stride = (size + kLanes - 1) / kLanes * kLanes;
-    scores.resize(3 * stride);
+    const int64_t stride = attention::score_stride(size);
+    scores.resize(attention::kMostHeads * stride);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t g = task / chunks, c = task % chunks;
       const int64_t first = c * size, count = std::min(size, n - first);

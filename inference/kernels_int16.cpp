@@ -170,9 +170,7 @@ void fill_int16(const int8_t* q, const uint16_t* sp, int64_t K, const Int16Row& 
 using FillInt16 = void (*)(const int8_t*, const uint16_t*, int64_t, const Int16Row&, int64_t, int64_t, float*);
 
 FillInt16 int16_in_shape() {
-  static const FillInt16 table[5][5] = {TOKENSTEP_EACH_PREFETCH(fill_int16, 1), TOKENSTEP_EACH_PREFETCH(fill_int16, 2),
-                                        TOKENSTEP_EACH_PREFETCH(fill_int16, 4), TOKENSTEP_EACH_PREFETCH(fill_int16, -2),
-                                        TOKENSTEP_EACH_PREFETCH(fill_int16, -4)};
+  static const FillInt16 table[kRowShapes][kPrefetchShapes] = TOKENSTEP_EACH_SHAPE(fill_int16);
   return table[g_shape.int8_rows.load(std::memory_order_relaxed)][g_shape.int8_prefetch.load(std::memory_order_relaxed)];
 }
 

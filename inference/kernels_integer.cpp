@@ -384,11 +384,7 @@ FillInteger integer_in_shape() {
 #if TOKENSTEP_HAS_VNNI_CODE
   return vnni_rows;
 #else
-  static const FillInteger table[5][5] = {TOKENSTEP_EACH_PREFETCH(fill_integer, 1),
-                                          TOKENSTEP_EACH_PREFETCH(fill_integer, 2),
-                                          TOKENSTEP_EACH_PREFETCH(fill_integer, 4),
-                                          TOKENSTEP_EACH_PREFETCH(fill_integer, -2),
-                                          TOKENSTEP_EACH_PREFETCH(fill_integer, -4)};
+  static const FillInteger table[kRowShapes][kPrefetchShapes] = TOKENSTEP_EACH_SHAPE(fill_integer);
   return table[g_shape.int8_rows.load(std::memory_order_relaxed)][g_shape.int8_prefetch.load(std::memory_order_relaxed)];
 #endif
 }

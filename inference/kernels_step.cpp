@@ -249,17 +249,17 @@ at::Tensor decode_layers(const at::Tensor& x, at::TensorList mats, const c10::Li
                        const float* residual, float* y) {
       step::product_rows(m, in, eps, norm, path, glu, residual, y, claim++, tid, nt, s);
     };
-    const int64_t stride = (size + kLanes - 1) / kLanes * kLanes;
-    s.scores.resize(3 * stride);
+    const int64_t stride = attention::score_stride(size);
+    s.scores.resize(attention::kMostHeads * stride);
     s.attended.resize(q_dim);
     for (const step::Layer& layer : layers) {
       product(layer.qkv, cur, attn_eps, layer.attn_norm, false, nullptr, qkv.data());
 #pragma omp barrier
       step::rotate_heads(layer, qkv.data(), r, heads, KV, hd, attn_eps, position, tid, nt);
 #pragma omp barrier
-      // Tasks of (KV head, chunk): the query heads of a group read the chunk's keys and values one after another,
-      // from L1 / L2 for all but the first (per (head, chunk) tasks read them once a head: at 2000 positions a
-      // KV head's K and V, 1 MB, no longer fit L2). Each (head, chunk) is computed as before: the same bits.
+      // Tasks of (KV head, chunk): the query heads of a group go through the chunk's keys and values together
+      // (chunk_group; per (head, chunk) tasks read them once a head: at 2000 positions a KV head's K and V, 1 MB,
+      // no longer fit L2). Each (head, chunk) gives the numbers it gives alone: the same bits.
       const auto [begin, end] = step::share(KV * chunks, tid, nt);
       for (int64_t t = begin; t < end; ++t) {
         const int64_t g = t / chunks, j = t % chunks, at = j * size;
