@@ -19,6 +19,7 @@ import functools
 import hashlib
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -41,8 +42,21 @@ _AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma"]
 ISA_FLAGS = {"AMX": _AVX512, "AVX512": _AVX512, "AVX2": ["-mavx2", "-mfma"]}
 
 
+# For tests: TOKENSTEP_KERNELS_FLAGS replaces the instruction-set flags, e.g. "-mavx2 -mfma -include
+# tests/avx512_on_avx2.h" runs the AVX-512 code on an AVX2 CPU (tests/test_kernels_emulated.py).
+FLAGS_ENV = "TOKENSTEP_KERNELS_FLAGS"
+
+
 def _isa_flags() -> list[str]:
+    if os.environ.get(FLAGS_ENV):
+        return shlex.split(os.environ[FLAGS_ENV])
     return ISA_FLAGS.get(torch.backends.cpu.get_cpu_capability(), [])
+
+
+def _flag_files() -> bytes:
+    """The text of the headers the flags -include: part of the build key, as the #included sources are."""
+    flags = _isa_flags()
+    return b"".join(Path(f).read_bytes() for option, f in zip(flags, flags[1:]) if option == "-include")
 
 
 def _usable_here() -> str | None:
@@ -77,8 +91,8 @@ def _build(target: Path) -> None:
 def _target() -> Path:
     """Where the library for this source, these flags and this torch version is (or will be) built."""
     flags = " ".join(FLAGS + _isa_flags())
-    key = hashlib.sha256(SOURCE.read_bytes() + b"".join(p.read_bytes() for p in INCLUDED) + flags.encode()
-                         + torch.__version__.encode())
+    sources = SOURCE.read_bytes() + b"".join(p.read_bytes() for p in INCLUDED) + _flag_files()
+    key = hashlib.sha256(sources + flags.encode() + torch.__version__.encode())
     return cache_dir.cache_root() / "kernels" / f"tokenstep-{key.hexdigest()[:16]}.so"
 
 
