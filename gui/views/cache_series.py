@@ -16,7 +16,7 @@ from inference.events import ModelInfo
 from ..theme import Appearance
 from ..timing_data import mode_series, work
 from .format import fmt_bytes, fmt_count
-from .plotting import colour
+from .plotting import colour, set_data
 
 
 class CacheSeries:
@@ -41,7 +41,7 @@ class CacheSeries:
         for mode, curve in self.curves.items():
             x, y = self.data[mode] if self.shown else (np.zeros(0), np.zeros(0))
             c = colour(self.colours()[mode])
-            curve.setData(x, y, pen=pg.mkPen(c, width=width), symbol="o" if len(x) < 80 else None,
+            set_data(curve, x, y, pen=pg.mkPen(c, width=width), symbol="o" if len(x) < 80 else None,
                           symbolSize=5 * self.appearance.scale, symbolBrush=c, symbolPen=None)
             if len(y):
                 top = max(top, float(np.max(y)))

@@ -34,6 +34,11 @@ class Chip:
     group: tuple[int, int] | None = None  # chips [start, end) whose bytes together make characters
     group_label: str = ""  # on a group's first chip: those characters
 
+    def looks(self) -> tuple:
+        """What the chip's place and drawing depend on, besides the canvas's shown step and highlights."""
+        return (self.label, self.kind, self.position, self.step, self.newline, self.draft, self.dropped_at,
+                self.group, self.group_label)
+
 
 class ChipCanvas(QWidget):
     step_clicked = Signal(int)
@@ -51,17 +56,52 @@ class ChipCanvas(QWidget):
         self.highlighted: set[int] = set()  # context positions outlined on request (the attention view's)
         self.setMouseTracking(True)
         self.setFocusPolicy(Qt.StrongFocus)
+        # it paints its whole background: a scroll to the newest line moves what is drawn and paints only the line
+        # uncovered, instead of every visible chip again
+        self.setAttribute(Qt.WA_OpaquePaintEvent)
+        self.setAttribute(Qt.WA_StaticContents)
         self._width_cache: dict[str, float] = {}
         # each label laid out once (a run repaints the same chips every frame; drawText lays text out per call)
         self._static_cache: dict[str, QStaticText] = {}
         self._laid_out_width = -1
+        self._looks: list[tuple] = []  # each chip's looks() as laid out and drawn
+        self._starts: list[tuple[float, float]] = []  # where the layout stood before each chip, and after the last
 
     def set_chips(self, chips: list[Chip], tooltips: Mapping[int, str], newest: int | None,
                   selected_step: int | None, muted_after: int | None = None) -> None:
+        """Show these chips. A run's frames add chips at the end and move the newest outline: the chips before
+        the first one that changed keep their places, and only the changed chips and the cursor are repainted
+        (laying out and painting every chip again took ~3 ms a frame at a few hundred tokens)."""
+        old, old_newest, old_selected = self.chips, self.newest, self.selected_step
+        old_cursor = QRectF(self.cursor_rect)
+        looks = [chip.looks() for chip in chips]
+        same = 0
+        if self._laid_out_width == self.width():
+            limit = min(len(looks), len(self._looks))
+            while same < limit and looks[same] == self._looks[same]:
+                same += 1
+        if same < len(chips) and chips[same].group is not None:
+            same = chips[same].group[0]  # a group is laid out from its first chip
+        whole = not old or not chips or muted_after != self.muted_after
+        for chip, kept in zip(chips[:same], old):
+            chip.rect = kept.rect
         self.chips, self.tooltips, self.newest, self.selected_step = chips, tooltips, newest, selected_step
         self.muted_after = muted_after
-        self._layout()
-        self.update()
+        self._looks = looks
+        same = self._layout(same)
+        if whole:
+            self.update()
+            return
+        changed = old[same:] + chips[same:]
+        changed += [chips[i] for i in (old_newest, newest) if i is not None and i < len(chips)]
+        if selected_step != old_selected:  # the selected step's chip filled, the one before no more
+            changed += [chip for chip in old + chips if chip.step is not None and chip.step in (old_selected,
+                                                                                              selected_step)]
+        dirty = old_cursor.united(self.cursor_rect)
+        for chip in changed:
+            dirty = dirty.united(chip.rect)
+        margin = 2.0 * self.appearance.scale  # an outline reaches past its chip's rectangle
+        self.update(dirty.adjusted(-margin, -margin, margin, margin).toAlignedRect())
 
     def highlight(self, positions) -> None:
         """Outline the chips at these context positions (e.g. a query and a key picked in Attention)."""
@@ -94,12 +134,17 @@ class ChipCanvas(QWidget):
     def _metrics(self) -> QFontMetricsF:
         return QFontMetricsF(self.appearance.font(1.05, mono=True))
 
-    def _layout(self) -> None:
+    def _layout(self, start: int = 0) -> int:
+        """Place the chips from `start` on (those before it keep their places); returns where it began."""
         fm = self._metrics()
         height = fm.height() + 2 * PAD_Y
-        x, y = GAP, GAP
+        start = start if start < len(self._starts) else 0
+        x, y = self._starts[start] if start else (GAP, GAP)
+        del self._starts[start:]
         width = max(200.0, float(self.width()) - GAP)
-        for i, chip in enumerate(self.chips):
+        for i in range(start, len(self.chips)):
+            chip = self.chips[i]
+            self._starts.append((x, y))
             if chip.group is not None and chip.group[0] != i:
                 continue  # laid out with its group's first chip
             members = self.chips[chip.group[0]:chip.group[1]] if chip.group is not None else [chip]
@@ -112,12 +157,14 @@ class ChipCanvas(QWidget):
             x += w + GAP
             if members[-1].newline:
                 x, y = GAP, y + height + LINE_GAP
+        self._starts.append((x, y))  # after the last chip: where chips added later begin
         cursor_w = fm.horizontalAdvance("▌") + 2 * PAD_X
         if x + cursor_w > width:
             x, y = GAP, y + height + LINE_GAP
         self.cursor_rect = QRectF(x, y, cursor_w, height)
         self._laid_out_width = self.width()
         self.setMinimumHeight(int(y + height + GAP + 1))
+        return start
 
     def _width(self, fm: QFontMetricsF, label: str) -> float:
         w = self._width_cache.get(label)
@@ -128,6 +175,7 @@ class ChipCanvas(QWidget):
     def resizeEvent(self, event):
         if event.size().width() != self._laid_out_width:
             self._layout()
+            self.update()
         super().resizeEvent(event)
 
     def relayout(self) -> None:

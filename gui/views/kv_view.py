@@ -21,7 +21,8 @@ from ..controller import Controller
 from ..theme import Appearance
 from .base import View
 from .format import fmt_bytes, fmt_count
-from .plotting import Bars, colour, covering, make_plot, nice_ceiling, set_range, set_ticks, style_plot, text_item
+from .plotting import (Bars, colour, covering, make_plot, nice_ceiling, set_data, set_range, set_ticks, style_plot,
+                       text_item)
 from .wrap_label import WrapLabel
 
 
@@ -238,16 +239,16 @@ class KvView(View):
         """Used and allocated bytes after prefill and each step; after a shown past step, greyed."""
         if not points:
             for curve in (self.used_curve, self.allocated_curve, self.later_curve):
-                curve.setData([], [])
+                set_data(curve, [], [])
             return
         x = np.array([p[0] for p in points], dtype=float)
         used_mb = np.array([p[1] for p in points]) / 1e6
-        self.used_curve.setData(x[:upto], used_mb[:upto])
-        self.allocated_curve.setData(x, np.array([p[2] for p in points]) / 1e6)
+        set_data(self.used_curve, x[:upto], used_mb[:upto])
+        set_data(self.allocated_curve, x, np.array([p[2] for p in points]) / 1e6)
         if upto < len(points):
-            self.later_curve.setData(x[upto - 1:], used_mb[upto - 1:])
+            set_data(self.later_curve, x[upto - 1:], used_mb[upto - 1:])
         else:
-            self.later_curve.setData([], [])
+            set_data(self.later_curve, [], [])
         top = max(p[2] for p in points) / 1e6
         horizon = self.controller.run_horizon  # steps; the axis is in context tokens, the window at most
         end = None if horizon is None else min(x[0] + horizon, self.controller.info.context_length)

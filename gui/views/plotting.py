@@ -22,18 +22,46 @@ def colour(hex_colour: str, alpha: int = 255) -> QColor:
     return c
 
 
+def same(a, b) -> bool:
+    """Whether two values of an item's option draw the same: numbers, arrays and lists by their elements, pens,
+    brushes and colours by value."""
+    if isinstance(a, (np.ndarray, list, tuple)) or isinstance(b, (np.ndarray, list, tuple)):
+        try:
+            a, b = np.asarray(a), np.asarray(b)
+        except ValueError:  # ragged: no option of a bar item is
+            return False
+        return a.shape == b.shape and bool(np.array_equal(a, b))
+    return type(a) is type(b) and bool(a == b)
+
+
+def kept(value):
+    """A copy of an option's value to compare the next one with (the caller may change its array later)."""
+    if isinstance(value, (np.ndarray, list, tuple)):
+        return np.array(value)
+    if isinstance(value, (QPen, QBrush, QColor)):
+        return type(value)(value)
+    return value
+
+
 class Bars(pg.BarGraphItem):
-    """pg.BarGraphItem with its bounding rectangle kept until the bars or the view change.
+    """pg.BarGraphItem with its bounding rectangle kept until the bars or the view change, and bars set again
+    as they are left alone.
 
     The scene asks every item for it several times a paint, and pg.BarGraphItem computes it each time in
     Python (the pixel size from the device transform, for the outline's padding): ~60 calls, ~2 ms, a frame.
+    A frame sets every bar item again, and many are as they were (an empty tail bar, the waterfall while the
+    sampler keeps one token): each such `setOpts` made the item again and repainted its plot's area under it.
     """
 
     def __init__(self, **opts):
         self._bounds: QRectF | None = None
+        self._set: dict | None = None  # the options set so far (copies): what the bars show
         super().__init__(**opts)
 
     def setOpts(self, **opts) -> None:
+        if self._set is not None and all(k in self._set and same(v, self._set[k]) for k, v in opts.items()):
+            return
+        self._set = (self._set or {}) | {k: kept(v) for k, v in opts.items()}
         self._bounds = None
         super().setOpts(**opts)
 
@@ -64,9 +92,11 @@ class StyledBars(Bars):
     def set_bars(self, styles, palette, **coords) -> None:
         """coords as `setOpts` takes them (x/x0, y/y0, width, height); `styles[i]` indexes bar i's
         (pen, brush) in `palette`: a pen (None: no outline) and a brush or colour."""
-        self._palette = [(QPen(Qt.NoPen) if pen is None else pen,
-                          brush if isinstance(brush, QBrush) else QBrush(brush)) for pen, brush in palette]
-        self._styles = np.asarray(styles, dtype=np.intp).reshape(-1)
+        palette = [(QPen(Qt.NoPen) if pen is None else QPen(pen), QBrush(brush)) for pen, brush in palette]
+        styles = np.array(styles, dtype=np.intp).reshape(-1)
+        if palette != self._palette or not np.array_equal(styles, self._styles):
+            self._set = None  # the same coordinates in other styles: drawn again
+        self._palette, self._styles = palette, styles
         widest = max((pen for pen, _ in self._palette), key=QPen.widthF, default=QPen(Qt.NoPen))
         self.setOpts(pen=widest, brush=None, pens=None, brushes=None, **coords)
 
@@ -84,6 +114,18 @@ class StyledBars(Bars):
                 painter.setPen(pen)
                 painter.setBrush(brush)
                 painter.drawRects([rects[i] for i in chosen])
+
+
+def set_data(curve: pg.PlotDataItem, x, y, **opts) -> None:
+    """curve.setData, skipped when the points and options are the ones it shows: each setData builds the curve
+    again and repaints its plot's area under it (Timing's series, empty while one mode has steps, were set
+    again at every frame)."""
+    shown = getattr(curve, "_tokenstep_data", None)
+    if shown is not None and same(x, shown[0]) and same(y, shown[1]) and opts.keys() == shown[2].keys() \
+            and all(same(v, shown[2][k]) for k, v in opts.items()):
+        return
+    curve._tokenstep_data = (kept(x), kept(y), {k: kept(v) for k, v in opts.items()})
+    curve.setData(x, y, **opts)
 
 
 def make_plot(appearance: Appearance, title: str = "") -> pg.PlotWidget:
