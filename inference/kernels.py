@@ -42,8 +42,9 @@ _AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma"]
 ISA_FLAGS = {"AMX": _AVX512, "AVX512": _AVX512, "AVX2": ["-mavx2", "-mfma"]}
 
 
-# For tests: TOKENSTEP_KERNELS_FLAGS replaces the instruction-set flags, e.g. "-mavx2 -mfma -include
-# tests/avx512_on_avx2.h" runs the AVX-512 code on an AVX2 CPU (tests/test_kernels_emulated.py).
+# For tests: TOKENSTEP_KERNELS_FLAGS replaces the instruction-set flags: "-mavx2 -mfma" is the AVX2 build on
+# an AVX-512 CPU, "-mavx2 -mfma -include tests/avx512_on_avx2.h" the AVX-512 code on an AVX2 CPU
+# (tests/test_kernels_emulated.py).
 FLAGS_ENV = "TOKENSTEP_KERNELS_FLAGS"
 
 

@@ -1,10 +1,11 @@
-"""kernels.cpp's AVX-512 code (16 lanes, masks, VNNI's vpdpbusd, the int16 path's 32-wide groups) run on a CPU
-without AVX-512: the kernel tests again in a process whose kernels are built with every _mm512 intrinsic taken
-from SIMDe's portable code (tests/avx512_on_avx2.h), so a machine with AVX2 only still holds the AVX-512 build to
-the same tests as its own. The first run found two tests that held only with 8-lane sums (test_int8_integer's
-fused layer against its 4-bit head, test_families_qwen_phi's int8 parity at 1.007e-5).
-
-Needs the SIMDe headers (Debian/Ubuntu: libsimde-dev; .ci/run installs them where it can) and an AVX2 CPU."""
+"""The decode kernels' other build, tested on this CPU: kernels.cpp has AVX-512 code (16 lanes, masks, VNNI's
+vpdpbusd, the int16 path's 32-wide groups) and AVX2 code, and a machine builds only its own. Here the kernel tests
+run again in a process whose kernels are built for the other one:
+- on an AVX2 CPU, the AVX-512 build with every _mm512 intrinsic taken from SIMDe's portable code
+  (tests/avx512_on_avx2.h; needs the SIMDe headers: Debian/Ubuntu libsimde-dev, which .ci/run installs where it can);
+- on an AVX-512 CPU, the AVX2 build, which it runs natively.
+The first run on AVX2 found two tests that held only with 8-lane sums (test_int8_integer's fused layer against its
+4-bit head, test_families_qwen_phi's int8 parity at 1.007e-5)."""
 
 import os
 import shlex
@@ -21,26 +22,32 @@ from inference import kernels
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "avx512_on_avx2.h"
 SIMDE = [Path(p) / "simde" / "x86" / "avx512.h" for p in ("/usr/include", "/usr/local/include")]
-EMULATED = f"-mavx2 -mfma -include {shlex.quote(str(HEADER))}"
+# this CPU's capability -> the other build's flags, and the integer path that build reports
+OTHER = {"AVX2": (f"-mavx2 -mfma -include {shlex.quote(str(HEADER))}", "vnni"),
+         "AVX512": ("-mavx2 -mfma", "avx2"), "AMX": ("-mavx2 -mfma", "avx2")}
+CAPABILITY = torch.backends.cpu.get_cpu_capability()
 # The kernel tests: products, attention, the fused step, the int8 paths, the 4-bit head, the tuner, and the
 # fused layers of the families whose shapes are not multiples of 16 (Qwen3's head_dim 24, Phi-3's partial rotary).
 SUITE = ["test_kernels.py", "test_int8_int16.py", "test_int8_integer.py", "test_int4_head.py",
          "test_kernel_shape.py", "test_families_qwen_phi.py", "test_families_gemma.py"]
 
 pytestmark = [
-    pytest.mark.skipif(not any(p.is_file() for p in SIMDE), reason="no SIMDe headers (apt install libsimde-dev)"),
-    pytest.mark.skipif(torch.backends.cpu.get_cpu_capability() != "AVX2" or shutil.which("c++") is None,
-                       reason="emulates AVX-512 on an AVX2 CPU with a C++ compiler"),
+    pytest.mark.skipif(CAPABILITY not in OTHER or shutil.which("c++") is None or kernels.ops() is None,
+                       reason="the kernels are not built here"),
+    pytest.mark.skipif(CAPABILITY == "AVX2" and not any(p.is_file() for p in SIMDE),
+                       reason="no SIMDe headers to emulate AVX-512 with (apt install libsimde-dev)"),
 ]
 
 
-def test_the_avx512_build_passes_the_kernel_tests_on_this_cpu():
-    env = {**os.environ, kernels.FLAGS_ENV: EMULATED}
+def test_the_other_build_passes_the_kernel_tests_on_this_cpu():
+    flags, integer_code = OTHER[CAPABILITY]
+    env = {**os.environ, kernels.FLAGS_ENV: flags}
     probe = subprocess.run([sys.executable, "-c", "from inference import kernels; ops = kernels.ops(); "
                             "print(ops is not None and ops.integer_code())"],
                            cwd=HERE.parent, env=env, capture_output=True, text=True, timeout=900)
-    # built from the AVX-512 branches: the VNNI integer code is in (the AVX2 build reports "avx2")
-    assert probe.stdout.strip().splitlines()[-1] == "vnni", probe.stderr[-2000:]
+    # built from the other branches: the AVX-512 build has the VNNI integer code, the AVX2 build its own
+    assert probe.stdout.strip().splitlines()[-1:] == [integer_code], probe.stderr[-2000:]
+    assert integer_code != kernels.ops().integer_code()
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "not slow", "-p", "no:cacheprovider",
                           *(str(HERE / name) for name in SUITE)],
                          cwd=HERE.parent, env=env, capture_output=True, text=True, timeout=1800)
