@@ -266,9 +266,11 @@ def test_fused_layer_equals_the_same_weights_on_stock_ops(tmp_path, monkeypatch,
     stock float32 ops, as test_kernels does for Llama (int8 on its float-activation path; the integer one is held
     to its own math in test_int8_integer.py). Both are held to transformers in float64 (int8: each layer
     projection's int8 round trip as its weights, every logit rescored from the head's float rows): the kernels
-    no further from it than stock float32 ops plus 1e-5. With 8-lane sums (AVX2) Phi-3 longrope measured
-    float32 kernels 1.26e-5 and stock 0.89e-5 from it, so 1.07e-5 apart; with 16 (AVX-512, emulated) int8
-    1.007e-5 apart: two float32 roundings, not a wrong layer, which is off by 1e-2 or more."""
+    no further from it than stock float32 ops plus 1e-5, and int8 within 1e-5 of it. With 8-lane sums (AVX2)
+    Phi-3 longrope measured float32 kernels 1.26e-5 and stock 0.89e-5 from it, so 1.07e-5 apart; int8 with 16
+    lanes (AVX-512, emulated) 1.00e-5 from stock, which is 1.07e-5 from the exact answer, the kernels 0.55e-5
+    (at most 0.64e-5 over the four cases and both builds): two float32 roundings, not a wrong layer, which is off
+    by 1e-2 or more."""
     monkeypatch.setenv("TOKENSTEP_INT8_PATH", "float")
     monkeypatch.setenv("TOKENSTEP_INT8_HEAD", "int8")  # the stock twin's head is int8 (4-bit: test_int4_head)
     from tiny import with_linears
@@ -305,7 +307,10 @@ def test_fused_layer_equals_the_same_weights_on_stock_ops(tmp_path, monkeypatch,
         exact = torch.stack([hf(ids[None, :i + 1]).logits[0, -1] for i in range(4, len(ids))]).float()
     stock_error = (on_stock - exact).abs().max().item()
     assert stock_error <= 1e-4
-    assert (fused - exact).abs().max().item() <= stock_error + 1e-5
+    fused_error = (fused - exact).abs().max().item()
+    assert fused_error <= stock_error + 1e-5
+    if dtype == "int8":  # the 1e-5 it was held to against stock ops, now against the exact answer
+        assert fused_error <= 1e-5
 
 
 @pytest.mark.cuda
