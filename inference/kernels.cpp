@@ -639,6 +639,9 @@ constexpr int64_t kSlice = 64;
 // in parallel, 15 us on one thread).
 constexpr int64_t kParallelBytes = 256 << 10;
 
+// The floats between two heads' scores in chunk_heads' buffer for chunks of `size` positions: whole vectors.
+inline int64_t score_stride(int64_t size) { return (size + kLanes - 1) / kLanes * kLanes; }
+
 // Query heads q[0], q[hd], ..., HG of them (of one KV head), over the same `count` positions: each head's
 // (m, l, acc[hd]) into out + h * out_stride. Each vector of keys and values is loaded once for all HG heads,
 // and the heads' sums are independent chains of fmas (one head's four score sums wait on the fma latency).
@@ -678,7 +681,7 @@ void chunk_heads(const float* q, const float* k, const float* v, int64_t count, 
   for (; j < count; ++j) {
     for (int h = 0; h < HG; ++h) scores[h * stride + j] = dot_f32(k + j * hd, q + h * hd, hd);
   }
-  const int64_t padded = (count + kLanes - 1) / kLanes * kLanes;
+  const int64_t padded = score_stride(count);
   for (int h = 0; h < HG; ++h) {
     float* sc = scores + h * stride;
     for (j = count; j < padded; ++j) sc[j] = -INFINITY;  // scale > 0: -inf once scaled too
@@ -758,9 +761,6 @@ void chunk_heads(const float* q, const float* k, const float* v, int64_t count, 
     }
   }
 }
-
-// The floats between two heads' scores in chunk_heads' buffer for chunks of `size` positions: whole vectors.
-inline int64_t score_stride(int64_t size) { return (size + kLanes - 1) / kLanes * kLanes; }
 
 // Heads [h0, h1) of q over one chunk (the query heads of one KV head): kMostHeads at a time through chunk_heads.
 // Their (m, l, acc) go to partial + (h * chunks + c) * (hd + 2); scores: kMostHeads * stride floats.

@@ -54,9 +54,8 @@ def _isa_flags() -> list[str]:
     return ISA_FLAGS.get(torch.backends.cpu.get_cpu_capability(), [])
 
 
-def _flag_files() -> bytes:
+def _flag_files(flags: list[str]) -> bytes:
     """The text of the headers the flags -include: part of the build key, as the #included sources are."""
-    flags = _isa_flags()
     return b"".join(Path(f).read_bytes() for option, f in zip(flags, flags[1:]) if option == "-include")
 
 
@@ -91,9 +90,9 @@ def _build(target: Path) -> None:
 
 def _target() -> Path:
     """Where the library for this source, these flags and this torch version is (or will be) built."""
-    flags = " ".join(FLAGS + _isa_flags())
-    sources = SOURCE.read_bytes() + b"".join(p.read_bytes() for p in INCLUDED) + _flag_files()
-    key = hashlib.sha256(sources + flags.encode() + torch.__version__.encode())
+    isa = _isa_flags()
+    sources = SOURCE.read_bytes() + b"".join(p.read_bytes() for p in INCLUDED) + _flag_files(isa)
+    key = hashlib.sha256(sources + " ".join(FLAGS + isa).encode() + torch.__version__.encode())
     return cache_dir.cache_root() / "kernels" / f"tokenstep-{key.hexdigest()[:16]}.so"
 
 
