@@ -34,6 +34,11 @@ def same(a, b) -> bool:
     return type(a) is type(b) and bool(a == b)
 
 
+def shown_already(shown: dict | None, opts: dict) -> bool:
+    """Whether every option in opts is one an item already shows (`shown`: the copies kept of what it was set)."""
+    return shown is not None and all(k in shown and same(v, shown[k]) for k, v in opts.items())
+
+
 def kept(value):
     """A copy of an option's value to compare the next one with (the caller may change its array later)."""
     if isinstance(value, (np.ndarray, list, tuple)):
@@ -59,7 +64,7 @@ class Bars(pg.BarGraphItem):
         super().__init__(**opts)
 
     def setOpts(self, **opts) -> None:
-        if self._set is not None and all(k in self._set and same(v, self._set[k]) for k, v in opts.items()):
+        if shown_already(self._set, opts):
             return
         self._set = (self._set or {}) | {k: kept(v) for k, v in opts.items()}
         self._bounds = None
@@ -120,11 +125,11 @@ def set_data(curve: pg.PlotDataItem, x, y, **opts) -> None:
     """curve.setData, skipped when the points and options are the ones it shows: each setData builds the curve
     again and repaints its plot's area under it (Timing's series, empty while one mode has steps, were set
     again at every frame)."""
+    wanted = {"x": x, "y": y, **opts}
     shown = getattr(curve, "_tokenstep_data", None)
-    if shown is not None and same(x, shown[0]) and same(y, shown[1]) and opts.keys() == shown[2].keys() \
-            and all(same(v, shown[2][k]) for k, v in opts.items()):
+    if shown is not None and shown.keys() == wanted.keys() and shown_already(shown, wanted):
         return
-    curve._tokenstep_data = (kept(x), kept(y), {k: kept(v) for k, v in opts.items()})
+    curve._tokenstep_data = {k: kept(v) for k, v in wanted.items()}
     curve.setData(x, y, **opts)
 
 
