@@ -3,13 +3,24 @@ an export) or the last error. Unexpected errors also open a dialog with the deta
 
 from __future__ import annotations
 
+import html
+
 from PySide6.QtWidgets import QLabel, QMessageBox, QSizePolicy, QStatusBar
 
+from inference.events import STOCK_DECODE
 from inference.settings import PREFILL_CHUNK
 
 from .controller import Controller
 from .speculation import counters
 from .views.format import fmt_bytes, fmt_count
+
+
+def decode_summary(decode_path: str) -> str:
+    """The status line's words for ModelInfo.decode_path: "fused kernels", "stock PyTorch ops: the kernels did not
+    build", without the kernels' shape or the compiler's error and log (the tooltip has the whole path)."""
+    if decode_path.startswith(f"{STOCK_DECODE}: "):
+        return decode_path.partition(" (")[0]
+    return decode_path.partition(", ")[0]
 
 
 class StatusBar(QStatusBar):
@@ -65,9 +76,10 @@ class StatusBar(QStatusBar):
             self.model.setText("no model")
             return
         # How a decode step runs: the whole layer in one kernels call, each product on the kernels (a family
-        # the fused layer cannot compute, e.g. Qwen3's q/k norm), or stock torch. The kernels' shape ("4 rows/pass
-        # far apart, no prefetch") is in the tooltip: on the line it pushed the fingerprint off a 1600 px window.
-        decode = f" · decode: {info.decode_path.partition(', ')[0]}" if info.decode_path else ""
+        # the fused layer cannot compute, e.g. Qwen3's q/k norm), or stock ops. The kernels' shape ("4 rows/pass
+        # far apart, no prefetch") and a failed build's compiler error are in the tooltip: on the line they pushed
+        # the fingerprint off a 1600 px window.
+        decode = f" · decode: {html.escape(decode_summary(info.decode_path))}" if info.decode_path else ""
         self.model.setText(
             f"<b>{info.name}</b> · {fmt_count(info.n_params)} parameters · {info.dtype} · {info.device}{decode} · "
             f"context window {info.context_length:,} tokens · weights {fmt_bytes(info.weights_bytes)}"

@@ -16,6 +16,8 @@ from .attention import PromptAttention
 from .settings import GenerationSettings, SamplerSettings, Stage
 
 
+STOCK_DECODE = "stock PyTorch ops"  # ModelInfo.decode_path without the own kernels ("…: <why>" after a failed build)
+
 @dataclass(frozen=True)
 class Token:
     id: int
@@ -137,7 +139,7 @@ class ModelInfo:
     eos_ids: tuple[int, ...] = ()
     folder: str = ""
     sampler_defaults: SamplerSettings = SamplerSettings()  # from generation_config.json
-    decode_path: str = ""  # how a decode step runs: "fused kernels", "kernels per product" or "stock torch"
+    decode_path: str = ""  # how a decode step runs: "fused kernels", "kernels per product" or "stock PyTorch ops" (with why, where the kernels did not build)
     decode_notes: str = ""  # int8: what its products and head do ("head ranks in 4 bits, best 256 rescored in float")
     layer_windows: tuple[int, ...] = ()  # per layer: the most recent positions it attends to, 0 = all
 

@@ -3,10 +3,12 @@ a whole decode layer): compiled once into the user cache, loaded as torch ops.
 
 `ops()` returns `torch.ops.tokenstep` when the kernels can run here (x86-64 with AVX-512 or AVX2 + FMA,
 a C++ compiler, the torch headers), else None and layers.select_backend chooses stock ops, which give
-the same numbers up to float rounding order. TOKENSTEP_KERNELS=0 turns them off. A build takes 10-60 s,
-once per torch version and source (17 s measured on 2 busy cores); `ops_reporting` (what a load calls)
-reports it as the stage "compile" first. The library is written under a temporary name and renamed into
-place, so an interrupted build is never loaded.
+the same numbers up to float rounding order. TOKENSTEP_KERNELS=0 turns them off. The build is
+torch.utils.cpp_extension's (with ninja), so the C++ standard, ABI, include and library flags are those of the
+torch installed; it takes 10-60 s, once per torch version and source (19-23 s measured on 2 busy cores);
+`ops_reporting` (what a load calls) reports it as the stage "compile" first. The library is built in a
+temporary folder and renamed into place, so an interrupted build is never loaded. A failed build leaves its
+whole log in the cache and says why in one line (`build_failure()`: the compiler's first error and the log).
 
 The app does not wait for a first build: `build_in_background()` runs `ops()` on a thread of its own (the
 compiler is a subprocess, so the engine keeps answering), and the engine switches a model loaded on stock
@@ -15,13 +17,14 @@ ops over to the kernels when it is done (backend_switch.py).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import logging
 import os
 import platform
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -36,10 +39,15 @@ SOURCE = Path(__file__).with_name("kernels.cpp")
 # #included by kernels.cpp: part of the build key
 INCLUDED = [Path(__file__).with_name(name) for name in ("kernels_int16.cpp", "kernels_int4.cpp", "kernels_integer.cpp",
                                                          "kernels_vocab.cpp", "kernels_step.cpp")]
-FLAGS = ["-O3", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-w"]
+# Ours, on top of what torch.utils.cpp_extension passes for the installed torch (its C++ standard, ABI, include and
+# library flags: torch 2.14's headers need C++20, 2.13's built as C++17).
+FLAGS = ["-O3", "-fopenmp", "-w"]
+LINK_FLAGS = ["-fopenmp"]
 # The instruction set torch detected on this CPU -> the flags kernels.cpp is built with for it.
 _AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma"]
 ISA_FLAGS = {"AMX": _AVX512, "AVX512": _AVX512, "AVX2": ["-mavx2", "-mfma"]}
+EXTENSION = "tokenstep_kernels"
+DID_NOT_BUILD = "the kernels did not build"
 
 
 # For tests: TOKENSTEP_KERNELS_FLAGS replaces the instruction-set flags: "-mavx2 -mfma" is the AVX2 build on
@@ -59,46 +67,85 @@ def _flag_files(flags: list[str]) -> bytes:
     return b"".join(Path(f).read_bytes() for option, f in zip(flags, flags[1:]) if option == "-include")
 
 
-def _usable_here() -> str | None:
-    """Why the kernels cannot run on this machine, or None."""
+def _compiler() -> str:
+    return os.environ.get("CXX", "c++")  # what torch.utils.cpp_extension compiles with
+
+
+def unavailable_reason() -> str | None:
+    """Why the kernels cannot run on this machine at all, or None: then they should build and load here."""
     if os.environ.get("TOKENSTEP_KERNELS", "1") == "0":
         return "TOKENSTEP_KERNELS=0"
     if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
         return f"no kernels for {sys.platform}/{platform.machine()}"
     if not _isa_flags():
         return f"no kernels for this CPU's instruction set ({torch.backends.cpu.get_cpu_capability()})"
-    if not shutil.which("c++"):
-        return "no C++ compiler (c++) on PATH"
+    if not shutil.which(_compiler()):
+        return f"no C++ compiler ({_compiler()}) on PATH"
     return None
 
 
+class BuildError(RuntimeError):
+    """The compiler failed: the message is its first error line and where the whole log is kept."""
+
+
+def first_error(log: str) -> str:
+    """The compiler's first `error:` line, its file named without the folder ("kernels.cpp:12:3: error: …"),
+    else the log's last line."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    for line in lines:
+        if "error:" in line and not line.startswith("FAILED:"):
+            where, sep, what = line.partition(": ")
+            return f"{Path(where).name if '/' in where else where}{sep}{what}"
+    return lines[-1] if lines else "no output"
+
+
+def _ninja_on_path() -> None:
+    """torch.utils.cpp_extension runs `ninja` from PATH; the `ninja` package's binary is not there when the
+    venv's python runs without the venv activated."""
+    if shutil.which("ninja") is None:
+        with contextlib.suppress(ImportError):
+            import ninja
+
+            os.environ["PATH"] = f"{ninja.BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
 def _build(target: Path) -> None:
-    torch_root = Path(torch.__file__).parent
-    torch_lib = torch_root / "lib"
-    abi = f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"
-    includes = [f"-I{torch_root / 'include'}", f"-I{torch_root / 'include' / 'torch' / 'csrc' / 'api' / 'include'}"]
+    """Compile kernels.cpp with torch.utils.cpp_extension (ninja) in a temporary folder beside `target`, load
+    the library (cpp_extension does), then rename it into place. A failure raises BuildError with the
+    compiler's first error and keeps the whole log beside the library."""
+    # Imported here: it imports setuptools, which only a build needs (a load from the cache is the common case).
+    # On a CUDA build of torch without a CUDA toolkit its import logs a warning about CUDA_HOME: noise for a CPU
+    # build, and the one line a failed build prints must stay one line.
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+    from torch.utils import cpp_extension
+
+    _ninja_on_path()
     target.parent.mkdir(parents=True, exist_ok=True)
+    log_path = target.with_suffix(".log")
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        partial = Path(tmp) / target.name
-        command = ["c++", *FLAGS, *_isa_flags(), abi, *includes, str(SOURCE), "-o", str(partial),
-                   f"-L{torch_lib}", "-ltorch", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{torch_lib}"]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=600)
-        if result.returncode != 0:
-            raise RuntimeError(result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "failed")
-        os.replace(partial, target)
+        try:
+            built = cpp_extension.load(EXTENSION, [str(SOURCE)], extra_cflags=FLAGS + _isa_flags(),
+                                       extra_ldflags=LINK_FLAGS, build_directory=tmp, with_cuda=False,
+                                       is_python_module=False, verbose=False)
+        except RuntimeError as e:
+            log_path.write_text(str(e))
+            raise BuildError(f"{first_error(str(e))}; full log: {log_path}") from None
+        os.replace(built, target)
+    log_path.unlink(missing_ok=True)
 
 
 def _target() -> Path:
     """Where the library for this source, these flags and this torch version is (or will be) built."""
     isa = _isa_flags()
     sources = SOURCE.read_bytes() + b"".join(p.read_bytes() for p in INCLUDED) + _flag_files(isa)
-    key = hashlib.sha256(sources + " ".join(FLAGS + isa).encode() + torch.__version__.encode())
+    key = hashlib.sha256(sources + " ".join(FLAGS + LINK_FLAGS + isa + [_compiler()]).encode()
+                         + torch.__version__.encode())
     return cache_dir.cache_root() / "kernels" / f"tokenstep-{key.hexdigest()[:16]}.so"
 
 
 def build_pending() -> bool:
     """True when `ops()` would compile the kernels now: they can run here and are neither loaded nor built."""
-    return ops.cache_info().currsize == 0 and _usable_here() is None and not _target().is_file()
+    return _state.cache_info().currsize == 0 and unavailable_reason() is None and not _target().is_file()
 
 
 def ops_reporting(progress=None):
@@ -139,25 +186,44 @@ def build_in_background() -> Future:
 
 
 @functools.lru_cache(maxsize=None)
-def ops():
-    """torch.ops.tokenstep with gemv_f32 and gemv_int8, or None (the reason goes to stderr once). Builds the
-    library silently when it is not built yet: `ops_reporting` says so first."""
-    reason = _usable_here()
-    if reason is None:
-        target = _target()
-        try:
-            if not target.is_file():
-                _build(target)
+def _state() -> tuple[object | None, str | None]:
+    """(torch.ops.tokenstep, None) when the kernels run here, else (None, why not); a reason other than
+    TOKENSTEP_KERNELS=0 goes to stderr once. Builds the library when it is not built yet."""
+    reason = unavailable_reason()
+    if reason is not None:
+        if reason != "TOKENSTEP_KERNELS=0":
+            print(f"[tokenstep] decode kernels off ({reason}); using stock PyTorch ops", file=sys.stderr)
+        return None, reason
+    target = _target()
+    try:
+        if target.is_file():
             torch.ops.load_library(str(target))
-            return torch.ops.tokenstep
-        except (OSError, RuntimeError, subprocess.SubprocessError) as e:
-            reason = f"build failed: {e}"
-    if reason != "TOKENSTEP_KERNELS=0":
-        print(f"[tokenstep] decode kernels off ({reason}); using stock PyTorch ops", file=sys.stderr)
-    return None
+        else:
+            _build(target)  # cpp_extension loads what it built
+        return torch.ops.tokenstep, None
+    except BuildError as e:
+        reason = f"{DID_NOT_BUILD} ({e})"
+    except (OSError, RuntimeError) as e:  # a library in the cache that does not load, ninja missing, …
+        reason = f"{DID_NOT_BUILD} ({str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__})"
+    print(f"[tokenstep] stock PyTorch ops: {reason}", file=sys.stderr)
+    return None, reason
+
+
+def ops():
+    """torch.ops.tokenstep with the kernels' ops, or None: see `_state`."""
+    return _state()[0]
+
+
+def build_failure() -> str | None:
+    """"the kernels did not build (<the compiler's first error>; full log: <path>)" after `ops()` tried and the
+    build failed, else None (loaded, not tried yet, or they cannot run here at all)."""
+    if not _state.cache_info().currsize:
+        return None
+    reason = _state()[1]
+    return reason if reason and reason.startswith(DID_NOT_BUILD) else None
 
 
 def loaded():
     """torch.ops.tokenstep when `ops()` has already loaded them, else None: never builds, never waits (the
     sampler asks on every step, and must not start a build)."""
-    return ops() if ops.cache_info().currsize else None
+    return ops() if _state.cache_info().currsize else None

@@ -36,8 +36,9 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 
-from . import kernel_shape
+from . import kernel_shape, kernels
 from .config import ModelConfig
+from .events import STOCK_DECODE
 from .kv_cache import KVCache, kv_bytes_per_token
 from .layers import Backend, Linear, Norm, decode_arguments, decode_layer, decode_layers, slot_value, weight_slots
 from .memory import ensure_kv_fits
@@ -271,11 +272,15 @@ class Decoder:
 
     @property
     def decode_path(self) -> str:
-        """How a decode step runs: each layer one kernels.cpp call, each product on the kernels, or stock."""
+        """How a decode step runs: each layer one kernels.cpp call, each product on the kernels, or stock ops
+        (saying why where the kernels should have run: "stock PyTorch ops: the kernels did not build (…)")."""
         shape = f", {kernel_shape.describe(self.backend)}" if self.backend.kernels is not None else ""
         if self.fused_decode:
             return f"fused kernels{shape}"
-        return f"kernels per product{shape}" if self.backend.kernels is not None else "stock torch"
+        if self.backend.kernels is not None:
+            return f"kernels per product{shape}"
+        failure = kernels.build_failure() if self.device.type == "cpu" else None
+        return f"{STOCK_DECODE}: {failure}" if failure else STOCK_DECODE
 
     @property
     def int8_notes(self) -> str:

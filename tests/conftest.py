@@ -50,3 +50,17 @@ def pytest_collection_modifyitems(items):
         runs_a_process = function is not None and "subprocess" in function.__code__.co_names
         if "default_model" in getattr(item, "fixturenames", ()) or runs_a_process:
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_runtest_setup(item):
+    """`kernels`: a test of the decode kernels skips only where they cannot run on this machine at all, and
+    fails (never skips) where they should run but did not build, with the compiler's first error."""
+    if item.get_closest_marker("kernels") is None:
+        return
+    from inference import kernels
+
+    reason = kernels.unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"the decode kernels cannot run here: {reason}")
+    if kernels.ops() is None:
+        pytest.fail(f"the decode kernels should run here but did not load: {kernels.build_failure()}", pytrace=False)

@@ -10,7 +10,6 @@ import pytest
 import torch
 from tiny import build_decoder, make_hf_model, save_hf_model
 
-from inference import kernels
 from inference.config import ModelConfig
 from inference.errors import ModelFormatError
 from inference.layers import select_backend
@@ -41,8 +40,7 @@ CASES = {
     "llama-llama3-rope": ("llama", {"rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 2.0,
                                                      "high_freq_factor": 8.0, "original_max_position_embeddings": 12}}),
 }
-BACKENDS = ["stock", pytest.param("kernels", marks=pytest.mark.skipif(
-    kernels.ops() is None, reason="decode kernels unavailable here"))]
+BACKENDS = ["stock", pytest.param("kernels", marks=pytest.mark.kernels)]
 
 
 @pytest.fixture(scope="module", params=list(CASES))
@@ -59,7 +57,7 @@ def decoder(request, case):
     backend = select_backend("cpu", torch.float32, allow_own_kernels=request.param == "kernels")
     decoder = build_decoder(folder, backend)
     arch = CASES[name][0]
-    expected = {"stock": "stock torch", "kernels": "fused kernels"}  # every family here: a layer in one call
+    expected = {"stock": "stock PyTorch ops", "kernels": "fused kernels"}  # every family here: a layer in one call
     assert decoder.decode_path.partition(",")[0] == expected[request.param], arch  # then the kernel shape
     return decoder
 
@@ -251,14 +249,14 @@ def test_status_bar_says_how_decode_runs(qapp, tmp_path):
     bar = StatusBar(controller)
     controller.info = loaded.info()
     controller.model_changed.emit()
-    expected = "fused kernels" if backend.kernels is not None else "stock torch"
+    expected = "fused kernels" if backend.kernels is not None else "stock PyTorch ops"
     assert loaded.info().decode_path.partition(",")[0] == expected
     assert f"decode: {expected} · " in bar.model.text()  # the line: how; the kernels' shape in the tooltip
     full = loaded.info().decode_path  # with the kernels: "fused kernels, 1 row/pass, prefetch 8 KB"
     assert bar.model.toolTip().endswith(f"\nDecode: {full}")
 
 
-@pytest.mark.skipif(kernels.ops() is None, reason="decode kernels unavailable here")
+@pytest.mark.kernels
 @pytest.mark.parametrize("name", ["qwen3", "qwen3-window", "phi3-partial", "phi3-longrope"])
 @pytest.mark.parametrize("dtype", ["float32", "int8"])
 def test_fused_layer_equals_the_same_weights_on_stock_ops(tmp_path, monkeypatch, name, dtype):
@@ -285,7 +283,7 @@ def test_fused_layer_equals_the_same_weights_on_stock_ops(tmp_path, monkeypatch,
     stock_backend = select_backend("cpu", getattr(torch, dtype), allow_own_kernels=False)
     stock = build_decoder(folder, stock_backend) if dtype == "float32" else \
         with_linears(model.decoder, lambda lin: Int8Linear(lin.weight, lin.bias, lin.scale), stock_backend)
-    assert stock.decode_path == "stock torch"
+    assert stock.decode_path == "stock PyTorch ops"
     ids = torch.tensor(PROMPT + [66, 250, 18, 40, 41])
     if dtype == "int8":  # every logit from the head's float rows: the layers are what this test holds
         for decoder in (model.decoder, stock):
@@ -322,7 +320,7 @@ def test_cached_decode_on_cuda_matches_transformers(tmp_path, name):
     arch, overrides = CASES[name]
     hf = make_hf_model(arch, **overrides)
     decoder = load_model(save_hf_model(hf, tmp_path), device="cuda", dtype="float32").decoder
-    assert decoder.decode_path == "stock torch"
+    assert decoder.decode_path == "stock PyTorch ops"
     ids = list(PROMPT)
     cache = decoder.new_cache(8)
     with torch.inference_mode():

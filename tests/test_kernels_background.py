@@ -22,7 +22,6 @@ from inference.session import Session
 from inference.settings import GenerationSettings, SamplerSettings
 
 GREEDY = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=40)
-needs_kernels = pytest.mark.skipif(kernels.ops() is None, reason="decode kernels unavailable here (see stderr)")
 
 
 @pytest.fixture
@@ -54,11 +53,11 @@ def _greedy_steps(session, n):
     return [event for _ in range(n) for event in session.step()]
 
 
-@needs_kernels
+@pytest.mark.kernels
 def test_a_load_runs_on_stock_ops_until_the_build_is_done_then_the_same_session_goes_on(folder, unbuilt):
     model = load_model(folder, device="cpu", dtype="float32", kernels_in_background=True)
     assert model.kernels_pending and model.decoder.backend.name == "torch-cpu"
-    assert model.info().decode_path == "stock torch" + BUILDING
+    assert model.info().decode_path == "stock PyTorch ops" + BUILDING
     at_load = model.fingerprint
     session = Session(model)
     session.update_settings(GREEDY)
@@ -85,7 +84,7 @@ def test_a_load_runs_on_stock_ops_until_the_build_is_done_then_the_same_session_
         assert max(abs(float(a) - float(b)) for a, b in zip(got_p, want_p)) <= 1e-5
 
 
-@needs_kernels
+@pytest.mark.kernels
 def test_a_rebound_decoder_computes_what_a_kernel_load_computes(folder, unbuilt):
     model = load_model(folder, device="cpu", dtype="float32", kernels_in_background=True)
     unbuilt.finish()
@@ -104,7 +103,7 @@ def test_a_failed_build_leaves_stock_ops_and_says_so(folder, unbuilt):
     model = load_model(folder, device="cpu", dtype="float32", kernels_in_background=True)
     unbuilt.finish(None)  # ops() gives None when the build failed
     assert switch_if_built(model, unbuilt) is False
-    assert model.info().decode_path == "stock torch" and model.decoder.backend.name == "torch-cpu"
+    assert model.info().decode_path == "stock PyTorch ops" and model.decoder.backend.name == "torch-cpu"
 
 
 def test_only_float32_loads_leave_the_build_to_the_background(folder, unbuilt, monkeypatch):
@@ -144,13 +143,13 @@ class EngineOverPipes:
         self.thread.join()
 
 
-@needs_kernels
+@pytest.mark.kernels
 def test_the_engine_switches_between_steps_and_tells_the_front_end(folder, unbuilt):
     engine = EngineOverPipes()
     try:
         engine.ask(p.Load(str(folder), "cpu", "float32", 1))
         loaded = [r for r in engine.replies if isinstance(r, p.ModelLoaded)][0]
-        assert loaded.info.decode_path == "stock torch" + BUILDING
+        assert loaded.info.decode_path == "stock PyTorch ops" + BUILDING
         assert not [r for r in engine.replies if isinstance(r, p.Progress) and r.stage == "compile"]
         engine.ask(p.Prefill("the cat", False, "", GREEDY, 2))
         engine.ask(p.Step())

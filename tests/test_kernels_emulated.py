@@ -9,7 +9,6 @@ The first run on AVX2 found two tests that held only with 8-lane sums (test_int8
 
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -32,8 +31,7 @@ SUITE = ["test_kernels.py", "test_int8_int16.py", "test_int8_integer.py", "test_
          "test_kernel_shape.py", "test_families_qwen_phi.py", "test_families_gemma.py"]
 
 pytestmark = [
-    pytest.mark.skipif(CAPABILITY not in OTHER or shutil.which("c++") is None or kernels.ops() is None,
-                       reason="the kernels are not built here"),
+    pytest.mark.kernels,
     pytest.mark.skipif(CAPABILITY == "AVX2" and not any(p.is_file() for p in SIMDE),
                        reason="no SIMDe headers to emulate AVX-512 with (apt install libsimde-dev)"),
 ]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QTextBrowser, QVBoxLayout
 
-from inference.events import Rewound
+from inference.events import STOCK_DECODE, Rewound
 from inference.settings import PREFILL_CHUNK
 
 from ..controller import Controller
@@ -136,6 +136,9 @@ class ExplainView(View):
         if verify:  # its words on the pass replace the last paragraph's "only the new position was projected"
             body = body[:body.rfind("<p>")] + verify
         body += self._notes(key, values)
+        if info is not None and key in ("loaded", "prefilled") and info.decode_path.startswith(f"{STOCK_DECODE}: "):
+            body += TEXTS["stock_note"][self.language].format(muted=values["muted"],
+                                                              decode_path=html.escape(info.decode_path))
         if info is not None:
             body += TEXTS["footer"][self.language].format(**values)
         if body != self._html:
