@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import av  # the app's own dependency (MP4 export): a missing one is a broken install, not a skip
 import numpy as np
-import pytest
 
 from app_driver import wait_until, window_fixture
 
@@ -63,7 +63,6 @@ def assert_lesson_frames(frames: list[np.ndarray], n: int, seconds: float) -> No
 
 
 def test_record_mp4_is_h264_at_the_fps_with_the_captions(tmp_path):
-    av = pytest.importorskip("av")
     out = tmp_path / "lesson.mp4"
     n, seconds = reported(record(out))
     with av.open(str(out)) as container:
@@ -116,7 +115,6 @@ def reddish(rgb: np.ndarray) -> np.ndarray:
 def test_record_by_hand_shows_rec_in_the_window_but_not_in_the_frames(window, tmp_path):
     from gui.recorder import image_to_rgb
 
-    av = pytest.importorskip("av")
     out = tmp_path / "hand.mp4"
     window.toggle_recording(str(out))
     recorder = window.recorder
