@@ -50,7 +50,7 @@ EXTENSION = "tokenstep_kernels"
 DID_NOT_BUILD = "the kernels did not build"
 
 
-# For tests: TOKENSTEP_KERNELS_FLAGS replaces the instruction-set flags: "-mavx2 -mfma" is the AVX2 build on
+# A test knob, not a setting: TOKENSTEP_KERNELS_FLAGS replaces the instruction-set flags: "-mavx2 -mfma" is the AVX2 build on
 # an AVX-512 CPU, "-mavx2 -mfma -include tests/avx512_on_avx2.h" the AVX-512 code on an AVX2 CPU
 # (tests/test_kernels_emulated.py).
 FLAGS_ENV = "TOKENSTEP_KERNELS_FLAGS"
@@ -63,8 +63,10 @@ def _isa_flags() -> list[str]:
 
 
 def _flag_files(flags: list[str]) -> bytes:
-    """The text of the headers the flags -include: part of the build key, as the #included sources are."""
-    return b"".join(Path(f).read_bytes() for option, f in zip(flags, flags[1:]) if option == "-include")
+    """The text of the headers the flags -include: part of the build key, as the #included sources are. A
+    missing one is left to the compiler, whose error then says so."""
+    return b"".join(Path(f).read_bytes() if Path(f).is_file() else f.encode()
+                    for option, f in zip(flags, flags[1:]) if option == "-include")
 
 
 def _compiler() -> str:

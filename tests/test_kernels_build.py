@@ -108,3 +108,19 @@ def test_kernel_tests_fail_not_skip_when_the_build_breaks(tmp_path, broken_build
     summary = run.stdout.splitlines()[-1]
     assert " error" in summary and "skipped" not in summary and " passed" not in summary, summary  # setup fails
     assert "should run here but did not load: the kernels did not build (broken.h:1:2: error:" in run.stdout
+
+
+def test_a_missing_include_in_the_flags_is_the_compilers_error_not_a_crash(tmp_path, monkeypatch):
+    """TOKENSTEP_KERNELS_FLAGS is a test knob: a header it names that does not exist fails the build in one line."""
+    if kernels.unavailable_reason() is not None:
+        pytest.skip(f"the decode kernels cannot run here: {kernels.unavailable_reason()}")
+    missing = tmp_path / "missing.h"
+    monkeypatch.setenv("TOKENSTEP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(kernels.FLAGS_ENV, f"{' '.join(kernels._isa_flags())} -include {missing}")
+    run = subprocess.run([sys.executable, "-c", "from inference import kernels; kernels.build_pending(); "
+                          "print(kernels.ops() is None, kernels.build_failure())"],
+                         capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    off, failure = run.stdout.strip().split(" ", 1)
+    assert off == "True" and "missing.h" in failure and "No such file" in failure, failure
+    assert "Traceback" not in run.stderr
