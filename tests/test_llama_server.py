@@ -1,20 +1,27 @@
 """TokenStep against a REAL llama.cpp `llama-server` on 127.0.0.1, serving the default model's GGUF.
 
 The server is built once per machine from the llama-cpp-python sdist's vendored llama.cpp (llama_server.py;
-10-15 min on 2 cores the first time) and started for this module with `-t 1 -np 1 -fa off`. These tests
-are skipped only when the machine cannot build it (no cmake or C++ compiler), and say so.
+10-15 min on 2 cores the first time), for the instruction set /proc/cpuinfo lists (never AMX, never
+-march=native), and started for this module with `-t 1 -np 1 -fa off`; a build that dies as it starts is
+one warning, and the baseline ISA's build serves instead. These tests are skipped only when the machine
+cannot build it (no cmake or C++ compiler), and say so. How the ISA is chosen, and the fallback, are
+tested without a build in test_llama_server_isa.py.
 """
 
 from __future__ import annotations
 
 import math
+import platform
+import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 
 import llama_server
+from inference import cache_dir
 from inference.errors import is_expected, one_line
 from inference.loading import load_model
 from inference.session import Session
@@ -32,8 +39,7 @@ pytestmark = [pytest.mark.slow,
 
 @pytest.fixture(scope="module")
 def server():
-    binary = llama_server.ensure_built()
-    running = llama_server.LlamaServer(binary, llama_server.model_gguf()).start()
+    running = llama_server.start_server(llama_server.model_gguf(), say=warnings.warn)
     yield running
     running.stop()
 
@@ -41,6 +47,26 @@ def server():
 @pytest.fixture(scope="module")
 def remote(server):
     return load_model(server.url)  # the tokenizer: from the GGUF the server reports reading
+
+
+def test_the_build_is_for_the_isa_cpuinfo_lists_and_its_manifest_says_which(server):
+    manifest = cache_dir.read_manifest(server.binary.parent)
+    isa = manifest["isa"]  # this CPU's options, or their baseline when that build died as it started
+    chosen = llama_server.isa_options()
+    assert isa in (chosen, llama_server.baseline_options(chosen))
+    assert server.binary.parent == llama_server.server_dir(isa)  # the cache folder is keyed by them
+    assert manifest["cmake_flags"] == [*llama_server.CMAKE_FLAGS, *llama_server.cmake_isa_flags(isa)]
+    if platform.machine() in llama_server.X86:
+        assert isa["GGML_NATIVE"] is False and not any(isa[o] for o in llama_server.ALWAYS_OFF)
+        assert isa["GGML_AVX2"] == ("avx2" in llama_server.cpu_flags())
+
+
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump is not installed (apt-get install binutils)")
+def test_the_binary_holds_no_amx_instruction(server):
+    listing = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(server.binary)], capture_output=True,
+                             text=True, check=True).stdout
+    assert "<main>:" in listing  # a listing of the code itself
+    assert not any(amx in listing for amx in ("ldtilecfg", "tileloadd", "tdpbssd", "tdpbf16ps"))
 
 
 def llama_cpp_top(server, ids: list[int], n: int = 5) -> dict[int, float]:
