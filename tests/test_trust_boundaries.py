@@ -95,3 +95,130 @@ def test_kernels_in_a_cache_others_can_write_are_built_privately_not_loaded(tmp_
     assert "can be written by other users: building the decode kernels privately" in run.stderr
     assert target.read_bytes().startswith(b"planted") and not target.with_suffix(".log").exists()
     assert kernels.unavailable_reason() is None
+
+
+class _Server:
+    """A one-purpose server on 127.0.0.1: `handle(connection)` answers each connection on a thread of its own."""
+
+    def __init__(self, handle):
+        import socket
+        import threading
+
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.port = self.socket.getsockname()[1]
+        self.seen: list[bytes] = []
+
+        def serve():
+            while True:
+                try:
+                    connection, _ = self.socket.accept()
+                except OSError:
+                    return
+                threading.Thread(target=self._answer, args=(handle, connection), daemon=True).start()
+
+        threading.Thread(target=serve, daemon=True).start()
+
+    def _answer(self, handle, connection):
+        with connection:
+            connection.settimeout(30)
+            try:
+                self.seen.append(connection.recv(65536))
+                handle(connection)
+            except OSError:
+                pass
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self):
+        self.socket.close()
+
+
+@pytest.fixture
+def server_with():
+    started = []
+
+    def start(handle):
+        started.append(_Server(handle))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.close()
+
+
+def _reply(body: bytes, status: str = "200 OK", headers: str = "") -> bytes:
+    return (f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n{headers}"
+            f"Connection: close\r\n\r\n").encode() + body
+
+
+def test_a_redirect_is_refused_and_the_key_never_leaves(server_with):
+    from inference.sources.http import Http, ServerError
+
+    elsewhere = server_with(lambda c: c.sendall(_reply(b"{}")))
+    redirecting = server_with(lambda c: c.sendall(_reply(b"", "302 Found", f"Location: {elsewhere.url}/v1/models\r\n")))
+    with pytest.raises(ServerError) as refused:
+        Http(redirecting.url, timeout=5, api_key="sk-secret").get("/v1/models")
+    assert str(refused.value) == (f"{redirecting.url}/v1/models: the server redirected to {elsewhere.url}/v1/models; "
+                                  "TokenStep does not follow redirects")
+    assert b"Bearer sk-secret" in redirecting.seen[0] and elsewhere.seen == []
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_a_reply_too_large_is_refused_while_memory_stays_small(server_with, declared):
+    from inference.sources import http
+    from inference.sources.http import Http, ServerError
+
+    size = http.MAX_REPLY_BYTES + (1 << 20)
+
+    def huge(connection):
+        length = f"Content-Length: {size}\r\n" if declared else "Transfer-Encoding: chunked\r\n"
+        connection.sendall(f"HTTP/1.1 200 OK\r\n{length}Connection: close\r\n\r\n".encode())
+        block = b"[" * (1 << 16)
+        for _ in range(size // len(block)):
+            connection.sendall(f"{len(block):x}\r\n".encode() + block + b"\r\n" if not declared else block)
+
+    server = server_with(huge)
+    with pytest.raises(ServerError, match="more than TokenStep reads|longer than TokenStep reads"):
+        Http(server.url, timeout=30).get("/props")
+
+
+def test_a_server_that_dribbles_is_cut_off_at_the_deadline(server_with):
+    import time
+
+    from inference.sources.http import Http, ServerError
+
+    def dribble(connection):
+        connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n")
+        for _ in range(1000):
+            connection.sendall(b" ")
+            time.sleep(0.2)  # each read well within the timeout; the whole reply would take 200 s
+
+    server = server_with(dribble)
+    started = time.monotonic()
+    with pytest.raises(ServerError, match=r"did not answer within 1 s"):
+        Http(server.url, timeout=1).get("/props")
+    assert time.monotonic() - started < 30  # a hang guard: the deadline is the call's (1 s), not each read's (200 s in all)
+
+
+@pytest.mark.parametrize("body, why", [(b'{"n_ctx": 1e400}', "not finite"), (b'{"p": NaN}', "not finite"),
+                                       (b'{"p": -Infinity}', "not finite"), (b"[" * 100_000 + b"]" * 100_000,
+                                                                             "nested too deeply"),
+                                       (b'{"cut": [1, 2', "not JSON")])
+def test_replies_that_are_not_plain_json_are_one_line(server_with, body, why):
+    from inference.sources.http import Http, ServerError
+
+    server = server_with(lambda c: c.sendall(_reply(body)))
+    with pytest.raises(ServerError, match=why) as refused:
+        Http(server.url, timeout=5).get("/props")
+    assert "\n" not in str(refused.value) and server.url in str(refused.value)
+
+
+def test_a_service_that_does_not_speak_http_is_one_line(server_with):
+    from inference.sources.http import Http, ServerError
+
+    server = server_with(lambda c: c.sendall(b"SSH-2.0-OpenSSH_9.6\r\n"))
+    with pytest.raises(ServerError, match="did not answer in HTTP") as refused:
+        Http(server.url, timeout=5).get("/props")
+    assert "\n" not in str(refused.value)

@@ -3,15 +3,24 @@
 Every failure a person can act on (refused connection, timeout, a server that went away mid-reply, an
 HTTP error, a reply that is not JSON) is a `ServerError`: an OSError, so the front-ends show it as one
 expected line and the session keeps its state.
+
+What a server sends is not trusted: a call ends at its deadline however slowly the server dribbles its reply
+(a timer shuts the socket down), a reply larger than MAX_REPLY_BYTES is refused by its Content-Length or while
+it is read, JSON nested deeper than the parser's stack or holding a number beyond float range (`1e400`,
+`Infinity`, `NaN`) is refused, and a redirect is never followed: inference APIs do not redirect, and following
+one would carry the API key to wherever it points.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
-import urllib.error
+import threading
 import urllib.parse
-import urllib.request
+
+MAX_REPLY_BYTES = 64 << 20  # the largest reply read: a step's top-N logprobs or a model's props are far smaller
+REDIRECTS = (301, 302, 303, 307, 308)
 
 
 class ServerError(ConnectionError):
@@ -26,60 +35,141 @@ class RemoteUnsupported(ValueError):
     """A view or setting that needs the model's weights in this process (attention, logit lens)."""
 
 
+class _NotFinite(ValueError):
+    """A JSON number beyond float range, or a NaN / Infinity literal."""
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise _NotFinite(text)
+    return value
+
+
+def _no_constant(name: str):
+    raise _NotFinite(name)
+
+
 class Http:
     def __init__(self, url: str, timeout: float = 60.0, api_key: str | None = None):
         parsed = urllib.parse.urlsplit(url)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        if parsed.scheme not in ("http", "https") or not parsed.netloc or not parsed.hostname:
             raise ValueError(f"{url!r}: a server address is http://HOST:PORT or https://HOST:PORT")
-        self.base = f"{parsed.scheme}://{parsed.netloc}{parsed.path.rstrip('/')}"
+        try:
+            port = parsed.port
+        except ValueError:
+            raise ValueError(f"{url!r}: the port is not a number from 0 to 65535") from None
+        self.https = parsed.scheme == "https"
+        self.host, self.port = parsed.hostname, port
+        self.path = parsed.path.rstrip("/")
+        self.base = f"{parsed.scheme}://{parsed.netloc}{self.path}"
         self.timeout = timeout
         self.headers = {"Content-Type": "application/json"}
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
 
     def get(self, path: str, timeout: float | None = None):
-        return self._call(urllib.request.Request(self.base + path, headers=self.headers), timeout)
+        return self._call("GET", path, None, timeout)
 
     def get_text(self, path: str, timeout: float | None = None) -> str:
-        return self._call(urllib.request.Request(self.base + path, headers=self.headers), timeout, raw=True)
+        return self._call("GET", path, None, timeout, raw=True)
 
     def post(self, path: str, body: dict, timeout: float | None = None):
-        data = json.dumps(body).encode()
-        return self._call(urllib.request.Request(self.base + path, data=data, headers=self.headers), timeout)
+        return self._call("POST", path, json.dumps(body).encode(), timeout)
 
-    def _call(self, request: urllib.request.Request, timeout: float | None, raw: bool = False):
-        where = request.full_url
-        try:
-            with urllib.request.urlopen(request, timeout=timeout or self.timeout) as reply:
-                body = reply.read()
-        except urllib.error.HTTPError as e:
-            detail = _error_detail(e)
-            if e.code == 404:
-                raise NotFound(f"{where}: not found (HTTP 404)") from None
-            raise ServerError(f"{where}: HTTP {e.code}{': ' + detail if detail else ''}") from None
-        except urllib.error.URLError as e:
-            reason = e.reason.strerror if isinstance(e.reason, OSError) and e.reason.strerror else e.reason
-            raise ServerError(f"cannot reach the server at {self.base}: {reason}") from None
-        except (socket.timeout, TimeoutError):
-            raise ServerError(f"the server at {self.base} did not answer within {timeout or self.timeout:g} s") \
-                from None
-        except (ConnectionError, OSError) as e:  # reset or closed mid-reply (a server that died)
-            raise ServerError(f"the server at {self.base} went away: {e.strerror or e}") from None
+    def _call(self, method: str, path: str, data: bytes | None, timeout: float | None, raw: bool = False):
+        where, limit = self.base + path, timeout or self.timeout
+        status, headers, body = self._exchange(method, path, data, limit)
+        if status in REDIRECTS:
+            target = headers.get("Location", "another address")
+            raise ServerError(f"{where}: the server redirected to {target}; TokenStep does not follow redirects")
+        if status == 404:
+            raise NotFound(f"{where}: not found (HTTP 404)")
+        if status >= 400:
+            detail = _error_detail(body)
+            raise ServerError(f"{where}: HTTP {status}{': ' + detail if detail else ''}")
         if raw:
             return body.decode("utf-8", "replace")
         try:
-            return json.loads(body)
+            return json.loads(body, parse_float=_finite, parse_constant=_no_constant)
+        except _NotFinite as e:
+            raise ServerError(f"{where}: the reply holds a number that is not finite ({str(e)[:40]})") from None
+        except RecursionError:
+            raise ServerError(f"{where}: the reply is not JSON (nested too deeply)") from None
         except ValueError:
             raise ServerError(f"{where}: the reply is not JSON") from None
 
+    def _exchange(self, method: str, path: str, data: bytes | None, limit: float):
+        """(status, headers, body) of one request, all of it within `limit` seconds."""
+        kind = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
+        connection = kind(self.host, self.port, timeout=limit)
+        expired, connected = threading.Event(), []
 
-def _error_detail(error: urllib.error.HTTPError) -> str:
+        def expire():  # a recv blocked on a slow server returns once its socket is shut down
+            expired.set()
+            for sock in connected:  # the socket itself: a reply that closes the connection takes it from `connection`
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        deadline = threading.Timer(limit, expire)
+        deadline.daemon = True
+        deadline.start()
+        try:
+            connection.connect()
+            connected.append(connection.sock)
+            if expired.is_set():
+                raise TimeoutError
+            connection.request(method, self.path + path, body=data, headers=self.headers)
+            reply = connection.getresponse()
+            size = reply.getheader("Content-Length")
+            if size is not None and size.strip().isdigit() and int(size) > MAX_REPLY_BYTES:
+                raise ServerError(f"{self.base + path}: the reply is {int(size) / 1e6:,.0f} MB, more than TokenStep "
+                                  f"reads ({MAX_REPLY_BYTES >> 20} MB)")
+            chunks, total = [], 0
+            while chunk := reply.read1(1 << 16):
+                total += len(chunk)
+                if total > MAX_REPLY_BYTES:
+                    raise ServerError(f"{self.base + path}: the reply is longer than TokenStep reads "
+                                      f"({MAX_REPLY_BYTES >> 20} MB)")
+                chunks.append(chunk)
+            if expired.is_set():
+                raise TimeoutError
+            return reply.status, reply.headers, b"".join(chunks)
+        except ServerError:
+            raise
+        except (socket.timeout, TimeoutError):
+            raise self._late(limit) from None
+        except http.client.IncompleteRead:
+            raise (self._late(limit) if expired.is_set() else
+                   ServerError(f"the server at {self.base} went away mid-reply (the reply was cut short)")) from None
+        except http.client.RemoteDisconnected:
+            raise (self._late(limit) if expired.is_set() else
+                   ServerError(f"the server at {self.base} went away (it closed the connection)")) from None
+        except http.client.HTTPException as e:
+            raise ServerError(f"the server at {self.base} did not answer in HTTP ({type(e).__name__})") from None
+        except (ConnectionRefusedError, socket.gaierror) as e:
+            raise ServerError(f"cannot reach the server at {self.base}: {e.strerror or e}") from None
+        except OSError as e:  # reset or closed mid-reply (a server that died), or shut down at the deadline
+            if expired.is_set():
+                raise self._late(limit) from None
+            raise ServerError(f"the server at {self.base} went away: {e.strerror or e}") from None
+        finally:
+            deadline.cancel()
+            connection.close()
+
+    def _late(self, limit: float) -> ServerError:
+        return ServerError(f"the server at {self.base} did not answer within {limit:g} s")
+
+
+def _error_detail(body: bytes) -> str:
     """The message inside a JSON error body (llama.cpp, vLLM and SGLang all send one), cut to one line."""
     try:
-        body = json.loads(error.read() or b"{}")
-    except (ValueError, OSError):
+        reply = json.loads(body or b"{}")
+    except (ValueError, RecursionError):
         return ""
-    message = body.get("error", body.get("message", body.get("detail", ""))) if isinstance(body, dict) else ""
+    message = reply.get("error", reply.get("message", reply.get("detail", ""))) if isinstance(reply, dict) else ""
     if isinstance(message, dict):
         message = message.get("message", "")
     return str(message).splitlines()[0][:200] if message else ""
