@@ -140,11 +140,15 @@ def _sdist(downloads: Path) -> Path:
     for candidate in (os.environ.get("TOKENSTEP_LLAMA_SDIST"), downloads / SDIST):
         if candidate and Path(candidate).is_file() and cache_dir.file_sha256(Path(candidate)) == SDIST_SHA256:
             return Path(candidate)
-    downloads.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=downloads) as tmp:
-        subprocess.run([sys.executable, "-m", "pip", "download", REQUIREMENT, "--no-deps", "--no-binary",
-                        ":all:", "--disable-pip-version-check", "-d", tmp], check=True,
-                       stdin=subprocess.DEVNULL)
+    cache_dir.make_private(downloads)
+    with tempfile.TemporaryDirectory(dir=downloads) as tmp, tempfile.TemporaryDirectory() as pinned:
+        # pip prepares an sdist's metadata (runs its build backend) as it downloads it: with the hash required,
+        # it refuses any other file first.
+        requirements = Path(pinned) / "requirements.txt"
+        requirements.write_text(f"{REQUIREMENT} --hash=sha256:{SDIST_SHA256}\n", encoding="utf-8")
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+                        "--require-hashes", "-r", str(requirements), "--disable-pip-version-check", "-d", tmp],
+                       check=True, stdin=subprocess.DEVNULL)
         if cache_dir.file_sha256(Path(tmp) / SDIST) != SDIST_SHA256:
             raise RuntimeError(f"{SDIST}: its sha256 is not the pinned one; refusing to build it")
         os.replace(Path(tmp) / SDIST, downloads / SDIST)

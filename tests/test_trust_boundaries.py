@@ -222,3 +222,20 @@ def test_a_service_that_does_not_speak_http_is_one_line(server_with):
     with pytest.raises(ServerError, match="did not answer in HTTP") as refused:
         Http(server.url, timeout=5).get("/props")
     assert "\n" not in str(refused.value)
+
+
+def test_the_llama_server_sdist_is_refused_by_its_hash_before_it_is_built(tmp_path, monkeypatch):
+    """tests/llama_server.py fetches an sdist and builds it: an index offering another one never runs its code."""
+    import subprocess
+
+    import llama_server
+
+    links, marker = tmp_path / "links", tmp_path / "ran"
+    links.mkdir()
+    _hostile_sdist(links, "llama_cpp_python", llama_server.VERSION, marker)
+    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.delenv("TOKENSTEP_LLAMA_SDIST", raising=False)
+    with pytest.raises(subprocess.CalledProcessError):
+        llama_server._sdist(tmp_path / "downloads")
+    assert not marker.exists() and not list((tmp_path / "downloads").iterdir())
