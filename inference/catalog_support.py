@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .config import ModelConfig
 from .errors import ModelFormatError
-from .model_headers import count_params, read_gguf_header, safetensors_tensors
+from .model_headers import count_params, index_shards, read_gguf_header, safetensors_tensors
 
 _CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length", "seq_length")
 _KV_ELEMENT_BYTES = 4  # the estimate's KV cache is float32, as on CPU
@@ -54,10 +54,10 @@ def _weight_files(folder: Path) -> tuple[list[Path], str]:
     index = folder / "model.safetensors.index.json"
     if index.exists() or index.is_symlink():
         try:
-            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-            files = sorted({folder / str(name) for name in weight_map.values()})
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return [], "model.safetensors.index.json is broken"
+            files = sorted(index_shards(index))
+        except ModelFormatError as e:
+            return [], ("model.safetensors.index.json names a shard outside the folder" if "outside" in str(e)
+                        else "model.safetensors.index.json is broken")
         missing = [f.name for f in files if not f.is_file()]
         if missing:
             return files, f"incomplete download: {missing[0]} is missing" + (

@@ -14,7 +14,6 @@ Only safetensors are read: pickle-based `.bin` files can run code when loaded, s
 from __future__ import annotations
 
 import functools
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ import torch
 
 from .config import ModelConfig
 from .errors import ModelFormatError
-from .model_headers import safetensors_tensors
+from .model_headers import index_shards, safetensors_tensors
 
 Shape = Callable[[ModelConfig], tuple[int, ...]]
 
@@ -225,16 +224,7 @@ def _weight_files(folder: Path) -> dict[Path, list[str] | None]:
     """Safetensors files of a folder -> the tensor names the index assigns them (None: unindexed)."""
     index = folder / "model.safetensors.index.json"
     if index.exists():
-        try:
-            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-            if not isinstance(weight_map, dict):
-                raise TypeError
-        except (OSError, ValueError, KeyError, TypeError):
-            raise ModelFormatError(f"{index}: not a valid safetensors index (needs a 'weight_map' object)") \
-                from None
-        files: dict[Path, list[str]] = {}
-        for name, file in weight_map.items():
-            files.setdefault(folder / str(file), []).append(name)
+        files = index_shards(index)
         for file in files:
             if not file.is_file():
                 raise ModelFormatError(f"{index}: shard {file.name} is missing")

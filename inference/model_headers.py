@@ -65,6 +65,25 @@ def safetensors_tensors(path: Path) -> dict[str, tuple[tuple[int, ...], str]]:
     return shapes
 
 
+def index_shards(index: Path) -> dict[Path, list[str]]:
+    """A safetensors index's shard files (inside its folder) -> the tensor names it assigns each. A shard named
+    outside the folder (an absolute path, or one through '..') is refused by its name alone: the index says which
+    files are read. Links inside the folder stay allowed (a Hugging Face cache snapshot links to ../../blobs)."""
+    try:
+        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        if not isinstance(weight_map, dict):
+            raise TypeError
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        raise ModelFormatError(f"{index}: not a valid safetensors index (needs a 'weight_map' object)") from None
+    files: dict[Path, list[str]] = {}
+    for name, file in weight_map.items():
+        shard = Path(str(file))
+        if shard.is_absolute() or ".." in shard.parts or not shard.parts:
+            raise ModelFormatError(f"{index}: shard {str(file)[:200]!r} is outside the model folder; refusing it")
+        files.setdefault(index.parent / shard, []).append(name)
+    return files
+
+
 def _check_extent(file: str, name: str, shape_dtype: tuple[tuple[int, ...], str], offsets, room: int) -> None:
     """A tensor's data_offsets lie inside the file, and hold exactly its shape times its dtype's size."""
     shape, dtype = shape_dtype

@@ -239,3 +239,22 @@ def test_the_llama_server_sdist_is_refused_by_its_hash_before_it_is_built(tmp_pa
     with pytest.raises(subprocess.CalledProcessError):
         llama_server._sdist(tmp_path / "downloads")
     assert not marker.exists() and not list((tmp_path / "downloads").iterdir())
+
+
+@pytest.mark.parametrize("shard", ["../outside.safetensors", "/etc/passwd", "sub/../../x.safetensors", ""])
+def test_a_shard_index_naming_files_outside_the_folder_is_refused(tmp_path, shard):
+    import json
+
+    from inference.catalog import describe_folder
+    from inference.loading import load_model
+    from tiny import make_hf_model, save_hf_model
+
+    folder = save_hf_model(make_hf_model("llama"), tmp_path / "model")
+    (folder / "model.safetensors").rename(folder / "model-00001-of-00001.safetensors")
+    weight_map = {"model.norm.weight": "model-00001-of-00001.safetensors", "lm_head.weight": shard}
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    with pytest.raises(ModelFormatError, match="outside the model folder|not a valid") as refused:
+        load_model(folder, device="cpu", dtype="float32")
+    assert "\n" not in str(refused.value)
+    entry = describe_folder(folder, "model", "folder")
+    assert not entry.supported and "model.safetensors.index.json" in entry.reason
