@@ -14,6 +14,7 @@ from itertools import chain
 from .errors import is_expected, one_line
 from .progress import StderrProgress
 from .script import ScriptError
+from .settings import MAX_NEW_TOKENS
 
 
 def _number(kind, low=None, high=None, low_open=False, what="value"):
@@ -90,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="bfloat16: a float32 model's long forwards (prompts of 18+ tokens) multiply in "
                        "bfloat16, decode stays float32; needs avx512_bf16 or amx_bf16 (not on by default: "
                        "benchmarks/RESULTS.md)")
-    trace.add_argument("--max-new-tokens", type=_number(int, 1, what="--max-new-tokens"), default=32)
+    trace.add_argument("--max-new-tokens", type=_number(int, 1, MAX_NEW_TOKENS, what="--max-new-tokens"), default=32)
     trace.add_argument("--greedy", action="store_true", help="always take the most likely token")
     trace.add_argument("--temperature", type=_number(float, 0, what="--temperature"), default=None,
                        help="0 means greedy (default: the model's generation_config, else 1.0)")

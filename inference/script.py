@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from .settings import GenerationSettings
+from .settings import MAX_NEW_TOKENS, GenerationSettings
 
 # Settings keys a script may set, as they are spelled in the JSON (and in the trace's `settings` event).
 SAMPLER_KEYS = ("temperature", "top_k", "top_p", "min_p", "greedy")
@@ -146,7 +146,7 @@ def _action_value(kind: str, value: Any) -> Any:
             raise ValueError(f'write {{"{kind}": true}}, got {_show(value)}')
         return None
     if kind in ("step", "rewind"):
-        return _integer(value, kind, 1)
+        return _integer(value, kind, 1, MAX_NEW_TOKENS)
     if kind == "seed":
         return _integer(value, "seed", 0, MAX_SEED)
     if kind == "wait":

@@ -10,6 +10,9 @@ from dataclasses import dataclass
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16", "int8")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 MAX_SPECULATE = 16
+# The most tokens one generation may ask for: more than any model's context window; a bound for what a script,
+# a trace or a command line can ask.
+MAX_NEW_TOKENS = 1 << 20
 WHEN_FULL = ("stop", "drop-oldest")  # what a full context window does (context_limit.py)
 MIN_CONTEXT_LIMIT = 4  # the smallest context limit: a first token, and room for a shift to keep some
 PREFILL_CHUNK = 512  # positions per prefill pass; longer prompts take several passes (with progress between)
@@ -59,8 +62,8 @@ class GenerationSettings:
 
     def validate(self) -> "GenerationSettings":
         self.sampler.validate()
-        if self.max_new_tokens < 1:
-            raise ValueError(f"max new tokens must be >= 1, got {self.max_new_tokens}")
+        if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
+            raise ValueError(f"max new tokens must be in [1, {MAX_NEW_TOKENS}], got {self.max_new_tokens}")
         if self.top_n < 1:
             raise ValueError(f"top-n must be >= 1, got {self.top_n}")
         if not 0 <= self.speculate <= MAX_SPECULATE:

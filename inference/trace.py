@@ -46,6 +46,8 @@ class TraceWriter:
         return [line]
 
 
+MAX_SCRIPT_BYTES = 256 << 20  # a trace of 10 000 steps with 20 candidates each is about 50 MB
+
 def trace_lines(info: ModelInfo, events: Iterable, settings: GenerationSettings | None = None) -> list[str]:
     """The whole trace of `events` (a session's log, in order) on the model `info` describes.
 
@@ -90,12 +92,14 @@ def script_from_trace(lines: Iterable[str]) -> dict[str, Any]:
             continue
         try:
             event = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise ScriptError(f"trace line {number}: not valid JSON") from None
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             raise ScriptError(f'trace line {number}: not an event (an object with a "type")')
         try:
             builder.add(event)
+        except OverflowError:  # int() of 1e400
+            raise ScriptError(f'trace line {number}: a "{event["type"]}" event with a number out of range') from None
         except (KeyError, TypeError, ValueError) as e:
             if isinstance(e, ScriptError):
                 raise ScriptError(f"trace line {number}: {e}") from None
@@ -211,6 +215,11 @@ def load_script(path: str | Path) -> Script:
     """A script file, or a trace (.jsonl whose first line is its `model` event) turned into one."""
     path = Path(path)
     try:
+        if not path.is_file():  # a FIFO or a device would be read forever
+            raise ScriptError(f"{path.name}: not a regular file")
+        if path.stat().st_size > MAX_SCRIPT_BYTES:
+            raise ScriptError(f"{path.name}: {path.stat().st_size / 1e6:,.0f} MB is more than a script or trace "
+                              f"TokenStep reads ({MAX_SCRIPT_BYTES >> 20} MB)")
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise ScriptError(f"{path.name}: not UTF-8 text") from None

@@ -258,3 +258,42 @@ def test_a_shard_index_naming_files_outside_the_folder_is_refused(tmp_path, shar
     assert "\n" not in str(refused.value)
     entry = describe_folder(folder, "model", "folder")
     assert not entry.supported and "model.safetensors.index.json" in entry.reason
+
+
+def test_traces_and_scripts_with_absurd_numbers_or_sizes_are_one_line(tmp_path, monkeypatch):
+    import json
+    import os
+
+    from inference import trace
+    from inference.script import ScriptError, parse_script
+    from inference.settings import MAX_NEW_TOKENS
+
+    events = [{"type": "model", "name": "x"}, {"type": "prefill", "tokens": [{"id": 1, "text": "a"}], "n_tokens": 1}]
+    hostile = tmp_path / "trace.jsonl"
+    hostile.write_text("\n".join(json.dumps(e) for e in events)
+                       + '\n{"type": "step", "index": 1, "token": {"id": 1e400, "text": "b"}}\n')
+    with pytest.raises(ScriptError, match="trace line 3: a \"step\" event with a number out of range"):
+        trace.load_script(hostile)
+    for action in ({"step": 10 ** 12}, {"rewind": MAX_NEW_TOKENS + 1}, {"set": {"max_new_tokens": 10 ** 12}}):
+        with pytest.raises(ScriptError, match="action 0"):
+            parse_script({"prompt": "a", "actions": [action]})
+    parse_script({"prompt": "a", "actions": [{"step": MAX_NEW_TOKENS}]})  # the bound itself is fine
+    fifo = tmp_path / "lesson.json"
+    os.mkfifo(fifo)  # reading it would wait forever for a writer
+    with pytest.raises(ScriptError, match="lesson.json: not a regular file"):
+        trace.load_script(fifo)
+    monkeypatch.setattr(trace, "MAX_SCRIPT_BYTES", 1000)
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps({"prompt": "a" * 2000, "actions": [{"run": True}]}))
+    with pytest.raises(ScriptError, match="big.json: .* more than a script or trace TokenStep reads"):
+        trace.load_script(big)
+
+
+def test_the_command_line_caps_max_new_tokens(tmp_path):
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, str(ROOT / "main.py"), "trace", "--max-new-tokens", "1000000000000"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and "--max-new-tokens must be in [1, 1048576]" in run.stderr
+    assert "Traceback" not in run.stderr
