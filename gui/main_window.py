@@ -98,8 +98,7 @@ class MainWindow(QMainWindow):
         c.pacer.pace_changed.connect(lambda pace: a["paced"].setChecked(pace > 0))
         a["presentation"].toggled.connect(lambda on: c.pacer.set_pace(c.pacer.last_pace if on else 0.0))
         a["record"].triggered.connect(lambda: self.toggle_recording())
-        self.recorder.stopped.connect(lambda path, n: self.status.say(
-            f"Recorded {n} frames ({n / self.recorder.fps:.1f} s) to {path}"))
+        self.recorder.stopped.connect(self._recording_stopped)
         self.controls.settings_changed.connect(c.set_settings)
         self.script_player.caption.connect(self.caption.show_text)
         self.script_player.failed.connect(lambda message: show_failure(self, message))
@@ -206,6 +205,12 @@ class MainWindow(QMainWindow):
     def play_script(self, path: str) -> bool:
         """Play a lesson script (or replay a trace) once a model is loaded; a bad one gets an error dialog."""
         return self.script_player.play_file(path)
+
+    def _recording_stopped(self, path: str, frames: int, why: str) -> None:
+        self.status.say(f"Recorded {frames} frames ({frames / self.recorder.fps:.1f} s) to {path}"
+                        + (f" · {why}" if why else ""))
+        self.actions["record"].setChecked(False)
+        self.actions["record"].setText("Record video…")
 
     def toggle_recording(self, path: str | None = None) -> None:
         """File → Record: start (asking where, unless `path`), or stop and write the file."""

@@ -14,6 +14,7 @@ Two ways in:
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 import time
 from fractions import Fraction
@@ -26,6 +27,9 @@ from PySide6.QtWidgets import QApplication, QLabel, QWidget
 
 from .playback import DEFAULT_PACE, VirtualClock
 
+# A GIF's frames stay in memory until it is written (Pillow writes them all at once): distinct frames (a still
+# window is kept once) beyond this many bytes stop the recording. 960x540 frames: about 1000, 100 s at 10 fps.
+GIF_MAX_BYTES = 512 << 20
 GIF_MAX_WIDTH = 960  # a GIF keeps its frames in memory until it is written (a still one once): this wide
 TAIL_S = 1.5  # the last frame held this long after the script ends (its last caption read)
 STUCK_S = 600.0  # real seconds the app may take to settle before a recording gives up
@@ -39,11 +43,17 @@ def image_to_rgb(image: QImage) -> np.ndarray:
     return data[:, :w * 3].reshape(h, w, 3).copy()
 
 
+class RecordingFull(ValueError):
+    """A GIF that would keep more than GIF_MAX_BYTES of frames: what was kept can still be written."""
+
+
 class VideoWriter:
     """Frames in, a file out: .mp4 (H.264, yuv420p, even sizes: the frame is cropped by a pixel where
     odd) or .gif. `frames` counts what was written."""
 
     def __init__(self, path: str | Path, fps: int):
+        if "://" in str(path) or re.match(r"^[a-z][a-z0-9+.-]+:", str(path), re.I):  # FFmpeg would open a URL
+            raise ValueError(f"{path}: a recording is written to a local file, not to a URL")
         self.path, self.fps = Path(path), int(fps)
         self.kind = self.path.suffix.lower().lstrip(".")
         if self.kind not in ("mp4", "gif"):
@@ -52,8 +62,9 @@ class VideoWriter:
         if importlib.util.find_spec(module) is None:
             raise ValueError(f"recording an .{self.kind} needs the package {package} (pip install {package})")
         self.frames = 0
-        self._container = self._stream = None
+        self._file = self._container = self._stream = None
         self._gif: list = []
+        self._gif_bytes = 0  # what the kept GIF frames hold
 
     def write(self, rgb: np.ndarray) -> None:
         if self.kind == "mp4":
@@ -67,7 +78,8 @@ class VideoWriter:
 
         h, w = rgb.shape[0] // 2 * 2, rgb.shape[1] // 2 * 2
         if self._container is None:
-            self._container = av.open(str(self.path), "w")
+            self._file = open(self.path, "wb")  # a local file, whatever FFmpeg would make of the name
+            self._container = av.open(self._file, "w", format="mp4")
             self._stream = self._container.add_stream("libx264", rate=self.fps)
             self._stream.width, self._stream.height = w, h
             self._stream.pix_fmt = "yuv420p"
@@ -92,6 +104,12 @@ class VideoWriter:
                 and self._gif[-1][0].getpalette() == image.getpalette():
             self._gif[-1][1] += 1  # a still window: the frame before, shown one frame longer (kept once)
         else:
+            if self._gif_bytes + image.width * image.height > GIF_MAX_BYTES:
+                seconds = self.frames / self.fps
+                raise RecordingFull(f"a GIF keeps every frame in memory until it is written: stopped at "
+                                    f"{seconds:.0f} s ({GIF_MAX_BYTES >> 20} MB of frames); record an .mp4 for "
+                                    "longer")
+            self._gif_bytes += image.width * image.height
             self._gif.append([image, 1])
 
     def close(self) -> None:
@@ -99,7 +117,8 @@ class VideoWriter:
             for packet in self._stream.encode():
                 self._container.mux(packet)
             self._container.close()
-            self._container = None
+            self._file.close()
+            self._container = self._file = None
         if self._gif:
             (first, _), *rest = self._gif
             first.save(self.path, save_all=True, append_images=[image for image, _ in rest], loop=0, optimize=False,
@@ -140,7 +159,7 @@ class RecMarker(QLabel):
 class HandRecorder(QObject):
     """File → Record: the window, `fps` frames a second of real time, until `stop`."""
 
-    stopped = Signal(str, int)  # path, frames written
+    stopped = Signal(str, int, str)  # path, frames written, why it stopped by itself ('' when asked to)
 
     def __init__(self, window: QWidget, fps: int = 15):
         super().__init__(window)
@@ -170,17 +189,20 @@ class HandRecorder(QObject):
             return
         frame = grab(self.window, self.marker)
         due = int((time.monotonic() - self._started) * self.fps) + 1
-        for _ in range(min(max(due - self.writer.frames, 1), self.fps)):
-            self.writer.write(frame)
+        try:
+            for _ in range(min(max(due - self.writer.frames, 1), self.fps)):
+                self.writer.write(frame)
+        except RecordingFull as full:
+            self.stop(str(full))
 
-    def stop(self) -> None:
+    def stop(self, why: str = "") -> None:
         if self.writer is None:
             return
         self._timer.stop()
         self.marker.hide()
         writer, self.writer = self.writer, None
         writer.close()
-        self.stopped.emit(str(writer.path), writer.frames)
+        self.stopped.emit(str(writer.path), writer.frames, why)
 
 
 def settled(controller, player) -> bool:

@@ -131,3 +131,52 @@ def test_record_by_hand_shows_rec_in_the_window_but_not_in_the_frames(window, tm
     assert len(frames) >= 5
     assert frames[0].shape[:2] == (window.height() // 2 * 2, window.width() // 2 * 2)
     assert all(reddish(f[r.top():r.bottom(), r.left():r.right()]).mean() < 0.05 for f in frames)
+
+
+def test_a_recording_is_a_local_file_never_a_url(tmp_path):
+    from gui.recorder import VideoWriter
+
+    for url in ("tcp://127.0.0.1:9/lesson.mp4", "udp://127.0.0.1:9/x.mp4", "http://example.invalid/x.gif",
+                "pipe:1.mp4", "concat:a.mp4|b.mp4"):
+        try:
+            VideoWriter(url, 10)
+        except ValueError as e:
+            assert "a recording is written to a local file, not to a URL" in str(e)
+        else:
+            raise AssertionError(f"{url} was accepted")
+    local = VideoWriter(tmp_path / "a:b.mp4", 10)  # a colon inside a local name is no protocol
+    local.write(np.zeros((16, 16, 3), np.uint8))
+    local.close()
+    assert (tmp_path / "a:b.mp4").stat().st_size > 0
+
+
+def test_a_gif_stops_at_its_memory_budget_and_keeps_what_it_holds(tmp_path, monkeypatch):
+    from PIL import Image
+
+    from gui import recorder as recorder_module
+
+    monkeypatch.setattr(recorder_module, "GIF_MAX_BYTES", 2 * 32 * 32)  # two distinct 32x32 frames
+    writer = recorder_module.VideoWriter(tmp_path / "long.gif", 10)
+    frames = [np.full((32, 32, 3), 40 * i, np.uint8) for i in range(3)]
+    writer.write(frames[0])
+    writer.write(frames[0])  # a still window: kept once, costs nothing more
+    writer.write(frames[1])
+    try:
+        writer.write(frames[2])
+    except recorder_module.RecordingFull as full:
+        assert "record an .mp4 for longer" in str(full)
+    else:
+        raise AssertionError("a third distinct frame was kept")
+    writer.close()
+    assert Image.open(tmp_path / "long.gif").n_frames == 2 and writer.frames == 3
+
+
+def test_a_gif_by_hand_that_fills_its_budget_stops_itself_and_says_why(window, tmp_path, monkeypatch):
+    from gui import recorder as recorder_module
+
+    monkeypatch.setattr(recorder_module, "GIF_MAX_BYTES", 1)  # not even the first frame fits
+    recorder = window.recorder
+    window.toggle_recording(str(tmp_path / "long.gif"))
+    wait_until(lambda: not recorder.recording)
+    text = window.status.state.text()
+    assert "record an .mp4 for longer" in text and "long.gif" in text and not window.actions["record"].isChecked()
