@@ -250,6 +250,7 @@ class CaptionBanner(QLabel):
     def __init__(self, window: QWidget):
         super().__init__(window)
         self.setObjectName("caption_banner")
+        self.setTextFormat(Qt.PlainText)  # a script's text is shown as written, never as markup
         self.setWordWrap(True)
         self.setAlignment(Qt.AlignCenter)
         self.setAttribute(Qt.WA_TransparentForMouseEvents, False)

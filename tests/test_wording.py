@@ -6,6 +6,7 @@ test runs before any prompt."""
 import re
 from pathlib import Path
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
 from gui.views.explain_view import TEXTS
@@ -157,3 +158,19 @@ def test_a_load_names_each_stage_in_the_status_bar_and_on_stderr(window, capsys)
         f"[tokenstep] {STAGES['dequantise']} (272 tensors)…", f"[tokenstep] {STAGES['compile']}…"]
     assert loader.progress is None  # no dialog was open: the status bar alone said it
     c.state_changed.emit()
+
+
+def test_stop_strings_and_captions_are_shown_as_written_never_as_markup(window):
+    """A stop string or a caption that looks like HTML is text: '</code><h1>Big' shows those characters."""
+    hostile = "</code><h1>Big</h1>"
+    window.controls.stops.setText(hostile)
+    c = window.controller
+    wait_until(lambda: hostile in c.settings.stop_strings)
+    stop = window.views["stop"]
+    stop.refresh()
+    assert hostile in stop.stop_strings.text().replace("&lt;", "<").replace("&gt;", ">")
+    assert "<h1>" not in stop.stop_strings.text()
+    window.controls.stops.setText("")
+    window.caption.show_text(hostile)
+    assert window.caption.textFormat() == Qt.PlainText and window.caption.text() == hostile
+    window.caption.show_text("")

@@ -9,6 +9,8 @@ shown, every rule reads as it stood at that step (its stop-string matches, k tok
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QSize, Qt
@@ -181,7 +183,7 @@ class StopView(View):
         for i, s in enumerate(settings.stop_strings):
             matched = progress[i] if i < len(progress) else 0
             boxes = "".join("■" if j < matched else "□" for j in range(len(s)))
-            lines.append(f"<code>{display(s)}</code> <span style='color:{t.kept}'>{boxes}</span> {matched}/{len(s)}")
+            lines.append(f"<code>{html.escape(display(s))}</code> <span style='color:{t.kept}'>{boxes}</span> {matched}/{len(s)}")
         self.stop_strings.setText("<br>".join(lines) or "<i>none set</i> (add them in Controls)")
         n_prompt = c.prefill_event.n_tokens if c.prefill_event else 0
         window = c.info.context_length if c.info else 1
