@@ -6,7 +6,8 @@ cache stay float32. How the product runs depends on the backend (layers.py), cho
   short prefills run on kernels.cpp, longer prefills dequantise the matrix for BLAS. On kernels.cpp the
   products widen the weights to float32 against float32 activations, or, asked for (`int8_path`,
   kernels_integer.cpp) on a CPU with AVX-512 VNNI or AVX2, quantise the activations to int8 for int32 products;
-- on CPU with stock ops (`RowScaledInt8Linear`): one scale per row, for torch's own int8 kernel;
+- on CPU with stock ops (`NibbleInt8Linear`): the same group scales, each int8 weight split into two 4-bit
+  halves for torch's group-scaled int4 kernel;
 - elsewhere (`Int8Linear`, CUDA): group scales, dequantised for each product (cheap there).
 The head ranks every token with its int8 product (on the own kernels: a 4-bit one, `KernelInt4Linear`) and
 rescores its best from the float rows (`RescoredHead`). The decoder only sees linears and a head: it never
@@ -21,6 +22,7 @@ import sys
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 
 from .layers import Backend, KernelLinear, Linear, Norm
 
@@ -187,11 +189,7 @@ def int8_linear(weight: torch.Tensor, bias: torch.Tensor | None, backend: Backen
         return KernelInt8Linear(q.to(device).contiguous(), bias, kernels=backend.kernels, scale=scale.to(device),
                                 path=path_code(int8_path(backend.kernels)))
     if device.type == "cpu":
-        # Group-wise scales need kernels.cpp on CPU. Without it, one scale per row, shaped (out,), lets
-        # torch's int8 kernel run: less exact but faster than float32 (117 vs 67 tokens/s here), where
-        # dequantising per token ran at 8 tokens/s.
-        q, scale = quantize_rows(weight.float(), weight.shape[1])
-        return RowScaledInt8Linear(q.contiguous(), bias, scale.view(-1))
+        return nibble_int8_linear(weight.float(), bias)
     q, scale = quantize_rows(weight.float())
     return Int8Linear(q.to(device).contiguous(), bias, scale.to(device))
 
@@ -229,11 +227,52 @@ class Int8Linear(Linear):
         return dequantize(self.weight, self.scale)  # a transient (out, in) float32
 
 
-@dataclass
-class RowScaledInt8Linear(Linear):
-    """int8 weights with one scale per row, on torch's int8 kernel (CPU without kernels.cpp)."""
+def nibble_int8_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> NibbleInt8Linear:
+    """weight (out, in) float32 quantised as quantize_rows does (the own kernels' int8 weights and group scales),
+    each int8 weight then stored as two 4-bit halves for torch's int4 kernel (NibbleInt8Linear).
 
-    scale: torch.Tensor | None = None  # (out,) bfloat16
+    That kernel takes (out, in) 4-bit weights, out a multiple of 16, with a bfloat16 scale and zero per group of
+    32 or 64 along a row: each weight is (nibble - 8) * scale + zero, in float32. A weight q + 128 = 16 h + l
+    (h, l in 0..15) of group scale s is two of them: h with scale 16 s and zero 0, l with scale s and zero 8 s,
+    each exact (16 s and 8 s are exact in bfloat16 too), and (h - 8) 16 s + l s = q s. The high halves take the
+    first `in` columns and the low ones the next `in`, against the activations twice. Rows and columns the
+    kernel does not take are padded with zeros (which change no group's largest weight).
+    """
+    out, size = weight.shape
+    padded = F.pad(weight, (0, -size % 32, 0, -out % 16))
+    q, scale = quantize_rows(padded)  # a group of 64 or 32: the padded width is a multiple of 32
+    unsigned = q.to(torch.int32) + 128  # (out, in) in 0..255
+    halves = torch.cat([unsigned >> 4, unsigned & 15], dim=1)  # (out, 2 in): the high halves, then the low
+    packed = torch._convert_weight_to_int4pack_for_cpu(halves, 1)  # (out, in) uint8; innerKTiles: unused on CPU
+    s = scale.float()  # (out, G)
+    scales = torch.cat([16 * s, s], dim=1)  # (out, 2 G)
+    zeros = torch.cat([torch.zeros_like(s), 8 * s], dim=1)
+    scale_zeros = torch.stack([scales.t(), zeros.t()], dim=-1).to(torch.bfloat16).contiguous()  # (2 G, out, 2)
+    return NibbleInt8Linear(packed, bias, scale_zeros, out_features=out, in_features=size)
+
+
+@dataclass
+class NibbleInt8Linear(Linear):
+    """int8 weights with group scales on CPU with stock ops, on torch's int4 kernel (nibble_int8_linear).
+
+    Why not one scale per row on torch's int8 kernel, as this path had: on the default model that moved the
+    first step's top-token probability by up to 0.095 and swapped the top-1 on 2 of benchmarks/int8_quality.py's
+    25 prompts; these group scales stay within 0.026 with no swap (the own kernels with an int8 head: 0.0255).
+    Measured there: the row scales were the error (0.076 and the 2 swaps with float32 activations; bfloat16
+    activations with float weights alone 0.017), spread over every kind of layer (group scales in any one kind
+    still left 0.028-0.072 and 1-3 swaps). A second row-scaled int8 matrix for the rounding residual reached
+    float32's numbers but read twice the bytes (a decode step 0.72x float32's time, against 0.49x for these in
+    the same run); float16 activations on the int8 kernel ran a product 16x slower.
+    Speed (benchmarks/bench_int8_stock.py, 2 threads, AVX-512 EPYC, two runs): a decode step 0.55-0.62x
+    float32's on stock ops and 1.12-1.24x the row-scaled one's (the kernel does two multiply-adds a weight);
+    prefill of 16 tokens 0.52-0.57x float32's, of 128 0.93-1.05x, of 512 1.18x (row-scaled: 0.78x), since
+    it is bound by those multiply-adds. Weights 265 MB (row-scaled 248, float32 538, the float embedding
+    table included): each group's scale and zero cost 1/8 byte a weight.
+    """
+
+    scale_zeros: torch.Tensor | None = None  # (2 in / group, out, 2) bfloat16: each group's scale and zero
+    out_features: int = field(default=0, metadata={"derived": True})  # the matrix's shape before padding
+    in_features: int = field(default=0, metadata={"derived": True})
 
     def __call__(self, x: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
         y = self.product(x)
@@ -245,9 +284,15 @@ class RowScaledInt8Linear(Linear):
         return residual + (y if self.bias is None else y.add_(self.bias))  # the residual stays float32
 
     def product(self, x: torch.Tensor) -> torch.Tensor:
-        """x @ (q * scale).T as float32: the stock kernel is fast only with bfloat16 activations and
-        scales (measured 8x slower with float32 ones)."""
-        return torch._weight_int8pack_mm(x.to(torch.bfloat16), self.weight, self.scale).float()
+        """x (T, in) @ the weights.T as float32 (T, out): the kernel takes bfloat16 activations (rounded, as
+        torch's int8 kernel did) and sums in float32, rounding its result to bfloat16 once."""
+        padded_rows, padded_size = self.weight.shape
+        x = x.to(torch.bfloat16)
+        if self.in_features != padded_size:
+            x = F.pad(x, (0, padded_size - self.in_features))
+        group = 2 * padded_size // self.scale_zeros.shape[0]
+        y = torch._weight_int4pack_mm_for_cpu(torch.cat([x, x], dim=1), self.weight, group, self.scale_zeros)
+        return (y if padded_rows == self.out_features else y[:, :self.out_features]).float()
 
 
 @dataclass
