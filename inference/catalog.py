@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import cache_dir
 from .catalog_support import folder_facts, gguf_facts
+from .errors import ModelFormatError
+from .model_headers import open_regular
 from .model_settings import ModelSettings
 
 MAX_DEPTH = 4  # LM Studio: models/<publisher>/<repo>/<file>.gguf
@@ -47,6 +50,17 @@ class Entry:
     embed_params: int | None = None  # vocab x hidden: the table int8 keeps in float
     kv_bytes_per_token: int | None = None  # at 4 bytes per element
     converted: bool = True  # False: a GGUF not converted yet (its conversion needs memory too)
+
+    def __post_init__(self):
+        # a file name may hold control or right-to-left characters that make the list lie (a U+202E flips
+        # "gguf.exe" into view as "exe.fugg"): shown as U+FFFD; `spec` and `path` stay as they are, for loading
+        object.__setattr__(self, "name", printable(self.name))
+        object.__setattr__(self, "reason", printable(self.reason))
+
+
+def printable(text: str) -> str:
+    """`text` with control and formatting characters (Unicode Cc, Cf: bidi overrides, zero-width) as U+FFFD."""
+    return "".join("\ufffd" if unicodedata.category(ch) in ("Cc", "Cf") else ch for ch in text)
 
 
 def hub_cache_dir() -> Path:
@@ -110,12 +124,15 @@ def describe(spec: str, source: str = "file") -> Entry:
     if spec == "default":
         return default_entry()
     path = Path(spec).expanduser()
-    if not path.exists():
-        return Entry(path.name, str(path), str(path), source, reason="no longer there (moved or deleted?)")
-    if path.is_dir():
-        return describe_folder(path, folder_name(path), source)
-    if path.suffix.lower() == ".gguf":
-        return describe_gguf(path, source)
+    try:
+        if not path.exists():
+            return Entry(path.name, str(path), str(path), source, reason="no longer there (moved or deleted?)")
+        if path.is_dir():
+            return describe_folder(path, folder_name(path), source)
+        if path.suffix.lower() == ".gguf" and path.is_file():
+            return describe_gguf(path, source)
+    except OSError as e:
+        return _unreadable(path, path.name, source, e)
     return Entry(path.name, str(path), str(path), source, reason="not a model folder or a .gguf file")
 
 
@@ -151,7 +168,7 @@ def hub_entries(budget: _Budget, root: Path | None = None) -> list[Entry]:
     root = root or hub_cache_dir()
     entries = []
     for repo in _list_dir(root, budget):
-        if not repo.name.startswith("models--") or not repo.is_dir():
+        if not repo.name.startswith("models--") or not _is_folder(repo, links=True):
             continue
         name = folder_name(repo / "snapshots" / "x")
         snapshot = _current_snapshot(repo)
@@ -170,10 +187,11 @@ def hub_entries(budget: _Budget, root: Path | None = None) -> list[Entry]:
 def _current_snapshot(repo: Path) -> Path | None:
     snapshots = repo / "snapshots"
     try:
-        revision = (repo / "refs" / "main").read_text(encoding="utf-8").strip()
+        with open_regular(repo / "refs" / "main") as ref:  # a FIFO there must not hang the scan
+            revision = ref.read(256).decode("utf-8").strip()
         if revision and (snapshots / revision).is_dir():
             return snapshots / revision
-    except (OSError, UnicodeDecodeError):
+    except (OSError, UnicodeDecodeError, ModelFormatError):
         pass
     try:
         candidates = [p for p in snapshots.iterdir() if p.is_dir()]
@@ -188,24 +206,41 @@ def folder_entries(root: Path, source: str, budget: _Budget, prefix: str = "") -
     stack = [(root, 0)]
     while stack:
         folder, depth = stack.pop()
-        if depth and (folder / "config.json").is_file():
+        if depth and _is_file(folder / "config.json"):
             entries.append(describe_folder(folder, _relative_name(root, folder, prefix), source, budget))
             continue
         children = _list_dir(folder, budget)
         for child in children:
             if child.name.startswith("."):
                 continue
-            if child.suffix.lower() == ".gguf" and child.is_file():
+            if child.suffix.lower() == ".gguf" and _is_file(child):
                 split = _SPLIT_GGUF.search(child.name)
                 if split and int(split.group(1)) != 1:
                     continue  # listed once, as its first part
                 entry = describe_gguf(child, source, [c for c in children if _same_split(child, c)])
                 entries.append(replace(entry, name=_relative_name(root, child, prefix)))
-            elif depth < MAX_DEPTH and child.is_dir() and not child.is_symlink():
+            elif depth < MAX_DEPTH and _is_folder(child):
                 stack.append((child, depth + 1))
-    if not entries and (root / "config.json").is_file():
+    if not entries and _is_file(root / "config.json"):
         entries.append(describe_folder(root, prefix or root.name, source, budget))
     return entries
+
+
+def _is_file(path: Path) -> bool:
+    """A regular file (a FIFO named config.json is none); one that cannot be looked at is none either: one odd
+    entry must not end the scan."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
+def _is_folder(path: Path, links: bool = False) -> bool:
+    """A folder (not a link to one, unless `links`); one that cannot be looked at is none."""
+    try:
+        return path.is_dir() and (links or not path.is_symlink())
+    except OSError:
+        return False
 
 
 def _same_split(first: Path, other: Path) -> bool:

@@ -7,12 +7,11 @@ family, KV bytes per token) are read even for models TokenStep cannot load, wher
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from .config import ModelConfig
 from .errors import ModelFormatError
-from .model_headers import count_params, index_shards, read_gguf_header, safetensors_tensors
+from .model_headers import count_params, index_shards, read_gguf_header, read_json_file, safetensors_tensors
 
 _CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length", "seq_length")
 _KV_ELEMENT_BYTES = 4  # the estimate's KV cache is float32, as on CPU
@@ -30,10 +29,12 @@ def _read_config(folder: Path) -> tuple[dict | None, str]:
         return None, ("config.json is a broken link (an incomplete download?)" if path.is_symlink()
                       else "no config.json")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json_file(path)
+    except ModelFormatError as e:
+        return None, f"config.json: {_reason(e, f'{path}: ')}"
     except OSError as e:
         return None, f"config.json cannot be read ({e.strerror or e})"
-    except ValueError:
+    except (ValueError, RecursionError):
         return None, "config.json is not valid JSON"
     return (data, "") if isinstance(data, dict) else (None, "config.json is not a JSON object")
 

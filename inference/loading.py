@@ -8,7 +8,6 @@ at once (`kernels_pending`); backend_switch.py moves it onto the kernels when th
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from .events import ModelInfo
 from .layers import select_backend
 from .catalog import folder_name
 from .memory import ensure_fits
+from .model_headers import read_json_file
 from .model import Decoder
 from .packing import fingerprint, weights_bytes
 from .prefill_dtype import attach as attach_bf16_prefill, check as check_prefill_dtype
@@ -102,7 +102,7 @@ class LoadedModel:
 
 def _read_json(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json_file(path)
     except OSError as e:
         raise ModelFormatError(f"{path}: cannot be read ({e.strerror})") from None
     except (ValueError, RecursionError) as e:  # RecursionError: nested deeper than the parser's stack

@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import math
 import mmap
+import os
+import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,10 +37,38 @@ _BOOL, _STRING, _ARRAY = 7, 8, 9
 _MAX_DIM = 1 << 40  # one tensor dimension beyond this: a corrupt header
 
 
+MAX_JSON_BYTES = 64 << 20  # a model's config, generation config or shard index: kilobytes to a few megabytes
+
+
+def open_regular(path: Path):
+    """`path` opened for binary reading, refused unless it is a regular file: a FIFO or a device named like a model
+    file would block the open or the read forever (opened without blocking, then checked on the open file)."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise ModelFormatError(f"{path}: not a regular file")
+        if hasattr(os, "O_NONBLOCK"):
+            os.set_blocking(descriptor, True)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return os.fdopen(descriptor, "rb")
+
+
+def read_json_file(path: Path, limit: int = MAX_JSON_BYTES):
+    """A small JSON file's value: a regular file of at most `limit` bytes (ModelFormatError otherwise; OSError,
+    ValueError and RecursionError for the caller to word)."""
+    with open_regular(path) as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ModelFormatError(f"{path}: larger than {limit >> 20} MB, more than a model's JSON file holds")
+    return json.loads(data.decode("utf-8"))
+
+
 def safetensors_tensors(path: Path) -> dict[str, tuple[tuple[int, ...], str]]:
     """Tensor name -> (shape, dtype as safetensors names it: "BF16", "U32"...), from the file's JSON header."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             head = f.read(8)
             if len(head) < 8:
                 raise ModelFormatError(f"{path.name}: too short to be a safetensors file")
@@ -70,9 +100,11 @@ def index_shards(index: Path) -> dict[Path, list[str]]:
     outside the folder (an absolute path, or one through '..') is refused by its name alone: the index says which
     files are read. Links inside the folder stay allowed (a Hugging Face cache snapshot links to ../../blobs)."""
     try:
-        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        weight_map = read_json_file(index)["weight_map"]
         if not isinstance(weight_map, dict):
             raise TypeError
+    except ModelFormatError:
+        raise
     except (OSError, ValueError, KeyError, TypeError, RecursionError):
         raise ModelFormatError(f"{index}: not a valid safetensors index (needs a 'weight_map' object)") from None
     files: dict[Path, list[str]] = {}
@@ -187,7 +219,7 @@ class _Cursor:
 def read_gguf_header(path: Path) -> GgufHeader:
     """Metadata and tensor shapes of a GGUF file (little-endian, versions 2 and 3)."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             if f.read(4) != b"GGUF":
                 raise ModelFormatError(f"{path.name}: not a valid GGUF file (no GGUF magic)")
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:

@@ -297,3 +297,77 @@ def test_the_command_line_caps_max_new_tokens(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert run.returncode != 0 and "--max-new-tokens must be in [1, 1048576]" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def _scan_in_subprocess(folder, timeout=60):
+    """The picker's scan of `folder` in a process of its own, so that a hang fails the test instead of the run."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json, sys; from pathlib import Path; from inference import catalog; "
+            "entries = catalog.folder_entries(Path(sys.argv[1]), 'folder', catalog._Budget(1000)); "
+            "print(json.dumps([[e.name, e.supported, e.reason] for e in entries]))")
+    env = {**os.environ, "TOKENSTEP_CACHE_DIR": str(folder.parent / "cache")}
+    run = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, timeout=timeout,
+                         cwd=ROOT, env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return json.loads(run.stdout)
+
+
+@pytest.mark.parametrize("fifo_name", ["config.json", "model.safetensors.index.json", "model.safetensors"])
+def test_a_fifo_named_like_a_model_file_never_hangs_the_picker_or_the_loader(tmp_path, fifo_name):
+    import os
+    import subprocess
+    import sys
+
+    from tiny import make_hf_model, save_hf_model
+
+    models = tmp_path / "models"
+    good = save_hf_model(make_hf_model("llama"), models / "good")
+    odd = save_hf_model(make_hf_model("llama"), models / "odd")
+    (odd / fifo_name).unlink(missing_ok=True)
+    if fifo_name == "model.safetensors.index.json":
+        (odd / "model.safetensors").unlink()
+    os.mkfifo(odd / fifo_name)
+    entries = {name: (supported, reason) for name, supported, reason in _scan_in_subprocess(models)}
+    assert entries["good"][0] is True
+    if fifo_name != "config.json":  # without a readable config.json the folder is no model at all
+        assert entries["odd"][0] is False and "\n" not in entries["odd"][1]
+    load = subprocess.run([sys.executable, str(ROOT / "main.py"), "trace", "--model", str(odd), "--max-new-tokens",
+                           "1"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert load.returncode != 0 and "Traceback" not in load.stderr
+    assert [line for line in load.stderr.splitlines() if line.strip()][-1].startswith("error: ")
+
+
+def test_names_with_control_or_bidi_characters_are_shown_defused(tmp_path):
+    from inference.catalog import printable
+
+    from tiny import make_hf_model, save_hf_model
+
+    save_hf_model(make_hf_model("llama"), tmp_path / "models" / "evil\u202egguf.exe")
+    (tmp_path / "models" / "bell\x07.gguf").write_bytes(b"not a gguf")
+    names = [name for name, _, _ in _scan_in_subprocess(tmp_path / "models")]
+    assert sorted(names) == ["bell\ufffd.gguf", "evil\ufffdgguf.exe"]
+    assert printable("plain: 模型 Łódź") == "plain: 模型 Łódź"
+
+
+def test_a_folder_that_cannot_be_looked_at_does_not_end_the_scan(tmp_path, monkeypatch):
+    from inference import catalog
+
+    from tiny import make_hf_model, save_hf_model
+
+    save_hf_model(make_hf_model("llama"), tmp_path / "a-model")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_is_file = Path.is_file
+
+    def is_file(path):  # as stat() answers for a folder this user may not enter (as root, chmod cannot show it)
+        if locked in (path, *path.parents):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_is_file(path)
+
+    monkeypatch.setattr(Path, "is_file", is_file)
+    entries = catalog.folder_entries(tmp_path, "folder", catalog._Budget(1000))
+    assert [e.name for e in entries] == ["a-model"] and entries[0].supported
