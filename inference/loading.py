@@ -190,8 +190,8 @@ def load_model(spec: str | Path = "default", device: str = "auto", dtype: str = 
     if tokenizer.vocab_size > config.vocab:
         raise ModelFormatError(f"{folder}: tokenizer has {tokenizer.vocab_size} tokens but the model "
                                f"only {config.vocab}")
-    # float32 only: stock ops and the kernels give the same numbers up to float rounding (int8 on stock
-    # ops has a scale per row, not per group: other numbers, so an int8 load waits for the build).
+    # float32 only: stock ops and the kernels give the same numbers up to float rounding (int8 on stock ops
+    # rounds its activations to bfloat16 and ranks with an int8 head: other numbers, so an int8 load waits).
     later = kernels_in_background and dtype_name == "float32" and prefill_dtype == "float32" \
         and torch_device.type == "cpu" and own_kernels.build_pending()  # (rebinding keeps no bf16 copies)
     backend = select_backend(torch_device, DTYPES[dtype_name], allow_own_kernels=not later,

@@ -171,8 +171,8 @@ def test_decoder_on_kernels_equals_the_same_weights_on_stock_float_ops(tmp_path,
 
     float32: the same products summed in another order (1e-5, as cached decode against recompute).
     int8: the same group-scaled weights dequantised, float32 throughout, so the same 1e-5. (The stock int8
-    path, one scale per row on torch's int8 kernel, is tested in test_low_precision.py; the integer path,
-    int8 activations on VNNI or AVX2, in test_int8_integer.py.)
+    path, the same weights on torch's int4 kernel with bfloat16 activations, is tested in test_low_precision.py;
+    the integer path, int8 activations on VNNI or AVX2, in test_int8_integer.py.)
     """
     monkeypatch.setenv("TOKENSTEP_INT8_PATH", "float")  # float32 activations: the 1e-5 holds
     monkeypatch.setenv("TOKENSTEP_INT8_HEAD", "int8")  # the 4-bit head's ranking: test_int4_head.py

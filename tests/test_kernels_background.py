@@ -107,7 +107,7 @@ def test_a_failed_build_leaves_stock_ops_and_says_so(folder, unbuilt):
 
 
 def test_only_float32_loads_leave_the_build_to_the_background(folder, unbuilt, monkeypatch):
-    """int8 on stock ops has a scale per row, not per group: other numbers, so it waits for the build
+    """int8 on stock ops rounds its activations to bfloat16: other numbers than the kernels', so it waits for the build
     (here: the build finds nothing to do); a plain load (trace) waits as before."""
     monkeypatch.setattr(kernels, "ops_reporting", lambda progress=None: None)
     assert not load_model(folder, device="cpu", dtype="int8", kernels_in_background=True).kernels_pending
