@@ -91,10 +91,9 @@ class InferenceWorker(QObject):
         """Relay every reply that has arrived."""
         try:
             while self._replies.poll():
-                envelope = self._replies.recv()
                 self._answered = True
                 try:
-                    reply = protocol.unwrap(envelope, protocol.Reply)
+                    reply = protocol.receive(self._replies, protocol.Reply)
                 except ValueError as e:
                     reply = protocol.Failed(f"the engine sent a message this app cannot read: {e}", "", False)
                 self.replied.emit(reply)

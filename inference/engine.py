@@ -85,9 +85,8 @@ class Engine:
 
     def receive(self) -> p.Command | None:
         """The next command from the pipe; a malformed one is answered with `Failed` and skipped (None)."""
-        envelope = self.commands.recv()
         try:
-            return p.unwrap(envelope, p.Command)
+            return p.receive(self.commands, p.Command)
         except ValueError as e:
             self.send(p.Failed(f"the engine ignored a message: {e}", "", False))
             return None

@@ -8,10 +8,16 @@ events (numpy arrays and Python scalars, never tensors).
 `tag` is the front-end's label for one generation (a load, a prefill or a reset starts a new one): the
 engine echoes the tag of the generation it is serving on every reply about it, so a front-end can drop
 answers to a generation it has since replaced.
+
+Each side reads the pipe with `receive`, which unpickles admitting only these messages' own classes (in the
+modules MESSAGE_MODULES) and numpy's array rebuilders: a crashed or compromised peer's bytes can make no
+function run on this side.
 """
 
 from __future__ import annotations
 
+import io
+import pickle
 from dataclasses import dataclass
 
 from .attention import AttentionOf
@@ -305,3 +311,28 @@ def unwrap(envelope: object, kind: type) -> Command | Reply:
     if not isinstance(envelope.message, kind):
         raise ValueError(f"unknown {kind.__name__.lower()}: {type(envelope.message).__name__}")
     return envelope.message
+
+
+MESSAGE_MODULES = ("inference.protocol", "inference.events", "inference.settings", "inference.attention")
+# what numpy's arrays and scalars pickle as (numpy 2 names its core `numpy._core`, numpy 1 `numpy.core`)
+NUMPY_REBUILDERS = {(core + module, name) for core in ("numpy._core", "numpy.core")
+                    for module, name in ((".multiarray", "_reconstruct"), (".multiarray", "scalar"),
+                                         (".numeric", "_frombuffer"))} | {("numpy", "ndarray"), ("numpy", "dtype")}
+
+
+class _MessageUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        if (module, name) in NUMPY_REBUILDERS:
+            return super().find_class(module, name)
+        if module in MESSAGE_MODULES:
+            found = super().find_class(module, name)
+            if isinstance(found, type) and found.__module__ in MESSAGE_MODULES:  # a message class, nothing imported
+                return found
+        raise pickle.UnpicklingError(f"{module}.{name} is not part of the protocol")
+
+
+def receive(connection, kind: type) -> Command | Reply:
+    """The next message on a multiprocessing pipe (as `Connection.send` wrote it), read with _MessageUnpickler.
+    Bytes that are no message (pickle.UnpicklingError and the like) mean the pipe cannot be trusted any more; a
+    message of the wrong kind or version is a ValueError naming what is wrong with it."""
+    return unwrap(_MessageUnpickler(io.BytesIO(connection.recv_bytes())).load(), kind)

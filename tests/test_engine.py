@@ -31,7 +31,7 @@ def serve(commands, finished: int):
     replies = []
     while thread.is_alive() or reply_reader.poll():
         if reply_reader.poll(0.05):
-            replies.append(p.unwrap(reply_reader.recv(), p.Reply))
+            replies.append(p.receive(reply_reader, p.Reply))
             if isinstance(replies[-1], p.Finished) and len(of(replies, p.Finished)) == finished:
                 command_writer.send(p.wrap(p.Quit()))
     thread.join()

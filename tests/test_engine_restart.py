@@ -151,10 +151,8 @@ def test_bytes_that_are_no_message_stop_the_engine_with_one_line(qapp):
         def poll(self):
             return True
 
-        def recv(self):
-            import pickle
-
-            raise pickle.UnpicklingError("invalid load key, '\\xff'")
+        def recv_bytes(self):
+            return b"\xff\x00 no pickle at all"
 
         def close(self):
             pass
@@ -181,3 +179,36 @@ def test_bytes_that_are_no_message_stop_the_engine_with_one_line(qapp):
     worker._drain()
     assert worker.process.killed and worker._commands is None
     assert lost == ["the inference engine sent bytes this app cannot read (UnpicklingError) and was stopped"]
+
+
+def test_a_pickle_that_would_run_code_is_refused_before_it_runs(tmp_path):
+    """The pipe admits the protocol's classes and numpy arrays only: a pickle that would call a function (here
+    one that writes a file) is refused while it is read, and nothing ran."""
+    import multiprocessing
+    import pickle
+
+    import numpy as np
+
+    from inference import protocol as p
+
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    writer.send_bytes(pickle.dumps(Payload()))
+    with pytest.raises(pickle.UnpicklingError, match=r"io.open is not part of the protocol"):
+        p.receive(reader, p.Reply)
+    assert not marker.exists()
+    sent = p.Failed("one line", "details", False)
+    writer.send(p.wrap(sent))  # what the engine sends: read back whole
+    assert p.receive(reader, p.Reply) == sent
+    writer.send(p.wrap(p.Quit()))  # a command where a reply belongs: readable, and refused by its kind
+    with pytest.raises(ValueError, match="unknown reply: Quit"):
+        p.receive(reader, p.Reply)
+    array = np.arange(6, dtype=np.float32).reshape(2, 3)
+    writer.send(array)  # numpy arrays come through (inside events); a bare one is no message
+    with pytest.raises(ValueError, match="not a protocol message: ndarray"):
+        p.receive(reader, p.Reply)

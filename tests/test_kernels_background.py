@@ -128,7 +128,7 @@ class EngineOverPipes:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.reader.poll(0.05):
-                self.replies.append(p.unwrap(self.reader.recv(), p.Reply))
+                self.replies.append(p.receive(self.reader, p.Reply))
                 if accept(self.replies[-1]):
                     return self.replies[-1]
         raise AssertionError(f"no such reply; got {[type(r).__name__ for r in self.replies]}")
