@@ -33,8 +33,14 @@ def top(context: list[int], n: int) -> tuple[list[int], list[float]]:
     return [int(i) for i in ids], [float(lp[i]) for i in ids]
 
 
+class CutShort(str):
+    """A reply body of which the fake server sends the first half, under the whole one's Content-Length, and
+    hangs up (a server that died mid-reply)."""
+
+
 class Fake:
-    """A fake server: routes (method, path) -> handler(body) -> (status, JSON); every request recorded."""
+    """A fake server: routes (method, path) -> handler(body) -> (status, JSON, or a str sent as it is);
+    every request recorded."""
 
     def __init__(self, routes: dict, port: int = 0):
         self.routes, self.requests = routes, []
@@ -54,7 +60,7 @@ class Fake:
                 self.send_response(status)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                self.wfile.write(data[:len(data) // 2] if isinstance(reply, CutShort) else data)
 
             def do_GET(self):
                 self.answer("GET")

@@ -16,8 +16,7 @@ from inference.settings import GenerationSettings, SamplerSettings
 from inference.sources.dialects import TEXT_KEYED
 from inference.sources.http import RemoteUnsupported, ServerError
 from inference.sources.remote import tail_matters
-
-
+from inference.sources.remote_model import offer
 
 
 @pytest.fixture
@@ -169,10 +168,13 @@ def test_a_hub_id_reported_by_the_server_finds_its_snapshot_in_the_local_hf_cach
                                                                "max_model_len": 80}]})
     fake = Fake(routes)
     try:
+        said = offer(fake.url)  # what the connect dialog shows before anything is read
+        assert said == {"dialect": "vllm", "model": "org/tiny", "model_path": "org/tiny", "tokenizer": str(snapshot)}
         model = load_model(fake.url)  # no --tokenizer: the server's hub id, found in the cache
         assert model.folder == snapshot and model.name == "org/tiny"
     finally:
         fake.stop()
+    assert offer(fake.url)["error"].startswith(f"cannot reach the server at {fake.url}")
 
 
 def test_views_that_need_weights_say_why(tokenizer_dir):

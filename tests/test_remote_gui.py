@@ -72,3 +72,66 @@ def test_connect_dialog_builds_the_spec_the_engine_loads(qtbot, tokenizer_dir):
     assert server_spec(" https://h:1 ") == "https://h:1" and split_spec("https://h:1") == ("https://h:1", None)
     dialog.url.setText("ftp://nope")
     assert not dialog.buttons.button(QDialogButtonBox.Ok).isEnabled()
+
+
+def _ok(dialog):
+    from PySide6.QtWidgets import QDialogButtonBox
+
+    return dialog.buttons.button(QDialogButtonBox.Ok)
+
+
+def test_connect_dialog_shows_the_tokenizer_the_servers_model_path_names_before_it_is_read(qtbot, tokenizer_dir):
+    from PySide6.QtWidgets import QDialog
+
+    from gui.connect_dialog import ConnectDialog
+    from inference.sources.remote_model import split_spec
+
+    routes = llama_cpp_routes(tokenizer_dir)
+    routes[("GET", "/props")] = lambda _: (200, {"default_generation_settings": {"n_ctx": 96},
+                                                 "model_path": str(tokenizer_dir), "eos_token": "</s>"})
+    fake = Fake(routes)
+    try:
+        dialog = ConnectDialog(None, fake.url, "")
+        qtbot.addWidget(dialog)
+        _ok(dialog).click()  # nothing named: the server is asked first, and nothing is read yet
+        qtbot.waitUntil(lambda: dialog.asking is None and dialog.offered.text().startswith("The llama.cpp"),
+                        timeout=60_000)
+        assert dialog.result() != QDialog.Accepted and _ok(dialog).isEnabled()
+        assert dialog.tokenizer.text() == str(tokenizer_dir)
+        assert f"reports its model at {tokenizer_dir}" in dialog.offered.text()
+        assert f"will be read from {tokenizer_dir} on this machine" in dialog.offered.text()
+        assert {method for method, _, _ in fake.requests} == {"GET"}  # the tokenizer probe comes at connect
+        _ok(dialog).click()  # seen: now it is read, named explicitly
+        assert dialog.result() == QDialog.Accepted
+        assert split_spec(dialog.spec()) == (fake.url, str(tokenizer_dir)) and dialog.named() == ""
+        dialog.url.setText("http://127.0.0.1:1")  # another server: the offer no longer holds
+        assert dialog.tokenizer.text() == "" and dialog.offered.text() == ""
+    finally:
+        fake.stop()
+
+
+def test_connect_dialog_says_when_the_servers_model_path_names_nothing_here(qtbot, tokenizer_dir):
+    from PySide6.QtCore import QProcess
+    from PySide6.QtWidgets import QDialog
+
+    from gui.connect_dialog import ConnectDialog
+
+    fake = Fake(llama_cpp_routes(tokenizer_dir))  # it reports /nowhere/model.gguf
+    try:
+        dialog = ConnectDialog(None, fake.url, "")
+        qtbot.addWidget(dialog)
+        _ok(dialog).click()
+        qtbot.waitUntil(lambda: dialog.asking is None and dialog.offered.text() != "", timeout=60_000)
+        assert dialog.offered.text() == ("The llama.cpp server reports its model at /nowhere/model.gguf, which "
+                                         "names no tokenizer on this machine: name the served model's tokenizer.")
+        assert dialog.tokenizer.text() == "" and dialog.result() != QDialog.Accepted
+        dialog.url.setText("http://127.0.0.1:9")  # nothing listens there
+        _ok(dialog).click()
+        qtbot.waitUntil(lambda: dialog.asking is None and "cannot reach" in dialog.offered.text(), timeout=60_000)
+        assert dialog.offered.text().startswith("cannot reach the server at http://127.0.0.1:9")
+        _ok(dialog).click()
+        asked = dialog.asking
+        dialog.reject()  # Cancel while asking: the asking process ends with the dialog
+        assert dialog.asking is None and asked.state() == QProcess.NotRunning
+    finally:
+        fake.stop()

@@ -12,14 +12,27 @@ distribution:
     returns the untempered log-softmax.
 A server that keys its log-probabilities by token text only (llama-cpp-python's OpenAI server: many
 tokens share a text, EOS reads "") is refused at connect.
+
+What a server sends is read as untrusted: every field used is checked for its type and range where it is
+read (http.py has already refused what is not plain finite JSON), and a wrong one is a one-line ServerError
+naming the server and the field, never a traceback, nor a NaN blamed on the weights, nor a listing that
+hides the tail: a step's token ids are whole and distinct, its log-probabilities at most 0 and their
+probabilities sum to at most 1.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
 from .http import Http, NotFound, ServerError
+
+MAX_CONTEXT = 1 << 24  # the longest window believed (the longest served today are ~10M tokens)
+MAX_VOCAB = 1 << 24  # likewise for a vocabulary (the largest today are ~260k tokens)
+MAX_PARAMS = 10 ** 15
+LOGPROB_ROUNDING = 1e-4  # a float32 log-softmax may give a token at p ~ 1 a hair above 0
+SUM_ROUNDING = 1e-3  # and the listed probabilities a little more than 1 in all (float32 over up to 1280)
 
 
 @dataclass
@@ -43,67 +56,92 @@ class TopReply:
     server_ms: float | None = None  # the server's own compute time for this request (None: not reported)
 
 
-class LlamaCpp:
-    name = "llama.cpp"
+class Dialect:
+    """What the three dialects share: the server's address, and how a message names the server."""
+
+    name = label = ""  # the dialect's key ("vllm"), and its name in a message ("vLLM")
+
+    def __init__(self, http: Http):
+        self.http = http
+
+    @property
+    def server(self) -> str:
+        return f"{self.label} at {self.http.base}"
+
+
+class LlamaCpp(Dialect):
+    name, label = "llama.cpp", "llama-server"
 
     def __init__(self, http: Http, props: dict):
-        self.http, self.props = http, props
+        super().__init__(http)
+        self.props = props
 
     def facts(self) -> ServerFacts:
-        meta: dict = {}
+        server = self.server
         try:
-            models = self.http.get("/v1/models").get("data") or [{}]
-            meta = models[0].get("meta") or {}
-            name = models[0].get("id") or ""
-        except (NotFound, AttributeError):
-            name = ""
-        context = (self.props.get("default_generation_settings") or {}).get("n_ctx") or meta.get("n_ctx")
-        name = name or self.props.get("model_alias") or "llama-server"
+            model = first_model(self.http.get("/v1/models"), server)
+        except NotFound:
+            model = {}
+        meta = mapping(model.get("meta"), server, "meta")
+        settings = mapping(self.props.get("default_generation_settings"), server, "default_generation_settings")
+        context = whole(settings.get("n_ctx") or meta.get("n_ctx"), server, "n_ctx", 1, MAX_CONTEXT)
+        name = (string(model.get("id"), server, "the model id")
+                or string(self.props.get("model_alias"), server, "model_alias") or "llama-server")
         return ServerFacts("llama.cpp", name.replace("\\", "/").rsplit("/", 1)[-1],  # a path: its file name
-                           self.props.get("model_path") or "", meta.get("n_vocab"), context,
-                           meta.get("n_params"), self.props.get("bos_token"), self.props.get("eos_token"))
+                           string(self.props.get("model_path"), server, "model_path") or "",
+                           whole(meta.get("n_vocab"), server, "n_vocab", 1, MAX_VOCAB), context,
+                           whole(meta.get("n_params"), server, "n_params", 0, MAX_PARAMS),
+                           string(self.props.get("bos_token"), server, "bos_token"),
+                           string(self.props.get("eos_token"), server, "eos_token"))
 
     def tokenize(self, text: str) -> list[int] | None:
-        return list(self.http.post("/tokenize", {"content": text, "add_special": False})["tokens"])
+        reply = self.http.post("/tokenize", {"content": text, "add_special": False})
+        return token_ids(mapping(reply, self.server, "/tokenize").get("tokens"), self.server, "/tokenize tokens")
 
     def top(self, tokens: list[int], n: int) -> TopReply:
         reply = self.http.post("/completion", {
             "prompt": tokens, "n_predict": 1, "n_probs": n, "temperature": 0.0, "cache_prompt": True,
             "post_sampling_probs": False, "stream": False})
-        return parse_llama_cpp(reply)
+        return parse_llama_cpp(reply, self.server)
 
     def kv_usage(self) -> float | None:
         return None
 
 
-def parse_llama_cpp(reply: dict) -> TopReply:
+def parse_llama_cpp(reply, server: str) -> TopReply:
     try:
         top = reply["completion_probabilities"][0]["top_logprobs"]
-        ids, logprobs = [int(t["id"]) for t in top], [float(t["logprob"]) for t in top]
-    except (KeyError, IndexError, TypeError, ValueError):
-        raise ServerError("llama-server's reply has no top_logprobs with token ids "
+    except (KeyError, IndexError, TypeError):
+        raise ServerError(f"{server} sent no top_logprobs with token ids "
                           "(is it llama.cpp's llama-server, and recent?)") from None
-    timings = reply.get("timings") or {}
-    cached = timings.get("cache_n", reply.get("tokens_cached"))
-    ms = [timings.get(k) for k in ("prompt_ms", "predicted_ms") if isinstance(timings.get(k), (int, float))]
-    return TopReply(ids, logprobs, int(cached) if cached is not None else None, sum(ms) if ms else None)
+    entries = [mapping(e, server, "an entry of top_logprobs") for e in listing(top, server, "top_logprobs")]
+    ids, logprobs = ranked([(e.get("id"), e.get("logprob")) for e in entries], server, "top_logprobs")
+    timings = mapping(reply.get("timings"), server, "timings")
+    cached = (whole(timings["cache_n"], server, "timings.cache_n", 0, MAX_CONTEXT) if "cache_n" in timings
+              else whole(reply.get("tokens_cached"), server, "tokens_cached", 0, MAX_CONTEXT))
+    ms = [number(timings.get(k), server, f"timings.{k}", 0.0, math.inf) for k in ("prompt_ms", "predicted_ms")]
+    ms = [m for m in ms if m is not None]
+    return TopReply(ids, logprobs, cached, sum(ms) if ms else None)
 
 
-class Vllm:
-    name = "vllm"
+class Vllm(Dialect):
+    name, label = "vllm", "vLLM"
 
     def __init__(self, http: Http, model: dict):
-        self.http, self.model = http, model
+        super().__init__(http)
+        self.model = model
         self.max_top: int | None = None  # learnt from the first refusal
 
     def facts(self) -> ServerFacts:
-        return ServerFacts("vllm", self.model.get("id", ""), self.model.get("root") or "",
-                           None, self.model.get("max_model_len"))
+        server = self.server
+        return ServerFacts("vllm", string(self.model.get("id"), server, "the model id") or "",
+                           string(self.model.get("root"), server, "root") or "", None,
+                           whole(self.model.get("max_model_len"), server, "max_model_len", 1, MAX_CONTEXT))
 
     def tokenize(self, text: str) -> list[int] | None:
         reply = self.http.post("/tokenize", {"model": self.model.get("id", ""), "prompt": text,
                                              "add_special_tokens": False})
-        return list(reply["tokens"])
+        return token_ids(mapping(reply, self.server, "/tokenize").get("tokens"), self.server, "/tokenize tokens")
 
     def top(self, tokens: list[int], n: int) -> TopReply:
         n = min(n, self.max_top or n)
@@ -117,87 +155,196 @@ class Vllm:
                 raise
             self.max_top = int(cap.group(1))  # the server's --max-logprobs: ask again within it
             reply = self.http.post("/v1/completions", {**body, "logprobs": min(n, self.max_top)})
-        return parse_vllm(reply)
+        return parse_vllm(reply, self.server)
 
     def kv_usage(self) -> float | None:
-        """The fraction of the server's KV cache in use, from its Prometheus `/metrics`."""
+        """The fraction of the server's KV cache in use, from its Prometheus `/metrics`: an extra shown beside
+        the step, so a value that is not a fraction is left out rather than refused."""
         try:
             text = self.http.get_text("/metrics", timeout=5)
         except ServerError:
             return None
-        found = re.search(r"^vllm:(?:kv|gpu)_cache_usage_perc(?:\{[^}]*\})?\s+([0-9.eE+-]+)", text, re.M)
-        return float(found.group(1)) if found else None
+        found = re.search(r"^vllm:(?:kv|gpu)_cache_usage_perc(?:\{[^}]*\})?\s+(\S+)", text, re.M)
+        try:
+            usage = float(found.group(1)) if found else None
+        except ValueError:
+            return None
+        return usage if usage is not None and 0.0 <= usage <= 1.0 else None
 
 
-def parse_vllm(reply: dict) -> TopReply:
+def parse_vllm(reply, server: str) -> TopReply:
     try:
-        choice = reply["choices"][0]["logprobs"]
-        top = choice["top_logprobs"][0]
-        pairs = sorted(((float(v), _vllm_id(k)) for k, v in top.items()), key=lambda p: -p[0])
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
-        raise ServerError("vLLM's reply has no top_logprobs keyed by token id "
+        top = reply["choices"][0]["logprobs"]["top_logprobs"][0]
+    except (KeyError, IndexError, TypeError):
+        raise ServerError(f"{server} sent no top_logprobs keyed by token id "
                           "(it needs return_tokens_as_token_ids: vLLM 0.6 or later)") from None
-    usage = reply.get("usage") or {}
-    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
-    return TopReply([i for _, i in pairs], [lp for lp, _ in pairs], cached, None)
+    listed = mapping(top, server, "top_logprobs[0]").items()
+    ids, logprobs = ranked([(_vllm_id(k, server), v) for k, v in listed], server, "top_logprobs")
+    usage = mapping(reply.get("usage"), server, "usage")
+    details = mapping(usage.get("prompt_tokens_details"), server, "prompt_tokens_details")
+    return TopReply(ids, logprobs, whole(details.get("cached_tokens"), server, "cached_tokens", 0, MAX_CONTEXT), None)
 
 
-def _vllm_id(key: str) -> int:
-    if not key.startswith("token_id:"):
-        raise ValueError(key)
-    return int(key.removeprefix("token_id:"))
+def _vllm_id(key: str, server: str) -> int:
+    found = re.fullmatch(r"token_id:([0-9]{1,9})", key)
+    if found is None:
+        raise refused(server, "a key of top_logprobs", key, "not token_id:<id> (it needs "
+                      "return_tokens_as_token_ids: vLLM 0.6 or later)")
+    return int(found.group(1))
 
 
-class Sglang:
-    name = "sglang"
+class Sglang(Dialect):
+    name, label = "sglang", "SGLang"
 
     def __init__(self, http: Http, info: dict):
-        self.http, self.info = http, info
+        super().__init__(http)
+        self.info = info
 
     def facts(self) -> ServerFacts:
-        context = None
+        server, context = self.server, None
         for path in ("/server_info", "/get_server_info"):  # the newer name, then the older
             try:
-                server = self.http.get(path)
-                context = server.get("context_length") or (server.get("server_args") or {}).get("context_length")
-                break
-            except (ServerError, AttributeError):
+                said = mapping(self.http.get(path), server, path)
+            except ServerError:  # the reply's fields are checked below, outside this try
                 continue
-        if not context:  # SGLang's /tokenize says the window too
+            context = said.get("context_length") or mapping(said.get("server_args"), server,
+                                                            "server_args").get("context_length")
+            break
+        context = whole(context or None, server, "context_length", 1, MAX_CONTEXT)  # 0: not said
+        if context is None:  # SGLang's /tokenize says the window too
             try:
-                context = self.http.post("/tokenize", {"prompt": "a", "add_special_tokens": False}).get("max_model_len")
-            except (ServerError, AttributeError):
-                context = None
-        path = self.info.get("tokenizer_path") or self.info.get("model_path") or ""
-        return ServerFacts("sglang", self.info.get("model_path", ""), path, None, context)
+                said = self.http.post("/tokenize", {"prompt": "a", "add_special_tokens": False})
+            except ServerError:
+                said = None
+            context = whole(mapping(said, server, "/tokenize").get("max_model_len"), server, "max_model_len",
+                            1, MAX_CONTEXT)
+        model_path = string(self.info.get("model_path"), server, "model_path") or ""
+        return ServerFacts("sglang", model_path, string(self.info.get("tokenizer_path"), server, "tokenizer_path")
+                           or model_path, None, context)
 
     def tokenize(self, text: str) -> list[int] | None:
         try:
-            return list(self.http.post("/tokenize", {"prompt": text, "add_special_tokens": False})["tokens"])
+            reply = self.http.post("/tokenize", {"prompt": text, "add_special_tokens": False})
         except NotFound:
             return None  # an older SGLang: no /tokenize
+        return token_ids(mapping(reply, self.server, "/tokenize").get("tokens"), self.server, "/tokenize tokens")
 
     def top(self, tokens: list[int], n: int) -> TopReply:
         reply = self.http.post("/generate", {
             "input_ids": tokens, "sampling_params": {"max_new_tokens": 1, "temperature": 0.0},
             "return_logprob": True, "top_logprobs_num": n, "logprob_start_len": -1, "stream": False})
-        return parse_sglang(reply)
+        return parse_sglang(reply, self.server)
 
     def kv_usage(self) -> float | None:
         return None
 
 
-def parse_sglang(reply: dict) -> TopReply:
-    if isinstance(reply, list):
+def parse_sglang(reply, server: str) -> TopReply:
+    if isinstance(reply, list):  # a batch of one
+        if not reply:
+            raise ServerError(f"{server} answered /generate with an empty list")
         reply = reply[0]
+    if not isinstance(reply, dict):
+        raise refused(server, "the reply to /generate", reply, "not an object holding meta_info")
     try:
         meta = reply["meta_info"]
-        top = sorted(((float(e[0]), int(e[1])) for e in meta["output_top_logprobs"][0]), key=lambda p: -p[0])
-    except (KeyError, IndexError, TypeError, ValueError):
-        raise ServerError("SGLang's reply has no output_top_logprobs (send return_logprob)") from None
-    latency = meta.get("e2e_latency")
-    return TopReply([i for _, i in top], [lp for lp, _ in top], meta.get("cached_tokens"),
-                    float(latency) * 1000 if isinstance(latency, (int, float)) else None)
+        top = meta["output_top_logprobs"][0]
+    except (KeyError, IndexError, TypeError):
+        raise ServerError(f"{server} sent no output_top_logprobs (send return_logprob)") from None
+    pairs = []
+    for entry in listing(top, server, "output_top_logprobs"):
+        if not isinstance(entry, list) or len(entry) < 2:
+            raise refused(server, "an entry of output_top_logprobs", entry, "not [log-probability, token id, text]")
+        pairs.append((entry[1], entry[0]))
+    ids, logprobs = ranked(pairs, server, "output_top_logprobs")
+    latency = number(meta.get("e2e_latency"), server, "e2e_latency", 0.0, math.inf)
+    return TopReply(ids, logprobs, whole(meta.get("cached_tokens"), server, "cached_tokens", 0, MAX_CONTEXT),
+                    latency * 1000 if latency is not None else None)
+
+
+def refused(server: str, field: str, value, wanted: str) -> ServerError:
+    """The one line for a field of `server`'s reply that is not what `wanted` says."""
+    shown = repr(value)
+    return ServerError(f"{server} sent {field} = {shown if len(shown) <= 40 else shown[:37] + '...'}: {wanted}")
+
+
+def whole(value, server: str, field: str, low: int, high: int, optional: bool = True) -> int | None:
+    """`value` as an integer from `low` to `high` (None when absent and `optional`)."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or (isinstance(value, float) and not value.is_integer()) or not low <= value <= high:
+        raise refused(server, field, value, f"not a whole number from {low} to {high}")
+    return int(value)
+
+
+def number(value, server: str, field: str, low: float, high: float, optional: bool = True,
+           wanted: str = "") -> float | None:
+    """`value` as a float from `low` to `high` (None when absent and `optional`)."""
+    if value is None and optional:
+        return None
+    try:
+        x = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    except OverflowError:  # an integer beyond float range
+        x = math.nan
+    if not low <= x <= high:  # NaN: never
+        span = f"of {low:g} or more" if high == math.inf else f"from {low:g} to {high:g}"
+        raise refused(server, field, value, wanted or f"not a number {span}")
+    return x
+
+
+def string(value, server: str, field: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise refused(server, field, value, "not a string")
+
+
+def mapping(value, server: str, field: str) -> dict:
+    """`value` as a JSON object ({} when absent)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise refused(server, field, value, "not an object")
+    return value
+
+
+def listing(value, server: str, field: str) -> list:
+    if not isinstance(value, list):
+        raise refused(server, field, value, "not a list")
+    return value
+
+
+def token_ids(value, server: str, field: str) -> list[int]:
+    return [whole(i, server, f"a token id in {field}", 0, MAX_VOCAB, optional=False)
+            for i in listing(value, server, field)]
+
+
+def first_model(models, server: str) -> dict:
+    """The first model a `/v1/models` reply lists ({} when it lists none)."""
+    data = listing(mapping(models, server, "/v1/models").get("data") or [{}], server, "/v1/models data")
+    return mapping(data[0], server, "/v1/models data[0]")
+
+
+def ranked(pairs: list[tuple], server: str, field: str) -> tuple[list[int], list[float]]:
+    """(ids, log-probabilities), most likely first, from the (id, log-probability) pairs `server` listed in
+    `field`: one distribution's top-N, so ids whole and distinct (a token listed twice would count its mass
+    twice and hide the tail), log-probabilities at most 0, their probabilities summing to at most 1."""
+    if not pairs:
+        raise ServerError(f"{server} listed no tokens in {field}")
+    ids = [whole(i, server, f"a token id in {field}", 0, MAX_VOCAB, optional=False) for i, _ in pairs]
+    logprobs = [number(lp, server, f"a log-probability in {field}", -math.inf, LOGPROB_ROUNDING, optional=False,
+                       wanted="not a log-probability (a number at most 0)") for _, lp in pairs]
+    seen: set[int] = set()
+    for i in ids:
+        if i in seen:
+            raise ServerError(f"{server} listed token id {i} twice in {field}: not one distribution's top-N")
+        seen.add(i)
+    total = math.fsum(math.exp(lp) for lp in logprobs)
+    if total > 1.0 + SUM_ROUNDING:
+        raise ServerError(f"{server} sent log-probabilities in {field} whose probabilities sum to {total:.4g}, "
+                          "more than 1: not log-probabilities of one distribution")
+    order = sorted(range(len(ids)), key=lambda k: -logprobs[k])
+    return [ids[k] for k in order], [logprobs[k] for k in order]
 
 
 TEXT_KEYED = ("this server keys its log-probabilities by token text only (llama-cpp-python's server does: "
@@ -221,15 +368,14 @@ def detect(http: Http):
     except NotFound:
         pass
     try:
-        models = http.get("/v1/models")
+        model = first_model(http.get("/v1/models"), http.base)
     except NotFound:
         raise ServerError(f"{http.base} answers none of llama.cpp's /props, SGLang's /get_model_info or "
                           "vLLM's /v1/models: not an inference server TokenStep knows") from None
-    data = (models.get("data") or [{}]) if isinstance(models, dict) else [{}]
     try:
         http.get("/version")
-        if data[0].get("owned_by") == "vllm" or "max_model_len" in data[0]:
-            return Vllm(http, data[0])
+        if model.get("owned_by") == "vllm" or "max_model_len" in model:
+            return Vllm(http, model)
     except NotFound:
         pass
     raise ServerError(TEXT_KEYED)

@@ -64,17 +64,16 @@ class RemoteSource(KeepsNoKv):
         return self._logits(reply)
 
     def _logits(self, reply: TopReply) -> torch.Tensor:
-        if not reply.ids:
-            raise ServerError("the server listed no next-token probabilities")
-        bad = [i for i in reply.ids if not 0 <= i < self.vocab]
-        if bad:
-            raise ServerError(f"the server sent token id {bad[0]}, outside the vocabulary of {self.vocab}: "
-                              "its tokenizer is not the one named")
+        # The reply's ids are whole, distinct and non-negative (dialects.ranked); the vocabulary is known here.
+        past = [i for i in reply.ids if i >= self.vocab]
+        if past:
+            raise ServerError(f"{self.dialect.server} sent token id {past[0]}, outside the vocabulary of "
+                              f"{self.vocab}: its tokenizer is not the one named")
         logits = torch.full((self.vocab,), -math.inf, dtype=torch.float64)
         logits[torch.tensor(reply.ids)] = torch.tensor(reply.logprobs, dtype=torch.float64)
         listed = float(torch.exp(logits[torch.tensor(reply.ids)]).sum())
-        note = ServerNote(n_top=len(set(reply.ids)), tail_p=min(1.0, max(0.0, 1.0 - listed)),
-                          tail_count=self.vocab - len(set(reply.ids)), cached_tokens=reply.cached,
+        note = ServerNote(n_top=len(reply.ids), tail_p=min(1.0, max(0.0, 1.0 - listed)),
+                          tail_count=self.vocab - len(reply.ids), cached_tokens=reply.cached,
                           server_ms=reply.server_ms, kv_usage=self.dialect.kv_usage())
         self._notes[id(logits)] = (weakref.ref(logits), note)
         weakref.finalize(logits, self._notes.pop, id(logits), None)

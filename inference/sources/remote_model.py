@@ -4,7 +4,9 @@ On connect: the dialect is detected (dialects.detect), the served model's facts 
 context window, parameters where reported), and a local tokenizer found (the tokenizer.json the user
 names with `--tokenizer`, else the model path the server reports when it is readable here: a folder with
 tokenizer.json, a .gguf whose vocabulary is written out once into the user cache, or a hub id whose
-snapshot is in the local Hugging Face cache). The tokenizer must
+snapshot is in the local Hugging Face cache). The connect dialog shows which local path the server's model
+path names before it is read (`python -m inference.sources.remote_model URL` prints `offer(URL)`), and
+then names it explicitly. The tokenizer must
 be the server's: the vocabulary size, EOS and BOS texts, and the ids of a probe string from the server's
 `/tokenize` must agree, or connecting fails with the first difference.
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
 import urllib.parse
 from dataclasses import dataclass, field
@@ -24,7 +27,7 @@ from pathlib import Path
 
 from .. import cache_dir
 from ..config import ModelConfig
-from ..errors import ModelFormatError
+from ..errors import EXPECTED, ModelFormatError, one_line
 from ..events import ModelInfo
 from ..settings import SamplerSettings
 from ..tokenizer import Tokenizer
@@ -32,6 +35,7 @@ from .dialects import ServerFacts, detect
 from .http import Http, RemoteUnsupported
 from .remote import NO_WEIGHTS, RemoteSource
 
+OFFER_TIMEOUT = 15.0  # the connect dialog waits this long for the server's facts
 PROBE = "Hello, world! The capital of France is Paris.\n  12345 +ünïcødé 日本語 🙂 end"
 UNKNOWN_CONTEXT = 32768  # when the server does not say its window
 
@@ -130,26 +134,55 @@ def connect(spec: str, tokenizer: str | Path | None = None, timeout: float = 60.
 
 
 def find_tokenizer(named, facts: ServerFacts) -> Path:
-    """The folder of the tokenizer.json to use: the one named, else the server's model path when it is
-    readable here."""
-    for candidate, said in ((named, "--tokenizer"), (facts.model_path or None, "the server's model path")):
-        if not candidate:
-            continue
-        path = Path(candidate).expanduser()
-        if path.is_file() and path.suffix.lower() == ".gguf":
-            return gguf_tokenizer(path)
-        if path.is_file() and path.name == "tokenizer.json":
-            return path.parent
-        if path.is_dir() and (path / "tokenizer.json").is_file():
-            return path
-        if said == "--tokenizer":
+    """The folder of the tokenizer.json to use: the one named, else the one the server's model path names
+    here (served_tokenizer)."""
+    if named:
+        path = Path(named).expanduser()
+        if not holds_tokenizer(path):
             raise ModelFormatError(f"{path}: not a tokenizer.json, a folder holding one, or a .gguf file")
-        cached = hub_snapshot(str(candidate))
-        if cached is not None:
-            return cached
-    raise ModelFormatError(f"the {facts.dialect} server does not offer a tokenizer readable here "
-                           f"(model path {facts.model_path or 'not reported'}): name the served model's "
-                           "tokenizer.json (or its folder, or .gguf) with --tokenizer PATH")
+        return tokenizer_folder(path)
+    served = served_tokenizer(facts)
+    if served is None:
+        raise ModelFormatError(f"the {facts.dialect} server does not offer a tokenizer readable here "
+                               f"(model path {facts.model_path or 'not reported'}): name the served model's "
+                               "tokenizer.json (or its folder, or .gguf) with --tokenizer PATH")
+    return tokenizer_folder(served)
+
+
+def served_tokenizer(facts: ServerFacts) -> Path | None:
+    """The local tokenizer.json, folder, .gguf or hub cache snapshot that the server's reported model path
+    names on this machine, found without reading it (None: none)."""
+    if not facts.model_path:
+        return None
+    path = Path(facts.model_path).expanduser()
+    return path if holds_tokenizer(path) else hub_snapshot(facts.model_path)
+
+
+def holds_tokenizer(path: Path) -> bool:
+    """A tokenizer.json, a folder holding one, or a .gguf file."""
+    if path.is_file():
+        return path.name == "tokenizer.json" or path.suffix.lower() == ".gguf"
+    return path.is_dir() and (path / "tokenizer.json").is_file()
+
+
+def tokenizer_folder(path: Path) -> Path:
+    """The folder of tokenizer.json for a path that holds_tokenizer (a .gguf's vocabulary written out once)."""
+    if path.is_file():
+        return gguf_tokenizer(path) if path.suffix.lower() == ".gguf" else path.parent
+    return path
+
+
+def offer(url: str) -> dict:
+    """What the connect dialog shows before any tokenizer is read: the server's dialect, model and reported
+    model path, and the local tokenizer that path names here (`tokenizer`: None when none), or the one-line
+    `error` asking failed with."""
+    try:
+        facts = detect(Http(url, timeout=OFFER_TIMEOUT, api_key=os.environ.get("TOKENSTEP_SERVER_API_KEY"))).facts()
+    except EXPECTED as e:
+        return {"error": one_line(e)}
+    served = served_tokenizer(facts)
+    return {"dialect": facts.dialect, "model": facts.model, "model_path": facts.model_path,
+            "tokenizer": None if served is None else str(served)}
 
 
 def hub_snapshot(repo_id: str) -> Path | None:
@@ -228,3 +261,7 @@ def _generation(folder: Path) -> dict:
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
+
+
+if __name__ == "__main__":  # the connect dialog asks in a process of its own: the GUI never imports torch
+    print(json.dumps(offer(sys.argv[1])))
