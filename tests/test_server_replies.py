@@ -189,7 +189,7 @@ def _raw_completion(number: str) -> str:
     (_raw_completion("1e400"), "not finite"),
     (_raw_completion("-1e400"), "not finite"),
     (_raw_completion("NaN"), "not finite"),
-    (CutShort(_raw_completion("-0.5")), "not JSON"),
+    (CutShort(_raw_completion("-0.5")), "the reply was cut short"),
 ], ids=["deep", "1e400", "-1e400", "NaN", "cut-short"])
 def test_replies_http_refuses_reach_the_session_as_one_line(reply, said, tokenizer_dir):
     routes = ROUTES["llama.cpp"](tokenizer_dir)

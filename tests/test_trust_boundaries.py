@@ -371,3 +371,11 @@ def test_a_folder_that_cannot_be_looked_at_does_not_end_the_scan(tmp_path, monke
     monkeypatch.setattr(Path, "is_file", is_file)
     entries = catalog.folder_entries(tmp_path, "folder", catalog._Budget(1000))
     assert [e.name for e in entries] == ["a-model"] and entries[0].supported
+
+
+def test_a_reply_cut_short_is_refused_even_when_what_came_is_json(server_with):
+    from inference.sources.http import Http, ServerError
+
+    server = server_with(lambda c: c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nConnection: close\r\n\r\n{}"))
+    with pytest.raises(ServerError, match="went away mid-reply"):
+        Http(server.url, timeout=5).get("/props")

@@ -136,6 +136,8 @@ class Http:
                 chunks.append(chunk)
             if expired.is_set():
                 raise TimeoutError
+            if size is not None and size.strip().isdigit() and total < int(size):
+                raise http.client.IncompleteRead(b"", int(size) - total)  # read1 ends at a closed socket quietly
             return reply.status, reply.headers, b"".join(chunks)
         except ServerError:
             raise
