@@ -379,3 +379,18 @@ def test_a_reply_cut_short_is_refused_even_when_what_came_is_json(server_with):
     server = server_with(lambda c: c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nConnection: close\r\n\r\n{}"))
     with pytest.raises(ServerError, match="went away mid-reply"):
         Http(server.url, timeout=5).get("/props")
+
+
+def test_the_tokenizer_a_servers_model_path_names_is_said_before_it_is_read(tmp_path, capsys):
+    from inference.sources.dialects import ServerFacts
+    from inference.sources.remote_model import find_tokenizer
+    from tiny import write_tokenizer
+
+    (tmp_path / "served").mkdir()
+    write_tokenizer(tmp_path / "served")
+    facts = ServerFacts(dialect="llama.cpp", model="m", model_path=str(tmp_path / "served"))
+    assert find_tokenizer(None, facts) == tmp_path / "served"
+    said = capsys.readouterr().err
+    assert f"[tokenstep] tokenizer: {tmp_path / 'served'} (where the server's model path" in said
+    assert find_tokenizer(str(tmp_path / "served"), facts) == tmp_path / "served"  # named: nothing to say
+    assert capsys.readouterr().err == ""

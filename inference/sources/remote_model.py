@@ -146,6 +146,9 @@ def find_tokenizer(named, facts: ServerFacts) -> Path:
         raise ModelFormatError(f"the {facts.dialect} server does not offer a tokenizer readable here "
                                f"(model path {facts.model_path or 'not reported'}): name the served model's "
                                "tokenizer.json (or its folder, or .gguf) with --tokenizer PATH")
+    # the server's word chose a file of this machine to read: say which, as the connect dialog does
+    print(f"[tokenstep] tokenizer: {served} (where the server's model path {facts.model_path} points here)",
+          file=sys.stderr)
     return tokenizer_folder(served)
 
 
