@@ -16,7 +16,10 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import stat
+import sys
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -57,6 +60,36 @@ def only_mine(path: Path, root: Path) -> bool:
         if level == root:
             return True
     return False
+
+
+def exit_on_sigterm() -> None:
+    """From now on SIGTERM ends this process through SystemExit in its main thread, so that every `finally` runs
+    first: a conversion or build stopped half way removes its partial folder (the default action leaves it)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
+def sweep_dead(folder: Path, prefix: str) -> None:
+    """Removes the entries of `folder` named `prefix` + "<pid>" (+ "-…") whose process is gone: what a killed build
+    left (kill -9, a power cut) that no `finally` could remove."""
+    try:
+        leftovers = [entry for entry in folder.iterdir() if entry.name.startswith(prefix)]
+    except OSError:
+        return
+    for leftover in leftovers:
+        pid = leftover.name[len(prefix):].split("-")[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
 
 
 def file_sha256(path: Path, chunk: int = 1 << 22) -> str:
@@ -121,6 +154,7 @@ def publish(target: Path, build: Callable[[Path], dict]) -> Path:
 
 def _build_and_rename(target: Path, build: Callable[[Path], dict]) -> None:
     tmp = target.parent / f".{target.name}.partial-{os.getpid()}"
+    sweep_dead(target.parent, f".{target.name}.partial-")  # under the lock: a live build's partial stays
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:

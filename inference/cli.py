@@ -11,6 +11,7 @@ import argparse
 import sys
 from itertools import chain
 
+from . import cache_dir
 from .errors import is_expected, one_line
 from .progress import StderrProgress
 from .script import ScriptError
@@ -180,6 +181,7 @@ def _download(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    cache_dir.exit_on_sigterm()
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "trace" and any(not s for s in args.stop):

