@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import shutil
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ FILES = ("model.safetensors", "config.json", "tokenizer.json", "tokenizer_config
 
 @dataclass(frozen=True)
 class Case:
-    kind: str  # gguf, safetensors, config, tokenizer, template, cli
+    kind: str  # gguf, safetensors, config, tokenizer, template, cli, index
     label: str
     setup: Callable[[Path], tuple[list[str], tuple[str, ...]]]  # case folder -> (argv, names)
 
@@ -200,10 +201,47 @@ def cli_cases(good: Path) -> list[Case]:
                                                        or str(w / "e.gguf")), model("''", lambda w: "")]
     cases += [script("garbage", b"\xff\x00garbage"), script("nested", fm.deep_json().encode()),
               script("list", b"[1]"), script("absent", b"{}")]
+    # issue 36: a trace with an id beyond float range, absurd step counts, a FIFO named like a script
+    trace_head = (json.dumps({"type": "model", "name": "x"}) + "\n"
+                  + json.dumps({"type": "prefill", "tokens": [{"id": 1, "text": "a"}], "n_tokens": 1}) + "\n")
+    cases += [script("id 1e400", (trace_head + '{"type": "step", "index": 1, "token": {"id": 1e400, "text": "b"}}\n')
+                     .encode()),
+              script("step 1e12", json.dumps({"prompt": "a", "actions": [{"prefill": True},
+                                                                         {"step": 10 ** 12}]}).encode()),
+              script("max_new_tokens 1e12", json.dumps({"prompt": "a", "settings": {"max_new_tokens": 10 ** 12},
+                                                        "actions": [{"run": True}]}).encode())]
+
+    def fifo_script(where: Path):
+        os.mkfifo(where / "s.json")
+        return _trace(str(good), "--script", str(where / "s.json")), ("s.json",)
+
+    cases.append(Case("cli", "--script a FIFO", fifo_script))
     return cases
+
+
+def shard_cases(good: Path) -> list[Case]:
+    """A shard index naming files outside the folder, and model files that are FIFOs (issue 36)."""
+    def index(shard: str) -> Callable[[Path], None]:
+        def edit(model: Path):
+            (model / "model.safetensors").rename(model / "model-00001-of-00001.safetensors")
+            weight_map = {"model.norm.weight": "model-00001-of-00001.safetensors", "lm_head.weight": shard}
+            (model / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+        return edit
+
+    def fifo(name: str) -> Callable[[Path], None]:
+        def edit(model: Path):
+            (model / name).unlink(missing_ok=True)
+            os.mkfifo(model / name)
+        return edit
+
+    shards = ("../outside.safetensors", "/etc/passwd", "a/../../b.safetensors")
+    fifos = ("config.json", "model.safetensors", "tokenizer.json", "generation_config.json",
+             "model.safetensors.index.json")
+    return ([_folder_case("index", f"shard {shard!r}", good, index(shard)) for shard in shards]
+            + [_folder_case("index", f"a FIFO named {name}", good, fifo(name)) for name in fifos])
 
 
 def all_cases(good: Path, gguf: bytes, seed: int = 0) -> list[Case]:
     rng = random.Random(seed)
     return (gguf_cases(gguf, rng, 220) + safetensors_cases(good) + config_cases(good, rng, 120)
-            + tokenizer_cases(good) + template_cases(good) + cli_cases(good))
+            + tokenizer_cases(good) + template_cases(good) + cli_cases(good) + shard_cases(good))
