@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from benchmarks.bench_decode import cpu_facts  # noqa: E402
 from benchmarks.int8_quality import PROMPTS  # noqa: E402
 from inference import quant  # noqa: E402
-from inference.layers import Linear, select_backend  # noqa: E402
+from inference.layers import select_backend  # noqa: E402
 from inference.loading import resolve_folder  # noqa: E402
 from inference.packing import weights_bytes  # noqa: E402
 from inference.tokenizer import Tokenizer  # noqa: E402
@@ -48,20 +48,11 @@ RESULTS = ROOT / "benchmarks" / "results" / "int8_stock"
 
 
 @dataclass
-class RowScaledInt8Linear(Linear):
+class RowScaledInt8Linear(quant.NibbleInt8Linear):
     """The stock int8 product this benchmark compares against: one scale per row, torch's int8 kernel on bfloat16
-    activations (what quant.py built before NibbleInt8Linear)."""
+    activations (what quant.py built before NibbleInt8Linear, whose calls around `product` it shares)."""
 
     scale: torch.Tensor | None = None  # (out,) bfloat16
-
-    def __call__(self, x: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
-        y = self.product(x)
-        y = y if alpha == 1.0 else y.mul_(alpha)
-        return y if self.bias is None else y.add_(self.bias)
-
-    def add_to(self, residual: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        y = self.product(x)
-        return residual + (y if self.bias is None else y.add_(self.bias))
 
     def product(self, x: torch.Tensor) -> torch.Tensor:
         return torch._weight_int8pack_mm(x.to(torch.bfloat16), self.weight, self.scale).float()
@@ -69,7 +60,7 @@ class RowScaledInt8Linear(Linear):
 
 def row_scaled_int8_linear(weight, bias, backend) -> RowScaledInt8Linear:
     q, scale = quant.quantize_rows(weight.float(), weight.shape[1])
-    return RowScaledInt8Linear(q.contiguous(), bias, scale.view(-1))
+    return RowScaledInt8Linear(q.contiguous(), bias, scale=scale.view(-1))
 
 
 def stock_builds(folder: Path) -> dict:
