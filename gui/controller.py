@@ -357,6 +357,7 @@ class Controller(BranchIntents, QObject):
     def _on_info_changed(self, reply: p.ModelInfoChanged) -> None:  # e.g. decode went over to the kernels
         self.info = reply.info
         self.weights_checked.emit()
+        self.scheduler.dirty()  # Explain says how decode runs when it runs on stock ops
 
     def _on_failed(self, reply: p.Failed) -> None:
         self.in_flight = None

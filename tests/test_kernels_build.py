@@ -77,6 +77,7 @@ def test_the_app_says_the_kernels_did_not_build_in_the_status_bar_and_explain(qt
     settings = QSettings(str(tmp_path / "settings.ini"), QSettings.IniFormat)
     win = MainWindow(settings=settings, appearance=Appearance(), model=str(folder), device="cpu", dtype="float32")
     qtbot.addWidget(win)
+    win.show()
     try:
         c = win.controller
         qtbot.waitUntil(lambda: c.info is not None and "did not build" in c.info.decode_path, timeout=300_000)
@@ -84,7 +85,7 @@ def test_the_app_says_the_kernels_did_not_build_in_the_status_bar_and_explain(qt
         assert f"decode: {STOCK_DECODE}: the kernels did not build · " in win.status.model.text()
         assert win.status.model.toolTip().endswith(f"\nDecode: {c.info.decode_path}")
         explain = win.views["explain"]
-        explain.refresh()
+        qtbot.waitUntil(lambda: "did not build" in explain.browser.toPlainText(), timeout=10_000)  # redrawn itself
         assert "the kernels did not build (broken.h:1:2: error: #error broken on purpose" in \
             explain.browser.toPlainText()
         win.controls.prompt.setPlainText("the cat")
