@@ -111,7 +111,7 @@ class Engine:
     def handle(self, command: p.Command) -> None:
         try:
             self.handlers[type(command)](command)
-        except Cancelled:
+        except Cancelled:  # also a request to a server that Cancel or Abort stopped (http.Interrupted)
             self.send(p.Cancelled())
         except Exception as e:  # noqa: BLE001 - every failure becomes a reply, never a dead engine
             self.send(p.Failed(one_line(e), traceback.format_exc(), is_expected(e)))
@@ -131,6 +131,18 @@ class Engine:
     def send_status(self) -> None:
         if self.session is not None:
             self.send(p.Status(self.session.status(), self.tag))
+
+    def stop_wanted(self) -> bool:
+        """Asked from a request's watcher thread while this one is blocked in a request to a server: the commands
+        that arrived go to `deferred` (the main thread reads the pipe again only after the request ended), and
+        True when one of them is Cancel or Abort. Abort then ends the generation as aborted, from `deferred`."""
+        wanted = False
+        while self.commands.poll():
+            command = self.receive()
+            if command is not None:
+                wanted = wanted or isinstance(command, (p.Cancel, p.Abort))
+                self.deferred.append(command)
+        return wanted
 
     def cancel_requested(self) -> bool:
         """Look for Cancel among waiting commands without losing the others."""
@@ -171,6 +183,8 @@ class Engine:
         session = Session(model, capture_attention=self.capture_attention and local,
                           capture_lens=self.capture_lens and local)
         session.use_kv_cache(self.use_kv_cache or not local)
+        if not local:
+            model.stop_waiting_when(self.stop_wanted)  # Stop and Cancel reach a request that waits for the server
         self.model, self.session, self.tag = model, session, tag
         from .backend_switch import start_build
 

@@ -4,18 +4,15 @@ build in the background, and the engine moves the same session onto them between
 These tests stand in for the build (a Future they resolve themselves; the library is the one the test
 process already built); tests/test_first_start.py runs the one real build (`main.py download`)."""
 
-import multiprocessing
-import threading
-import time
 from concurrent.futures import Future
 
 import pytest
 import torch
+from engine_driver import EngineOverPipes
 from tiny import make_hf_model, save_hf_model
 
 from inference import kernels, protocol as p
 from inference.backend_switch import switch_if_built
-from inference.engine import Engine
 from inference.layers import KernelLinear
 from inference.loading import BUILDING, load_model
 from inference.session import Session
@@ -113,34 +110,6 @@ def test_only_float32_loads_leave_the_build_to_the_background(folder, unbuilt, m
     assert not load_model(folder, device="cpu", dtype="int8", kernels_in_background=True).kernels_pending
     assert not load_model(folder, device="cpu", dtype="float32").kernels_pending
     assert unbuilt.state["builds"] == 0
-
-
-class EngineOverPipes:
-    def __init__(self):
-        self.commands, self.writer = multiprocessing.Pipe(duplex=False)
-        self.reader, replies = multiprocessing.Pipe(duplex=False)
-        self.thread = threading.Thread(target=lambda: Engine(self.commands, replies, cuda=False).loop())
-        self.thread.start()
-        self.replies = []
-
-    def until(self, accept, timeout=60.0):
-        """Read replies until one is accepted (a hang guard, not a timing check)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.reader.poll(0.05):
-                self.replies.append(p.receive(self.reader, p.Reply))
-                if accept(self.replies[-1]):
-                    return self.replies[-1]
-        raise AssertionError(f"no such reply; got {[type(r).__name__ for r in self.replies]}")
-
-    def ask(self, command):
-        self.writer.send(p.wrap(command))
-        name = type(command).__name__
-        return self.until(lambda r: isinstance(r, p.Finished) and r.command == name)
-
-    def close(self):
-        self.writer.send(p.wrap(p.Quit()))
-        self.thread.join()
 
 
 @pytest.mark.kernels

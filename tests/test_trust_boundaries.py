@@ -451,3 +451,53 @@ def test_partials_of_dead_processes_are_swept_under_the_lock(tmp_path):
 
     cache_dir.publish(target, build)
     assert not stale.exists() and live.exists() and cache_dir.read_manifest(target) is not None
+
+
+@pytest.mark.parametrize("stop", ["Abort", "Cancel"])
+def test_stop_reaches_a_request_that_waits_for_the_server(tmp_path, stop):
+    """A Run whose next request hangs on a slow server: Stop (Abort) or Cancel ends the wait at once, not at the
+    server's timeout; Abort ends the generation as aborted, and the session steps again afterwards."""
+    import threading
+    import time
+
+    from engine_driver import EngineOverPipes
+    from fake_servers import Fake, llama_cpp_routes, tokenizer_folder
+
+    from inference import protocol as p
+    from inference.settings import GenerationSettings, SamplerSettings
+
+    folder = tokenizer_folder(tmp_path / "tokenizer")
+    routes = llama_cpp_routes(folder)
+    answer, slow = routes[("POST", "/completion")], threading.Event()
+
+    def completion(body):
+        if slow.is_set():
+            time.sleep(20)  # the server's slow answer; the request's own timeout (60 s) is further still
+        return answer(body)
+
+    fake = Fake({**routes, ("POST", "/completion"): completion})
+    engine = EngineOverPipes()
+    try:
+        engine.ask(p.Load(f"{fake.url}#tokenizer={folder}", "cpu", "float32", 1))
+        greedy = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=20)
+        engine.ask(p.Prefill("ab", False, "", greedy, 2))
+        engine.ask(p.Step())
+        slow.set()
+        engine.send(p.Run(max_steps=10, batch_s=0.0))
+        time.sleep(0.5)  # the step's request is waiting now
+        started = time.monotonic()
+        engine.send(p.Abort() if stop == "Abort" else p.Cancel())
+        engine.until(lambda r: isinstance(r, p.Cancelled), timeout=10)
+        assert time.monotonic() - started < 10  # a hang guard: the server would take 20 s
+        if stop == "Abort":
+            ended = engine.until(lambda r: isinstance(r, p.Ended), timeout=10)
+            assert ended.event.reason == "aborted"
+        assert not [r for r in engine.replies if isinstance(r, p.Failed)]
+        slow.clear()
+        engine.ask(p.Prefill("ab", False, "", greedy, 3))
+        engine.ask(p.Step())
+        assert [r for r in engine.replies if isinstance(r, p.Stepped)][-1].tag == 3
+    finally:
+        slow.clear()
+        engine.close()
+        fake.stop()

@@ -17,14 +17,24 @@ import http.client
 import json
 import socket
 import threading
+import time
 import urllib.parse
+from typing import Callable
+
+from ..errors import Cancelled
 
 MAX_REPLY_BYTES = 64 << 20  # the largest reply read: a step's top-N logprobs or a model's props are far smaller
+WATCH_S = 0.05  # how often a waiting request asks `Http.watch` whether to stop
 REDIRECTS = (301, 302, 303, 307, 308)
 
 
 class ServerError(ConnectionError):
     """The server could not be reached, timed out, failed or answered something unreadable."""
+
+
+class Interrupted(ServerError, Cancelled):
+    """The request was stopped from this side (Abort, Cancel) while it waited for the server: cancelled on purpose,
+    as the engine answers it."""
 
 
 class NotFound(ServerError):
@@ -64,6 +74,9 @@ class Http:
         self.path = parsed.path.rstrip("/")
         self.base = f"{parsed.scheme}://{parsed.netloc}{self.path}"
         self.timeout = timeout
+        # Asked every WATCH_S seconds while a request waits, from another thread (the caller's is blocked in the
+        # request): True stops it with Interrupted. The engine reads its command pipe there, so Abort works.
+        self.watch: Callable[[], bool] | None = None
         self.headers = {"Content-Type": "application/json"}
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
@@ -103,66 +116,77 @@ class Http:
         """(status, headers, body) of one request, all of it within `limit` seconds."""
         kind = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
         connection = kind(self.host, self.port, timeout=limit)
-        expired, connected = threading.Event(), []
+        expired, stopped, finished, connected = threading.Event(), threading.Event(), threading.Event(), []
 
-        def expire():  # a recv blocked on a slow server returns once its socket is shut down
-            expired.set()
+        def end(why: threading.Event):  # a recv blocked on a slow server returns once its socket is shut down
+            why.set()
             for sock in connected:  # the socket itself: a reply that closes the connection takes it from `connection`
                 try:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
 
-        deadline = threading.Timer(limit, expire)
-        deadline.daemon = True
-        deadline.start()
+        def watch():
+            deadline = time.monotonic() + limit
+            while not finished.wait(max(0.0, min(WATCH_S, deadline - time.monotonic()))):
+                if time.monotonic() >= deadline:
+                    return end(expired)
+                if self.watch is not None and self.watch():
+                    return end(stopped)
+
+        watcher = threading.Thread(target=watch, name="tokenstep-http-watch", daemon=True)
+        watcher.start()
         try:
             connection.connect()
             connected.append(connection.sock)
-            if expired.is_set():
+            reply = self._send(connection, method, path, data)
+            if expired.is_set() or stopped.is_set():  # the socket was shut down: what was read is not the reply
                 raise TimeoutError
-            connection.request(method, self.path + path, body=data, headers=self.headers)
-            reply = connection.getresponse()
-            size = reply.getheader("Content-Length")
-            if size is not None and size.strip().isdigit() and int(size) > MAX_REPLY_BYTES:
-                raise ServerError(f"{self.base + path}: the reply is {int(size) / 1e6:,.0f} MB, more than TokenStep "
-                                  f"reads ({MAX_REPLY_BYTES >> 20} MB)")
-            chunks, total = [], 0
-            while chunk := reply.read1(1 << 16):
-                total += len(chunk)
-                if total > MAX_REPLY_BYTES:
-                    raise ServerError(f"{self.base + path}: the reply is longer than TokenStep reads "
-                                      f"({MAX_REPLY_BYTES >> 20} MB)")
-                chunks.append(chunk)
-            if expired.is_set():
-                raise TimeoutError
-            if size is not None and size.strip().isdigit() and total < int(size):
-                raise http.client.IncompleteRead(b"", int(size) - total)  # read1 ends at a closed socket quietly
-            return reply.status, reply.headers, b"".join(chunks)
+            return reply
         except ServerError:
             raise
-        except (socket.timeout, TimeoutError):
-            raise self._late(limit) from None
-        except http.client.IncompleteRead:
-            raise (self._late(limit) if expired.is_set() else
-                   ServerError(f"the server at {self.base} went away mid-reply (the reply was cut short)")) from None
-        except http.client.RemoteDisconnected:
-            raise (self._late(limit) if expired.is_set() else
-                   ServerError(f"the server at {self.base} went away (it closed the connection)")) from None
-        except http.client.HTTPException as e:
-            raise ServerError(f"the server at {self.base} did not answer in HTTP ({type(e).__name__})") from None
-        except (ConnectionRefusedError, socket.gaierror) as e:
-            raise ServerError(f"cannot reach the server at {self.base}: {e.strerror or e}") from None
-        except OSError as e:  # reset or closed mid-reply (a server that died), or shut down at the deadline
-            if expired.is_set():
-                raise self._late(limit) from None
-            raise ServerError(f"the server at {self.base} went away: {e.strerror or e}") from None
+        except Exception as e:  # noqa: BLE001 - each failure becomes one line naming the server
+            if stopped.is_set():
+                raise Interrupted(f"the request to {self.base} was stopped while it waited") from None
+            if expired.is_set() or isinstance(e, (socket.timeout, TimeoutError)):
+                raise ServerError(f"the server at {self.base} did not answer within {limit:g} s") from None
+            raise self._failure(e) from None
         finally:
-            deadline.cancel()
+            finished.set()
+            watcher.join()  # the watcher reads the engine's pipe: done before the caller reads it again
             connection.close()
 
-    def _late(self, limit: float) -> ServerError:
-        return ServerError(f"the server at {self.base} did not answer within {limit:g} s")
+    def _send(self, connection, method: str, path: str, data: bytes | None):
+        connection.request(method, self.path + path, body=data, headers=self.headers)
+        reply = connection.getresponse()
+        size = reply.getheader("Content-Length")
+        if size is not None and size.strip().isdigit() and int(size) > MAX_REPLY_BYTES:
+            raise ServerError(f"{self.base + path}: the reply is {int(size) / 1e6:,.0f} MB, more than TokenStep "
+                              f"reads ({MAX_REPLY_BYTES >> 20} MB)")
+        chunks, total = [], 0
+        while chunk := reply.read1(1 << 16):
+            total += len(chunk)
+            if total > MAX_REPLY_BYTES:
+                raise ServerError(f"{self.base + path}: the reply is longer than TokenStep reads "
+                                  f"({MAX_REPLY_BYTES >> 20} MB)")
+            chunks.append(chunk)
+        if size is not None and size.strip().isdigit() and total < int(size):
+            raise http.client.IncompleteRead(b"", int(size) - total)  # read1 ends at a closed socket quietly
+        return reply.status, reply.headers, b"".join(chunks)
+
+    def _failure(self, error: Exception) -> ServerError:
+        if isinstance(error, http.client.IncompleteRead):
+            return ServerError(f"the server at {self.base} went away mid-reply (the reply was cut short)")
+        if isinstance(error, http.client.RemoteDisconnected):
+            return ServerError(f"the server at {self.base} went away (it closed the connection)")
+        if isinstance(error, http.client.HTTPException):
+            return ServerError(f"the server at {self.base} did not answer in HTTP ({type(error).__name__})")
+        if isinstance(error, (ConnectionRefusedError, socket.gaierror)):
+            return ServerError(f"cannot reach the server at {self.base}: {error.strerror or error}")
+        if isinstance(error, OSError):  # reset or closed mid-reply: a server that died
+            return ServerError(f"the server at {self.base} went away: {error.strerror or error}")
+        raise error
+
 
 
 def _error_detail(body: bytes) -> str:

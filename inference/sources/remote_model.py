@@ -85,6 +85,11 @@ class RemoteModel:
     def device(self) -> str:
         return f"remote {self.facts.dialect}"
 
+    def stop_waiting_when(self, asked) -> None:
+        """`asked()` is called every few tens of milliseconds, from another thread, while a request to the server
+        waits; True stops the request (http.Interrupted)."""
+        self.dialect.http.watch = asked
+
     def new_source(self) -> RemoteSource:
         return RemoteSource(self.dialect, self.config.vocab)
 
