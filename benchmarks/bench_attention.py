@@ -1,6 +1,7 @@
 """Decode attention (kernels.cpp attend_one) against a read of the same K/V bytes, side by side in one run.
 
-    PYTHONPATH=. python benchmarks/bench_attention.py [--positions 512,2000] [--rounds 30] [--json out.json]
+    PYTHONPATH=. python benchmarks/bench_attention.py [--positions 512,2000] [--rounds 30]
+        [--json benchmarks/results/attention/<machine>_<date>.json]
 
 The shapes are the default model's unless given (30 layers, 9 query heads over 3 KV heads of 64): one
 query per head over every cached position, the way a decode step attends. Two settings:
@@ -73,7 +74,8 @@ def main() -> int:
     parser.add_argument("--kv-heads", type=int, default=3)
     parser.add_argument("--head-dim", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--json", type=Path)
+    parser.add_argument("--json", type=Path,
+                        help="write the results here, e.g. benchmarks/results/attention/<machine>_<date>.json")
     args = parser.parse_args()
     if args.heads % args.kv_heads:
         parser.error("--heads must be a multiple of --kv-heads")
@@ -90,6 +92,7 @@ def main() -> int:
         print(f"{r['positions']:>9} {r['threads']:>7} {r['kv_mb']:>7.1f} {r['from_caches_ms']:>10.2f} "
               f"{r['from_memory_ms']:>10.2f} {r['read_ms']:>8.2f} {r['ratio_to_read']:>10.2f}x")
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, "results": results},
                                         indent=2))
     return 0
