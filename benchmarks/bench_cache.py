@@ -1,6 +1,7 @@
 """Decode with the KV cache against decode without it, at several context lengths, in one run.
 
-    PYTHONPATH=. python benchmarks/bench_cache.py [--contexts 16,128,512] [--steps 8] [--repeats 3] [--json out]
+    PYTHONPATH=. python benchmarks/bench_cache.py [--contexts 16,128,512] [--steps 8] [--repeats 3]
+        [--json benchmarks/results/cache/<machine>_<date>.json]
 
 For each context length L: read a prompt of L tokens, then time `--steps` decode steps (each step's
 forward_ms as the session reports it: the pass that produced that step's distribution), once with the
@@ -52,7 +53,8 @@ def main(argv=None) -> int:
     parser.add_argument("--contexts", default="16,128,512")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json")
+    parser.add_argument("--json",
+                        help="write the results here, e.g. benchmarks/results/cache/<machine>_<date>.json")
     args = parser.parse_args(argv)
 
     from inference.loading import load_model
@@ -82,6 +84,7 @@ def main(argv=None) -> int:
               f"{r['kv_projection_macs_cached']:>21,} {r['kv_projection_macs_no_cache']:>14,} "
               f"{r['kv_bytes_read_cached'] / 1e6:>12.1f} MB")
     if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({"cpu": cpu, "rows": rows}, indent=2))
     return 0
 
