@@ -1,6 +1,7 @@
 """Speculative decoding by prompt lookup (issue 16): decode speed with and without it, greedy, default model.
 
-    PYTHONPATH=. python benchmarks/bench_speculate.py [--speculate 0,4,8] [--repeats 5] [--json out.json]
+    PYTHONPATH=. python benchmarks/bench_speculate.py [--speculate 0,4,8] [--repeats 5]
+        [--json benchmarks/results/speculate/<machine>_<date>.json]
 
 Three chat tasks: (a) repeat a paragraph exactly (the text to write is in the prompt: drafts should be
 accepted), (b) a code edit (rename a variable in a short function), (c) a free-form story. Each is run with
@@ -136,7 +137,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--threads", type=int, default=None, help="default: torch's default on this machine")
-    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument("--json", type=Path, default=None,
+                        help="also write the results here, e.g. benchmarks/results/speculate/<machine>_<date>.json")
     args = parser.parse_args(argv)
     import torch
 
@@ -158,6 +160,7 @@ def main(argv=None) -> int:
               "tasks": {task: summarise(task_runs) for task, task_runs in runs.items()}}
     print(table(report))
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
         print(f"[bench] wrote {args.json}", file=sys.stderr)
     return 0 if all(s["same_tokens_as_0"] for t in report["tasks"].values() for s in t.values()) else 1
