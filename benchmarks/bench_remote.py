@@ -1,6 +1,7 @@
 """Stepping through a real llama.cpp `llama-server`: per-step latency at short and long context.
 
-    PYTHONPATH=. python benchmarks/bench_remote.py [--contexts 16,512] [--steps 32] [--repeats 3] [--json out.json]
+    PYTHONPATH=. python benchmarks/bench_remote.py [--contexts 16,512] [--steps 32] [--repeats 3]
+        [--json benchmarks/results/remote/<machine>_<date>.json]
 
 The server (tests/llama_server.py: built once per machine, `-t 1 -np 1 -fa off`, the default model's
 Q4_1 GGUF) runs on 127.0.0.1. For each context length L a prompt of exactly L tokens (the paragraph of
@@ -86,7 +87,8 @@ def main(argv=None) -> int:
     parser.add_argument("--contexts", default="16,512")
     parser.add_argument("--steps", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None,
+                        help="write the results here, e.g. benchmarks/results/remote/<machine>_<date>.json")
     args = parser.parse_args(argv)
     from inference.loading import load_model
     from inference.sources.remote_model import one_thread
@@ -109,6 +111,7 @@ def main(argv=None) -> int:
               or platform.machine(), "server": f"llama-server (llama-cpp-python {llama_server.VERSION} sources)",
               "flags": "-t 1 -np 1 -fa off", "load_average_1min": os.getloadavg()[0], "rows": rows}
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=1))
     return 0
 
