@@ -1,6 +1,7 @@
 """bfloat16 prefill (inference/prefill_dtype.py) against float32 prefill: speed, memory and quality.
 
-    PYTHONPATH=. python benchmarks/bench_prefill_dtype.py [--repeats 7] [--threads N] [--json out.json]
+    PYTHONPATH=. python benchmarks/bench_prefill_dtype.py [--repeats 7] [--threads N]
+        [--json benchmarks/results/prefill_dtype/<machine>_<date>.json]
 
 One float32 model is loaded; the mixed mode attaches the bfloat16 copies of its layer matrices, and the
 two modes alternate on the same weights in one process. Here the copies serve every forward of 2 rows
@@ -196,7 +197,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--skip", default="", help="comma-separated parts to skip: timing, memory, quality")
-    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None,
+                        help="write the results here, e.g. benchmarks/results/prefill_dtype/<machine>_<date>.json")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.threads:
@@ -226,6 +228,7 @@ def main(argv=None) -> int:
         report["quality"] = quality(model, copies)
         print("quality:", json.dumps(report["quality"]["summary"]))
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     return 0
 
