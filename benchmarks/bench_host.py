@@ -1,6 +1,7 @@
 """A/B of a decode step's host work (the draw and the report), side by side in one process.
 
-    PYTHONPATH=. python benchmarks/bench_host.py [--dtypes float32,int8] [--rounds 20] [--steps 32] [--json out.json]
+    PYTHONPATH=. python benchmarks/bench_host.py [--dtypes float32,int8] [--rounds 20] [--steps 32]
+        [--json benchmarks/results/host/<machine>_<date>.json]
 
 A step is the forward plus the host work on its logits: the softmax, entropy, top-n candidates, the draw,
 the candidates' texts, the event. Side `kernel` is the app as it is (kernels_vocab.cpp's vocab_stats, the
@@ -102,7 +103,8 @@ def main(argv=None) -> int:
     parser.add_argument("--dtypes", default="float32,int8")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--steps", type=int, default=32)
-    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None,
+                        help="write the results here, e.g. benchmarks/results/host/<machine>_<date>.json")
     args = parser.parse_args(argv)
     report = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "results": {}}
     print("| dtype | step ms, kernel / torch | ratio | host ms, kernel / torch | ratio |\n|---|---|---:|---|---:|")
@@ -111,6 +113,7 @@ def main(argv=None) -> int:
         print(f"| {dtype} | {r['kernel_step_ms']:.2f} / {r['torch_step_ms']:.2f} | {r['ratio_step_ms']:.3f} | "
               f"{r['kernel_draw_ms']:.3f} / {r['torch_draw_ms']:.3f} | {r['ratio_draw_ms']:.3f} |", flush=True)
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=1))
     return 0
 
