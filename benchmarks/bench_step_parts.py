@@ -1,6 +1,7 @@
 """A/B of the decode-step changes of issue 19's second pass, each side by side in one process.
 
-    PYTHONPATH=. python benchmarks/bench_step_parts.py [--rounds 30] [--steps 5] [--json out.json]
+    PYTHONPATH=. python benchmarks/bench_step_parts.py [--rounds 30] [--steps 5]
+        [--json benchmarks/results/step_parts/<machine>_<date>.json]
 
 Each pair runs whole decode forwards (one token after a 16-token prompt) in alternating order every
 round, on the same loaded model; medians of the per-round times and of the per-round ratios are reported,
@@ -97,7 +98,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None,
+                        help="write the results here, e.g. benchmarks/results/step_parts/<machine>_<date>.json")
     args = parser.parse_args(argv)
     block = model_module.LlamaBlock
     results = {}
@@ -126,6 +128,7 @@ def main(argv=None) -> int:
         for label, m in parts.items():
             print(f"  {label:26s} read {m['read']:6.2f} ms  a {m['a']:6.2f} ms  b {m['b']:6.2f} ms  a/b {m['ratio']:.3f}")
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({**report, "raw": results}, indent=1))
     return 0
 
