@@ -2,7 +2,7 @@
 side in one process, as ratios.
 
     PYTHONPATH=. python benchmarks/bench_cuda.py --tokenizer FOLDER [--shapes default,llama-1b]
-        [--dtypes bfloat16,float32] [--json out.json]
+        [--dtypes bfloat16,float32] [--json benchmarks/results/cuda/<machine>_<date>.json]
 
 No checkpoint has to travel to the GPU machine: each shape is a real model's config (the default model's,
 SmolLM2-135M, and Llama 3.2 1B's) with random weights, written once as a safetensors checkpoint with the
@@ -204,7 +204,8 @@ def main(argv=None) -> int:
     parser.add_argument("--prefill", default="16,128,512")
     parser.add_argument("--decode", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None,
+                        help="write the results here, e.g. benchmarks/results/cuda/<machine>_<date>.json")
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     args = parser.parse_args(argv)
     global DEVICE
@@ -227,6 +228,7 @@ def main(argv=None) -> int:
                       flush=True)
     print(table(report))
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=1, default=str))
     return 0
 

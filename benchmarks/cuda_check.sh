@@ -3,6 +3,7 @@
 #   bash benchmarks/cuda_check.sh TOKENIZER_FOLDER [WHEELS_FOLDER]
 # 1. the CUDA tests (tests marked `cuda`), 2. bench_cuda.py (TokenStep vs transformers on the GPU),
 # 3. the quick suite (not slow, not cuda) on a machine where "auto" means CUDA. Logs and JSON go to $OUT.
+# The JSON, when RESULTS.md cites it, is kept as benchmarks/results/cuda/<machine>_<date>.json.
 # First run, 2026-12-04 on an H200: about 200 s of device time for 1 and 2, and 3 reached ~half the suite
 # in 185 s; give the call 480 s or set SUITE_TIMEOUT lower.
 # The machine's python3 brings torch, transformers, pytest, hypothesis, xdist; gguf and platformdirs
