@@ -1,6 +1,7 @@
 """Each candidate kernel shape's products against a read of the same bytes, side by side in one process.
 
-    PYTHONPATH=. python benchmarks/bench_shapes.py [--dtype float32|int8] [--rounds 9] [--json out.json]
+    PYTHONPATH=. python benchmarks/bench_shapes.py [--dtype float32|int8] [--rounds 9]
+        [--json benchmarks/results/shapes/<machine>_<date>.json]
 
 The model's one-row products of that dtype (every matrix a decode step reads, in decode order) run once
 per shape and round, each pass followed at once by `torch.sum` over the bytes they span in the packed
@@ -95,12 +96,14 @@ def main(argv=None) -> int:
     parser.add_argument("--dtype", default="float32", choices=("float32", "int8"))
     parser.add_argument("--threads", type=int, default=None, help="default: torch's default on this machine")
     parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument("--json", type=Path, default=None,
+                        help="also write the results here, e.g. benchmarks/results/shapes/<machine>_<date>.json")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     report = run(args)
     print(table(report))
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0
 
