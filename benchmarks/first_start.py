@@ -8,7 +8,7 @@ process starts the real main window (as `python main.py` does, offscreen), prefi
 once each step is answered, until decode has gone over to the kernels and a few steps ran on them. A 10 ms
 QTimer measures the event loop's lateness throughout (the window is usable when it stays far below 2 s).
 
-    python benchmarks/first_start.py [--json out.json]
+    python benchmarks/first_start.py [--json benchmarks/results/first_start/<machine>_<date>.json]
 """
 
 from __future__ import annotations
@@ -95,7 +95,8 @@ def child(started: float, root: Path) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--json", type=Path)
+    parser.add_argument("--json", type=Path,
+                        help="write the results here, e.g. benchmarks/results/first_start/<machine>_<date>.json")
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout whose app is started (default: "
                         "this one; another one measures its version side by side)")
     parser.add_argument("--child", type=float, help=argparse.SUPPRESS)  # the launch time, in the child
@@ -119,6 +120,7 @@ def main() -> int:
     for key, value in result.items():
         print(f"{key:24} {value}")
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2))
     return out.returncode
 
