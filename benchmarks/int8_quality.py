@@ -1,7 +1,8 @@
 """How much the int8 weight-only mode changes the default model's predictions, measured against float32.
 
     PYTHONPATH=. python benchmarks/int8_quality.py [--steps 200]
-        [--int8-path float|int16|integer|integer-row|integer-<n>] [--json out.json]
+        [--int8-path float|int16|integer|integer-row|integer-<n>]
+        [--json benchmarks/results/int8_quality/<machine>_<date>.json]
 
 --int8-path sets TOKENSTEP_INT8_PATH (quant.py) for the int8 model: its one-row products with float32
 activations, with activations quantised to int16 (a scale per weight group), or to int8 (a scale per 4, per n
@@ -124,7 +125,8 @@ def main(argv=None) -> int:
     parser.add_argument("--model", default="default")
     parser.add_argument("--dtype", default="int8", help="the mode to compare with float32")
     parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None,
+                        help="write the results here, e.g. benchmarks/results/int8_quality/<machine>_<date>.json")
     parser.add_argument("--int8-path", default=None, help="TOKENSTEP_INT8_PATH for the int8 model: float, int16, "
                         "integer, integer-row, integer-<n> (default: this machine's default)")
     args = parser.parse_args(argv)
@@ -175,6 +177,7 @@ def main(argv=None) -> int:
     print(f"teacher-forced greedy agreement: mean {s['teacher_forced_agreement']:.1%}, "
           f"lowest {s['teacher_forced_min_agreement']:.1%}")
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return 0
 
