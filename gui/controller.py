@@ -30,8 +30,6 @@ from .worker import InferenceWorker
 # (at most 4 frames a second, redraw.py), and each batch wakes the GUI's two threads, which on 2 cores
 # displace a thread of the engine's decode step.
 RUN_BATCH_S = 0.1
-# Requests answered by `Finished`: until then the next Step, Run or Reset waits.
-GATED = ("Prefill", "Step", "Run", "Reset", "Rewind", "Force", "Switch")
 
 
 class Controller(BranchIntents, QObject):

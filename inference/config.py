@@ -88,10 +88,6 @@ class ModelConfig:
     eos_ids: tuple[int, ...] = ()
 
     @property
-    def gated_mlp(self) -> bool:
-        return self.family in ("llama", "qwen3", "phi3")
-
-    @property
     def rope_dim(self) -> int:
         """How many leading dims of each head rotary turns (the rest pass through)."""
         return self.rotary_dim or self.head_dim

@@ -1,8 +1,8 @@
 """What a session reports: frozen dataclasses holding numpy arrays and Python scalars only.
 
 They cross from the engine process to the GUI as they are (inside protocol.py's replies), and
-`to_json()` writes the trace's JSON Lines (one object per event, keys as in ../shared/DESIGN.md "Event
-contract"). Fields the trace does not need (display pieces, the draw's CDF) stay out of the JSON.
+`to_json()` writes the trace's JSON Lines (one object per event, keys as the README's "Headless trace"
+section lists them). Fields the trace does not need (display pieces, the draw's CDF) stay out of the JSON.
 """
 
 from __future__ import annotations

@@ -66,9 +66,6 @@ class ModelSettings:
         if folder not in self.folders:
             self.folders.append(folder)
 
-    def remove_folder(self, folder: str) -> None:
-        self.folders = [f for f in self.folders if f != folder]
-
     def add_recent(self, spec: str, at: float | None = None) -> None:
         # absolute, not resolved: a hub file is a symlink whose target (a blob) has no .gguf suffix
         spec = spec if spec == "default" else str(Path(spec).expanduser().absolute())

@@ -2,7 +2,7 @@
 
 One file drives `main.py trace --script` (inference/lesson.py plays it headless) and the app (gui/
 script_player.py plays it through the controller), so a teacher can prepare a lesson and replay it
-identically. The format is in ../shared/DESIGN.md "Branches and scripts" and the README:
+identically. The format is in the README's "Lesson scripts":
 
     {"prompt": "The capital of France is", "chat": false, "system": null,
      "settings": {"seed": 7, "temperature": 1.0, "max_new_tokens": 16},

@@ -1,6 +1,6 @@
 """The trace as JSON Lines, and a trace turned back into the lesson script that replays it.
 
-A trace records what happened (../shared/DESIGN.md "Event contract"): `model`, then `settings` (once, and
+A trace records what happened (the README's "Headless trace"): `model`, then `settings` (once, and
 again whenever the settings in force change: before the step that first drew under them), `prefill`,
 `step` (with `forced`), `rewind` / `reset` (with the seed they put in force), `branch`, `caption` and
 `stop`. `main.py trace` and the app's File → Export write it with `TraceWriter`, so both record the same.
