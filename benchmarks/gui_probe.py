@@ -8,7 +8,7 @@ Reports, in one run on the same machine:
 GUI runs alternate with headless runs (each GUI run is compared with the mean of the headless runs just
 before and after it): these shared machines drift by 10-20 % within a minute.
 
-    python benchmarks/gui_probe.py [--steps 100] [--repeats 5] [--json out.json]
+    python benchmarks/gui_probe.py [--steps 100] [--repeats 5] [--json benchmarks/results/gui_probe/<machine>_<date>.json]
 """
 
 from __future__ import annotations
@@ -142,7 +142,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5,
                         help="GUI runs, each between two headless runs (the machine's speed drifts)")
     parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--json", type=Path)
+    parser.add_argument("--json", type=Path,
+                        help="write the results here, e.g. benchmarks/results/gui_probe/<machine>_<date>.json")
     args = parser.parse_args()
     _app, window = open_window(args.steps, args.dtype)
     headless = [headless_tokens_per_s(args.steps, args.dtype)[0]]
@@ -169,6 +170,7 @@ def main() -> int:
     print(f"GUI tokens/s / headless tokens/s         median {summary['ratio_gui_to_headless_median']:.3f}, "
           f"lowest {summary['ratio_gui_to_headless_min']:.3f}   (target >= 0.9)")
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(summary, indent=2))
     return 0
 
