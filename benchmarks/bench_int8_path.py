@@ -2,7 +2,8 @@
 AVX-512 VNNI or AVX2), side by side in one process, and against llama.cpp's Q4_1 of the same model
 (llama-server, when built).
 
-    PYTHONPATH=. python benchmarks/bench_int8_path.py [--repeats 7] [--threads 2] [--no-llama] [--json out.json]
+    PYTHONPATH=. python benchmarks/bench_int8_path.py [--repeats 7] [--threads 2] [--no-llama]
+        [--json benchmarks/results/int8_path/<machine>_<date>.json]
 
 Each path is first given its own fastest int8 kernel shape (measured as kernel_shape does at first use), and
 runs in it. Every repeat runs, in an order that alternates: a streaming read of 1 GiB (the bandwidth); the
@@ -143,7 +144,8 @@ def main(argv=None) -> int:
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--context", type=int, default=16)
     parser.add_argument("--no-llama", action="store_true")
-    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None,
+                        help="write the results here, e.g. benchmarks/results/int8_path/<machine>_<date>.json")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     model = load_model("default", device="cpu", dtype="int8")
@@ -210,6 +212,7 @@ def main(argv=None) -> int:
     for k, v in low.items():
         print(f"p10 {k:28s} {v:9.3f}")
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     return 0
 
