@@ -1,6 +1,7 @@
 """Prefill and decode speed of TokenStep against transformers `generate` (and llama.cpp when installed).
 
-    PYTHONPATH=. python benchmarks/bench_decode.py [--dtype float32|int8|bfloat16] [--quick] [--json out.json]
+    PYTHONPATH=. python benchmarks/bench_decode.py [--dtype float32|int8|bfloat16] [--quick]
+        [--json benchmarks/results/decode/<machine>_<date>.json]
 
 Absolute times on a shared machine are noise, so everything is measured in one run and reported as
 ratios: each side (engine + dtype) runs in its own worker process (so its peak RSS is its own), the
@@ -361,7 +362,8 @@ def main(argv=None) -> int:
                         help="comma-separated engine:dtype list (engines: tokenstep, transformers, "
                              "llama_cpp); default from --dtype")
     parser.add_argument("--quick", action="store_true", help="2 repeats, prefill 16 and 128, 32 tokens")
-    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument("--json", type=Path, default=None,
+                        help="also write the results here, e.g. benchmarks/results/decode/<machine>_<date>.json")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.threads is None:
@@ -424,6 +426,7 @@ def main(argv=None) -> int:
     report = summarise(args, sides, lengths, results, gb_per_s, time.time() - started)
     print(table(report))
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
         print(f"[bench] wrote {args.json}", file=sys.stderr)
     return 0
