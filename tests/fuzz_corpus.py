@@ -126,7 +126,7 @@ def _warm(root: Path, good: Path, memory: int) -> None:
 
 
 def build(root: Path) -> tuple[Path, bytes]:
-    from test_gguf import write_gguf
+    from gguf_writer import write_gguf
     from tiny import make_hf_model, save_hf_model
 
     hf = make_hf_model("llama", seed=3)

@@ -9,52 +9,28 @@ import torch
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from inference.events import StepDone, Stopped
-from inference.layers import select_backend
-from inference.loading import load_model
 from inference.session import Session, draw_seed
 from inference.settings import GenerationSettings, SamplerSettings
-from inference.sources.local import LocalDecoder
-from tiny import ARCHITECTURES, build_decoder, make_hf_model, save_hf_model
+from tiny import ARCHITECTURES
 from moves import apply_move
+from session_checks import assert_cache_is_fresh, float64_model
 
 PROMPT = [5, 77, 200, 31, 9]
 SAMPLED = SamplerSettings(temperature=1.5, top_k=0)
 
 
-def _model(arch, folder):
-    """The tiny model in float64 (no float32 rounding between a cached and a fresh path), with no EOS."""
-    model = load_model(save_hf_model(make_hf_model(arch, seed=5), folder), device="cpu")
-    decoder = build_decoder(folder, select_backend("cpu", torch.float64))
-    return dataclasses.replace(model, decoder=decoder, config=dataclasses.replace(model.config, eos_ids=()))
-
-
 @pytest.fixture(scope="module", params=sorted(ARCHITECTURES))
 def model(request, tmp_path_factory):
-    return _model(request.param, tmp_path_factory.mktemp(request.param))
+    return float64_model(request.param, tmp_path_factory.mktemp(request.param))
 
 
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory):
-    return _model("llama", tmp_path_factory.mktemp("llama64"))
+    return float64_model("llama", tmp_path_factory.mktemp("llama64"))
 
 
 def _steps(events):
     return [e for e in events if isinstance(e, StepDone)]
-
-
-def assert_cache_is_fresh(session: Session, ids: list[int] | None = None, tolerance: float = 1e-5) -> None:
-    """The cache holds exactly `ids` (the prompt + path by default; K/V equal to a fresh prefill's at positions
-    0..) and the pending logits are that prefill's last logits."""
-    ids = session.prompt + session.generated if ids is None else ids
-    fresh = LocalDecoder(session.model.decoder)
-    fresh.start(len(ids))
-    logits = fresh.forward(ids, 0)
-    cache = session.source.cache
-    held = len(ids) - (1 if session.pending_logits is None and session.generated else 0)
-    assert cache.length == held
-    assert (cache.data[:, :, :, :held] - fresh.cache.data[:, :, :, :held]).abs().max().item() <= tolerance
-    if session.pending_logits is not None:
-        assert (session.pending_logits - logits).abs().max().item() <= tolerance
 
 
 def test_rewind_force_and_switch_back(model):

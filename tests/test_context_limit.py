@@ -17,7 +17,7 @@ from inference.layers import select_backend
 from inference.loading import load_model
 from inference.session import Session
 from inference.settings import GenerationSettings, SamplerSettings
-from test_branches import assert_cache_is_fresh
+from session_checks import assert_cache_is_fresh
 from tiny import build_decoder, make_hf_model, save_hf_model
 
 PROMPT = [5, 77, 200, 31, 9, 14, 250, 3, 88, 120, 61, 7, 199, 42, 11, 301, 56, 97, 230, 18]  # 20 tokens

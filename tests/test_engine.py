@@ -1,12 +1,10 @@
 """The engine loop over real pipes, in this process: typed commands in, typed replies out, one run loop."""
 
-import multiprocessing
-import threading
 
 import pytest
+from engine_driver import of, serve, steps
 
 from inference import protocol as p
-from inference.engine import Engine
 from inference.events import SessionStatus, StepDone
 from inference.settings import GenerationSettings, SamplerSettings
 from tiny import make_hf_model, save_hf_model
@@ -17,33 +15,6 @@ GREEDY = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=40)
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     return str(save_hf_model(make_hf_model("llama", seed=3), tmp_path_factory.mktemp("engine")))
-
-
-def serve(commands, finished: int):
-    """Queue `commands` (raw objects: envelopes or not) at once, so the engine finds them all waiting; once
-    `finished` of them are answered, Quit. The engine's replies."""
-    command_reader, command_writer = multiprocessing.Pipe(duplex=False)
-    reply_reader, reply_writer = multiprocessing.Pipe(duplex=False)
-    for command in commands:
-        command_writer.send(command)
-    thread = threading.Thread(target=lambda: Engine(command_reader, reply_writer, cuda=False).loop())
-    thread.start()
-    replies = []
-    while thread.is_alive() or reply_reader.poll():
-        if reply_reader.poll(0.05):
-            replies.append(p.receive(reply_reader, p.Reply))
-            if isinstance(replies[-1], p.Finished) and len(of(replies, p.Finished)) == finished:
-                command_writer.send(p.wrap(p.Quit()))
-    thread.join()
-    return replies
-
-
-def of(replies, kind):
-    return [r for r in replies if isinstance(r, kind)]
-
-
-def steps(replies):
-    return [e for r in of(replies, p.Stepped) for e in r.events]
 
 
 def test_a_bad_message_gets_an_error_reply_and_the_engine_goes_on(folder):

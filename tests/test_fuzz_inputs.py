@@ -82,7 +82,7 @@ def _outcome(case: str, run, names: tuple[str, ...]) -> str:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """(HF folder, GGUF bytes, its header fields) of a tiny Llama."""
-    from test_gguf import write_gguf
+    from gguf_writer import write_gguf
 
     root = tmp_path_factory.mktemp("fuzz")
     hf = make_hf_model("llama", seed=3)

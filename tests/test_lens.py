@@ -240,7 +240,7 @@ def test_without_kv_cache_the_lens_is_the_same_and_a_verify_pass_may_have_none(l
 
 
 def test_capture_lens_over_the_pipe(llama):
-    from test_engine import of, serve, steps
+    from engine_driver import of, serve, steps
 
     from inference import protocol as p
 

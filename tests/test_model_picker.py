@@ -8,9 +8,8 @@ from PySide6.QtGui import QKeySequence, QPalette
 from app_driver import wait_until
 from inference import cache_dir, memory
 from inference.model_settings import ModelSettings
-import test_catalog
+from fake_model_dirs import fake_models  # noqa: F401 - a module fixture, shared with test_catalog
 
-fake_models = test_catalog.fake_models  # its module fixture, shared
 
 SCREENSHOT = "/tmp/picker.png"
 

@@ -13,7 +13,7 @@ from inference.sampling import distribution, draw
 from inference.session import Session, draw_seed
 from inference.settings import GenerationSettings, SamplerSettings
 from inference.sources.local import LocalDecoder
-from test_speculate import SAMPLED, _generate, _repeating_token, _same_steps, _steps, _verifies, llama  # noqa: F401
+from speculate_support import SAMPLED, _generate, _repeating_token, _same_steps, _steps, _verifies, llama  # noqa: F401
 from tiny import VOCAB
 
 
