@@ -131,7 +131,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--tokens", type=int, default=32, help="decode steps per repeat")
     parser.add_argument("--prefill", default="16,128", help="prompt lengths, comma-separated")
-    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None,
+                        help="write the results here (default: benchmarks/results/int8_stock/<machine>_<date>.json)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)  # before the builds: float32's row blocks follow the thread count
     folder = resolve_folder("default")
