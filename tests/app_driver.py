@@ -50,11 +50,34 @@ def window_fixture(name: str, scope: str = "module"):
     return window
 
 
-def prefill_greedy(win, prompt: str) -> None:
-    """Greedy decoding, the prompt read; returns once the views show it (no step taken yet)."""
-    win.controls.greedy.setChecked(True)
+DEFAULT_PROMPT = "The capital of France is"
+
+
+def set_controls(win, **values) -> None:
+    """Controls by name (greedy=True, seed=7, speculate=4, max_new=8): check boxes checked, spin boxes set."""
+    for name, value in values.items():
+        widget = getattr(win.controls, name)
+        widget.setChecked(value) if isinstance(value, bool) else widget.setValue(value)
+
+
+def prefill(win, prompt: str = DEFAULT_PROMPT, **controls) -> None:
+    """The controls given set, the prompt read; returns once the views show it (no step taken yet)."""
+    set_controls(win, **controls)
     win.controls.prompt.setPlainText(prompt)
     win.actions["prefill"].trigger()
     c = win.controller
     wait_until(lambda: c.prefilled and not c.steps and idle(c))
     settle(win)
+
+
+def step(win, n: int = 1) -> int:
+    """`n` presses of Step, each until what it decided arrived (with speculation a verify pass may decide several
+    steps), then until the views show them; the steps taken."""
+    c = win.controller
+    start = len(c.steps)
+    for _ in range(n):
+        before = len(c.steps)
+        win.actions["step"].trigger()
+        wait_until(lambda: len(c.steps) > before and idle(c))
+    settle(win)
+    return len(c.steps) - start

@@ -12,10 +12,11 @@ from inference.loading import load_model
 from inference.session import Session
 from inference.settings import GenerationSettings, SamplerSettings
 from tiny import make_hf_model, save_hf_model
-from app_driver import idle, prefill_greedy, settle, wait_until
+from app_driver import prefill, settle, step, wait_until
 
 PROMPT = [5, 77, 200, 31, 9, 140]  # six tokens
 GREEDY = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=4)
+SIX_TOKENS = "abcdef"  # the tiny byte-level tokenizer: six tokens
 
 
 @pytest.fixture(scope="module")
@@ -125,19 +126,6 @@ def window(qapp, tiny_folder, tmp_path_factory):
     win.close()
 
 
-def prefill(win, prompt="abcdef"):  # the tiny byte-level tokenizer: six tokens
-    prefill_greedy(win, prompt)
-
-
-def step(win, n=1):
-    c = win.controller
-    for _ in range(n):
-        before = len(c.steps)
-        win.actions["step"].trigger()
-        wait_until(lambda: len(c.steps) == before + 1 and idle(c))
-    settle(win)
-
-
 def show_attention(win):
     win.docks["attention"].show()
     win.docks["attention"].raise_()
@@ -147,7 +135,7 @@ def show_attention(win):
 
 def test_opened_after_prefill_it_recomputes_and_draws_the_masked_triangle(window):
     window.docks["attention"].hide()
-    prefill(window)
+    prefill(window, SIX_TOKENS, greedy=True)
     assert window.controller.prefill_event.prompt_attention is None  # not recorded: the dock was closed
     view = show_attention(window)
     assert view.stack.currentWidget() is view.placeholder or view.grid is not None  # never an empty frame
@@ -162,7 +150,7 @@ def test_opened_after_prefill_it_recomputes_and_draws_the_masked_triangle(window
 
 def test_prefill_with_the_dock_open_and_a_decode_row_after_a_step(window):
     view = show_attention(window)
-    prefill(window)
+    prefill(window, SIX_TOKENS, greedy=True)
     c = window.controller
     prompt = c.prefill_event.prompt_attention
     assert prompt is not None and view.grid.shape == (6, 6)
@@ -182,7 +170,7 @@ def test_prefill_with_the_dock_open_and_a_decode_row_after_a_step(window):
 
 def test_layer_and_head_choose_the_captured_matrix(window):
     view = show_attention(window)
-    prefill(window)
+    prefill(window, SIX_TOKENS, greedy=True)
     prompt = window.controller.prefill_event.prompt_attention
     for layer, head in ((0, 3), (1, 0), (0, None)):
         view.picker.select(layer, head)
@@ -195,7 +183,7 @@ def test_grouped_heads_are_drawn_and_a_click_highlights_both_tokens_in_context(w
     from PySide6.QtCore import Qt
 
     view = show_attention(window)
-    prefill(window)
+    prefill(window, SIX_TOKENS, greedy=True)
     text = re.sub("<[^>]+>", "", view.picker.groups.text()).replace("&nbsp;", " ").replace("\u2060", "")
     assert "share 2 K/V heads" in text and "K/V head 0:" in text and "K/V head 1:" in text
     assert text.index("q1") < text.index("K/V head 1:") < text.index("q2")  # q0 q1 | q2 q3
@@ -213,7 +201,7 @@ def test_grouped_heads_are_drawn_and_a_click_highlights_both_tokens_in_context(w
 
 def test_opened_after_steps_it_recomputes_the_shown_decode_row(window):
     window.docks["attention"].hide()
-    prefill(window)
+    prefill(window, SIX_TOKENS, greedy=True)
     step(window, 2)
     c = window.controller
     assert c.steps[1].attention is None  # taken while the dock was closed

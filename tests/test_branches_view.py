@@ -12,6 +12,7 @@ from gui.compare import chosen_p
 from gui.main_window import MainWindow
 from gui.theme import Appearance
 from gui.views.branches_view import assign_rows, branch_tip, format_p
+from app_driver import idle, prefill, settle, step
 from tiny import make_hf_model, save_hf_model
 
 WAIT = 60_000  # ms: generous, the machines are shared
@@ -40,38 +41,14 @@ def window(qtbot, tiny_folder, tmp_path):
     assert win.controller.thread.isFinished()
 
 
-def idle(c):
-    return not c.busy and not c.running
-
-
 def ids(win):
     return [s.token.id for s in win.controller.steps]
-
-
-def settle(qtbot, win):
-    qtbot.waitUntil(lambda: not win.controller.scheduler.redraw_due, timeout=WAIT)
-
-
-def step(qtbot, win):
-    c = win.controller
-    before = len(c.steps)
-    win.actions["step"].trigger()
-    qtbot.waitUntil(lambda: len(c.steps) == before + 1 and idle(c), timeout=WAIT)
-
-
-def prefill_and_step(qtbot, win, n):
-    c = win.controller
-    win.controls.prompt.setPlainText("The capital of France is")
-    win.actions["prefill"].trigger()
-    qtbot.waitUntil(lambda: c.prefilled and idle(c), timeout=WAIT)
-    for _ in range(n):
-        step(qtbot, win)
 
 
 def fork_at(qtbot, win, index):
     """Scrub to step `index` and take its best candidate other than the one taken there."""
     c = win.controller
-    settle(qtbot, win)  # the slider has followed the last step: moving it is a change it reports
+    settle(win)  # the slider has followed the last step: moving it is a change it reports
     win.history.setValue(index)
     qtbot.waitUntil(lambda: c.shown() is not None and c.shown().index == index and not c.shown().pending,
                     timeout=WAIT)
@@ -86,13 +63,14 @@ def show_dock(qtbot, win, key):
     win.docks[key].raise_()
     view = win.views[key]
     qtbot.waitUntil(lambda: not view.visibleRegion().isEmpty(), timeout=WAIT)
-    settle(qtbot, win)
+    settle(win)
     return view
 
 
 def test_a_fork_shows_as_a_second_row_and_a_click_switches_back(qtbot, window):
     c = window.controller
-    prefill_and_step(qtbot, window, 3)
+    prefill(window)
+    step(window, 3)
     first = ids(window)
     other = fork_at(qtbot, window, 2)
     assert ids(window) == [first[0], other]
@@ -116,7 +94,7 @@ def test_a_fork_shows_as_a_second_row_and_a_click_switches_back(qtbot, window):
     qtbot.mouseClick(canvas, Qt.LeftButton, pos=old_second.rect.center().toPoint())
     qtbot.waitUntil(lambda: ids(window) == first and idle(c), timeout=WAIT)
     qtbot.waitUntil(lambda: not c.shown().pending and c.shown().index == 2, timeout=WAIT)
-    settle(qtbot, window)
+    settle(window)
     assert canvas.current == rows[0][2].node.id and canvas.shown == old_second.node.id
     # a token on the current path only shows its step: no switch, the branch stays whole
     qtbot.mouseClick(canvas, Qt.LeftButton, pos=rows[0][0].rect.center().toPoint())
@@ -126,7 +104,8 @@ def test_a_fork_shows_as_a_second_row_and_a_click_switches_back(qtbot, window):
 
 def test_compare_shows_both_texts_and_log_probs(qtbot, window):
     c = window.controller
-    prefill_and_step(qtbot, window, 3)
+    prefill(window)
+    step(window, 3)
     first_steps = list(c.steps)
     view = show_dock(qtbot, window, "compare")
     qtbot.waitUntil(lambda: view.results["A"] is not None and view.results["A"].n_steps == 3, timeout=WAIT)
@@ -146,7 +125,7 @@ def test_compare_shows_both_texts_and_log_probs(qtbot, window):
     assert "step 2" in view.parting.text()
     assert list(view.curves["B"].getData()[1]) == pytest.approx([s.dist.entropy for s in first_steps])
     # A follows the current branch as it grows; B stays on the other tip
-    step(qtbot, window)
+    step(window)
     qtbot.waitUntil(lambda: view.results["A"].n_steps == 3, timeout=WAIT)
     assert view.results["B"].text == "".join(s.token.text for s in first_steps)
     # choosing the same branch on both sides says so
@@ -184,8 +163,9 @@ def test_a_dock_tabbed_away_draws_only_when_raised(qtbot, window):
     window.docks["context"].raise_()
     view = window.views["branches"]
     qtbot.waitUntil(lambda: view.visibleRegion().isEmpty(), timeout=WAIT)
-    prefill_and_step(qtbot, window, 2)
-    settle(qtbot, window)
+    prefill(window)
+    step(window, 2)
+    settle(window)
     assert view.isVisible() and view.tabbed_away() and not view.canvas.placed
     window.docks["branches"].raise_()
     qtbot.waitUntil(lambda: len(view.canvas.placed) == 3, timeout=WAIT)
@@ -194,7 +174,8 @@ def test_a_dock_tabbed_away_draws_only_when_raised(qtbot, window):
 
 def test_after_a_rewind_compare_offers_the_current_path_beside_the_tips(qtbot, window):
     c = window.controller
-    prefill_and_step(qtbot, window, 3)
+    prefill(window)
+    step(window, 3)
     view = show_dock(qtbot, window, "compare")
     c.backspace()  # the third token leaves the path, not the tree
     qtbot.waitUntil(lambda: len(c.steps) == 2 and idle(c), timeout=WAIT)

@@ -12,6 +12,7 @@ from gui.dock_layout import LAYOUT_VERSION
 from gui.main_window import MainWindow
 from gui.theme import Appearance
 from gui.worker import ENGINE_NICENESS
+from app_driver import idle, prefill, settle, step
 
 WAIT = 120_000  # ms: generous, the machines are shared
 
@@ -39,42 +40,19 @@ def window(qtbot, cached_default_model, settings_file):
     assert win.controller.thread.isFinished()
 
 
-def _idle(c):
-    return not c.busy and not c.running
-
-
-def prefill(qtbot, win, prompt="The capital of France is"):
-    win.controls.prompt.setPlainText(prompt)
-    win.actions["prefill"].trigger()
-    qtbot.waitUntil(lambda: win.controller.prefilled and _idle(win.controller), timeout=WAIT)
-
-
-def step(qtbot, win, n=1):
-    c = win.controller
-    for _ in range(n):
-        before = len(c.steps)
-        win.actions["step"].trigger()
-        qtbot.waitUntil(lambda: len(c.steps) == before + 1 and _idle(c), timeout=WAIT)
-
-
 def reset(qtbot, win):
     win.actions["reset"].trigger()
-    qtbot.waitUntil(lambda: not win.controller.steps and _idle(win.controller), timeout=WAIT)
+    qtbot.waitUntil(lambda: not win.controller.steps and idle(win.controller), timeout=WAIT)
 
 
 def ids(win):
     return [s.token.id for s in win.controller.steps]
 
 
-def settle(qtbot, win):
-    """Until every view shows the latest reports (a redraw that waited for its interval has run)."""
-    qtbot.waitUntil(lambda: not win.controller.scheduler.redraw_due, timeout=WAIT)
-
-
 def test_three_steps_show_in_context_and_candidates(qtbot, window):
-    prefill(qtbot, window)
-    step(qtbot, window, 3)
-    settle(qtbot, window)
+    prefill(window)
+    step(window, 3)
+    settle(window)
     chips = window.views["context"].canvas.chips
     assert len(chips) == 5 + 3
     assert [ch.step for ch in chips[5:]] == [1, 2, 3]
@@ -88,34 +66,34 @@ def test_three_steps_show_in_context_and_candidates(qtbot, window):
 
 def test_reset_same_seed_reproduces_and_greedy_repeats(qtbot, window):
     window.controls.seed.setValue(1234)
-    prefill(qtbot, window, "Once upon a time")
-    step(qtbot, window, 3)
+    prefill(window, "Once upon a time")
+    step(window, 3)
     first = ids(window)
     reset(qtbot, window)
-    step(qtbot, window, 3)
+    step(window, 3)
     assert ids(window) == first
     assert window.controller.steps[0].seed == 1234
     window.controls.greedy.setChecked(True)
     reset(qtbot, window)
-    step(qtbot, window, 3)
+    step(window, 3)
     greedy = ids(window)
     reset(qtbot, window)
-    step(qtbot, window, 3)
+    step(window, 3)
     assert ids(window) == greedy
     assert all(s.random_u is None for s in window.controller.steps)
 
 
 def test_temperature_redraws_pending_bars_without_a_forward(qtbot, window):
-    prefill(qtbot, window)
+    prefill(window)
     c = window.controller
-    settle(qtbot, window)
+    settle(window)
     forwards = c.forward_count
     assert forwards >= 1  # the prefill ran one
     view = window.views["candidates"]
     before = np.array(view.bar_items[1].opts["width"])  # after-temperature bars
     window.controls.temperature.setValue(2.0)
     qtbot.waitUntil(lambda: c.pending is not None and c.pending.dist.settings.temperature == 2.0, timeout=WAIT)
-    settle(qtbot, window)
+    settle(window)
     after = np.array(view.bar_items[1].opts["width"])
     assert c.shown().pending and view.header.text().startswith("Step 1 (next")
     assert after[0] < before[0] - 0.05  # a hotter temperature flattens the top bar
@@ -124,10 +102,10 @@ def test_temperature_redraws_pending_bars_without_a_forward(qtbot, window):
 
 
 def test_scrubbing_to_step_one_shows_its_candidates(qtbot, window):
-    prefill(qtbot, window)
-    step(qtbot, window, 3)
+    prefill(window)
+    step(window, 3)
     window.history.setValue(1)
-    settle(qtbot, window)
+    settle(window)
     first = window.controller.steps[0]
     view = window.views["candidates"]
     assert view.header.text().startswith("Step 1 drew")
@@ -139,9 +117,9 @@ def test_run_until_max_new_tokens(qtbot, window):
     """Greedy, so the run is the same every time: this prompt's first 10 greedy tokens hold no EOS."""
     window.controls.greedy.setChecked(True)
     window.controls.max_new.setValue(10)
-    prefill(qtbot, window, "Write a long story about a dragon:")
+    prefill(window, "Write a long story about a dragon:")
     window.actions["run"].trigger()
-    qtbot.waitUntil(lambda: window.controller.stopped is not None and _idle(window.controller), timeout=WAIT)
+    qtbot.waitUntil(lambda: window.controller.stopped is not None and idle(window.controller), timeout=WAIT)
     stopped = window.controller.stopped
     assert stopped.reason == "max_new_tokens"
     assert stopped.n_generated == 10 and len(window.controller.steps) == 10
@@ -185,8 +163,8 @@ def test_views_redraw_together_during_run_within_a_cpu_share(qtbot, window, monk
     from gui.views.base import View
 
     scheduler = window.controller.scheduler
-    prefill(qtbot, window)
-    step(qtbot, window)
+    prefill(window)
+    step(window)
     views = [v for v in window.findChildren(View) if v.isVisible()]
     assert sum(v.COSTLY for v in views) >= 3 and any(type(v).__name__ == "ContextView" for v in views)
     counts = {}
@@ -227,7 +205,7 @@ def test_during_a_run_the_step_axes_hold_the_whole_run_from_the_start(qtbot, win
     and keep that range from frame to frame."""
     c = window.controller
     window.controls.max_new.setValue(400)
-    prefill(qtbot, window, "Count to one thousand: 1, 2, 3,")
+    prefill(window, "Count to one thousand: 1, 2, 3,")
     n_prompt = c.prefill_event.n_tokens
     views = window.views
     plots = {"timing": lambda: views["timing"].plot, "stop": lambda: views["stop"].eos_plot,
@@ -246,7 +224,7 @@ def test_during_a_run_the_step_axes_hold_the_whole_run_from_the_start(qtbot, win
     assert ranges() == early
     assert early["timing"][1] >= 400 and early["stop"][1] >= 400 and early["kv"][1] >= n_prompt + 400
     window.actions["stop"].trigger()
-    qtbot.waitUntil(lambda: _idle(c), timeout=WAIT)
+    qtbot.waitUntil(lambda: idle(c), timeout=WAIT)
     assert ranges()["timing"][1] < 400  # stopped: the steps there are, in whole blocks
 
 
@@ -256,11 +234,11 @@ def test_the_controls_panel_keeps_its_size_when_a_run_ends(qtbot, window):
     scrolled and everything below the box moved, at the end of every run."""
     c, controls = window.controller, window.controls
     controls.max_new.setValue(8)
-    prefill(qtbot, window)
+    prefill(window)
     qtbot.wait(50)
     before = (controls.height(), controls.prompt.height())
     window.actions["run"].trigger()
-    qtbot.waitUntil(lambda: c.stopped is not None and _idle(c), timeout=WAIT)
+    qtbot.waitUntil(lambda: c.stopped is not None and idle(c), timeout=WAIT)
     qtbot.wait(100)  # the layout requests the end of the run set off
     viewport = controls.parentWidget()  # the scroll area's viewport
     assert (controls.height(), controls.prompt.height()) == before
@@ -273,8 +251,8 @@ def test_bad_folder_shows_an_error_and_the_old_model_still_steps(qtbot, window, 
     from PySide6.QtCore import Qt
     from PySide6.QtWidgets import QApplication, QProgressDialog
 
-    prefill(qtbot, window)
-    step(qtbot, window, 1)
+    prefill(window)
+    step(window, 1)
     first = ids(window)
     bad = tmp_path / "broken"
     bad.mkdir()
@@ -291,7 +269,7 @@ def test_bad_folder_shows_an_error_and_the_old_model_still_steps(qtbot, window, 
     qtbot.waitUntil(lambda: window.loader.error_box is None, timeout=WAIT)
     assert window.actions["step"].shortcut().toString() == "Space" and window.actions["step"].isEnabled()
     window.actions["step"].trigger()  # what Space does (offscreen windows get no key focus)
-    qtbot.waitUntil(lambda: len(window.controller.steps) == 2 and _idle(window.controller), timeout=WAIT)
+    qtbot.waitUntil(lambda: len(window.controller.steps) == 2 and idle(window.controller), timeout=WAIT)
     assert ids(window)[:1] == first
 
 
@@ -338,8 +316,8 @@ def test_closing_mid_run_joins_the_thread_quickly(qtbot, cached_default_model, s
 def test_export_trace_and_png(qtbot, window, tmp_path):
     import json
 
-    prefill(qtbot, window)
-    step(qtbot, window, 2)
+    prefill(window)
+    step(window, 2)
     path = window.export_trace(str(tmp_path / "t.jsonl"))
     events = [json.loads(line) for line in open(path, encoding="utf-8")]
     assert [e["type"] for e in events] == ["model", "settings", "prefill", "step", "step"]
@@ -350,12 +328,12 @@ def test_export_trace_and_png(qtbot, window, tmp_path):
 
 def test_presentation_and_dark_mode_rescale(qtbot, window):
     canvas = window.views["context"].canvas
-    prefill(qtbot, window)
-    settle(qtbot, window)
+    prefill(window)
+    settle(window)
     normal = canvas.chips[0].rect.height()
     window.actions["presentation"].trigger()
     window.actions["dark"].trigger()
-    settle(qtbot, window)
+    settle(window)
     assert canvas.chips[0].rect.height() > normal * 1.1  # the type grew by the presentation scale
     assert window.appearance.theme.name == "dark"
     window.actions["presentation"].trigger()
@@ -395,7 +373,7 @@ def test_presentation_mode_tabs_the_secondary_docks_and_gives_the_layout_back(qt
     assert d["candidates"].width() > before["candidates"].width() + before["stop"].width() * 0.8
     window.actions["presentation"].trigger()
     qtbot.waitUntil(lambda: not window.tabifiedDockWidgets(d["kv"]), timeout=5000)
-    settle(qtbot, window)
+    settle(window)
     after = on_screen()
     assert after.keys() == before.keys()
     for key in before:

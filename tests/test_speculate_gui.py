@@ -12,7 +12,7 @@ import pytest
 
 from gui.speculation import counters, newest_pass, pass_of
 from inference.events import Token, Verified
-from app_driver import idle, settle, wait_until, window_fixture
+from app_driver import idle, prefill as driver_prefill, settle, step, wait_until, window_fixture
 
 window = window_fixture("speculate")
 
@@ -22,24 +22,8 @@ REPEATS = "a b c d a b c d a b c d a b"
 
 
 def prefill(win, speculate, prompt=REPEATS):
-    win.controls.greedy.setChecked(True)
-    win.controls.speculate.setValue(speculate)
-    win.controls.prompt.setPlainText(prompt)
-    win.actions["prefill"].trigger()
-    c = win.controller
-    wait_until(lambda: c.prefilled and not c.steps and idle(c))
-    assert c.settings.speculate == speculate
-    settle(win)
-
-
-def step(win):
-    """One Step: with speculation one verify pass, which may decide several steps."""
-    c = win.controller
-    before = len(c.steps)
-    win.actions["step"].trigger()
-    wait_until(lambda: len(c.steps) > before and idle(c))
-    settle(win)
-    return len(c.steps) - before
+    driver_prefill(win, prompt, greedy=True, speculate=speculate)
+    assert win.controller.settings.speculate == speculate
 
 
 def fake_history(ids, verified_by, verifies):

@@ -10,30 +10,9 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QApplication
 
 from gui.views.format import fmt_bytes
-from app_driver import idle, settle, wait_until, window_fixture
+from app_driver import idle, prefill, settle, step, wait_until, window_fixture
 
 window = window_fixture("views")
-
-
-
-
-def prefill(win, greedy=True, prompt="The capital of France is"):
-    win.controls.greedy.setChecked(greedy)
-    win.controls.seed.setValue(7)
-    win.controls.prompt.setPlainText(prompt)
-    win.actions["prefill"].trigger()
-    c = win.controller
-    wait_until(lambda: c.prefilled and not c.steps and idle(c))
-    settle(win)
-
-
-def step(win, n=1):
-    c = win.controller
-    for _ in range(n):
-        before = len(c.steps)
-        win.actions["step"].trigger()
-        wait_until(lambda: len(c.steps) == before + 1 and idle(c))
-    settle(win)
 
 
 def click_bar(qtbot, view, row):
@@ -44,7 +23,7 @@ def click_bar(qtbot, view, row):
 
 def test_clicking_a_candidate_bar_or_a_draw_segment_takes_it(qtbot, window):
     c = window.controller
-    prefill(window, greedy=False)
+    prefill(window, greedy=False, seed=7)
     view = window.views["candidates"]
     assert c.shown().pending and view._can_take()
     cands = c.pending.dist.candidates
@@ -72,7 +51,7 @@ def test_clicking_a_candidate_bar_or_a_draw_segment_takes_it(qtbot, window):
 
 def test_clicking_a_candidate_on_a_past_step_forks_there(qtbot, window):
     c = window.controller
-    prefill(window)
+    prefill(window, greedy=True, seed=7)
     step(window, 3)
     first = [s.token.id for s in c.steps]
     window.history.setValue(2)
@@ -98,7 +77,7 @@ def test_clicking_a_candidate_on_a_past_step_forks_there(qtbot, window):
 
 def test_backspace_removes_the_last_token_but_not_a_character_of_the_prompt(qtbot, window):
     c = window.controller
-    prefill(window)
+    prefill(window, greedy=True, seed=7)
     assert not window.actions["backspace"].isEnabled()  # no steps yet
     step(window, 2)
     assert window.actions["backspace"].isEnabled()
@@ -128,7 +107,7 @@ def test_backspace_removes_the_last_token_but_not_a_character_of_the_prompt(qtbo
 
 def test_the_history_slider_moves_every_view_to_the_step(qtbot, window):
     c = window.controller
-    prefill(window)
+    prefill(window, greedy=True, seed=7)
     step(window, 4)
     window.history.setValue(2)
     settle(window)

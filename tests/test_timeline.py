@@ -7,23 +7,13 @@ import pytest
 
 from gui.timing_data import CACHED, NO_CACHE, PREFILL, REREAD, SAMPLE, VERIFY, timeline
 from inference.events import PrefillDone, StepDone, Switched, Token, Verified
-from app_driver import idle, settle, wait_until, window_fixture
+from app_driver import idle, prefill, settle, wait_until, window_fixture
 
 window = window_fixture("timeline")
 
 
 STEPS = 8
 LONG = 40  # steps without the cache: enough growth of the context to stand above the timing noise
-
-
-def prefill(win, prompt="The capital of France is"):
-    win.controls.greedy.setChecked(True)
-    win.controls.speculate.setValue(0)
-    win.controls.prompt.setPlainText(prompt)
-    win.actions["prefill"].trigger()
-    c = win.controller
-    wait_until(lambda: c.prefilled and not c.steps and idle(c))
-    settle(win)
 
 
 def run(win, n):
@@ -35,7 +25,8 @@ def run(win, n):
 
 def test_the_toggle_runs_without_the_cache_and_timing_shows_both_series(window):
     c, timing = window.controller, window.views["timing"]
-    prefill(window, "Count with me: one, two, three, four, five, six, seven, eight, nine, ten,")
+    prefill(window, "Count with me: one, two, three, four, five, six, seven, eight, nine, ten,", greedy=True,
+            speculate=0)
     run(window, STEPS)
     assert all(s.kv_used_bytes > 0 for s in c.steps)
     assert not timing.series.shown  # one mode only: no comparison yet
@@ -67,7 +58,7 @@ def test_the_toggle_runs_without_the_cache_and_timing_shows_both_series(window):
 
 def test_the_timeline_has_one_prefill_block_and_one_block_per_step_at_least_a_pixel_wide(window):
     c, timing = window.controller, window.views["timing"]
-    prefill(window)
+    prefill(window, greedy=True, speculate=0)
     run(window, STEPS)
     blocks = timing.timeline.blocks
     assert [b.kind for b in blocks] == [PREFILL, SAMPLE] + [CACHED] * (STEPS - 1)
@@ -98,7 +89,7 @@ def test_the_prefill_progress_bar_shows_for_a_long_prefill_and_hides_after(windo
 def test_the_estimate_says_n_decode_steps_from_the_measured_median(window):
     c, timing = window.controller, window.views["timing"]
     if len(c.steps) < 2 or not c.kv_cache:
-        prefill(window)
+        prefill(window, greedy=True, speculate=0)
         run(window, STEPS)
     text = timing.summary.text()
     n = c.prefill_event.n_tokens

@@ -10,7 +10,7 @@ from gui.history import History
 from gui.views.base import View
 from gui.views.branches_view import assign_rows
 from inference.events import PrefillDone, StepDone, Stopped, Token
-from app_driver import idle, settle, wait_until, window_fixture
+from app_driver import idle, prefill, settle, wait_until, window_fixture
 
 window = window_fixture("in_step")
 
@@ -46,16 +46,6 @@ def test_the_history_holds_back_what_a_paced_playback_has_not_shown():
     h.release()  # paused or stopped: everything reported is shown
     assert len(h.steps) == 5 and h.horizon is None and h.shown_index() == 5
     assert h.unrevealed() == set() and h.shown_current is h.current and len(assign_rows(h.root)) == 6
-
-
-def prefill(win, max_new=8):
-    win.controls.greedy.setChecked(True)
-    win.controls.max_new.setValue(max_new)
-    win.controls.prompt.setPlainText("The capital of France is")
-    win.actions["prefill"].trigger()
-    c = win.controller
-    wait_until(lambda: c.prefilled and not c.steps and idle(c))
-    settle(win)
 
 
 def drawn_views(win) -> list[View]:
@@ -102,7 +92,7 @@ def assert_in_step(frames, n_views_at_least=5):
 
 def test_paced_run_shows_every_step_in_every_view_at_once(window):
     c = window.controller
-    prefill(window, max_new=6)
+    prefill(window, greedy=True, max_new=6)
     frames = run_and_record(window, 8.0)
     assert_in_step(frames)
     views = frames[0][2]
@@ -117,7 +107,7 @@ def test_paced_run_shows_every_step_in_every_view_at_once(window):
 
 
 def test_fast_run_redraws_every_view_at_the_same_step(window):
-    prefill(window, max_new=12)
+    prefill(window, greedy=True, max_new=12)
     frames = run_and_record(window, 0.0)
     assert_in_step(frames)
     c = window.controller
@@ -126,7 +116,7 @@ def test_fast_run_redraws_every_view_at_the_same_step(window):
 
 def test_the_history_slider_sets_every_views_step(window):
     c = window.controller
-    prefill(window, max_new=5)
+    prefill(window, greedy=True, max_new=5)
     run_and_record(window, 0.0)
     for k in (2, 4, 1):
         window.history.setValue(k)
@@ -142,7 +132,7 @@ def test_the_history_slider_sets_every_views_step(window):
 
 def test_pause_during_a_paced_run_shows_all_the_engine_reported(window):
     c = window.controller
-    prefill(window, max_new=40)
+    prefill(window, greedy=True, max_new=40)
     window.controls.pace.setCurrentIndex(window.controls.pace.findData(1.0))
     window.actions["run"].trigger()
     wait_until(lambda: c.history.reported >= 3)  # the engine runs ahead of the pace

@@ -12,22 +12,10 @@ from PySide6.QtWidgets import QApplication
 from gui.views.explain_view import TEXTS
 from gui.views.format import fmt_bytes
 from gui.views.stop_view import EMPTY
-from app_driver import idle, prefill_greedy, settle, wait_until, window_fixture
+from app_driver import idle, prefill, settle, step, wait_until, window_fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 window = window_fixture("wording")
-
-
-def prefill(win, prompt="The capital of France is"):
-    prefill_greedy(win, prompt)
-
-
-def step(win):
-    c = win.controller
-    before = len(c.steps)
-    win.actions["step"].trigger()
-    wait_until(lambda: len(c.steps) == before + 1 and idle(c))
-    settle(win)
 
 
 def explain_text(win) -> str:
@@ -52,7 +40,7 @@ def test_before_a_prompt_the_views_say_how_to_start(window):
 
 
 def test_a_new_prefill_clears_the_last_run_at_once(window):
-    prefill(window)
+    prefill(window, greedy=True)
     step(window)
     c = window.controller
     assert "Decode step 1" in explain_text(window)
@@ -74,7 +62,7 @@ def test_a_new_prefill_clears_the_last_run_at_once(window):
 
 
 def test_explain_counts_the_older_positions_the_cache_holds(window):
-    prefill(window)
+    prefill(window, greedy=True)
     c = window.controller
     n_prompt = c.prefill_event.n_tokens
     per_token = c.info.kv_bytes_per_token
