@@ -30,7 +30,7 @@ def steps(path, tokens=16):
             logits = d.forward(torch.tensor([int(torch.argmax(logits[0]))]), 16 + i, cache)
         return (time.thread_time() - t) / tokens * 1000
 import llama_server
-srv = llama_server.LlamaServer(llama_server.binary_path(), llama_server.model_gguf())
+srv = llama_server.LlamaServer(llama_server.binary_path(llama_server.isa_options()), llama_server.model_gguf())
 cmd = [str(srv.binary), "-m", str(srv.model), "--host", "127.0.0.1", "--port", str(srv.port), "-t", "1", "-tb", "1", "-np", "1", "-c", "512", "--no-webui"]
 srv.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 for _ in range(600):

@@ -102,7 +102,7 @@ class LlamaCpp:
     def __init__(self, threads: int, context: int):
         import llama_server
 
-        binary = llama_server.binary_path()
+        binary = llama_server.binary_path(llama_server.isa_options())
         if binary is None:
             raise RuntimeError("llama-server is not built (python tests/llama_server.py builds it)")
         self.server = llama_server.LlamaServer(binary, llama_server.model_gguf())

@@ -51,7 +51,7 @@ def resolve_dtype(name: str, device: torch.device) -> str:
 
     On CPU, decode (what stepping waits for) reads the weights once per token, and float32 has the
     decode kernels: on an AVX512-BF16 CPU (no AMX) bf16 decoded 1.7-1.8x slower than float32
-    (benchmarks/results_bfloat16.json), and its probabilities drift from the float32 reference by up to
+    (benchmarks/results/decode/amd_2026-12-02_bfloat16.json), and its probabilities drift from the float32 reference by up to
     0.024; on an AVX2-only CPU bf16 prefilled 5x slower. float32 keeps the exact numbers the app
     teaches with.
     """
