@@ -1,4 +1,4 @@
-"""The integer int8 path (inference/kernels_integer.cpp: activations quantised to int8, int32 products on
+"""The integer int8 path (inference/kernels/csrc/kernels_integer.cpp: activations quantised to int8, int32 products on
 AVX-512 VNNI or AVX2) against a torch reference of the same quantisation math, and how the path is chosen
 (quant.int8_path).
 

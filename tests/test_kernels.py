@@ -1,4 +1,4 @@
-"""The decode kernels (inference/kernels.cpp) against stock PyTorch; skipped where they cannot be built."""
+"""The decode kernels (inference/kernels/csrc/kernels.cpp) against stock PyTorch; skipped where they cannot be built."""
 
 from pathlib import Path
 

@@ -33,12 +33,10 @@ from pathlib import Path
 
 import torch
 
-from . import cache_dir
+from .. import cache_dir
 
-SOURCE = Path(__file__).with_name("kernels.cpp")
-# #included by kernels.cpp: part of the build key
-INCLUDED = [Path(__file__).with_name(name) for name in ("kernels_int16.cpp", "kernels_int4.cpp", "kernels_integer.cpp",
-                                                         "kernels_vocab.cpp", "kernels_step.cpp")]
+CSRC = Path(__file__).with_name("csrc")  # the C++: kernels.cpp #includes the other parts
+SOURCE = CSRC / "kernels.cpp"
 # Ours, on top of what torch.utils.cpp_extension passes for the installed torch (its C++ standard, ABI, include and
 # library flags: torch 2.14's headers need C++20, 2.13's built as C++17).
 FLAGS = ["-O3", "-fopenmp", "-w"]
@@ -139,7 +137,7 @@ def _build(target: Path) -> None:
 def _target() -> Path:
     """Where the library for this source, these flags and this torch version is (or will be) built."""
     isa = _isa_flags()
-    sources = SOURCE.read_bytes() + b"".join(p.read_bytes() for p in INCLUDED) + _flag_files(isa)
+    sources = b"".join(p.read_bytes() for p in sorted(CSRC.iterdir()) if p.suffix in (".cpp", ".h")) + _flag_files(isa)
     key = hashlib.sha256(sources + " ".join(FLAGS + LINK_FLAGS + isa + [_compiler()]).encode()
                          + torch.__version__.encode())
     return cache_dir.cache_root() / "kernels" / f"tokenstep-{key.hexdigest()[:16]}.so"
