@@ -56,9 +56,8 @@ def _weight_files(folder: Path) -> tuple[list[Path], str]:
     if index.exists() or index.is_symlink():
         try:
             files = sorted(index_shards(index))
-        except ModelFormatError as e:
-            return [], ("model.safetensors.index.json names a shard outside the folder" if "outside" in str(e)
-                        else "model.safetensors.index.json is broken")
+        except ModelFormatError as e:  # index_shards' own words: not an index, or a shard outside the folder
+            return [], f"model.safetensors.index.json: {_reason(e, f'{index}: ')}"
         missing = [f.name for f in files if not f.is_file()]
         if missing:
             return files, f"incomplete download: {missing[0]} is missing" + (

@@ -132,27 +132,27 @@ class Engine:
         if self.session is not None:
             self.send(p.Status(self.session.status(), self.tag))
 
-    def stop_wanted(self) -> bool:
-        """Asked from a request's watcher thread while this one is blocked in a request to a server: the commands
-        that arrived go to `deferred` (the main thread reads the pipe again only after the request ended), and
-        True when one of them is Cancel or Abort. Abort then ends the generation as aborted, from `deferred`."""
+    def commands_waiting(self, stop: tuple[type, ...]) -> bool:
+        """Reads the commands waiting in the pipe, without blocking: a Cancel is taken, the others wait in `deferred`
+        in arrival order; True when one of them is of a `stop` kind."""
         wanted = False
         while self.commands.poll():
             command = self.receive()
             if command is not None:
-                wanted = wanted or isinstance(command, (p.Cancel, p.Abort))
-                self.deferred.append(command)
+                wanted = wanted or isinstance(command, stop)
+                if not isinstance(command, p.Cancel):
+                    self.deferred.append(command)
         return wanted
 
     def cancel_requested(self) -> bool:
         """Look for Cancel among waiting commands without losing the others."""
-        while self.commands.poll():
-            command = self.receive()
-            if isinstance(command, p.Cancel):
-                return True
-            if command is not None:
-                self.deferred.append(command)
-        return False
+        return self.commands_waiting((p.Cancel,))
+
+    def stop_wanted(self) -> bool:
+        """Asked from a request's watcher thread while this one is blocked in a request to a server (the main
+        thread reads the pipe again only after the request ended): True on Cancel or Abort. Abort then ends the
+        generation as aborted, from `deferred`."""
+        return self.commands_waiting((p.Cancel, p.Abort))
 
     # --- model ----------------------------------------------------------------------------------------
     def _load_progress(self, stage: str, done: int, total: int) -> None:

@@ -68,6 +68,10 @@ class Dialect:
     def server(self) -> str:
         return f"{self.label} at {self.http.base}"
 
+    def tokenized(self, reply) -> list[int]:
+        """The ids of a /tokenize reply (every dialect names them `tokens`), checked."""
+        return token_ids(mapping(reply, self.server, "/tokenize").get("tokens"), self.server, "/tokenize tokens")
+
 
 class LlamaCpp(Dialect):
     name, label = "llama.cpp", "llama-server"
@@ -96,7 +100,7 @@ class LlamaCpp(Dialect):
 
     def tokenize(self, text: str) -> list[int] | None:
         reply = self.http.post("/tokenize", {"content": text, "add_special": False})
-        return token_ids(mapping(reply, self.server, "/tokenize").get("tokens"), self.server, "/tokenize tokens")
+        return self.tokenized(reply)
 
     def top(self, tokens: list[int], n: int) -> TopReply:
         reply = self.http.post("/completion", {
@@ -141,7 +145,7 @@ class Vllm(Dialect):
     def tokenize(self, text: str) -> list[int] | None:
         reply = self.http.post("/tokenize", {"model": self.model.get("id", ""), "prompt": text,
                                              "add_special_tokens": False})
-        return token_ids(mapping(reply, self.server, "/tokenize").get("tokens"), self.server, "/tokenize tokens")
+        return self.tokenized(reply)
 
     def top(self, tokens: list[int], n: int) -> TopReply:
         n = min(n, self.max_top or n)
@@ -227,7 +231,7 @@ class Sglang(Dialect):
             reply = self.http.post("/tokenize", {"prompt": text, "add_special_tokens": False})
         except NotFound:
             return None  # an older SGLang: no /tokenize
-        return token_ids(mapping(reply, self.server, "/tokenize").get("tokens"), self.server, "/tokenize tokens")
+        return self.tokenized(reply)
 
     def top(self, tokens: list[int], n: int) -> TopReply:
         reply = self.http.post("/generate", {

@@ -114,7 +114,7 @@ def connect(spec: str, tokenizer: str | Path | None = None, timeout: float = 60.
     if progress:
         progress("connect", 0, 1)
     timeout = float(os.environ.get("TOKENSTEP_SERVER_TIMEOUT", timeout))
-    dialect = detect(Http(url, timeout=timeout, api_key=os.environ.get("TOKENSTEP_SERVER_API_KEY")))
+    dialect = _dialect(url, timeout)
     facts = dialect.facts()
     folder = find_tokenizer(tokenizer or named, facts)
     tok = Tokenizer.from_folder(folder)
@@ -136,6 +136,11 @@ def connect(spec: str, tokenizer: str | Path | None = None, timeout: float = 60.
     return RemoteModel(name=facts.model or url, url=url, folder=folder, config=config, tokenizer=tok,
                        facts=facts, dialect=dialect, defaults=sampler_defaults(generation),
                        n_params=int(facts.n_params or 0), load_seconds=time.perf_counter() - started)
+
+
+def _dialect(url: str, timeout: float):
+    """The server at `url` as its dialect speaks to it, with the user's API key (TOKENSTEP_SERVER_API_KEY)."""
+    return detect(Http(url, timeout=timeout, api_key=os.environ.get("TOKENSTEP_SERVER_API_KEY")))
 
 
 def find_tokenizer(named, facts: ServerFacts) -> Path:
@@ -185,7 +190,7 @@ def offer(url: str) -> dict:
     model path, and the local tokenizer that path names here (`tokenizer`: None when none), or the one-line
     `error` asking failed with."""
     try:
-        facts = detect(Http(url, timeout=OFFER_TIMEOUT, api_key=os.environ.get("TOKENSTEP_SERVER_API_KEY"))).facts()
+        facts = _dialect(url, OFFER_TIMEOUT).facts()
     except EXPECTED as e:
         return {"error": one_line(e)}
     served = served_tokenizer(facts)
