@@ -147,7 +147,8 @@ def _kernels_folder() -> Path | None:
     """The cache's kernels folder, made private (0700) where it is this user's, or None when another user could
     change what is in it (a cache shared by a class): code from there is never loaded."""
     folder = cache_dir.make_private(cache_dir.cache_root() / "kernels")
-    if folder.stat().st_uid == os.getuid() and folder.stat().st_mode & 0o077:
+    info = folder.stat()
+    if info.st_uid == os.getuid() and info.st_mode & 0o077:
         folder.chmod(0o700)  # made by an older TokenStep under the user's umask
     return folder if cache_dir.only_mine(folder, cache_dir.cache_root()) else None
 
@@ -215,10 +216,12 @@ def _state() -> tuple[object | None, str | None]:
         elif _kernels_folder() is not None:
             _build(target)  # cpp_extension loads what it built
         else:
-            with tempfile.TemporaryDirectory(prefix="tokenstep-kernels-") as private:  # 0700, this user's
-                print(f"[tokenstep] {cache_dir.cache_root()} can be written by other users: building the decode "
-                      "kernels privately for this run", file=sys.stderr)
-                _build(Path(private) / target.name)  # loaded: the file may go
+            print(f"[tokenstep] {cache_dir.cache_root()} can be written by other users: building the decode "
+                  "kernels privately for this run", file=sys.stderr)
+            private = Path(tempfile.mkdtemp(prefix="tokenstep-kernels-")) / target.name  # 0700, this user's
+            _build(private)  # a failed build's log stays there, as its one line says
+            private.unlink()  # loaded: the file may go
+            private.parent.rmdir()
         return torch.ops.tokenstep, None
     except BuildError as e:
         reason = f"{DID_NOT_BUILD} ({e})"

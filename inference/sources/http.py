@@ -5,7 +5,7 @@ HTTP error, a reply that is not JSON) is a `ServerError`: an OSError, so the fro
 expected line and the session keeps its state.
 
 What a server sends is not trusted: a call ends at its deadline however slowly the server dribbles its reply
-(a timer shuts the socket down), a reply larger than MAX_REPLY_BYTES is refused by its Content-Length or while
+(a watcher thread shuts the socket down), a reply larger than MAX_REPLY_BYTES is refused by its Content-Length or while
 it is read, JSON nested deeper than the parser's stack or holding a number beyond float range (`1e400`,
 `Infinity`, `NaN`) is refused, and a redirect is never followed: inference APIs do not redirect, and following
 one would carry the API key to wherever it points.
@@ -128,7 +128,8 @@ class Http:
 
         def watch():
             deadline = time.monotonic() + limit
-            while not finished.wait(max(0.0, min(WATCH_S, deadline - time.monotonic()))):
+            every = WATCH_S if self.watch is not None else limit  # nothing to ask: wake at the deadline only
+            while not finished.wait(max(0.0, min(every, deadline - time.monotonic()))):
                 if time.monotonic() >= deadline:
                     return end(expired)
                 if self.watch is not None and self.watch():
