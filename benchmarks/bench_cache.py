@@ -30,7 +30,7 @@ from benchmarks.bench_decode import cpu_facts  # noqa: E402
 
 def step_ms(model, ids: list[int], steps: int, kv_cache: bool) -> float:
     from inference.events import StepDone
-    from inference.session import Session
+    from inference.session.session import Session
     from inference.settings import GenerationSettings, SamplerSettings
 
     session = Session(model, GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=steps + 2))
@@ -57,7 +57,7 @@ def main(argv=None) -> int:
                         help="write the results here, e.g. benchmarks/results/cache/<machine>_<date>.json")
     args = parser.parse_args(argv)
 
-    from inference.loading import load_model
+    from inference.store.loading import load_model
     from paragraph import PARAGRAPH
 
     loaded = load_model(args.model, device="cpu", dtype="float32")

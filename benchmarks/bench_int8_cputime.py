@@ -13,7 +13,7 @@ sys.path.insert(0, "."); sys.path.insert(0, "tests"); sys.path.insert(0, "benchm
 torch.set_num_threads(1)
 from bench_int8_path import products, read_same_bytes, set_path
 from bench_decode import decode_read_bytes
-from inference.loading import load_model
+from inference.store.loading import load_model
 m = load_model("default", device="cpu", dtype="int8"); d = m.decoder
 def cpu(fn, n=3):
     best = 1e9

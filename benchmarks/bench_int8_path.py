@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from benchmarks.bench_decode import cpu_facts, decode_read_bytes  # noqa: E402
-from inference.loading import load_model  # noqa: E402
-from inference import kernel_shape, quant  # noqa: E402
+from inference.store.loading import load_model  # noqa: E402
+from inference.model import kernel_shape, quant  # noqa: E402
 
 STREAM = torch.ones((1 << 30) // 4, dtype=torch.float32)
 PATHS = ("float", "int16", "integer")  # "integer" where the CPU has integer code (main() drops it elsewhere)
@@ -104,7 +104,7 @@ class LlamaCpp:
 
         binary = llama_server.binary_path(llama_server.isa_options())
         if binary is None:
-            raise RuntimeError("llama-server is not built (python tests/llama_server.py builds it)")
+            raise RuntimeError("llama-server is not built (python tests/support/llama_server.py builds it)")
         self.server = llama_server.LlamaServer(binary, llama_server.model_gguf())
         self._start(threads)
         self.prompt = list(range(5, 5 + context))

@@ -11,7 +11,7 @@ Three builds of the default model, every one on the stock CPU backend (select_ba
 Every repeat runs each build's decode (greedy steps after a 16-token prompt) and prefills, in an order that
 alternates between repeats; medians of the per-repeat ms and of the per-repeat ratios are reported (on a
 shared machine the fastest repeat too). Quality: on benchmarks/int8_quality.py's 25 prompts (which hold
-tests/test_low_precision.py's five), the first step of each int8 build against float32's: top-1 equal, and
+tests/kernels/test_low_precision.py's five), the first step of each int8 build against float32's: top-1 equal, and
 the change of float32's top token's probability (the test's bound: |dp| <= 0.03).
 Without --json the result goes to benchmarks/results/int8_stock/<machine>_<date>.json.
 """
@@ -36,11 +36,11 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from benchmarks.bench_decode import cpu_facts  # noqa: E402
 from benchmarks.int8_quality import PROMPTS  # noqa: E402
-from inference import quant  # noqa: E402
-from inference.layers import select_backend  # noqa: E402
-from inference.loading import resolve_folder  # noqa: E402
-from inference.packing import weights_bytes  # noqa: E402
-from inference.tokenizer import Tokenizer  # noqa: E402
+from inference.model import quant  # noqa: E402
+from inference.model.layers import select_backend  # noqa: E402
+from inference.store.loading import resolve_folder  # noqa: E402
+from inference.model.packing import weights_bytes  # noqa: E402
+from inference.text.tokenizer import Tokenizer  # noqa: E402
 from tiny import build_decoder  # noqa: E402
 
 PROMPT_TOKENS = 16

@@ -1,4 +1,4 @@
-"""bfloat16 prefill (inference/prefill_dtype.py) against float32 prefill: speed, memory and quality.
+"""bfloat16 prefill (inference/model/prefill_dtype.py) against float32 prefill: speed, memory and quality.
 
     PYTHONPATH=. python benchmarks/bench_prefill_dtype.py [--repeats 7] [--threads N]
         [--json benchmarks/results/prefill_dtype/<machine>_<date>.json]
@@ -7,7 +7,7 @@ One float32 model is loaded; the mixed mode attaches the bfloat16 copies of its 
 two modes alternate on the same weights in one process. Here the copies serve every forward of 2 rows
 or more (the app's threshold, prefill_dtype.PREFILL_ROWS = 18, would leave the short test prompts in
 float32 and so measure nothing):
-- speed: a prefill of 16/128/512 tokens (tests/paragraph.py repeated), the modes alternating every
+- speed: a prefill of 16/128/512 tokens (tests/support/paragraph.py repeated), the modes alternating every
   repeat; medians and minimums (on a shared machine the minimum is the least disturbed run);
 - memory: the copies' bytes, and the peak RSS of a child process that loads the model and prefills 512
   tokens in each mode;
@@ -35,8 +35,8 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
 
-from inference import prefill_dtype  # noqa: E402
-from inference.loading import load_model  # noqa: E402
+from inference.model import prefill_dtype  # noqa: E402
+from inference.store.loading import load_model  # noqa: E402
 from int8_quality import PROMPTS  # noqa: E402
 from paragraph import PARAGRAPH  # noqa: E402
 

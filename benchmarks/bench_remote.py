@@ -3,9 +3,9 @@
     PYTHONPATH=. python benchmarks/bench_remote.py [--contexts 16,512] [--steps 32] [--repeats 3]
         [--json benchmarks/results/remote/<machine>_<date>.json]
 
-The server (tests/llama_server.py: built once per machine, `-t 1 -np 1 -fa off`, the default model's
+The server (tests/support/llama_server.py: built once per machine, `-t 1 -np 1 -fa off`, the default model's
 Q4_1 GGUF) runs on 127.0.0.1. For each context length L a prompt of exactly L tokens (the paragraph of
-tests/paragraph.py, repeated) is prefilled, then `--steps` greedy steps are taken, each ONE request with
+tests/support/paragraph.py, repeated) is prefilled, then `--steps` greedy steps are taken, each ONE request with
 the whole context as token ids. Reported per L (medians over steps and repeats):
   - step ms: the wall time of `Session.step()` here (draw + one HTTP request + reading the top-20);
   - request ms: the HTTP round trip of that request (the rest of a step is the draw and the report);
@@ -45,7 +45,7 @@ def prompt_of(tokenizer, n: int) -> list[int]:
 
 
 def measure(server, model, n_context: int, steps: int) -> dict:
-    from inference.session import Session
+    from inference.session.session import Session
     from inference.settings import GenerationSettings, SamplerSettings
 
     ids = prompt_of(model.tokenizer, n_context)
@@ -90,8 +90,8 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path, default=None,
                         help="write the results here, e.g. benchmarks/results/remote/<machine>_<date>.json")
     args = parser.parse_args(argv)
-    from inference.loading import load_model
-    from inference.sources.remote_model import one_thread
+    from inference.store.loading import load_model
+    from inference.store.remote_model import one_thread
 
     server = llama_server.LlamaServer(llama_server.ensure_built(log=sys.stderr), llama_server.model_gguf()).start()
     try:

@@ -7,7 +7,7 @@ The model's one-row products of that dtype (every matrix a decode step reads, in
 per shape and round, each pass followed at once by `torch.sum` over the bytes they span in the packed
 weight block, so every ratio compares two reads taken a few milliseconds apart: a shared machine's drift
 falls on both. Shapes are interleaved in a fresh order every round; medians and spreads of the per-pass
-ratios are reported, with the shape inference/kernel_shape.py would choose (lowest median time) and the
+ratios are reported, with the shape inference/model/kernel_shape.py would choose (lowest median time) and the
 one its cache holds for this machine. The shape in force is restored at the end.
 """
 
@@ -45,8 +45,8 @@ def timed_read(block: torch.Tensor) -> float:
 
 
 def run(args) -> dict:
-    from inference import kernel_shape
-    from inference.loading import load_model
+    from inference.model import kernel_shape
+    from inference.store.loading import load_model
 
     torch.set_num_threads(args.threads or torch.get_num_threads())
     model = load_model(args.model, device="cpu", dtype=args.dtype)

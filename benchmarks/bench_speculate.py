@@ -49,7 +49,7 @@ def median(values: list[float]) -> float:
 def run_once(model, ids: list[int], speculate: int, max_new_tokens: int) -> dict:
     """One generation: decode time, tokens, passes and what the verify passes did."""
     from inference.events import StepDone, Verified
-    from inference.session import GenerationSettings, Session
+    from inference.session.session import GenerationSettings, Session
     from inference.settings import SamplerSettings
 
     settings = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=max_new_tokens, top_n=1,
@@ -142,8 +142,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     import torch
 
-    from inference.loading import load_model
-    from inference.session import prompt_ids
+    from inference.store.loading import load_model
+    from inference.session.session import prompt_ids
 
     if args.threads:
         torch.set_num_threads(args.threads)

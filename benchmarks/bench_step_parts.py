@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_shapes import span_view  # noqa: E402
-from inference import model as model_module, quant  # noqa: E402
-from inference.loading import load_model  # noqa: E402
+from inference.model import decoder as model_module, quant  # noqa: E402
+from inference.store.loading import load_model  # noqa: E402
 
 
 def per_layer(self, x, layers, position, cache, rope):

@@ -25,8 +25,8 @@ transformers.__version__, torch.cuda.get_device_name())"
   nproc; } 2>&1 | tee "$OUT/machine.txt"
 
 echo "== CUDA tests"
-timeout 150 python3 -m pytest -q -p no:cacheprovider -m cuda -rs tests/test_cuda.py \
-    tests/test_families_qwen_phi.py 2>&1 | tee "$OUT/cuda_tests.log" | tail -40
+timeout 150 python3 -m pytest -q -p no:cacheprovider -m cuda -rs tests/inference/test_cuda.py \
+    tests/inference/test_families_qwen_phi.py 2>&1 | tee "$OUT/cuda_tests.log" | tail -40
 
 echo "== bench_cuda"
 timeout "${BENCH_TIMEOUT:-200}" python3 benchmarks/bench_cuda.py --tokenizer "$TOKENIZER" \

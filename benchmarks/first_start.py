@@ -105,7 +105,8 @@ def main() -> int:
         print(json.dumps(child(args.child, args.root.resolve())), flush=True)
         return 0
     sys.path.insert(0, str(ROOT))
-    from inference import cache_dir, default_model
+    from inference import cache_dir
+    from inference.store import default_model
 
     wheel = cache_dir.cache_root() / "downloads" / default_model.WHEEL_FILE
     with tempfile.TemporaryDirectory() as cache:

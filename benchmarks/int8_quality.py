@@ -12,7 +12,7 @@ or per row) on AVX-512 VNNI or AVX2.
 - greedy agreement, teacher-forced: float32 writes a greedy continuation; both models then read that same
   sequence one decode step at a time, and at each position we compare their argmax (a fair measure: one
   early disagreement does not make every later position differ);
-- perplexity of tests/paragraph.py's PARAGRAPH under each model, from one prefill (every row at once) and
+- perplexity of tests/support/paragraph.py's PARAGRAPH under each model, from one prefill (every row at once) and
   read one decode step at a time (the one-row products, where the int8 paths differ).
 """
 
@@ -30,7 +30,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from inference.loading import load_model  # noqa: E402
+from inference.store.loading import load_model  # noqa: E402
 from paragraph import PARAGRAPH  # noqa: E402
 
 PROMPTS = (

@@ -9,9 +9,9 @@ from PySide6.QtCore import QTimer
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from .controller import Controller
-from .status_bar import StatusBar
-from .views.controls import Controls
+from gui.link.controller import Controller
+from gui.status_bar import StatusBar
+from gui.views.controls import Controls
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QApplication
 
 from inference.cli import add_model_arguments, add_prompt_arguments, model_spec
 
-from .playback import DEFAULT_PACE
+from gui.link.playback import DEFAULT_PACE
 
 SCREENSHOT_SIZE = (1600, 1000)
 ICON = Path(__file__).resolve().parent.parent / "resources" / "icons" / "tokenstep.svg"
@@ -127,7 +127,7 @@ def _refuse_record(args: argparse.Namespace) -> int:
         print("error: --record writes OUT.mp4 or OUT.gif, at --fps > 0 and --size WxH", file=sys.stderr)
         return 2
     from inference.errors import one_line
-    from inference.trace import load_script
+    from inference.lessons.trace import load_script
 
     try:
         load_script(args.script)  # a bad lesson is refused before the model loads
@@ -147,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     app.setOrganizationName("TokenStep")
     app.setStyle("Fusion")
     app.setWindowIcon(QIcon(str(ICON)))
-    from .main_window import MainWindow
-    from .theme import Appearance
+    from gui.main_window import MainWindow
+    from gui.theme import Appearance
 
     appearance = Appearance(dark=args.dark, presentation=args.presentation)
     appearance.apply()
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         window.proportion_docks()
         run = ScreenshotRun(window, args.screenshot, max(args.steps, 0))
     elif args.record:
-        from .recorder import ScriptRecording
+        from gui.lessons.recorder import ScriptRecording
 
         window.resize(*_size(args.size))
         window.proportion_docks()

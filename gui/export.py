@@ -9,7 +9,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
-from .status_bar import StatusBar
+from gui.status_bar import StatusBar
 
 
 def export_trace(parent: QWidget, lines: list[str], status: StatusBar, path: str | None = None) -> str | None:

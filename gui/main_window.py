@@ -7,29 +7,29 @@ from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QToolBar
 
-from . import export
-from .actions import Generation, make_actions, show_about, show_shortcuts
-from .connect_dialog import connect_to_server
-from .controller import Controller
-from .dock_layout import DockLayout
-from .model_loader import ModelLoader
-from .model_picker import ModelPicker
-from .recorder import HandRecorder
-from .script_player import CaptionBanner, ScriptPlayer, open_and_play, show_failure
-from .status_bar import StatusBar
-from .theme import Appearance
-from .views.attention_view import AttentionView
-from .views.branches_view import BranchesView
-from .views.candidates_view import CandidatesView
-from .views.compare_view import CompareView
-from .views.context_view import ContextView
-from .views.controls import Controls
-from .views.explain_view import LANGUAGES, ExplainView
-from .views.history_slider import HistorySlider
-from .views.kv_view import KvView
-from .views.lens_view import LensView
-from .views.stop_view import StopView
-from .views.timing_view import TimingView
+from gui import export
+from gui.actions import Generation, make_actions, show_about, show_shortcuts
+from gui.dialogs.connect_dialog import connect_to_server
+from gui.link.controller import Controller
+from gui.dock_layout import DockLayout
+from gui.dialogs.model_loader import ModelLoader
+from gui.dialogs.model_picker import ModelPicker
+from gui.lessons.recorder import HandRecorder
+from gui.lessons.script_player import CaptionBanner, ScriptPlayer, open_and_play, show_failure
+from gui.status_bar import StatusBar
+from gui.theme import Appearance
+from gui.views.attention_view import AttentionView
+from gui.views.branches_view import BranchesView
+from gui.views.candidates_view import CandidatesView
+from gui.views.compare_view import CompareView
+from gui.views.context_view import ContextView
+from gui.views.controls import Controls
+from gui.views.explain_view import LANGUAGES, ExplainView
+from gui.widgets.history_slider import HistorySlider
+from gui.views.kv_view import KvView
+from gui.views.lens_view import LensView
+from gui.views.stop_view import StopView
+from gui.views.timing_view import TimingView
 
 
 class MainWindow(QMainWindow):

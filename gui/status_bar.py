@@ -10,9 +10,9 @@ from PySide6.QtWidgets import QLabel, QMessageBox, QSizePolicy, QStatusBar
 from inference.events import STOCK_DECODE
 from inference.settings import PREFILL_CHUNK
 
-from .controller import Controller
-from .speculation import counters
-from .views.format import fmt_bytes, fmt_count
+from gui.link.controller import Controller
+from gui.state.speculation import counters
+from gui.state.format import fmt_bytes, fmt_count
 
 
 def decode_summary(decode_path: str) -> str:

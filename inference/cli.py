@@ -11,11 +11,11 @@ import argparse
 import sys
 from itertools import chain
 
-from . import cache_dir
-from .errors import is_expected, one_line
-from .progress import StderrProgress
-from .script import ScriptError
-from .settings import MAX_NEW_TOKENS
+from inference import cache_dir
+from inference.errors import is_expected, one_line
+from inference.progress import StderrProgress
+from inference.lessons.script import ScriptError
+from inference.settings import MAX_NEW_TOKENS
 
 
 def _number(kind, low=None, high=None, low_open=False, what="value"):
@@ -39,7 +39,7 @@ DEFAULT_PROMPT = "The capital of France is"
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """--model, --device, --dtype: the same options, with the same meaning, in the app and in `trace`."""
-    from .settings import DEVICE_CHOICES, DTYPE_CHOICES
+    from inference.settings import DEVICE_CHOICES, DTYPE_CHOICES
 
     parser.add_argument("--model", default="default", help="'default' (SmolLM2-135M-Instruct), an HF "
                         "folder, a .gguf file, or an inference server http://HOST:PORT (llama.cpp, vLLM, SGLang)")
@@ -126,12 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
 def _trace(args) -> int:
     from dataclasses import replace
 
-    from .events import SettingsEvent
-    from .loading import load_model
-    from .trace import load_script
-    from .session import Session, prompt_ids
-    from .settings import GenerationSettings
-    from .trace import TraceWriter
+    from inference.events import SettingsEvent
+    from inference.store.loading import load_model
+    from inference.lessons.trace import load_script
+    from inference.session.session import Session, prompt_ids
+    from inference.settings import GenerationSettings
+    from inference.lessons.trace import TraceWriter
 
     script = load_script(args.script) if args.script else None  # a bad script fails before the model loads
     progress = StderrProgress()  # one line per stage on stderr, then how long it all took
@@ -139,7 +139,7 @@ def _trace(args) -> int:
                        tokenizer=args.tokenizer, prefill_dtype=args.prefill_dtype)
     progress.ready(f"{model.info().name} ready")
     if hasattr(model, "new_source"):  # a server's model: this process only draws
-        from .sources.remote_model import one_thread
+        from inference.store.remote_model import one_thread
 
         one_thread()
     asked = {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p, "min_p": args.min_p}
@@ -153,7 +153,7 @@ def _trace(args) -> int:
     session = Session(model, settings, capture_lens=args.logit_lens)
     session.use_kv_cache(not args.no_kv_cache)
     if script is not None:
-        from .lesson import play
+        from inference.lessons.lesson import play
 
         events = play(session, model, script)
     else:
@@ -168,9 +168,9 @@ def _trace(args) -> int:
 
 
 def _download(args) -> int:
-    from .default_model import ensure_default_model
+    from inference.store.default_model import ensure_default_model
 
-    from .kernels import ops_reporting
+    from inference.kernels import ops_reporting
 
     progress = StderrProgress()
     folder = ensure_default_model(progress)

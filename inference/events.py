@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .attention import PromptAttention
-from .settings import GenerationSettings, SamplerSettings, Stage
+from inference.attention import PromptAttention
+from inference.settings import GenerationSettings, SamplerSettings, Stage
 
 
 STOCK_DECODE = "stock PyTorch ops"  # ModelInfo.decode_path without the own kernels ("…: <why>" after a failed build)

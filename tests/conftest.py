@@ -8,7 +8,9 @@ if "TOKENSTEP_CONFIG_DIR" not in os.environ:
     import tempfile
 
     os.environ["TOKENSTEP_CONFIG_DIR"] = tempfile.mkdtemp(prefix="tokenstep-test-config-")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+HERE = Path(__file__).resolve().parent
+# the repository (inference, gui) and the helpers every test group imports (tests/support)
+sys.path[:0] = [str(HERE.parent), str(HERE / "support")]
 
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
@@ -21,7 +23,7 @@ settings.load_profile("tokenstep")
 @pytest.fixture(scope="session")
 def default_model():
     """The real default model, downloaded and converted once into the user cache, then reused."""
-    from inference.loading import load_model
+    from inference.store.loading import load_model
 
     return load_model("default", device="cpu", dtype="float32")
 
@@ -30,7 +32,8 @@ def default_model():
 def shape_kept(monkeypatch, tmp_path):
     """The decode kernels' shape changes a test makes undone after it; the shape cache in a folder of its own; no
     forced shape (modules that set shapes or tune use it for every test: pytest.mark.usefixtures)."""
-    from inference import kernel_shape, kernels
+    from inference.model import kernel_shape
+    from inference import kernels
 
     ops = kernels.ops()
     before = ops.get_shape() if ops is not None else None

@@ -21,12 +21,12 @@ from PySide6.QtGui import QCursor
 
 from inference.attention import PromptAttention
 
-from ..controller import Controller
-from ..theme import Appearance
-from .attention_plot import AttentionPlot
-from .base import View
-from .format import display, fmt_bytes
-from .head_picker import HeadPicker
+from gui.link.controller import Controller
+from gui.theme import Appearance
+from gui.widgets.attention_plot import AttentionPlot
+from gui.views.base import View
+from gui.state.format import display, fmt_bytes
+from gui.widgets.head_picker import HeadPicker
 
 LABEL_CHARS = 12
 

@@ -8,8 +8,8 @@ from PySide6.QtWidgets import QDockWidget, QWidget
 
 from inference.events import StepDone
 
-from ..controller import Controller
-from ..theme import Appearance
+from gui.link.controller import Controller
+from gui.theme import Appearance
 
 
 class View(QWidget):

@@ -18,11 +18,11 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFontMetricsF, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QLabel, QScrollArea, QToolTip, QVBoxLayout, QWidget
 
-from ..compare import chosen_logit, chosen_p, edge_p
-from ..controller import Controller
-from ..theme import Appearance
-from .base import View, begin_paint
-from .format import display
+from gui.state.compare import chosen_logit, chosen_p, edge_p
+from gui.link.controller import Controller
+from gui.theme import Appearance
+from gui.views.base import View, begin_paint
+from gui.state.format import display
 
 PAD_X, PAD_Y, MARGIN, ROW_GAP = 5.0, 3.0, 6.0, 9.0
 MAX_LABEL = 14  # characters of a token shown on its node (the tooltip has all of it)

@@ -19,14 +19,14 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout
 
-from ..controller import Controller, Shown
-from ..theme import Appearance
-from .base import View
-from .candidate_labels import LEGEND_TIP, compact, header_text, legend, row_label, row_tooltip
-from .format import byte_label, display, partial_note
-from .plotting import Bars, StyledBars, colour, make_plot, set_range, set_ticks, show_axes, style_plot, text_item, titled
-from .token_picker import TokenPicker
-from .wrap_label import WrapLabel
+from gui.link.controller import Controller, Shown
+from gui.theme import Appearance
+from gui.views.base import View
+from gui.widgets.candidate_labels import LEGEND_TIP, compact, header_text, legend, row_label, row_tooltip
+from gui.state.format import byte_label, display, partial_note
+from gui.widgets.plotting import Bars, StyledBars, colour, make_plot, set_range, set_ticks, show_axes, style_plot, text_item, titled
+from gui.widgets.token_picker import TokenPicker
+from gui.widgets.wrap_label import WrapLabel
 
 STAGE_TITLES = {"temperature": "temp.", "top_k": "top-k", "top_p": "top-p", "min_p": "min-p",
                 "greedy": "argmax"}

@@ -16,12 +16,12 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QComboBox, QGridLayout, QLabel, QSizePolicy, QSplitter, QTextBrowser, QVBoxLayout,
                                QWidget)
 
-from ..compare import BranchStats, branch_stats, chosen_p, default_other, parting_step
-from ..controller import Controller
-from ..theme import Appearance
-from .base import View
-from .format import display
-from .plotting import colour, grid_ceiling, make_plot, nice_ceiling, set_range, style_plot
+from gui.state.compare import BranchStats, branch_stats, chosen_p, default_other, parting_step
+from gui.link.controller import Controller
+from gui.theme import Appearance
+from gui.views.base import View
+from gui.state.format import display
+from gui.widgets.plotting import colour, grid_ceiling, make_plot, nice_ceiling, set_range, style_plot
 
 SIDES = ("A", "B")
 

@@ -25,14 +25,14 @@ from PySide6.QtCore import QSize, Qt, QTimer
 from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QHBoxLayout, QScrollArea, QStackedWidget, QToolButton, QVBoxLayout
 
-from ..controller import Controller
-from ..speculation import Pass, newest_pass
-from ..theme import Appearance
-from .base import View
-from .chip_canvas import Chip, ChipCanvas
-from .format import byte_label, display, split_characters
-from .transcript import Transcript
-from .wrap_label import WrapLabel
+from gui.link.controller import Controller
+from gui.state.speculation import Pass, newest_pass
+from gui.theme import Appearance
+from gui.views.base import View
+from gui.widgets.chip_canvas import Chip, ChipCanvas
+from gui.state.format import byte_label, display, split_characters
+from gui.widgets.transcript import Transcript
+from gui.widgets.wrap_label import WrapLabel
 
 KEPT = "\ndrafted by prompt lookup ✓ kept: the draw picked the draft token"
 

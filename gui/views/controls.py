@@ -11,8 +11,8 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
 
 from inference.settings import GenerationSettings, SamplerSettings
 
-from ..controller import Controller
-from ..playback import PACES
+from gui.link.controller import Controller
+from gui.link.playback import PACES
 
 DEFAULT_PROMPT = "The capital of France is"
 

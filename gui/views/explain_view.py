@@ -19,11 +19,11 @@ from PySide6.QtWidgets import QTextBrowser, QVBoxLayout
 from inference.events import STOCK_DECODE, Rewound
 from inference.settings import PREFILL_CHUNK
 
-from ..controller import Controller
-from ..speculation import pass_of
-from ..theme import Appearance
-from .base import View
-from .format import display, fmt_bytes, fmt_count
+from gui.link.controller import Controller
+from gui.state.speculation import pass_of
+from gui.theme import Appearance
+from gui.views.base import View
+from gui.state.format import display, fmt_bytes, fmt_count
 
 TEXTS = json.loads((Path(__file__).resolve().parents[2] / "resources" / "translations" / "explain.json")
                    .read_text(encoding="utf-8"))

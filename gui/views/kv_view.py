@@ -17,13 +17,13 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QSplitter, QVBoxLayout, QWidget
 
-from ..controller import Controller
-from ..theme import Appearance
-from .base import View
-from .format import fmt_bytes, fmt_count
-from .plotting import (Bars, colour, covering, make_plot, nice_ceiling, set_data, set_range, set_ticks, style_plot,
+from gui.link.controller import Controller
+from gui.theme import Appearance
+from gui.views.base import View
+from gui.state.format import fmt_bytes, fmt_count
+from gui.widgets.plotting import (Bars, colour, covering, make_plot, nice_ceiling, set_data, set_range, set_ticks, style_plot,
                        text_item)
-from .wrap_label import WrapLabel
+from gui.widgets.wrap_label import WrapLabel
 
 
 def window_note(info, n_ctx: int) -> str:

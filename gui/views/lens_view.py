@@ -17,12 +17,12 @@ from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import (QAbstractItemView, QGraphicsRectItem, QHeaderView, QLabel, QSplitter,
                                QTableWidget, QTableWidgetItem, QVBoxLayout)
 
-from ..controller import Controller
-from ..history import Shown
-from ..theme import Appearance
-from .base import View
-from .format import display
-from .plotting import grid_ceiling, make_plot, set_range, style_plot
+from gui.link.controller import Controller
+from gui.state.history import Shown
+from gui.theme import Appearance
+from gui.views.base import View
+from gui.state.format import display
+from gui.widgets.plotting import grid_ceiling, make_plot, set_range, style_plot
 
 COLUMNS = ("Layer", "Top-1 token", "p", "p(chosen)")
 STEP_BLOCK = 16  # the step axis grows in blocks of this many steps (fixed ranges, few relayouts)

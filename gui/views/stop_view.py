@@ -17,11 +17,11 @@ from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
-from ..controller import Controller
-from ..theme import Appearance
-from .base import View
-from .format import display
-from .plotting import make_plot, set_range, step_top, style_plot
+from gui.link.controller import Controller
+from gui.theme import Appearance
+from gui.views.base import View
+from gui.state.format import display
+from gui.widgets.plotting import make_plot, set_range, step_top, style_plot
 
 REASONS = {
     "eos": "the model wrote its end-of-sequence token",

@@ -15,16 +15,16 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QFrame, QHBoxLayout, QProgressBar, QScrollArea, QVBoxLayout
 
-from ..controller import Controller
-from ..speculation import counters, pass_of
-from ..theme import Appearance
-from ..timing_data import cache_off, median_cached_ms
-from .base import View
-from .cache_series import CacheSeries
-from .plotting import (Bars, StyledBars, bar_width, colour, make_plot, set_range, show_axes, snug_ceiling, step_top,
+from gui.link.controller import Controller
+from gui.state.speculation import counters, pass_of
+from gui.theme import Appearance
+from gui.state.timing_data import cache_off, median_cached_ms
+from gui.views.base import View
+from gui.widgets.cache_series import CacheSeries
+from gui.widgets.plotting import (Bars, StyledBars, bar_width, colour, make_plot, set_range, show_axes, snug_ceiling, step_top,
                        style_plot)
-from .timeline_view import Timeline
-from .wrap_label import WrapLabel
+from gui.widgets.timeline import Timeline
+from gui.widgets.wrap_label import WrapLabel
 
 ROLES = {"accepted": "an accepted draft token", "correction": "the correction (draft rejected here)",
          "bonus": "the bonus token (whole draft kept)"}

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from .. import cache_dir
+from inference import cache_dir
 
 CSRC = Path(__file__).with_name("csrc")  # the C++: kernels.cpp #includes the other parts
 SOURCE = CSRC / "kernels.cpp"
@@ -49,8 +49,8 @@ DID_NOT_BUILD = "the kernels did not build"
 
 
 # A test knob, not a setting: TOKENSTEP_KERNELS_FLAGS replaces the instruction-set flags: "-mavx2 -mfma" is the AVX2 build on
-# an AVX-512 CPU, "-mavx2 -mfma -include tests/avx512_on_avx2.h" the AVX-512 code on an AVX2 CPU
-# (tests/test_kernels_emulated.py).
+# an AVX-512 CPU, "-mavx2 -mfma -include tests/support/avx512_on_avx2.h" the AVX-512 code on an AVX2 CPU
+# (tests/kernels/test_kernels_emulated.py).
 FLAGS_ENV = "TOKENSTEP_KERNELS_FLAGS"
 
 

@@ -26,7 +26,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from .http import Http, NotFound, ServerError
+from inference.sources.http import Http, NotFound, ServerError
 
 MAX_CONTEXT = 1 << 24  # the longest window believed (the longest served today are ~10M tokens)
 MAX_VOCAB = 1 << 24  # likewise for a vocabulary (the largest today are ~260k tokens)

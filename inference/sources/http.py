@@ -21,7 +21,7 @@ import time
 import urllib.parse
 from typing import Callable
 
-from ..errors import Cancelled
+from inference.errors import Cancelled
 
 MAX_REPLY_BYTES = 64 << 20  # the largest reply read: a step's top-N logprobs or a model's props are far smaller
 WATCH_S = 0.05  # how often a waiting request asks `Http.watch` whether to stop

@@ -1,4 +1,4 @@
-"""The local source: this process's own decoder (inference/model.py) and its KV cache."""
+"""The local source: this process's own decoder (inference/model/decoder.py) and its KV cache."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from . import KeepsNoKv
+from inference.sources import KeepsNoKv
 
 
 class NoCacheDecoder(KeepsNoKv):
@@ -44,7 +44,7 @@ class NoCacheDecoder(KeepsNoKv):
 
 def fresh_source(decoder, kv_cache: bool, context: list[int], capacity: int):
     """A new source that holds `context` already: a cached one reads it in one parallel pass."""
-    from .local import LocalDecoder
+    from inference.sources.local import LocalDecoder
 
     source = LocalDecoder(decoder) if kv_cache else NoCacheDecoder(decoder)
     source.start(max(capacity, len(context)))

@@ -20,11 +20,11 @@ import weakref
 
 import torch
 
-from ..events import ServerNote
-from ..settings import SamplerSettings
-from . import KeepsNoKv
-from .dialects import TopReply
-from .http import RemoteUnsupported, ServerError
+from inference.events import ServerNote
+from inference.settings import SamplerSettings
+from inference.sources import KeepsNoKv
+from inference.sources.dialects import TopReply
+from inference.sources.http import RemoteUnsupported, ServerError
 
 TOP_N = 20  # asked per step (vLLM's default --max-logprobs)
 MAX_TOP_N = 1280  # the most a widened request asks for: a bigger reply costs more than the step

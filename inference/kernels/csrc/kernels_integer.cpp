@@ -30,7 +30,7 @@
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 #define TOKENSTEP_HAS_VNNI_CODE 1
 #define TOKENSTEP_HAS_AVX2_INTEGER_CODE 0
-#if defined(TOKENSTEP_EMULATED_AVX512)  // tests/avx512_on_avx2.h: no AVX-512 instruction may be emitted
+#if defined(TOKENSTEP_EMULATED_AVX512)  // tests/support/avx512_on_avx2.h: no AVX-512 instruction may be emitted
 #define TOKENSTEP_VNNI
 #else
 #define TOKENSTEP_VNNI __attribute__((target("avx512vnni,avx512bw,avx512f")))

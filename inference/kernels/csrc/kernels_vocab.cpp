@@ -13,7 +13,7 @@
 // ln 2 / 2, exp(r) by its Taylor series to r^13 (truncation < 2e-17 relative), 2^n put into the exponent
 // bits by two factors (each a normal double) so that the last multiplication rounds into the subnormals as
 // exp does; t < -746 gives 0 (exp(-746) is below half the smallest subnormal). Branch-free, so the loop
-// vectorises. Against torch.exp over [-760, 0]: within 2 ulp, zero at the same places (tests/test_vocab_stats.py).
+// vectorises. Against torch.exp over [-760, 0]: within 2 ulp, zero at the same places (tests/kernels/test_vocab_stats.py).
 
 // The selects below (t < -746, q > 0) are if-converted, and so the loops vectorised, only where the compiler
 // may assume floating-point operations do not trap (GCC's default -ftrapping-math keeps them as branches:

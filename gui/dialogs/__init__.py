@@ -1,0 +1,1 @@
+"""Dialogs: the model picker, the loader, connecting to a server."""

@@ -1,0 +1,1 @@
+"""Lessons in the GUI: playing scripts and recording them to video."""

@@ -1,0 +1,1 @@
+"""Plot and chip helpers the dock views are built from."""

@@ -1,0 +1,72 @@
+"""Timing's two series, cache on vs off: forward ms by context position of the steps taken in each mode on
+this prompt, and beside each the work its step does by the formula.
+
+With the cache a step projects K and V for ONE new position and reads every cached one; without it a step
+projects K and V for every position again. The first grows only by the reading and stays nearly flat; the
+second grows with the context.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+
+from inference.events import ModelInfo
+
+from gui.theme import Appearance
+from gui.state.timing_data import mode_series, work
+from gui.state.format import fmt_bytes, fmt_count
+from gui.widgets.plotting import colour, set_data
+
+
+class CacheSeries:
+    def __init__(self, plot: pg.PlotWidget, appearance: Appearance):
+        self.appearance = appearance
+        self.curves = {mode: pg.PlotDataItem([], []) for mode in (True, False)}
+        for mode in (True, False):
+            plot.addItem(self.curves[mode])
+        self.data: dict[bool, tuple[np.ndarray, np.ndarray]] = {True: (np.zeros(0),) * 2, False: (np.zeros(0),) * 2}
+        self.shown = False  # both modes have steps: the series are drawn
+
+    def colours(self) -> dict[bool, str]:
+        t = self.appearance.theme
+        return {True: t.final, False: t.chosen}
+
+    def update(self, log) -> float:
+        """Read the series from the log; returns their highest ms (0 while only one mode has steps)."""
+        self.data = mode_series(log)
+        self.shown = all(len(x) for x, _ in self.data.values())
+        top = 0.0
+        width = 2.0 * self.appearance.scale
+        for mode, curve in self.curves.items():
+            x, y = self.data[mode] if self.shown else (np.zeros(0), np.zeros(0))
+            c = colour(self.colours()[mode])
+            set_data(curve, x, y, pen=pg.mkPen(c, width=width), symbol="o" if len(x) < 80 else None,
+                          symbolSize=5 * self.appearance.scale, symbolBrush=c, symbolPen=None)
+            if len(y):
+                top = max(top, float(np.max(y)))
+        return top
+
+    def words(self, info: ModelInfo | None, context: int) -> str:
+        """What one step does in each mode at `context` positions, from the formula (the series' legend)."""
+        if info is None:
+            return ""
+        w = work(info, context)
+        c = self.colours()
+        return (f"<b style='color:{c[False]}'>cache off</b>: K/V of all {context} positions = "
+                f"{fmt_count(w.kv_macs_no_cache)} mult-adds per step (grows with the context); "
+                f"<b style='color:{c[True]}'>cache on</b>: K/V of 1 = {fmt_count(w.kv_macs_cached)} + read "
+                f"{fmt_bytes(w.kv_read_cached)} of stored K/V (nearly flat)")
+
+    def formula_text(self, info: ModelInfo | None, context: int) -> str:
+        """The formula behind the labels, for the tooltip."""
+        if info is None:
+            return ""
+        w = work(info, context)
+        return (f"Per decode step at {context} positions (formula):\n"
+                f"with the cache: K/V projections of ONE new position = 2 × {info.n_layers} layers × "
+                f"{info.hidden_size} × {info.n_kv_heads} KV heads × {info.head_dim} = "
+                f"{w.kv_macs_cached:,} multiply-adds, plus reading the past K/V: "
+                f"{info.kv_bytes_per_token:,} B × {context} = {fmt_bytes(w.kv_read_cached)}\n"
+                f"without it: the K/V projections of every position again = {w.kv_macs_cached:,} × {context} = "
+                f"{w.kv_macs_no_cache:,} multiply-adds (and the rest of the model for every position too)")

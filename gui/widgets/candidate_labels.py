@@ -1,0 +1,103 @@
+"""Candidates' words: the header's settings and server note, each bar row's probabilities at every sampler
+stage (model, after temperature, final), and the legend; greedy has no temperature stage to show."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gui.state.format import display
+
+
+def compact(n: int) -> str:
+    return f"{n / 1000:.0f}K" if n >= 10_000 else f"{n:,}"
+
+
+def server_note(note) -> str:
+    """What a remote server said with this step, for the header ("" for the local model)."""
+    if note is None:
+        return ""
+    parts = [f"server listed top {note.n_top}, other {note.tail_p:.3f}"]
+    if note.cached_tokens is not None:
+        parts.append(f"{note.cached_tokens:,} tokens from its cache")
+    if note.server_ms is not None:
+        parts.append(f"{note.server_ms:.1f} ms on the server")
+    return " · " + " · ".join(parts)
+
+
+def describe_settings(s) -> str:
+    if s.is_greedy:
+        return "greedy"
+    parts = [f"T {s.temperature:g}", f"top-k {s.top_k or 'off'}", f"top-p {s.top_p:g}"]
+    if s.min_p > 0:
+        parts.append(f"min-p {s.min_p:g}")
+    return " · ".join(parts)
+
+
+def shows_temperature(settings) -> bool:
+    """Whether the temperature stage changes anything to show: not in greedy mode, not at T = 1."""
+    return not settings.is_greedy and settings.temperature != 1.0
+
+
+def fmt_p(p: float) -> str:
+    """A probability that stays readable when tiny: 0.31, 0.047, 3e-05, 0."""
+    if p <= 0:
+        return "0"
+    if p >= 0.995:
+        return "1"
+    if p >= 0.1:
+        return f"{p:.2f}"
+    if p >= 0.001:
+        return f"{p:.3f}"
+    return f"{p:.0e}".replace("e-0", "e-")
+
+
+def row_label(raw: float, temp: float, final: float, settings) -> str:
+    """One row's stages, model → after T → final ("✕" where the sampler cut it): a bar of 0.3 at T 0.1
+    reads 0.30 → 0.002 → ✕, not 0.000."""
+    stages = [fmt_p(raw)]
+    if shows_temperature(settings):
+        stages.append(fmt_p(temp))
+    stages.append(fmt_p(final) if final > 0 else "✕")
+    return " → ".join(stages)
+
+
+def row_tooltip(raw: float, temp: float, final: float, settings) -> str:
+    lines = [f"model (softmax of the logits): p = {raw:.6f}"]
+    if not settings.is_greedy:
+        lines.append(f"after temperature {settings.temperature:g}: p = {temp:.6f}")
+    lines.append(f"final (truncated, renormalised): p = {final:.6f}" if final > 0 else
+                 "final: cut by the sampler (p = 0)")
+    return "\n".join(lines)
+
+
+def legend(t, settings) -> str:
+    """The colours of the bars, on one line; the temperature's only where that stage shows."""
+    temp = "" if settings is not None and settings.is_greedy else \
+        f"<span style='color:{t.temp}'>■</span> after T &nbsp; "
+    return (f"<span style='color:{t.raw}'>■</span> model &nbsp; {temp}"
+            f"<span style='color:{t.final}'>■</span> final &nbsp; "
+            f"<span style='color:{t.chosen}'>▮</span> drawn &nbsp; "
+            f"<span style='color:{t.muted}'>· click a bar or a segment to take it</span>")
+
+
+LEGEND_TIP = ("Bars, top to bottom in each row: the model's p (softmax of the logits), p after temperature, and "
+              "the final p the draw used (truncated by top-k / top-p / min-p, renormalised; ✕: cut). The words "
+              "beside a row read model → after T → final. Click a bar or a draw segment to take that token.")
+
+
+def header_text(shown) -> str:
+    """The step, its draw, the settings and the entropy (and what a server said)."""
+    d = shown.dist
+    settings = describe_settings(d.settings)
+    perplexity = float(np.exp(d.entropy))
+    if shown.pending:
+        text = (f"Step {shown.index} (next, not drawn yet) · {settings} · entropy {d.entropy:.2f} nats "
+                f"(as uncertain as ~{perplexity:.1f} equal choices)")
+    else:
+        s = shown.step
+        how = ("forced: you chose it" if s.forced else "greedy: the top token" if s.random_u is None
+               else f"u = {s.random_u:.4f}")
+        verb = "took" if s.forced else "drew"
+        text = (f"Step {s.index} {verb} {display(s.token.piece)!s} (rank {s.chosen_rank}, {how}) · {settings} "
+                f"· entropy {d.entropy:.2f} nats (~{perplexity:.1f} equal choices) · seed {s.seed}")
+    return text + server_note(d.server)

@@ -1,0 +1,51 @@
+"""History: the toolbar's slider over the steps so far (and the next, not yet drawn one), with its label."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QSlider
+
+from gui.link.controller import Controller
+
+
+class HistorySlider(QSlider):
+    """Moving it selects a step in the controller; the controller's redraws move it. `label` says where it is
+    (the toolbar places it apart from the slider, after the Next button)."""
+
+    def __init__(self, controller: Controller):
+        super().__init__(Qt.Horizontal)
+        self.controller = controller
+        self.setMinimumWidth(260)
+        self.setRange(1, 1)
+        self.setToolTip("Scrub to any step: its distribution, draw, settings and timing "
+                        "(the last position is the next, not yet drawn step)")
+        self.label = QLabel()
+        self.label.setMinimumWidth(170)
+        self._following = False  # True while the slider follows the controller: no select() back
+        self.valueChanged.connect(self._select)
+        controller.redraw.connect(self._follow)
+
+    def scrub(self, delta: int) -> None:
+        self.setValue(self.value() + delta)
+
+    def _select(self, value: int) -> None:
+        if not self._following:
+            self.controller.select(value)
+
+    def _follow(self) -> None:
+        c = self.controller
+        n = len(c.steps)
+        shown = c.shown()
+        has_next = c.pending is not None and c.pending.index == n + 1
+        self._following = True
+        self.setRange(1, max(n + (1 if has_next else 0), 1))
+        if shown is not None:
+            self.setValue(shown.index)
+        self._following = False
+        self.setEnabled(n > 0)
+        if shown is None:
+            self.label.setText(" no steps yet")
+        elif shown.pending:
+            self.label.setText(f" step {shown.index}: next (not drawn)")
+        else:
+            self.label.setText(f" step {shown.index} of {n}")

@@ -1,0 +1,1 @@
+"""Model files read as files: safetensors and GGUF headers, GGUF conversion."""

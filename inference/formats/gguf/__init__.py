@@ -1,0 +1,1 @@
+"""GGUF: metadata, conversion to a safetensors folder, per-family quirks."""

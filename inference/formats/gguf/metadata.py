@@ -1,0 +1,102 @@
+"""A GGUF file opened for import: checked from its header first, then read by the `gguf` package.
+
+`gguf.GGUFReader` parses every metadata array into numpy at once and maps each tensor at the offset the
+file gives, so a hostile count (an array of 2^40 token types) or offset would allocate or fault inside
+it. `open_gguf` therefore walks the header with model_headers' lazy parser first (counts against the
+file size, strings inside the file, every tensor's bytes inside the data section), and `_Metadata` reads
+each value with its type and bounds checked (config.LIMITS for sizes), one ModelFormatError line naming
+the file for anything else.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from inference.model.config import LIMITS, MAX_INT
+from inference.errors import ModelFormatError
+from inference.formats.headers import check_gguf_tensors, read_gguf_header
+
+
+class _Metadata:
+    def __init__(self, reader, path: Path):
+        self.reader, self.path = reader, path
+
+    def get(self, key, default=None):
+        field = self.reader.fields.get(key)
+        if field is None:
+            return default
+        try:
+            return field.contents()
+        except Exception as e:
+            raise ModelFormatError(f"{self.path.name}: metadata {key!r} is unreadable ({e})") from None
+
+    def require(self, key):
+        value = self.get(key)
+        if value is None:
+            raise ModelFormatError(f"{self.path.name}: GGUF metadata {key!r} is missing")
+        return value
+
+    def fail(self, key, message: str) -> ModelFormatError:
+        return ModelFormatError(f"{self.path.name}: GGUF metadata {key!r} {message}"[:300])
+
+    def count(self, key, default=None, minimum: int = 1, maximum: int = MAX_INT) -> int:
+        """An integer from `minimum` to `maximum` (a size, an id); missing: `default`, else an error."""
+        value = self.require(key) if default is None else self.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(key, f"must be an integer, got {value!r}")
+        if not minimum <= value <= maximum:
+            raise self.fail(key, f"must be from {minimum} to {maximum:,}, got {value}")
+        return value
+
+    def size(self, key, kind: str, default=None) -> int:
+        """A model size bounded as config.json's are (config.LIMITS)."""
+        return self.count(key, default, maximum=LIMITS[kind])
+
+    def number(self, key, default: float) -> float:
+        """A finite float (range checks: ModelConfig.from_hf on the config built from it)."""
+        value = self.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise self.fail(key, f"must be a finite number, got {value!r}")
+        return float(value)
+
+    def flag(self, key, default: bool) -> bool:
+        value = self.get(key, default)
+        if not isinstance(value, bool):
+            raise self.fail(key, f"must be true or false, got {value!r}")
+        return value
+
+    def strings(self, key, required: bool = True) -> list[str] | None:
+        """A non-empty list of strings (None where absent and not required)."""
+        value = self.require(key) if required else self.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+            raise self.fail(key, "must be a non-empty list of strings")
+        return value
+
+    def numbers(self, key, length: int, default: float | None = None) -> list:
+        """A list of `length` finite numbers; absent: `default` repeated (None: required)."""
+        value = self.get(key)
+        if value is None and default is not None:
+            return [default] * length
+        if value is None:
+            value = self.require(key)
+        if not isinstance(value, list) or len(value) != length or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value):
+            raise self.fail(key, f"must be a list of {length} finite numbers (one per token)")
+        return value
+
+
+def open_gguf(path: Path):
+    import gguf
+
+    if not path.is_file():
+        raise ModelFormatError(f"{path}: no such file")
+    header = read_gguf_header(path)  # counts, strings and tensor extents checked before gguf allocates
+    check_gguf_tensors(header, path.name)
+    try:
+        return gguf.GGUFReader(str(path))
+    except Exception as e:  # truncated or corrupt files fail deep inside numpy/memmap parsing
+        raise ModelFormatError(f"{path.name}: not a valid GGUF file ({type(e).__name__}: "
+                               f"{str(e).splitlines()[0] if str(e) else 'unreadable'})") from None

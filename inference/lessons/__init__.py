@@ -1,0 +1,1 @@
+"""Lesson scripts and the trace writer (main.py trace)."""

@@ -1,0 +1,83 @@
+"""Play a lesson script on a session, headless: the events `main.py trace --script` prints.
+
+The app plays the same scripts through its controller (gui/lessons/script_player.py) and checks each action
+with the same rules (script.refusal), so both refuse the same actions with the same line. `wait` only
+paces the app; here it does nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from inference.errors import NotReady
+from inference.events import Caption, PrefillDone, Rewound, SettingsEvent, StepDone, Stopped
+from inference.store.loading import LoadedModel
+from inference.lessons.script import Action, Script, ScriptError, apply_settings, refusal
+from inference.session.session import Session, prompt_ids
+
+Event = PrefillDone | StepDone | Stopped | Rewound | SettingsEvent | Caption
+
+
+def script_settings(session: Session, script: Script) -> SettingsEvent:
+    """Put the script's settings over the session's (a CLI's flags, a model's defaults) in force."""
+    try:
+        settings = apply_settings(session.settings, script.overrides)
+    except ValueError as e:
+        raise ScriptError(f"script settings: {e}") from None
+    session.update_settings(settings)
+    return SettingsEvent(session.settings)
+
+
+def play(session: Session, model: LoadedModel, script: Script) -> Iterator[Event]:
+    """Every event of the script, in order: its settings first, then what each action reports.
+
+    Raises ScriptError (one line naming the action) at the first action that cannot play; the events
+    before it have been yielded."""
+    yield script_settings(session, script)
+    for action in script.actions:
+        why = refusal(action, session.prefilled, len(session.generated), session.blocked())
+        if why is not None:
+            raise why
+        try:
+            yield from _play(session, model, script, action)
+        except ScriptError:
+            raise
+        except (ValueError, NotReady) as e:  # what the session refuses (a prompt too long, an id too big)
+            raise action.error(str(e).splitlines()[0]) from None
+
+
+def _play(session: Session, model: LoadedModel, script: Script, action: Action) -> Iterator[Event]:
+    kind = action.kind
+    if kind == "prefill":
+        yield from _prefill(session, model, script)
+    elif kind == "step":
+        for _ in range(action.value):
+            if session.blocked():  # a stop rule fired inside this action: its Stopped was reported
+                return
+            yield from session.step()
+    elif kind == "run":
+        yield from session.run()
+    elif kind in ("set", "seed"):
+        settings = apply_settings(session.settings, action.overrides)
+        if settings != session.settings:
+            session.update_settings(settings)
+            yield SettingsEvent(settings)
+    elif kind == "reset":
+        yield session.reset()
+    elif kind == "rewind":
+        yield session.rewind(action.value)
+    elif kind == "force":
+        yield from session.force(action.value)
+    elif kind == "caption":
+        yield Caption(action.value)
+    # "wait" paces the app only
+
+
+def _prefill(session: Session, model: LoadedModel, script: Script) -> Iterator[Event]:
+    if script.prompt_ids is not None:
+        ids, text = list(script.prompt_ids), model.tokenizer.decode(list(script.prompt_ids))
+    else:
+        ids, text = prompt_ids(model, script.prompt, chat=script.chat, system=script.system)
+    yield session.prefill(ids, text)
+    if session.stopped is not None:  # the prompt filled the context window
+        yield session.stopped

@@ -1,0 +1,244 @@
+"""Lesson scripts: a JSON file that drives a session, checked before anything runs.
+
+One file drives `main.py trace --script` (inference/lessons/lesson.py plays it headless) and the app (gui/
+script_player.py plays it through the controller), so a teacher can prepare a lesson and replay it
+identically. The format is in the README's "Lesson scripts":
+
+    {"prompt": "The capital of France is", "chat": false, "system": null,
+     "settings": {"seed": 7, "temperature": 1.0, "max_new_tokens": 16},
+     "actions": [{"prefill": true}, {"step": 3}, {"set": {"temperature": 0.3}}, {"rewind": 2},
+                 {"force": " London"}, {"caption": "A fork."}, {"wait": 1500}, {"run": true}]}
+
+`prompt_ids` (exact token ids) may stand for `prompt`: a trace turned into a script (trace.py) reads
+exactly the ids it read. Everything that can be checked without a session is checked by `parse_script`;
+what depends on the session (a rewind past the steps taken, a step before the prompt was read) is
+checked as each action plays (`refusal`). Either way the error is a `ScriptError`: ONE line naming the
+action's index in the `actions` list (counted from 0, as in the JSON) and the problem.
+
+No torch here: the GUI imports this module.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+from inference.settings import MAX_NEW_TOKENS, GenerationSettings
+
+# Settings keys a script may set, as they are spelled in the JSON (and in the trace's `settings` event).
+SAMPLER_KEYS = ("temperature", "top_k", "top_p", "min_p", "greedy")
+SETTING_KEYS = ("seed",) + SAMPLER_KEYS + ("max_new_tokens", "stop", "speculate", "context_limit", "when_full")
+# Actions whose value is only a marker: {"prefill": true}.
+MARKERS = ("prefill", "run", "reset")
+ACTION_KINDS = MARKERS + ("step", "set", "seed", "rewind", "force", "caption", "wait")
+TOP_KEYS = ("title", "prompt", "prompt_ids", "chat", "system", "settings", "actions")
+MAX_SEED = 2**63 - 1
+
+
+class ScriptError(ValueError):
+    """A lesson script that cannot be played; the message is one line naming where and what."""
+
+
+@dataclass(frozen=True)
+class Action:
+    index: int  # in the script's `actions` list, from 0
+    kind: str  # one of ACTION_KINDS
+    value: Any = None  # step/rewind/seed/wait: int; caption: str; force: int or str; set: Settings pairs
+
+    @property
+    def overrides(self) -> dict[str, Any]:
+        """The settings a `set` (or `seed`) action changes, keyed as in the JSON."""
+        if self.kind == "seed":
+            return {"seed": self.value}
+        return dict(self.value) if self.kind == "set" else {}
+
+    def label(self) -> str:
+        return f'action {self.index} ("{self.kind}")'
+
+    def error(self, problem: str) -> ScriptError:
+        return ScriptError(f"{self.label()}: {problem}")
+
+
+@dataclass(frozen=True)
+class Script:
+    prompt: str | None  # the text to read (with prompt_ids: only what the app sends; the ids rule)
+    prompt_ids: tuple[int, ...] | None  # exact ids (a script made from a trace)
+    chat: bool
+    system: str | None
+    settings: tuple[tuple[str, Any], ...]  # overrides of the player's base settings, as in the JSON
+    actions: tuple[Action, ...]
+    title: str = ""
+
+    @property
+    def overrides(self) -> dict[str, Any]:
+        return dict(self.settings)
+
+
+# --- settings ------------------------------------------------------------------------------------------
+def apply_settings(base: GenerationSettings, overrides: Mapping[str, Any]) -> GenerationSettings:
+    """`base` with the script's keys replaced; raises ValueError when a value is out of range."""
+    sampler = replace(base.sampler, **{k: v for k, v in overrides.items() if k in SAMPLER_KEYS})
+    changed = {"sampler": sampler}
+    if "seed" in overrides:
+        changed["seed"] = overrides["seed"]
+    for key in ("max_new_tokens", "speculate", "context_limit", "when_full"):
+        if key in overrides:
+            changed[key] = overrides[key]
+    if "stop" in overrides:
+        changed["stop_strings"] = tuple(overrides["stop"])
+    return replace(base, **changed).validate()
+
+
+def _integer(value: Any, what: str, low: int | None = None, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{what} must be a whole number, got {_show(value)}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ValueError(f"{what} must be {'>= ' + str(low) if high is None else f'in [{low}, {high}]'}, "
+                         f"got {value}")
+    return value
+
+
+def _real(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{what} must be a number, got {_show(value)}")
+    return float(value)
+
+
+def _setting(key: str, value: Any) -> Any:
+    """One settings value checked for its type (its range is checked by the settings' validate())."""
+    if key == "seed":
+        return _integer(value, "seed", 0, MAX_SEED)
+    if key in ("top_k", "max_new_tokens", "speculate", "context_limit"):
+        return _integer(value, key)  # its range: validate()
+    if key == "when_full":
+        if value not in ("stop", "drop-oldest"):
+            raise ValueError(f'when_full must be "stop" or "drop-oldest", got {_show(value)}')
+        return value
+    if key == "greedy":
+        if not isinstance(value, bool):
+            raise ValueError(f"greedy must be true or false, got {_show(value)}")
+        return value
+    if key == "stop":
+        if not isinstance(value, list) or not all(isinstance(s, str) and s for s in value):
+            raise ValueError(f"stop must be a list of non-empty strings, got {_show(value)}")
+        return tuple(value)
+    return _real(value, key)
+
+
+def parse_settings(data: Any) -> tuple[tuple[str, Any], ...]:
+    """Settings overrides checked for unknown keys, types and ranges (ValueError names the problem)."""
+    if not isinstance(data, dict):
+        raise ValueError(f"settings must be an object like {{\"temperature\": 0.7}}, got {_show(data)}")
+    unknown = [k for k in data if k not in SETTING_KEYS]
+    if unknown:
+        raise ValueError(f'unknown setting "{unknown[0]}" (known: {", ".join(SETTING_KEYS)})')
+    pairs = tuple((k, _setting(k, data[k])) for k in SETTING_KEYS if k in data)
+    apply_settings(GenerationSettings(), dict(pairs))  # the ranges: the settings' own rules
+    return pairs
+
+
+# --- parsing -------------------------------------------------------------------------------------------
+def _action_value(kind: str, value: Any) -> Any:
+    if kind in MARKERS:
+        if value is not True:
+            raise ValueError(f'write {{"{kind}": true}}, got {_show(value)}')
+        return None
+    if kind in ("step", "rewind"):
+        return _integer(value, kind, 1, MAX_NEW_TOKENS)
+    if kind == "seed":
+        return _integer(value, "seed", 0, MAX_SEED)
+    if kind == "wait":
+        return _integer(value, "wait (milliseconds)", 0, 3_600_000)
+    if kind == "caption":
+        if not isinstance(value, str):
+            raise ValueError(f"caption must be a text, got {_show(value)}")
+        return value
+    if kind == "force":
+        if isinstance(value, str) and value:
+            return value
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        raise ValueError(f"force takes a token id (>= 0) or a non-empty text, got {_show(value)}")
+    return parse_settings(value)  # set
+
+
+def parse_action(index: int, data: Any) -> Action:
+    where = f"action {index}"
+    if not isinstance(data, dict) or not data:
+        raise ScriptError(f'{where}: an action is an object like {{"step": 3}}, got {_show(data)}')
+    if len(data) > 1:
+        keys = ", ".join(f'"{k}"' for k in data)
+        raise ScriptError(f"{where}: one action per object, got {keys}")
+    (kind, value), = data.items()
+    if kind not in ACTION_KINDS:
+        raise ScriptError(f'{where}: unknown action "{kind}" (known: {", ".join(ACTION_KINDS)})')
+    action = Action(index, kind)
+    try:
+        return Action(index, kind, _action_value(kind, value))
+    except ValueError as e:
+        raise action.error(str(e)) from None
+
+
+def _prompt(data: dict) -> tuple[str | None, tuple[int, ...] | None]:
+    prompt, ids = data.get("prompt"), data.get("prompt_ids")
+    if prompt is not None and not isinstance(prompt, str):
+        raise ScriptError(f'script: "prompt" must be a text, got {_show(prompt)}')
+    if ids is not None:
+        if not isinstance(ids, list) or not ids or not all(
+                isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+            raise ScriptError(f'script: "prompt_ids" must be a non-empty list of token ids, got {_show(ids)}')
+        if data.get("chat"):
+            raise ScriptError('script: "prompt_ids" are the exact ids read: "chat" cannot apply to them')
+        ids = tuple(ids)
+    return prompt, ids
+
+
+def parse_script(data: Any) -> Script:
+    """A checked Script from the decoded JSON, or a ScriptError naming the first problem."""
+    if not isinstance(data, dict):
+        raise ScriptError(f'script: a lesson script is a JSON object with "actions", got {_show(data)}')
+    unknown = [k for k in data if k not in TOP_KEYS]
+    if unknown:
+        raise ScriptError(f'script: unknown key "{unknown[0]}" (known: {", ".join(TOP_KEYS)})')
+    prompt, ids = _prompt(data)
+    chat, system, title = data.get("chat", False), data.get("system"), data.get("title", "")
+    if not isinstance(chat, bool):
+        raise ScriptError(f'script: "chat" must be true or false, got {_show(chat)}')
+    if system is not None and not isinstance(system, str):
+        raise ScriptError(f'script: "system" must be a text or null, got {_show(system)}')
+    if not isinstance(title, str):
+        raise ScriptError(f'script: "title" must be a text, got {_show(title)}')
+    try:
+        settings = parse_settings(data.get("settings", {}))
+    except ValueError as e:
+        raise ScriptError(f"script settings: {e}") from None
+    actions = data.get("actions")
+    if not isinstance(actions, list) or not actions:
+        raise ScriptError(f'script: "actions" must be a non-empty list, got {_show(actions)}')
+    parsed = tuple(parse_action(i, a) for i, a in enumerate(actions))
+    reads = next((a for a in parsed if a.kind == "prefill"), None)
+    if reads is not None and prompt is None and ids is None:
+        raise reads.error('the script has no "prompt" (or "prompt_ids") to read')
+    return Script(prompt=prompt, prompt_ids=ids, chat=chat, system=system or None, settings=settings,
+                  actions=parsed, title=title)
+
+
+# --- what depends on the session: checked as each action plays -------------------------------------------
+def refusal(action: Action, prefilled: bool, n_steps: int, blocked: str) -> ScriptError | None:
+    """Why `action` cannot play now (None when it can): `blocked` is the session's reason a step would
+    be refused ("" when it would be taken)."""
+    if action.kind in ("step", "run", "force", "rewind", "reset") and not prefilled:
+        return action.error('the prompt has not been read yet: put {"prefill": true} before it')
+    if action.kind == "rewind" and action.value > n_steps:
+        return action.error(f"rewind {action.value} is past the {n_steps} steps taken so far")
+    if action.kind in ("step", "run", "force") and blocked:
+        return action.error(blocked)
+    return None
+
+
+def _show(value: Any) -> str:
+    """A value as the JSON had it, cut short: messages stay one line."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -1,0 +1,80 @@
+"""Recording attention weights during a forward pass (model.AttentionCapture), for the attention view.
+
+A capture receives, per layer, probs (heads, Tq, n): this call's Tq queries, which are always the LAST Tq
+of the n positions read (a cached pass reads positions n - Tq..n - 1 as queries; an uncached one re-reads
+everything). `LastRowCapture` keeps the newest query's row; `PromptCapture` also keeps the prefill's
+whole triangle (attention.PromptAttention), chunk by chunk. `Recapture` (mixed into Session) recomputes
+either for any node of the branch tree on a scratch cache, leaving the session's own cache untouched.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from inference.attention import AttentionOf, PromptAttention, kept_positions
+from inference.model.config import ModelConfig
+
+
+class LastRowCapture:
+    """Keeps each layer's attention of the newest query position: (layers, heads, n)."""
+
+    def __init__(self, n_layers: int):
+        self.rows: list[np.ndarray | None] = [None] * n_layers
+
+    def record(self, layer: int, probs: torch.Tensor) -> None:
+        self.rows[layer] = probs[:, -1, :].float().cpu().numpy()
+
+    def array(self) -> np.ndarray:
+        return np.stack(self.rows)
+
+
+class PromptCapture(LastRowCapture):
+    """The last row, and the prompt x prompt triangle of every layer and head (first P positions)."""
+
+    def __init__(self, config: ModelConfig, n_prompt: int):
+        super().__init__(config.n_layers)
+        self.n_prompt = n_prompt
+        self.n_positions = P = kept_positions(config.n_layers, config.n_heads, n_prompt)
+        self.packed = np.zeros((config.n_layers, config.n_heads, P * (P + 1) // 2), dtype=np.float16)
+        q, k = np.arange(P)[:, None], np.arange(P)[None, :]
+        windows = [config.window_of(i) for i in range(config.n_layers)]  # per layer (Gemma alternates)
+        masks = {w: torch.from_numpy((k <= q) & ((k > q - w) if w else True)) for w in set(windows)}  # (P, P)
+        self.allowed = [masks[w] for w in windows]  # one mask per distinct window, shared
+
+    def record(self, layer: int, probs: torch.Tensor) -> None:
+        super().record(layer, probs)
+        _, Tq, n = probs.shape
+        first, end = n - Tq, min(n, self.n_positions)  # the kept query rows this call computed
+        if first >= end:
+            return
+        block = probs[:, :end - first, :end].float().cpu()  # (H, rows, keys)
+        allowed = self.allowed[layer][first:end, :end]
+        block = block.masked_fill(~allowed, float("nan"))  # a sliding window's hidden keys are masked too
+        lower = torch.ones_like(allowed).tril(first)  # (rows, keys): key <= query
+        self.packed[layer, :, first * (first + 1) // 2:end * (end + 1) // 2] = block[:, lower].half().numpy()
+
+    def prompt(self) -> PromptAttention:
+        return PromptAttention(self.packed, self.n_positions, self.n_prompt)
+
+
+class Recapture:
+    """Session's recomputation of attention that was not recorded (mixed into `session.Session`)."""
+
+    def attention_of(self, node: int, chunk: int = 512) -> AttentionOf:
+        """The attention of the pass that fed `node`'s token (node 0: the prefill's whole triangle),
+        recomputed on a scratch cache: costs one prefill-sized pass, changes nothing in the session."""
+        self._check_idle()
+        tokens = self.prompt + self.tree.tokens(node)  # raises for an unknown node
+        if not self.prompt:
+            raise ValueError("prefill the prompt first")
+        decoder = self.model.decoder
+        capture = PromptCapture(self.model.config, len(tokens)) if node == 0 \
+            else LastRowCapture(self.model.config.n_layers)
+        with torch.inference_mode():
+            cache = decoder.new_cache(len(tokens))
+            for at in range(0, len(tokens), chunk):
+                last = at + chunk >= len(tokens)
+                ids = torch.tensor(tokens[at:at + chunk], device=decoder.device)
+                decoder.forward(ids, at, cache, capture=capture if node == 0 or last else None)
+        return AttentionOf(node, capture.array(), capture.prompt() if node == 0 else None)

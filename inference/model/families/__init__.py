@@ -1,0 +1,1 @@
+"""Model families: one module per family and the registry that names them."""

@@ -1,0 +1,135 @@
+"""Will a model fit in memory? The bytes its weights will take, the peak while loading, next to free RAM.
+
+Loading reads every weight as float32 first, then builds the chosen data type from it, so the peak is
+about 4 bytes per parameter whatever the dtype. Measured here on the default model (134.5 M parameters,
+peak RSS above the process's start): float32 684 MB (weights 538 MB), bfloat16 655 MB (weights 269 MB),
+int8 851 MB (weights 252 MB); so the peak is taken as 1.3 x the float32 bytes, plus the int8 weights
+(built while the float32 copy is still held). A GGUF that is not converted yet is first dequantised
+whole and written (about 8 bytes per parameter: "peak ≈ 1 GiB" for the default model). The KV cache is
+counted at a modest window (KV_WINDOW tokens). Free memory is MemAvailable from /proc/meminfo (psutil is
+not a dependency); where it cannot be read, nothing is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KV_WINDOW = 4096  # tokens of KV cache the estimate makes room for
+LOAD_PEAK_PER_FLOAT32 = 1.3  # the loading peak over the float32 weights (measured, above)
+CONVERT_BYTES_PER_PARAM = 8  # a GGUF's first load: dequantised float32 arrays and the file being written
+INT8_BYTES_PER_PARAM = 1 + 2 / 64  # an int8 weight and its share of a bfloat16 scale per 64
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+MEMINFO = "/proc/meminfo"
+
+
+class NotEnoughMemory(ValueError):
+    """Loading would run out of memory: refused before it starts."""
+
+
+def mem_available(path: str = MEMINFO) -> int | None:
+    """Bytes the kernel can give without swapping (MemAvailable), None where it is not known."""
+    try:
+        with open(path, encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def resolve_dtype(dtype: str, on_cuda: bool) -> str:
+    """`auto` as loading.resolve_dtype reads it: float32 on CPU, bfloat16 on CUDA."""
+    return ("bfloat16" if on_cuda else "float32") if dtype == "auto" else dtype
+
+
+def weights_bytes(n_params: int, dtype: str, embed_params: int | None = None) -> int:
+    """What the weights take once built. int8 keeps the embedding table in float32 besides the int8 head."""
+    if dtype == "int8":
+        embed = embed_params or 0
+        return int(INT8_BYTES_PER_PARAM * n_params + 4 * embed)
+    return DTYPE_BYTES.get(dtype, 4) * n_params
+
+
+@dataclass(frozen=True)
+class Estimate:
+    name: str
+    dtype: str
+    weights_bytes: int
+    load_peak_bytes: int  # every weight read as float32 first (and a GGUF converted, the first time)
+    kv_bytes: int
+    kv_tokens: int
+    available_bytes: int | None
+    converts: bool  # a GGUF converted on this load
+
+    @property
+    def needed_bytes(self) -> int:
+        return max(self.load_peak_bytes, self.weights_bytes + self.kv_bytes)
+
+    @property
+    def fits(self) -> bool:
+        return self.available_bytes is None or self.needed_bytes <= self.available_bytes
+
+    def summary(self) -> str:
+        """'weights 538 MB at float32, peak 700 MB while loading, KV 189 MB (4,096 tokens); free 20.3 GB'."""
+        free = ("free RAM unknown" if self.available_bytes is None
+                else f"free RAM {human_bytes(self.available_bytes)}")
+        return (f"weights {human_bytes(self.weights_bytes)} at {self.dtype}, about "
+                f"{human_bytes(self.needed_bytes)} needed while loading"
+                f"{' (converting the GGUF first)' if self.converts else ''}; {self._kv()}; {free}")
+
+    def _kv(self) -> str:
+        if not self.kv_tokens:
+            return "KV cache not known"
+        return f"KV cache {human_bytes(self.kv_bytes)} for {self.kv_tokens:,} tokens"
+
+    def refusal(self) -> str:
+        return (f"Not enough memory for {self.name} at {self.dtype}: loading needs about "
+                f"{human_bytes(self.needed_bytes)} (weights {human_bytes(self.weights_bytes)}, read as float32 "
+                f"first{', after converting the GGUF' if self.converts else ''}; {self._kv()}) but only "
+                f"{human_bytes(self.available_bytes or 0)} is available. Close other programs or choose a "
+                "smaller model.")
+
+
+def estimate(entry, dtype: str, available: int | None = None) -> Estimate | None:
+    """The memory a catalog Entry needs at `dtype` (already resolved); None when its size is not known."""
+    if not entry.n_params:
+        return None
+    n = entry.n_params
+    weights = weights_bytes(n, dtype, entry.embed_params)
+    peak = int(LOAD_PEAK_PER_FLOAT32 * 4 * n) + (weights if dtype == "int8" else 0)
+    converts = entry.spec.lower().endswith(".gguf") and not entry.converted
+    if converts:
+        peak = max(peak, CONVERT_BYTES_PER_PARAM * n)
+    tokens = min(entry.context_length or KV_WINDOW, KV_WINDOW) if entry.kv_bytes_per_token else 0
+    kv = (entry.kv_bytes_per_token or 0) * tokens * DTYPE_BYTES.get(dtype, 4) // 4
+    return Estimate(entry.name, dtype, weights, peak, kv, tokens, available, converts)
+
+
+def ensure_fits(spec: str, dtype: str) -> Estimate | None:
+    """Refuse (NotEnoughMemory, one line) a CPU load that would need more than MemAvailable."""
+    from inference.store.catalog import describe
+
+    result = estimate(describe(str(spec)), dtype, mem_available())
+    if result is not None and not result.fits:
+        raise NotEnoughMemory(result.refusal())
+    return result
+
+
+def human_bytes(n: float) -> str:
+    if n >= 1e9:
+        return f"{n / 1e9:.1f} GB"
+    if n >= 1e6:
+        return f"{n / 1e6:.0f} MB"
+    return f"{n / 1e3:.0f} KB" if n >= 1e3 else f"{n:.0f} bytes"
+
+
+def ensure_kv_fits(bytes_per_token: int, positions: int, available: int | None = None) -> None:
+    """Refuse (NotEnoughMemory, one line) a KV cache of `positions` that would take more than MemAvailable:
+    a prompt plus max-new-tokens of 10^7 on a long-context model is refused, not allocated."""
+    available = mem_available() if available is None else available
+    needed = bytes_per_token * positions
+    if available is not None and needed > available:
+        raise NotEnoughMemory(f"Not enough memory for a KV cache of {positions:,} positions: it needs "
+                              f"{human_bytes(needed)} but only {human_bytes(available)} is available. "
+                              "Ask for fewer new tokens or a shorter prompt.")

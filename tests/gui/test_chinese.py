@@ -1,0 +1,93 @@
+"""Chinese (and emoji) in the Context view: a character whose UTF-8 bytes are split over tokens is shown as
+one joined chip group, each token's tooltip says which bytes of it it carries, candidates that are bytes
+read ‹E6 B1›; and the plain transcript. On the default model's real token ids."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QColor, QTextCursor
+
+from app_driver import idle, settle, wait_until, window_fixture
+from gui.state.format import byte_label, partial_note, split_characters
+from inference.session.session import prompt_ids
+
+PROMPT = "用中文介绍一下巴黎"
+
+window = window_fixture("chinese")
+
+
+def _tokens(model):
+    ids, text = prompt_ids(model, PROMPT, chat=True)
+    stream = model.tokenizer.stream()
+    return ids, text, [stream.push(i) for i in ids], [model.tokenizer.token_bytes(i) for i in ids]
+
+
+def test_split_characters_on_real_token_ids(default_model):
+    ids, text, pushed, raws = _tokens(default_model)
+    parts, runs = split_characters(raws)
+    partial = [k for k, (shown, _piece) in enumerate(pushed) if not shown]
+    assert partial, "the prompt should have tokens that carry only bytes of a character"
+    in_run = {k for start, end in runs for k in range(start, end)}
+    assert set(partial) <= in_run  # every byte-only token is drawn with the token(s) completing it
+    for k in partial:
+        chars = {p.char for p in parts[k]}
+        assert chars and all(c in PROMPT for c in chars)
+        nxt = pushed[k + 1][0] or pushed[k + 2][0]  # the character shows with the token that completes it
+        assert parts[k][-1].char == nxt[0]
+    for start, end in runs:  # a run's bytes are whole characters of the prompt, each counted byte by byte
+        whole = b"".join(raws[start:end]).decode("utf-8")
+        assert whole in text and whole == "".join(shown for shown, _ in pushed[start:end])
+        for char in set(whole):
+            carried = [p for k in range(start, end) for p in parts[k] if p.char == char]
+            if carried:
+                assert sum(p.last - p.first + 1 for p in carried) == len(char.encode("utf-8")) == carried[0].size
+    first = parts[partial[0]][0]
+    assert first.describe() == (f"byte{'s' if first.last > first.first else ''} "
+                                f"{first.first}{'–' + str(first.last) if first.last > first.first else ''} "
+                                f"of {first.size} of {first.char}")
+
+
+def test_an_unfinished_character_at_the_end():
+    raw = "汉".encode("utf-8")
+    parts, runs = split_characters([b"ab", raw[:2]])
+    assert runs == [] and parts[0] == []
+    assert parts[1][0].describe() == "bytes 1–2 of 3 of a character the next token completes"
+
+
+def test_candidate_bytes_read_as_a_hex_group(default_model):
+    tok = default_model.tokenizer
+    partial = next(i for i in range(tok.backend.get_vocab_size())
+                   if len(tok.token_bytes(i)) == 2 and tok.token_bytes(i)[0] == 0xE6)
+    text = tok.piece_text(partial)  # what a candidate list gets: \xE6\xNN
+    hexes = " ".join(f"{b:02X}" for b in tok.token_bytes(partial))
+    assert byte_label(text) == f"‹{hexes}›" and "next token" in partial_note(text)
+    assert byte_label(" Paris") == " Paris" and partial_note(" Paris") == ""
+
+
+def test_the_context_groups_chinese_and_shows_a_transcript(window):
+    win, c = window, window.controller
+    win.controls.chat.setChecked(True)
+    win.controls.prompt.setPlainText(PROMPT)
+    win.actions["prefill"].trigger()
+    wait_until(lambda: c.prefilled and PROMPT in c.prefill_event.prompt_text and idle(c))
+    settle(win)
+    view = win.views["context"]
+    canvas = view.canvas
+    tokens = c.prefill_event.tokens
+    groups = canvas.groups()
+    assert groups and all(label and all(ch in PROMPT for ch in label) for _s, _e, label in groups)
+    grouped = {i for start, end, _ in groups for i in range(start, end)}
+    for i, token in enumerate(tokens):
+        if not token.text:  # bytes only: in a group, its tooltip names its bytes of the character
+            assert i in grouped and " of 3 of " in canvas.tooltips[i]
+            assert canvas.chips[i].rect.right() == canvas.chips[i + 1].rect.left()  # drawn joined
+    view.plain.setChecked(True)
+    settle(win)
+    shown = view.transcript.toPlainText()
+    assert PROMPT in shown and "<|im_start|>" in shown and "\\x" not in shown
+    cursor = QTextCursor(view.transcript.document())
+    cursor.setPosition(shown.index("<|im_start|>") + 2)
+    dim = QColor(win.appearance.theme.muted)
+    assert cursor.charFormat().foreground().color() == dim  # the template's special tokens, dimmed
+    cursor.setPosition(shown.index(PROMPT) + 2)
+    assert cursor.charFormat().foreground().color() != dim
+    view.plain.setChecked(False)

@@ -1,0 +1,137 @@
+"""The app connected to a (fake) inference server: the tail bar, the KV note, a server that dies and
+comes back; and the Connect to server… dialog."""
+
+from __future__ import annotations
+
+import pytest
+
+from fake_servers import V, Fake, llama_cpp_routes, tokenizer_folder
+
+
+@pytest.fixture
+def tokenizer_dir(tmp_path):
+    return tokenizer_folder(tmp_path / "tokenizer")
+
+
+def test_the_app_steps_a_server_shows_the_tail_and_survives_its_death(qtbot, tokenizer_dir, tmp_path):
+    from PySide6.QtCore import QSettings
+
+    from gui.main_window import MainWindow
+    from gui.theme import Appearance
+
+    fake = Fake(llama_cpp_routes(tokenizer_dir))
+    port, errors = fake.port, []
+    win = MainWindow(settings=QSettings(str(tmp_path / "t.ini"), QSettings.IniFormat), appearance=Appearance(),
+                     model=f"{fake.url}#tokenizer={tokenizer_dir}")
+    qtbot.addWidget(win)
+    win.show()
+    c = win.controller
+    c.error.connect(lambda message, details, expected: errors.append((message, expected)))
+    idle = lambda: not c.busy and not c.running  # noqa: E731
+    try:
+        qtbot.waitUntil(lambda: c.info is not None, timeout=60_000)
+        assert c.info.dtype == "remote" and c.info.vocab_size == V
+        win.controls.prompt.setPlainText("the tin")
+        win.actions["prefill"].trigger()
+        qtbot.waitUntil(lambda: c.prefilled and idle(), timeout=60_000)
+        win.actions["step"].trigger()
+        qtbot.waitUntil(lambda: len(c.steps) == 1 and idle(), timeout=60_000)
+        qtbot.waitUntil(lambda: not c.scheduler.redraw_due, timeout=60_000)
+        view, step = win.views["candidates"], c.steps[0]
+        ticks = [label for _, label in view.bars.getAxis("left")._tickLevels[0]]
+        note = step.dist.server  # the app's sampler (top-k 50 > 20) had the server asked for 80
+        assert note.n_top == 80 and ticks[-1] == f"other ({V - 80} tokens)" == f"other ({note.tail_count} tokens)"
+        assert view.tail_bar.opts["width"] == [note.tail_p] and "server listed top 80" in view.header.text()
+        kv = win.views["kv"]
+        kv._force_refresh()
+        assert "KV bytes not known" in kv.formula.text() and f"took {note.cached_tokens}" in kv.formula.text()
+        fake.stop()
+        win.actions["step"].trigger()
+        qtbot.waitUntil(lambda: bool(errors) and idle(), timeout=60_000)
+        assert errors[0][1] and "\n" not in errors[0][0] and "cannot reach the server" in errors[0][0]
+        kept = [s.token.id for s in c.steps]
+        assert len(kept) >= 1
+        fake = Fake(llama_cpp_routes(tokenizer_dir), port=port)
+        win.actions["step"].trigger()
+        qtbot.waitUntil(lambda: len(c.steps) == len(kept) + 1 and idle(), timeout=60_000)
+        assert [s.token.id for s in c.steps][:len(kept)] == kept
+    finally:
+        win.close()
+        fake.stop()
+
+
+def test_connect_dialog_builds_the_spec_the_engine_loads(qtbot, tokenizer_dir):
+    from PySide6.QtWidgets import QDialogButtonBox
+
+    from gui.dialogs.connect_dialog import ConnectDialog, server_spec
+    from inference.store.remote_model import split_spec
+
+    dialog = ConnectDialog(None, "http://10.0.0.5:8000", str(tokenizer_dir / "tokenizer.json"))
+    qtbot.addWidget(dialog)
+    assert split_spec(dialog.spec()) == ("http://10.0.0.5:8000", str(tokenizer_dir / "tokenizer.json"))
+    assert server_spec(" https://h:1 ") == "https://h:1" and split_spec("https://h:1") == ("https://h:1", None)
+    dialog.url.setText("ftp://nope")
+    assert not dialog.buttons.button(QDialogButtonBox.Ok).isEnabled()
+
+
+def _ok(dialog):
+    from PySide6.QtWidgets import QDialogButtonBox
+
+    return dialog.buttons.button(QDialogButtonBox.Ok)
+
+
+def test_connect_dialog_shows_the_tokenizer_the_servers_model_path_names_before_it_is_read(qtbot, tokenizer_dir):
+    from PySide6.QtWidgets import QDialog
+
+    from gui.dialogs.connect_dialog import ConnectDialog
+    from inference.store.remote_model import split_spec
+
+    routes = llama_cpp_routes(tokenizer_dir)
+    routes[("GET", "/props")] = lambda _: (200, {"default_generation_settings": {"n_ctx": 96},
+                                                 "model_path": str(tokenizer_dir), "eos_token": "</s>"})
+    fake = Fake(routes)
+    try:
+        dialog = ConnectDialog(None, fake.url, "")
+        qtbot.addWidget(dialog)
+        _ok(dialog).click()  # nothing named: the server is asked first, and nothing is read yet
+        qtbot.waitUntil(lambda: dialog.asking is None and dialog.offered.text().startswith("The llama.cpp"),
+                        timeout=60_000)
+        assert dialog.result() != QDialog.Accepted and _ok(dialog).isEnabled()
+        assert dialog.tokenizer.text() == str(tokenizer_dir)
+        assert f"reports its model at {tokenizer_dir}" in dialog.offered.text()
+        assert f"will be read from {tokenizer_dir} on this machine" in dialog.offered.text()
+        assert {method for method, _, _ in fake.requests} == {"GET"}  # the tokenizer probe comes at connect
+        _ok(dialog).click()  # seen: now it is read, named explicitly
+        assert dialog.result() == QDialog.Accepted
+        assert split_spec(dialog.spec()) == (fake.url, str(tokenizer_dir)) and dialog.named() == ""
+        dialog.url.setText("http://127.0.0.1:1")  # another server: the offer no longer holds
+        assert dialog.tokenizer.text() == "" and dialog.offered.text() == ""
+    finally:
+        fake.stop()
+
+
+def test_connect_dialog_says_when_the_servers_model_path_names_nothing_here(qtbot, tokenizer_dir):
+    from PySide6.QtCore import QProcess
+    from PySide6.QtWidgets import QDialog
+
+    from gui.dialogs.connect_dialog import ConnectDialog
+
+    fake = Fake(llama_cpp_routes(tokenizer_dir))  # it reports /nowhere/model.gguf
+    try:
+        dialog = ConnectDialog(None, fake.url, "")
+        qtbot.addWidget(dialog)
+        _ok(dialog).click()
+        qtbot.waitUntil(lambda: dialog.asking is None and dialog.offered.text() != "", timeout=60_000)
+        assert dialog.offered.text() == ("The llama.cpp server reports its model at /nowhere/model.gguf, which "
+                                         "names no tokenizer on this machine: name the served model's tokenizer.")
+        assert dialog.tokenizer.text() == "" and dialog.result() != QDialog.Accepted
+        dialog.url.setText("http://127.0.0.1:9")  # nothing listens there
+        _ok(dialog).click()
+        qtbot.waitUntil(lambda: dialog.asking is None and "cannot reach" in dialog.offered.text(), timeout=60_000)
+        assert dialog.offered.text().startswith("cannot reach the server at http://127.0.0.1:9")
+        _ok(dialog).click()
+        asked = dialog.asking
+        dialog.reject()  # Cancel while asking: the asking process ends with the dialog
+        assert dialog.asking is None and asked.state() == QProcess.NotRunning
+    finally:
+        fake.stop()

@@ -1,0 +1,129 @@
+"""Every view follows the shown step, and a click on a candidate takes it (issue 14), on the real default model.
+
+One window serves the whole module (loading the model is the slow part); each test starts from its own
+Prefill, which forgets the steps before it.
+"""
+
+
+import numpy as np
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtWidgets import QApplication
+
+from gui.state.format import fmt_bytes
+from app_driver import idle, prefill, settle, step, wait_until, window_fixture
+
+window = window_fixture("views")
+
+
+def click_bar(qtbot, view, row):
+    """A real left click in the middle of a candidate's row of bars."""
+    scene = view.bar_picker.scene_pos(QPointF(0.3, row))
+    qtbot.mouseClick(view.bars.viewport(), Qt.LeftButton, pos=view.bars.mapFromScene(scene))
+
+
+def test_clicking_a_candidate_bar_or_a_draw_segment_takes_it(qtbot, window):
+    c = window.controller
+    prefill(window, greedy=False, seed=7)
+    view = window.views["candidates"]
+    assert c.shown().pending and view._can_take()
+    cands = c.pending.dist.candidates
+    assert view.bar_picker.token_at_scene(view.bar_picker.scene_pos(QPointF(0.3, 2))) == int(cands.ids[2])
+    view.bar_picker._on_move(view.bar_picker.scene_pos(QPointF(0.3, 2)))  # hovering says a click takes it
+    assert view.bars.viewport().cursor().shape() == Qt.PointingHandCursor
+    assert view._describe_take(int(cands.ids[2])).startswith("Click to take")
+    click_bar(qtbot, view, 2)
+    wait_until(lambda: len(c.steps) == 1 and idle(c))
+    assert c.steps[0].token.id == int(cands.ids[2]) and c.steps[0].forced
+    c.select(None)  # the pending step 2
+    settle(window)
+    kept = c.pending.dist.kept
+    assert len(kept.ids) > 1
+    middle = float(kept.cdf[0] + (kept.cdf[1] - kept.cdf[0]) / 2)  # the second segment of the draw strip
+    scene = view.draw_picker.scene_pos(QPointF(middle, 0.25))
+    assert view.draw_picker.token_at_scene(scene) == int(kept.ids[1])
+    qtbot.mouseClick(view.draw.viewport(), Qt.LeftButton, pos=view.draw.mapFromScene(scene))
+    wait_until(lambda: len(c.steps) == 2 and idle(c))
+    assert c.steps[1].token.id == int(kept.ids[1]) and c.steps[1].forced
+    settle(window)
+    assert "You chose this token" in window.views["explain"]._html
+    assert "you chose" in window.views["timing"].summary.text()
+
+
+def test_clicking_a_candidate_on_a_past_step_forks_there(qtbot, window):
+    c = window.controller
+    prefill(window, greedy=True, seed=7)
+    step(window, 3)
+    first = [s.token.id for s in c.steps]
+    window.history.setValue(2)
+    settle(window)
+    view = window.views["candidates"]
+    assert view.header.text().startswith("Step 2 drew")
+    other = int(c.steps[1].dist.candidates.ids[1])  # greedy drew rank 0: rank 1 is another token
+    assert other != first[1] and "fork at step 2" in view._describe_take(other)
+    click_bar(qtbot, view, 1)
+    wait_until(lambda: len(c.steps) == 2 and c.steps[1].token.id == other and idle(c))
+    assert c.steps[0].token.id == first[0] and c.steps[1].forced
+    assert len(c.history.leaves()) == 2  # the first branch is kept beside the new one
+    first_tip = c.history.leaves()[0]
+    c.switch(first_tip.id)
+    wait_until(lambda: [s.token.id for s in c.steps] == first and idle(c))
+    settle(window)
+    reread = c.history.reread
+    assert reread is not None  # until the next step: Timing and Explain say what the switch cost
+    said = (f"re-read {reread.reread_tokens} tokens in one parallel pass" if reread.reread_tokens
+            else "still held")
+    assert said in window.views["timing"].summary.text() and said in window.views["explain"]._html
+
+
+def test_backspace_removes_the_last_token_but_not_a_character_of_the_prompt(qtbot, window):
+    c = window.controller
+    prefill(window, greedy=True, seed=7)
+    assert not window.actions["backspace"].isEnabled()  # no steps yet
+    step(window, 2)
+    assert window.actions["backspace"].isEnabled()
+    window.activateWindow()
+    prompt = window.controls.prompt
+    prompt.setFocus()
+    wait_until(lambda: prompt.hasFocus(), 5000)
+    prompt.moveCursor(prompt.textCursor().MoveOperation.End)
+    text = prompt.toPlainText()
+    qtbot.keyClick(prompt, Qt.Key_Backspace)
+    assert prompt.toPlainText() == text[:-1]  # the editor kept its key...
+    QApplication.processEvents()
+    assert len(c.steps) == 2 and idle(c)  # ...and no token was removed
+    canvas = window.views["context"].canvas
+    canvas.setFocus()
+    wait_until(lambda: canvas.hasFocus(), 5000)
+    second = c.steps[1]
+    qtbot.keyClick(canvas, Qt.Key_Backspace)
+    wait_until(lambda: len(c.steps) == 1 and idle(c))
+    assert c.pending is not None and c.pending.index == 2
+    assert np.allclose(c.pending.dist.candidates.logits, second.dist.candidates.logits)
+    settle(window)
+    said = window.views["explain"]._html  # a rewind, not a preview of new settings
+    assert "Rewound to step 2" in said and "no forward pass" in said
+    assert f"cropped</b> to {c.prefill_event.n_tokens + 1} positions" in said
+
+
+def test_the_history_slider_moves_every_view_to_the_step(qtbot, window):
+    c = window.controller
+    prefill(window, greedy=True, seed=7)
+    step(window, 4)
+    window.history.setValue(2)
+    settle(window)
+    k, step2 = 2, c.steps[1]
+    context, kv, stop, timing = (window.views[key] for key in ("context", "kv", "stop", "timing"))
+    assert context.canvas.selected_step == k and context.canvas.greyed == 2
+    assert "Showing step 2" in context.summary.text()
+    assert kv.shown_used_bytes == step2.kv_used_bytes
+    assert kv.shown_positions == c.prefill_event.n_tokens + k - 1
+    assert f"{fmt_bytes(step2.kv_used_bytes)}</b> used" in kv.formula.text()
+    assert stop.shown_generated == k and stop.limit.caption.startswith("2 of ")
+    assert "At step 2 of 4" in stop.status.text()
+    assert list(timing.selected_bar.opts["x"]) == [k]
+    assert f"Step 2</b>: forward {step2.forward_ms:.1f} ms" in timing.summary.text()
+    assert "step 2 of 4" in window.views["explain"]._html
+    window.history.setValue(window.history.maximum())  # the newest step again: nothing greyed
+    settle(window)
+    assert context.canvas.greyed == 0 and stop.shown_generated == 4
+    assert kv.shown_positions == c.steps[-1].context_tokens

@@ -1,0 +1,159 @@
+"""Every view shows the same step in every frame: during Run (fast or paced) and when the history slider
+moves (issue 18 items 3 and 4, and paced playback), on the real default model.
+
+One window serves the module; each test starts from its own Prefill.
+"""
+
+from PySide6.QtWidgets import QApplication
+
+from gui.state.history import History
+from gui.views.base import View
+from gui.views.branches_view import assign_rows
+from inference.events import PrefillDone, StepDone, Stopped, Token
+from app_driver import idle, prefill, settle, wait_until, window_fixture
+
+window = window_fixture("in_step")
+
+
+def _step(index):
+    return StepDone(index=index, position=4 + index, token=Token(index, f" t{index}", f" t{index}"), forward_ms=1.0,
+                    sample_ms=0.1, kv_used_bytes=0, kv_allocated_bytes=0, context_tokens=5 + index, chosen_rank=0,
+                    random_u=None, dist=None, seed=0, node=index, parent=index - 1)
+
+
+def test_the_history_holds_back_what_a_paced_playback_has_not_shown():
+    h = History()
+    h.prefilled(PrefillDone(tokens=(), n_tokens=5, ms=1.0, kv_used_bytes=0, kv_allocated_bytes=0, prompt_text=""))
+    h.stepped([_step(1)])
+    h.hold()  # a paced Run starts after step 1
+    steps = [_step(i) for i in range(2, 6)]
+    h.stepped(steps[:2])
+    h.stepped(steps[2:])
+    h.ended(Stopped("max_new_tokens", 5, "", 1.0, 1.0))
+    assert h.behind and [s.index for s in h.steps] == [1] and h.stopped is None and h.shown_index() == 1
+    assert h.log[-1].index == 1  # the prefill and step 1: nothing the playback has not reached
+    assert h.unrevealed() == {2, 3, 4, 5} and h.shown_current.id == 1 and [n.id for n in h.path_nodes()] == [1]
+    assert [node.id for node, _ in assign_rows(h.root, h.unrevealed())] == [0, 1]  # the Branches tree
+    h.reveal(3)
+    assert [s.index for s in h.steps] == [1, 2, 3] and h.log[-1] is steps[1] and h.shown_index() == 3
+    assert h.stopped is None and h.reported == 5 and h.shown_current.id == 3 and h.unrevealed() == {4, 5}
+    h.select(2)  # the history slider, during the playback
+    assert h.shown_index() == 2
+    h.follow_latest()
+    h.reveal(5)
+    assert not h.behind and h.stopped.reason == "max_new_tokens" and h.log[-1] is h.stopped
+    h.reveal(2)
+    h.release()  # paused or stopped: everything reported is shown
+    assert len(h.steps) == 5 and h.horizon is None and h.shown_index() == 5
+    assert h.unrevealed() == set() and h.shown_current is h.current and len(assign_rows(h.root)) == 6
+
+
+def drawn_views(win) -> list[View]:
+    """The views on screen (a dock tabbed behind another is drawn when raised)."""
+    return [v for v in win.findChildren(View) if v.isVisible() and not v.visibleRegion().isEmpty()]
+
+
+class Frames:
+    """At every redraw, after every view has drawn: the step each visible view reports."""
+
+    def __init__(self, win):
+        self.win, self.frames = win, []
+        win.controller.redraw.connect(self._record)  # connected last: runs after the views' own slots
+
+    def _record(self) -> None:
+        c = self.win.controller
+        self.frames.append((c.history.shown_index(), c.running, {type(v).__name__: v.shown_step
+                                                         for v in drawn_views(self.win)}))
+
+    def close(self) -> None:
+        self.win.controller.redraw.disconnect(self._record)
+
+
+def run_and_record(win, pace: float) -> list:
+    c = win.controller
+    win.controls.pace.setCurrentIndex(win.controls.pace.findData(pace))
+    assert c.pacer.tokens_per_s == pace
+    frames = Frames(win)
+    try:
+        win.actions["run"].trigger()
+        wait_until(lambda: c.stopped is not None and idle(c))
+        settle(win)
+    finally:
+        frames.close()
+    return frames.frames
+
+
+def assert_in_step(frames, n_views_at_least=5):
+    assert frames
+    for shown, _running, steps in frames:
+        assert len(steps) >= n_views_at_least, steps
+        assert set(steps.values()) == {shown}, (shown, steps)
+
+
+def test_paced_run_shows_every_step_in_every_view_at_once(window):
+    c = window.controller
+    prefill(window, greedy=True, max_new=6)
+    frames = run_and_record(window, 8.0)
+    assert_in_step(frames)
+    views = frames[0][2]
+    assert {"ContextView", "CandidatesView", "KvView", "StopView", "TimingView", "ExplainView"} <= set(views)
+    # one step at a time: every step of the run was a frame of its own, in order (the engine may have
+    # finished before the pacer showed the last steps: those frames come after `running` ends)
+    during = [shown for shown, _running, _ in frames if shown]
+    assert sorted(set(during)) == list(range(1, len(c.steps) + 1))
+    assert during == sorted(during)
+    assert len(c.steps) == 6 and c.stopped.reason == "max_new_tokens"
+    assert c.history.horizon is None and not c.running  # caught up: everything shown
+
+
+def test_fast_run_redraws_every_view_at_the_same_step(window):
+    prefill(window, greedy=True, max_new=12)
+    frames = run_and_record(window, 0.0)
+    assert_in_step(frames)
+    c = window.controller
+    assert frames[-1][0] == c.history.shown_index() == len(c.steps) == 12  # the last frame: the run's end, everywhere
+
+
+def test_the_history_slider_sets_every_views_step(window):
+    c = window.controller
+    prefill(window, greedy=True, max_new=5)
+    run_and_record(window, 0.0)
+    for k in (2, 4, 1):
+        window.history.setValue(k)
+        settle(window)
+        views = drawn_views(window)
+        assert {v.shown_step for v in views} == {k}, {type(v).__name__: v.shown_step for v in views}
+    assert "Showing step 1" in window.views["context"].summary.text()
+    assert window.views["stop"].shown_generated == 1
+    window.history.setValue(window.history.maximum())
+    settle(window)
+    assert {v.shown_step for v in drawn_views(window)} == {len(c.steps)}
+
+
+def test_pause_during_a_paced_run_shows_all_the_engine_reported(window):
+    c = window.controller
+    prefill(window, greedy=True, max_new=40)
+    window.controls.pace.setCurrentIndex(window.controls.pace.findData(1.0))
+    window.actions["run"].trigger()
+    wait_until(lambda: c.history.reported >= 3)  # the engine runs ahead of the pace
+    assert c.running and len(c.steps) < c.history.reported
+    window.actions["step"].trigger()  # Space / the Step button is Pause during a run
+    wait_until(lambda: idle(c))
+    settle(window)
+    assert c.history.horizon is None and len(c.steps) == c.history.reported
+    assert {v.shown_step for v in drawn_views(window)} == {c.history.shown_index()}
+
+
+def test_p_toggles_the_pace_and_presentation_mode_paces(window):
+    c, a = window.controller, window.actions
+    window.controls.pace.setCurrentIndex(window.controls.pace.findData(0.0))
+    a["paced"].trigger()
+    assert c.pacer.paced and a["paced"].isChecked() and window.controls.pace.currentData() == c.pacer.tokens_per_s
+    a["paced"].trigger()
+    assert not c.pacer.paced and not a["paced"].isChecked()
+    a["presentation"].setChecked(True)
+    QApplication.processEvents()
+    assert c.pacer.paced
+    a["presentation"].setChecked(False)
+    QApplication.processEvents()
+    assert not c.pacer.paced

@@ -1,0 +1,126 @@
+"""The engine loop over real pipes, in this process: typed commands in, typed replies out, one run loop."""
+
+
+import pytest
+from engine_driver import of, serve, steps
+
+from inference.engine import protocol as p
+from inference.events import SessionStatus, StepDone
+from inference.settings import GenerationSettings, SamplerSettings
+from tiny import make_hf_model, save_hf_model
+
+GREEDY = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=40)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return str(save_hf_model(make_hf_model("llama", seed=3), tmp_path_factory.mktemp("engine")))
+
+
+def test_a_bad_message_gets_an_error_reply_and_the_engine_goes_on(folder):
+    replies = serve(["not an envelope", p.Envelope(p.PROTOCOL_VERSION + 1, p.Step()),
+                     p.Envelope(p.PROTOCOL_VERSION, p.Ready(cuda=False)), p.wrap(p.Step()),
+                     p.wrap(p.Load(folder, "cpu", "float32", 1))], finished=2)
+    failed = of(replies, p.Failed)
+    assert "not a protocol message" in failed[0].message
+    assert "protocol version" in failed[1].message
+    assert "unknown command: Ready" in failed[2].message
+    assert "no model is loaded" in failed[3].message and failed[3].expected
+    assert of(replies, p.ModelLoaded)[0].tag == 1
+
+
+def test_run_is_the_session_run_loop_with_batches_and_a_step_limit(folder):
+    replies = serve([p.wrap(p.Load(folder, "cpu", "float32", 1)),
+                     p.wrap(p.Prefill("the cat", False, "", GREEDY, 2)),
+                     p.wrap(p.Run(max_steps=5, batch_s=60.0))], finished=3)
+    taken = steps(replies)
+    assert [s.index for s in taken] == [1, 2, 3, 4, 5]
+    assert len(of(replies, p.Stepped)[0].events) == 5  # a whole run in one batch: 60 s never passed
+    statuses = [r.status for r in of(replies, p.Status)]
+    assert any(s.running for s in statuses) and not statuses[-1].running
+    assert statuses[-1] == SessionStatus(True, False, "", 5, GREEDY)
+    finished = [r.command for r in of(replies, p.Finished)]
+    assert finished == ["Load", "Prefill", "Run"]
+    assert all(r.tag == 2 for r in of(replies, p.Stepped) + of(replies, p.PendingStep))
+
+
+def test_pause_ends_a_run_before_its_next_step_and_a_new_prompt_ends_it_too(folder):
+    replies = serve([p.wrap(p.Load(folder, "cpu", "float32", 1)),
+                     p.wrap(p.Prefill("the cat", False, "", GREEDY, 2)),
+                     p.wrap(p.Run()), p.wrap(p.Pause()),
+                     p.wrap(p.Run()), p.wrap(p.Step()),
+                     p.wrap(p.Run()), p.wrap(p.Prefill("a dog", False, "", GREEDY, 3))], finished=7)
+    assert [s.index for s in steps(replies)] == [1]  # every run ended before its first step; one Step
+    prefilled = of(replies, p.Prefilled)
+    assert [r.tag for r in prefilled] == [2, 3]
+    assert [r.command for r in of(replies, p.Finished)] == ["Load", "Prefill", "Run", "Run", "Step", "Run",
+                                                            "Prefill"]
+
+
+def test_abort_ends_the_generation_and_settings_preview_without_a_forward(folder):
+    hot = GenerationSettings(SamplerSettings(temperature=3.0, top_k=0), max_new_tokens=40)
+    replies = serve([p.wrap(p.Load(folder, "cpu", "float32", 1)),
+                     p.wrap(p.Prefill("the cat", False, "", GREEDY, 2)), p.wrap(p.Configure(hot)),
+                     p.wrap(p.Step()), p.wrap(p.Abort()), p.wrap(p.Reset(GREEDY, 3)), p.wrap(p.Step())],
+                    finished=7)
+    finished = {r.command: r.forward_count for r in of(replies, p.Finished)}
+    assert finished["Configure"] == finished["Prefill"]  # the preview reused the prefill's logits
+    pending = of(replies, p.PendingStep)
+    assert pending[0].event.dist.settings.temperature == 3.0
+    ended = of(replies, p.Ended)
+    assert [e.event.reason for e in ended] == ["aborted"]
+    after_reset = [e for r in of(replies, p.Stepped) if r.tag == 3 for e in r.events]
+    assert [s.index for s in after_reset] == [1] and isinstance(after_reset[0], StepDone)
+
+
+def test_rewind_force_and_switch_over_the_pipe(folder):
+    commands = [p.Load(folder, "cpu", "float32", 1), p.Prefill("the cat", False, "", GREEDY, 2),
+                p.Step(), p.Step(), p.Step(), p.Rewind(2), p.Force(7), p.Step(), p.Rewind(99), p.Switch(3)]
+    replies = serve([p.wrap(c) for c in commands], finished=len(commands))
+    taken = steps(replies)
+    assert [e.index for e in taken] == [1, 2, 3, 2, 3]
+    assert taken[3].forced and taken[3].token.id == 7 and taken[3].parent == taken[0].node
+    assert not taken[4].forced
+    rewound = of(replies, p.RewoundReply)[0].event
+    assert rewound.to_step == 2 and rewound.node == taken[0].node
+    assert "rewind 99 is outside" in of(replies, p.Failed)[0].message  # and the engine went on
+    switched = of(replies, p.SwitchedReply)[0].event
+    assert switched.node == 3 and switched.tokens == tuple(e.token.id for e in taken[:3])
+    assert switched.reread_tokens == 2  # steps 2 and 3 of the first branch, in one pass
+    assert of(replies, p.PendingStep)[-1].event.index == 4
+
+
+def test_a_verify_pass_comes_before_the_steps_it_decided(folder):
+    import dataclasses
+
+    from inference.events import Verified
+
+    spec = dataclasses.replace(GREEDY, speculate=4, max_new_tokens=24)
+    commands = [p.Load(folder, "cpu", "float32", 1), p.Prefill("ab ab ab ab ab ab", False, "", spec, 2),
+                p.Run(max_steps=0)]
+    replies = serve([p.wrap(c) for c in commands], finished=len(commands))
+    events = [e for r in of(replies, p.Stepped) for e in r.events]
+    verifies = [(i, e) for i, e in enumerate(events) if isinstance(e, Verified)]
+    assert verifies, "a repeated pattern drafts"
+    for at, v in verifies:
+        decided = events[at + 1:at + 1 + v.emitted]
+        assert [e.index for e in decided] == list(range(v.index, v.index + v.emitted))
+        assert all(e.verified_by == v.index for e in decided)
+        assert [e.token.id for e in decided[:v.accepted]] == [t.id for t in v.drafted[:v.accepted]]
+    plain = serve([p.wrap(c) for c in commands[:1] + [dataclasses.replace(commands[1], settings=GREEDY)]
+                   + commands[2:]], finished=len(commands))
+    assert [e.token.id for e in events if isinstance(e, StepDone)] == [e.token.id for e in steps(plain)][:24]
+
+
+def test_the_weights_are_hashed_again_when_a_generation_ends_and_on_demand(folder):
+    short = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=3)
+    commands = [p.Load(folder, "cpu", "float32", 1), p.Prefill("the cat", False, "", short, 2),
+                p.Step(), p.Step(), p.Step(), p.CheckWeights()]
+    replies = serve([p.wrap(c) for c in commands], finished=len(commands))
+    checks = of(replies, p.WeightsChecked)
+    assert len(checks) == 2  # after the generation's stop, and the one asked for
+    loaded = of(replies, p.ModelLoaded)[0].info.weights_fingerprint
+    assert all(c.at_load == c.now == loaded and c.ms > 0 for c in checks)
+    ended = next(i for i, r in enumerate(replies) if isinstance(r, p.Ended))
+    # the step that ended is answered first (the front-end's buttons come back), then the hash follows
+    assert [type(r) for r in replies[ended + 1:ended + 4]] == [p.Status, p.Finished, p.WeightsChecked]
