@@ -9,76 +9,23 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from itertools import chain
 
 from inference import cache_dir
+from inference.arguments import DEFAULT_PROMPT, add_model_arguments, add_prompt_arguments, number, utf8_text
 from inference.errors import is_expected, one_line
-from inference.progress import StderrProgress
+from inference.events import SettingsEvent
+from inference.kernels import ops_reporting
+from inference.lessons.lesson import play
 from inference.lessons.script import ScriptError
-from inference.settings import MAX_NEW_TOKENS
-
-
-def _number(kind, low=None, high=None, low_open=False, what="value"):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be a {kind.__name__}, got {text!r}") from None
-        if value != value or value in (float("inf"), float("-inf")) or \
-                (low is not None and (value <= low if low_open else value < low)) or \
-                (high is not None and value > high):
-            bounds = f"{'(' if low_open else '['}{low}, {high if high is not None else 'inf)'}"
-            bounds += "]" if high is not None else ""
-            raise argparse.ArgumentTypeError(f"{what} must be in {bounds}, got {text}")
-        return value
-    return parse
-
-
-DEFAULT_PROMPT = "The capital of France is"
-
-
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """--model, --device, --dtype: the same options, with the same meaning, in the app and in `trace`."""
-    from inference.settings import DEVICE_CHOICES, DTYPE_CHOICES
-
-    parser.add_argument("--model", default="default", help="'default' (SmolLM2-135M-Instruct), an HF "
-                        "folder, a .gguf file, or an inference server http://HOST:PORT (llama.cpp, vLLM, SGLang)")
-    parser.add_argument("--tokenizer", default=None, metavar="PATH", help="with a server: the served "
-                        "model's tokenizer.json (or its folder, or .gguf), when the server's is not readable here")
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
-    parser.add_argument("--dtype", choices=DTYPE_CHOICES, default="auto",
-                        help="auto = float32 on CPU, bfloat16 on CUDA; int8 = int8 weights with a scale per "
-                        "64 weights, float32 activations and KV cache")
-
-
-def utf8_text(what: str):
-    """An argparse type for text options: argv that is not valid UTF-8 (decoded by Python with surrogate
-    escapes) is a usage error naming the option, not a crash in the tokenizer."""
-    def parse(text: str) -> str:
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise argparse.ArgumentTypeError(f"{what} is not valid UTF-8") from None
-        return text
-    return parse
-
-
-def model_spec(args) -> str:
-    """--model as one string the app's engine can load: a server's --tokenizer rides along as
-    `#tokenizer=PATH` (sources/remote_model.split_spec)."""
-    tokenizer = getattr(args, "tokenizer", None)
-    if tokenizer and str(args.model).startswith(("http://", "https://")):
-        from urllib.parse import urlencode
-
-        return f"{args.model}#{urlencode({'tokenizer': tokenizer})}"
-    return args.model
-
-
-def add_prompt_arguments(parser: argparse.ArgumentParser, prompt_default: str | None) -> None:
-    """--prompt, --chat, --system: shared by the app and `trace`."""
-    parser.add_argument("--prompt", default=prompt_default, type=utf8_text("--prompt"), help="the prompt to read")
-    parser.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
-    parser.add_argument("--system", default="", type=utf8_text("--system"), help="system prompt (chat mode)")
+from inference.lessons.trace import TraceWriter, load_script
+from inference.progress import StderrProgress
+from inference.session.session import Session, prompt_ids
+from inference.settings import MAX_NEW_TOKENS, GenerationSettings
+from inference.store.default_model import ensure_default_model
+from inference.store.loading import load_model
+from inference.store.remote_model import one_thread
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,26 +39,26 @@ def build_parser() -> argparse.ArgumentParser:
                        help="bfloat16: a float32 model's long forwards (prompts of 18+ tokens) multiply in "
                        "bfloat16, decode stays float32; needs avx512_bf16 or amx_bf16 (not on by default: "
                        "benchmarks/RESULTS.md)")
-    trace.add_argument("--max-new-tokens", type=_number(int, 1, MAX_NEW_TOKENS, what="--max-new-tokens"), default=32)
+    trace.add_argument("--max-new-tokens", type=number(int, 1, MAX_NEW_TOKENS, what="--max-new-tokens"), default=32)
     trace.add_argument("--greedy", action="store_true", help="always take the most likely token")
-    trace.add_argument("--temperature", type=_number(float, 0, what="--temperature"), default=None,
+    trace.add_argument("--temperature", type=number(float, 0, what="--temperature"), default=None,
                        help="0 means greedy (default: the model's generation_config, else 1.0)")
-    trace.add_argument("--top-k", type=_number(int, 0, what="--top-k"), default=None, help="0 = off")
-    trace.add_argument("--top-p", type=_number(float, 0, 1, low_open=True, what="--top-p"), default=None)
-    trace.add_argument("--min-p", type=_number(float, 0, 1, what="--min-p"), default=None)
-    trace.add_argument("--seed", type=_number(int, 0, what="--seed"), default=0)
+    trace.add_argument("--top-k", type=number(int, 0, what="--top-k"), default=None, help="0 = off")
+    trace.add_argument("--top-p", type=number(float, 0, 1, low_open=True, what="--top-p"), default=None)
+    trace.add_argument("--min-p", type=number(float, 0, 1, what="--min-p"), default=None)
+    trace.add_argument("--seed", type=number(int, 0, what="--seed"), default=0)
     trace.add_argument("--stop", action="append", default=[], metavar="TEXT", type=utf8_text("--stop"),
                        help="stop when the generated text contains TEXT (repeatable)")
-    trace.add_argument("--speculate", type=_number(int, 0, 16, what="--speculate"), default=0, metavar="N",
+    trace.add_argument("--speculate", type=number(int, 0, 16, what="--speculate"), default=0, metavar="N",
                        help="draft up to N tokens by prompt lookup and verify them in one forward pass (0 = off)")
-    trace.add_argument("--context-limit", type=_number(int, 0, what="--context-limit"), default=0, metavar="N",
+    trace.add_argument("--context-limit", type=number(int, 0, what="--context-limit"), default=0, metavar="N",
                        help="run in a context window of N tokens (0 = the model's own; at least 4)")
     trace.add_argument("--when-full", choices=("stop", "drop-oldest"), default="stop",
                        help="when the window is full: stop (context_full), or drop the oldest half after the "
                        "first token and re-read the rest in one pass (a context_shift line)")
     trace.add_argument("--no-kv-cache", action="store_true",
                        help="keep no KV cache: every step re-reads the whole prefix (same logits, growing cost)")
-    trace.add_argument("--top-n", type=_number(int, 1, what="--top-n"), default=20,
+    trace.add_argument("--top-n", type=number(int, 1, what="--top-n"), default=20,
                        help="candidates reported per step")
     trace.add_argument("--logit-lens", action="store_true", help="each step also reports, after every "
                        "layer, the top tokens (--top-n) and p of the chosen one through the final norm and head")
@@ -124,23 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _trace(args) -> int:
-    from dataclasses import replace
-
-    from inference.events import SettingsEvent
-    from inference.store.loading import load_model
-    from inference.lessons.trace import load_script
-    from inference.session.session import Session, prompt_ids
-    from inference.settings import GenerationSettings
-    from inference.lessons.trace import TraceWriter
-
     script = load_script(args.script) if args.script else None  # a bad script fails before the model loads
     progress = StderrProgress()  # one line per stage on stderr, then how long it all took
     model = load_model(args.model, device=args.device, dtype=args.dtype, progress=progress,
                        tokenizer=args.tokenizer, prefill_dtype=args.prefill_dtype)
     progress.ready(f"{model.info().name} ready")
     if hasattr(model, "new_source"):  # a server's model: this process only draws
-        from inference.store.remote_model import one_thread
-
         one_thread()
     asked = {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p, "min_p": args.min_p}
     asked = {k: v for k, v in asked.items() if v is not None}
@@ -153,8 +89,6 @@ def _trace(args) -> int:
     session = Session(model, settings, capture_lens=args.logit_lens)
     session.use_kv_cache(not args.no_kv_cache)
     if script is not None:
-        from inference.lessons.lesson import play
-
         events = play(session, model, script)
     else:
         ids, text = prompt_ids(model, args.prompt, chat=args.chat, system=args.system or None)
@@ -168,10 +102,6 @@ def _trace(args) -> int:
 
 
 def _download(args) -> int:
-    from inference.store.default_model import ensure_default_model
-
-    from inference.kernels import ops_reporting
-
     progress = StderrProgress()
     folder = ensure_default_model(progress)
     ops_reporting(progress)  # the decode kernels too, so that the app's first start has nothing left to build
