@@ -42,7 +42,7 @@ from inference.model.config import ModelConfig
 from inference.events import STOCK_DECODE
 from inference.model.kv_cache import KVCache, kv_bytes_per_token
 from inference.model.layers import Backend, Linear, Norm, decode_arguments, decode_layer, decode_layers, slot_value, weight_slots
-from inference.store.memory import ensure_kv_fits
+from inference.host import ensure_kv_fits
 from inference.model.rope import LongropeCaches, RotaryTable, rotate
 from inference.model.quant import describe_int8_path
 

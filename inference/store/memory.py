@@ -6,36 +6,23 @@ peak RSS above the process's start): float32 684 MB (weights 538 MB), bfloat16 6
 int8 851 MB (weights 252 MB); so the peak is taken as 1.3 x the float32 bytes, plus the int8 weights
 (built while the float32 copy is still held). A GGUF that is not converted yet is first dequantised
 whole and written (about 8 bytes per parameter: "peak ≈ 1 GiB" for the default model). The KV cache is
-counted at a modest window (KV_WINDOW tokens). Free memory is MemAvailable from /proc/meminfo (psutil is
-not a dependency); where it cannot be read, nothing is refused.
+counted at a modest window (KV_WINDOW tokens). Free memory is the host's (inference/host.py); where it cannot
+be read, nothing is refused.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from inference.host import NotEnoughMemory, human_bytes, mem_available
+from inference.store.catalog import describe
+
 KV_WINDOW = 4096  # tokens of KV cache the estimate makes room for
 LOAD_PEAK_PER_FLOAT32 = 1.3  # the loading peak over the float32 weights (measured, above)
 CONVERT_BYTES_PER_PARAM = 8  # a GGUF's first load: dequantised float32 arrays and the file being written
 INT8_BYTES_PER_PARAM = 1 + 2 / 64  # an int8 weight and its share of a bfloat16 scale per 64
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-MEMINFO = "/proc/meminfo"
 
-
-class NotEnoughMemory(ValueError):
-    """Loading would run out of memory: refused before it starts."""
-
-
-def mem_available(path: str = MEMINFO) -> int | None:
-    """Bytes the kernel can give without swapping (MemAvailable), None where it is not known."""
-    try:
-        with open(path, encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
 
 
 def resolve_dtype(dtype: str, on_cuda: bool) -> str:
@@ -108,28 +95,7 @@ def estimate(entry, dtype: str, available: int | None = None) -> Estimate | None
 
 def ensure_fits(spec: str, dtype: str) -> Estimate | None:
     """Refuse (NotEnoughMemory, one line) a CPU load that would need more than MemAvailable."""
-    from inference.store.catalog import describe
-
     result = estimate(describe(str(spec)), dtype, mem_available())
     if result is not None and not result.fits:
         raise NotEnoughMemory(result.refusal())
     return result
-
-
-def human_bytes(n: float) -> str:
-    if n >= 1e9:
-        return f"{n / 1e9:.1f} GB"
-    if n >= 1e6:
-        return f"{n / 1e6:.0f} MB"
-    return f"{n / 1e3:.0f} KB" if n >= 1e3 else f"{n:.0f} bytes"
-
-
-def ensure_kv_fits(bytes_per_token: int, positions: int, available: int | None = None) -> None:
-    """Refuse (NotEnoughMemory, one line) a KV cache of `positions` that would take more than MemAvailable:
-    a prompt plus max-new-tokens of 10^7 on a long-context model is refused, not allocated."""
-    available = mem_available() if available is None else available
-    needed = bytes_per_token * positions
-    if available is not None and needed > available:
-        raise NotEnoughMemory(f"Not enough memory for a KV cache of {positions:,} positions: it needs "
-                              f"{human_bytes(needed)} but only {human_bytes(available)} is available. "
-                              "Ask for fewer new tokens or a shorter prompt.")

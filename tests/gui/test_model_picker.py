@@ -6,7 +6,7 @@ from PySide6.QtCore import QSettings
 from PySide6.QtGui import QKeySequence, QPalette
 
 from app_driver import wait_until
-from inference import cache_dir
+from inference import cache_dir, host
 from inference.store import memory
 from inference.store.model_settings import ModelSettings
 from fake_model_dirs import fake_models  # noqa: F401 - a module fixture, shared with test_catalog
@@ -69,7 +69,7 @@ def test_the_picker_lists_greys_checks_memory_and_opens(qtbot, window, fake_mode
     assert picker.open_button.isEnabled(), (picker.open_button.toolTip(), picker.selected())
     assert "free RAM" in picker.memory_label.text()
     with monkeypatch.context() as patch:
-        patch.setattr(memory, "mem_available", lambda path=memory.MEMINFO: 1000)
+        patch.setattr(memory, "mem_available", lambda path=host.MEMINFO: 1000)
         picker.select(str(fake_models["nope"]))
         picker.select(str(fake_models["llama"]))
         assert not picker.open_button.isEnabled()

@@ -209,7 +209,7 @@ def test_nan_weight_is_named(good, tmp_path):
 
 
 def test_kv_cache_beyond_free_memory_is_refused():
-    from inference.store.memory import NotEnoughMemory, ensure_kv_fits
+    from inference.host import NotEnoughMemory, ensure_kv_fits
 
     ensure_kv_fits(1000, 1000, available=10**7)
     with pytest.raises(NotEnoughMemory, match="KV cache of 10,000,000 positions: it needs 10.0 GB"):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from inference import host
 from inference.store import catalog, memory, model_settings
 from inference.store.loading import load_model
 from inference.store.model_settings import ModelSettings
@@ -143,8 +144,8 @@ def test_memory_estimate_and_refusal(env, monkeypatch):
     assert estimate.load_peak_bytes >= 4 * n and estimate.kv_tokens == 128
     assert memory.estimate(entry, "bfloat16").weights_bytes == 2 * n
     assert memory.estimate(catalog.describe(str(env["gguf"])), "float32").converts
-    monkeypatch.setattr(memory, "mem_available", lambda path=memory.MEMINFO: 4 * n)  # less than the peak
-    with pytest.raises(memory.NotEnoughMemory) as refused:
+    monkeypatch.setattr(memory, "mem_available", lambda path=host.MEMINFO: 4 * n)  # less than the peak
+    with pytest.raises(host.NotEnoughMemory) as refused:
         memory.ensure_fits(str(env["llama"]), "float32")
     message = str(refused.value)
     assert message.startswith("Not enough memory for tiny/llama at float32: loading needs about")
@@ -154,16 +155,16 @@ def test_memory_estimate_and_refusal(env, monkeypatch):
         raise AssertionError("the weights were read before the memory check")
 
     monkeypatch.setattr("inference.store.loading.read_checkpoint", no_weights)
-    with pytest.raises(memory.NotEnoughMemory, match="Not enough memory"):
+    with pytest.raises(host.NotEnoughMemory, match="Not enough memory"):
         load_model(str(env["llama"]), device="cpu", dtype="float32")
 
 
 def test_mem_available_reads_meminfo(tmp_path):
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   21000000 kB\n")
-    assert memory.mem_available(str(meminfo)) == 21_000_000 * 1024
-    assert memory.mem_available(str(tmp_path / "missing")) is None
-    assert memory.mem_available() is None or memory.mem_available() > 0
+    assert host.mem_available(str(meminfo)) == 21_000_000 * 1024
+    assert host.mem_available(str(tmp_path / "missing")) is None
+    assert host.mem_available() is None or host.mem_available() > 0
 
 
 def test_a_quantised_checkpoint_is_unsupported(env, tmp_path):
