@@ -23,6 +23,8 @@ import threading
 from pathlib import Path
 from typing import Callable
 
+import platformdirs
+
 MANIFEST = "tokenstep-manifest.json"
 UNWRITABLE = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS, errno.EPERM, errno.ENOTDIR)
 FORMAT_VERSION = 1
@@ -33,8 +35,6 @@ def cache_root() -> Path:
     override = os.environ.get("TOKENSTEP_CACHE_DIR")
     if override:
         return Path(override)
-    import platformdirs
-
     return Path(platformdirs.user_cache_dir("tokenstep", appauthor=False))
 
 

@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import platformdirs
+
 FILE = "models.json"
 MAX_RECENT = 20
 
@@ -21,8 +23,6 @@ def config_root() -> Path:
     override = os.environ.get("TOKENSTEP_CONFIG_DIR")
     if override:
         return Path(override)
-    import platformdirs
-
     return Path(platformdirs.user_config_dir("tokenstep", appauthor=False))
 
 

@@ -17,7 +17,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from jinja2 import TemplateError
+from tokenizers import Tokenizer as Backend
+
 from inference.errors import ModelFormatError
+from inference.text.template_box import render
 from inference.text.tokenizer_probe import is_panic, probe
 
 _HEX_ERRORS = "tokenstep-hex"
@@ -62,8 +66,6 @@ class Tokenizer:
 
     @classmethod
     def from_folder(cls, folder: Path) -> "Tokenizer":
-        from tokenizers import Tokenizer as Backend
-
         path = folder / "tokenizer.json"
         if not path.is_file():
             raise ModelFormatError(f"{folder}: no tokenizer.json (the fast-tokenizer file is required)")
@@ -165,10 +167,6 @@ class Tokenizer:
         """The prompt text the model was trained to see for these messages (special tokens included)."""
         if not self.chat_template:
             raise ModelFormatError(f"{self.source}: this model has no chat template")
-        from jinja2 import TemplateError
-
-        from inference.text.template_box import render
-
         def raise_exception(message):
             raise TemplateError(message)
 

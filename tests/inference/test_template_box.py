@@ -348,7 +348,7 @@ CHILD = r"""
 import json, resource, sys, time
 if sys.platform.startswith("linux"):
     resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
-from inference import template_box
+from inference.text import template_box
 from inference.errors import ModelFormatError
 source, seconds = json.loads(sys.stdin.read())
 template_box.MAX_SECONDS = seconds

@@ -306,7 +306,7 @@ def _scan_in_subprocess(folder, timeout=60):
     import subprocess
     import sys
 
-    code = ("import json, sys; from pathlib import Path; from inference import catalog; "
+    code = ("import json, sys; from pathlib import Path; from inference.store import catalog; "
             "entries = catalog.folder_entries(Path(sys.argv[1]), 'folder', catalog._Budget(1000)); "
             "print(json.dumps([[e.name, e.supported, e.reason] for e in entries]))")
     env = {**os.environ, "TOKENSTEP_CACHE_DIR": str(folder.parent / "cache")}
