@@ -19,10 +19,16 @@ import time
 import traceback
 from collections import deque
 
+import torch
+
 from inference import cache_dir
 from inference.engine import protocol as p
+from inference.engine.backend_switch import start_build, switch_if_built
 from inference.errors import Cancelled, NotReady, is_expected, one_line
 from inference.events import Stopped
+from inference.session.session import Session, prompt_ids
+from inference.sources.remote import NO_WEIGHTS
+from inference.store.loading import load_model
 
 
 def serve(commands, replies, niceness: int = 0) -> None:
@@ -30,8 +36,6 @@ def serve(commands, replies, niceness: int = 0) -> None:
 
     `niceness` is the front-end's choice: a GUI runs the engine nicer than itself so that its paints go
     first when both want a core."""
-    import torch
-
     cache_dir.exit_on_sigterm()  # the front-end's terminate() mid-conversion leaves no partial folder
     if niceness and hasattr(os, "nice"):
         os.nice(niceness)
@@ -174,9 +178,6 @@ class Engine:
 
     def _open(self, spec: str, device: str, dtype: str, tag: int) -> None:
         """Load `spec` and start a session on it (raises, leaving the previous ones, on any failure)."""
-        from inference.store.loading import load_model
-        from inference.session.session import Session
-
         model = load_model(spec, device=device, dtype=dtype, progress=self._load_progress,
                            kernels_in_background=True)  # float32 on stock ops while the kernels build
         local = not hasattr(model, "new_source")  # a remote server: no attention, lens or own cache
@@ -186,10 +187,8 @@ class Engine:
         if not local:
             model.stop_waiting_when(self.stop_wanted)  # Stop and Cancel reach a request that waits for the server
         self.model, self.session, self.tag = model, session, tag
-        from inference.engine.backend_switch import start_build
 
         self.kernels_build = start_build(model)
-        import torch
 
         self.threads = getattr(self, "threads", torch.get_num_threads())  # as the process started
         torch.set_num_threads(self.threads if local else 1)  # remote: see sources/remote_model.one_thread
@@ -206,7 +205,6 @@ class Engine:
         """Between two forwards: a model on stock ops goes over to the decode kernels once they are built."""
         if self.kernels_build is None:
             return
-        from inference.engine.backend_switch import switch_if_built
 
         if switch_if_built(self.model, self.kernels_build) is not None:
             self.kernels_build = None
@@ -230,8 +228,6 @@ class Engine:
     def refuse_remote(self, what: str, on: bool) -> None:
         """Views that need the weights in this process cannot be turned on for a remote server."""
         if on and self.model is not None and hasattr(self.model, "new_source"):
-            from inference.sources.remote import NO_WEIGHTS
-
             raise ValueError(f"{what} {NO_WEIGHTS}: it is off while connected to {self.model.url}")
 
     def capture(self, command: p.CaptureAttention) -> None:
@@ -251,8 +247,6 @@ class Engine:
 
     # --- generation -----------------------------------------------------------------------------------
     def prefill(self, command: p.Prefill) -> None:
-        from inference.session.session import prompt_ids
-
         session = self.need_session()
         self.tag = command.tag
         session.update_settings(command.settings)
