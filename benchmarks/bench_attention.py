@@ -14,7 +14,6 @@ Reported per thread count: medians of the rounds, attention's time and its ratio
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -27,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from inference import kernels  # noqa: E402
+import results  # noqa: E402  (benchmarks/results/: where --json writes)
 
 
 def timed(fn) -> float:
@@ -74,8 +74,7 @@ def main() -> int:
     parser.add_argument("--kv-heads", type=int, default=3)
     parser.add_argument("--head-dim", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--json", type=Path,
-                        help="write the results here, e.g. benchmarks/results/attention/<machine>_<date>.json")
+    results.json_option(parser, "attention")
     args = parser.parse_args()
     if args.heads % args.kv_heads:
         parser.error("--heads must be a multiple of --kv-heads")
@@ -83,18 +82,16 @@ def main() -> int:
     if ops is None:
         print("the decode kernels are not available here (no compiler?)", file=sys.stderr)
         return 1
-    results = [measure(ops, int(n), args, int(t)) for n in args.positions.split(",") for t in args.threads.split(",")]
+    measured = [measure(ops, int(n), args, int(t)) for n in args.positions.split(",") for t in args.threads.split(",")]
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  {platform.processor() or platform.machine()}  "
           f"{args.layers} layers, {args.heads} heads over {args.kv_heads} KV heads of {args.head_dim}")
     print(f"{'positions':>9} {'threads':>7} {'K/V MB':>7} {'caches ms':>10} {'memory ms':>10} {'read ms':>8} "
           f"{'memory/read':>11}")
-    for r in results:
+    for r in measured:
         print(f"{r['positions']:>9} {r['threads']:>7} {r['kv_mb']:>7.1f} {r['from_caches_ms']:>10.2f} "
               f"{r['from_memory_ms']:>10.2f} {r['read_ms']:>8.2f} {r['ratio_to_read']:>10.2f}x")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, "results": results},
-                                        indent=2))
+    path = results.resolve(args.json, "attention")
+    results.write(path, "attention", {"args": vars(args) | {"json": str(path)}, "results": measured})
     return 0
 
 

@@ -14,7 +14,6 @@ cache), and the K/V bytes the cached step reads back.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -23,9 +22,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from benchmarks.bench_decode import cpu_facts  # noqa: E402
+import results  # noqa: E402  (benchmarks/results/: where --json writes)
 
 
 def step_ms(model, ids: list[int], steps: int, kv_cache: bool) -> float:
@@ -53,8 +53,7 @@ def main(argv=None) -> int:
     parser.add_argument("--contexts", default="16,128,512")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json",
-                        help="write the results here, e.g. benchmarks/results/cache/<machine>_<date>.json")
+    results.json_option(parser, "cache")
     args = parser.parse_args(argv)
 
     from inference.store.loading import load_model
@@ -83,9 +82,7 @@ def main(argv=None) -> int:
         print(f"{r['context']:>8} {r['cached_ms']:>15.1f} {r['no_cache_ms']:>17.1f} {r['ratio']:>6.1f}x "
               f"{r['kv_projection_macs_cached']:>21,} {r['kv_projection_macs_no_cache']:>14,} "
               f"{r['kv_bytes_read_cached'] / 1e6:>12.1f} MB")
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({"cpu": cpu, "rows": rows}, indent=2))
+    results.write(args.json, "cache", {"cpu": cpu, "rows": rows})
     return 0
 
 

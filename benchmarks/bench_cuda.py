@@ -20,7 +20,6 @@ bound by kernel launches, not by memory, and the ratio to the floor says how far
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import sys
@@ -34,6 +33,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from benchmarks.bench_decode import timed_generate  # noqa: E402
+import results  # noqa: E402  (benchmarks/results/: where --json writes)
 DEVICE = "cuda"  # --device cpu checks the script itself on a machine without a GPU
 
 
@@ -204,8 +204,7 @@ def main(argv=None) -> int:
     parser.add_argument("--prefill", default="16,128,512")
     parser.add_argument("--decode", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json", type=Path, default=None,
-                        help="write the results here, e.g. benchmarks/results/cuda/<machine>_<date>.json")
+    results.json_option(parser, "cuda")
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     args = parser.parse_args(argv)
     global DEVICE
@@ -227,9 +226,7 @@ def main(argv=None) -> int:
                 print(table({**report, "results": {f"{shape}:{dtype}": report["results"][f"{shape}:{dtype}"]}}),
                       flush=True)
     print(table(report))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=1, default=str))
+    results.write(args.json, "cuda", report)
     return 0
 
 

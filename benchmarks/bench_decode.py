@@ -38,6 +38,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import results  # benchmarks/results/: where --json writes
+
 ROOT = Path(__file__).resolve().parent.parent
 STREAM_BYTES = 1 << 30  # much larger than any cache: a read of it runs at memory speed
 
@@ -47,7 +49,7 @@ INTERLEAVE = 8  # decode tokens between two reads of the weight block within a T
 
 # --- workers (one process per side) ------------------------------------------------------------------
 def _prompt_ids(tokenizer_encode, n: int) -> list[int]:
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
     from paragraph import PARAGRAPH
 
     ids: list[int] = []
@@ -332,19 +334,10 @@ def _llama_cpp_available() -> bool:
 
 
 def cpu_facts() -> dict:
-    flags: list[str] = []
-    model = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags") and not flags:
-                flags = line.split(":", 1)[1].split()
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    identity = results.cpu()
     wanted = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8",
               "amx_bf16", "avx_vnni")
-    return {"model": model, "flags": [f for f in wanted if f in flags], "cores": os.cpu_count()}
+    return {"model": identity["cpu"], "flags": [f for f in wanted if f in identity["flags"]], "cores": os.cpu_count()}
 
 
 def median(values: list[float]) -> float:
@@ -363,8 +356,7 @@ def main(argv=None) -> int:
                         help="comma-separated engine:dtype list (engines: tokenstep, transformers, "
                              "llama_cpp); default from --dtype")
     parser.add_argument("--quick", action="store_true", help="2 repeats, prefill 16 and 128, 32 tokens")
-    parser.add_argument("--json", type=Path, default=None,
-                        help="also write the results here, e.g. benchmarks/results/decode/<machine>_<date>.json")
+    results.json_option(parser, "decode")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.threads is None:
@@ -390,12 +382,12 @@ def main(argv=None) -> int:
     print(f"[bench] sides {sides}, {args.threads} threads, {args.repeats} repeats", file=sys.stderr)
     workers = {side: Worker(side, args) for side in sides}
     bandwidth = Worker("bandwidth", args)
-    results: dict[str, dict] = {side: {"prefill_ms": {n: [] for n in lengths},
-                                       "decode_ms": {n: [] for n in lengths},
-                                       "gb_per_s": {n: [] for n in lengths}, "tokens": None,
-                                       "beside_gb_per_s": {n: [] for n in lengths},
-                                       "interleaved": {n: [] for n in lengths}}
-                                for side in sides}
+    runs: dict[str, dict] = {side: {"prefill_ms": {n: [] for n in lengths},
+                                    "decode_ms": {n: [] for n in lengths},
+                                    "gb_per_s": {n: [] for n in lengths}, "tokens": None,
+                                    "beside_gb_per_s": {n: [] for n in lengths},
+                                    "interleaved": {n: [] for n in lengths}}
+                             for side in sides}
     gb_per_s: list[float] = []
     started = time.time()
     try:
@@ -406,30 +398,27 @@ def main(argv=None) -> int:
             for n in lengths:
                 for side in order:
                     gb_per_s.append(bandwidth.ask(op="bandwidth")["gb_per_s"])
-                    results[side]["gb_per_s"][n].append(gb_per_s[-1])  # measured just before this run
+                    runs[side]["gb_per_s"][n].append(gb_per_s[-1])  # measured just before this run
                     reply = workers[side].ask(op="run", prefill=n, decode=args.decode)
                     gb_per_s.append(bandwidth.ask(op="bandwidth")["gb_per_s"])  # and just after it
-                    results[side]["prefill_ms"][n].append(reply["prefill_ms"])
-                    results[side]["decode_ms"][n].append(reply["decode_ms"])
+                    runs[side]["prefill_ms"][n].append(reply["prefill_ms"])
+                    runs[side]["decode_ms"][n].append(reply["decode_ms"])
                     if "beside_gb_per_s" in reply:
-                        results[side]["beside_gb_per_s"][n].append(statistics.mean(reply["beside_gb_per_s"]))
-                    results[side]["interleaved"][n].extend(reply.get("interleaved", ()))
+                        runs[side]["beside_gb_per_s"][n].append(statistics.mean(reply["beside_gb_per_s"]))
+                    runs[side]["interleaved"][n].extend(reply.get("interleaved", ()))
                     if n == lengths[0]:
-                        results[side]["tokens"] = reply["tokens"]
+                        runs[side]["tokens"] = reply["tokens"]
             print(f"[bench] repeat {repeat + 1}/{args.repeats} done", file=sys.stderr)
         for side, w in workers.items():
-            results[side]["peak_rss_mb"] = w.ask(op="rss")["peak_rss_mb"]
-            results[side]["info"] = w.info
+            runs[side]["peak_rss_mb"] = w.ask(op="rss")["peak_rss_mb"]
+            runs[side]["info"] = w.info
     finally:
         for w in [*workers.values(), bandwidth]:
             w.close()
 
-    report = summarise(args, sides, lengths, results, gb_per_s, time.time() - started)
+    report = summarise(args, sides, lengths, runs, gb_per_s, time.time() - started)
     print(table(report))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        print(f"[bench] wrote {args.json}", file=sys.stderr)
+    results.write(args.json, "decode", report)
     return 0
 
 

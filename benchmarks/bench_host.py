@@ -15,7 +15,6 @@ of the per-round ratio kernel / torch. The tokens must be the same on both sides
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -32,6 +31,7 @@ from inference.text import tokenizer
 from inference.store.loading import load_model  # noqa: E402
 from inference.session.sampling import SamplerSettings  # noqa: E402
 from inference.session.session import GenerationSettings, Session  # noqa: E402
+import results  # noqa: E402  (benchmarks/results/: where --json writes)
 
 
 class Side:
@@ -104,8 +104,7 @@ def main(argv=None) -> int:
     parser.add_argument("--dtypes", default="float32,int8")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--steps", type=int, default=32)
-    parser.add_argument("--json", type=Path, default=None,
-                        help="write the results here, e.g. benchmarks/results/host/<machine>_<date>.json")
+    results.json_option(parser, "host")
     args = parser.parse_args(argv)
     report = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "results": {}}
     print("| dtype | step ms, kernel / torch | ratio | host ms, kernel / torch | ratio |\n|---|---|---:|---|---:|")
@@ -113,9 +112,7 @@ def main(argv=None) -> int:
         r = report["results"][dtype] = measure(dtype, args.rounds, args.steps)
         print(f"| {dtype} | {r['kernel_step_ms']:.2f} / {r['torch_step_ms']:.2f} | {r['ratio_step_ms']:.3f} | "
               f"{r['kernel_draw_ms']:.3f} / {r['torch_draw_ms']:.3f} | {r['ratio_draw_ms']:.3f} |", flush=True)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=1))
+    results.write(args.json, "host", report)
     return 0
 
 

@@ -18,7 +18,6 @@ machine the 10th percentile of single steps (llama.cpp: of 8-token runs) is repo
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -28,11 +27,12 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from benchmarks.bench_decode import cpu_facts, decode_read_bytes  # noqa: E402
 from inference.store.loading import load_model  # noqa: E402
 from inference.model import kernel_shape, quant  # noqa: E402
+import results  # noqa: E402  (benchmarks/results/: where --json writes)
 
 STREAM = torch.ones((1 << 30) // 4, dtype=torch.float32)
 PATHS = ("float", "int16", "integer")  # "integer" where the CPU has integer code (main() drops it elsewhere)
@@ -144,8 +144,7 @@ def main(argv=None) -> int:
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--context", type=int, default=16)
     parser.add_argument("--no-llama", action="store_true")
-    parser.add_argument("--json", type=Path, default=None,
-                        help="write the results here, e.g. benchmarks/results/int8_path/<machine>_<date>.json")
+    results.json_option(parser, "int8_path")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     model = load_model("default", device="cpu", dtype="int8")
@@ -211,9 +210,7 @@ def main(argv=None) -> int:
         print(f"{k:32s} {v:9.3f}   [{lo:.3f} .. {hi:.3f}]")
     for k, v in low.items():
         print(f"p10 {k:28s} {v:9.3f}")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    results.write(args.json, "int8_path", report)
     return 0
 
 

@@ -1,7 +1,7 @@
 """The int8 mode on stock ops (CPU without the own kernels: TOKENSTEP_KERNELS=0, macOS, ARM, Windows) against
 float32 on stock ops, and against the stock int8 path it replaced, side by side in one process.
 
-    PYTHONPATH=. python benchmarks/bench_int8_stock.py [--threads 2] [--repeats 9] [--json out.json]
+    PYTHONPATH=. python benchmarks/bench_int8_stock.py [--threads 2] [--repeats 9] [--json [PATH]]
 
 Three builds of the default model, every one on the stock CPU backend (select_backend(allow_own_kernels=False)):
 - "int8": quant.NibbleInt8Linear, quantize_rows's int8 weights and group scales as 4-bit halves on torch's
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import statistics
 import sys
 import time
@@ -32,7 +31,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from benchmarks.bench_decode import cpu_facts  # noqa: E402
 from benchmarks.int8_quality import PROMPTS  # noqa: E402
@@ -42,9 +41,9 @@ from inference.store.loading import resolve_folder  # noqa: E402
 from inference.model.packing import weights_bytes  # noqa: E402
 from inference.text.tokenizer import Tokenizer  # noqa: E402
 from tiny import build_decoder  # noqa: E402
+import results  # noqa: E402  (benchmarks/results/: where --json writes)
 
 PROMPT_TOKENS = 16
-RESULTS = ROOT / "benchmarks" / "results" / "int8_stock"
 
 
 @dataclass
@@ -111,28 +110,13 @@ def first_steps(builds: dict, tokenizer: Tokenizer) -> list[dict]:
     return rows
 
 
-def machine_name(facts: dict) -> str:
-    vendor = next((v for v in ("amd", "intel") if v in facts["model"].lower()), "cpu")
-    isa = next((f for f in ("amx_tile", "avx512f", "avx2") if f in facts["flags"]), "generic")
-    return f"{vendor}_{isa.removesuffix('f').removesuffix('_tile')}"
-
-
-def default_json(facts: dict) -> Path:
-    stem = f"{machine_name(facts)}_{datetime.date.today().isoformat()}"
-    path, n = RESULTS / f"{stem}.json", 2
-    while path.exists():
-        path, n = RESULTS / f"{stem}_{n}.json", n + 1
-    return path
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--tokens", type=int, default=32, help="decode steps per repeat")
     parser.add_argument("--prefill", default="16,128", help="prompt lengths, comma-separated")
-    parser.add_argument("--json", type=Path, default=None,
-                        help="write the results here (default: benchmarks/results/int8_stock/<machine>_<date>.json)")
+    results.json_option(parser, "int8_stock", always=True)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)  # before the builds: float32's row blocks follow the thread count
     folder = resolve_folder("default")
@@ -189,10 +173,7 @@ def main(argv=None) -> int:
     for name, s in result["first_step_summary"].items():
         print(f"first step, {name:16s} largest |dp| {s['largest_abs_dp']:.4f}, top-1 swaps {s['top1_swaps']} "
               f"of {len(quality)}")
-    path = args.json or default_json(facts)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"written to {path}", file=sys.stderr)
+    results.write(args.json, "int8_stock", result)
     return 0
 
 

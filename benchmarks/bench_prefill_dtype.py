@@ -33,12 +33,13 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support"), str(ROOT / "benchmarks")]
 
 from inference.model import prefill_dtype  # noqa: E402
 from inference.store.loading import load_model  # noqa: E402
 from int8_quality import PROMPTS  # noqa: E402
 from paragraph import PARAGRAPH  # noqa: E402
+import results  # noqa: E402  (benchmarks/results/: where --json writes)
 
 LENGTHS = (16, 128, 512)
 STEPS = 64
@@ -197,8 +198,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--skip", default="", help="comma-separated parts to skip: timing, memory, quality")
-    parser.add_argument("--json", type=Path, default=None,
-                        help="write the results here, e.g. benchmarks/results/prefill_dtype/<machine>_<date>.json")
+    results.json_option(parser, "prefill_dtype")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.threads:
@@ -227,9 +227,7 @@ def main(argv=None) -> int:
     if "quality" not in skip:
         report["quality"] = quality(model, copies)
         print("quality:", json.dumps(report["quality"]["summary"]))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    results.write(args.json, "prefill_dtype", report)
     return 0
 
 

@@ -22,7 +22,6 @@ with L.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -31,10 +30,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
 
 import llama_server  # noqa: E402
 from paragraph import PARAGRAPH  # noqa: E402
+import results  # noqa: E402  (benchmarks/results/: where --json writes)
 
 
 def prompt_of(tokenizer, n: int) -> list[int]:
@@ -87,8 +87,7 @@ def main(argv=None) -> int:
     parser.add_argument("--contexts", default="16,512")
     parser.add_argument("--steps", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json", type=Path, default=None,
-                        help="write the results here, e.g. benchmarks/results/remote/<machine>_<date>.json")
+    results.json_option(parser, "remote")
     args = parser.parse_args(argv)
     from inference.store.loading import load_model
     from inference.store.remote_model import one_thread
@@ -110,9 +109,7 @@ def main(argv=None) -> int:
     result = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": platform.processor()
               or platform.machine(), "server": f"llama-server (llama-cpp-python {llama_server.VERSION} sources)",
               "flags": "-t 1 -np 1 -fa off", "load_average_1min": os.getloadavg()[0], "rows": rows}
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=1))
+    results.write(args.json, "remote", result)
     return 0
 
 

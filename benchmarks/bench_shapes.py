@@ -14,13 +14,13 @@ one its cache holds for this machine. The shape in force is restored at the end.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from pathlib import Path
 
 import torch
+import results  # noqa: E402  (benchmarks/results/: where --json writes)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -96,15 +96,12 @@ def main(argv=None) -> int:
     parser.add_argument("--dtype", default="float32", choices=("float32", "int8"))
     parser.add_argument("--threads", type=int, default=None, help="default: torch's default on this machine")
     parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--json", type=Path, default=None,
-                        help="also write the results here, e.g. benchmarks/results/shapes/<machine>_<date>.json")
+    results.json_option(parser, "shapes")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     report = run(args)
     print(table(report))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    results.write(args.json, "shapes", report)
     return 0
 
 

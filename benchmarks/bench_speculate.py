@@ -19,7 +19,6 @@ a plain one-token pass (a verify pass reads up to 1 + N positions).
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -27,10 +26,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
 
 from bench_decode import cpu_facts  # noqa: E402  (benchmarks/ is this script's folder)
 from paragraph import PARAGRAPH  # noqa: E402
+import results  # noqa: E402  (benchmarks/results/: where --json writes)
 
 CODE = ("def average_price(items):\n    s = 0\n    for item in items:\n        s += item.price * item.quantity\n"
         "    count = len(items)\n    return s / count if count else 0.0\n")
@@ -137,8 +137,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--threads", type=int, default=None, help="default: torch's default on this machine")
-    parser.add_argument("--json", type=Path, default=None,
-                        help="also write the results here, e.g. benchmarks/results/speculate/<machine>_<date>.json")
+    results.json_option(parser, "speculate")
     args = parser.parse_args(argv)
     import torch
 
@@ -159,10 +158,7 @@ def main(argv=None) -> int:
               "prompt_tokens": {task: len(ids) for task, ids in prompts.items()},
               "tasks": {task: summarise(task_runs) for task, task_runs in runs.items()}}
     print(table(report))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        print(f"[bench] wrote {args.json}", file=sys.stderr)
+    results.write(args.json, "speculate", report)
     return 0 if all(s["same_tokens_as_0"] for t in report["tasks"].values() for s in t.values()) else 1
 
 

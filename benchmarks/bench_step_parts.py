@@ -18,7 +18,6 @@ swing between ~33 and ~57 GB/s for minutes at a time, and the effects differ bet
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -33,6 +32,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_shapes import span_view  # noqa: E402
 from inference.model import decoder as model_module, quant  # noqa: E402
 from inference.store.loading import load_model  # noqa: E402
+import results  # noqa: E402  (benchmarks/results/: where --json writes)
 
 
 def per_layer(self, x, layers, position, cache, rope):
@@ -98,11 +98,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--json", type=Path, default=None,
-                        help="write the results here, e.g. benchmarks/results/step_parts/<machine>_<date>.json")
+    results.json_option(parser, "step_parts")
     args = parser.parse_args(argv)
     block = model_module.LlamaBlock
-    results = {}
+    timed = {}
     for dtype in ("float32", "int8"):
         decoder = load_model("default", device="cpu", dtype=dtype).decoder
         ops = decoder.backend.kernels
@@ -110,26 +109,24 @@ def main(argv=None) -> int:
             sys.exit("the decode kernels are not in use here: nothing to compare")
         one_call = block.decode_all
         if dtype == "float32":
-            results["x_offset 16 vs 0 (float32)"] = pair(
+            timed["x_offset 16 vs 0 (float32)"] = pair(
                 decoder, lambda: ops.set_x_offset(16), lambda: ops.set_x_offset(0),
                 args.rounds, args.steps, equal)
-        results[f"one call vs per layer ({dtype})"] = pair(
+        timed[f"one call vs per layer ({dtype})"] = pair(
             decoder, lambda: setattr(block, "decode_all", one_call),
             lambda: setattr(block, "decode_all", per_layer), args.rounds, args.steps, equal)
         if dtype == "int8":
             kernel_class = quant.KernelInt8Linear
-            results["int8 head in one call vs torch ops"] = pair(
+            timed["int8 head in one call vs torch ops"] = pair(
                 decoder, lambda: setattr(quant, "KernelInt8Linear", kernel_class),
                 lambda: setattr(quant, "KernelInt8Linear", NotKernelHead), args.rounds, args.steps, close)
     report = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": " ".join(["python", *sys.argv]),
-              "threads": torch.get_num_threads(), "pairs": {name: summary(runs) for name, runs in results.items()}}
+              "threads": torch.get_num_threads(), "pairs": {name: summary(runs) for name, runs in timed.items()}}
     for name, parts in report["pairs"].items():
         print(name)
         for label, m in parts.items():
             print(f"  {label:26s} read {m['read']:6.2f} ms  a {m['a']:6.2f} ms  b {m['b']:6.2f} ms  a/b {m['ratio']:.3f}")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({**report, "raw": results}, indent=1))
+    results.write(args.json, "step_parts", {**report, "raw": timed})
     return 0
 
 

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+import results  # noqa: E402  (benchmarks/results/: where --json writes)
 STEPS_AFTER_SWITCH = 5
 
 
@@ -95,8 +96,7 @@ def child(started: float, root: Path) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--json", type=Path,
-                        help="write the results here, e.g. benchmarks/results/first_start/<machine>_<date>.json")
+    results.json_option(parser, "first_start")
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout whose app is started (default: "
                         "this one; another one measures its version side by side)")
     parser.add_argument("--child", type=float, help=argparse.SUPPRESS)  # the launch time, in the child
@@ -120,9 +120,7 @@ def main() -> int:
     result = json.loads(out.stdout.strip().splitlines()[-1])
     for key, value in result.items():
         print(f"{key:24} {value}")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2))
+    results.write(args.json, "first_start", result)
     return out.returncode
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+import results  # noqa: E402  (benchmarks/results/: where --json writes)
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 PROMPT = "Once upon a time, in a small village by the sea,"
@@ -142,8 +143,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5,
                         help="GUI runs, each between two headless runs (the machine's speed drifts)")
     parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--json", type=Path,
-                        help="write the results here, e.g. benchmarks/results/gui_probe/<machine>_<date>.json")
+    results.json_option(parser, "gui_probe")
     args = parser.parse_args()
     _app, window = open_window(args.steps, args.dtype)
     headless = [headless_tokens_per_s(args.steps, args.dtype)[0]]
@@ -169,9 +169,7 @@ def main() -> int:
     print(f"worst event-loop lateness over all runs  {summary['worst_lateness_ms']:.0f} ms   (target <= 50)")
     print(f"GUI tokens/s / headless tokens/s         median {summary['ratio_gui_to_headless_median']:.3f}, "
           f"lowest {summary['ratio_gui_to_headless_min']:.3f}   (target >= 0.9)")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(summary, indent=2))
+    results.write(args.json, "gui_probe", summary)
     return 0
 
 

@@ -19,7 +19,6 @@ or per row) on AVX-512 VNNI or AVX2.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -28,10 +27,11 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from inference.store.loading import load_model  # noqa: E402
 from paragraph import PARAGRAPH  # noqa: E402
+import results  # noqa: E402  (benchmarks/results/: where --json writes)
 
 PROMPTS = (
     "The capital of France is",
@@ -125,8 +125,7 @@ def main(argv=None) -> int:
     parser.add_argument("--model", default="default")
     parser.add_argument("--dtype", default="int8", help="the mode to compare with float32")
     parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--json", type=Path, default=None,
-                        help="write the results here, e.g. benchmarks/results/int8_quality/<machine>_<date>.json")
+    results.json_option(parser, "int8_quality")
     parser.add_argument("--int8-path", default=None, help="TOKENSTEP_INT8_PATH for the int8 model: float, int16, "
                         "integer, integer-row, integer-<n> (default: this machine's default)")
     args = parser.parse_args(argv)
@@ -176,9 +175,7 @@ def main(argv=None) -> int:
           f"{s['first_step_max_p_difference']:.4f}")
     print(f"teacher-forced greedy agreement: mean {s['teacher_forced_agreement']:.1%}, "
           f"lowest {s['teacher_forced_min_agreement']:.1%}")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    results.write(args.json, "int8_quality", report)
     return 0
 
 
