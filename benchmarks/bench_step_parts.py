@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=5)
     results.json_option(parser, "step_parts")
     args = parser.parse_args(argv)
-    block = model_module.LlamaBlock
+    block = model_module.Block
     timed = {}
     for dtype in ("float32", "int8"):
         decoder = load_model("default", device="cpu", dtype=dtype).decoder

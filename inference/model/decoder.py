@@ -5,16 +5,17 @@ One `forward(ids, start, cache)` serves both phases:
   from seeing later ones, and the last row sees the whole prompt;
 - decode: one new token (T = 1) that reads every cached position and adds its own K/V.
 
-Each family has its block, chosen once when the decoder is built (`BLOCKS`): `LlamaBlock` (Llama, Mistral,
-Qwen2, Phi-3: RMSNorm, rotary Q/K, grouped-query attention, gated SiLU MLP; Phi-3's partial rotary and
-longrope live in its rotary table, rope.py), `QKNormBlock` (Qwen3: the same with an RMSNorm over each Q
-and K head before rotary) and `GPT2Block` (LayerNorm, learned positions, GELU MLP). A family with
-soft-capped scores or per-layer windows gets a block of its own (Gemma 2 and 3: gemma.py). Every block
-shares `Block.attention`, whose three routes are: decode (one query, the backend's `attend_one`), prefill
-(many queries under the causal mask, SDPA) and captured (the weights written out for the attention view;
-soft-capped scores always take it). On the own kernels a Llama-style decode step runs every layer in one
-kernels.cpp call and one parallel region (`layers.decode_layers`, kernels_step.cpp; a captured step, one
-call per layer: `layers.decode_layer`, the same bits); that too is decided once, at construction, and
+Every family's layer is one `Block`, driven by its config and its family's BlockTraits (families/registry.py):
+pre-norm (RMSNorm or LayerNorm), rotary Q/K (after a per-head RMSNorm where the config has one; partial
+rotary and longrope live in the rotary table, rope.py; a windowed layer's own rotary base), grouped-query
+attention, and a gated MLP (activation(gate) * up) or a plain one; with `norms_after` a norm after each
+branch too, and soft-capped scores and logits where the config has caps (Gemma 2 and 3). Every layer
+shares `Block.attend`, whose routes are: decode (one query, the backend's `attend_one`), prefill
+(many queries under the causal mask, SDPA), captured (the weights written out for the attention view;
+soft-capped scores take it for many queries) and a soft-capped decode step (`capped_step`). On the own
+kernels a layer whose traits say `fused_decode` (Llama, Mistral, Qwen2/3, Phi-3) runs a decode step of every
+layer in one kernels.cpp call and one parallel region (`layers.decode_layers`, kernels_step.cpp; a captured
+step, one call per layer: `layers.decode_layer`, the same bits); that too is decided once, at construction, and
 `Decoder.decode_path` says which way a step runs. Every route hands the residual stream between layers
 to a `ResidualCapture` when one is given (the logit lens), so capturing it never leaves the fused path.
 
@@ -30,7 +31,7 @@ heads, KV = key/value heads, hd = head_dim.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import torch
@@ -39,6 +40,8 @@ import torch.nn.functional as F
 from inference.model import kernel_shape
 from inference import kernels
 from inference.model.config import ModelConfig
+from inference.model.families import registry
+from inference.model.families.parts import BlockTraits
 from inference.events import STOCK_DECODE
 from inference.model.kv_cache import KVCache, kv_bytes_per_token
 from inference.model.layers import Backend, Linear, Norm, decode_arguments, decode_layer, decode_layers, slot_value, weight_slots
@@ -55,8 +58,10 @@ class Layer:
     mlp_norm: Norm
     mlp_in: Linear  # gated: (2 ffn, C) gate rows then up rows; else (ffn, C)
     mlp_out: Linear  # (C, ffn)
-    q_norm: Norm | None = None  # Qwen3: RMSNorm over each Q head (hd), its weight in the rows' rotary order
+    q_norm: Norm | None = None  # Qwen3, Gemma 3: RMSNorm over each Q head (hd), its weight in the rows' rotary order
     k_norm: Norm | None = None  # the same over each K head
+    post_attn_norm: Norm | None = None  # norms_after: over attention's output before it joins the residual
+    post_mlp_norm: Norm | None = None  # the same over the MLP's output
 
 
 @dataclass
@@ -100,35 +105,91 @@ def causal_mask(T: int, start: int, n: int, window: int | None, device: torch.de
     return allowed  # (T, n)
 
 
+ACTIVATIONS = {"gelu_tanh": lambda h: F.gelu(h, approximate="tanh"), "gelu": F.gelu, "relu": F.relu, "silu": F.silu}
+
+
+def _rms32(norm: Norm, x: torch.Tensor) -> torch.Tensor:
+    """RMSNorm in float32 (or wider), rounded once to x's dtype, as transformers' Gemma norms do."""
+    wide = torch.promote_types(x.dtype, torch.float32)
+    return F.rms_norm(x.to(wide), (norm.size,), norm.weight.to(wide), norm.eps).to(x.dtype)
+
+
 class Block:
-    """What every family's layer shares: attention over the KV cache, by one of three routes."""
+    """One layer of any family: what its config and its family's BlockTraits say, on the backend's products."""
 
-    fuses_on_kernels = False  # whether layers.decode_layer computes exactly this block for one position
-    softcap: float | None = None  # scores capped as cap * tanh(s / cap): explicit attention on every route
-
-    def __init__(self, config: ModelConfig, backend: Backend):
-        self.config, self.device = config, backend.device
+    def __init__(self, config: ModelConfig, backend: Backend, traits: BlockTraits):
+        self.config, self.traits, self.device = config, traits, backend.device
         self.attend_one, self.kernels = backend.attend_one, backend.kernels
+        self.fuses_on_kernels = traits.fused_decode  # whether layers.decode_layer computes exactly this layer
+        self.softcap = config.attn_softcap  # scores capped as cap * tanh(s / cap): explicit attention
+        self.activation = ACTIVATIONS[config.activation]
+        self.local_rotary = None  # a windowed layer's own rotary base
+        if config.local_rope_theta is not None:
+            local = replace(config, rope_theta=config.local_rope_theta, rope_scaling=config.local_rope_scaling)
+            self.local_rotary = RotaryTable(local, backend.device)
         self._arguments = None  # (layers, their decode_layers arguments), gathered at the first fused step
 
     def embed(self, table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """The embedding rows of `ids`: (T, C)."""
-        return table[ids]
+        if not self.traits.scaled_embeddings:
+            return table[ids]
+        scale = torch.tensor(math.sqrt(self.config.hidden), dtype=table.dtype, device=table.device)
+        return table[ids] * scale  # (T, C)
 
     def final_logits(self, logits: torch.Tensor) -> torch.Tensor:
         """What the head's float logits become before anything reads them: (rows, V)."""
-        return logits
+        cap = self.config.final_softcap
+        return logits if cap is None else torch.tanh(logits / cap) * cap
+
+    def __call__(self, x, layer: Layer, index: int, start: int, cache: KVCache, rope, capture):
+        qkv = layer.qkv.normed(x, layer.attn_norm)  # (T, q_dim + 2 kv_dim)
+        if rope is not None:
+            self.position(qkv, layer, index, start, rope)
+        x = self.attention(x, qkv, layer, index, start, cache, capture)  # (T, C)
+        return self.residual(x, layer.mlp_out, self.mlp(x, layer), layer.post_mlp_norm)  # (T, C)
+
+    def position(self, qkv: torch.Tensor, layer: Layer, index: int, start: int, rope) -> None:
+        """Q and K heads normed (where the layer has the norms), then rotary, in place (partial rotary: the
+        table keeps the rest); then Q scaled where the config says."""
+        c = self.config
+        T = qkv.shape[0]
+        if layer.q_norm is not None:
+            for norm, first, heads in ((layer.q_norm, 0, c.n_heads), (layer.k_norm, c.q_dim, c.n_kv_heads)):
+                part = qkv[:, first:first + heads * c.head_dim].view(T, heads, c.head_dim)  # (T, heads, hd)
+                part.copy_(_rms32(norm, part) if self.traits.float32_norms else norm(part))
+        if self.local_rotary is not None and c.window_of(index):
+            rope = self.local_rotary(start, start + T)[:, None, :]  # (T, 1, hd / 2)
+        rotate(qkv[:, :c.q_dim + c.kv_dim], rope, c.head_dim)
+        if c.query_scale != 1.0:
+            qkv[:, :c.q_dim].mul_(c.query_scale)
+
+    def residual(self, x, projection: Linear, h, norm_after: Norm | None) -> torch.Tensor:
+        """x + projection(h), normed first where the family norms each branch's output: (T, C)."""
+        if norm_after is None:
+            return projection.add_to(x, h)  # fused into one matmul call
+        return x + _rms32(norm_after, projection(h))
+
+    def mlp(self, x, layer: Layer) -> torch.Tensor:
+        """The MLP before its output product: activation(gate) * up, or activation(mlp_in x). (T, ffn)"""
+        if not self.traits.gated_mlp:
+            return self.activation(layer.mlp_in.normed(x, layer.mlp_norm))
+        if self.config.activation == "silu":
+            return layer.mlp_in.normed_glu(x, layer.mlp_norm)  # one kernels call where they run
+        gate, up = layer.mlp_in.normed(x, layer.mlp_norm).chunk(2, dim=-1)  # (T, ffn) each
+        return self.activation(gate).mul_(up)
 
     def attention(self, x, qkv, layer: Layer, index: int, start: int, cache: KVCache,
                   capture: AttentionCapture | None) -> torch.Tensor:
         """x + W_o attention(Q, cached K/V), storing this call's K/V. qkv: (T, q_dim + 2 kv_dim) with Q and
         K already positioned."""
-        return layer.o.add_to(x, self.attend(qkv, index, start, cache, capture))  # (T, C)
+        return self.residual(x, layer.o, self.attend(qkv, index, start, cache, capture), layer.post_attn_norm)
 
     def attend(self, qkv, index: int, start: int, cache: KVCache, capture: AttentionCapture | None) -> torch.Tensor:
         """attention(Q, cached K/V) before W_o, storing this call's K/V: (T, q_dim)."""
         c = self.config
         T = qkv.shape[0]
+        if self.softcap is not None and capture is None and T == 1:
+            return self.capped_step(qkv, index, start, cache)
         q = qkv[:, :c.q_dim].view(T, c.n_heads, c.head_dim)  # (T, H, hd)
         kv = qkv[:, c.q_dim:].view(T, 2, c.n_kv_heads, c.head_dim)  # (T, 2, KV, hd)
         keys, values = cache.write(index, start, kv)  # (KV, n, hd) each
@@ -142,6 +203,20 @@ class Block:
         else:
             out = self.prefill(q, keys, values, start, window)
         return out  # (T, q_dim)
+
+    def capped_step(self, qkv, index: int, start: int, cache: KVCache) -> torch.Tensor:
+        """A soft-capped decode step (one query, nothing captured): reads only its window and scores each KV
+        head's group of queries at once, rather than every position through the mask. (1, q_dim)"""
+        c = self.config
+        keys, values = cache.write(index, start, qkv[:, c.q_dim:].view(1, 2, c.n_kv_heads, c.head_dim))
+        window = c.window_of(index)
+        if window is not None and keys.shape[1] > window:
+            keys, values = keys[:, -window:], values[:, -window:]  # (KV, window, hd)
+        wide = torch.promote_types(qkv.dtype, torch.float32)
+        grouped = qkv[:, :c.q_dim].reshape(c.n_kv_heads, -1, c.head_dim).to(wide)  # (KV, group, hd)
+        scores = grouped @ keys.to(wide).mT / math.sqrt(c.head_dim)  # (KV, group, n)
+        probs = (torch.tanh(scores / self.softcap) * self.softcap).softmax(dim=-1)
+        return (probs @ values.to(wide)).reshape(1, c.q_dim).to(qkv.dtype)  # (1, H * hd)
 
     def prefill(self, q, keys, values, start: int, window: int | None) -> torch.Tensor:
         """T queries at once under the causal mask. (T, H * hd)"""
@@ -178,23 +253,6 @@ class Block:
         out = probs @ v  # (H, T, hd)
         return out.transpose(0, 1).reshape(T, c.q_dim).to(q.dtype)  # (T, H * hd)
 
-
-class LlamaBlock(Block):
-    """Llama, Mistral, Qwen2: pre-RMSNorm, rotary Q/K, grouped-query attention, gated SiLU MLP."""
-
-    fuses_on_kernels = True
-
-    def __call__(self, x, layer: Layer, index: int, start: int, cache: KVCache, rope, capture):
-        qkv = layer.qkv.normed(x, layer.attn_norm)  # (T, q_dim + 2 kv_dim)
-        self.position(qkv, layer, rope)
-        x = self.attention(x, qkv, layer, index, start, cache, capture)  # (T, C)
-        return layer.mlp_out.add_to(x, layer.mlp_in.normed_glu(x, layer.mlp_norm))  # (T, C)
-
-    def position(self, qkv: torch.Tensor, layer: Layer, rope) -> None:
-        """Rotary on the Q and K rows of qkv, in place (partial rotary: the table keeps the rest)."""
-        c = self.config
-        rotate(qkv[:, :c.q_dim + c.kv_dim], rope, c.head_dim)
-
     def decode_fused(self, x, layer: Layer, index: int, position: int, cache: KVCache, rope) -> torch.Tensor:
         """The same steps for one new position as one kernels.cpp call. rope: (hd / 2, 2) cos, sin."""
         c = self.config
@@ -214,54 +272,14 @@ class LlamaBlock(Block):
                              c.sliding_window or 0)  # (1, C)
 
 
-class QKNormBlock(LlamaBlock):
-    """Qwen3: a Llama block whose Q and K heads each pass an RMSNorm (over hd) before rotary; the fused
-    decode layer takes the two norms too (layers.decode_layer)."""
-
-    def position(self, qkv: torch.Tensor, layer: Layer, rope) -> None:
-        c = self.config
-        T = qkv.shape[0]
-        q = qkv[:, :c.q_dim].view(T, c.n_heads, c.head_dim)  # (T, H, hd), a view into qkv
-        k = qkv[:, c.q_dim:c.q_dim + c.kv_dim].view(T, c.n_kv_heads, c.head_dim)  # (T, KV, hd)
-        q.copy_(layer.q_norm(q))
-        k.copy_(layer.k_norm(k))
-        super().position(qkv, layer, rope)
-
-
-class GPT2Block(Block):
-    """GPT-2: pre-LayerNorm, positions already added to the embeddings, a plain GELU MLP."""
-
-    ACTIVATIONS = {"gelu_tanh": lambda h: F.gelu(h, approximate="tanh"), "gelu": F.gelu, "relu": F.relu,
-                   "silu": F.silu}
-
-    def __init__(self, config: ModelConfig, backend: Backend):
-        super().__init__(config, backend)
-        self.activation = self.ACTIVATIONS[config.activation]
-
-    def __call__(self, x, layer: Layer, index: int, start: int, cache: KVCache, rope, capture):
-        qkv = layer.qkv.normed(x, layer.attn_norm)  # (T, 3 C)
-        x = self.attention(x, qkv, layer, index, start, cache, capture)  # (T, C)
-        h = self.activation(layer.mlp_in.normed(x, layer.mlp_norm))  # (T, ffn)
-        return layer.mlp_out.add_to(x, h)  # (T, C)
-
-
-def _gemma_block(config: ModelConfig, backend: Backend) -> Block:
-    from inference.model.families.gemma import GemmaBlock  # gemma.py builds on Block, so it is imported when first asked for
-
-    return GemmaBlock(config, backend)
-
-
-BLOCKS = {"llama": LlamaBlock, "gpt2": GPT2Block, "qwen3": QKNormBlock, "phi3": LlamaBlock,
-          "gemma": _gemma_block}  # config.family -> its block
-
-
 class Decoder:
     def __init__(self, config: ModelConfig, weights: DecoderWeights, backend: Backend):
         self.config, self.weights, self.backend = config, weights, backend
         self.dtype, self.device = backend.dtype, backend.device
         self.kv_dtype = backend.compute_dtype  # int8 weights keep float K/V
         self.forward_count = 0  # every forward pass ever run: lets tests prove a preview ran none
-        self.block = BLOCKS[config.family](config, backend)
+        self.traits = registry.family(config.family).block
+        self.block = Block(config, backend, self.traits)
         self.rotary = RotaryTable(config, self.device) if config.positions == "rope" else None
         self.longrope = LongropeCaches(self.rotary) if self.rotary is not None and self.rotary.longrope else None
         # A decode step runs each layer as one kernels.cpp call (RMSNorm, rotary, gated SiLU) where the
@@ -304,7 +322,7 @@ class Decoder:
                 old = getattr(layer, role)
                 setattr(layer, role, backend.linear(old.weight, old.bias))
         w.lm_head = backend.linear(w.lm_head.weight, w.lm_head.bias)
-        self.backend, self.block = backend, BLOCKS[self.config.family](self.config, backend)
+        self.backend, self.block = backend, Block(self.config, backend, self.traits)
         self.fused_decode = backend.kernels is not None and self.block.fuses_on_kernels
 
     def new_cache(self, capacity: int) -> KVCache:

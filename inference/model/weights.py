@@ -9,7 +9,8 @@ What `build_weights` does to them, so that model.py reads them fast:
 - for dtype int8, quantises every matrix (quant.py) and leaves the norms unfolded: a norm's scale
   multiplied into the columns would widen each group's range and so its int8 step;
 - on CPU, packs everything into one block in decode order (packing.py).
-One function per family builds a layer; `build_weights` adds the embeddings, the final norm and the head.
+One function builds every family's layer, as the family's BlockTraits say (families/registry.py);
+`build_weights` adds the embeddings, the final norm and the head.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from inference.model.checkpoint import take_ends, take_layer
 from inference.model.config import ModelConfig
 from inference.model.layers import Backend, Linear, Norm
 from inference.model.decoder import DecoderWeights, Layer
+from inference.model.families import registry
+from inference.model.families.parts import BlockTraits
 from inference.model.packing import pack
 
 
@@ -72,61 +75,85 @@ class BackendParts:
         return projection, self.norm(norm_weight, norm_bias) if has_norm else None
 
 
-def llama_layer(t: dict[str, torch.Tensor | None], c: ModelConfig, parts: BackendParts) -> Layer:
-    """Llama, Mistral, Qwen2, Qwen3: fused QKV with interleaved rotary rows, fused gate/up; Qwen3's q/k
-    norm weights (over one head) reordered as the rows they scale."""
-    def fused_qkv(suffix: str) -> torch.Tensor:
+def build_layer(t: dict[str, torch.Tensor | None], c: ModelConfig, parts: BackendParts, traits: BlockTraits) -> Layer:
+    """A layer from its checked HF tensors by role (checkpoint.take_layer), for every family: fused QKV with
+    interleaved rotary rows (from q, k, v, or a checkpoint's fused qkv), the MLP's input (gate and up rows,
+    fused; or a plain `up`), each pre-norm (plus the family's norm_offset) folded into the product after it,
+    and the norms that stay (per-head Q/K, after-branch) as the family's traits say."""
+    matrix = _transposed if traits.conv1d else _as_stored
+    attn_norm, mlp_norm = t["attn_norm"], t["mlp_norm"]
+    if c.norm_offset:
+        attn_norm, mlp_norm = attn_norm + c.norm_offset, mlp_norm + c.norm_offset
+    qkv, attn_norm = parts.linear(*_qkv(t, c, matrix), attn_norm, t.get("attn_norm_bias"))
+    o, _ = parts.linear(matrix(t["o"]), t["o_bias"])
+    mlp_in, mlp_norm = parts.linear(*_mlp_in(t, c, matrix, traits), mlp_norm, t.get("mlp_norm_bias"))
+    mlp_out, _ = parts.linear(matrix(t["down"]), t["down_bias"])
+    return Layer(attn_norm, qkv, o, mlp_norm, mlp_in, mlp_out,
+                 q_norm=_kept_norm(t.get("q_norm"), c.head_dim, c, parts, traits, interleave=True),
+                 k_norm=_kept_norm(t.get("k_norm"), c.head_dim, c, parts, traits, interleave=True),
+                 post_attn_norm=_kept_norm(t.get("post_attn_norm"), c.hidden, c, parts, traits),
+                 post_mlp_norm=_kept_norm(t.get("post_mlp_norm"), c.hidden, c, parts, traits))
+
+
+def _as_stored(weight: torch.Tensor) -> torch.Tensor:
+    return weight
+
+
+def _transposed(weight: torch.Tensor) -> torch.Tensor:
+    """A Conv1D (in, out) matrix as (out, in)."""
+    return weight.t()
+
+
+def _qkv(t, c: ModelConfig, matrix) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(q_dim + 2 kv_dim, C) rows of Q, K, V and their bias (None without): each rotated head's rows in
+    interleaved rotary order; a checkpoint's fused qkv (Phi-3) split first, kept whole without rotary (GPT-2)."""
+    if "qkv" in t and c.positions != "rope":
+        return matrix(t["qkv"]), t["qkv_bias"]
+    if "qkv" in t:
+        t = {**t, **dict(zip("qkv", matrix(t["qkv"]).split([c.q_dim, c.kv_dim, c.kv_dim]))),
+             **{f"{part}_bias": None for part in "qkv"}}
+        if t.get("qkv_bias") is not None:
+            t.update(zip(("q_bias", "k_bias", "v_bias"), t["qkv_bias"].split([c.q_dim, c.kv_dim, c.kv_dim])))
+
+    def fused(suffix: str) -> torch.Tensor:
         return torch.cat([_interleave_heads(t["q" + suffix], c.n_heads, c.rope_dim),
                           _interleave_heads(t["k" + suffix], c.n_kv_heads, c.rope_dim), t["v" + suffix]])
 
-    qkv_w = fused_qkv("")  # (q_dim + 2 kv_dim, C)
-    qkv_b = fused_qkv("_bias") if c.qkv_bias else None
-    qkv, attn_norm = parts.linear(qkv_w, qkv_b, t["attn_norm"])
-    o, _ = parts.linear(t["o"], t["o_bias"])
-    gate_up_w = torch.cat([t["gate"], t["up"]])  # (2 ffn, C)
-    gate_up_b = torch.cat([t["gate_bias"], t["up_bias"]]) if c.mlp_bias else None
-    mlp_in, mlp_norm = parts.linear(gate_up_w, gate_up_b, t["mlp_norm"])
-    mlp_out, _ = parts.linear(t["down"], t["down_bias"])
-    layer = Layer(attn_norm, qkv, o, mlp_norm, mlp_in, mlp_out)
-    if c.qk_norm:
-        for role in ("q_norm", "k_norm"):
-            weight = parts.place(_interleave_heads(t[role], 1, c.rope_dim))
-            setattr(layer, role, parts.backend.norm("rms", c.norm_eps, c.head_dim, weight, None))
-    return layer
+    return fused(""), fused("_bias") if t["q_bias"] is not None else None
 
 
-def phi3_layer(t: dict[str, torch.Tensor | None], c: ModelConfig, parts: BackendParts) -> Layer:
-    """Phi-3/4-mini: the checkpoint's fused qkv and gate_up split into Llama's roles, then as Llama."""
-    q, k, v = t.pop("qkv").split([c.q_dim, c.kv_dim, c.kv_dim])
-    gate, up = t.pop("gate_up").chunk(2)
-    return llama_layer({**t, "q": q, "k": k, "v": v, "gate": gate, "up": up, "q_bias": None, "k_bias": None,
-                        "v_bias": None, "gate_bias": None, "up_bias": None}, c, parts)
+def _mlp_in(t, c: ModelConfig, matrix, traits: BlockTraits) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The MLP's input product: gate rows then up rows (gated; a checkpoint's fused gate_up as it is split
+    from), else the plain `up`."""
+    if not traits.gated_mlp:
+        return matrix(t["up"]), t["up_bias"]
+    if "gate_up" in t:
+        gate, up = matrix(t["gate_up"]).chunk(2)
+        gate_bias, up_bias = t["gate_up_bias"].chunk(2) if t.get("gate_up_bias") is not None else (None, None)
+    else:
+        gate, up, gate_bias, up_bias = matrix(t["gate"]), matrix(t["up"]), t["gate_bias"], t["up_bias"]
+    return torch.cat([gate, up]), torch.cat([gate_bias, up_bias]) if gate_bias is not None else None
 
 
-def gpt2_layer(t: dict[str, torch.Tensor | None], c: ModelConfig, parts: BackendParts) -> Layer:
-    """GPT-2: Conv1D matrices transposed to (out, in); LayerNorms with a shift."""
-    qkv, attn_norm = parts.linear(t["qkv"].t(), t["qkv_bias"], t["attn_norm"], t["attn_norm_bias"])
-    o, _ = parts.linear(t["o"].t(), t["o_bias"])
-    mlp_in, mlp_norm = parts.linear(t["mlp_in"].t(), t["mlp_in_bias"], t["mlp_norm"], t["mlp_norm_bias"])
-    mlp_out, _ = parts.linear(t["mlp_out"].t(), t["mlp_out_bias"])
-    return Layer(attn_norm, qkv, o, mlp_norm, mlp_in, mlp_out)
-
-
-def _gemma_layer(t: dict[str, torch.Tensor | None], c: ModelConfig, parts: BackendParts) -> Layer:
-    from inference.model.families.gemma import gemma_layer  # gemma.py builds on llama_layer, so it is imported when first asked for
-
-    return gemma_layer(t, c, parts)
-
-
-LAYER_BUILDERS = {"llama": llama_layer, "gpt2": gpt2_layer, "qwen3": llama_layer, "phi3": phi3_layer,
-                  "gemma": _gemma_layer}  # config.family -> its layer
+def _kept_norm(weight, size: int, c: ModelConfig, parts: BackendParts, traits: BlockTraits,
+               interleave: bool = False) -> Norm | None:
+    """An RMSNorm that is not folded into a product (None without its weight): over one head (its scale in
+    the rows' interleaved rotary order) or the hidden size; in float32 or wider, scale plus the family's
+    norm_offset, where the traits say so, else the backend's."""
+    if weight is None:
+        return None
+    scale = _interleave_heads(weight, 1, c.rope_dim) if interleave else weight
+    if traits.float32_norms:
+        wide = torch.promote_types(parts.backend.compute_dtype, torch.float32)  # float32, or float64 if wider
+        return Norm("rms", c.norm_eps, size, (scale + c.norm_offset).to(parts.backend.device, wide).contiguous())
+    return parts.backend.norm("rms", c.norm_eps, size, parts.place(scale), None)
 
 
 def build_weights(c: ModelConfig, hf: dict[str, torch.Tensor], backend: Backend) -> DecoderWeights:
     """Fuse, fold and place the checked HF tensors for `backend`; consumes `hf` to keep peak memory low."""
     parts = BackendParts(c, backend)
-    build_layer = LAYER_BUILDERS[c.family]
-    layers = [build_layer(take_layer(hf, c, i), c, parts) for i in range(c.n_layers)]
+    traits = registry.family(c.family).block
+    layers = [build_layer(take_layer(hf, c, i), c, parts, traits) for i in range(c.n_layers)]
     ends = take_ends(hf, c)
     hf.clear()
     embed = parts.place(ends["embed"])

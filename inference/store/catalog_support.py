@@ -1,7 +1,7 @@
 """Whether TokenStep can load a model folder or a GGUF file, and its facts, from headers and configs only.
 
-Support is asked of the loader's own readers every time (ModelConfig.from_hf, GGUF import's table), so a
-family added there shows as supported here with no change. The facts (parameters, context window,
+Support is asked of the loader's own readers every time (ModelConfig.from_hf, and the family registry for a
+GGUF's architecture), so a family added there shows as supported here with no change. The facts (parameters, context window,
 family, KV bytes per token) are read even for models TokenStep cannot load, where the files say them.
 """
 
@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from inference.model.config import ModelConfig
 from inference.errors import ModelFormatError
+from inference.model.config import ModelConfig
+from inference.model.families import registry
 from inference.formats.headers import count_params, index_shards, read_gguf_header, read_json_file, safetensors_tensors
 
 _CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length", "seq_length")
@@ -156,19 +157,11 @@ def gguf_facts(path: Path, parts: list[Path]) -> dict:
 
 
 def gguf_support(header, path: Path) -> str:
-    """Why GGUF import would refuse this file's architecture ("" when it takes it, or cannot tell).
-
-    Asks gguf_import (imported only here: it brings torch) for the architectures it converts today; the
-    metadata, tokenizer and tensors are checked when the model is loaded."""
+    """Why GGUF import would refuse this file's architecture ("" when some family imports it), asked of the
+    family registry; the metadata, tokenizer and tensors are checked when the model is loaded."""
     arch = header.architecture
     if arch is None:
         return "no general.architecture in the GGUF metadata"
-    try:
-        from inference.formats.gguf import convert as gguf_import
-
-        families = gguf_import._SUPPORTED
-    except (ImportError, AttributeError):
-        return ""
-    if arch not in families:
-        return f"GGUF architecture {arch!r} is not supported (supported: {', '.join(families)})"
+    if registry.by_gguf(arch) is None:
+        return f"GGUF architecture {arch!r} is not supported (supported: {', '.join(registry.gguf_architectures())})"
     return ""

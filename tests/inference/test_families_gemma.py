@@ -17,7 +17,7 @@ from inference.model.layers import select_backend
 from inference.store.loading import load_model, read_config
 from inference.session.session import Session
 from inference.settings import GenerationSettings, SamplerSettings
-from tiny import ARCHITECTURES, BOS_ID, EOS_ID, VOCAB, build_decoder, make_hf_model, save_hf_model, write_tokenizer
+from tiny import ARCHITECTURES, build_decoder, make_hf_model, make_image_text_gemma3, save_hf_model, write_tokenizer
 
 PROMPT = [5, 77, 200, 31, 9, 140, 250, 3]
 N_DECODE = 14  # 8 + 14 = 22 positions: each window of 4 slides well past the prompt
@@ -45,27 +45,6 @@ def _to_t4_config(folder, arch: str) -> None:
     path.write_text(json.dumps(d))
 
 
-def _image_text_model(seed: int = 0):
-    """A Gemma3ForConditionalGeneration with the tiny text tower and a one-layer vision tower."""
-    import transformers
-
-    text = {**ARCHITECTURES["gemma3"], "vocab_size": VOCAB, "bos_token_id": BOS_ID, "eos_token_id": EOS_ID}
-    vision = dict(hidden_size=32, intermediate_size=40, num_hidden_layers=1, num_attention_heads=2, image_size=28,
-                  patch_size=14)
-    config = transformers.Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4,
-                                       image_token_index=VOCAB - 1, boi_token_index=VOCAB - 3,
-                                       eoi_token_index=VOCAB - 2)
-    torch.manual_seed(seed)
-    model = transformers.Gemma3ForConditionalGeneration(config).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if p.ndim == 1:
-                p.copy_((1.0 if "weight" in name else 0.0) + 0.2 * torch.randn_like(p))
-            elif "language_model" in name:
-                p.normal_(0.0, 0.2)
-    return model
-
-
 def _rename_to_t5(folder) -> None:
     """transformers 5's in-memory names: model.language_model.*, model.vision_tower.*, lm_head."""
     from safetensors.torch import load_file, save_file
@@ -86,7 +65,7 @@ def _rename_to_t5(folder) -> None:
 
 def _make(case: str, folder):
     if case.startswith("gemma3-image-text"):
-        hf = _image_text_model()
+        hf = make_image_text_gemma3()
         folder.mkdir(parents=True, exist_ok=True)
         hf.save_pretrained(folder)
         write_tokenizer(folder)

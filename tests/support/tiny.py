@@ -87,6 +87,27 @@ def make_hf_model(arch: str, seed: int = 0, init_std: float = 0.2, **overrides):
     return model
 
 
+def make_image_text_gemma3(seed: int = 0):
+    """A Gemma3ForConditionalGeneration with the tiny text tower and a one-layer vision tower."""
+    import transformers
+
+    text = {**ARCHITECTURES["gemma3"], "vocab_size": VOCAB, "bos_token_id": BOS_ID, "eos_token_id": EOS_ID}
+    vision = dict(hidden_size=32, intermediate_size=40, num_hidden_layers=1, num_attention_heads=2, image_size=28,
+                  patch_size=14)
+    config = transformers.Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4,
+                                       image_token_index=VOCAB - 1, boi_token_index=VOCAB - 3,
+                                       eoi_token_index=VOCAB - 2)
+    torch.manual_seed(seed)
+    model = transformers.Gemma3ForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.ndim == 1:
+                p.copy_((1.0 if "weight" in name else 0.0) + 0.2 * torch.randn_like(p))
+            elif "language_model" in name:
+                p.normal_(0.0, 0.2)
+    return model
+
+
 def save_hf_model(model, folder: Path, **save_kwargs) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder, safe_serialization=True, **save_kwargs)

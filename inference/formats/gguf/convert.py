@@ -1,16 +1,19 @@
 """GGUF -> a standard Hugging Face folder (config.json, model.safetensors, tokenizer.json, ...).
 
 The `gguf` package reads the file and dequantises each tensor to float32. Two things differ from HF:
-- names (`blk.N.attn_q` ...), mapped by the family's table in checkpoint.py (`spec_for_gguf`);
+- names (`blk.N.attn_q` ...), mapped by the family's layout (families/registry.py: the family whose
+  row lists the file's `general.architecture`, and its `Layout.gguf_spec`);
 - llama.cpp stores Llama's Q and K rows permuted for its rotary layout; they are put back in HF order,
   so the folder loads in transformers too. (A wrong permutation still ranks " Paris" first for
-  SmolLM2, so the tests check perplexity.) Only the llama architecture is permuted: llama.cpp's
-  converter keeps qwen2/qwen3/phi3 rows in HF order (they use the NeoX, rotate-half rope there);
+  SmolLM2, so the tests check perplexity.) Only the llama architecture is permuted (its GgufArch says
+  `permuted_rotary`): llama.cpp's converter keeps qwen2/qwen3/phi3 rows in HF order (they use the NeoX,
+  rotate-half rope there); a family whose norms scale by offset + w (Gemma) has them stored as that sum;
 - Phi-3's longrope factors are tensors there (`rope_factors_long/short`) and go back into config.json,
   with its partial rotary (`rope.dimension_count`), sliding window and original context; Llama 3.x's
   llama3 rope is a tensor of per-frequency divisors (`rope_freqs`), recognised as the llama3 scaling
   it was computed from.
-The tokenizer is rebuilt from the GGUF vocabulary and merges as a `tokenizers` BPE.
+The tokenizer is rebuilt from the GGUF vocabulary and merges as a `tokenizers` BPE (tokenizer.py); a family
+whose GGUF differs more (Gemma: formats/gguf/gemma.py) names its own reader in its GgufArch.
 """
 
 from __future__ import annotations
@@ -22,41 +25,26 @@ from typing import Callable
 
 import numpy as np
 
+from gguf.quants import dequantize
+from safetensors.numpy import save_file
+
 from inference import cache_dir
-from inference.model.checkpoint import expected_shapes, spec_for_gguf
-from inference.model.config import LIMITS, ModelConfig
 from inference.errors import ModelFormatError
-from inference.formats.gguf.metadata import _Metadata, open_gguf  # noqa: F401 - open_gguf: imported from here elsewhere
+from inference.formats.gguf.metadata import _Metadata, open_gguf
+from inference.formats.gguf.tokenizer import byte_level_tokenizer_files, checked_tokens
+from inference.model.config import ModelConfig
+from inference.model.families import registry
+from inference.model.families.reading import LIMITS
+
+_tokenizer_files = byte_level_tokenizer_files  # remote_model.py reads a GGUF's vocabulary through this name
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total); may raise errors.Cancelled
 
-# GGUF architecture -> the family (checkpoint.LAYOUTS) and the HF class; Gemma's config and tokenizer:
-# gguf_gemma.py
-_SUPPORTED = {"llama": "llama", "qwen2": "llama", "qwen3": "qwen3", "phi3": "phi3", "gemma2": "gemma",
-              "gemma3": "gemma"}
-_HF_CLASS = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-             "phi3": "Phi3ForCausalLM"}
 # longrope's per-frequency factors, which llama.cpp stores as tensors: GGUF name -> the HF config key
 _ROPE_FACTORS = {"rope_factors_long.weight": "long_factor", "rope_factors_short.weight": "short_factor",
                  "rope_freqs.weight": "llama3_factors"}  # Llama 3.1-3.3: llama3 scaling, one divisor per frequency
 # (low_freq_factor, high_freq_factor, original context) that every Llama 3.x rope was computed from
 _LLAMA3_SHAPES = ((1.0, 4.0, 8192),)
-
-# Pre-tokenizer regexes of the byte-level BPE families llama.cpp names in `tokenizer.ggml.pre`.
-_LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+"
-                 r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-_QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
-
-# GPT-4o's o200k split (Phi-4-mini; llama.cpp's "gpt-4o"): case-aware words with the contraction as a suffix.
-_GPT4O_SPLIT = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
-                r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
-                r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*"
-                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
-_SPLITS = {"llama-bpe": _LLAMA3_SPLIT, "llama3": _LLAMA3_SPLIT, "qwen2": _QWEN2_SPLIT, "gpt-4o": _GPT4O_SPLIT}
-
-_CONTROL, _USER_DEFINED = 3, 4  # llama.cpp token types
-
 
 def unpermute_rotary(weight: np.ndarray, n_heads: int) -> np.ndarray:
     """Undo llama.cpp's Q/K row permutation: per head, (pairs, 2) -> (2, pairs)."""
@@ -72,7 +60,7 @@ def _config(meta: _Metadata, arch: str, tied: bool, n_vocab: int, extra: dict) -
     head_dim = meta.size(p + "attention.key_length", "head_dim", max(hidden // n_heads, 1))
     eps = meta.number(p + "attention.layer_norm_rms_epsilon", 1e-6)
     config = {
-        "architectures": [_HF_CLASS[arch]],
+        "architectures": [registry.by_gguf(arch)[1].hf_class],
         "model_type": arch,
         "hidden_size": hidden,
         "intermediate_size": meta.size(p + "feed_forward_length", "ffn"),
@@ -154,116 +142,24 @@ def _llama3_from_factors(meta: _Metadata, theta: float, dim: int, factors: list[
                            f"{_LLAMA3_SHAPES[0][2]} positions (factor {factor}); not supported")
 
 
-def _tokenizer_files(meta: _Metadata) -> tuple[str, dict]:
-    """tokenizer.json text and tokenizer_config.json dict from the GGUF vocabulary."""
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors
-
-    kind = meta.require("tokenizer.ggml.model")
-    if kind != "gpt2":
-        raise ModelFormatError(f"{meta.path.name}: GGUF tokenizer {kind!r} is not supported "
-                               "(byte-level BPE 'gpt2' only)")
-    tokens = checked_tokens(meta)
-    types = meta.numbers("tokenizer.ggml.token_type", len(tokens), 1)
-    merges = [tuple(m.split(" ", 1)) for m in meta.strings("tokenizer.ggml.merges")]
-    if any(len(m) != 2 or not m[0] or not m[1] for m in merges):
-        raise meta.fail("tokenizer.ggml.merges", "must hold pairs of tokens separated by one space")
-    pre = meta.get("tokenizer.ggml.pre", "default")
-    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    if pre == "smollm":
-        pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
-    elif pre in ("default", "gpt-2", "gpt2"):
-        pre_tokenizer = byte_level
-    elif isinstance(pre, str) and pre in _SPLITS:
-        pattern = _SPLITS[pre]
-        pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-    else:
-        raise ModelFormatError(f"{meta.path.name}: GGUF pre-tokenizer {pre!r} is not supported")
-    vocab = {token: i for i, token in enumerate(tokens)}
-    try:
-        tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
-    except Exception as e:  # the Rust side: a merge of tokens not in the vocabulary
-        raise meta.fail("tokenizer.ggml.merges", f"cannot build a BPE tokenizer ({str(e)[:100]})") from None
-    tokenizer.pre_tokenizer = pre_tokenizer
-    tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.add_tokens([AddedToken(tokens[i], special=False, normalized=False)
-                          for i, t in enumerate(types) if t == _USER_DEFINED])
-    tokenizer.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False)
-                                  for i, t in enumerate(types) if t == _CONTROL])
-
-    config = special_tokens_config(meta, tokenizer, tokens, vocab, add_bos_default=False)
-    if not config["add_bos_token"] or config["bos_token"] is None:
-        tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
-    return tokenizer.to_str(), with_template(meta, config)
-
-
-def special_tokens_config(meta, tokenizer, tokens: list[str], vocab: dict[str, int], add_bos_default: bool) -> dict:
-    """tokenizer_config.json's special tokens and window from the GGUF metadata; a BOS the file says to add
-    is put in front by the tokenizer's post-processor (shared by the byte-level and SentencePiece imports)."""
-    from tokenizers import processors
-
-    def token(key):
-        index = meta.count(key, -1, minimum=-1)
-        return tokens[index] if 0 <= index < len(tokens) else None
-
-    bos = token("tokenizer.ggml.bos_token_id")
-    add_bos = meta.flag("tokenizer.ggml.add_bos_token", add_bos_default)
-    if add_bos and bos is not None:
-        tokenizer.post_processor = processors.TemplateProcessing(
-            single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, vocab[bos])])
-    return {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "add_bos_token": add_bos,
-        "bos_token": bos,
-        "eos_token": token("tokenizer.ggml.eos_token_id"),
-        "pad_token": token("tokenizer.ggml.padding_token_id"),
-        "unk_token": token("tokenizer.ggml.unknown_token_id"),
-        "model_max_length": meta.size(meta.require("general.architecture") + ".context_length", "context", 2048),
-        "clean_up_tokenization_spaces": False,
-    }
-
-
-def checked_tokens(meta) -> list[str]:
-    """tokenizer.ggml.tokens: a non-empty list of distinct strings."""
-    tokens = meta.strings("tokenizer.ggml.tokens")
-    if len(set(tokens)) != len(tokens):
-        seen: set[str] = set()
-        twice = next(t for t in tokens if t in seen or seen.add(t))
-        raise meta.fail("tokenizer.ggml.tokens", f"lists {twice!r} twice")
-    return tokens
-
-
-def with_template(meta, config: dict) -> dict:
-    """tokenizer_config.json: `config` without its None values, and the chat template where there is one."""
-    template = meta.get("tokenizer.chat_template")
-    if template is not None and not isinstance(template, str):
-        raise meta.fail("tokenizer.chat_template", "must be a string")
-    if template:
-        config["chat_template"] = template
-    return {k: v for k, v in config.items() if v is not None}
-
-
 def _described(meta: _Metadata, arch: str, reader, names: set[str]) -> tuple[str, dict, dict]:
-    """tokenizer.json text, tokenizer_config.json and config.json of the model (Gemma's: gguf_gemma.py)."""
+    """tokenizer.json text, tokenizer_config.json and config.json of the model (as its family's GgufArch
+    says where it names a reader of its own)."""
     n_vocab = len(checked_tokens(meta))
     tied = "output.weight" not in names
-    if _SUPPORTED[arch] == "gemma":
-        from inference.formats.gguf.gemma import gemma_config, sentencepiece_tokenizer_files
-
-        return (*sentencepiece_tokenizer_files(meta), gemma_config(meta, arch, tied=tied, n_vocab=n_vocab))
+    describe = registry.by_gguf(arch)[1].describe
+    if describe is not None:
+        return describe(meta, arch, tied=tied, n_vocab=n_vocab)
     extra: dict = {"attention_bias": "blk.0.attn_q.bias" in names}
     for t in reader.tensors:
         if t.name in _ROPE_FACTORS:
             extra[_ROPE_FACTORS[t.name]] = [float(v) for v in np.asarray(t.data, dtype=np.float32).reshape(-1)]
-    return (*_tokenizer_files(meta), _config(meta, arch, tied=tied, n_vocab=n_vocab, extra=extra))
+    return (*byte_level_tokenizer_files(meta), _config(meta, arch, tied=tied, n_vocab=n_vocab, extra=extra))
 
 
 def _float_array(path: Path, t, want: tuple[int, ...] | None) -> np.ndarray:
     """A GGUF tensor dequantised to a writable float32 (rows, cols) array: its shape checked against the
     one its metadata implies (`want`) first, every value finite."""
-    from gguf.quants import dequantize
-
     shape = tuple(int(n) for n in reversed(t.shape))
     if want is not None and shape != want:
         raise ModelFormatError(f"{path.name}: tensor {t.name!r} has shape {list(shape)} but its metadata "
@@ -280,21 +176,21 @@ def _float_array(path: Path, t, want: tuple[int, ...] | None) -> np.ndarray:
 
 def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
     """Write the HF folder for the GGUF at `path` into `out`. Returns facts for the manifest."""
-    from safetensors.numpy import save_file
-
     if progress:
         progress("read", 0, 1)
     reader = open_gguf(path)
     meta = _Metadata(reader, path)
     arch = meta.require("general.architecture")
-    if not isinstance(arch, str) or arch not in _SUPPORTED:
+    found = registry.by_gguf(arch)
+    if found is None:
         raise ModelFormatError(f"{path.name}: GGUF architecture {arch!r} is not supported "
-                               f"(supported: {', '.join(_SUPPORTED)})")
+                               f"(supported: {', '.join(registry.gguf_architectures())})")
+    family, gguf_arch = found
     names = {t.name for t in reader.tensors}
-    gemma = _SUPPORTED[arch] == "gemma"
     tokenizer_json, tokenizer_config, config = _described(meta, arch, reader, names)
     # NaN, inf, zero or huge sizes, and tensors of the wrong shape: refused before anything is dequantised
-    shapes = expected_shapes(ModelConfig.from_hf(config, source=f"{path.name} (its config)"))
+    model_config = ModelConfig.from_hf(config, source=f"{path.name} (its config)")
+    shapes = family.layout.shapes(model_config)
 
     tensors: dict[str, np.ndarray] = {}
     total = len(reader.tensors)
@@ -303,7 +199,7 @@ def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
             progress("dequantise", done, total)
         if t.name in _ROPE_FACTORS:
             continue
-        known = spec_for_gguf(_SUPPORTED[arch], t.name)
+        known = family.layout.gguf_spec(t.name)
         if known is None:
             raise ModelFormatError(f"{path.name}: unexpected tensor {t.name!r}")
         spec, name = known
@@ -311,12 +207,12 @@ def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
             raise ModelFormatError(f"{path.name}: tensor {t.name!r} is not part of the model its metadata "
                                    f"describes ({config['num_hidden_layers']} layers)")
         array = _float_array(path, t, shapes.get(name))
-        if arch == "llama" and spec.role == "q":
+        if gguf_arch.permuted_rotary and spec.role == "q":
             array = unpermute_rotary(array, config["num_attention_heads"])
-        elif arch == "llama" and spec.role == "k":
+        elif gguf_arch.permuted_rotary and spec.role == "k":
             array = unpermute_rotary(array, config["num_key_value_heads"])
-        elif gemma and t.name.endswith("norm.weight"):
-            array -= 1.0  # llama.cpp stores Gemma's 1 + w; HF folders hold w
+        elif model_config.norm_offset and t.name.endswith("norm.weight"):
+            array -= model_config.norm_offset  # llama.cpp stores Gemma's 1 + w; HF folders hold w
         tensors[name] = np.ascontiguousarray(array)
     if progress:
         progress("dequantise", total, total)

@@ -1,9 +1,9 @@
 """GGUF import of Gemma 2 and Gemma 3: the config llama.cpp implies, and the SentencePiece tokenizer.
 
 What llama.cpp's converter does differently from a Hugging Face checkpoint, undone or supplied here (the
-rest is gguf_import.py's):
-- every Gemma norm scale is stored as 1 + w (the converter adds 1 to each `*norm.weight`): 1 is subtracted
-  again, so the folder holds w as transformers expects (gguf_import.convert);
+rest is convert.py's, which reaches `described` through the Gemma row of families/registry.py):
+- every Gemma norm scale is stored as 1 + w (the converter adds 1 to each `*norm.weight`): the family's
+  norm_offset (1) is subtracted again, so the folder holds w as transformers expects (convert.convert);
 - Q and K rows are NOT permuted (llama.cpp rotates Gemma in the NeoX layout, HF's own);
 - keys a GGUF may not carry are llama.cpp's fixed values: Gemma 3 layers are global every 6th
   (`sliding_window_pattern` 6, unless the file gives a number or one flag per layer), its local layers
@@ -19,11 +19,18 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers
 
 from inference.errors import ModelFormatError
+from inference.formats.gguf.tokenizer import checked_tokens, special_tokens_config, with_template
 
 _NORMAL, _CONTROL, _USER_DEFINED, _BYTE = 1, 3, 4, 6  # llama.cpp token types
 _LARGEST = {"gemma2": 46, "gemma3": 62}  # layers of the 27B model, whose scores use hidden / heads
+
+
+def described(meta, arch: str, tied: bool, n_vocab: int) -> tuple[str, dict, dict]:
+    """tokenizer.json text, tokenizer_config.json and config.json of a Gemma GGUF."""
+    return (*sentencepiece_tokenizer_files(meta), gemma_config(meta, arch, tied=tied, n_vocab=n_vocab))
 
 
 def gemma_config(meta, arch: str, tied: bool, n_vocab: int) -> dict:
@@ -98,14 +105,10 @@ def _merges(tokens: list[str], scores: list[float], types: list[int]) -> list[tu
 
 def sentencepiece_tokenizer_files(meta) -> tuple[str, dict]:
     """tokenizer.json text and tokenizer_config.json dict of a SentencePiece BPE GGUF vocabulary."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers
-
     kind = meta.require("tokenizer.ggml.model")
     if kind != "llama":
         raise ModelFormatError(f"{meta.path.name}: GGUF tokenizer {kind!r} is not supported here "
                                "(SentencePiece 'llama' only)")
-    from inference.formats.gguf.convert import checked_tokens, special_tokens_config, with_template
-
     tokens = checked_tokens(meta)
     scores = meta.numbers("tokenizer.ggml.scores", len(tokens))
     types = meta.numbers("tokenizer.ggml.token_type", len(tokens), _NORMAL)

@@ -4,7 +4,7 @@
 file gives, so a hostile count (an array of 2^40 token types) or offset would allocate or fault inside
 it. `open_gguf` therefore walks the header with model_headers' lazy parser first (counts against the
 file size, strings inside the file, every tensor's bytes inside the data section), and `_Metadata` reads
-each value with its type and bounds checked (config.LIMITS for sizes), one ModelFormatError line naming
+each value with its type and bounds checked (families/reading.py's LIMITS for sizes), one ModelFormatError line naming
 the file for anything else.
 """
 
@@ -13,8 +13,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from inference.model.config import LIMITS, MAX_INT
+import gguf
+
 from inference.errors import ModelFormatError
+from inference.model.families.reading import LIMITS, MAX_INT
 from inference.formats.headers import check_gguf_tensors, read_gguf_header
 
 
@@ -50,7 +52,7 @@ class _Metadata:
         return value
 
     def size(self, key, kind: str, default=None) -> int:
-        """A model size bounded as config.json's are (config.LIMITS)."""
+        """A model size bounded as config.json's are (reading.LIMITS)."""
         return self.count(key, default, maximum=LIMITS[kind])
 
     def number(self, key, default: float) -> float:
@@ -89,8 +91,6 @@ class _Metadata:
 
 
 def open_gguf(path: Path):
-    import gguf
-
     if not path.is_file():
         raise ModelFormatError(f"{path}: no such file")
     header = read_gguf_header(path)  # counts, strings and tensor extents checked before gguf allocates

@@ -1,38 +1,42 @@
-"""Gemma 2 and Gemma 3 (text): their config reader, their layer's weights and their block.
+"""Gemma 2 and Gemma 3 (text): their config reader, their tensors and their layer's traits.
 
-What differs from Llama (model.LlamaBlock), as transformers computes it:
-- every RMSNorm scales by (1 + w), in float32; four per layer: before and after attention, before and after
-  the MLP (the "after" ones normalise the branch's output before it is added to the residual stream);
+What differs from Llama, as transformers computes it (decoder.Block and weights.build_layer run it):
+- every RMSNorm scales by (1 + w) (`norm_offset` 1), in float32; four per layer: before and after attention,
+  before and after the MLP (the "after" ones normalise the branch's output before it is added to the
+  residual stream: `norms_after`);
 - the embeddings are multiplied by sqrt(hidden) (in the embedding dtype: 55.4256 becomes 55.5 in bf16);
 - the MLP is GeGLU: gelu_tanh(gate) * up;
 - scores are scaled by query_pre_attn_scalar^-1/2 rather than head_dim^-1/2: Q is multiplied by
-  sqrt(head_dim / query_pre_attn_scalar) once, so every attention route keeps its usual 1/sqrt(head_dim);
+  sqrt(head_dim / query_pre_attn_scalar) once (`query_scale`), so every attention route keeps its usual
+  1/sqrt(head_dim);
 - Gemma 2 soft-caps the scores (cap * tanh(s / cap)) and the final logits; capped scores cannot go through
-  SDPA or the one-query kernels, so such a block computes them explicitly (Block.captured for many queries,
-  `GemmaBlock.attend` for a decode step);
+  SDPA or the one-query kernels, so they are computed explicitly (decoder.Block.captured for many queries,
+  Block.capped_step for a decode step);
 - layers alternate between a sliding window and global attention (`layer_types`, or every
   `sliding_window_pattern`-th layer global); the KV cache keeps every position, each layer reads its window;
 - Gemma 3 normalises Q and K per head (RMSNorm, 1 + w) before rotary, and rotates local layers with
   `rope_local_base_freq` and global ones with `rope_theta` (plus its scaling, linear in the 4B-27B models).
 An image-text Gemma 3 checkpoint (Gemma3ForConditionalGeneration) is read for its text tower: the config
-under `text_config`, the tensors under `language_model.` (checkpoint.canonical_name); the vision tower is
-not read. No block here runs as one kernels.cpp call (`fuses_on_kernels` stays False): its projections and
-norms still run on the backend's linears.
+under `text_config`, the tensors under `language_model.` (`canonical`); the vision tower is not read. No
+Gemma layer runs as one kernels.cpp call (`fused_decode` stays False): its projections and norms still run on
+the backend's linears. Its GGUF quirks (norms stored as 1 + w, the SentencePiece vocabulary): formats/gguf/gemma.py.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
 from typing import Any
 
-import torch
-import torch.nn.functional as F
+from inference.formats.gguf import gemma as gguf_gemma
+from inference.model.families import llama
+from inference.model.families.parts import BlockTraits, GgufArch, Layout, TensorSpec, head_vector, vector
+from inference.model.families.reading import MAX_THETA, ConfigReader, RopeScaling, attention_shape, read_rope
 
-from inference.model.config import MAX_THETA, ModelConfig, RopeScaling, _Reader, _rope, attention_shape
-from inference.model.layers import Backend, Norm
-from inference.model.decoder import Block, Layer, RotaryTable, rotate
-from inference.model.weights import _interleave_heads, llama_layer
+ARCHITECTURES = {"Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3_text",
+                 "Gemma3ForConditionalGeneration": "gemma3"}  # its text tower; the vision tower is not read
+GGUF = {"gemma2": GgufArch("Gemma2ForCausalLM", describe=gguf_gemma.described),
+        "gemma3": GgufArch("Gemma3ForCausalLM", describe=gguf_gemma.described)}
+BLOCK = BlockTraits(gated_mlp=True, norms_after=True, float32_norms=True, scaled_embeddings=True)
 
 # transformers' defaults for keys a config.json may leave out (the Gemma 3 image-text configs keep only
 # what differs in `text_config`).
@@ -52,25 +56,7 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
 _DEFAULTS["Gemma3ForConditionalGeneration"] = _DEFAULTS["Gemma3ForCausalLM"]
 
 
-@dataclass(frozen=True)
-class GemmaConfig(ModelConfig):
-    layer_windows: tuple[int, ...] = ()  # per layer: its sliding window, 0 for a global layer
-    query_scale: float = 1.0  # Q is multiplied by this: sqrt(head_dim / query_pre_attn_scalar)
-    attn_softcap: float | None = None
-    final_softcap: float | None = None
-    qk_norm: bool = False  # Gemma 3
-    local_rope_theta: float | None = None  # Gemma 3: the local layers' rotary base
-    local_rope_scaling: RopeScaling | None = None
-
-    @property
-    def norm_offset(self) -> float:
-        return 1.0
-
-    def window_of(self, layer: int) -> int | None:
-        return self.layer_windows[layer] or None
-
-
-def _text_config(arch: str, r: _Reader) -> _Reader:
+def _text_config(arch: str, r: ConfigReader) -> ConfigReader:
     """The text model's keys with transformers' defaults under them (an image-text config's `text_config`,
     its token ids and tying falling back to the outer config's)."""
     d = r.d
@@ -80,14 +66,14 @@ def _text_config(arch: str, r: _Reader) -> _Reader:
             raise r.fail("'text_config' must be an object")
         outer = {k: d[k] for k in ("bos_token_id", "eos_token_id", "tie_word_embeddings") if k in d}
         d = {**outer, **text}
-    return _Reader({**_DEFAULTS[arch], **d}, r.source)
+    return ConfigReader({**_DEFAULTS[arch], **d}, r.source)
 
 
-def _softcap(r: _Reader, key: str) -> float | None:
+def _softcap(r: ConfigReader, key: str) -> float | None:
     return None if r.d.get(key) is None else r.float(key, 0.0)
 
 
-def _layer_windows(r: _Reader, n_layers: int) -> tuple[int, ...]:
+def _layer_windows(r: ConfigReader, n_layers: int) -> tuple[int, ...]:
     """Each layer's window (0: global) from `layer_types`, else from `sliding_window_pattern`."""
     types = r.d.get("layer_types")
     if types is not None:
@@ -102,16 +88,16 @@ def _layer_windows(r: _Reader, n_layers: int) -> tuple[int, ...]:
     return tuple(window if s else 0 for s in sliding)
 
 
-def _whole_head_rope(r: _Reader, head_dim: int) -> tuple[float, RopeScaling | None]:
+def _whole_head_rope(r: ConfigReader, head_dim: int) -> tuple[float, RopeScaling | None]:
     """(theta, scaling) of rotary over whole heads, as Gemma has it."""
-    theta, scaling, rotary_dim = _rope(r, head_dim)
+    theta, scaling, rotary_dim = read_rope(r, head_dim)
     if rotary_dim is not None or (scaling is not None and scaling.kind == "longrope"):
         raise r.fail("Gemma with partial rotary or longrope is not supported")
     return theta, scaling
 
 
-def _ropes(arch: str, r: _Reader, head_dim: int) -> tuple[tuple[float, RopeScaling | None],
-                                                          tuple[float, RopeScaling | None] | None]:
+def _ropes(arch: str, r: ConfigReader, head_dim: int) -> tuple[tuple[float, RopeScaling | None],
+                                                               tuple[float, RopeScaling | None] | None]:
     """(global theta, scaling), and the local layers' (None: the same as the global ones)."""
     if arch == "Gemma2ForCausalLM":
         return _whole_head_rope(r, head_dim), None
@@ -122,15 +108,15 @@ def _ropes(arch: str, r: _Reader, head_dim: int) -> tuple[tuple[float, RopeScali
             sub = params.get(kind) or {}
             if not isinstance(sub, dict):
                 raise r.fail(f"'rope_parameters' {kind!r} must be an object")
-            return _whole_head_rope(_Reader({"rope_parameters": sub, "rope_theta": r.d.get(theta_key)}, r.source),
-                                    head_dim)
+            return _whole_head_rope(ConfigReader({"rope_parameters": sub, "rope_theta": r.d.get(theta_key)},
+                                                 r.source), head_dim)
 
         return of("full_attention", "rope_theta"), of("sliding_attention", "rope_local_base_freq")
     # transformers 4: rope_theta and rope_scaling are the global layers'; local ones have their own base.
     return _whole_head_rope(r, head_dim), (r.float("rope_local_base_freq", 10000.0, MAX_THETA), None)
 
 
-def gemma_config(arch: str, outer: _Reader) -> GemmaConfig:
+def read_config(arch: str, outer: ConfigReader) -> dict[str, Any]:
     r = _text_config(arch, outer)
     if r.d.get("use_bidirectional_attention"):
         raise r.fail("bidirectional attention is not supported")
@@ -141,15 +127,13 @@ def gemma_config(arch: str, outer: _Reader) -> GemmaConfig:
     n_layers = r.size("layers", "num_hidden_layers")
     (theta, scaling), local = _ropes(arch, r, head_dim)
     bias = r.bool("attention_bias", False)
-    return GemmaConfig(
-        architecture=arch, family="gemma", n_layers=n_layers, hidden=hidden,
-        n_heads=n_heads, n_kv_heads=n_kv_heads, head_dim=head_dim,
+    return dict(
+        n_layers=n_layers, hidden=hidden, n_heads=n_heads, n_kv_heads=n_kv_heads, head_dim=head_dim,
         ffn=r.size("ffn", "intermediate_size"), vocab=r.size("vocab", "vocab_size"),
         context_length=r.size("context", "max_position_embeddings"),
         norm_eps=r.float("rms_norm_eps", 1e-6, maximum=1.0), norm="rms", activation=activation, positions="rope",
         tie_embeddings=r.bool("tie_word_embeddings", True), qkv_bias=bias, o_bias=bias, mlp_bias=False,
-        rope_theta=theta, rope_scaling=scaling,
-        bos_id=(r.token_ids("bos_token_id") or (None,))[0], eos_ids=r.token_ids("eos_token_id"),
+        rope_theta=theta, rope_scaling=scaling, **r.special_tokens(), norm_offset=1.0,
         layer_windows=_layer_windows(r, n_layers),
         query_scale=math.sqrt(head_dim / r.float("query_pre_attn_scalar", 256.0)),
         attn_softcap=_softcap(r, "attn_logit_softcapping"), final_softcap=_softcap(r, "final_logit_softcapping"),
@@ -157,100 +141,32 @@ def gemma_config(arch: str, outer: _Reader) -> GemmaConfig:
         local_rope_theta=local[0] if local else None, local_rope_scaling=local[1] if local else None)
 
 
-@dataclass
-class GemmaLayer(Layer):
-    """Llama's fused projections (attn_norm and mlp_norm folded into them, as 1 + w), and the norms that
-    stay: after attention, after the MLP, and Gemma 3's per-head Q and K norms (float32 scales, 1 + w)."""
-
-    post_attn_norm: Norm | None = None
-    post_mlp_norm: Norm | None = None
-    q_norm: Norm | None = None  # (hd,) in the interleaved rotary order of the Q/K rows
-    k_norm: Norm | None = None
-
-
-def gemma_layer(t: dict[str, torch.Tensor | None], c: GemmaConfig, parts) -> GemmaLayer:
-    """A layer from its checked HF tensors (`parts`: a weights.BackendParts)."""
-    for role in ("attn_norm", "mlp_norm"):  # folded into the next projection by llama_layer
-        t[role] = t[role] + 1.0
-
-    def norm(weight: torch.Tensor | None, size: int, interleave: bool = False) -> Norm | None:
-        if weight is None:
-            return None
-        scale = _interleave_heads(weight, 1) if interleave else weight
-        wide = torch.promote_types(parts.backend.compute_dtype, torch.float32)  # float32, or float64 if wider
-        placed = (scale + 1.0).to(parts.backend.device, wide).contiguous()
-        return Norm("rms", c.norm_eps, size, placed)
-
-    base = llama_layer(t, c, parts).__dict__
-    own = {"q_norm": norm(t["q_norm"], c.head_dim, True), "k_norm": norm(t["k_norm"], c.head_dim, True)}
-    return GemmaLayer(**{**base, **own}, post_attn_norm=norm(t["post_attn_norm"], c.hidden),
-                      post_mlp_norm=norm(t["post_mlp_norm"], c.hidden))
+def canonical(name: str) -> str:
+    """Gemma 3 image-text checkpoints keep the text tower under `language_model.` (transformers 4 names:
+    language_model.model.layers..., language_model.lm_head; transformers 5: model.language_model.layers...)."""
+    for prefix, canonical_prefix in (("language_model.model.", "model."), ("language_model.lm_head.", "lm_head."),
+                                     ("model.language_model.", "model.")):
+        if name.startswith(prefix):
+            return canonical_prefix + name[len(prefix):]
+    return name
 
 
-def _rms32(norm: Norm, x: torch.Tensor) -> torch.Tensor:
-    """RMSNorm with (1 + w) in float32 (or wider), rounded once to x's dtype, as transformers' Gemma norms do."""
-    wide = torch.promote_types(x.dtype, torch.float32)
-    return F.rms_norm(x.to(wide), (norm.size,), norm.weight.to(wide), norm.eps).to(x.dtype)
+def _qk_norm(c) -> bool:
+    return c.qk_norm
 
 
-class GemmaBlock(Block):
-    """Gemma 2 and 3: (1 + w) RMSNorms before and after attention and the MLP, GeGLU, soft-caps, per-layer
-    windows and (Gemma 3) per-head Q/K norms and a local rotary base."""
-
-    ACTIVATIONS = {"gelu_tanh": lambda h: F.gelu(h, approximate="tanh"), "gelu": F.gelu}
-
-    def __init__(self, config: GemmaConfig, backend: Backend):
-        super().__init__(config, backend)
-        self.softcap = config.attn_softcap
-        self.activation = self.ACTIVATIONS[config.activation]
-        self.local_rotary = None
-        if config.local_rope_theta is not None:
-            local = replace(config, rope_theta=config.local_rope_theta, rope_scaling=config.local_rope_scaling)
-            self.local_rotary = RotaryTable(local, backend.device)
-
-    def embed(self, table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        scale = torch.tensor(math.sqrt(self.config.hidden), dtype=table.dtype, device=table.device)
-        return table[ids] * scale  # (T, C)
-
-    def final_logits(self, logits: torch.Tensor) -> torch.Tensor:
-        cap = self.config.final_softcap
-        return logits if cap is None else torch.tanh(logits / cap) * cap
-
-    def attend(self, qkv, index: int, start: int, cache, capture) -> torch.Tensor:
-        """Block.attend; a soft-capped decode step (one query, nothing captured) reads only its window and
-        scores each KV head's group of queries at once, rather than every position through the mask."""
-        c = self.config
-        if self.softcap is None or capture is not None or qkv.shape[0] != 1:
-            return super().attend(qkv, index, start, cache, capture)
-        keys, values = cache.write(index, start, qkv[:, c.q_dim:].view(1, 2, c.n_kv_heads, c.head_dim))
-        window = c.window_of(index)
-        if window is not None and keys.shape[1] > window:
-            keys, values = keys[:, -window:], values[:, -window:]  # (KV, window, hd)
-        wide = torch.promote_types(qkv.dtype, torch.float32)
-        grouped = qkv[:, :c.q_dim].reshape(c.n_kv_heads, -1, c.head_dim).to(wide)  # (KV, group, hd)
-        scores = grouped @ keys.to(wide).mT / math.sqrt(c.head_dim)  # (KV, group, n)
-        probs = (torch.tanh(scores / self.softcap) * self.softcap).softmax(dim=-1)
-        return (probs @ values.to(wide)).reshape(1, c.q_dim).to(qkv.dtype)  # (1, H * hd)
-
-    def _rope(self, index: int, start: int, T: int, rope: torch.Tensor) -> torch.Tensor:
-        """Layer `index`'s rotary table rows (T, 1, hd / 2): the local base on a windowed layer of Gemma 3."""
-        if self.local_rotary is not None and self.config.window_of(index):
-            return self.local_rotary(start, start + T)[:, None, :]
-        return rope
-
-    def __call__(self, x, layer: GemmaLayer, index: int, start: int, cache, rope, capture):
-        c = self.config
-        T = x.shape[0]
-        qkv = layer.qkv.normed(x, layer.attn_norm)  # (T, q_dim + 2 kv_dim)
-        if layer.q_norm is not None:
-            for norm, first, heads in ((layer.q_norm, 0, c.n_heads), (layer.k_norm, c.q_dim, c.n_kv_heads)):
-                part = qkv[:, first:first + heads * c.head_dim].view(T, heads, c.head_dim)  # (T, heads, hd)
-                part.copy_(_rms32(norm, part))
-        rotate(qkv[:, :c.q_dim + c.kv_dim], self._rope(index, start, T, rope), c.head_dim)
-        if c.query_scale != 1.0:
-            qkv[:, :c.q_dim].mul_(c.query_scale)
-        h = layer.o(self.attend(qkv, index, start, cache, capture))  # (T, C)
-        x = x + _rms32(layer.post_attn_norm, h)
-        gate, up = layer.mlp_in.normed(x, layer.mlp_norm).chunk(2, dim=-1)  # (T, ffn) each
-        h = layer.mlp_out(self.activation(gate).mul_(up))  # (T, C)
-        return x + _rms32(layer.post_mlp_norm, h)  # (T, C)
+# Llama's projections; a norm before and after attention and the MLP, (1 + w) each; Gemma 3 adds a per-head
+# RMSNorm of Q and K. Always tied (a saved head is the embedding table).
+LAYOUT = Layout(
+    inputs=llama.INPUTS,
+    layer=(TensorSpec("attn_norm", llama.LAYER + "input_layernorm.weight", vector, "blk.{i}.attn_norm.weight"),
+           TensorSpec("post_attn_norm", llama.LAYER + "post_attention_layernorm.weight", vector,
+                      "blk.{i}.post_attention_norm.weight"),
+           TensorSpec("mlp_norm", llama.LAYER + "pre_feedforward_layernorm.weight", vector, "blk.{i}.ffn_norm.weight"),
+           TensorSpec("post_mlp_norm", llama.LAYER + "post_feedforward_layernorm.weight", vector,
+                      "blk.{i}.post_ffw_norm.weight"),
+           TensorSpec("q_norm", llama.ATTN + "q_norm.weight", head_vector, "blk.{i}.attn_q_norm.weight", _qk_norm),
+           TensorSpec("k_norm", llama.ATTN + "k_norm.weight", head_vector, "blk.{i}.attn_k_norm.weight", _qk_norm),
+           *llama.QKV, *llama.O, *llama.MLP_PROJECTIONS),
+    outputs=llama.OUTPUTS,
+    canonical=canonical)
