@@ -1,5 +1,5 @@
-"""Llama and the families that share its layer: Mistral, Qwen2 (`llama`), Qwen3 (`qwen3`: an RMSNorm over each
-Q and K head before rotary) and Phi-3/4-mini (`phi3`: fused qkv and gate_up tensors, partial rotary, longrope).
+"""Llama and the families that share its layer: Mistral, Qwen2 (`llama`) and Qwen3 (`qwen3`: an RMSNorm over
+each Q and K head before rotary); Phi-3 (phi3.py) builds on the same parts.
 
 Pre-RMSNorm, rotary Q/K, grouped-query attention, a gated SiLU MLP: on the own kernels one decode step of
 such a layer is one kernels.cpp call (`fused_decode`). What each reads from config.json, the tensors it
@@ -10,19 +10,17 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from inference.model.families.parts import (BlockTraits, GgufArch, Layout, TensorSpec, head_vector, never,
-                                            projection, table, untied, vector)
+from inference.model.families.parts import (BlockTraits, GgufArch, Layout, TensorSpec, head_vector, projection,
+                                            table, untied, vector)
 from inference.model.families.reading import (ConfigReader, attention_shape, no_layer_windows, one_window,
                                               read_rope)
 
 ARCHITECTURES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2"}
 QWEN3_ARCHITECTURES = {"Qwen3ForCausalLM": "qwen3"}
-PHI3_ARCHITECTURES = {"Phi3ForCausalLM": "phi3"}
 
 # llama.cpp permutes Llama's Q and K rows for its rotary layout; qwen2, qwen3 and phi3 keep HF's order
 GGUF = {"llama": GgufArch("LlamaForCausalLM", permuted_rotary=True), "qwen2": GgufArch("Qwen2ForCausalLM")}
 QWEN3_GGUF = {"qwen3": GgufArch("Qwen3ForCausalLM")}
-PHI3_GGUF = {"phi3": GgufArch("Phi3ForCausalLM")}
 
 BLOCK = BlockTraits(gated_mlp=True, fused_decode=True)
 
@@ -86,31 +84,22 @@ def _qwen3_window(r: ConfigReader, arch: str, n_layers: int) -> int | None:
     return window
 
 
-def read_phi3_config(arch: str, r: ConfigReader) -> dict[str, Any]:
-    """Phi-3/4-mini: Llama's keys, partial rotary allowed, one sliding window on every layer."""
-    return read_config(arch, r, partial_rotary=True, window=_every_layer_window)
-
-
-def _every_layer_window(r: ConfigReader, arch: str, n_layers: int) -> int | None:
-    return one_window(r)
-
-
 LAYER, ATTN, MLP = "model.layers.{i}.", "model.layers.{i}.self_attn.", "model.layers.{i}.mlp."
 
 
-def _hidden(c) -> int:
+def hidden_of(c) -> int:
     return c.hidden
 
 
-def _q_dim(c) -> int:
+def q_dim_of(c) -> int:
     return c.q_dim
 
 
-def _kv_dim(c) -> int:
+def kv_dim_of(c) -> int:
     return c.kv_dim
 
 
-def _ffn(c) -> int:
+def ffn_of(c) -> int:
     return c.ffn
 
 
@@ -119,24 +108,16 @@ OUTPUTS = (TensorSpec("final_norm", "model.norm.weight", vector, "output_norm.we
            TensorSpec("head", "lm_head.weight", table, "output.weight", untied))
 NORMS = (TensorSpec("attn_norm", LAYER + "input_layernorm.weight", vector, "blk.{i}.attn_norm.weight"),
          TensorSpec("mlp_norm", LAYER + "post_attention_layernorm.weight", vector, "blk.{i}.ffn_norm.weight"))
-QKV = (*projection("q", ATTN + "q_proj", _q_dim, _hidden, lambda c: c.qkv_bias, "blk.{i}.attn_q", gguf_bias=True),
-       *projection("k", ATTN + "k_proj", _kv_dim, _hidden, lambda c: c.qkv_bias, "blk.{i}.attn_k", gguf_bias=True),
-       *projection("v", ATTN + "v_proj", _kv_dim, _hidden, lambda c: c.qkv_bias, "blk.{i}.attn_v", gguf_bias=True))
-O = projection("o", ATTN + "o_proj", _hidden, _q_dim, lambda c: c.o_bias, "blk.{i}.attn_output")
+QKV = (*projection("q", ATTN + "q_proj", q_dim_of, hidden_of, lambda c: c.qkv_bias, "blk.{i}.attn_q", gguf_bias=True),
+       *projection("k", ATTN + "k_proj", kv_dim_of, hidden_of, lambda c: c.qkv_bias, "blk.{i}.attn_k", gguf_bias=True),
+       *projection("v", ATTN + "v_proj", kv_dim_of, hidden_of, lambda c: c.qkv_bias, "blk.{i}.attn_v", gguf_bias=True))
+O = projection("o", ATTN + "o_proj", hidden_of, q_dim_of, lambda c: c.o_bias, "blk.{i}.attn_output")
 MLP_PROJECTIONS = (
-    *projection("gate", MLP + "gate_proj", _ffn, _hidden, lambda c: c.mlp_bias, "blk.{i}.ffn_gate"),
-    *projection("up", MLP + "up_proj", _ffn, _hidden, lambda c: c.mlp_bias, "blk.{i}.ffn_up"),
-    *projection("down", MLP + "down_proj", _hidden, _ffn, lambda c: c.mlp_bias, "blk.{i}.ffn_down"))
+    *projection("gate", MLP + "gate_proj", ffn_of, hidden_of, lambda c: c.mlp_bias, "blk.{i}.ffn_gate"),
+    *projection("up", MLP + "up_proj", ffn_of, hidden_of, lambda c: c.mlp_bias, "blk.{i}.ffn_up"),
+    *projection("down", MLP + "down_proj", hidden_of, ffn_of, lambda c: c.mlp_bias, "blk.{i}.ffn_down"))
 QK_NORMS = (TensorSpec("q_norm", ATTN + "q_norm.weight", head_vector, "blk.{i}.attn_q_norm.weight"),
             TensorSpec("k_norm", ATTN + "k_norm.weight", head_vector, "blk.{i}.attn_k_norm.weight"))
 
 LAYOUT = Layout(inputs=INPUTS, layer=(*NORMS, *QKV, *O, *MLP_PROJECTIONS), outputs=OUTPUTS)
 QWEN3_LAYOUT = Layout(inputs=INPUTS, layer=(*NORMS, *QKV, *QK_NORMS, *O, *MLP_PROJECTIONS), outputs=OUTPUTS)
-# Phi-3/4-mini: Q, K, V rows in one `qkv_proj`, gate then up rows in one `gate_up_proj` (llama.cpp keeps both
-# fused too: `attn_qkv`, and `ffn_up` of 2 ffn rows), no biases.
-PHI3_LAYOUT = Layout(inputs=INPUTS, outputs=OUTPUTS, layer=(
-    *NORMS,
-    *projection("qkv", ATTN + "qkv_proj", lambda c: c.q_dim + 2 * c.kv_dim, _hidden, never, "blk.{i}.attn_qkv"),
-    *projection("o", ATTN + "o_proj", _hidden, _q_dim, never, "blk.{i}.attn_output"),
-    *projection("gate_up", MLP + "gate_up_proj", lambda c: 2 * c.ffn, _hidden, never, "blk.{i}.ffn_up"),
-    *projection("down", MLP + "down_proj", _hidden, _ffn, never, "blk.{i}.ffn_down")))

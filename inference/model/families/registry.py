@@ -10,7 +10,7 @@ Torch-free: the GUI's model picker reads configs through it.
 
 from __future__ import annotations
 
-from inference.model.families import gemma, gpt2, llama
+from inference.model.families import gemma, gpt2, llama, phi3
 from inference.model.families.parts import Family, GgufArch
 
 FAMILIES = (
@@ -18,8 +18,7 @@ FAMILIES = (
     Family("gpt2", gpt2.ARCHITECTURES, gpt2.read_config, gpt2.LAYOUT, gpt2.BLOCK),
     Family("qwen3", llama.QWEN3_ARCHITECTURES, llama.read_qwen3_config, llama.QWEN3_LAYOUT, llama.BLOCK,
            llama.QWEN3_GGUF),
-    Family("phi3", llama.PHI3_ARCHITECTURES, llama.read_phi3_config, llama.PHI3_LAYOUT, llama.BLOCK,
-           llama.PHI3_GGUF),
+    Family("phi3", phi3.ARCHITECTURES, phi3.read_config, phi3.LAYOUT, phi3.BLOCK, phi3.GGUF),
     Family("gemma", gemma.ARCHITECTURES, gemma.read_config, gemma.LAYOUT, gemma.BLOCK, gemma.GGUF),
 )
 
