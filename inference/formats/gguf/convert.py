@@ -12,8 +12,9 @@ The `gguf` package reads the file and dequantises each tensor to float32. Two th
   with its partial rotary (`rope.dimension_count`), sliding window and original context; Llama 3.x's
   llama3 rope is a tensor of per-frequency divisors (`rope_freqs`), recognised as the llama3 scaling
   it was computed from.
-The tokenizer is rebuilt from the GGUF vocabulary and merges as a `tokenizers` BPE (tokenizer.py); a family
-whose GGUF differs more (Gemma: formats/gguf/gemma.py) names its own reader in its GgufArch.
+The tokenizer is rebuilt from the GGUF vocabulary as a `tokenizers` BPE: byte-level with merges (tokenizer.py)
+or SentencePiece (sentencepiece.py), as the family's GgufArch says; a family whose metadata means more than
+Llama's keys (Gemma) reads its config.json itself (GgufArch.config, in its family file).
 """
 
 from __future__ import annotations
@@ -31,12 +32,14 @@ from safetensors.numpy import save_file
 from inference import cache_dir
 from inference.errors import ModelFormatError
 from inference.formats.gguf.metadata import _Metadata, open_gguf
+from inference.formats.gguf.sentencepiece import sentencepiece_tokenizer_files
 from inference.formats.gguf.tokenizer import byte_level_tokenizer_files, checked_tokens
 from inference.model.config import ModelConfig
 from inference.model.families import registry
 from inference.model.families.reading import LIMITS
 
 _tokenizer_files = byte_level_tokenizer_files  # remote_model.py reads a GGUF's vocabulary through this name
+_TOKENIZERS = {"byte_level": byte_level_tokenizer_files, "sentencepiece": sentencepiece_tokenizer_files}
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total); may raise errors.Cancelled
 
@@ -143,18 +146,18 @@ def _llama3_from_factors(meta: _Metadata, theta: float, dim: int, factors: list[
 
 
 def _described(meta: _Metadata, arch: str, reader, names: set[str]) -> tuple[str, dict, dict]:
-    """tokenizer.json text, tokenizer_config.json and config.json of the model (as its family's GgufArch
-    says where it names a reader of its own)."""
+    """tokenizer.json text, tokenizer_config.json and config.json of the model (its vocabulary and, where it
+    has one, its config reader as its family's GgufArch says)."""
     n_vocab = len(checked_tokens(meta))
     tied = "output.weight" not in names
-    describe = registry.by_gguf(arch)[1].describe
-    if describe is not None:
-        return describe(meta, arch, tied=tied, n_vocab=n_vocab)
+    how = registry.by_gguf(arch)[1]
+    if how.config is not None:
+        return (*_TOKENIZERS[how.tokenizer](meta), how.config(meta, arch, tied=tied, n_vocab=n_vocab))
     extra: dict = {"attention_bias": "blk.0.attn_q.bias" in names}
     for t in reader.tensors:
         if t.name in _ROPE_FACTORS:
             extra[_ROPE_FACTORS[t.name]] = [float(v) for v in np.asarray(t.data, dtype=np.float32).reshape(-1)]
-    return (*byte_level_tokenizer_files(meta), _config(meta, arch, tied=tied, n_vocab=n_vocab, extra=extra))
+    return (*_TOKENIZERS[how.tokenizer](meta), _config(meta, arch, tied=tied, n_vocab=n_vocab, extra=extra))
 
 
 def _float_array(path: Path, t, want: tuple[int, ...] | None) -> np.ndarray:

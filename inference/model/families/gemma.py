@@ -19,7 +19,8 @@ What differs from Llama, as transformers computes it (decoder.Block and weights.
 An image-text Gemma 3 checkpoint (Gemma3ForConditionalGeneration) is read for its text tower: the config
 under `text_config`, the tensors under `language_model.` (`canonical`); the vision tower is not read. No
 Gemma layer runs as one kernels.cpp call (`fused_decode` stays False): its projections and norms still run on
-the backend's linears. Its GGUF quirks (norms stored as 1 + w, the SentencePiece vocabulary): formats/gguf/gemma.py.
+the backend's linears. From GGUF (formats/gguf/convert.py): its config from llama.cpp's metadata (`gguf_config`),
+its SentencePiece vocabulary, its norms' 1 + w back to w.
 """
 
 from __future__ import annotations
@@ -27,15 +28,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from inference.formats.gguf import gemma as gguf_gemma
+import numpy as np
+
+from inference.errors import ModelFormatError
 from inference.model.families import llama
 from inference.model.families.parts import BlockTraits, GgufArch, Layout, TensorSpec, head_vector, vector
 from inference.model.families.reading import MAX_THETA, ConfigReader, RopeScaling, attention_shape, read_rope
 
 ARCHITECTURES = {"Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3_text",
                  "Gemma3ForConditionalGeneration": "gemma3"}  # its text tower; the vision tower is not read
-GGUF = {"gemma2": GgufArch("Gemma2ForCausalLM", describe=gguf_gemma.described),
-        "gemma3": GgufArch("Gemma3ForCausalLM", describe=gguf_gemma.described)}
 BLOCK = BlockTraits(gated_mlp=True, norms_after=True, float32_norms=True, scaled_embeddings=True)
 
 # transformers' defaults for keys a config.json may leave out (the Gemma 3 image-text configs keep only
@@ -170,3 +171,72 @@ LAYOUT = Layout(
            *llama.QKV, *llama.O, *llama.MLP_PROJECTIONS),
     outputs=llama.OUTPUTS,
     canonical=canonical)
+
+
+_LARGEST = {"gemma2": 46, "gemma3": 62}  # layers of the 27B model, whose scores use hidden / heads
+
+
+def gguf_config(meta, arch: str, tied: bool, n_vocab: int) -> dict:
+    """config.json of a Gemma2ForCausalLM / Gemma3ForCausalLM from the GGUF metadata (`meta`: convert.py's
+    checked reader). What llama.cpp's converter leaves out are its fixed values: Gemma 3 layers are global
+    every 6th (`sliding_window_pattern` 6, unless the file gives a number or one flag per layer), its local
+    layers rotate with base 10000, and the scores are scaled by 1/sqrt(head_dim), except the 27B models (62
+    layers for Gemma 3, 46 for Gemma 2), scaled by 1/sqrt(hidden / heads) as their query_pre_attn_scalar says.
+    Q and K rows are not permuted (llama.cpp rotates Gemma in the NeoX layout, HF's own); its norms are stored
+    as 1 + w, from which convert.py takes `norm_offset` again."""
+    p = arch + "."
+    n_heads = meta.size(p + "attention.head_count", "heads")
+    hidden = meta.size(p + "embedding_length", "hidden")
+    n_layers = meta.size(p + "block_count", "layers")
+    head_dim = meta.size(p + "attention.key_length", "head_dim", max(hidden // n_heads, 1))
+    eps = meta.number(p + "attention.layer_norm_rms_epsilon", 1e-6)
+    pattern = meta.get(p + "attention.sliding_window_pattern", 2 if arch == "gemma2" else 6)
+    if isinstance(pattern, (list, tuple)):  # one flag per layer: True for a sliding-window layer
+        if len(pattern) != n_layers:
+            raise ModelFormatError(f"{meta.path.name}: sliding_window_pattern has {len(pattern)} flags for "
+                                   f"{n_layers} layers")
+        sliding = [bool(flag) for flag in pattern]
+    else:  # every pattern-th layer is global
+        pattern = meta.size(p + "attention.sliding_window_pattern", "layers", pattern)
+        sliding = [(i + 1) % pattern != 0 for i in range(n_layers)]
+    config = {
+        "architectures": ["Gemma2ForCausalLM" if arch == "gemma2" else "Gemma3ForCausalLM"],
+        "model_type": "gemma2" if arch == "gemma2" else "gemma3_text",
+        "hidden_size": hidden,
+        "intermediate_size": meta.size(p + "feed_forward_length", "ffn"),
+        "num_hidden_layers": n_layers,
+        "num_attention_heads": n_heads,
+        "num_key_value_heads": meta.size(p + "attention.head_count_kv", "heads", n_heads),
+        "head_dim": head_dim,
+        "max_position_embeddings": meta.size(p + "context_length", "context"),
+        "rms_norm_eps": float(str(np.float32(eps))),  # GGUF stores float32: 1e-6 reads 9.99999997e-07
+        "rope_theta": meta.number(p + "rope.freq_base", 10000.0 if arch == "gemma2" else 1_000_000.0),
+        "query_pre_attn_scalar": hidden // n_heads if n_layers == _LARGEST[arch] else head_dim,
+        "sliding_window": meta.size(p + "attention.sliding_window", "window"),
+        "layer_types": ["sliding_attention" if s else "full_attention" for s in sliding],
+        "vocab_size": n_vocab,
+        "tie_word_embeddings": tied,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "attention_bias": False,
+        "torch_dtype": "float32",
+    }
+    if arch == "gemma2":
+        for key in ("attn_logit_softcapping", "final_logit_softcapping"):  # None: no cap
+            config[key] = meta.number(p + key, math.nan) if meta.get(p + key) is not None else None
+    else:
+        config["rope_local_base_freq"] = 10000.0
+        rope_type = meta.get(p + "rope.scaling.type", "none")
+        if rope_type == "linear":
+            config["rope_scaling"] = {"rope_type": "linear", "factor": meta.number(p + "rope.scaling.factor", math.nan)}
+        elif rope_type not in ("none", None):
+            raise ModelFormatError(f"{meta.path.name}: rope scaling {rope_type!r} is not supported")
+    for key, name in (("bos_token_id", "tokenizer.ggml.bos_token_id"),
+                      ("eos_token_id", "tokenizer.ggml.eos_token_id"),
+                      ("pad_token_id", "tokenizer.ggml.padding_token_id")):
+        if meta.get(name) is not None:
+            config[key] = meta.count(name, minimum=0)
+    return config
+
+
+GGUF = {"gemma2": GgufArch("Gemma2ForCausalLM", config=gguf_config, tokenizer="sentencepiece"),
+        "gemma3": GgufArch("Gemma3ForCausalLM", config=gguf_config, tokenizer="sentencepiece")}

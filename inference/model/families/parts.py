@@ -108,9 +108,10 @@ class GgufArch:
 
     hf_class: str  # the Hugging Face class its config.json names
     permuted_rotary: bool = False  # llama.cpp stored Q and K rows permuted for its rotary layout
-    # (metadata reader, arch, tied, n_vocab) -> (tokenizer.json text, tokenizer_config.json, config.json),
-    # where the family's GGUF differs from llama.cpp's byte-level-BPE Llama (formats/gguf/<family>.py)
-    describe: Callable | None = None
+    # (metadata reader, arch, tied, n_vocab) -> config.json, where llama.cpp's metadata means more than the
+    # keys it shares with Llama (None: formats/gguf/convert.py reads those)
+    config: Callable | None = None
+    tokenizer: str = "byte_level"  # how its vocabulary is stored: "byte_level" BPE or "sentencepiece"
 
 
 @dataclass(frozen=True)
