@@ -74,7 +74,7 @@ class VideoWriter:
         self.frames += 1
 
     def _write_mp4(self, rgb: np.ndarray) -> None:
-        import av
+        import av  # lazy: optional and heavy (FFmpeg), needed only when an MP4 is written
 
         h, w = rgb.shape[0] // 2 * 2, rgb.shape[1] // 2 * 2
         if self._container is None:
@@ -93,7 +93,7 @@ class VideoWriter:
             self._container.mux(packet)
 
     def _write_gif(self, rgb: np.ndarray) -> None:
-        from PIL import Image
+        from PIL import Image  # lazy: optional, needed only when a GIF is written
 
         image = Image.fromarray(rgb)
         if image.width > GIF_MAX_WIDTH:

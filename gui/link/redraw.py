@@ -12,12 +12,11 @@ plot view's refresh and paint cost 3-11 ms of GUI CPU, all of them together ~28 
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections import deque
 from typing import Callable
 
-from PySide6.QtCore import QObject, QThreadPool, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 REDRAW_INTERVAL_MS = 33  # <= 30 redraws per second while stepping by hand
 RUN_REDRAW_INTERVAL_MS = int(os.environ.get("TOKENSTEP_RUN_REDRAW_MS", 250))
@@ -34,9 +33,6 @@ SMALL_MACHINE_SHARE = RUN_GUI_CPU_SHARE / 2
 # already takes the share (measured 1.8-3.5 ms of GUI CPU per step on an AVX2 machine at ~30 steps/s),
 # the views would otherwise stand still for a whole run. One frame a second costs ~3 % of a core.
 RUN_MIN_TURN_S = 1.0
-# A waiting thread gets the GIL after this long (Python's default is 5 ms): the worker thread relaying the
-# engine's replies need not wait for a whole redraw.
-GIL_SWITCH_S = 0.001
 
 
 def usable_cores() -> int:
@@ -68,10 +64,6 @@ class RedrawScheduler(QObject):
         self.frames = 0  # redraws emitted: the number a view's `frame` is compared with
         self._cpu_allowance = 0.0  # seconds of GUI-thread CPU the frames may still spend in this run
         self._cpu_mark = self._wall_mark = self._last_turn = 0.0
-        sys.setswitchinterval(GIL_SWITCH_S)
-        # Qt converts large images (the window's backing store) on its global thread pool, one thread per
-        # core: bursts that take both cores from decode. One thread keeps painting off the engine's core.
-        QThreadPool.globalInstance().setMaxThreadCount(1)
 
     @property
     def redraw_due(self) -> bool:

@@ -1,6 +1,7 @@
 """The inference worker: a QObject in its own QThread, the GUI's one door to the engine process.
 
-The model and the session live in an engine process (`inference.engine.engine`), so decode never waits for the
+The model and the session live in an engine process (`inference.engine.engine`, started through the
+torch-free `inference.engine.process`: this process never imports torch), so decode never waits for the
 GUI's redraws to give back the GIL, nor the GUI for decode. The worker starts that process, sends the
 protocol commands it is given down one pipe, and relays every reply coming up the other pipe as one
 `replied` signal (frozen dataclasses of numpy arrays and Python scalars). If the engine process dies,
@@ -16,7 +17,7 @@ import threading
 from PySide6.QtCore import QObject, QSocketNotifier, QTimer, Signal, Slot
 
 from inference.engine import protocol
-from inference.engine.engine import serve
+from inference.engine.process import run_engine
 
 POLL_MS = 5  # where pipes cannot be watched by the event loop (Windows), look this often
 # The engine runs this much nicer than the GUI: when both want a core, the GUI's short paints and input
@@ -41,14 +42,10 @@ class InferenceWorker(QObject):
     @Slot()
     def start(self) -> None:
         """Start the engine process (runs in the worker thread once it starts)."""
-        # The engine's OpenMP threads share two cores with this process: let them spin only briefly at a
-        # barrier before sleeping, so a redraw does not find both cores taken by spinning (measured: worst
-        # event-loop lateness 63-82 ms at the default spin count, 45-47 ms at 1000; decode speed unchanged).
-        os.environ.setdefault("GOMP_SPINCOUNT", "1000")
         context = multiprocessing.get_context("spawn")  # never fork a process that runs Qt
         command_reader, command_writer = context.Pipe(duplex=False)
         reply_reader, reply_writer = context.Pipe(duplex=False)
-        self.process = context.Process(target=serve, args=(command_reader, reply_writer, ENGINE_NICENESS),
+        self.process = context.Process(target=run_engine, args=(command_reader, reply_writer, ENGINE_NICENESS),
                                        daemon=True, name="tokenstep-engine")
         self._answered = False
         try:

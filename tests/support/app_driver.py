@@ -35,9 +35,11 @@ def window_fixture(name: str, scope: str = "module"):
 
     @pytest.fixture(scope=scope)
     def window(qapp, default_model, tmp_path_factory):
+        from gui.app import tune_process
         from gui.main_window import MainWindow
         from gui.theme import Appearance
 
+        tune_process()  # as the app runs
         settings = QSettings(str(tmp_path_factory.mktemp(name) / "tokenstep.ini"), QSettings.IniFormat)
         win = MainWindow(settings=settings, appearance=Appearance())
         win.resize(1600, 1000)
