@@ -54,7 +54,7 @@ class StatusBar(QStatusBar):
             return
         if c.running:
             self.say("Running… (Space or Pause to pause, Esc to stop)")
-        elif c.in_flight == "Prefill" and c.prefill_event is None:  # not the last run's numbers meanwhile
+        elif c.prefilling and c.prefill_event is None:  # not the last run's numbers meanwhile
             self.say("Reading the prompt… (Esc cancels)")
         elif c.prefill_event is not None and not c.busy and not c.loading:
             p = c.prefill_event

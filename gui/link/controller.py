@@ -1,10 +1,10 @@
 """User intents -> engine commands; engine replies -> the history the views draw.
 
 The controller owns the worker thread (the one door to the engine) and holds no copy of engine state:
-what can be done now comes from the session's last reported `SessionStatus`, what happened from the
-reported events kept in the Qt-free `History`. Of its own it keeps only GUI facts: the model the engine
-reported, whether a load or a request is on its way, and the tag of the newest generation it asked for
-(replies about an older one are dropped).
+every reply goes to the Qt-free `History.apply`, which keeps what the engine reported (the model, the
+session's events and status) and says what changed; the controller turns that into signals. Of its own it
+keeps only facts about the link: whether a load or a request (`in_flight`, a command class) is on its way,
+what the user asked for last (settings, the prompt, the captures), and a lost engine's restore.
 """
 
 from __future__ import annotations
@@ -15,11 +15,10 @@ import weakref
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
 from inference.engine import protocol as p
-from inference.events import ModelInfo
 from inference.settings import GenerationSettings
 from inference.lessons.trace import trace_lines
 
-from gui.state.history import History, Shown
+from gui.state.history import Change, History, Shown
 from gui.link.playback import Clock, Pacer
 from gui.link.branch_intents import BranchIntents
 from gui.link.engine_restore import EngineRestore
@@ -32,7 +31,7 @@ from gui.link.worker import InferenceWorker
 RUN_BATCH_S = 0.1
 
 
-class Controller(BranchIntents, QObject):
+class Controller(QObject):
     _command = Signal(object)  # a protocol.Command, queued to the worker thread
     _restart = Signal()  # start a fresh engine if the last one died (queued before the next command)
 
@@ -49,29 +48,20 @@ class Controller(BranchIntents, QObject):
         self.scheduler = RedrawScheduler(lambda: self.running, self._on_cpu, self)
         self.redraw = self.scheduler.redraw
         self.clock, self.pacer = Clock(), Pacer(self)  # paced playback of a Run (a recorder's clock is virtual)
-        self.info: ModelInfo | None = None
         self.loading = False
-        self.epoch = self._epoch_before_load = 0  # the tag of the newest generation asked for
-        self.cuda_available: bool | None = None  # known once the engine is up
-        self.forward_count = 0  # forward passes the engine has run: a preview runs none
         self.capture_lens = False  # whether the logit lens is asked for (its dock is shown)
         self.capture_attention = False  # likewise the attention view
         self.restore = EngineRestore()  # a lost engine's session, given back at the next action
-        self.in_flight: str | None = None  # a gated request on its way
-        self.weights_check: p.WeightsChecked | None = None  # the newest re-hash of the weights
+        self.in_flight: type[p.Command] | None = None  # the class of a gated request on its way
         self.kv_cache = True  # asked of the engine (it keeps the choice for the sessions it makes)
         self.prefilled_prompt: tuple[str, bool, str] | None = None
         self.settings = settings  # what the user last asked for; sent coalesced, at most once per turn
         self._sent_settings: GenerationSettings | None = None
         self._settings_timer = QTimer(self, singleShot=True, interval=0)
         self._settings_timer.timeout.connect(self._send_settings)
-        self._handlers = {p.Ready: self._on_ready, p.Progress: self._on_progress, p.ModelLoaded: self._on_model_loaded,
-                          p.LoadFailed: self._on_load_failed, p.Prefilled: self._on_prefilled,
-                          p.Stepped: self._on_stepped, p.PendingStep: self._on_pending, p.Ended: self._on_ended,
-                          p.Status: self._on_status, p.Failed: self._on_failed, p.Cancelled: self._on_cancelled,
-                          p.Finished: self._on_finished, p.RewoundReply: self._on_rewound,
-                          p.SwitchedReply: self._on_rewound, p.WeightsChecked: self._on_weights_checked,
-                          p.Recaptured: self._on_recaptured, p.ModelInfoChanged: self._on_info_changed}
+        self.branches = BranchIntents(self)  # rewind, take another token, switch branch
+        self.take, self.force, self.rewind = self.branches.take, self.branches.force, self.branches.rewind
+        self.backspace, self.switch = self.branches.backspace, self.branches.switch
         self._attention_asked: set[tuple[int, int]] = set()  # (epoch, node): each recomputed once
         self._start_worker()
 
@@ -92,6 +82,12 @@ class Controller(BranchIntents, QObject):
         atexit.register(lambda: this() is not None and this().shutdown())
 
     # --- what the views read (all of it reported by the engine) -----------------------------------------
+    info = property(lambda self: self.history.info)
+    epoch = property(lambda self: self.history.tag)  # the newest generation asked for
+    cuda_available = property(lambda self: self.history.cuda_available)
+    forward_count = property(lambda self: self.history.forward_count)
+    weights_check = property(lambda self: self.history.weights_check)
+    can_move = property(lambda self: self.branches.can_move)
     steps = property(lambda self: self.history.steps)
     prefill_event = property(lambda self: self.history.prefill)
     pending = property(lambda self: self.history.pending)
@@ -121,6 +117,11 @@ class Controller(BranchIntents, QObject):
         return self.in_flight is not None
 
     @property
+    def prefilling(self) -> bool:
+        """The prompt is being read."""
+        return self.in_flight is p.Prefill
+
+    @property
     def can_step(self) -> bool:
         status = self.history.status
         return (self.info is not None and not self.loading and not self.running
@@ -139,10 +140,9 @@ class Controller(BranchIntents, QObject):
     # --- intents --------------------------------------------------------------------------------------
     def load(self, spec: str = "default", device: str = "auto", dtype: str = "auto") -> None:
         self.loading = True
-        self._epoch_before_load = self.epoch  # a failed load leaves the engine's session (and its tag) as it was
-        self.epoch += 1
+        tag = self.history.load_asked()
         self.restore.load_asked(spec, device, dtype)
-        self._emit(p.Load(spec, device, dtype, self.epoch))
+        self._emit(p.Load(spec, device, dtype, tag))
         self.state_changed.emit()
 
     def cancel_load(self) -> None:
@@ -152,9 +152,9 @@ class Controller(BranchIntents, QObject):
         """Read the prompt (or exactly the token `ids`, when given: a replayed trace)."""
         if self.info is None or self.loading:
             return
-        self.epoch += 1
+        self.history.next_generation()
         self.history.clear()
-        self.in_flight = "Prefill"
+        self.in_flight = p.Prefill
         self.prefilled_prompt = (prompt, chat, system)
         self._sent_settings = self.settings
         self._settings_timer.stop()
@@ -164,12 +164,12 @@ class Controller(BranchIntents, QObject):
 
     def step(self) -> None:
         if self.can_step and self.prefilled and not self.busy:
-            self._request("Step", p.Step())
+            self._request(p.Step())
 
     def run(self, n_steps: int = 0) -> None:
         if self.can_step and self.prefilled and not self.busy:
             self.history.follow_latest()
-            self._request("Run", p.Run(max_steps=n_steps, batch_s=RUN_BATCH_S))
+            self._request(p.Run(max_steps=n_steps, batch_s=RUN_BATCH_S))
             self.pacer.start_run()
 
     def _emit(self, command: p.Command) -> None:
@@ -185,9 +185,10 @@ class Controller(BranchIntents, QObject):
         if not self.restore.defer(command):
             self._command.emit(command)
 
-    def _request(self, name: str, command: p.Command) -> None:
+    def _request(self, command: p.Command) -> None:
+        """Send a gated request: no other may go until the engine has answered it (`Finished`)."""
         self._send_settings()
-        self.in_flight = name
+        self.in_flight = type(command)
         self._emit(command)
         self.state_changed.emit()
 
@@ -205,8 +206,8 @@ class Controller(BranchIntents, QObject):
         """Back to the prompt, re-seeded; the branches taken so far stay in the tree."""
         if not self.prefilled or self.loading:
             return
-        self.epoch += 1
-        self.in_flight = "Reset"
+        self.history.next_generation()
+        self.in_flight = p.Reset
         self._sent_settings = self.settings
         self._settings_timer.stop()
         self._emit(p.Reset(self.settings, self.epoch))
@@ -277,118 +278,57 @@ class Controller(BranchIntents, QObject):
     # --- replies from the engine ----------------------------------------------------------------------
     @Slot(object)
     def _on_reply(self, reply: p.Reply) -> None:
-        self._handlers[type(reply)](reply)
-
-    def _current(self, reply) -> bool:
-        return reply.tag == self.epoch
-
-    def _on_ready(self, reply: p.Ready) -> None:
-        self.cuda_available = reply.cuda
-
-    def _on_progress(self, reply: p.Progress) -> None:
-        self.progress.emit(reply.stage, reply.done, reply.total)
-
-    def _on_model_loaded(self, reply: p.ModelLoaded) -> None:
-        self.restore.load_done()
-        self.info = reply.info
-        self.weights_check = None
-        self.loading = False
-        self.epoch = max(self.epoch, reply.tag)
-        self.history.clear()
-        self.in_flight = None
-        self.prefilled_prompt = None
-        self._sent_settings = None  # the new session starts from the defaults
-        self.model_changed.emit()
-        self.load_finished.emit(True, "")
-        self.state_changed.emit()
-        self.scheduler.dirty()
-
-    def _on_load_failed(self, reply: p.LoadFailed) -> None:
-        self.loading = False
-        self.epoch = self._epoch_before_load  # the engine kept its session: its replies carry the old tag
-        self.load_finished.emit(False, reply.message)
-        self.state_changed.emit()
-
-    def _on_prefilled(self, reply: p.Prefilled) -> None:
-        if self._current(reply):
-            self.history.prefilled(reply.event)
-            self.scheduler.dirty()
-
-    def _on_stepped(self, reply: p.Stepped) -> None:
-        """One step taken by hand, or the steps of a Run batched by the engine."""
-        if self._current(reply):
-            self.history.stepped(reply.events)
-            if not self.history.behind:  # else the pacer shows them, one at a time
-                self.scheduler.dirty()
-
-    def _on_pending(self, reply: p.PendingStep) -> None:
-        if self._current(reply):
-            self.history.pending = reply.event
-            self.scheduler.dirty()
-
-    def _on_rewound(self, reply: p.RewoundReply | p.SwitchedReply) -> None:
-        if self._current(reply):  # a rewind, or a branch switch (with its re-read)
-            (self.history.rewound if isinstance(reply, p.RewoundReply) else self.history.switched)(reply.event)
-            self.scheduler.dirty()
-
-    def _on_recaptured(self, reply: p.Recaptured) -> None:
-        if self._current(reply):
-            self.history.attention[reply.event.node] = reply.event
-            self.scheduler.dirty()
-
-    def _on_ended(self, reply: p.Ended) -> None:
-        if self._current(reply):
-            self.history.ended(reply.event)
-            self.state_changed.emit()  # the status line names the reason
-            self.scheduler.dirty()
-
-    def _on_status(self, reply: p.Status) -> None:
-        if self._current(reply) and reply.status != self.history.status:
-            self.history.status = reply.status
-            self.state_changed.emit()
-            self.scheduler.dirty()
-
-    def _on_weights_checked(self, reply: p.WeightsChecked) -> None:
-        self.weights_check = reply
-        self.weights_checked.emit()
-
-    def _on_info_changed(self, reply: p.ModelInfoChanged) -> None:  # e.g. decode went over to the kernels
-        self.info = reply.info
-        self.weights_checked.emit()
-        self.scheduler.dirty()  # Explain says how decode runs when it runs on stock ops
-
-    def _on_failed(self, reply: p.Failed) -> None:
-        self.in_flight = None
-        if self.restore.restoring:
-            self.restore.failed = True
-            reply = p.Failed(f"the model could not be loaded again: {reply.message}", reply.details, True)
-        self.error.emit(reply.message, reply.details, reply.expected)
-        self.state_changed.emit()
-
-    def _on_cancelled(self, reply: p.Cancelled) -> None:
-        self.in_flight = None
-        self.state_changed.emit()
-
-    def _on_finished(self, reply: p.Finished) -> None:
-        """A request is fully answered (events, preview, status): the next one may be sent."""
-        self.forward_count = reply.forward_count
-        if reply.command == "Restore":
-            for command in self.restore.finished():
-                self._command.emit(command)
-        if self._current(reply) and reply.command == self.in_flight:
+        """The history takes in what the reply reports; here, only what it means for the link (a request
+        answered, a load done, an error to show) and the signals that say what changed."""
+        change = self.history.apply(reply)
+        if Change.MODEL in change:
+            self.restore.load_done()
+            self.loading = False
             self.in_flight = None
+            self.prefilled_prompt = None
+            self._sent_settings = None  # the new session starts from the defaults
+            self.model_changed.emit()
+            self.load_finished.emit(True, "")
+        match reply:
+            case p.Progress():
+                self.progress.emit(reply.stage, reply.done, reply.total)
+            case p.LoadFailed():
+                self.loading = False
+                self.load_finished.emit(False, reply.message)
+            case p.Failed():
+                self.in_flight = None
+                if self.restore.restoring:
+                    self.restore.failed = True
+                    reply = p.Failed(f"the model could not be loaded again: {reply.message}", reply.details, True)
+                self.error.emit(reply.message, reply.details, reply.expected)
+                change |= Change.STATE
+            case p.Cancelled():
+                self.in_flight = None
+                change |= Change.STATE
+            case p.Finished():  # a request is fully answered (events, preview, status): the next one may go
+                if reply.command == p.Restore.__name__:
+                    for command in self.restore.finished():
+                        self._command.emit(command)
+                if (reply.tag == self.epoch and self.in_flight is not None
+                        and reply.command == self.in_flight.__name__):
+                    self.in_flight = None
+                    change |= Change.STATE
+        if Change.WEIGHTS in change:
+            self.weights_checked.emit()
+        if Change.STATE in change:
             self.state_changed.emit()
+        if Change.VIEWS in change:
+            self.scheduler.dirty()
 
     @Slot(str)
     def _on_engine_lost(self, message: str) -> None:
         """The steps stay; the next action restarts the engine and restores the session (engine_restore.py)."""
         message += self.restore.engine_lost(self.loading)
+        self.history.engine_lost(model_kept=self.restore.loaded is not None)
         if self.restore.loaded is None:
-            self.info = None
             self.model_changed.emit()
         self.in_flight = None
         self._sent_settings = None  # the new engine has the default settings
-        self.history.status = None  # not running, not blocked: the next action may come
         self.pacer.release()
         if self.loading:  # the loader closes its progress and says it
             self.loading = False

@@ -15,6 +15,8 @@ import time
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from inference.engine import protocol as p
+
 PACES = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0)  # tokens per second the Controls offer; 0: as fast as possible
 DEFAULT_PACE = 4.0  # the pace of presentation mode and of the P toggle
 POLL_MS = 10  # how often the pacer looks whether a step is due
@@ -44,6 +46,7 @@ class VirtualClock(Clock):
 
 class Pacer(QObject):
     pace_changed = Signal(float)
+    paces = PACES
 
     def __init__(self, controller):
         super().__init__(controller)
@@ -107,7 +110,7 @@ class Pacer(QObject):
     def engine_running(self) -> bool:
         """The engine may still report steps of this Run."""
         c = self.controller
-        return (c.history.status is not None and c.history.status.running) or c.in_flight == "Run"
+        return (c.history.status is not None and c.history.status.running) or c.in_flight is p.Run
 
     def tick(self) -> None:
         c = self.controller

@@ -1,8 +1,8 @@
 """The steps reported so far, and which one the views show. Free of Qt: a plain model the GUI observes.
 
-Everything here is what the engine's session reported (its prefill, its steps, the pending distribution,
-its stop, its status); the history adds only what the user is looking at, and how far a paced playback
-has revealed it (`horizon`: the engine may run ahead; until the playback catches up, `steps`, `pending`,
+Everything here is what the engine reported (the model it holds, its session's prefill, steps, pending
+distribution, stop and status), taken in by `apply(reply)` from the protocol's replies; the history adds
+only what the user is looking at, and how far a paced playback has revealed it (`horizon`: the engine may run ahead; until the playback catches up, `steps`, `pending`,
 `stopped` and `log` read as if the steps beyond had not come yet). Steps are nodes of a tree:
 each knows the step before it, so a rewind that takes another token can start a second branch beside
 the first, and `steps` is the path from the prompt to the current node.
@@ -12,10 +12,23 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
+from enum import Flag, auto
 
 from inference.attention import AttentionOf
-from inference.events import (Caption, Pending, PrefillDone, Rewound, SessionStatus, StepDistribution, StepDone, Stopped,
-                              Switched, Verified)
+from inference.engine import protocol as p
+from inference.events import (Caption, ModelInfo, Pending, PrefillDone, Rewound, SessionStatus, StepDistribution, StepDone,
+                              Stopped, Switched, Verified)
+
+
+class Change(Flag):
+    """What a reply changed, so the link can say it: the views' drawing, what can be done now (the
+    buttons), the model, the weights' check."""
+
+    NONE = 0
+    VIEWS = auto()
+    STATE = auto()
+    MODEL = auto()
+    WEIGHTS = auto()
 
 
 @dataclass(frozen=True)
@@ -65,6 +78,12 @@ class Node:
 
 class History:
     def __init__(self):
+        self.info: ModelInfo | None = None  # the model the engine holds
+        self.cuda_available: bool | None = None  # known once the engine is up
+        self.weights_check: p.WeightsChecked | None = None  # the newest re-hash of the weights
+        self.forward_count = 0  # forward passes the engine has run: a preview runs none
+        self.tag = 0  # the newest generation asked for: replies about an older one are dropped
+        self._tag_before_load = 0
         self.clear()
 
     def clear(self) -> None:
@@ -85,6 +104,75 @@ class History:
         self.attention: dict[int, AttentionOf] = {}  # recomputed on request, by the node its pass fed
         self.mode = "pending"  # "latest" (newest drawn step), "pending" (next step) or "step" (a past one)
         self.selected = 0
+
+    # --- the generations asked for ------------------------------------------------------------------------
+    def next_generation(self) -> int:
+        """A prefill or a reset is asked for: the tag its replies will carry."""
+        self.tag += 1
+        return self.tag
+
+    def load_asked(self) -> int:
+        """A load is asked for: a failed one leaves the engine's session (and its tag) as it was."""
+        self._tag_before_load = self.tag
+        return self.next_generation()
+
+    def engine_lost(self, model_kept: bool) -> None:
+        """The engine process died: nothing runs or blocks now; the model is gone unless it is restored."""
+        self.status = None
+        if not model_kept:
+            self.info = None
+
+    # --- replies --------------------------------------------------------------------------------------
+    def apply(self, reply: p.Reply) -> Change:
+        """Take in what one engine reply reports; what it changed. Replies about a generation older than
+        `tag` change nothing (the engine may still answer one the GUI has replaced)."""
+        if hasattr(reply, "tag") and not isinstance(reply, (p.ModelLoaded, p.Finished)) and reply.tag != self.tag:
+            return Change.NONE
+        match reply:
+            case p.Ready():
+                self.cuda_available = reply.cuda
+            case p.ModelLoaded():
+                self.info, self.weights_check = reply.info, None
+                self.tag = max(self.tag, reply.tag)
+                self.clear()
+                return Change.MODEL | Change.STATE | Change.VIEWS
+            case p.LoadFailed():
+                self.tag = self._tag_before_load  # the engine kept its session: its replies carry the old tag
+                return Change.STATE
+            case p.ModelInfoChanged():  # e.g. decode went over to the kernels: Explain says how decode runs
+                self.info = reply.info
+                return Change.WEIGHTS | Change.VIEWS
+            case p.WeightsChecked():
+                self.weights_check = reply
+                return Change.WEIGHTS
+            case p.Finished():
+                self.forward_count = reply.forward_count
+            case p.Prefilled():
+                self.prefilled(reply.event)
+                return Change.VIEWS
+            case p.Stepped():  # one step taken by hand, or the steps of a Run batched by the engine
+                self.stepped(reply.events)
+                return Change.NONE if self.behind else Change.VIEWS  # a paced playback shows them one by one
+            case p.PendingStep():
+                self._pending = reply.event
+                return Change.VIEWS
+            case p.RewoundReply():
+                self.rewound(reply.event)
+                return Change.VIEWS
+            case p.SwitchedReply():  # a branch switch, with its re-read
+                self.switched(reply.event)
+                return Change.VIEWS
+            case p.Recaptured():
+                self.attention[reply.event.node] = reply.event
+                return Change.VIEWS
+            case p.Ended():
+                self.ended(reply.event)
+                return Change.STATE | Change.VIEWS  # the status line names the reason
+            case p.Status():
+                if reply.status != self.status:
+                    self.status = reply.status
+                    return Change.STATE | Change.VIEWS
+        return Change.NONE
 
     # --- reports --------------------------------------------------------------------------------------
     def prefilled(self, event: PrefillDone) -> None:
@@ -179,17 +267,9 @@ class History:
     def pending(self) -> Pending | None:
         return None if self.behind else self._pending
 
-    @pending.setter
-    def pending(self, value: Pending | None) -> None:
-        self._pending = value
-
     @property
     def stopped(self) -> Stopped | None:
         return None if self.behind else self._stopped
-
-    @stopped.setter
-    def stopped(self, value: Stopped | None) -> None:
-        self._stopped = value
 
     @property
     def log(self) -> list:

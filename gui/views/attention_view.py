@@ -21,7 +21,7 @@ from PySide6.QtGui import QCursor
 
 from inference.attention import PromptAttention
 
-from gui.link.controller import Controller
+from gui.state.intents import Intents
 from gui.theme import Appearance
 from gui.widgets.attention_plot import AttentionPlot
 from gui.views.base import View
@@ -48,8 +48,8 @@ class AttentionView(View):
     COSTLY = True  # a plot: several ms per redraw
     cells_selected = Signal(list)  # context positions [query, key] of the clicked cell ([] to clear)
 
-    def __init__(self, controller: Controller, appearance: Appearance):
-        super().__init__(controller, appearance)
+    def __init__(self, intents: Intents, appearance: Appearance):
+        super().__init__(intents, appearance)
         self.picker = HeadPicker(appearance)
         self.picker.changed.connect(self._force)
         self.contrast = QCheckBox("√ colours")
@@ -82,8 +82,8 @@ class AttentionView(View):
         layout.addWidget(self.stack, 1)
         layout.addWidget(self.hover_text)
         layout.addWidget(self.caption)
-        controller.model_changed.connect(self._model)
-        controller.state_changed.connect(self._retry)
+        intents.model_changed.connect(self._model)
+        intents.state_changed.connect(self._retry)
         self._key = None
         self.source: Source | None = None
         self.rows: list[int] = []  # the context position of each shown row
@@ -100,7 +100,7 @@ class AttentionView(View):
         self._key = None
 
     def _model(self) -> None:
-        info = self.controller.info
+        info = self.intents.info
         self.picker.set_model(info.n_layers if info else 0, info.n_heads if info else 0,
                               info.n_kv_heads if info else 0)
 
@@ -115,7 +115,7 @@ class AttentionView(View):
 
     def find_source(self) -> Source | None:
         """The attention of the pass behind the shown step: recorded with it, or recomputed on request."""
-        c = self.controller
+        c = self.intents
         shown = c.shown()
         if shown is None or c.prefill_event is None:
             return None
@@ -133,7 +133,7 @@ class AttentionView(View):
     def refresh(self) -> None:
         if self.tabbed_away():  # behind another tab: nothing recorded, nothing recomputed until raised
             return
-        c = self.controller
+        c = self.intents
         source = self.find_source()
         shown = c.shown()
         key = (c.epoch, shown.index if shown else None, id(shown.step) if shown else None,
@@ -156,7 +156,7 @@ class AttentionView(View):
         self.hover_text.setText(" ")  # it described the cell under the mouse in the previous picture
 
     def _placeholder(self, source: Source | None) -> None:
-        c = self.controller
+        c = self.intents
         self.plot.clear_grid()
         if source is None:
             text = ("Prefill a prompt (Ctrl+P): this view then shows the prompt's attention, every query "
@@ -194,7 +194,7 @@ class AttentionView(View):
         query = n - 1
         self.rows = [query]
         self.plot.show_grid(weights[None, :].astype(np.float32), [self.labels[query]], self.labels[:n])
-        shown = self.controller.shown()
+        shown = self.intents.shown()
         self.caption.setText(
             f"Decode pass for step {shown.index}, layer {layer + 1}, {self.picker.head_name(head)}: ONE new "
             f"query, the token {self.labels[query]!r} at position {query}, reads all {n} cached positions (its "

@@ -2,31 +2,30 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QColor, QPainter
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QDockWidget, QWidget
 
 from inference.events import StepDone
 
-from gui.link.controller import Controller
+from gui.state.intents import Intents
 from gui.theme import Appearance
 
 
 class View(QWidget):
-    """Subclasses implement `refresh()` (draw the controller's state) and may override `restyle()`.
+    """Subclasses implement `refresh()` (draw the state the history holds) and may override `restyle()`.
 
     Every visible view redraws at every redraw, from the same state (redraw.py): `shown_step` is the step
-    the view drew last (the controller's shown step then), what tests compare across views."""
+    the view drew last (the history's shown step then), what tests compare across views."""
 
     COSTLY = False  # a plot: several ms per redraw (redraw.py budgets the frames of a run for all of them)
 
-    def __init__(self, controller: Controller, appearance: Appearance):
+    def __init__(self, intents: Intents, appearance: Appearance):
         super().__init__()
-        self.controller, self.appearance = controller, appearance
+        self.intents, self.appearance = intents, appearance
         self._stale = True
         self._watching_dock = False
         self.shown_step: int | None = None  # the step drawn last (0: the prompt only); None: never drawn
-        self.scheduler = controller.scheduler
+        self.scheduler = intents.scheduler
         self.scheduler.redraw.connect(self._on_redraw)
         appearance.changed.connect(self._on_appearance)
 
@@ -39,7 +38,7 @@ class View(QWidget):
 
     def _draw(self) -> None:
         self._stale = False
-        step = self.controller.history.shown_index()
+        step = self.intents.history.shown_index()
         self.refresh()
         if not self._stale:  # not tabbed away: it drew that step
             self.shown_step = step
@@ -81,8 +80,8 @@ class View(QWidget):
         """The shown step when it is one before the newest (the history slider or a chip moved back), so
         that every view shows the state as it was then; None for the newest or the pending step, which the
         views show as it is now."""
-        shown = self.controller.shown()
-        if shown is None or shown.step is None or shown.index >= len(self.controller.steps):
+        shown = self.intents.shown()
+        if shown is None or shown.step is None or shown.index >= len(self.intents.steps):
             return None
         return shown.step
 
@@ -92,17 +91,3 @@ class View(QWidget):
     def refresh(self) -> None:
         raise NotImplementedError
 
-
-def begin_paint(canvas: QWidget, appearance: Appearance, placeholder: str, empty: bool) -> QPainter | None:
-    """A custom-painted canvas's background; an empty one shows `placeholder` instead (then None)."""
-    t = appearance.theme
-    painter = QPainter(canvas)
-    painter.setRenderHint(QPainter.Antialiasing)
-    painter.fillRect(canvas.rect(), QColor(t.panel))
-    if not empty:
-        return painter
-    painter.setPen(QColor(t.muted))
-    painter.setFont(appearance.font(1.0))
-    painter.drawText(canvas.rect().adjusted(12, 12, -12, -12), Qt.AlignLeft | Qt.TextWordWrap, placeholder)
-    painter.end()
-    return None

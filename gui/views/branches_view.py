@@ -19,9 +19,10 @@ from PySide6.QtGui import QColor, QFontMetricsF, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QLabel, QScrollArea, QToolTip, QVBoxLayout, QWidget
 
 from gui.state.compare import chosen_logit, chosen_p, edge_p
-from gui.link.controller import Controller
+from gui.state.intents import Intents
 from gui.theme import Appearance
-from gui.views.base import View, begin_paint
+from gui.views.base import View
+from gui.widgets.canvas import begin_paint
 from gui.state.format import display
 
 PAD_X, PAD_Y, MARGIN, ROW_GAP = 5.0, 3.0, 6.0, 9.0
@@ -296,8 +297,8 @@ def tooltip(placed: Placed) -> str:
 
 
 class BranchesView(View):
-    def __init__(self, controller: Controller, appearance: Appearance):
-        super().__init__(controller, appearance)
+    def __init__(self, intents: Intents, appearance: Appearance):
+        super().__init__(intents, appearance)
         # One line, so that the tree keeps the room of a short dock: what is where, then the legend.
         self.summary = QLabel("No prompt read yet.")
         self.summary.setTextFormat(Qt.RichText)
@@ -334,7 +335,7 @@ class BranchesView(View):
         self._tree_key = self._marks = None
 
     def refresh(self) -> None:
-        c, h = self.controller, self.controller.history
+        c, h = self.intents, self.intents.history
         if self.tabbed_away():  # behind another tab: drawn when raised
             return
         prefill = c.prefill_event
@@ -368,7 +369,7 @@ class BranchesView(View):
         self._select_when_switched()
 
     def _reveal_current(self) -> None:
-        placed = self.canvas.by_id.get(self.controller.history.shown_current.id)
+        placed = self.canvas.by_id.get(self.intents.history.shown_current.id)
         if placed is not None:
             centre = placed.rect.center()
             self.scroll.ensureVisible(int(centre.x()), int(centre.y()), int(placed.rect.width()) + 60, 40)
@@ -376,7 +377,7 @@ class BranchesView(View):
     def _on_node_clicked(self, node_id: int) -> None:
         """On the current path: show that step. Elsewhere: switch to the branch (its whole row, so that
         nothing is cut off it) and show the step clicked once the switch has landed."""
-        c, h = self.controller, self.controller.history
+        c, h = self.intents, self.intents.history
         node = h.nodes.get(node_id)
         if node is None or node.step is None:
             return
@@ -390,6 +391,6 @@ class BranchesView(View):
         c.switch(tip.id)
 
     def _select_when_switched(self) -> None:
-        if self._select_after is not None and self.controller.history.current.id == self._select_after[0]:
+        if self._select_after is not None and self.intents.history.current.id == self._select_after[0]:
             index, self._select_after = self._select_after[1], None
-            self.controller.select(index)
+            self.intents.select(index)

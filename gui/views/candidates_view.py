@@ -19,7 +19,8 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout
 
-from gui.link.controller import Controller, Shown
+from gui.state.history import Shown
+from gui.state.intents import Intents
 from gui.theme import Appearance
 from gui.views.base import View
 from gui.widgets.candidate_labels import LEGEND_TIP, compact, header_text, legend, row_label, row_tooltip
@@ -39,8 +40,8 @@ class CandidatesView(View):
     COSTLY = True  # takes turns with the other plot views during Run...
     FIRST = True  # ...every other one: the step's distribution is what a run is watched for
 
-    def __init__(self, controller: Controller, appearance: Appearance):
-        super().__init__(controller, appearance)
+    def __init__(self, intents: Intents, appearance: Appearance):
+        super().__init__(intents, appearance)
         # two lines held from the start: a step's heading wraps, and the plots below would move at the first step
         self.header = WrapLabel("After Prefill the candidates for the first new token appear here.", lines=2)
         self.header.setObjectName("heading")
@@ -158,7 +159,7 @@ class CandidatesView(View):
         self._resized.start()
 
     def refresh(self) -> None:
-        shown = self.controller.shown()
+        shown = self.intents.shown()
         key = None if shown is None else (shown.index, shown.pending, self.appearance.presentation,
                                           self.appearance.dark, self.bars.height(), self.bars.width())
         if key == self._last and (shown is None or shown.dist is self._last_dist):
@@ -255,7 +256,7 @@ class CandidatesView(View):
                 label.show_text("")
 
     def _redraw_after_resize(self) -> None:
-        if not self.controller.running:  # a run redraws every view at its next frame anyway
+        if not self.intents.running:  # a run redraws every view at its next frame anyway
             self.scheduler.dirty()
 
     def _draw_waterfall(self, shown: Shown) -> None:
@@ -366,7 +367,7 @@ class CandidatesView(View):
         return int(kept.ids[i]) if i < len(kept.ids) else None
 
     def _can_take(self) -> bool:
-        c = self.controller
+        c = self.intents
         if self._drawn is None or not c.can_move:
             return False
         return c.can_step if self._drawn.pending else True  # a fork rewinds first: it clears a stop
@@ -399,4 +400,4 @@ class CandidatesView(View):
 
     def take(self, token_id: int) -> None:
         """At the pending step the token is taken; at a past step the controller forks there."""
-        self.controller.take(token_id)
+        self.intents.take(token_id)

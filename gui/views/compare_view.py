@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (QComboBox, QGridLayout, QLabel, QSizePolicy, QSpl
                                QWidget)
 
 from gui.state.compare import BranchStats, branch_stats, chosen_p, default_other, parting_step
-from gui.link.controller import Controller
+from gui.state.intents import Intents
 from gui.theme import Appearance
 from gui.views.base import View
 from gui.state.format import display
@@ -33,8 +33,8 @@ def fmt_log_prob(value: float) -> str:
 class CompareView(View):
     COSTLY = True  # a plot: several ms per redraw
 
-    def __init__(self, controller: Controller, appearance: Appearance):
-        super().__init__(controller, appearance)
+    def __init__(self, intents: Intents, appearance: Appearance):
+        super().__init__(intents, appearance)
         self.parting = QLabel("Fork at a past step to compare two branches.")
         self.parting.setTextFormat(Qt.RichText)
         self.parting.setWordWrap(True)
@@ -103,7 +103,7 @@ class CompareView(View):
     # --- which two branches ---------------------------------------------------------------------------
     def _items(self) -> list[tuple[int, str]]:
         """(node id, name) of each branch tip, and the current node when it is not a tip (after a rewind)."""
-        h = self.controller.history
+        h = self.intents.history
         tips = list(h.leaves())
         nodes = tips if h.current in tips or h.current.step is None else tips + [h.current]
         items = []
@@ -120,7 +120,7 @@ class CompareView(View):
     def _update_combos(self) -> None:
         """Refill the lists when the tree or the current node changed. A side keeps what the user chose while
         that node is still listed; otherwise it follows the default (A the current branch, B the newest other)."""
-        h = self.controller.history
+        h = self.intents.history
         key = (h.root, len(h.log))  # the root itself (kept, its id cannot be reused by a new one)
         if key == self._items_key:
             return
@@ -152,7 +152,7 @@ class CompareView(View):
 
     # --- drawing --------------------------------------------------------------------------------------
     def refresh(self) -> None:
-        c, h = self.controller, self.controller.history
+        c, h = self.intents, self.intents.history
         if self.tabbed_away():  # behind another tab: drawn when raised
             return
         if c.prefill_event is None or h.current is None:

@@ -25,7 +25,7 @@ from PySide6.QtCore import QSize, Qt, QTimer
 from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QHBoxLayout, QScrollArea, QStackedWidget, QToolButton, QVBoxLayout
 
-from gui.link.controller import Controller
+from gui.state.intents import Intents
 from gui.state.speculation import Pass, newest_pass
 from gui.theme import Appearance
 from gui.views.base import View
@@ -62,14 +62,14 @@ class Tips(Mapping):
 
 
 class ContextView(View):
-    def __init__(self, controller: Controller, appearance: Appearance):
-        super().__init__(controller, appearance)
+    def __init__(self, intents: Intents, appearance: Appearance):
+        super().__init__(intents, appearance)
         self.summary = WrapLabel()
         self.summary.setObjectName("muted")
         self.canvas = ChipCanvas(appearance)
         self.canvas.placeholder = ("The prompt appears here as tokens after Prefill (Ctrl+P). "
                                    "Each Step (Space) appends one token where the cursor is.")
-        self.canvas.step_clicked.connect(controller.select)
+        self.canvas.step_clicked.connect(intents.select)
         self.setFocusProxy(self.canvas)  # focused, the view takes the keys (Space steps) instead of the prompt
         # Opaque: a tab bar the main window's dock layout left behind (Stop | Compare) showed through the
         # summary once a verify pass made it three lines tall.
@@ -116,7 +116,7 @@ class ContextView(View):
         self.refresh()
 
     def refresh(self) -> None:
-        c = self.controller
+        c = self.intents
         prefill = c.prefill_event
         if prefill is None:
             if self._shown_count != 0:
@@ -196,7 +196,7 @@ class ContextView(View):
             tips.set(len(chips) - 1, f"prompt token · position {pos}\nid {token.id}  {token.piece!r}")
         if ghosts_after == 0:
             self._ghosts(verify, chips, tips)
-        for step in self.controller.steps:
+        for step in self.intents.steps:
             token = step.token
             kind = "special" if token.special else "generated"
             draft, note = "", self._verify_note(step)
@@ -208,12 +208,12 @@ class ContextView(View):
             if step.index == ghosts_after:
                 self._ghosts(verify, chips, tips)
         self._mark_dropped(chips, tips)
-        self._group_split_characters(chips, tips, list(prefill.tokens) + [s.token for s in self.controller.steps])
+        self._group_split_characters(chips, tips, list(prefill.tokens) + [s.token for s in self.intents.steps])
         return chips, tips
 
     def _shifts(self, past=None) -> list:
         """The context shifts on the current path, as far as the shown step (a past one saw fewer)."""
-        return [s.shift for s in self.controller.steps
+        return [s.shift for s in self.intents.steps
                 if s.shift is not None and (past is None or s.index < past.index)]
 
     def _mark_dropped(self, chips: list[Chip], tips: Tips) -> None:
@@ -260,7 +260,7 @@ class ContextView(View):
     def _verify_note(self, step) -> str:
         """What the verify pass that decided `step` made of it (its tooltip's last line; "" for a step of its
         own). A kept draft token's note starts with KEPT."""
-        verified = self.controller.history.verifies.get(step.verified_by) if step.verified_by else None
+        verified = self.intents.history.verifies.get(step.verified_by) if step.verified_by else None
         if verified is None:
             return ""
         k = step.index - verified.index

@@ -11,8 +11,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
 
 from inference.settings import GenerationSettings, SamplerSettings
 
-from gui.link.controller import Controller
-from gui.link.playback import PACES
+from gui.state.intents import Intents
 
 DEFAULT_PROMPT = "The capital of France is"
 
@@ -68,9 +67,9 @@ class Controls(QWidget):
     settings_changed = Signal(object)  # GenerationSettings
     request_edited = Signal()  # the prompt, chat mode or system prompt was edited
 
-    def __init__(self, actions: dict, controller: Controller):
+    def __init__(self, actions: dict, intents: Intents):
         super().__init__()
-        self.controller = controller
+        self.intents = intents
         self._quiet = False
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 4, 6, 6)
@@ -93,8 +92,8 @@ class Controls(QWidget):
             edited.connect(self.request_edited)
         self.request_edited.connect(self._show_notes)
         self.seed.valueChanged.connect(self._show_notes)
-        controller.state_changed.connect(self._show_notes)
-        controller.model_changed.connect(self._take_model_defaults)
+        intents.state_changed.connect(self._show_notes)
+        intents.model_changed.connect(self._take_model_defaults)
         self.apply_sampler(SamplerSettings())
 
     def heightForWidth(self, width: int) -> int:
@@ -141,12 +140,12 @@ class Controls(QWidget):
         """Run's pace: as fast as possible, or N tokens a second with every view at the same step (P)."""
         row = QHBoxLayout()
         self.pace = QComboBox()
-        for pace in PACES:
+        pacer = self.intents.pacer
+        for pace in pacer.paces:
             self.pace.addItem("as fast as possible" if not pace else f"{pace:g} token{'s' if pace != 1 else ''}/s",
                               pace)
         self.pace.setToolTip("How fast Run shows its steps: paced, every view shows each step in turn "
                              "(for a class or a recording); P toggles")
-        pacer = self.controller.pacer
         self.pace.currentIndexChanged.connect(lambda i: pacer.set_pace(self.pace.itemData(i)))
         pacer.pace_changed.connect(self._show_pace)
         row.addWidget(QLabel("Run pace"))
@@ -289,7 +288,7 @@ class Controls(QWidget):
         return self.prompt.toPlainText(), self.chat.isChecked(), self.system.text()
 
     def _take_model_defaults(self) -> None:
-        info = self.controller.info
+        info = self.intents.info
         if info is None:
             return
         self.apply_sampler(info.sampler_defaults)
@@ -297,12 +296,12 @@ class Controls(QWidget):
         self.context_limit.setMaximum(info.context_length)
 
     def _show_notes(self, *_) -> None:
-        c = self.controller
+        c = self.intents
         changed = c.prefilled_prompt is not None and c.prefilled_prompt != self.prompt_request()
         _set_text(self.prompt_state,
                   "The prompt changed since it was read: Prefill (Ctrl+P) to read the new one." if changed else
                   "" if c.prefilled_prompt is None else
-                  "Reading this prompt…" if c.in_flight == "Prefill" and not c.prefilled else
+                  "Reading this prompt…" if c.prefilling and not c.prefilled else
                   "This prompt is in the context.")
         seed_ran = c.steps[-1].seed if c.steps else None
         next_seed = self.seed.value()

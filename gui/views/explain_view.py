@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QTextBrowser, QVBoxLayout
 from inference.events import STOCK_DECODE, Rewound
 from inference.settings import PREFILL_CHUNK
 
-from gui.link.controller import Controller
+from gui.state.intents import Intents
 from gui.state.speculation import pass_of
 from gui.theme import Appearance
 from gui.views.base import View
@@ -33,8 +33,8 @@ LANGUAGES = {"en": "English", "zh": "简体中文"}
 class ExplainView(View):
     COSTLY = True  # a plot: several ms per redraw
 
-    def __init__(self, controller: Controller, appearance: Appearance, language: str = "en"):
-        super().__init__(controller, appearance)
+    def __init__(self, intents: Intents, appearance: Appearance, language: str = "en"):
+        super().__init__(intents, appearance)
         self.language = language
         self.browser = QTextBrowser()
         self.browser.setOpenExternalLinks(False)
@@ -50,14 +50,14 @@ class ExplainView(View):
 
     def state_key(self) -> tuple[str, dict]:
         """Which text applies now and the numbers that go into it."""
-        c = self.controller
+        c = self.intents
         info = c.info
         if info is None:
             return "no_model", {}
         values = {"model": info.name, "params": fmt_count(info.n_params), "weights": fmt_bytes(info.weights_bytes),
                   "window": f"{info.context_length:,}", "per_token": fmt_bytes(info.kv_bytes_per_token)}
         if c.prefill_event is None:  # a prompt being read (the last run's report is gone), or none yet
-            return ("prefilling" if c.in_flight == "Prefill" else "loaded"), {**values, "chunk": PREFILL_CHUNK}
+            return ("prefilling" if c.prefilling else "loaded"), {**values, "chunk": PREFILL_CHUNK}
         p = c.prefill_event
         values.update(n_prompt=p.n_tokens, ms=f"{p.ms:.0f}", kv=fmt_bytes(p.kv_used_bytes), n=len(c.steps))
         past = self.past_step()
@@ -93,20 +93,20 @@ class ExplainView(View):
         notes = ""
         if key.startswith("stepped") and self.past_step() is not None:
             notes += TEXTS["past_note"][self.language].format(**values)
-        shown = self.controller.shown()
+        shown = self.intents.shown()
         step = shown.step if key.startswith("stepped") and shown is not None else None
         if step is not None and step.index > 1 and step.kv_used_bytes == 0 and not step.verified_by:
             notes += TEXTS["cache_off_note"][self.language].format(old=step.context_tokens - 1,
                                                                     forward_ms=f"{step.forward_ms:.0f}")
-        reread = self.controller.history.reread
-        if reread is not None and self.controller.prefill_event is not None:
+        reread = self.intents.history.reread
+        if reread is not None and self.intents.prefill_event is not None:
             which = "reread" if reread.reread_tokens > 0 else "reread_held"
             notes += TEXTS[which][self.language].format(reread=reread.reread_tokens, reread_ms=f"{reread.ms:.0f}")
         return notes
 
     def _verify_note(self, values: dict) -> str:
         """Why the shown step's verify pass could check several tokens at once, and why the output is unchanged."""
-        c = self.controller
+        c = self.intents
         shown = c.shown()
         verify = pass_of(c.history, shown.step if shown is not None else None)
         if verify is None:
@@ -128,7 +128,7 @@ class ExplainView(View):
 
     def refresh(self) -> None:
         key, values = self.state_key()
-        info = self.controller.info
+        info = self.intents.info
         values.update(muted=self.appearance.theme.muted,
                       fingerprint=info.weights_fingerprint if info else "")
         body = TEXTS[key][self.language].format(**values)

@@ -17,7 +17,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QSplitter, QVBoxLayout, QWidget
 
-from gui.link.controller import Controller
+from gui.state.intents import Intents
 from gui.theme import Appearance
 from gui.views.base import View
 from gui.state.format import fmt_bytes, fmt_count
@@ -62,8 +62,8 @@ def window_note(info, n_ctx: int) -> str:
 class KvView(View):
     COSTLY = True  # takes turns with the other plot views during Run
 
-    def __init__(self, controller: Controller, appearance: Appearance):
-        super().__init__(controller, appearance)
+    def __init__(self, intents: Intents, appearance: Appearance):
+        super().__init__(intents, appearance)
         self.formula = WrapLabel("Load a model to see its KV cache.")
         self.formula.setTextFormat(Qt.RichText)
         self.formula.setTextInteractionFlags(Qt.TextSelectableByMouse)
@@ -162,7 +162,7 @@ class KvView(View):
         self.refresh()
 
     def refresh(self) -> None:
-        c = self.controller
+        c = self.intents
         info = c.info
         if info is None:
             return
@@ -205,14 +205,14 @@ class KvView(View):
             f"{when} {n_ctx:,} tokens → <b>{fmt_bytes(used)}</b> used of {fmt_bytes(allocated)} allocated<br>")
         text += window_note(info, n_ctx)
         if past is not None:
-            later = len(self.controller.steps) - past.index + 1
+            later = len(self.intents.steps) - past.index + 1
             text += (f"the cache that produced step {past.index}'s distribution; the {later} later "
                      f"position{'s' if later != 1 else ''} (greyed on the curve) came after it<br>")
-        if not self.controller.kv_cache:  # decoding without the cache (Ctrl+K): nothing is kept
+        if not self.intents.kv_cache:  # decoding without the cache (Ctrl+K): nothing is kept
             text += (f"<b style='color:{t.chosen}'>KV cache off</b>: nothing is kept between steps (0 B used); "
                      f"each step projects K and V of all {n_ctx:,} positions again in every layer, so its "
                      f"forward pass grows with the context (Timing shows both modes)")
-        elif past is None and not self.controller.steps:  # right after the prefill: it projected them all
+        elif past is None and not self.intents.steps:  # right after the prefill: it projected them all
             text += (f"the prefill projected all {n_ctx:,} positions in one pass; <span style='color:{t.kept}'>"
                      f"saves</span> the next step re-projecting them: it projects only its new token and reads "
                      f"these {n_ctx:,} from the cache ({fmt_bytes(used)}, +{fmt_bytes(per_token)} per token)")
@@ -224,7 +224,7 @@ class KvView(View):
 
     def _remote_note(self, n_ctx: int, past) -> str:
         """A server's cache: its bytes are not known here; what the server said with the step shown."""
-        shown = past or (self.controller.steps[-1] if self.controller.steps else None)
+        shown = past or (self.intents.steps[-1] if self.intents.steps else None)
         note = shown.dist.server if shown is not None else None
         said = []
         if note is not None and note.cached_tokens is not None:
@@ -232,7 +232,7 @@ class KvView(View):
         if note is not None and note.kv_usage is not None:
             said.append(f"its KV cache is {note.kv_usage * 100:.1f} % full (all requests)")
         return (f"{n_ctx:,} tokens of context · <b>KV bytes not known</b>: the cache is the server's "
-                f"({self.controller.info.device.split(' (')[0]}), which does not report its size"
+                f"({self.intents.info.device.split(' (')[0]}), which does not report its size"
                 + (f"<br>at the step shown {'; '.join(said)}" if said else ""))
 
     def _growth(self, points: list[tuple[int, int, int]], upto: int) -> None:
@@ -250,13 +250,13 @@ class KvView(View):
         else:
             set_data(self.later_curve, [], [])
         top = max(p[2] for p in points) / 1e6
-        horizon = self.controller.run_horizon  # steps; the axis is in context tokens, the window at most
-        end = None if horizon is None else min(x[0] + horizon, self.controller.info.context_length)
+        horizon = self.intents.run_horizon  # steps; the axis is in context tokens, the window at most
+        end = None if horizon is None else min(x[0] + horizon, self.intents.info.context_length)
         set_range(self.growth, x=covering(float(x[0]), float(x[-1]), 16, end), y=(0, nice_ceiling(top * 1.15)))
 
     def _points(self) -> list[tuple[int, int, int]]:
         """(context tokens, used bytes, allocated bytes) after prefill and after every step."""
-        c = self.controller
+        c = self.intents
         per_token = c.info.kv_bytes_per_token
         if c.prefill_event is None:
             return []

@@ -17,7 +17,7 @@ from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import (QAbstractItemView, QGraphicsRectItem, QHeaderView, QLabel, QSplitter,
                                QTableWidget, QTableWidgetItem, QVBoxLayout)
 
-from gui.link.controller import Controller
+from gui.state.intents import Intents
 from gui.state.history import Shown
 from gui.theme import Appearance
 from gui.views.base import View
@@ -33,8 +33,8 @@ PLACEHOLDER = ("Open while stepping: each step's logit lens is recorded from the
 class LensView(View):
     COSTLY = True  # a plot: several ms per redraw
 
-    def __init__(self, controller: Controller, appearance: Appearance):
-        super().__init__(controller, appearance)
+    def __init__(self, intents: Intents, appearance: Appearance):
+        super().__init__(intents, appearance)
         self.colormap = pg.colormap.get("viridis")
         self.plot = make_plot(appearance)
         item = self.plot.getPlotItem()
@@ -83,7 +83,7 @@ class LensView(View):
         self._key = self._grid_key = None
 
     def refresh(self) -> None:
-        c = self.controller
+        c = self.intents
         shown, steps = c.shown(), c.steps
         n_layers = c.info.n_layers if c.info is not None else 0
         # identities, not lengths: after a rewind, a fork or a branch switch step k is another step

@@ -17,7 +17,7 @@ from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
-from gui.link.controller import Controller
+from gui.state.intents import Intents
 from gui.theme import Appearance
 from gui.views.base import View
 from gui.state.format import display
@@ -80,8 +80,8 @@ class Gauge(QWidget):
 class StopView(View):
     COSTLY = True  # a plot: several ms per redraw
 
-    def __init__(self, controller: Controller, appearance: Appearance):
-        super().__init__(controller, appearance)
+    def __init__(self, intents: Intents, appearance: Appearance):
+        super().__init__(intents, appearance)
         self.status = QLabel(EMPTY)
         self.status.setObjectName("big")
         self.status.setWordWrap(True)
@@ -158,7 +158,7 @@ class StopView(View):
         self._key = None
 
     def refresh(self) -> None:
-        c = self.controller
+        c = self.intents
         t = self.appearance.theme
         past = self.past_step()
         # A past step k: the rules as they stood right after its token (k generated, its settings).
@@ -169,7 +169,7 @@ class StopView(View):
         # that a new report can never reuse a forgotten one's id.
         reports = (steps[-1] if steps else None, c.pending, c.stopped, c.prefill_event, c.info)
         key = (tuple(map(id, reports)), n_gen, len(c.steps), past is None, settings, c.running,
-               c.in_flight == "Prefill", self.appearance.theme)
+               c.prefilling, self.appearance.theme)
         if key == self._key:
             return
         self._key, self._reports = key, reports
@@ -195,7 +195,7 @@ class StopView(View):
 
     def _eos(self, steps, with_pending: bool) -> None:
         """p(end of sequence) at each step up to the shown one (and the pending one when it is shown)."""
-        c = self.controller
+        c = self.intents
         eos_p = [s.dist.eos_p for s in steps]
         if with_pending and c.pending is not None and c.pending.index == len(steps) + 1:
             eos_p.append(c.pending.dist.eos_p)
@@ -211,7 +211,7 @@ class StopView(View):
             self.eos_text.setText("p(end of sequence) at each step: drawn here from the first Step on.")
 
     def _status(self, past) -> None:
-        c = self.controller
+        c = self.intents
         t = self.appearance.theme
         reason = c.stopped.reason if c.stopped and past is None else None
         for key, label in self.rows.items():
@@ -228,7 +228,7 @@ class StopView(View):
             set_style_sheet(self.status, "")
             state = "Running…" if c.running else "Generating step by step." if c.steps else \
                 "Prefilled: ready for step 1." if c.prefilled else \
-                "Reading the prompt…" if c.in_flight == "Prefill" else EMPTY
+                "Reading the prompt…" if c.prefilling else EMPTY
             self.status.setText(state)
 
 

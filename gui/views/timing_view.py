@@ -15,7 +15,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QFrame, QHBoxLayout, QProgressBar, QScrollArea, QVBoxLayout
 
-from gui.link.controller import Controller
+from gui.state.intents import Intents
 from gui.state.speculation import counters, pass_of
 from gui.theme import Appearance
 from gui.state.timing_data import cache_off, median_cached_ms
@@ -45,12 +45,12 @@ def robust_top(decode: np.ndarray, series_top: float, prefill_ms: float) -> floa
 class TimingView(View):
     COSTLY = True  # a plot: several ms per redraw
 
-    def __init__(self, controller: Controller, appearance: Appearance):
-        super().__init__(controller, appearance)
+    def __init__(self, intents: Intents, appearance: Appearance):
+        super().__init__(intents, appearance)
         self.summary = WrapLabel("Prefill and per-step times appear here.")
         self.summary.setTextFormat(Qt.RichText)
         self.kv_cache = QCheckBox("KV cache")
-        self.kv_cache.setChecked(controller.kv_cache)
+        self.kv_cache.setChecked(intents.kv_cache)
         self.kv_cache.setToolTip("Decode with the KV cache (Ctrl+K). Off: every step re-reads the whole prefix "
                                  "(same logits, a cost that grows with the context). Applies between steps.")
         self.kv_cache.toggled.connect(self._on_toggle)
@@ -88,9 +88,9 @@ class TimingView(View):
         layout.addWidget(self.plot, 3)
         layout.addWidget(self.timeline.plot, 2)
         self._key = None
-        controller.progress.connect(self._on_progress)
-        controller.state_changed.connect(self._sync_toggle)
-        controller.model_changed.connect(self._forget_model)
+        intents.progress.connect(self._on_progress)
+        intents.state_changed.connect(self._sync_toggle)
+        intents.model_changed.connect(self._forget_model)
         self.restyle()
 
     def restyle(self) -> None:
@@ -103,11 +103,11 @@ class TimingView(View):
 
     # --- the toggle and the prefill's progress -----------------------------------------------------------
     def _on_toggle(self, on: bool) -> None:
-        if on != self.controller.kv_cache:
-            self.controller.set_kv_cache(on)
+        if on != self.intents.kv_cache:
+            self.intents.set_kv_cache(on)
 
     def _sync_toggle(self) -> None:
-        c = self.controller
+        c = self.intents
         if self.kv_cache.isChecked() != c.kv_cache:
             self.kv_cache.setChecked(c.kv_cache)
         self.kv_cache.setEnabled(c.info is not None and not c.loading and not c.running and not c.busy)
@@ -131,7 +131,7 @@ class TimingView(View):
 
     # --- drawing ---------------------------------------------------------------------------------------
     def refresh(self) -> None:
-        c = self.controller
+        c = self.intents
         shown = c.shown()
         reread = c.history.reread
         # identities, not lengths: a rewind, a fork or a branch switch can leave as many steps as before
@@ -161,7 +161,7 @@ class TimingView(View):
         self._draw_steps(shown)
 
     def _text(self, shown, reread) -> str:
-        c, t, p = self.controller, self.appearance.theme, self.controller.prefill_event
+        c, t, p = self.intents, self.appearance.theme, self.intents.prefill_event
         steps = c.steps
         median = median_cached_ms(c.history.log)
         self.decode_ms = median if median is not None else self.decode_ms
@@ -193,7 +193,7 @@ class TimingView(View):
 
     def _cache_text(self) -> str:
         """The two series' legend, once this prompt has steps in both modes; or that the cache is off."""
-        c, t = self.controller, self.appearance.theme
+        c, t = self.intents, self.appearance.theme
         if self.series.shown:
             return "<br>" + self.series.words(c.info, c.prefill_event.n_tokens + len(c.steps))
         if not c.kv_cache:
@@ -202,7 +202,7 @@ class TimingView(View):
         return ""
 
     def _draw_steps(self, shown) -> None:
-        c, t = self.controller, self.appearance.theme
+        c, t = self.intents, self.appearance.theme
         steps = c.steps
         forward = np.array([s.forward_ms for s in steps])
         sample = np.array([s.sample_ms for s in steps])
@@ -232,7 +232,7 @@ class TimingView(View):
 
     def _verify_blocks(self, top: float) -> None:
         """One bar per verify pass of the path, spanning the steps it decided, as high as its one pass."""
-        steps = self.controller.steps
+        steps = self.intents.steps
         centres, heights, widths = [], [], []
         for step in steps:
             if step.verified_by and step.index == step.verified_by:
@@ -263,7 +263,7 @@ class TimingView(View):
                       else f"one new token attending to {s.context_tokens - 1} positions")
             draw = ("no draw: you chose the token" if s.forced
                     else f"sampling {s.sample_ms:.2f} ms")
-            verify = pass_of(self.controller.history, s)
+            verify = pass_of(self.intents.history, s)
             if verify is not None:
                 v = verify.verified
                 source = (f"{ROLES[verify.role(s)]} of the verify pass at step {v.index}: one forward pass "

@@ -15,7 +15,7 @@ from PySide6.QtGui import QColor, QFontMetricsF, QPainter, QPen, QStaticText, QT
 from PySide6.QtWidgets import QToolTip, QWidget
 
 from gui.theme import Appearance
-from gui.views.base import begin_paint
+from gui.widgets.canvas import begin_paint
 
 PAD_X, PAD_Y, GAP, LINE_GAP = 4.0, 2.0, 3.0, 6.0
 

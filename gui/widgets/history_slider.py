@@ -5,35 +5,35 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QSlider
 
-from gui.link.controller import Controller
+from gui.state.intents import Intents
 
 
 class HistorySlider(QSlider):
-    """Moving it selects a step in the controller; the controller's redraws move it. `label` says where it is
+    """Moving it selects a step (an intent); every redraw moves it to the shown step. `label` says where it is
     (the toolbar places it apart from the slider, after the Next button)."""
 
-    def __init__(self, controller: Controller):
+    def __init__(self, intents: Intents):
         super().__init__(Qt.Horizontal)
-        self.controller = controller
+        self.intents = intents
         self.setMinimumWidth(260)
         self.setRange(1, 1)
         self.setToolTip("Scrub to any step: its distribution, draw, settings and timing "
                         "(the last position is the next, not yet drawn step)")
         self.label = QLabel()
         self.label.setMinimumWidth(170)
-        self._following = False  # True while the slider follows the controller: no select() back
+        self._following = False  # True while the slider follows the intents: no select() back
         self.valueChanged.connect(self._select)
-        controller.redraw.connect(self._follow)
+        intents.redraw.connect(self._follow)
 
     def scrub(self, delta: int) -> None:
         self.setValue(self.value() + delta)
 
     def _select(self, value: int) -> None:
         if not self._following:
-            self.controller.select(value)
+            self.intents.select(value)
 
     def _follow(self) -> None:
-        c = self.controller
+        c = self.intents
         n = len(c.steps)
         shown = c.shown()
         has_next = c.pending is not None and c.pending.index == n + 1

@@ -132,14 +132,14 @@ def test_run_until_max_new_tokens(qtbot, window):
     assert window.status.model.toolTip().startswith("Weights fingerprint")  # float32: no notes on the products
     # An int8 model's notes (its head's ranking, its path) open the tooltip; the line itself stays as short.
     text = window.status.model.text()
-    window.controller.info = replace(info, dtype="int8",
-                                     decode_notes="head ranks in 4 bits, best 256 rescored in float")
+    window.controller.history.info = replace(info, dtype="int8",
+                                             decode_notes="head ranks in 4 bits, best 256 rescored in float")
     try:
         window.status._show_model()
         assert window.status.model.toolTip().startswith("int8: head ranks in 4 bits, best 256 rescored in float\n")
         assert window.status.model.text() == text.replace(" · float32 · ", " · int8 · ")
     finally:
-        window.controller.info = info
+        window.controller.history.info = info
         window.status._show_model()
 
 

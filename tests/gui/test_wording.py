@@ -46,7 +46,7 @@ def test_a_new_prefill_clears_the_last_run_at_once(window):
     assert "Decode step 1" in explain_text(window)
     window.controls.prompt.setPlainText("The capital of Italy is")
     window.actions["prefill"].trigger()  # no event processed yet: the engine's answer cannot have come
-    assert c.in_flight == "Prefill" and c.prefill_event is None
+    assert c.prefilling and c.prefill_event is None
     text = explain_text(window)
     assert "reading the prompt" in text and "Decode step" not in text
     stop = window.views["stop"]

@@ -105,7 +105,7 @@ def test_closing_during_a_load_or_a_long_prefill_exits_within_two_seconds(qapp, 
         wait_until(lambda: c.info is not None)
         win.controls.prompt.setPlainText(" ".join(["tokens"] * 1800))  # a prefill of several chunks
         win.actions["prefill"].trigger()
-        wait_until(lambda: c.in_flight == "Prefill")
+        wait_until(lambda: c.prefilling)
         time.sleep(0.3)
     else:
         wait_until(lambda: c.loading)
