@@ -216,12 +216,12 @@ def products(weights, kind: str, limit: int = TUNE_BYTES) -> list[tuple]:
     products take, so the shape is timed on the code that will run."""
     out, total = [], 0
     for lin in weights.linears():
-        w, scale = lin.weight, getattr(lin, "scale", None)
+        w, scale = lin.weight, lin.scale
         this = "int8" if w.dtype == torch.int8 and scale is not None else "f32" if w.dtype == torch.float32 else None
         if this != kind or total >= limit:
             continue
         x = torch.randn(1, w.shape[1], generator=torch.Generator().manual_seed(len(out)))
-        path = getattr(getattr(lin, "linear", lin), "path", 0)  # a RescoredHead's path is its int8 linear's
+        path = lin.path  # a RescoredHead's is its int8 linear's
         out.append((w, scale, x, path if scale is not None else 0))
         total += w.numel() * w.element_size()
     return out

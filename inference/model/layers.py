@@ -103,6 +103,18 @@ class Linear:
 
     weight: torch.Tensor  # (out, in)
     bias: torch.Tensor | None = None  # (out,)
+    # What every product answers, so that no caller asks with getattr: an int8 product's scales (quant.py; None for
+    # float weights) and the path its products take on the kernels (quant.path_code; 0: float activations).
+    scale: ClassVar[torch.Tensor | None] = None
+    path: ClassVar[int] = 0
+
+    def describe(self) -> str:
+        """What this product does beyond a float one, for the model's status line ('' for a float product)."""
+        return ""
+
+    def use_int8_path(self, code: int) -> None:
+        """Take int8 products on the kernels on path `code` (quant.path_code) from the next call on: a product
+        without int8 weights on the kernels has none to change."""
 
     def matrix(self) -> torch.Tensor:
         """The (out, in) float matrix a BLAS product reads."""
@@ -182,7 +194,6 @@ class KernelLinear(Linear):
     """
 
     kernels: object = field(default=None, metadata={"derived": True})  # torch.ops.tokenstep
-    scale: ClassVar[torch.Tensor | None] = None  # kernels.cpp's int8 scales (quant.KernelInt8Linear)
 
     def on_kernels(self, x: torch.Tensor) -> bool:
         return x.shape[0] == 1
@@ -226,7 +237,7 @@ def _layer_args(layer) -> tuple[list, list, list, list]:
     """A layer's (matrices, scales, biases, norms) as kernels.cpp's decode_layer takes them."""
     linears = (layer.qkv, layer.o, layer.mlp_in, layer.mlp_out)
     norms = [layer.attn_norm.weight, layer.mlp_norm.weight]
-    if getattr(layer, "q_norm", None) is not None:  # Qwen3: an RMSNorm over each Q and K head (eps as attn_norm's)
+    if layer.q_norm is not None:  # Qwen3: an RMSNorm over each Q and K head (eps as attn_norm's)
         norms += [layer.q_norm.weight, layer.k_norm.weight]
     return [lin.weight for lin in linears], [lin.scale for lin in linears], [lin.bias for lin in linears], norms
 
@@ -237,7 +248,7 @@ def decode_layer(kernels, x: torch.Tensor, layer, kv: torch.Tensor, position: in
     one kernels.cpp call; its linears are KernelLinear. kv: the layer's cache (2, KV, capacity, hd); rope:
     (hd / 2, 2) cos and sin of `position`; window: attend to the last `window` positions (0: all)."""
     return kernels.decode_layer(x, *_layer_args(layer), kv, position, rope, n_heads, layer.attn_norm.eps,
-                                layer.mlp_norm.eps, window, getattr(layer.qkv, "path", 0))  # (1, C)
+                                layer.mlp_norm.eps, window, layer.qkv.path)  # (1, C)
 
 
 def decode_arguments(layers: list) -> tuple:
@@ -249,7 +260,7 @@ def decode_arguments(layers: list) -> tuple:
         for into, part in zip((mats, scales, biases, norms), _layer_args(layer)):
             into += part
     first = layers[0]
-    return mats, scales, biases, norms, first.attn_norm.eps, first.mlp_norm.eps, getattr(first.qkv, "path", 0)
+    return mats, scales, biases, norms, first.attn_norm.eps, first.mlp_norm.eps, first.qkv.path
 
 
 def decode_layers(kernels, x: torch.Tensor, arguments: tuple, kvs, position: int, rope: torch.Tensor, n_heads: int,

@@ -151,9 +151,7 @@ def use_int8_path(weights, name: str) -> None:
     `name` (the fused step's gathered arguments follow the path)."""
     code = path_code(name)
     for lin in weights.linears():
-        lin = getattr(lin, "linear", lin)  # a RescoredHead's product is its linear
-        if isinstance(lin, KernelInt8Linear):
-            lin.path = code
+        lin.use_int8_path(code)
 
 
 def path_code(name: str) -> int:
@@ -303,6 +301,12 @@ class KernelInt8Linear(KernelLinear):
     scale: torch.Tensor | None = field(default=None)  # (out, groups) bfloat16
     path: int = field(default=0, metadata={"derived": True})  # path_code: how products on the kernels run
 
+    def describe(self) -> str:
+        return describe_int8_path(self.path)
+
+    def use_int8_path(self, code: int) -> None:
+        self.path = code
+
     def on_kernels(self, x: torch.Tensor) -> bool:
         return x.shape[0] <= KERNEL_ROWS
 
@@ -360,6 +364,13 @@ class RescoredHead:
     def scale(self) -> torch.Tensor:
         return self.linear.scale
 
+    @property
+    def path(self) -> int:
+        return self.linear.path
+
+    def use_int8_path(self, code: int) -> None:
+        self.linear.use_int8_path(code)
+
     def describe(self) -> str:
         bits = "4" if isinstance(self.linear, KernelInt4Linear) else "8"
         return f"head ranks in {bits} bits, best {self.rescored} rescored in float"
@@ -370,7 +381,7 @@ class RescoredHead:
         if (x.shape[0] == 1 and on_kernels and lin.bias is None and final_norm.kind == "rms"
                 and final_norm.weight is not None):  # a decode step: one kernel call
             return lin.kernels.head_rescored(lin.weight, lin.scale, x, final_norm.weight, final_norm.eps,
-                                             self.float_rows, self.rescored, getattr(lin, "path", 0))  # (1, V)
+                                             self.float_rows, self.rescored, lin.path)  # (1, V)
         h = final_norm(x)  # (T, C)
         logits = self.linear(h)  # (T, V)
         top = logits.topk(min(self.rescored, logits.shape[-1]), dim=-1).indices  # (T, K)

@@ -60,6 +60,7 @@ class Dialect:
     """What the three dialects share: the server's address, and how a message names the server."""
 
     name = label = ""  # the dialect's key ("vllm"), and its name in a message ("vLLM")
+    max_top: int | None = None  # the most top-N one request may ask for (None: no cap; vLLM learns its own)
 
     def __init__(self, http: Http):
         self.http = http

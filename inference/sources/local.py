@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import torch
 
+from inference.sources import LogitsSource
 
 
-class LocalDecoder:
+class LocalDecoder(LogitsSource):
     def __init__(self, decoder):
         self.decoder = decoder
         self.cache = None

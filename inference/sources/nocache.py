@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from inference.sources import KeepsNoKv
+from inference.sources import KeepsNoKv, LogitsSource
+from inference.sources.local import LocalDecoder
 
 
 class NoCacheDecoder(KeepsNoKv):
@@ -42,10 +43,8 @@ class NoCacheDecoder(KeepsNoKv):
         del self.tokens[n_positions:]
 
 
-def fresh_source(decoder, kv_cache: bool, context: list[int], capacity: int):
+def fresh_source(decoder, kv_cache: bool, context: list[int], capacity: int) -> LogitsSource:
     """A new source that holds `context` already: a cached one reads it in one parallel pass."""
-    from inference.sources.local import LocalDecoder
-
     source = LocalDecoder(decoder) if kv_cache else NoCacheDecoder(decoder)
     source.start(max(capacity, len(context)))
     if kv_cache and context:

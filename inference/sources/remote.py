@@ -23,7 +23,7 @@ import torch
 from inference.events import ServerNote
 from inference.settings import SamplerSettings
 from inference.sources import KeepsNoKv
-from inference.sources.dialects import TopReply
+from inference.sources.dialects import Dialect, TopReply
 from inference.sources.http import RemoteUnsupported, ServerError
 
 TOP_N = 20  # asked per step (vLLM's default --max-logprobs)
@@ -33,7 +33,9 @@ NO_WEIGHTS = ("needs the model's weights in this process; a remote server sends 
 
 
 class RemoteSource(KeepsNoKv):
-    def __init__(self, dialect, vocab: int, top_n: int = TOP_N):
+    remote = True
+
+    def __init__(self, dialect: Dialect, vocab: int, top_n: int = TOP_N):
         self.dialect, self.vocab, self.top_n = dialect, vocab, top_n
         self.tokens: list[int] = []  # the context the server holds (its prefix cache) as far as we know
         self.forward_count = 0
@@ -90,7 +92,7 @@ class RemoteSource(KeepsNoKv):
         note = self.note_of(logits)
         if note is None:
             return logits
-        cap = min(MAX_TOP_N, self.vocab, getattr(self.dialect, "max_top", None) or MAX_TOP_N)
+        cap = min(MAX_TOP_N, self.vocab, self.dialect.max_top or MAX_TOP_N)
         while note.n_top < cap and tail_matters(logits, note, sampler):
             logits = self.next_logits(context, min(cap, note.n_top * 4))
             wider = self.note_of(logits)

@@ -29,6 +29,8 @@ from inference.model.decoder import Decoder
 from inference.model.packing import fingerprint, weights_bytes
 from inference.model.prefill_dtype import attach as attach_bf16_prefill, check as check_prefill_dtype
 from inference.settings import DTYPE_CHOICES, SamplerSettings
+from inference.sources import ModelKind
+from inference.sources.local import LocalDecoder
 from inference.text.tokenizer import Tokenizer
 from inference.model.weights import build_weights
 
@@ -64,7 +66,7 @@ def resolve_dtype(name: str, device: torch.device) -> str:
 
 
 @dataclass
-class LoadedModel:
+class LoadedModel(ModelKind):
     name: str
     folder: Path
     config: ModelConfig
@@ -81,6 +83,9 @@ class LoadedModel:
     @property
     def device(self) -> torch.device:
         return self.decoder.device
+
+    def logits_source(self) -> LocalDecoder:
+        return LocalDecoder(self.decoder)
 
     def info(self) -> ModelInfo:
         c = self.config

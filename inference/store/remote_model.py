@@ -10,8 +10,9 @@ then names it explicitly. The tokenizer must
 be the server's: the vocabulary size, EOS and BOS texts, and the ids of a probe string from the server's
 `/tokenize` must agree, or connecting fails with the first difference.
 
-A `RemoteModel` stands where a LoadedModel does (Session, trace, engine): `new_source()` is its logits
-source; its `decoder` does not exist here, and whatever asks for it gets a one-line reason.
+A `RemoteModel` stands where a LoadedModel does (Session, trace, engine): both are a `sources.ModelKind`, and
+this one says `remote` and makes a `RemoteSource` (`logits_source()`); its `decoder` does not exist here, and
+whatever asks for it gets a one-line reason.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from inference.errors import EXPECTED, ModelFormatError, one_line
 from inference.events import ModelInfo
 from inference.settings import SamplerSettings
 from inference.text.tokenizer import Tokenizer
-from inference.sources.dialects import ServerFacts, detect
+from inference.sources.dialects import Dialect, ServerFacts, detect
 from inference.sources.http import Http, RemoteUnsupported
+from inference.sources import ModelKind
 from inference.sources.remote import NO_WEIGHTS, RemoteSource
 
 OFFER_TIMEOUT = 15.0  # the connect dialog waits this long for the server's facts
@@ -61,14 +63,15 @@ def split_spec(spec: str) -> tuple[str, str | None]:
 
 
 @dataclass
-class RemoteModel:
+class RemoteModel(ModelKind):
+    remote = True  # not a field: what the type says
     name: str
     url: str
     folder: Path  # the tokenizer's folder
     config: ModelConfig
     tokenizer: Tokenizer
     facts: ServerFacts
-    dialect: object = field(repr=False)
+    dialect: Dialect = field(repr=False)
     defaults: SamplerSettings = SamplerSettings()
     n_params: int = 0
     load_seconds: float = 0.0
@@ -90,8 +93,12 @@ class RemoteModel:
         waits; True stops the request (http.Interrupted)."""
         self.dialect.http.watch = asked
 
-    def new_source(self) -> RemoteSource:
+    def logits_source(self) -> RemoteSource:
         return RemoteSource(self.dialect, self.config.vocab)
+
+    # The old name, which session.py, engine.py and cli.py still test with hasattr to tell a server's model:
+    # remove once they read `model.remote` and call `model.logits_source()`.
+    new_source = logits_source
 
     def current_fingerprint(self) -> str:
         return "remote"

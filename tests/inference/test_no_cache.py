@@ -9,6 +9,8 @@ from inference.events import StepDone
 from inference.store.loading import load_model
 from inference.session.session import Session
 from inference.settings import GenerationSettings, SamplerSettings
+from inference.sources.local import LocalDecoder
+from inference.sources.nocache import fresh_source
 from tiny import ARCHITECTURES, make_hf_model, save_hf_model
 
 PROMPTS = ([5, 77, 200, 31, 9], [100, 101, 102], list(range(40, 60)))
@@ -60,3 +62,15 @@ def test_switching_mid_generation_and_moves(model):
     session.use_kv_cache(True)
     again = [e.token.id for e in session.step() if isinstance(e, StepDone)]
     assert again == ids[1:1 + len(again)]
+
+
+def test_a_local_model_and_its_sources_say_what_they_can_do(model):
+    assert not model.remote
+    source = model.logits_source()
+    assert isinstance(source, LocalDecoder) and not source.remote
+    source.start(8)
+    logits = source.forward([1, 2, 3], 0)
+    assert source.note_of(logits) is None  # logits computed here: nothing left out, nothing to widen
+    assert source.widen(logits, SamplerSettings(temperature=2.0), [1, 2, 3]) is logits
+    uncached = fresh_source(model.decoder, False, [1, 2, 3], 8)
+    assert not uncached.remote and uncached.kv_used_bytes == 0 and uncached.note_of(logits) is None

@@ -181,6 +181,8 @@ def test_views_that_need_weights_say_why(tokenizer_dir):
     fake = Fake(llama_cpp_routes(tokenizer_dir))
     try:
         model = load_model(fake.url, tokenizer=str(tokenizer_dir))
+        source = model.logits_source()  # what the type says, asked of no attribute's presence
+        assert model.remote and source.remote and source.kv_used_bytes == 0
         session = Session(model, GREEDY, capture_attention=True)
         with pytest.raises(RemoteUnsupported, match="attention capture needs the model's weights"):
             session.prefill([70, 71])
