@@ -3,9 +3,9 @@
 Sources, in the order the picker shows them:
 - recent models: each model the app loaded, recorded in the picker's settings (model_settings.py);
 - TokenStep's default model, converted in the user cache (or downloaded on first use);
-- the Hugging Face hub cache ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub):
-  `models--ORG--NAME/snapshots/<revision>/` with the files symlinked into `blobs/`; `refs/main` names
-  the current revision;
+- the Hugging Face hub cache ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub), as
+  huggingface_hub's own `scan_cache_dir` reads it: its repositories, revisions, refs (`main` names the
+  current revision) and sizes; a repository it finds damaged is listed with its words;
 - `.gguf` files and model folders (a config.json) in LM Studio's folders and in folders the user added.
 Each entry says its size on disk (real files counted once, through the symlinks), its parameters (from
 safetensors or GGUF headers), context window, family, and whether TokenStep can load it, with the one-line
@@ -18,18 +18,22 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import unicodedata
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from huggingface_hub import CachedRepoInfo, CachedRevisionInfo, CacheNotFound, HFCacheInfo, scan_cache_dir
+
 from inference import cache_dir
 from inference.store.catalog_support import folder_facts, gguf_facts
-from inference.errors import ModelFormatError
-from inference.formats.headers import open_regular
 from inference.store.model_settings import ModelSettings
 
 MAX_DEPTH = 4  # LM Studio: models/<publisher>/<repo>/<file>.gguf
 MAX_VISITS = 20_000  # directory entries looked at in one scan
+# The hub cache's scan (huggingface_hub) is given this long: it opens every ref file and stats every snapshot file,
+# and a FIFO among the refs, or a network folder that stopped answering, would otherwise hold the picker forever.
+HUB_SCAN_SECONDS = 30.0
 _SPLIT_GGUF = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 
 
@@ -163,41 +167,89 @@ def default_entry() -> Entry:
                  supported=True)
 
 
-def hub_entries(budget: _Budget, root: Path | None = None) -> list[Entry]:
-    """One entry per model repository in the hub cache: its current revision (refs/main, else the newest)."""
+def hub_entries(budget: _Budget, root: Path | None = None, wait: float = HUB_SCAN_SECONDS) -> list[Entry]:
+    """One entry per model repository in the hub cache: its current revision (refs/main, else the newest), sized as
+    huggingface_hub counts it (each blob once); one the scan found damaged, with the scan's words."""
     root = root or hub_cache_dir()
+    try:
+        info = _scan_hub(root, wait)
+    except CacheNotFound:
+        return []
+    except Exception as e:  # noqa: BLE001 - an unreadable folder, a ref that is not text: the scan stops at it
+        return [_unreadable(root, "The Hugging Face cache", "HF cache", e)]
     entries = []
-    for repo in _list_dir(root, budget):
-        if not repo.name.startswith("models--") or not _is_folder(repo, links=True):
-            continue
-        name = folder_name(repo / "snapshots" / "x")
-        snapshot = _current_snapshot(repo)
-        if snapshot is None:
-            entries.append(Entry(name, str(repo), str(repo), "HF cache", reason="no snapshot downloaded"))
-            continue
-        entry = describe_folder(snapshot, name, "HF cache", budget)
-        if entry.supported is False and not (snapshot / "config.json").exists() \
-                and any(p.suffix == ".gguf" for p in _list_dir(snapshot, budget)):
-            entries.extend(folder_entries(snapshot, "HF cache", budget, prefix=name))  # a GGUF-only repo
-        else:
-            entries.append(entry)
+    scanned = {repo.repo_path.name: repo for repo in info.repos if repo.repo_type == "model"}
+    listed = _list_dir(root, budget)  # the names only: the order, and the damaged repositories the scan dropped
+    dropped = [f.name for f in listed if f.name not in scanned and f.name.startswith("models--")
+               and _is_folder(f, links=True)]
+    damage = _damage(root, dropped, info.warnings)
+    for folder in listed:
+        if folder.name in scanned:
+            entries.extend(_repo_entries(root / folder.name, scanned[folder.name], budget))
+        elif folder.name in damage:
+            entries.append(Entry(folder_name(folder / "snapshots" / "x"), str(folder), str(folder), "HF cache",
+                                 reason=damage[folder.name]))
     return entries
 
 
-def _current_snapshot(repo: Path) -> Path | None:
-    snapshots = repo / "snapshots"
-    try:
-        with open_regular(repo / "refs" / "main") as ref:  # a FIFO there must not hang the scan
-            revision = ref.read(256).decode("utf-8").strip()
-        if revision and (snapshots / revision).is_dir():
-            return snapshots / revision
-    except (OSError, UnicodeDecodeError, ModelFormatError):
-        pass
-    try:
-        candidates = [p for p in snapshots.iterdir() if p.is_dir()]
-    except OSError:
-        return None
-    return max(candidates, key=lambda p: p.stat().st_mtime, default=None)
+def _scan_hub(root: Path, wait: float) -> HFCacheInfo:
+    """scan_cache_dir(root), given `wait` seconds (TimeoutError after: the scan thread is left to itself)."""
+    done: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            done["info"] = scan_cache_dir(root)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+            done["error"] = e
+
+    thread = threading.Thread(target=run, name="hub cache scan", daemon=True)
+    thread.start()
+    thread.join(wait)
+    if thread.is_alive():
+        raise TimeoutError(f"its scan took over {wait:g} s (a FIFO among its refs, or a folder that does not answer?)")
+    if "error" in done:
+        raise done["error"]
+    return done["info"]
+
+
+def _repo_entries(repo_folder: Path, repo: CachedRepoInfo, budget: _Budget) -> list[Entry]:
+    """A scanned repository's entry; a GGUF-only repository's .gguf files, one entry each."""
+    revision = _current_revision(repo)
+    if revision is None:
+        return [Entry(repo.repo_id, str(repo_folder), str(repo_folder), "HF cache", reason="no snapshot downloaded")]
+    snapshot = repo_folder / "snapshots" / revision.commit_hash  # under the root as named, not as resolved
+    entry = describe_folder(snapshot, repo.repo_id, "HF cache", budget, size=revision.size_on_disk)
+    if entry.supported is False and not _is_file(snapshot / "config.json") \
+            and any(f.file_name.lower().endswith(".gguf") for f in revision.files):
+        return folder_entries(snapshot, "HF cache", budget, prefix=repo.repo_id)
+    return [entry]
+
+
+def _current_revision(repo: CachedRepoInfo) -> CachedRevisionInfo | None:
+    """The revision refs/main names, else the newest one downloaded."""
+    return repo.refs.get("main") or max(repo.revisions, key=lambda r: r.last_modified, default=None)
+
+
+def _damage(root: Path, folders: list[str], warnings: list[Exception]) -> dict[str, str]:
+    """Why the scan dropped the repository in each of `folders`, in its own words with paths from the hub cache on.
+    A warning names its repository's folder, except a link to a missing file outside the cache: that one is
+    paired with the repository no other warning explains when there is one of each."""
+    def names(folder: str, warning: Exception) -> bool:
+        return re.search(re.escape(folder) + r"(?![\w.-])", str(warning)) is not None
+
+    said = {f: next((w for w in warnings if names(f, w)), None) for f in folders}
+    unclaimed = [w for w in warnings if not any(names(f, w) for f in folders)]
+    unexplained = [f for f, w in said.items() if w is None]
+    if len(unexplained) == len(unclaimed) == 1:
+        said[unexplained[0]] = unclaimed[0]
+    prefixes = (f"{Path(root).expanduser().resolve()}{os.sep}", f"{root}{os.sep}")
+    out = {}
+    for folder, warning in said.items():
+        text = (str(warning).splitlines() or [""])[0] if warning is not None else ""
+        for prefix in prefixes:
+            text = text.replace(prefix, "")
+        out[folder] = f"damaged in the Hugging Face cache ({printable(text) or 'its scan could not read it'})"
+    return out
 
 
 def folder_entries(root: Path, source: str, budget: _Budget, prefix: str = "") -> list[Entry]:
@@ -298,13 +350,15 @@ def _unreadable(path: Path, name: str, source: str, error: Exception) -> Entry:
     return Entry(name, str(path), str(path), source, reason=f"could not be read ({type(error).__name__}: {text})")
 
 
-def describe_folder(folder: Path, name: str, source: str, budget: _Budget | None = None) -> Entry:
+def describe_folder(folder: Path, name: str, source: str, budget: _Budget | None = None,
+                    size: int | None = None) -> Entry:
+    """A model folder; `size`: its bytes when already known (a hub revision's), else counted here."""
     try:
         facts = folder_facts(folder)
     except Exception as e:  # noqa: BLE001 - one odd folder must not hide the others
         return _unreadable(folder, name, source, e)
     return Entry(name=name, spec=str(folder), path=str(folder), source=source,
-                 size_bytes=folder_size(folder, budget), **facts)
+                 size_bytes=folder_size(folder, budget) if size is None else size, **facts)
 
 
 def describe_gguf(path: Path, source: str, parts: list[Path] | None = None) -> Entry:

@@ -3,6 +3,7 @@ GGUF files in LM Studio's and a user's folders, broken downloads, the recents, a
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -54,7 +55,10 @@ def test_hub_snapshots_are_listed_with_their_facts(env):
 
 def test_broken_and_half_downloaded_snapshots_are_unsupported_with_a_reason(env):
     entries = by_name(catalog.scan(ModelSettings()))
-    assert not entries["acme/broken"].supported and "broken link" in entries["acme/broken"].reason
+    broken = entries["acme/broken"]  # huggingface_hub's scan drops it: listed with its words, paths from the hub on
+    assert not broken.supported and broken.reason.startswith("damaged in the Hugging Face cache (")
+    assert "broken symlink" in broken.reason and "models--acme--broken/blobs/" in broken.reason
+    assert str(env["hub"]) not in broken.reason and "\n" not in broken.reason
     partial = entries["acme/partial"]
     assert not partial.supported
     assert partial.reason == "incomplete download: model-00002-of-00002.safetensors is missing"
@@ -179,3 +183,53 @@ def test_a_quantised_checkpoint_is_unsupported(env, tmp_path):
     assert entry.name == "gptq" and entry.n_params == env["n_params"]
     (folder / "config.json").write_text(json.dumps(config))
     assert catalog.describe(str(folder)).supported  # the same files without the quantisation note
+
+
+def test_a_damaged_hub_repository_is_listed_and_the_others_still_are(tmp_path):
+    hub = tmp_path / "hub"
+    good = hub_snapshot(hub, "org/good", {"config.json": b"{}", "weights.bin": b"x" * 1000}, "g00d")
+    (hub / "models--org--nosnap").mkdir(parents=True)  # a download that never got its snapshots folder
+    hub_snapshot(hub, "org/stale", {"config.json": b"{}"}, "aaa")
+    (hub / "models--org--stale" / "refs" / "main").write_text("bbb")  # refs/main names a revision not there
+    (hub / "models--org--empty" / "snapshots").mkdir(parents=True)
+    (hub / "datasets--org--data" / "snapshots").mkdir(parents=True)  # not a model: not listed
+    entries = by_name(catalog.hub_entries(catalog._Budget(1000), hub))
+    assert set(entries) == {"org/good", "org/nosnap", "org/stale", "org/empty"}
+    assert entries["org/good"].path == str(good) and entries["org/good"].size_bytes == 1002
+    assert entries["org/nosnap"].reason.startswith("damaged in the Hugging Face cache (Snapshots dir")
+    assert "models--org--nosnap/snapshots" in entries["org/nosnap"].reason
+    assert "bbb" in entries["org/stale"].reason and "models--org--stale" in entries["org/stale"].reason
+    assert entries["org/empty"].reason == "no snapshot downloaded"
+    assert all(not e.supported and "\n" not in e.reason for name, e in entries.items() if name != "org/good")
+
+
+def test_a_fifo_among_the_refs_does_not_hold_the_scan(tmp_path):
+    hub = tmp_path / "hub"
+    hub_snapshot(hub, "org/model", {"config.json": b"{}"}, "r1")
+    fifo = hub / "models--org--model" / "refs" / "pr"
+    os.mkfifo(fifo)  # huggingface_hub opens every ref file: this open waits for a writer
+    started = time.monotonic()
+    [entry] = catalog.hub_entries(catalog._Budget(1000), hub, wait=1.0)
+    assert time.monotonic() - started < 10
+    assert entry.name == "The Hugging Face cache" and entry.path == str(hub) and not entry.supported
+    assert entry.reason.startswith("could not be read (TimeoutError: its scan took over 1 s") and "\n" not in entry.reason
+    with open(fifo, "w"):  # let the scan thread go: it reads an empty ref and ends
+        pass
+    waiting = [t for t in threading.enumerate() if t.name == "hub cache scan"]
+    for thread in waiting:
+        thread.join(10)
+
+
+def test_a_snapshot_link_outside_the_cache_is_counted_once_where_it_points(tmp_path):
+    hub = tmp_path / "hub"
+    outside = tmp_path / "elsewhere.bin"
+    outside.write_bytes(b"y" * 500)
+    snapshot = hub_snapshot(hub, "org/linked", {"config.json": b"{}"}, "r1")
+    (snapshot / "a.bin").symlink_to(outside)
+    (snapshot / "b.bin").symlink_to(outside)  # the same file twice: counted once
+    (snapshot / "gone.bin").symlink_to(tmp_path / "missing")  # a dangling link outside: the repository is damaged
+    [damaged] = catalog.hub_entries(catalog._Budget(1000), hub)
+    assert damaged.name == "org/linked" and not damaged.supported and "broken symlink" in damaged.reason
+    (snapshot / "gone.bin").unlink()
+    [entry] = catalog.hub_entries(catalog._Budget(1000), hub)
+    assert entry.name == "org/linked" and entry.size_bytes == 2 + 500
