@@ -1,20 +1,38 @@
-"""The own CPU kernels of kernels.cpp (one-row products of float32 and int8 weights, one-query attention,
-a whole decode layer): compiled once into the user cache, loaded as torch ops.
+"""The own CPU kernels (csrc/: one-row products of float32, int8 and int4 weights, one-query attention, a
+whole decode layer or step, a step's vocabulary statistics): compiled once into the user cache, loaded as torch
+ops, `torch.ops.tokenstep.<op>`.
+
+The ops by group (csrc/ops.cpp registers them; each group's header named):
+- float32 products (f32.h): gemv_f32 (y = alpha * W x [RMSNorm, glu] + bias + residual), set_x_offset (where
+  the copy of x sits against the weight rows);
+- int8 products (int8.h, int16.h, int8_integer.h): gemv_int8 (float32 activations), gemv_int8_int16 (int16
+  activations), gemv_int8_integer (int8 activations, VNNI or AVX2), dequantize_int8 (the float32 matrix, for
+  BLAS); their activations for the tests: quantize_activations_int16, quantize_activations; what runs here:
+  int16_groups, integer_code;
+- the kernel shape (shape.h): set_shape, get_shape (rows per pass and prefetch, kernel_shape.py's choice);
+- attention, layers, steps (attention.h, layer.h, step.h): attend_one, decode_layer, decode_layers (every layer
+  of a step in one parallel region), products_region (a step's products alone, as kernel_shape.py times them);
+- the int8 mode's head (head.h): gemv_int4 (the 4-bit ranking product), quantize_activations_int4 (for the
+  tests), head_rescored (rank, then the best logits again in float32);
+- the vocabulary (vocab.h): vocab_stats (softmax, entropy, top n, argmax in one call), exp_nonpositive (its exp,
+  for the tests).
+The C++ is one translation unit, ops.cpp, which includes the parts (headers of one concern each) after simd.h,
+the AVX-512 / AVX2 vector primitives they are written in.
 
 `ops()` returns `torch.ops.tokenstep` when the kernels can run here (x86-64 with AVX-512 or AVX2 + FMA,
 a C++ compiler, the torch headers), else None and layers.select_backend chooses stock ops, which give
 the same numbers up to float rounding order. TOKENSTEP_KERNELS=0 turns them off. The build is
 torch.utils.cpp_extension's (with ninja), so the C++ standard, ABI, include and library flags are those of the
-torch installed; it takes 10-60 s, once per torch version and source (19-23 s measured on 2 busy cores);
-`ops_reporting` (what a load calls) reports it as the stage "compile" first. The library is built in a
-temporary folder and renamed into place, so an interrupted build is never loaded. A failed build leaves its
-whole log in the cache and says why in one line (`build_failure()`: the compiler's first error and the log).
+torch installed; it takes 10-60 s, once per torch version and source (the build key is read from every .cpp and
+.h in csrc/; 19-23 s measured on 2 busy cores); `ops_reporting` (what a load calls) reports it as the stage
+"compile" first. The library is built in a temporary folder and renamed into place, so an interrupted build is
+never loaded. A failed build leaves its whole log in the cache and says why in one line (`build_failure()`: the
+compiler's first error and the log).
 
 The app does not wait for a first build: `build_in_background()` runs `ops()` on a thread of its own (the
 compiler is a subprocess, so the engine keeps answering), and the engine switches a model loaded on stock
 ops over to the kernels when it is done (backend_switch.py).
 """
-
 from __future__ import annotations
 
 import contextlib
@@ -35,13 +53,14 @@ import torch
 
 from inference import cache_dir
 
-CSRC = Path(__file__).with_name("csrc")  # the C++: kernels.cpp #includes the other parts
-SOURCE = CSRC / "kernels.cpp"
+CSRC = Path(__file__).with_name("csrc")  # the C++: ops.cpp, the one translation unit, #includes the parts (*.h)
+SOURCE = CSRC / "ops.cpp"
 # Ours, on top of what torch.utils.cpp_extension passes for the installed torch (its C++ standard, ABI, include and
 # library flags: torch 2.14's headers need C++20, 2.13's built as C++17).
 FLAGS = ["-O3", "-fopenmp", "-w"]
 LINK_FLAGS = ["-fopenmp"]
-# The instruction set torch detected on this CPU -> the flags kernels.cpp is built with for it.
+# The instruction set torch detected on this CPU -> the flags the kernels are built with for it (simd.h picks its
+# instructions from them).
 _AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma"]
 ISA_FLAGS = {"AMX": _AVX512, "AVX512": _AVX512, "AVX2": ["-mavx2", "-mfma"]}
 EXTENSION = "tokenstep_kernels"
@@ -89,7 +108,7 @@ class BuildError(RuntimeError):
 
 
 def first_error(log: str) -> str:
-    """The compiler's first `error:` line, its file named without the folder ("kernels.cpp:12:3: error: …"),
+    """The compiler's first `error:` line, its file named without the folder ("simd.h:12:3: error: …"),
     else the log's last line."""
     lines = [line.strip() for line in log.splitlines() if line.strip()]
     for line in lines:
@@ -110,7 +129,7 @@ def _ninja_on_path() -> None:
 
 
 def _build(target: Path) -> None:
-    """Compile kernels.cpp with torch.utils.cpp_extension (ninja) in a temporary folder beside `target`, load
+    """Compile ops.cpp with torch.utils.cpp_extension (ninja) in a temporary folder beside `target`, load
     the library (cpp_extension does), then rename it into place. A failure raises BuildError with the
     compiler's first error and keeps the whole log beside the library."""
     # Imported here: it imports setuptools, which only a build needs (a load from the cache is the common case).
@@ -137,7 +156,9 @@ def _build(target: Path) -> None:
 def _target() -> Path:
     """Where the library for this source, these flags and this torch version is (or will be) built."""
     isa = _isa_flags()
-    sources = b"".join(p.read_bytes() for p in sorted(CSRC.iterdir()) if p.suffix in (".cpp", ".h")) + _flag_files(isa)
+    # every part of the one translation unit (ops.cpp and the headers it includes), each with its name
+    sources = b"".join(p.name.encode() + b"\0" + p.read_bytes() for p in sorted(CSRC.iterdir())
+                       if p.suffix in (".cpp", ".h")) + _flag_files(isa)
     key = hashlib.sha256(sources + " ".join(FLAGS + LINK_FLAGS + isa + [_compiler()]).encode()
                          + torch.__version__.encode())
     return cache_dir.cache_root() / "kernels" / f"tokenstep-{key.hexdigest()[:16]}.so"

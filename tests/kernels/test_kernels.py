@@ -1,4 +1,4 @@
-"""The decode kernels (inference/kernels/csrc/kernels.cpp) against stock PyTorch; skipped where they cannot be built."""
+"""The decode kernels (inference/kernels/csrc/: ops.cpp and its parts) against stock PyTorch; skipped where they cannot be built."""
 
 from pathlib import Path
 
@@ -350,7 +350,7 @@ def _one_call_against_per_layer(decoder, ids, prompt):
 
 def test_where_x_is_copied_changes_no_bit_of_a_float32_product():
     """The float32 one-row products read x from a copy placed some bytes past a 64-byte boundary (L1 bank
-    conflicts with the weight rows, kernels.cpp "Where x sits"): every offset gives the same bits."""
+    conflicts with the weight rows, csrc/f32.h "Where x sits"): every offset gives the same bits."""
     g = torch.Generator().manual_seed(11)
     w, x, bias = torch.randn(300, 576, generator=g), torch.randn(1, 576, generator=g), torch.randn(300, generator=g)
     before = ops.set_x_offset(0)

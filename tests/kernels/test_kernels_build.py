@@ -3,6 +3,8 @@ says: one line with the compiler's first error and where the whole log is kept, 
 the app's status bar and Explain."""
 
 import json
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,15 +19,56 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_first_error_names_the_file_and_line_without_its_folder():
-    log = ("[1/2] c++ -MMD -include /tmp/x/broken.h -c /src/inference/kernels.cpp -o kernels.o\n"
-           "FAILED: kernels.o\n"
+    log = ("[1/2] c++ -MMD -include /tmp/x/broken.h -c /src/inference/kernels/csrc/ops.cpp -o ops.o\n"
+           "FAILED: ops.o\n"
            "In file included from <command-line>:\n"
            "/tmp/x/broken.h:1:2: error: #error broken on purpose\n"
-           "/src/inference/kernels.cpp:9:1: error: a later one\n")
+           "/src/inference/kernels/csrc/simd.h:9:1: error: a later one\n")
     assert kernels.first_error(log) == "broken.h:1:2: error: #error broken on purpose"
     assert kernels.first_error("c++: error: unrecognized command-line option '-mno-such'\nninja: build stopped\n") \
         == "c++: error: unrecognized command-line option '-mno-such'"
     assert kernels.first_error("ninja: build stopped: subcommand failed.\n") == "ninja: build stopped: subcommand failed."
+
+
+def _registered_ops() -> list[str]:
+    """The ops csrc/ops.cpp registers (its m.def lines), read from the source: no build needed."""
+    return re.findall(r'm\.def\("(\w+)\(', (kernels.CSRC / "ops.cpp").read_text())
+
+
+def test_the_module_docstring_lists_every_registered_op():
+    names = _registered_ops()
+    assert len(names) == len(set(names)) >= 21
+    listed = set(re.findall(r"\b\w+\b", kernels.__doc__))
+    assert [name for name in names if name not in listed] == []
+
+
+def test_ops_cpp_is_the_one_translation_unit_and_includes_every_part():
+    """The parts are headers that ops.cpp includes (one translation unit, as the build compiles only ops.cpp);
+    only ops.cpp registers ops."""
+    assert sorted(p.name for p in kernels.CSRC.glob("*.cpp")) == ["ops.cpp"] and kernels.SOURCE.name == "ops.cpp"
+    included = set(re.findall(r'^#include "(\w+\.h)"', kernels.SOURCE.read_text(), re.M))
+    assert included == {p.name for p in kernels.CSRC.glob("*.h")}
+    for part in kernels.CSRC.glob("*.h"):
+        assert "TORCH_LIBRARY" not in part.read_text(), part.name
+
+
+def test_the_build_key_is_read_from_every_part_of_the_source_folder(tmp_path, monkeypatch):
+    """A change to ops.cpp or to any header it includes is a new library; so is a header renamed."""
+    folder = tmp_path / "csrc"
+    shutil.copytree(kernels.CSRC, folder)
+    monkeypatch.setattr(kernels, "CSRC", folder)
+    before = kernels._target()
+    assert kernels._target() == before
+    simd = folder / "simd.h"
+    simd.write_text(simd.read_text() + "\n// changed\n")
+    changed = kernels._target()
+    assert changed != before
+    simd.rename(folder / "simd2.h")
+    assert kernels._target() not in (before, changed)
+    (folder / "notes.txt").write_text("not a source")  # neither .cpp nor .h: not part of the key
+    renamed = kernels._target()
+    (folder / "notes.txt").write_text("still not a source")
+    assert kernels._target() == renamed
 
 
 @pytest.fixture
@@ -103,7 +146,7 @@ def test_kernel_tests_fail_not_skip_when_the_build_breaks(tmp_path, broken_build
     if kernels.unavailable_reason() is not None:
         pytest.skip(f"the decode kernels cannot run here: {kernels.unavailable_reason()}")
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs",
-                          str(ROOT / "tests" / "test_kernels.py"), "-k", "test_gemv_f32_matches_matmul"],
+                          str(ROOT / "tests" / "kernels" / "test_kernels.py"), "-k", "test_gemv_f32_matches_matmul"],
                          capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert run.returncode == 1, run.stdout[-3000:]
     summary = run.stdout.splitlines()[-1]

@@ -1,4 +1,4 @@
-"""The decode kernels' other build, tested on this CPU: kernels.cpp has AVX-512 code (16 lanes, masks, VNNI's
+"""The decode kernels' other build, tested on this CPU: the kernels (csrc/) have AVX-512 code (16 lanes, masks, VNNI's
 vpdpbusd, the int16 path's 32-wide groups) and AVX2 code, and a machine builds only its own. Here the kernel tests
 run again in a process whose kernels are built for the other one:
 - on an AVX2 CPU, the AVX-512 build with every _mm512 intrinsic taken from SIMDe's portable code

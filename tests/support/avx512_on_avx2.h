@@ -1,8 +1,10 @@
-// kernels.cpp's AVX-512 code built for a CPU without AVX-512, for tests (tests/kernels/test_kernels_emulated.py):
+// The kernels' AVX-512 code (inference/kernels/csrc/) built for a CPU without AVX-512, for tests
+// (tests/kernels/test_kernels_emulated.py):
 //   TOKENSTEP_KERNELS_FLAGS="-mavx2 -mfma -include tests/support/avx512_on_avx2.h"
 // Each _mm512_* intrinsic becomes SIMDe's portable code (https://github.com/simd-everywhere/simde, built on AVX2
-// here), the __AVX512*__ macros send kernels.cpp down its AVX-512 branches, and TOKENSTEP_EMULATED_AVX512 drops
-// the VNNI functions' target attribute (no AVX-512 instruction may be emitted) and reports VNNI present.
+// here), the __AVX512*__ macros send the kernels (simd.h and the parts ops.cpp includes) down their AVX-512
+// branches, and TOKENSTEP_EMULATED_AVX512 drops the VNNI functions' target attribute (no AVX-512 instruction may
+// be emitted) and reports VNNI present.
 // The intrinsics SIMDe 0.7.4 (Debian 12) lacks or aliases wrongly are written out below, lane by lane.
 #pragma once
 #include <immintrin.h>

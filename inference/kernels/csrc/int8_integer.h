@@ -1,5 +1,4 @@
-// The integer int8 path (included by kernels.cpp, inside its namespace, so it shares check, group_size,
-// row_alphas, weighted, rows_one and rows_glu): one row x quantised to int8 and its products with the int8
+// The integer int8 path (int8_path > 0, gemv_int8_integer; it shares products.h's frames): one row x quantised to int8 and its products with the int8
 // weights taken in int32, by AVX-512 VNNI (vpdpbusd: u8 x s8, four products summed into each int32 lane) or,
 // in an AVX2 build, by vpmaddubsw + vpmaddwd (the same four products per int32 lane, in two instructions).
 //
@@ -27,6 +26,25 @@
 // built for AVX-512 (with BW) and its functions carry their own target attribute: it runs only where the CPU
 // reports avx512vnni. The AVX2 code is built only for AVX2 (an AVX-512 CPU without VNNI keeps the float path).
 
+#pragma once
+
+#include <ATen/ATen.h>
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "simd.h"
+#include "shape.h"
+#include "products.h"
+#include "int8.h"
+#include "int16.h"
+
+namespace {  // included by ops.cpp only, the one translation unit: internal linkage
+
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 #define TOKENSTEP_HAS_VNNI_CODE 1
 #define TOKENSTEP_HAS_AVX2_INTEGER_CODE 0
@@ -37,7 +55,7 @@
 #endif
 #else
 #define TOKENSTEP_HAS_VNNI_CODE 0
-#define TOKENSTEP_HAS_AVX2_INTEGER_CODE 1  // kernels.cpp builds only for AVX-512 or AVX2 + FMA
+#define TOKENSTEP_HAS_AVX2_INTEGER_CODE 1  // the kernels build only for AVX-512 or AVX2 + FMA (simd.h)
 #endif
 
 bool vnni_available() {
@@ -460,14 +478,4 @@ std::tuple<at::Tensor, at::Tensor> quantize_activations(const at::Tensor& x, int
 // Which code the integer int8 path runs on here: "vnni", "avx2", or "" (none: the float path only).
 std::string integer_code() { return vnni_available() ? "vnni" : TOKENSTEP_HAS_AVX2_INTEGER_CODE ? "avx2" : ""; }
 
-TORCH_LIBRARY_FRAGMENT(tokenstep, m) {
-  m.def("gemv_int8_integer(Tensor q, Tensor scale, Tensor x, float alpha, Tensor? bias, Tensor? residual, "
-        "float rms_eps=-1, bool glu=False, Tensor? norm_weight=None, int act_group=4) -> Tensor");
-  m.def("quantize_activations(Tensor x, int group, int act_group=4) -> (Tensor, Tensor)");
-  m.def("integer_code() -> str", &integer_code);  // no tensor to dispatch on: one kernel for every backend
-}
-
-TORCH_LIBRARY_IMPL(tokenstep, CPU, m) {
-  m.impl("gemv_int8_integer", gemv_int8_integer);
-  m.impl("quantize_activations", quantize_activations);
-}
+}  // namespace

@@ -1,4 +1,4 @@
-// One step's vocabulary statistics in one call (included by kernels.cpp, inside its namespace):
+// One step's vocabulary statistics in one call (vocab_stats):
 // softmax in float64, its maximum and first argmax, its entropy, how many probabilities are non-zero, the
 // top n logits (descending, ties to the lower id), and for a greedy step the one-hot final distribution.
 //
@@ -19,6 +19,21 @@
 // may assume floating-point operations do not trap (GCC's default -ftrapping-math keeps them as branches:
 // on an AVX2 EPYC the exp loop then ran scalar, 317 us for 49K logits against 124 us vectorised). This file
 // sets no floating-point flags and reads none: the values are the same either way.
+
+#pragma once
+
+#include <ATen/ATen.h>
+#include <omp.h>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace {  // included by ops.cpp only, the one translation unit: internal linkage
+
 #pragma GCC push_options
 #pragma GCC optimize("no-trapping-math")
 
@@ -232,3 +247,5 @@ at::Tensor exp_nonpositive_op(const at::Tensor& t) {
 }
 
 #pragma GCC pop_options
+
+}  // namespace

@@ -1,5 +1,5 @@
-// The int16 int8 path (included by kernels.cpp, inside its namespace, so it shares check, group_size,
-// row_alphas, weighted, rows_one, rows_glu and gemv_int8): int8 weights against the activations quantised to
+// The int16 int8 path (int8_path -16, gemv_int8_int16; it shares products.h's frames and falls back on
+// gemv_int8): int8 weights against the activations quantised to
 // int16, one scale per weight group, the products summed exactly in int32 by vpmaddwd.
 //
 // The float path widens each weight to float32 (a sign extension to int32, a convert and an FMA per 8 weights
@@ -14,72 +14,28 @@
 // |q| <= 128 and |xq| <= 32767, so an int32 lane (G / 16 pairs of products with AVX2) holds any G up to 4096
 // exactly. The activations' step is 1/65534 of the group's largest, against the weights' 1/254 of theirs: the
 // path's numbers are the float path's to about 1e-4 (the quantisation of the activations is the only new
-// error, and it is 250x finer than the weights'), unlike the int8-activation path of kernels_integer.cpp, whose
+// error, and it is 250x finer than the weights'), unlike the int8-activation path of int8_integer.h, whose
 // 1/254 step made the first-step probabilities move with last-bit changes upstream.
 //
 // Groups that are not a multiple of kWide (16 with AVX2, 32 with AVX-512) or longer than 4096 take the float
 // path (`int16_fits`): quantize_rows makes groups of 64, 32 or 16, or one per row when none divides the row.
 
+#pragma once
+
+#include <ATen/ATen.h>
+#include <cstdint>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "simd.h"
+#include "shape.h"
+#include "products.h"
+#include "int8.h"
+
+namespace {  // included by ops.cpp only, the one translation unit: internal linkage
+
 constexpr int64_t kInt16Path = -16;  // quant.INT8_PATHS["int16"]: the int8_path code of this path
-
-#if defined(__AVX512BW__)
-using IVec = __m512i;
-constexpr int64_t kWide = 32;  // int16 lanes: weights widened per load
-inline IVec izero() { return _mm512_setzero_si512(); }
-inline IVec iwiden(const int8_t* q) {
-  return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
-}
-inline IVec iload(const int16_t* p) { return _mm512_loadu_si512(p); }
-inline IVec imadd(IVec a, IVec b) { return _mm512_madd_epi16(a, b); }  // pairs of int16 products -> int32
-inline IVec iadd(IVec a, IVec b) { return _mm512_add_epi32(a, b); }
-inline Vec ifloat(IVec a) { return _mm512_cvtepi32_ps(a); }
-// kLanes floats (already scaled) -> kLanes int16, rounded half to even, saturated
-inline void store_int16(int16_t* p, Vec v) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(v)));
-}
-inline void store_int8(int8_t* p, Vec v) {
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(v)));
-}
-inline Vec vabs(Vec v) { return _mm512_abs_ps(v); }
-inline float vmax_lanes(Vec v) { return _mm512_reduce_max_ps(v); }
-#else
-using IVec = __m256i;
-constexpr int64_t kWide = 16;
-inline IVec izero() { return _mm256_setzero_si256(); }
-inline IVec iwiden(const int8_t* q) {
-  return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
-}
-inline IVec iload(const int16_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-inline IVec imadd(IVec a, IVec b) { return _mm256_madd_epi16(a, b); }
-inline IVec iadd(IVec a, IVec b) { return _mm256_add_epi32(a, b); }
-inline Vec ifloat(IVec a) { return _mm256_cvtepi32_ps(a); }
-inline void store_int16(int16_t* p, Vec v) {
-  const __m256i i = _mm256_cvtps_epi32(v);
-  const __m128i packed = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), packed);
-}
-inline void store_int8(int8_t* p, Vec v) {
-  const __m256i i = _mm256_cvtps_epi32(v);
-  const __m128i words = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packs_epi16(words, words));
-}
-inline Vec vabs(Vec v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
-inline float vmax_lanes(Vec v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
-}
-#endif
-
-// The largest |x| of n floats (NaN lanes as _max_ps leaves them: a NaN is dropped by the next lane compared).
-inline float max_magnitude(const float* x, int64_t n) {
-  Vec m = vzero();
-  int64_t k = 0;
-  for (; k + kLanes <= n; k += kLanes) m = vmax(m, vabs(vload(x + k)));
-  float out = vmax_lanes(m);
-  for (; k < n; ++k) out = std::max(out, std::fabs(x[k]));
-  return out;
-}
 
 // Whether weight groups of G run on this path here (else the float path takes them).
 inline bool int16_fits(int64_t G) { return G % kWide == 0 && G <= 4096; }
@@ -93,7 +49,7 @@ struct Int16Row {
 
 // x (K floats) quantised per group of G (a multiple of kLanes): xq = round(x * top / amax) of each group (half to
 // even, within [-top, top]), its scale amax / top; an all-zero (or NaN) group gives zeros and scale 0. The
-// int16 path's activations (top 32767) and the 4-bit head's (top 127, kernels_int4.cpp).
+// int16 path's activations (top 32767) and the 4-bit head's (top 127, head.h).
 template <typename Q>
 void quantize_groups(const float* x, int64_t K, int64_t G, float top, std::vector<Q>& xq, std::vector<float>& scale) {
   xq.resize(K);
@@ -212,14 +168,4 @@ std::tuple<at::Tensor, at::Tensor> quantize_activations_int16(const at::Tensor& 
 // The group sizes this path takes here: int16 lanes per load (16 AVX2, 32 AVX-512), the longest group.
 std::vector<int64_t> int16_groups() { return {kWide, 4096}; }
 
-TORCH_LIBRARY_FRAGMENT(tokenstep, m) {
-  m.def("gemv_int8_int16(Tensor q, Tensor scale, Tensor x, float alpha, Tensor? bias, Tensor? residual, "
-        "float rms_eps=-1, bool glu=False, Tensor? norm_weight=None) -> Tensor");
-  m.def("quantize_activations_int16(Tensor x, int group) -> (Tensor, Tensor)");
-  m.def("int16_groups() -> int[]", &int16_groups);
-}
-
-TORCH_LIBRARY_IMPL(tokenstep, CPU, m) {
-  m.impl("gemv_int8_int16", gemv_int8_int16);
-  m.impl("quantize_activations_int16", quantize_activations_int16);
-}
+}  // namespace

@@ -1,4 +1,4 @@
-// The int4 head of the int8 mode (included by kernels.cpp, inside its namespace): the head's rows as 4-bit
+// The int8 mode's head. The int4 ranking product (gemv_int4): the head's rows as 4-bit
 // weights, group-wise, read against x quantised to int8 per group, only to rank the vocabulary; head_rescored
 // then takes the best `rescored` tokens' logits again from the float rows (quant.RescoredHead).
 //
@@ -13,6 +13,28 @@
 // pairs of up to 8 blocks (G <= 256) add up without saturating; vpmaddwd against ones widens them to int32 once
 // a group, starting from the group's -8 sum xq spread over the lanes (each lane's four activations). The code is
 // 256-bit AVX2, which AVX-512 CPUs run too.
+//
+// head_rescored (below) takes the head's logits from an int8 or a 4-bit head and rescores the best in float32.
+
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "simd.h"
+#include "shape.h"
+#include "products.h"
+#include "f32.h"
+#include "int16.h"
+#include "int8_integer.h"
+
+namespace {  // included by ops.cpp only, the one translation unit: internal linkage
 
 namespace int4 {
 constexpr int64_t kBlock = 32;  // weights per 16 bytes
@@ -48,12 +70,6 @@ void quantize(const float* x, int64_t K, int64_t G, Row& out) {
     std::copy(a + 48, a + 64, to + 48);
     for (int64_t k = 0; k < 64; ++k) out.spair[i * 8 + (k / 32) * 4 + (k % 16) / 4] -= 8 * a[k];
   }
-}
-
-inline float hsum256(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
 // The S factors (weight scale * activation scale) of one row's groups, eight at a time.
@@ -226,12 +242,82 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> quantize_activations_int4(const a
           at::from_blob(out.start.data(), {out.S, 8}, at::kInt).clone()};
 }
 
-TORCH_LIBRARY_FRAGMENT(tokenstep, m) {
-  m.def("gemv_int4(Tensor packed, Tensor scale, Tensor x, float alpha) -> Tensor");
-  m.def("quantize_activations_int4(Tensor x, int group) -> (Tensor, Tensor, Tensor)");
+// An int8 head for one row x (quant.RescoredHead on the kernels): logits = W_int8 rmsnorm(x), then the
+// `rescored` highest logits (ties: the lower id) computed again from the float rows. In Python the same
+// steps were six ops (norm, product, topk, gather, bmm, scatter), ~430 us beside the product right after
+// a decode step, when their code is out of the caches; here one pass picks the top and `rescored` dot products
+// (split between the threads) redo them. h = x / rms(x) * weight in one loop (the squares summed in double):
+// within float rounding of F.rms_norm. q: int8 (the products on `int8_path`), or a 4-bit head (gemv_int4 above).
+at::Tensor head_rescored(const at::Tensor& q, const at::Tensor& scale, const at::Tensor& x,
+                         const at::Tensor& norm_weight, double eps, const at::Tensor& float_rows, int64_t rescored,
+                         int64_t int8_path) {
+  TORCH_CHECK(x.dim() == 2 && x.size(0) == 1 && x.scalar_type() == at::kFloat, "x: one float32 row");
+  const int64_t V = q.size(0), C = x.size(1), K = std::min<int64_t>(std::max<int64_t>(rescored, 0), V);
+  TORCH_CHECK(float_rows.dim() == 2 && float_rows.size(0) == V && float_rows.size(1) == C &&
+                  float_rows.scalar_type() == at::kFloat && float_rows.is_contiguous(),
+              "float_rows: contiguous float32 (vocabulary, hidden), as the int8 head");
+  TORCH_CHECK(norm_weight.is_contiguous() && norm_weight.numel() == C && norm_weight.scalar_type() == at::kFloat,
+              "norm_weight: float32 (hidden,)");
+  const at::Tensor xc = x.contiguous();
+  at::Tensor h = at::empty_like(xc);  // x / rms(x) * weight (at::rms_norm is six ATen ops: 130 us cold)
+  {
+    const float* xp = xc.data_ptr<float>();
+    const float* gp = norm_weight.data_ptr<float>();
+    float* hp = h.data_ptr<float>();
+    double squares = 0.0;
+    for (int64_t i = 0; i < C; ++i) squares += double(xp[i]) * xp[i];
+    const float inv_rms = float(1.0 / std::sqrt(squares / double(C) + eps));
+    for (int64_t i = 0; i < C; ++i) hp[i] = xp[i] * inv_rms * gp[i];
+  }
+  at::Tensor logits =
+      q.scalar_type() == at::kByte  // a 4-bit head (gemv_int4), else int8
+          ? gemv_int4(q, scale, h, 1.0)
+          : int8_product(int8_path, q, scale, h, 1.0, std::nullopt, std::nullopt, -1.0, false, std::nullopt);
+  float* lp = logits.data_ptr<float>();
+  // The K best (value, -id) pairs in a min-heap. Once it is full, eight logits at a time are compared with the
+  // worst kept, and only those above it (few, past the first thousands) are offered one by one, in order.
+  std::vector<std::pair<float, int64_t>> best;
+  best.reserve(K + 1);
+  auto worse = [](const std::pair<float, int64_t>& a, const std::pair<float, int64_t>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);  // heap top: the worst kept
+  };
+  auto offer = [&](int64_t i) {
+    const float v = lp[i];
+    if (v > best.front().first) {  // ties with the worst kept: the lower id (kept) stays
+      std::pop_heap(best.begin(), best.end(), worse);
+      best.back() = {v, i};
+      std::push_heap(best.begin(), best.end(), worse);
+    }
+  };
+  int64_t i = 0;
+  for (; i < V && static_cast<int64_t>(best.size()) < K; ++i) {
+    best.emplace_back(lp[i], i);
+    std::push_heap(best.begin(), best.end(), worse);
+  }
+  if (K > 0) {
+    for (; i + 8 <= V; i += 8) {
+      int above = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(lp + i), _mm256_set1_ps(best.front().first),
+                                                   _CMP_GT_OQ));
+      for (; above != 0; above &= above - 1) offer(i + __builtin_ctz(above));
+    }
+    for (; i < V; ++i) offer(i);
+  }
+  const float* rows = float_rows.data_ptr<float>();
+  const float* hp = h.data_ptr<float>();
+  // The rows are far apart and out of the caches: each thread asks for its next rows while it takes one.
+  constexpr int64_t kAhead = 2;  // rows
+  auto ask = [&](int64_t j) {
+    const char* row = reinterpret_cast<const char*>(rows + best[j].second * C);
+    for (int64_t b = 0; b < C * int64_t(sizeof(float)); b += 64) _mm_prefetch(row + b, _MM_HINT_T0);
+  };
+  at::parallel_for(0, static_cast<int64_t>(best.size()), 32, [&](int64_t begin, int64_t end) {
+    for (int64_t j = begin; j < std::min(end, begin + kAhead); ++j) ask(j);
+    for (int64_t j = begin; j < end; ++j) {
+      if (j + kAhead < end) ask(j + kAhead);
+      lp[best[j].second] = dot_f32(rows + best[j].second * C, hp, C);
+    }
+  });
+  return logits;
 }
 
-TORCH_LIBRARY_IMPL(tokenstep, CPU, m) {
-  m.impl("gemv_int4", gemv_int4);
-  m.impl("quantize_activations_int4", quantize_activations_int4);
-}
+}  // namespace

@@ -1,5 +1,5 @@
-// Every layer of a decode step in one parallel region (included by kernels.cpp, inside its namespace, after
-// decode_layer and the int8 paths, whose row functions it calls).
+// Every layer of a decode step in one parallel region (decode_layers), and a step's products alone in one
+// region (products_region, what kernel_shape.py times); they call the row functions of the product headers.
 //
 // decode_layer runs a layer as ATen-level steps: four products, each its own parallel region (at::parallel_for)
 // with its output tensor, row scales, x copy and, for int8, a normed copy of x allocated per call, and the
@@ -17,6 +17,31 @@
 //   5. its share of the gate/up rows -> silu(gate) * up;  6. its share of the down rows, plus the residual.
 // Each row, head and chunk is computed exactly as in decode_layer (the same fill functions, gains, chunking
 // and merge), so both give the same bits; only who computes what and when changes.
+
+#pragma once
+
+#include <ATen/ATen.h>
+#include <omp.h>
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "simd.h"
+#include "shape.h"
+#include "products.h"
+#include "f32.h"
+#include "int8.h"
+#include "int16.h"
+#include "int8_integer.h"
+#include "attention.h"
+#include "layer.h"
+
+namespace {  // included by ops.cpp only, the one translation unit: internal linkage
+
 namespace step {
 
 // One layer matrix as raw pointers: float32 weights, or int8 with bfloat16 group scales (S per row, G wide).
@@ -316,3 +341,5 @@ std::vector<at::Tensor> products_region(at::TensorList mats, const c10::List<std
   }
   return out;
 }
+
+}  // namespace

@@ -1,0 +1,152 @@
+// Float32 one-row products: y = alpha * (W x) [* 1 / rms(x)] + bias + residual, W float32 (gemv_f32), the rows
+// read in the kernel shape in force; where x sits for them (set_x_offset); dot_f32, which attention and the
+// head's rescoring use too.
+
+#pragma once
+
+#include <ATen/ATen.h>
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "simd.h"
+#include "shape.h"
+#include "products.h"
+
+namespace {  // included by ops.cpp only, the one translation unit: internal linkage
+
+// --- Where x sits ------------------------------------------------------------------------------------
+// A float32 one-row product loads a weight vector and the x vector at the same offset k for each FMA.
+// With x on the alignment of the weight rows (both 64-byte aligned, as torch and the packed block put
+// them) those pairs of loads collide in the L1 (its banks): measured on an AMD EPYC, 2 threads, the
+// default model's 121 matrices in a C driver, 1.10-1.15x a plain read of the same bytes with x 64- or
+// 32-byte aligned, 0.97-1.00x with x 4, 8, 16 or 48 bytes off; a whole float32 decode step in this library,
+// x at 16 bytes off against 64-byte aligned, the same bits: 0.85x (when a plain read of the weights took
+// 8.8 ms) and 0.93x (16.6 ms). So the float32 one-row products read a copy of x (K floats) placed
+// g_x_offset bytes past a 64-byte boundary. The int8 products widen 16 weights per x vector; there the
+// offset measured 1.03x slower, so their x stays where it is.
+std::atomic<int64_t> g_x_offset{16};
+
+// x (K floats) copied to `buffer` at g_x_offset bytes past a 64-byte boundary; the copy's first float.
+const float* staggered(const float* x, int64_t K, std::vector<float>& buffer) {
+  const int64_t offset = g_x_offset.load(std::memory_order_relaxed);
+  buffer.resize(K + 32);
+  const auto address = reinterpret_cast<uintptr_t>(buffer.data());
+  float* start = reinterpret_cast<float*>((address + 63) / 64 * 64 + offset);
+  std::copy(x, x + K, start);
+  return start;
+}
+
+// Sets the offset (bytes, a multiple of 4 below 64) from the next call on; returns the one before.
+int64_t set_x_offset(int64_t bytes) {
+  TORCH_CHECK(bytes >= 0 && bytes < 64 && bytes % 4 == 0, "x offset: a multiple of 4 bytes below 64");
+  return g_x_offset.exchange(bytes);
+}
+
+inline float dot_f32(const float* w, const float* x, int64_t K) {
+  Vec a0 = vzero(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t k = 0;
+  for (; k + kStep <= K; k += kStep) {
+    prefetch_ahead<kPrefetchBytes>(w + k, kStep * sizeof(float));
+    a0 = vfma(vload(w + k), vload(x + k), a0);
+    a1 = vfma(vload(w + k + kLanes), vload(x + k + kLanes), a1);
+    a2 = vfma(vload(w + k + 2 * kLanes), vload(x + k + 2 * kLanes), a2);
+    a3 = vfma(vload(w + k + 3 * kLanes), vload(x + k + 3 * kLanes), a3);
+  }
+  for (; k + kLanes <= K; k += kLanes) a0 = vfma(vload(w + k), vload(x + k), a0);
+  float sum = vsum(vadd(vadd(a0, a1), vadd(a2, a3)));
+  for (; k < K; ++k) sum += w[k] * x[k];
+  return sum;
+}
+
+// R consecutive rows (K apart) times x in one pass, prefetching P bytes ahead: each x load serves R rows,
+// and R streams are read at once. Each row's sum is formed exactly as dot_f32 forms it (the same
+// accumulators, the same order), so the products are bit-identical for every R and P. Measured on an
+// Intel Xeon (2 threads, the default model's o, down, qkv and head matrices): 25.5 GB/s one row at a
+// time, 27.8 two, 28.9 four; on an AMD EPYC one row was the fastest (see the shape section above).
+// The R rows lie `step` rows apart (1: consecutive), and so do their products in out.
+template <int64_t R, int64_t P>
+inline void dot_rows_f32(const float* w, const float* x, int64_t K, float* out, int64_t step) {
+  const int64_t stride = step * K;
+  Vec a[R][4];
+  for (int64_t r = 0; r < R; ++r) a[r][0] = a[r][1] = a[r][2] = a[r][3] = vzero();
+  int64_t k = 0;
+  for (; k + kStep <= K; k += kStep) {
+    for (int64_t r = 0; r < R; ++r) prefetch_ahead<P>(w + r * stride + k, kStep * sizeof(float));
+    const Vec x0 = vload(x + k), x1 = vload(x + k + kLanes), x2 = vload(x + k + 2 * kLanes),
+              x3 = vload(x + k + 3 * kLanes);
+    for (int64_t r = 0; r < R; ++r) {
+      const float* v = w + r * stride + k;
+      a[r][0] = vfma(vload(v), x0, a[r][0]);
+      a[r][1] = vfma(vload(v + kLanes), x1, a[r][1]);
+      a[r][2] = vfma(vload(v + 2 * kLanes), x2, a[r][2]);
+      a[r][3] = vfma(vload(v + 3 * kLanes), x3, a[r][3]);
+    }
+  }
+  for (; k + kLanes <= K; k += kLanes) {
+    for (int64_t r = 0; r < R; ++r) a[r][0] = vfma(vload(w + r * stride + k), vload(x + k), a[r][0]);
+  }
+  for (int64_t r = 0; r < R; ++r) {
+    float sum = vsum(vadd(vadd(a[r][0], a[r][1]), vadd(a[r][2], a[r][3])));
+    for (int64_t tail = k; tail < K; ++tail) sum += w[r * stride + tail] * x[tail];
+    out[r * step] = sum;
+  }
+}
+
+// The products of n consecutive rows in the shape (R rows per pass, prefetch P): fill_f32 (fill_int8 in int8.h),
+// one instance per candidate shape, picked at each call from the shape in force.
+template <int64_t R, int64_t P>
+void fill_f32(const float* w, const float* x, int64_t K, int64_t n, float* out) {
+  in_passes<R>(
+      n, [&](int64_t i, int64_t step) { dot_rows_f32<rows_of(R), P>(w + i * K, x, K, out + i, step); },
+      [&](int64_t i) { dot_rows_f32<1, P>(w + i * K, x, K, out + i, 1); });
+}
+
+using FillF32 = void (*)(const float*, const float*, int64_t, int64_t, float*);
+
+FillF32 f32_in_shape() {
+  static const FillF32 table[kRowShapes][kPrefetchShapes] = TOKENSTEP_EACH_SHAPE(fill_f32);
+  return table[g_shape.f32_rows.load(std::memory_order_relaxed)][g_shape.f32_prefetch.load(std::memory_order_relaxed)];
+}
+
+// Four rows of x (K apart) times one weight row that sits in L1: each weight load serves four products.
+inline void dot4_f32(const float* w, const float* x, int64_t K, float* out) {
+  Vec a0 = vzero(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t k = 0;
+  for (; k + kLanes <= K; k += kLanes) {
+    const Vec wv = vload(w + k);
+    a0 = vfma(wv, vload(x + k), a0);
+    a1 = vfma(wv, vload(x + K + k), a1);
+    a2 = vfma(wv, vload(x + 2 * K + k), a2);
+    a3 = vfma(wv, vload(x + 3 * K + k), a3);
+  }
+  out[0] = vsum(a0);
+  out[1] = vsum(a1);
+  out[2] = vsum(a2);
+  out[3] = vsum(a3);
+  for (; k < K; ++k) {
+    for (int i = 0; i < 4; ++i) out[i] += w[k] * x[i * K + k];
+  }
+}
+
+at::Tensor gemv_f32(const at::Tensor& w, const at::Tensor& x, double alpha, const std::optional<at::Tensor>& bias,
+                    const std::optional<at::Tensor>& residual, double rms_eps, bool glu,
+                    const std::optional<at::Tensor>& norm_weight) {
+  check(w, x, bias, residual);
+  TORCH_CHECK(w.scalar_type() == at::kFloat && x.size(0) == 1, "weight: float32; x: one row");
+  TORCH_CHECK(!glu || !residual.has_value(), "glu: no residual");
+  const float* wp = w.data_ptr<float>();
+  const int64_t K = w.size(1);
+  const std::vector<float> alphas = row_alphas(x.data_ptr<float>(), 1, K, alpha, rms_eps);
+  const at::Tensor h = weighted(x, norm_weight);
+  std::vector<float> x_copy;
+  const float* xp = staggered(h.data_ptr<float>(), K, x_copy);
+  const FillF32 in_shape = f32_in_shape();
+  auto fill = [=](int64_t r, int64_t n, float* out) { in_shape(wp + r * K, xp, K, n, out); };
+  if (glu) return rows_glu(w.size(0), x, alphas[0], bias, fill);
+  return rows_one(w.size(0), x, alphas[0], bias, residual, fill);
+}
+
+}  // namespace
