@@ -304,7 +304,7 @@ def test_checkpoint_is_read_whole_in_any_batch_size(tmp_path, batch_bytes, monke
     ("qwen2", "int8", "integer", 90, 2), ("mistral", "float32", "float", 20, 2), ("llama", "float32", "float", 70, 1)])
 def test_all_layers_in_one_call_equal_one_call_per_layer_bit_for_bit(tmp_path, monkeypatch, arch, dtype, path,
                                                                      prompt, threads):
-    """A fused decode step runs every layer in one parallel region (decode_layers, kernels_step.cpp); a step
+    """A fused decode step runs every layer in one parallel region (decode_layers, csrc/step.h); a step
     whose residual stream is captured (the logit lens) runs one decode_layer call per layer, each product its
     own parallel region. The logits and every layer's K/V written are the same bits either way, step
     after step: short contexts, contexts long enough for attention in several chunks per head (70-105
