@@ -3,8 +3,8 @@
 A capture receives, per layer, probs (heads, Tq, n): this call's Tq queries, which are always the LAST Tq
 of the n positions read (a cached pass reads positions n - Tq..n - 1 as queries; an uncached one re-reads
 everything). `LastRowCapture` keeps the newest query's row; `PromptCapture` also keeps the prefill's
-whole triangle (attention.PromptAttention), chunk by chunk. `Recapture` (mixed into Session) recomputes
-either for any node of the branch tree on a scratch cache, leaving the session's own cache untouched.
+whole triangle (attention.PromptAttention), chunk by chunk. The session's recorder (session/recorder.py)
+decides when to record, and recomputes either for any node on a scratch cache.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from inference.attention import AttentionOf, PromptAttention, kept_positions
+from inference.attention import PromptAttention, kept_positions
 from inference.model.config import ModelConfig
 
 
@@ -56,25 +56,3 @@ class PromptCapture(LastRowCapture):
 
     def prompt(self) -> PromptAttention:
         return PromptAttention(self.packed, self.n_positions, self.n_prompt)
-
-
-class Recapture:
-    """Session's recomputation of attention that was not recorded (mixed into `session.Session`)."""
-
-    def attention_of(self, node: int, chunk: int = 512) -> AttentionOf:
-        """The attention of the pass that fed `node`'s token (node 0: the prefill's whole triangle),
-        recomputed on a scratch cache: costs one prefill-sized pass, changes nothing in the session."""
-        self._check_idle()
-        tokens = self.prompt + self.tree.tokens(node)  # raises for an unknown node
-        if not self.prompt:
-            raise ValueError("prefill the prompt first")
-        decoder = self.model.decoder
-        capture = PromptCapture(self.model.config, len(tokens)) if node == 0 \
-            else LastRowCapture(self.model.config.n_layers)
-        with torch.inference_mode():
-            cache = decoder.new_cache(len(tokens))
-            for at in range(0, len(tokens), chunk):
-                last = at + chunk >= len(tokens)
-                ids = torch.tensor(tokens[at:at + chunk], device=decoder.device)
-                decoder.forward(ids, at, cache, capture=capture if node == 0 or last else None)
-        return AttentionOf(node, capture.array(), capture.prompt() if node == 0 else None)

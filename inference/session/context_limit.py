@@ -20,124 +20,86 @@ is `ids[:1] + ids[1 + dropped:]`.
 Rewind and branch switch re-use cached positions of the full record; after a shift those positions are
 gone, so they are refused until a reset (which re-reads the prompt in one pass) or a new prefill.
 Speculation is refused with drop-oldest (its verify pass reads at record positions).
+
+`ContextWindow` is the session's part for this: it holds the shifts and answers from the settings and the
+token record it is handed; the session crops its cache and reads through it.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from typing import Callable
 
-import numpy as np
-import torch
-
-from inference.session.branches import KeptLogits, KeptPending
-from inference.model.capture import LastRowCapture
 from inference.errors import NotReady
-from inference.events import ContextShifted, Rewound, StepDone, Switched
-from inference.settings import PREFILL_CHUNK
+from inference.events import ContextShifted
+from inference.session.pending import PendingStep
+from inference.settings import GenerationSettings
+from inference.sources import LogitsSource
 
 KEEP_FIRST = 1  # tokens at the start of the context a shift never drops
 
 
-class ContextLimit:
-    """Session's context window and context shift (mixed into `session.Session` before BranchMoves)."""
+class ContextWindow:
+    """The window one generation runs in, and the context shifts that kept it inside (drop-oldest)."""
 
-    shifts: tuple[ContextShifted, ...] = ()  # since the prompt was read (or the last reset), in order
+    def __init__(self, model_window: int):
+        self.model_window = model_window
+        self.shifts: tuple[ContextShifted, ...] = ()  # since the prompt was read (or the last reset), in order
 
-    @property
-    def context_window(self) -> int:
+    def size(self, settings: GenerationSettings) -> int:
         """Positions this generation may use: the context limit, at most the model's window."""
-        model_window = self.model.config.context_length
-        limit = self.settings.context_limit
-        return min(limit, model_window) if limit else model_window
+        limit = settings.context_limit
+        return min(limit, self.model_window) if limit else self.model_window
 
     @property
     def dropped(self) -> int:
         """Tokens after the first that a context shift took out of the model's context."""
         return sum(s.dropped for s in self.shifts)
 
-    @property
-    def n_window(self) -> int:
-        """Tokens in the model's context now (n_context less the dropped ones)."""
-        return self.n_context - self.dropped
+    def ids(self, record: list[int], dropped: int | None = None) -> list[int]:
+        """The token ids of `record` (prompt + generated) that the model's context holds, in position order
+        (with `dropped` tokens out of it; default: those the shifts dropped)."""
+        dropped = self.dropped if dropped is None else dropped
+        return record[:KEEP_FIRST] + record[KEEP_FIRST + dropped:]
 
-    def window_ids(self) -> list[int]:
-        """The token ids the model's context holds, in position order."""
-        ids = self.prompt + self.generated
-        return ids[:KEEP_FIRST] + ids[KEEP_FIRST + self.dropped:]
+    def too_long(self, n_prompt: int, settings: GenerationSettings) -> str:
+        size = self.size(settings)
+        limit = " (the context limit)" if size < self.model_window else ""
+        return f"the prompt is {n_prompt} tokens but the context window holds {size}{limit}"
 
-    def _too_long(self, n_prompt: int) -> str:
-        limit = " (the context limit)" if self.context_window < self.model.config.context_length else ""
-        return f"the prompt is {n_prompt} tokens but the context window holds {self.context_window}{limit}"
+    def must_stop(self, n_window: int, settings: GenerationSettings, generated_any: bool) -> bool:
+        """Whether a context of `n_window` tokens is full and generation must stop (with drop-oldest a step
+        shifts instead; a prompt that fills the window alone stops under either policy)."""
+        full = n_window >= self.size(settings)
+        return full and (settings.when_full == "stop" or not generated_any)
 
-    def _context_full(self) -> bool:
-        """Whether the context is full and generation must stop (with drop-oldest a step shifts instead;
-        a prompt that fills the window alone stops under either policy)."""
-        full = self.n_window >= self.context_window
-        return full and (self.settings.when_full == "stop" or not self.generated)
+    def must_shift(self, n_window: int, settings: GenerationSettings) -> bool:
+        """Whether the token just drawn filled the window and drop-oldest shifts it."""
+        return settings.when_full == "drop-oldest" and n_window >= self.size(settings)
 
-    def _shift_when_full(self, event: StepDone, reason: str | None) -> StepDone:
-        """After a draw: with drop-oldest and the window full, shift the context (see the module's
-        docstring); the step's event then carries the shift. Otherwise the event as it is."""
-        if reason is not None or self.settings.when_full != "drop-oldest" or self.n_window < self.context_window:
-            return event
-        before = self.n_window
+    def shift(self, step: int, record: list[int], settings: GenerationSettings, source: LogitsSource,
+              read: Callable[[list[int], int], PendingStep]) -> tuple[ContextShifted, PendingStep]:
+        """Shift the context after step `step` (see the module's docstring): the source's cache is cropped to
+        the first KEEP_FIRST positions and the kept tokens are `read` from there, (ids, start) -> the pending
+        step after them, in one pass that no abort stops (a run's abort ends it after this step, with the
+        context whole). Returns the shift, recorded here, and that pending step."""
+        before = len(self.ids(record))
         drop = (before - KEEP_FIRST) // 2
-        first = KEEP_FIRST + self.dropped  # index in prompt + generated of the oldest token dropped now
+        first = KEEP_FIRST + self.dropped  # index in the record of the oldest token dropped now
         started = time.perf_counter()
-        self.source.crop(KEEP_FIRST)
-        shift = ContextShifted(step=event.index, dropped=drop, kept=before - drop, first_dropped=first,
-                               window=self.context_window, forward_ms=0.0, kv_used_bytes=0)
-        self.shifts = self.shifts + (shift,)
-        logits, attention = self._reread(self.window_ids()[KEEP_FIRST:])
+        source.crop(KEEP_FIRST)
+        pending = read(self.ids(record, self.dropped + drop)[KEEP_FIRST:], KEEP_FIRST)
         forward_ms = (time.perf_counter() - started) * 1000
-        self._pending, self._pending_attention, self._pending_forward_ms = logits, attention, forward_ms
-        self.kept.put(self.node, KeptPending(logits, attention, forward_ms))
-        shift = replace(shift, forward_ms=forward_ms, kv_used_bytes=self.source.kv_used_bytes)
-        self.shifts = self.shifts[:-1] + (shift,)
-        return replace(event, shift=shift)
+        shift = ContextShifted(step=step, dropped=drop, kept=before - drop, first_dropped=first,
+                               window=self.size(settings), forward_ms=forward_ms,
+                               kv_used_bytes=source.kv_used_bytes)
+        self.shifts = self.shifts + (shift,)
+        return shift, PendingStep(pending.logits, pending.attention, forward_ms, pending.residuals)
 
-    def _reread(self, ids: list[int]) -> tuple[torch.Tensor, np.ndarray | None]:
-        """Read `ids` from position KEEP_FIRST on, in chunks of PREFILL_CHUNK, without stopping for an
-        abort (a run's abort ends it after this step, with the context whole)."""
-        capture = LastRowCapture(self.model.config.n_layers) if self.capture_attention else None
-        for at in range(0, len(ids), PREFILL_CHUNK):
-            last = at + PREFILL_CHUNK >= len(ids)
-            logits = self._forward(ids[at:at + PREFILL_CHUNK], KEEP_FIRST + at, capture if last else None, lens=last)
-        return logits, capture.array() if capture else None
-
-    # --- moves that the shift changes ----------------------------------------------------------------
-    def _refuse_shifted(self, what: str) -> None:
+    def refuse_shifted(self, what: str) -> None:
+        """Moves that re-use cached positions of the full record are refused after a shift."""
         if self.shifts:
             s = self.shifts[0]
             raise NotReady(f"cannot {what}: the context was shifted at step {s.step} (the oldest "
                            f"{self.dropped} tokens were dropped, drop-oldest); reset (re-reads the prompt) "
                            f"or prefill again first")
-
-    def rewind(self, to_step: int) -> Rewound:
-        self._refuse_shifted("rewind")
-        return super().rewind(to_step)
-
-    def switch(self, node: int) -> Switched:
-        self._refuse_shifted("switch branches")
-        return super().switch(node)
-
-    def reset(self) -> Rewound:
-        """Back to the prompt; after a context shift the prompt's dropped positions are read again first
-        (one pass), and the kept logits of nodes after the shift (of the shifted context) are let go."""
-        self._check_idle()
-        if self.shifts and self.prefilled:
-            self.source.crop(KEEP_FIRST)
-            if len(self.prompt) > KEEP_FIRST:
-                self._read(self.prompt[KEEP_FIRST:], KEEP_FIRST)
-            root = self.kept.get(0)
-            self.kept = KeptLogits(self.kept.budget)
-            self.kept.put(0, root)
-            self.shifts = ()
-        return super().reset()
-
-    def set_capture_lens(self, on: bool) -> bool:
-        if self.shifts:  # the pending position is not the record's: the lens shows from the next step
-            self.capture_lens = on
-            return False
-        return super().set_capture_lens(on)

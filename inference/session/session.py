@@ -11,32 +11,45 @@ same seed and settings reproduce the same tokens. Every token taken is a node of
 of the code base.
 
 Logits come from a `LogitsSource` (sources/): the model's own decoder in this process by default.
+
+The session owns its parts and hands them the state they need; none of them holds the session:
+- `tree` (branches.py): the branch tree; `kept` (pending.py): the pending step kept after each node;
+- `window` (context_limit.py): the context window in force and its shifts (drop-oldest);
+- `recorder` (recorder.py): what a pass records besides the logits (attention rows, the lens's residual
+  rows), and attention recomputed for any node;
+- speculate.py: the draft and the verify pass that reads it.
+The session itself holds the current node, its tokens and text, its pending step (`pending`: logits and
+what their pass recorded, residual rows included), the stop, and the cache through its source; its moves
+(step, force, rewind, reset, switch) change them together.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from typing import Callable, Iterator
 
-import numpy as np
 import torch
 
-from inference.session.branches import BranchMoves, BranchTree, KeptLogits, KeptPending
-from inference.session.context_limit import ContextLimit
-from inference.model.capture import LastRowCapture, PromptCapture, Recapture
+from inference.attention import AttentionOf
 from inference.errors import Cancelled, NotReady
-from inference.events import Pending, PrefillDone, SessionStatus, StepDone, Stopped, Token, Verified
-from inference.session.lens import LensCapture
-from inference.store.loading import LoadedModel
+from inference.events import (Pending, PrefillDone, Rewound, SessionStatus, StepDone, Stopped, Switched, Token,
+                              Verified)
+from inference.model.capture import PromptCapture
+from inference.session.branches import BranchTree
+from inference.session.context_limit import KEEP_FIRST, ContextWindow
+from inference.session.pending import KeptSteps, PendingStep
+from inference.session.recorder import Recorder
 from inference.session.report import chosen_rank, summarise
 from inference.session.sampling import distribution, draw, draw_seed
+from inference.session.speculate import draft_token, keeps, prompt_lookup, read_draft
 from inference.settings import PREFILL_CHUNK, GenerationSettings, SamplerSettings
-from inference.text.stops import match_stop_strings
 from inference.sources import LogitsSource
 from inference.sources.local import LocalDecoder
 from inference.sources.nocache import NoCacheDecoder, fresh_source
-from inference.session.speculate import Speculation
+from inference.store.loading import LoadedModel
+from inference.text.stops import match_stop_strings
 from inference.text.tokenizer import ChatMessage
 
 
@@ -54,7 +67,7 @@ def prompt_ids(model: LoadedModel, prompt: str, chat: bool = False, system: str 
     return tok.encode(text, add_special_tokens=False), text
 
 
-class Session(ContextLimit, BranchMoves, Speculation, LensCapture, Recapture):
+class Session:
     def __init__(self, model: LoadedModel, settings: GenerationSettings = GenerationSettings(),
                  capture_attention: bool = False, source: LogitsSource | None = None, capture_lens: bool = False):
         self.model = model
@@ -62,7 +75,8 @@ class Session(ContextLimit, BranchMoves, Speculation, LensCapture, Recapture):
             source = model.new_source() if hasattr(model, "new_source") else LocalDecoder(model.decoder)
         self.source = source
         self.settings = settings.validate()
-        self.capture_attention, self.capture_lens = capture_attention, capture_lens  # lens.py: the logit lens
+        self.recorder = Recorder(model.config, capture_attention, capture_lens)
+        self.window = ContextWindow(model.config.context_length)
         self.running = False  # inside run()
         self._abort = threading.Event()
         self._pause = threading.Event()
@@ -71,19 +85,17 @@ class Session(ContextLimit, BranchMoves, Speculation, LensCapture, Recapture):
         self._prefill_ms = 0.0
         self._decode_seconds = 0.0
         self.tree = BranchTree()
-        self.kept = KeptLogits()
+        self.kept = KeptSteps()
         self._go_to(0)
 
     # --- state ----------------------------------------------------------------------------------------
-    def _go_to(self, node: int, pending: KeptPending | None = None) -> None:
-        """Make `node` current: its tokens are the generated ones, `pending` the next step's logits (None:
-        computed when needed). The cache must already hold the prompt and the tokens before the last."""
+    def _go_to(self, node: int, pending: PendingStep | None = None) -> None:
+        """Make `node` current: its tokens are the generated ones, `pending` the next step (None: computed
+        when needed). The cache must already hold the prompt and the tokens before the last."""
         self.node = node
         self.generated: list[int] = self.tree.tokens(node)
         self.seed_used = self.settings.seed
-        self._pending = pending.logits if pending else None
-        self._pending_forward_ms = pending.forward_ms if pending else 0.0
-        self._pending_attention = pending.attention if pending else None
+        self.pending = pending
         self._stream = self.model.tokenizer.stream()
         for token_id in self.prompt:
             self._stream.push(token_id)
@@ -113,8 +125,49 @@ class Session(ContextLimit, BranchMoves, Speculation, LensCapture, Recapture):
     @property
     def pending_logits(self) -> torch.Tensor | None:
         """The logits the next step will draw from (None until the pending forward pass has run)."""
-        return self._pending
+        return self.pending.logits if self.pending is not None else None
 
+    @property
+    def capture_attention(self) -> bool:
+        return self.recorder.attention
+
+    @capture_attention.setter
+    def capture_attention(self, on: bool) -> None:
+        self.recorder.attention = on
+
+    @property
+    def capture_lens(self) -> bool:
+        return self.recorder.lens
+
+    # --- the context window (context_limit.py) ----------------------------------------------------------
+    @property
+    def context_window(self) -> int:
+        """Positions this generation may use: the context limit, at most the model's window."""
+        return self.window.size(self.settings)
+
+    @property
+    def shifts(self):
+        """The context shifts since the prompt was read (or the last reset), in order."""
+        return self.window.shifts
+
+    @property
+    def dropped(self) -> int:
+        """Tokens after the first that a context shift took out of the model's context."""
+        return self.window.dropped
+
+    @property
+    def n_window(self) -> int:
+        """Tokens in the model's context now (n_context less the dropped ones)."""
+        return self.n_context - self.window.dropped
+
+    def window_ids(self) -> list[int]:
+        """The token ids the model's context holds, in position order."""
+        return self.window.ids(self.prompt + self.generated)
+
+    def _context_full(self) -> bool:
+        return self.window.must_stop(self.n_window, self.settings, bool(self.generated))
+
+    # --- status and settings ----------------------------------------------------------------------------
     def blocked(self) -> str:
         """Why a step would be refused now, or "" when it would be taken (the rule `step()` enforces)."""
         if not self.prefilled:
@@ -135,9 +188,25 @@ class Session(ContextLimit, BranchMoves, Speculation, LensCapture, Recapture):
         cost that grows with the context). Switching on re-reads the context in one pass."""
         self._check_idle()
         if on != self.kv_cache:
-            held = self.n_window - (1 if self._pending is None and self.generated else 0) if self.prefilled else 0
+            held = self.n_window - (1 if self.pending is None and self.generated else 0) if self.prefilled else 0
             self.source = fresh_source(self.model.decoder, on, self.window_ids()[:held],
                                        len(self.prompt) + self.settings.max_new_tokens)
+
+    def set_capture_lens(self, on: bool) -> bool:
+        """Capture the lens from the next forward pass on (off: no cost at all). Turned on while the pending
+        step has none, its position is read again (one forward pass of one token, the cache cropped by one
+        first) so that its lens shows at once; after a context shift the pending position is not the
+        record's, and the lens shows from the next step. Returns whether that pass ran."""
+        self.recorder.lens = on
+        step = self.pending
+        if not on or self.window.shifts or self.running or step is None or step.residuals is not None:
+            return False
+        n = self.n_context
+        self.source.crop(n - 1)
+        residuals = self.recorder.residuals(self.source, (self.prompt + self.generated)[-1], n - 1)
+        self.pending = replace(step, residuals=residuals)
+        self.kept.update(self.node, self.pending)
+        return True
 
     def status(self) -> SessionStatus:
         return SessionStatus(prefilled=self.prefilled, running=self.running, blocked=self.blocked(),
@@ -165,52 +234,55 @@ class Session(ContextLimit, BranchMoves, Speculation, LensCapture, Recapture):
         """
         self._check_prompt(ids)
         self.source.start(len(ids) + self.settings.max_new_tokens)
-        self.prompt, self.prompt_text, self.shifts = [], "", ()
-        self.tree, self.kept = BranchTree(), KeptLogits(self.kept.budget)
+        self.prompt, self.prompt_text, self.window.shifts = [], "", ()
+        self.tree, self.kept = BranchTree(), KeptSteps(self.kept.budget)
         self._abort.clear()
         started = time.perf_counter()
-        capture = PromptCapture(self.model.config, len(ids)) if self.capture_attention else None
+        capture = self.recorder.prompt_capture(len(ids))
         try:
-            logits, attention = self._read(ids, 0, progress, capture)
+            step = self._read(ids, 0, progress, capture)
         except Cancelled:
             self._go_to(0)  # nothing prefilled
             raise
         self._prefill_ms = (time.perf_counter() - started) * 1000
         self.prompt, self.prompt_text = list(ids), prompt_text
         self._decode_seconds = 0.0
-        entry = KeptPending(logits, attention, self._prefill_ms)
-        self.kept.put(0, entry)
-        self._go_to(0, entry)
+        step = replace(step, forward_ms=self._prefill_ms)
+        self.kept.put(0, step)
+        self._go_to(0, step)
         stream = self.model.tokenizer.stream()
         tokens = tuple(self._token(stream, i) for i in ids)
         return PrefillDone(tokens=tokens, n_tokens=len(ids), ms=self._prefill_ms,
                            kv_used_bytes=self.source.kv_used_bytes,
                            kv_allocated_bytes=self.source.kv_allocated_bytes,
-                           prompt_text=prompt_text, pending=self.preview().dist, attention=attention,
+                           prompt_text=prompt_text, pending=self.preview().dist, attention=step.attention,
                            prompt_attention=capture.prompt() if capture else None)
 
-    def _read(self, ids: list[int], start: int, progress=None,
-              capture: LastRowCapture | None = None) -> tuple[torch.Tensor, np.ndarray | None]:
-        """Read `ids` at positions start.. in parallel (chunks of PREFILL_CHUNK): the last one's logits.
-        `capture` (a PromptCapture records every chunk) or, while attention is recorded, the last row's."""
-        if capture is None and self.capture_attention:
-            capture = LastRowCapture(self.model.config.n_layers)
+    def _read(self, ids: list[int], start: int, progress=None, capture=None, abortable: bool = True) -> PendingStep:
+        """Read `ids` at positions start.. in parallel (chunks of PREFILL_CHUNK): the pending step after the
+        last, with what the recorder records of the last chunk; `capture` (a PromptCapture) records every
+        chunk. An `abort()` stops an `abortable` read between chunks (Cancelled)."""
+        if capture is None:
+            capture = self.recorder.row_capture()
+        started = time.perf_counter()
         for at in range(0, len(ids), PREFILL_CHUNK):
-            if self._abort.is_set():
+            if abortable and self._abort.is_set():
                 self._abort.clear()
                 raise Cancelled("prefill cancelled")
             last = at + PREFILL_CHUNK >= len(ids)
-            logits = self._forward(ids[at:at + PREFILL_CHUNK], start + at,
-                                   capture if last or isinstance(capture, PromptCapture) else None, lens=last)
+            logits, residuals = self.recorder.forward(
+                self.source, ids[at:at + PREFILL_CHUNK], start + at,
+                capture if last or isinstance(capture, PromptCapture) else None, lens=last)
             if progress:
                 progress("prefill", min(at + PREFILL_CHUNK, len(ids)), len(ids))
-        return logits, capture.array() if capture else None
+        return PendingStep(logits, capture.array() if capture else None, (time.perf_counter() - started) * 1000,
+                           residuals)
 
     def _check_prompt(self, ids: list[int]) -> None:
         if not ids:
             raise ValueError("the prompt is empty: it must contain at least one token")
         if len(ids) > self.context_window:
-            raise ValueError(self._too_long(len(ids)))
+            raise ValueError(self.window.too_long(len(ids), self.settings))
         self._check_ids(ids)
 
     def _check_ids(self, ids: list[int]) -> None:
@@ -221,13 +293,13 @@ class Session(ContextLimit, BranchMoves, Speculation, LensCapture, Recapture):
     # --- one step -------------------------------------------------------------------------------------
     def preview(self, sampler: SamplerSettings | None = None) -> Pending:
         """The pending step's distribution under `sampler` (default: current settings). No forward pass."""
-        if self._pending is None:
+        if self.pending is None:
             self._feed_last()
         sampler = (sampler or self.settings.sampler).validate()
         self._widen(sampler)
-        dist = distribution(self._pending, sampler, self.settings.top_n)
-        return Pending(len(self.generated) + 1, self._summarise(self._pending, dist, sampler, None),
-                       self._pending_attention)
+        dist = distribution(self.pending.logits, sampler, self.settings.top_n)
+        return Pending(len(self.generated) + 1, self._summarise(self.pending, dist, sampler, None),
+                       self.pending.attention)
 
     def step(self) -> Iterator[StepDone | Stopped]:
         """Draw one token: yields its StepDone (and a Stopped when generation ends), then feeds it on."""
@@ -252,10 +324,11 @@ class Session(ContextLimit, BranchMoves, Speculation, LensCapture, Recapture):
 
     def _take(self, forced: int | None) -> Iterator[StepDone | Stopped]:
         started = time.perf_counter()
-        if self._pending is None:
+        if self.pending is None:
             self._feed_last()
         event, reason, matched = self._draw(forced, self.source.kv_used_bytes)
-        event = self._shift_when_full(event, reason)  # context_limit.py: drop-oldest when the window is full
+        if reason is None and self.window.must_shift(self.n_window, self.settings):
+            event = self._shift(event)
         self._decode_seconds += time.perf_counter() - started
         yield event
         if reason is not None:
@@ -267,19 +340,19 @@ class Session(ContextLimit, BranchMoves, Speculation, LensCapture, Recapture):
         self._decode_seconds += time.perf_counter() - started
 
     def _draw(self, forced: int | None, kv_used: int, verified_by: int = 0) -> tuple[StepDone, str | None, str | None]:
-        """Take a token from the pending logits (drawn, or `forced`): the step's event, and the stop rule
-        it fires (with the stop string matched)."""
+        """Take a token from the pending step (drawn, or `forced`): the step's event, and the stop rule it
+        fires (with the stop string matched)."""
         sampler, index = self.settings.sampler, len(self.generated) + 1
         self._widen(sampler)
+        step = self.pending
         t = time.perf_counter()
-        dist = distribution(self._pending, sampler, self.settings.top_n)
+        dist = distribution(step.logits, sampler, self.settings.top_n)
         if forced is None:
             token_id, u = draw(dist, torch.Generator().manual_seed(draw_seed(self.seed_used, index)))
         else:
             token_id, u = forced, None
         sample_ms = (time.perf_counter() - t) * 1000
-        logits = self._pending
-        summary = self._summarise(logits, dist, sampler, token_id)  # texts read before the token joins
+        summary = self._summarise(step, dist, sampler, token_id)  # texts read before the token joins
 
         parent, self.node = self.node, self.tree.child(self.node, token_id)
         self.generated.append(token_id)
@@ -288,22 +361,66 @@ class Session(ContextLimit, BranchMoves, Speculation, LensCapture, Recapture):
             self.text += token.text
         reason, matched = self._stop_reason(token_id)
         event = StepDone(
-            index=index, position=self.n_window - 1, token=token, forward_ms=self._pending_forward_ms,
+            index=index, position=self.n_window - 1, token=token, forward_ms=step.forward_ms,
             sample_ms=sample_ms, kv_used_bytes=kv_used, kv_allocated_bytes=self.source.kv_allocated_bytes,
             context_tokens=self.n_window,
-            chosen_rank=chosen_rank(logits, token_id, summary.candidates, self.settings.top_n),
+            chosen_rank=chosen_rank(step.logits, token_id, summary.candidates, self.settings.top_n),
             random_u=u, dist=summary, seed=self.seed_used, stop_progress=self._stop_strings()[0],
-            attention=self._pending_attention, forced=forced is not None, node=self.node, parent=parent,
+            attention=step.attention, forced=forced is not None, node=self.node, parent=parent,
             settings=self.settings, verified_by=verified_by)
-        self._pending, self._pending_attention = None, None
+        self.pending = None
         return event, reason, matched
 
+    def _shift(self, event: StepDone) -> StepDone:
+        """The step's token filled the window under drop-oldest: shift the context (context_limit.py), which
+        also gives the next pending step; the step's event carries the shift."""
+        shift, self.pending = self.window.shift(event.index, self.prompt + self.generated, self.settings,
+                                                self.source, lambda ids, start: self._read(ids, start, abortable=False))
+        self.kept.put(self.node, self.pending)
+        return replace(event, shift=shift)
+
     def _next(self) -> Iterator[StepDone | Stopped | Verified]:
-        """One step, or with `settings.speculate` one verify pass (speculate.py)."""
+        """One step, or with `settings.speculate` one verify pass."""
         if self.settings.speculate:
             yield from self._verify()
         else:
             yield from self._take(None)
+
+    def _verify(self) -> Iterator[StepDone | Stopped | Verified]:
+        """Draft by prompt lookup, read the draft in ONE forward pass (speculate.py), and take tokens from
+        those distributions while the draws agree with the draft."""
+        room = min(self.settings.max_new_tokens - len(self.generated),
+                   self.model.config.context_length - self.n_context) - 1
+        record = self.prompt + self.generated
+        draft, ngram = prompt_lookup(record, min(self.settings.speculate, room))
+        if not draft:
+            yield from self._take(None)
+            return
+        started, index, before = time.perf_counter(), len(self.generated) + 1, self.node
+        rows, positions = read_draft(self.source, record, self.pending, draft)
+        if positions > len(draft):  # the pass computed the pending step of the node before it
+            self.kept.put(before, rows[0])
+        events, stop, accepted = [], None, 0
+        for i, row in enumerate(rows):
+            self.pending = row
+            event, reason, matched = self._draw(None, self.n_context * self.source.kv_bytes_per_token, index)
+            events.append(event)
+            agreed = keeps(draft, i, event.token.id)
+            accepted += agreed
+            if agreed:
+                self.kept.put(self.node, rows[i + 1])
+            if reason is not None:
+                stop = (reason, matched)
+            if stop is not None or not agreed:
+                break
+        self.source.crop(self.n_context - 1)  # the newest token is read with the next draft
+        self.pending = None
+        self._decode_seconds += time.perf_counter() - started
+        yield Verified(index=index, drafted=tuple(draft_token(self.model.tokenizer, t) for t in draft), ngram=ngram,
+                       accepted=accepted, emitted=len(events), positions=positions, forward_ms=rows[0].forward_ms)
+        yield from events
+        if stop is not None:
+            yield self._stop(*stop)
 
     def run(self, max_steps: int = 0, between: Callable[[], None] | None = None) -> Iterator[StepDone | Stopped]:
         """Step until a stop rule fires, `abort()` or `pause()` is called, or `max_steps` were taken
@@ -340,6 +457,95 @@ class Session(ContextLimit, BranchMoves, Speculation, LensCapture, Recapture):
             return
         yield from self.run()
 
+    # --- moves in the branch tree (branches.py) ----------------------------------------------------------
+    def rewind(self, to_step: int) -> Rewound:
+        """Back to just before step `to_step`: steps 1..to_step-1 stay, the cache is cropped to the prompt
+        plus them, and step to_step's distribution is pending again (kept: no forward pass). The branch
+        left stays in the tree. The seed in force becomes `settings.seed`."""
+        self.window.refuse_shifted("rewind")
+        self._check_idle()
+        if not self.prefilled:
+            raise NotReady("prefill the prompt before rewinding")
+        if not 1 <= to_step <= len(self.generated):
+            raise ValueError(f"rewind {to_step} is outside the {len(self.generated)} steps taken "
+                             f"(1 to {len(self.generated)})")
+        return self._back_to(self.tree.ancestor(self.node, to_step - 1), reset=False)
+
+    def reset(self) -> Rewound:
+        """Back to the prompt (its cache kept), re-seeded from settings.seed; every branch stays in the tree.
+        After a context shift the prompt's dropped positions are read again first (one pass), and the kept
+        steps of the nodes after it (of the shifted context) are let go."""
+        self._check_idle()
+        if self.window.shifts and self.prefilled:
+            self.source.crop(KEEP_FIRST)
+            if len(self.prompt) > KEEP_FIRST:
+                self._read(self.prompt[KEEP_FIRST:], KEEP_FIRST)
+            self.kept.keep_only_prompt()
+            self.window.shifts = ()
+        if not self.prefilled:
+            raise NotReady("prefill the prompt first")
+        return self._back_to(0, reset=True)
+
+    def _back_to(self, node: int, reset: bool) -> Rewound:
+        self._abort.clear()
+        depth = self.tree.nodes[node].depth
+        kept, forward_ms = self.kept.get(node), 0.0
+        self.source.crop(len(self.prompt) + depth)
+        if kept is None:  # dropped for its size: one forward pass of the token before it
+            self.source.crop(len(self.prompt) + depth - 1)
+            kept = self._read_pending(node, [self.tree.nodes[node].token_id], len(self.prompt) + depth - 1)
+            forward_ms = kept.forward_ms
+        self._go_to(node, kept)
+        return Rewound(to_step=depth + 1, node=node, kv_used_bytes=self.source.kv_used_bytes,
+                       kv_allocated_bytes=self.source.kv_allocated_bytes, seed=self.seed_used, reset=reset,
+                       pending=self.preview().dist, forward_ms=forward_ms)
+
+    def restore(self, ids: list[int], prompt_text: str, nodes, node: int) -> None:
+        """Rebuild a session reported before (a restarted engine): read the prompt, put back the tree, go
+        to `node` (its path re-read in one pass). Same seed and settings: the next draws are the same."""
+        self.prefill(ids, prompt_text)
+        self.tree.restore(nodes)
+        if node:
+            self.switch(node)
+
+    def switch(self, node: int) -> Switched:
+        """Make `node` (any node of the tree) current. The positions the cache does not hold for its path
+        are re-read in ONE parallel pass, which also gives its pending distribution."""
+        self.window.refuse_shifted("switch branches")
+        self._check_idle()
+        if not self.prefilled:
+            raise NotReady("prefill the prompt first")
+        held = len(self.generated) - (1 if self.pending is None and self.generated else 0)
+        target, common = self.tree.common_prefix(node, self.generated, held)  # raises for an unknown node
+        kept = self.kept.get(node) if common == len(target) else None
+        if kept is not None:
+            reread = []
+        else:  # the tokens past the common prefix; at least the last one, whose logits are pending
+            reread = target[min(common, len(target) - 1):]
+        self.source.crop(len(self.prompt) + len(target) - len(reread))
+        started = time.perf_counter()
+        if reread:
+            kept = self._read_pending(node, reread, len(self.prompt) + len(target) - len(reread))
+        ms = (time.perf_counter() - started) * 1000 if reread else 0.0
+        self._go_to(node, kept)
+        return Switched(node=node, to_step=len(target), reread_tokens=len(reread), ms=ms,
+                        kv_used_bytes=self.source.kv_used_bytes, kv_allocated_bytes=self.source.kv_allocated_bytes,
+                        tokens=tuple(target), seed=self.seed_used, pending=self.preview().dist)
+
+    def _read_pending(self, node: int, ids: list[int], start: int) -> PendingStep:
+        step = self._read(ids, start)
+        self.kept.put(node, step)
+        return step
+
+    def attention_of(self, node: int, chunk: int = 512) -> AttentionOf:
+        """The attention of the pass that fed `node`'s token (node 0: the prefill's whole triangle),
+        recomputed on a scratch cache (recorder.py): one prefill-sized pass, nothing in the session changes."""
+        self._check_idle()
+        tokens = self.prompt + self.tree.tokens(node)  # raises for an unknown node
+        if not self.prompt:
+            raise ValueError("prefill the prompt first")
+        return self.recorder.attention_of(self.model.decoder, tokens, node, chunk)
+
     # --- helpers --------------------------------------------------------------------------------------
     def _check_idle(self) -> None:
         if self.running:
@@ -353,13 +559,9 @@ class Session(ContextLimit, BranchMoves, Speculation, LensCapture, Recapture):
         self.stopped = None
 
     def _feed_last(self) -> None:
-        """Run the newest token through the model: its K/V join the cache, the next logits are pending."""
-        capture = LastRowCapture(self.model.config.n_layers) if self.capture_attention else None
-        started = time.perf_counter()
-        self._pending = self._forward([self.generated[-1]], self.n_window - 1, capture)
-        self._pending_forward_ms = (time.perf_counter() - started) * 1000
-        self._pending_attention = capture.array() if capture else None
-        self.kept.put(self.node, KeptPending(self._pending, self._pending_attention, self._pending_forward_ms))
+        """Run the newest token through the model: its K/V join the cache, the next step is pending."""
+        self.pending = self._read([self.generated[-1]], self.n_window - 1, abortable=False)
+        self.kept.put(self.node, self.pending)
 
     def _token(self, stream, token_id: int) -> Token:
         text, piece = stream.push(token_id)
@@ -378,16 +580,18 @@ class Session(ContextLimit, BranchMoves, Speculation, LensCapture, Recapture):
     def _stop_strings(self) -> tuple[tuple[int, ...], str | None]:
         return match_stop_strings(self.text, self.settings.stop_strings)
 
-    def _summarise(self, logits, dist, sampler, chosen):
-        server = self.source.note_of(logits) if hasattr(self.source, "note_of") else None  # remote: its tail
-        summary = summarise(logits, dist, sampler, chosen, self.settings.top_n, self._stream.peek_many,
+    def _summarise(self, step: PendingStep, dist, sampler, chosen):
+        server = self.source.note_of(step.logits) if hasattr(self.source, "note_of") else None  # remote: its tail
+        summary = summarise(step.logits, dist, sampler, chosen, self.settings.top_n, self._stream.peek_many,
                             self.model.config.eos_ids, server)
-        return self._with_lens(summary, logits, chosen)
+        return self.recorder.with_lens(summary, step, self.source, self._stream.peek, self.settings.top_n, chosen)
 
     def _widen(self, sampler: SamplerSettings) -> None:
         """A server's top-N whose tail could matter to a draw under `sampler` is asked again, wider."""
         if hasattr(self.source, "widen"):
-            self._pending = self.source.widen(self._pending, sampler, self.window_ids())
+            wider = self.source.widen(self.pending.logits, sampler, self.window_ids())
+            if wider is not self.pending.logits:
+                self.pending = replace(self.pending, logits=wider)
 
     def _stop(self, reason: str, matched: str | None = None) -> Stopped:
         if matched is not None:

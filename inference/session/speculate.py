@@ -10,18 +10,21 @@ draft this is speculative sampling itself: the draw picks the draft token t with
 (accept), and otherwise picks a token distributed as p_final with t removed and renormalised (the
 correction). So the output is not only distributed as without speculation: with the same seed it is the
 same tokens.
+
+Here: the draft (`prompt_lookup`) and the verify pass that reads it (`read_draft`); the session draws from the
+pass's rows one by one while `keeps` says the draw agreed with the draft.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Iterator
 
 import numpy as np
 import torch
 
-from inference.session.branches import KeptPending
-from inference.events import StepDone, Stopped, Token, Verified
+from inference.events import Token
+from inference.session.pending import PendingStep
+from inference.sources import LogitsSource
 
 NGRAM_SIZES = (3, 2, 1)
 
@@ -53,50 +56,31 @@ def prompt_lookup(context: list[int], n_max: int) -> tuple[list[int], tuple[int,
     return [], ()
 
 
-class Speculation:
-    """The session's verify pass (mixed into `session.Session`, whose state it changes)."""
+def read_draft(source: LogitsSource, record: list[int], pending: PendingStep | None,
+               draft: list[int]) -> tuple[list[PendingStep], int]:
+    """The verify pass: `draft` read after `record` (prompt + generated) in ONE forward pass, with the newest
+    token when it is not in the cache yet (no `pending` step). Returns (the pending steps to draw from, one
+    per draft token and one after the whole draft: the first carries the pass's time and `pending`'s
+    attention, the rest none; the positions read)."""
+    started = time.perf_counter()
+    if pending is None:  # the newest token goes through in the same pass
+        read = [record[-1]] + draft
+        rows = source.forward(read, len(record) - 1, all_logits=True)
+    else:
+        read = draft
+        rows = torch.cat([pending.logits[None], source.forward(draft, len(record), all_logits=True)])
+    forward_ms = (time.perf_counter() - started) * 1000
+    first = PendingStep(rows[0], pending.attention if pending is not None else None, forward_ms)
+    return [first] + [PendingStep(row, None, 0.0) for row in rows[1:]], len(read)
 
-    def _verify(self) -> Iterator[StepDone | Stopped | Verified]:
-        """Draft by prompt lookup, read the draft in ONE forward pass (with the newest token when it is not
-        in the cache yet), and take tokens from those distributions while the draws agree with the draft."""
-        room = min(self.settings.max_new_tokens - len(self.generated),
-                   self.model.config.context_length - self.n_context) - 1
-        draft, ngram = prompt_lookup(self.prompt + self.generated, min(self.settings.speculate, room))
-        if not draft:
-            yield from self._take(None)
-            return
-        started, index, before = time.perf_counter(), len(self.generated) + 1, self.node
-        if self._pending is None:  # the newest token goes through in the same pass
-            read = [self.generated[-1]] + draft
-            rows = self.source.forward(read, self.n_context - 1, all_logits=True)
-        else:
-            read = draft
-            rows = torch.cat([self._pending[None], self.source.forward(draft, self.n_context, all_logits=True)])
-        forward_ms = (time.perf_counter() - started) * 1000
-        if len(read) > len(draft):
-            self.kept.put(before, KeptPending(rows[0], None, forward_ms))
-        events, stop, accepted = [], None, 0
-        for i, row in enumerate(rows):
-            self._pending, self._pending_forward_ms = row, forward_ms if i == 0 else 0.0
-            event, reason, matched = self._draw(None, self.n_context * self.source.kv_bytes_per_token, index)
-            events.append(event)
-            agreed = i < len(draft) and event.token.id == draft[i]
-            accepted += agreed
-            if agreed:
-                self.kept.put(self.node, KeptPending(rows[i + 1], None, 0.0))
-            if reason is not None:
-                stop = (reason, matched)
-            if stop is not None or not agreed:
-                break
-        self.source.crop(self.n_context - 1)  # the newest token is read with the next draft
-        self._pending = None
-        self._decode_seconds += time.perf_counter() - started
-        yield Verified(index=index, drafted=tuple(self._draft_token(t) for t in draft), ngram=ngram,
-                       accepted=accepted, emitted=len(events), positions=len(read), forward_ms=forward_ms)
-        yield from events
-        if stop is not None:
-            yield self._stop(*stop)
 
-    def _draft_token(self, token_id: int) -> Token:
-        piece = self.model.tokenizer.piece_text(token_id)
-        return Token(token_id, piece, piece, self.model.tokenizer.is_special(token_id))
+def keeps(draft: list[int], i: int, token_id: int) -> bool:
+    """Whether the i-th draw (0-based) of a verify pass keeps the draft: it took the draft's i-th token (the
+    draw after the whole draft has no draft token to agree with)."""
+    return i < len(draft) and token_id == draft[i]
+
+
+def draft_token(tokenizer, token_id: int) -> Token:
+    """A drafted token as the verify event shows it: its piece (a draft is not decoded in a stream)."""
+    piece = tokenizer.piece_text(token_id)
+    return Token(token_id, piece, piece, tokenizer.is_special(token_id))

@@ -221,6 +221,22 @@ def test_turned_on_later_the_pending_step_is_read_again(llama):
     assert all(e.lens is None for e in session.step())
 
 
+def test_a_lens_read_later_is_kept_with_its_step(llama):
+    """The residual rows read when the lens is turned on belong to that pending step: a rewind back to it
+    shows the same lens again without a forward pass."""
+    session = Session(llama, SAMPLED)
+    session.prefill(PROMPT)
+    list(session.step())
+    assert session.set_capture_lens(True)
+    pending = session.preview().dist.lens
+    taken = [e for _ in range(2) for e in session.step()]
+    count = session.forward_count
+    back = session.rewind(2)
+    assert session.forward_count == count
+    np.testing.assert_array_equal(back.pending.lens.p, pending.p)
+    assert next(session.force(taken[0].token.id)).lens.p_chosen is not None
+
+
 def test_without_kv_cache_the_lens_is_the_same_and_a_verify_pass_may_have_none(llama):
     lenses = []
     for cached in (True, False):
