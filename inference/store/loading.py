@@ -1,7 +1,7 @@
 """From "default", a folder or a .gguf path to a ready model: config, weights, tokenizer, defaults.
 
 The one place a model is put together: the backend is chosen here, once (layers.select_backend), then the
-checked tensors (checkpoint.py) are built for it (weights.py) and handed to the decoder (model.py).
+checked tensors (checkpoint.py) are built for it (weights.py) and handed to the decoder (decoder.py).
 With `kernels_in_background` (the app) a float32 model whose kernels are not built yet loads on stock ops
 at once (`kernels_pending`); backend_switch.py moves it onto the kernels when their build is done.
 """
@@ -15,24 +15,28 @@ from pathlib import Path
 import torch
 
 from inference import cache_dir
-from inference.model import kernel_shape
 from inference import kernels as own_kernels
-from inference.model.config import ModelConfig
 from inference.errors import ModelFormatError
-from inference.model.checkpoint import read_checkpoint
 from inference.events import ModelInfo
-from inference.model.layers import select_backend
-from inference.store.catalog import folder_name
-from inference.store.memory import ensure_fits
+from inference.formats.generation_config import sampler_defaults
 from inference.formats.headers import read_json_file
+from inference.model import kernel_shape
+from inference.model.checkpoint import read_checkpoint
+from inference.model.config import ModelConfig
 from inference.model.decoder import Decoder
+from inference.model.layers import select_backend
 from inference.model.packing import fingerprint, weights_bytes
 from inference.model.prefill_dtype import attach as attach_bf16_prefill, check as check_prefill_dtype
+from inference.model.weights import build_weights
 from inference.settings import DTYPE_CHOICES, SamplerSettings
 from inference.sources import ModelKind
 from inference.sources.local import LocalDecoder
+from inference.store.catalog import folder_name
+from inference.store.default_model import ensure_default_model
+from inference.store.gguf.convert import convert_cached
+from inference.store.memory import ensure_fits
+from inference.store.remote_model import connect, is_url
 from inference.text.tokenizer import Tokenizer
-from inference.model.weights import build_weights
 
 # int8: weight-only int8 matrices with a scale per 64 weights of a row; activations, norms and the KV cache in float32.
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "int8": torch.int8}
@@ -135,26 +139,8 @@ def read_config(folder: Path) -> tuple[ModelConfig, dict]:
     return config, generation
 
 
-def sampler_defaults(generation: dict) -> SamplerSettings:
-    """The model's generation_config.json where it says, else T 1.0, top-k 50, top-p 1.0, min-p 0."""
-    base = SamplerSettings()
-
-    def number(key, default, kind):
-        value = generation.get(key)
-        return kind(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
-
-    return SamplerSettings(
-        temperature=number("temperature", base.temperature, float),
-        top_k=number("top_k", base.top_k, int),
-        top_p=number("top_p", base.top_p, float),
-        min_p=number("min_p", base.min_p, float),
-        greedy=generation.get("do_sample") is False)
-
-
 def resolve_folder(spec: str | Path, progress=None) -> Path:
     if str(spec) == "default":
-        from inference.store.default_model import ensure_default_model
-
         return ensure_default_model(progress)
     if not str(spec).strip():
         raise ModelFormatError("no model given (an empty --model)")
@@ -163,8 +149,6 @@ def resolve_folder(spec: str | Path, progress=None) -> Path:
         raise ModelFormatError(f"{path}: no such file or folder")
     if path.is_file():
         if path.suffix.lower() == ".gguf":
-            from inference.formats.gguf.convert import convert_cached
-
             return convert_cached(path, progress)
         raise ModelFormatError(f"{path}: expected a model folder or a .gguf file")
     return path
@@ -178,10 +162,8 @@ def load_model(spec: str | Path = "default", device: str = "auto", dtype: str = 
     prefill_dtype "bfloat16" (float32 weights on a CPU with bfloat16 dot products): long forwards run
     their products on bfloat16 copies of the layer matrices (prefill_dtype.py), decode stays float32.
 
-    A URL (http://HOST:PORT) connects to an inference server instead (sources/remote_model.py): the
+    A URL (http://HOST:PORT) connects to an inference server instead (store/remote_model.py): the
     logits come from it, `tokenizer` names its tokenizer.json when the server's own is not readable here."""
-    from inference.store.remote_model import connect, is_url
-
     if is_url(spec):
         return connect(str(spec), tokenizer=tokenizer, progress=progress)
     started = time.perf_counter()

@@ -36,6 +36,9 @@ from inference.sources.dialects import Dialect, ServerFacts, detect
 from inference.sources.http import Http, RemoteUnsupported
 from inference.sources import ModelKind
 from inference.sources.remote import NO_WEIGHTS, RemoteSource
+from inference.formats.generation_config import read_loosely, sampler_defaults
+from inference.store.gguf.metadata import _Metadata, open_gguf
+from inference.store.gguf.tokenizer import byte_level_tokenizer_files
 
 OFFER_TIMEOUT = 15.0  # the connect dialog waits this long for the server's facts
 PROBE = "Hello, world! The capital of France is Paris.\n  12345 +ünïcødé 日本語 🙂 end"
@@ -46,7 +49,7 @@ def one_thread() -> None:
     """What this process does per remote step is a few vector operations over the vocabulary: a second
     OpenMP thread only waits for a core (measured on a busy 2-core machine: 3 ms of work a step with one
     thread, 90 ms with two). The engine process and `trace` call this once connected."""
-    import torch
+    import torch  # lazy: the connect dialog's offer (`python -m inference.store.remote_model URL`) needs no torch
 
     torch.set_num_threads(1)
 
@@ -96,10 +99,6 @@ class RemoteModel(ModelKind):
     def logits_source(self) -> RemoteSource:
         return RemoteSource(self.dialect, self.config.vocab)
 
-    # The old name, which session.py, engine.py and cli.py still test with hasattr to tell a server's model:
-    # remove once they read `model.remote` and call `model.logits_source()`.
-    new_source = logits_source
-
     def current_fingerprint(self) -> str:
         return "remote"
 
@@ -127,12 +126,10 @@ def connect(spec: str, tokenizer: str | Path | None = None, timeout: float = 60.
     tok = Tokenizer.from_folder(folder)
     vocab = facts.vocab or tok.vocab_size
     eos, bos = check_tokenizer(tok, dialect, facts, vocab)
-    generation = _generation(folder)
+    generation = read_loosely(folder)
     extra = generation.get("eos_token_id")
     extra = extra if isinstance(extra, list) else [extra] if isinstance(extra, int) else []
     eos = tuple(sorted(set(eos) | {i for i in extra if isinstance(i, int) and 0 <= i < vocab}))
-    from inference.store.loading import sampler_defaults
-
     config = ModelConfig(  # the shape is the server's business: ones so that nothing divides by zero
         architecture="remote", family="remote", n_layers=1, hidden=1, n_heads=1, n_kv_heads=1, head_dim=1,
         ffn=1, vocab=vocab, context_length=facts.context or UNKNOWN_CONTEXT, norm_eps=0.0, norm="none",
@@ -222,15 +219,13 @@ def hub_snapshot(repo_id: str) -> Path | None:
 
 def gguf_tokenizer(path: Path) -> Path:
     """tokenizer.json (+ config) from a GGUF's vocabulary, written once into the user cache."""
-    from inference.formats.gguf.convert import _Metadata, _tokenizer_files, open_gguf
-
     stat = path.stat()
     key = hashlib.sha256(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
     target = cache_dir.cache_root() / "tokenizers" / f"{path.stem}-{key}"
     if cache_dir.read_manifest(target) is None:
         def build(tmp: Path) -> dict:
             meta = _Metadata(open_gguf(path), path)
-            text, config = _tokenizer_files(meta)
+            text, config = byte_level_tokenizer_files(meta)
             (tmp / "tokenizer.json").write_text(text, encoding="utf-8")
             (tmp / "tokenizer_config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
             return {"source": str(path)}
@@ -273,14 +268,6 @@ def _config_ids(tok: Tokenizer, key: str) -> list[int]:
     text = value.get("content") if isinstance(value, dict) else value
     found = tok.token_id(text) if isinstance(text, str) else None
     return [found] if found is not None else []
-
-
-def _generation(folder: Path) -> dict:
-    try:
-        data = json.loads((folder / "generation_config.json").read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
 
 
 if __name__ == "__main__":  # the connect dialog asks in a process of its own: the GUI never imports torch

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import fuzz_mutations as fm
 from inference.errors import is_expected
-from inference.formats.gguf.convert import convert
+from inference.store.gguf.convert import convert
 from inference.store.loading import load_model
 from tiny import make_hf_model, save_hf_model
 

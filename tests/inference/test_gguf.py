@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from inference.errors import ModelFormatError
-from inference.formats.gguf.convert import convert, convert_cached, unpermute_rotary
+from inference.store.gguf.convert import convert, convert_cached, unpermute_rotary
 from inference.store.loading import load_model
 from gguf_writer import llama_cpp_permute, write_gguf
 from tiny import make_hf_model, save_hf_model

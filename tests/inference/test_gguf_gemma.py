@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from inference import cache_dir
-from inference.formats.gguf.convert import convert, convert_cached
+from inference.store.gguf.convert import convert, convert_cached
 from inference.store.loading import load_model
 from inference.session.session import Session
 from inference.settings import GenerationSettings, SamplerSettings

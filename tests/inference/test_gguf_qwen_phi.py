@@ -12,7 +12,7 @@ import pytest
 import torch
 from tiny import add_gguf_shape, make_hf_model, save_hf_model
 
-from inference.formats.gguf.convert import convert_cached
+from inference.store.gguf.convert import convert_cached
 from inference.store.loading import load_model
 
 PROMPT = [5, 77, 200, 31, 9, 140, 250, 3, 60, 61, 62, 63, 64, 65]  # longer than the original context (12)

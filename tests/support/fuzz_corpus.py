@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--show", type=int, default=30, help="problem cases to print")
     args = parser.parse_args(argv)
     memory = int(args.memory * (1 << 30))
-    for module in ("torch", "inference.cli", "inference.formats.gguf.convert", "inference.store.loading"):
+    for module in ("torch", "inference.cli", "inference.store.gguf.convert", "inference.store.loading"):
         importlib.import_module(module)  # imported once here, so every child starts with them
 
     with tempfile.TemporaryDirectory(prefix="tokenstep-fuzz-") as tmp:

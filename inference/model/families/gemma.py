@@ -18,8 +18,8 @@ What differs from Llama, as transformers computes it (decoder.Block and weights.
   `rope_local_base_freq` and global ones with `rope_theta` (plus its scaling, linear in the 4B-27B models).
 An image-text Gemma 3 checkpoint (Gemma3ForConditionalGeneration) is read for its text tower: the config
 under `text_config`, the tensors under `language_model.` (`canonical`); the vision tower is not read. No
-Gemma layer runs as one kernels.cpp call (`fused_decode` stays False): its projections and norms still run on
-the backend's linears. From GGUF (formats/gguf/convert.py): its config from llama.cpp's metadata (`gguf_config`),
+Gemma layer runs as one kernels call (`fused_decode` stays False): its projections and norms still run on
+the backend's linears. From GGUF (store/gguf/convert.py): its config from llama.cpp's metadata (`gguf_config`),
 its SentencePiece vocabulary, its norms' 1 + w back to w.
 """
 

@@ -109,7 +109,7 @@ class GgufArch:
     hf_class: str  # the Hugging Face class its config.json names
     permuted_rotary: bool = False  # llama.cpp stored Q and K rows permuted for its rotary layout
     # (metadata reader, arch, tied, n_vocab) -> config.json, where llama.cpp's metadata means more than the
-    # keys it shares with Llama (None: formats/gguf/convert.py reads those)
+    # keys it shares with Llama (None: store/gguf/convert.py reads those)
     config: Callable | None = None
     tokenizer: str = "byte_level"  # how its vocabulary is stored: "byte_level" BPE or "sentencepiece"
 

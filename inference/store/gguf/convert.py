@@ -31,14 +31,13 @@ from safetensors.numpy import save_file
 
 from inference import cache_dir
 from inference.errors import ModelFormatError
-from inference.formats.gguf.metadata import _Metadata, open_gguf
-from inference.formats.gguf.sentencepiece import sentencepiece_tokenizer_files
-from inference.formats.gguf.tokenizer import byte_level_tokenizer_files, checked_tokens
+from inference.store.gguf.metadata import _Metadata, open_gguf
+from inference.store.gguf.sentencepiece import sentencepiece_tokenizer_files
+from inference.store.gguf.tokenizer import byte_level_tokenizer_files, checked_tokens
 from inference.model.config import ModelConfig
 from inference.model.families import registry
 from inference.model.families.reading import LIMITS
 
-_tokenizer_files = byte_level_tokenizer_files  # remote_model.py reads a GGUF's vocabulary through this name
 _TOKENIZERS = {"byte_level": byte_level_tokenizer_files, "sentencepiece": sentencepiece_tokenizer_files}
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total); may raise errors.Cancelled

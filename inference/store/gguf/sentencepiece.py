@@ -9,7 +9,7 @@ from __future__ import annotations
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers
 
 from inference.errors import ModelFormatError
-from inference.formats.gguf.tokenizer import checked_tokens, special_tokens_config, with_template
+from inference.store.gguf.tokenizer import checked_tokens, special_tokens_config, with_template
 
 _NORMAL, _CONTROL, _USER_DEFINED, _BYTE = 1, 3, 4, 6  # llama.cpp token types
 

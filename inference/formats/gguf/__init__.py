@@ -1,1 +1,0 @@
-"""GGUF: metadata, conversion to a safetensors folder, per-family quirks."""
