@@ -76,7 +76,7 @@ def _trace(args) -> int:
     model = load_model(args.model, device=args.device, dtype=args.dtype, progress=progress,
                        tokenizer=args.tokenizer, prefill_dtype=args.prefill_dtype)
     progress.ready(f"{model.info().name} ready")
-    if hasattr(model, "new_source"):  # a server's model: this process only draws
+    if model.remote:  # a server's model: this process only draws
         one_thread()
     asked = {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p, "min_p": args.min_p}
     asked = {k: v for k, v in asked.items() if v is not None}

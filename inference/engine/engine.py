@@ -180,18 +180,17 @@ class Engine:
         """Load `spec` and start a session on it (raises, leaving the previous ones, on any failure)."""
         model = load_model(spec, device=device, dtype=dtype, progress=self._load_progress,
                            kernels_in_background=True)  # float32 on stock ops while the kernels build
-        local = not hasattr(model, "new_source")  # a remote server: no attention, lens or own cache
+        local = not model.remote  # a remote server: no attention, lens or own cache
         session = Session(model, capture_attention=self.capture_attention and local,
                           capture_lens=self.capture_lens and local)
         session.use_kv_cache(self.use_kv_cache or not local)
-        if not local:
-            model.stop_waiting_when(self.stop_wanted)  # Stop and Cancel reach a request that waits for the server
+        model.stop_waiting_when(self.stop_wanted)  # Stop and Cancel reach a request that waits for a server
         self.model, self.session, self.tag = model, session, tag
 
         self.kernels_build = start_build(model)
 
         self.threads = getattr(self, "threads", torch.get_num_threads())  # as the process started
-        torch.set_num_threads(self.threads if local else 1)  # remote: see sources/remote_model.one_thread
+        torch.set_num_threads(self.threads if local else 1)  # remote: see store/remote_model.one_thread
 
     def restore(self, command: p.Restore) -> None:
         """A restarted engine: the model loaded again and the lost session rebuilt (see protocol.Restore)."""
@@ -227,7 +226,7 @@ class Engine:
 
     def refuse_remote(self, what: str, on: bool) -> None:
         """Views that need the weights in this process cannot be turned on for a remote server."""
-        if on and self.model is not None and hasattr(self.model, "new_source"):
+        if on and self.model is not None and self.model.remote:
             raise ValueError(f"{what} {NO_WEIGHTS}: it is off while connected to {self.model.url}")
 
     def capture(self, command: p.CaptureAttention) -> None:

@@ -14,7 +14,7 @@ shares `Block.attend`, whose routes are: decode (one query, the backend's `atten
 (many queries under the causal mask, SDPA), captured (the weights written out for the attention view;
 soft-capped scores take it for many queries) and a soft-capped decode step (`capped_step`). On the own
 kernels a layer whose traits say `fused_decode` (Llama, Mistral, Qwen2/3, Phi-3) runs a decode step of every
-layer in one kernels.cpp call and one parallel region (`layers.decode_layers`, kernels_step.cpp; a captured
+layer in one kernels call and one parallel region (`layers.decode_layers`, csrc/step.h; a captured
 step, one call per layer: `layers.decode_layer`, the same bits); that too is decided once, at construction, and
 `Decoder.decode_path` says which way a step runs. Every route hands the residual stream between layers
 to a `ResidualCapture` when one is given (the logit lens), so capturing it never leaves the fused path.
@@ -47,7 +47,6 @@ from inference.model.kv_cache import KVCache, kv_bytes_per_token
 from inference.model.layers import Backend, Linear, Norm, decode_arguments, decode_layer, decode_layers, slot_value, weight_slots
 from inference.host import ensure_kv_fits
 from inference.model.rope import LongropeCaches, RotaryTable, rotate
-from inference.model.quant import describe_int8_path
 
 
 @dataclass
@@ -254,17 +253,17 @@ class Block:
         return out.transpose(0, 1).reshape(T, c.q_dim).to(q.dtype)  # (T, H * hd)
 
     def decode_fused(self, x, layer: Layer, index: int, position: int, cache: KVCache, rope) -> torch.Tensor:
-        """The same steps for one new position as one kernels.cpp call. rope: (hd / 2, 2) cos, sin."""
+        """The same steps for one new position as one kernels call. rope: (hd / 2, 2) cos, sin."""
         c = self.config
         return decode_layer(self.kernels, x, layer, cache.layer(index), position, rope, c.n_heads,
                             c.sliding_window or 0)  # (1, C)
 
     def decode_all(self, x, layers: list[Layer], position: int, cache: KVCache, rope) -> torch.Tensor:
-        """decode_fused over every layer in one kernels.cpp call. The layers' arguments are gathered once per
+        """decode_fused over every layer in one kernels call. The layers' arguments are gathered once per
         list of layers and int8 path (a block lives until Decoder.rebind, which replaces the linears and the block;
         a benchmark may switch the linears' path in place)."""
         c = self.config
-        path = getattr(layers[0].qkv, "path", 0)
+        path = layers[0].qkv.path
         if self._arguments is None or self._arguments[0] is not layers or self._arguments[1][-1] != path:
             self._arguments = (layers, decode_arguments(layers))
         kvs = cache.layers()[:len(layers)]  # a model cut after some layers (tests) has a cache of all
@@ -282,7 +281,7 @@ class Decoder:
         self.block = Block(config, backend, self.traits)
         self.rotary = RotaryTable(config, self.device) if config.positions == "rope" else None
         self.longrope = LongropeCaches(self.rotary) if self.rotary is not None and self.rotary.longrope else None
-        # A decode step runs each layer as one kernels.cpp call (RMSNorm, rotary, gated SiLU) where the
+        # A decode step runs each layer as one kernels call (RMSNorm, rotary, gated SiLU) where the
         # kernels run and compute exactly this family's block.
         self.fused_decode = backend.kernels is not None and self.block.fuses_on_kernels
         # prefill_dtype.py: bfloat16 copies of the layers' products for forwards of many rows (None: off)
@@ -291,7 +290,7 @@ class Decoder:
 
     @property
     def decode_path(self) -> str:
-        """How a decode step runs: each layer one kernels.cpp call, each product on the kernels, or stock ops
+        """How a decode step runs: each layer one kernels call, each product on the kernels, or stock ops
         (saying why where the kernels should have run: "stock PyTorch ops: the kernels did not build (…)")."""
         shape = f", {kernel_shape.describe(self.backend)}" if self.backend.kernels is not None else ""
         if self.fused_decode:
@@ -305,8 +304,7 @@ class Decoder:
     def int8_notes(self) -> str:
         """What an int8 model's products and head do, for its status line ("int8 products on int16 activations;
         head ranks in 4 bits, best 256 rescored in float"); '' for float models."""
-        notes = [describe_int8_path(getattr(self.weights.layers[0].qkv, "path", 0)) if self.weights.layers else "",
-                 getattr(self.weights.lm_head, "describe", lambda: "")()]
+        notes = [self.weights.layers[0].qkv.describe() if self.weights.layers else "", self.weights.lm_head.describe()]
         return "; ".join(note for note in notes if note)
 
     def rebind(self, backend: Backend) -> None:

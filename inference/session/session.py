@@ -46,7 +46,6 @@ from inference.session.sampling import distribution, draw, draw_seed
 from inference.session.speculate import draft_token, keeps, prompt_lookup, read_draft
 from inference.settings import PREFILL_CHUNK, GenerationSettings, SamplerSettings
 from inference.sources import LogitsSource
-from inference.sources.local import LocalDecoder
 from inference.sources.nocache import NoCacheDecoder, fresh_source
 from inference.store.loading import LoadedModel
 from inference.text.stops import match_stop_strings
@@ -71,8 +70,8 @@ class Session:
     def __init__(self, model: LoadedModel, settings: GenerationSettings = GenerationSettings(),
                  capture_attention: bool = False, source: LogitsSource | None = None, capture_lens: bool = False):
         self.model = model
-        if source is None:  # a remote model (sources/remote_model.py) brings its own
-            source = model.new_source() if hasattr(model, "new_source") else LocalDecoder(model.decoder)
+        if source is None:  # a remote model (store/remote_model.py) brings its own
+            source = model.logits_source()
         self.source = source
         self.settings = settings.validate()
         self.recorder = Recorder(model.config, capture_attention, capture_lens)
@@ -581,14 +580,14 @@ class Session:
         return match_stop_strings(self.text, self.settings.stop_strings)
 
     def _summarise(self, step: PendingStep, dist, sampler, chosen):
-        server = self.source.note_of(step.logits) if hasattr(self.source, "note_of") else None  # remote: its tail
+        server = self.source.note_of(step.logits)  # a server's source: its tail; else None
         summary = summarise(step.logits, dist, sampler, chosen, self.settings.top_n, self._stream.peek_many,
                             self.model.config.eos_ids, server)
         return self.recorder.with_lens(summary, step, self.source, self._stream.peek, self.settings.top_n, chosen)
 
     def _widen(self, sampler: SamplerSettings) -> None:
         """A server's top-N whose tail could matter to a draw under `sampler` is asked again, wider."""
-        if hasattr(self.source, "widen"):
+        if self.source.remote:  # a local source's logits are whole: nothing to widen (and no window to build)
             wider = self.source.widen(self.pending.logits, sampler, self.window_ids())
             if wider is not self.pending.logits:
                 self.pending = replace(self.pending, logits=wider)
