@@ -1,4 +1,4 @@
-"""Decode attention (kernels.cpp attend_one) against a read of the same K/V bytes, side by side in one run.
+"""Decode attention (csrc/attention.h attend_one) against a read of the same K/V bytes, side by side in one run.
 
     PYTHONPATH=. python benchmarks/bench_attention.py [--positions 512,2000] [--rounds 30]
         [--json benchmarks/results/attention/<machine>_<date>.json]

@@ -4,7 +4,7 @@
         [--json benchmarks/results/host/<machine>_<date>.json]
 
 A step is the forward plus the host work on its logits: the softmax, entropy, top-n candidates, the draw,
-the candidates' texts, the event. Side `kernel` is the app as it is (kernels_vocab.cpp's vocab_stats, the
+the candidates' texts, the event. Side `kernel` is the app as it is (csrc/vocab.h's vocab_stats, the
 tokenizer's cached texts); side `torch` takes the torch ops of sampling._by_torch and reads each
 candidate's text with its own `peek` (what a step did before). Every round runs a greedy session of
 `--steps` steps on each side, in alternating order, on the same loaded model, after a 128-token prompt;

@@ -8,7 +8,7 @@ round, on the same loaded model; medians of the per-round times and of the per-r
 and the rounds are split by a read of the packed weights taken at the start of each round (these VMs
 swing between ~33 and ~57 GB/s for minutes at a time, and the effects differ between the two):
 - `x_offset`: float32, the one-row products reading x 16 bytes past a 64-byte boundary (the default)
-  against x 64-byte aligned (kernels.cpp "Where x sits"); the logits must be the same bits;
+  against x 64-byte aligned (csrc/f32.h "Where x sits"); the logits must be the same bits;
 - `one_call`: float32 and int8, every layer in one decode_layers call against one decode_layer call per
   layer (the path a lens capture takes); the same bits;
 - `int8_head`: int8, the head in one head_rescored call against the six torch ops of quant.RescoredHead;

@@ -1,6 +1,6 @@
 """The stages of getting a model ready, in the words the app and the terminal use for them.
 
-A load reports `progress(stage, done, total)` as it goes (default_model.py, gguf_import.py, kernels.py via
+A load reports `progress(stage, done, total)` as it goes (store/default_model.py, store/gguf/convert.py, kernels/ via
 layers.select_backend, loading.py). Each stage names what really happens then, so that a slow one is never
 shown under the name of the one before it ("Downloading 100 %" while the weights are converted). In the
 order a first start goes through them:

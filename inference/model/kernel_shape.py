@@ -1,6 +1,6 @@
 """The shape of the decode kernels' one-row products on this machine, chosen by measurement and cached.
 
-A shape is how kernels.cpp reads a matrix for one row of x: rows per pass (1, 2 or 4: each x load serves that
+A shape is how the kernels read a matrix for one row of x: rows per pass (1, 2 or 4: each x load serves that
 many rows, that many streams are read at once; or 2 or 4 rows far apart, "2s": rows i and i + 32 of a block of
 64, not i and i + 1) and how far ahead a software prefetch goes (0 to 8 KB), float32 and int8 each (int8 timed
 on the path its products take: float activations, int16 activations or the AVX2 integer path, each cached apart;
@@ -47,7 +47,7 @@ ROWS = (1, 2, 4)
 # with adjacent rows). On an AVX2 EPYC, float32: two adjacent rows made a step's products 1.16x one row's time,
 # two rows 32 apart 0.92x (the same bits).
 SPREAD_ROWS = (2, 4)
-PREFETCH = (0, 1024, 2048, 4096, 8192)  # bytes; the lists kernels.cpp's set_shape accepts
+PREFETCH = (0, 1024, 2048, 4096, 8192)  # bytes; the lists csrc/shape.h's set_shape accepts
 KINDS = ("f32", "int8")
 CACHE_KEYS = (*KINDS, "int8-int16", "int8-integer")  # int8 on the other paths is timed and cached apart (cache_key)
 # int8's products on float or int16 activations give the same quality report (quant.py); which is faster depends
@@ -82,7 +82,7 @@ class Shape:
 
     @property
     def code(self) -> int:
-        """The rows as kernels.cpp's set_shape takes them: negative when spread."""
+        """The rows as csrc/shape.h's set_shape takes them: negative when spread."""
         return -self.rows if self.spread else self.rows
 
     @classmethod
@@ -233,7 +233,7 @@ def nbytes(mats: list[tuple]) -> int:
 
 
 def run_products(ops, mats: list[tuple]) -> list[torch.Tensor]:
-    """The products of `mats` in one call, scheduled as a decode step schedules them (kernels_step.cpp's
+    """The products of `mats` in one call, scheduled as a decode step schedules them (csrc/step.h's
     products_region: one parallel region, a barrier after each product, float32 rows claimed a block at a time)."""
     if not mats:
         return []

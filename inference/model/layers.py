@@ -1,7 +1,7 @@
 """The compute backend, chosen once at load, and the float building blocks that run on it.
 
 `select_backend(device, dtype)` decides how this model's products and decode attention run:
-- "kernels": CPU, float32 or int8 weights, with the own kernels of kernels.cpp (kernels.py builds them):
+- "kernels": CPU, float32 or int8 weights, with the own kernels of inference/kernels/csrc (built by inference/kernels):
   one-row products (and short int8 prefills, quant.py) and decode attention go to them, and a decode
   step of a block that matches `decode_layer` runs each layer as one call;
 - "torch-cpu": CPU with stock ops (no compiler, another instruction set, TOKENSTEP_KERNELS=0, or bf16 /
@@ -234,7 +234,7 @@ class KernelLinear(Linear):
 
 
 def _layer_args(layer) -> tuple[list, list, list, list]:
-    """A layer's (matrices, scales, biases, norms) as kernels.cpp's decode_layer takes them."""
+    """A layer's (matrices, scales, biases, norms) as csrc/layer.h's decode_layer takes them."""
     linears = (layer.qkv, layer.o, layer.mlp_in, layer.mlp_out)
     norms = [layer.attn_norm.weight, layer.mlp_norm.weight]
     if layer.q_norm is not None:  # Qwen3: an RMSNorm over each Q and K head (eps as attn_norm's)
@@ -245,7 +245,7 @@ def _layer_args(layer) -> tuple[list, list, list, list]:
 def decode_layer(kernels, x: torch.Tensor, layer, kv: torch.Tensor, position: int, rope: torch.Tensor,
                  n_heads: int, window: int) -> torch.Tensor:
     """A Llama-style layer (RMSNorm, rotary, grouped-query attention, gated SiLU) for one new position in
-    one kernels.cpp call; its linears are KernelLinear. kv: the layer's cache (2, KV, capacity, hd); rope:
+    one kernels call; its linears are KernelLinear. kv: the layer's cache (2, KV, capacity, hd); rope:
     (hd / 2, 2) cos and sin of `position`; window: attend to the last `window` positions (0: all)."""
     return kernels.decode_layer(x, *_layer_args(layer), kv, position, rope, n_heads, layer.attn_norm.eps,
                                 layer.mlp_norm.eps, window, layer.qkv.path)  # (1, C)
@@ -253,7 +253,7 @@ def decode_layer(kernels, x: torch.Tensor, layer, kv: torch.Tensor, position: in
 
 def decode_arguments(layers: list) -> tuple:
     """decode_layers' per-layer arguments for `layers`: (matrices, scales, biases, norms, the norms' eps and the
-    int8 path, the first layer's: one config for all). A block builds them once (LlamaBlock.decode_all): the
+    int8 path, the first layer's: one config for all). A block builds them once (Block.decode_all): the
     lists of 120 tensors of a 30-layer model took ~0.1 ms a step to gather."""
     mats, scales, biases, norms = [], [], [], []
     for layer in layers:
@@ -265,7 +265,7 @@ def decode_arguments(layers: list) -> tuple:
 
 def decode_layers(kernels, x: torch.Tensor, arguments: tuple, kvs, position: int, rope: torch.Tensor, n_heads: int,
                   window: int) -> torch.Tensor:
-    """decode_layer over every layer in one kernels.cpp call, in one parallel region (kernels_step.cpp: no
+    """decode_layer over every layer in one kernels call, in one parallel region (csrc/step.h: no
     Python, dispatch or thread start-up between layers or products). arguments: decode_arguments(layers);
     kvs: each layer's cache."""
     mats, scales, biases, norms, attn_eps, mlp_eps, path = arguments

@@ -3,7 +3,7 @@
 A float32 model on CPU decodes on its own kernels (one row per product, bound by memory bandwidth, where
 float32 keeps the exact numbers); a prefill of many rows goes to BLAS and is bound by compute. On a CPU
 with bfloat16 dot products (AVX512_BF16 or AMX-BF16) those products run about twice as fast in
-bfloat16. `attach` keeps a bfloat16 copy of every layer matrix for that; the decoder (model.py) reads it
+bfloat16. `attach` keeps a bfloat16 copy of every layer matrix for that; the decoder (decoder.py) reads it
 for forwards of at least PREFILL_ROWS rows. Only the products change: the residual stream, norms,
 rotary, attention, the K/V written to the cache (float32) and the head (one row, float32) stay as they
 were, so a decode step after a bf16 prefill reads float32 K/V and runs exactly as before.

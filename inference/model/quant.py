@@ -3,9 +3,9 @@
 A matrix is stored as int8 q with bfloat16 scales, weight ~= q * scale; activations, norms and the KV
 cache stay float32. How the product runs depends on the backend (layers.py), chosen at load:
 - on the own kernels (`KernelInt8Linear`): a scale per group of INT8_GROUP weights of a row; one row and
-  short prefills run on kernels.cpp, longer prefills dequantise the matrix for BLAS. On kernels.cpp the
+  short prefills run on the kernels, longer prefills dequantise the matrix for BLAS. On the kernels the
   products widen the weights to float32 against float32 activations, or, asked for (`int8_path`,
-  kernels_integer.cpp) on a CPU with AVX-512 VNNI or AVX2, quantise the activations to int8 for int32 products;
+  csrc/int8_integer.h) on a CPU with AVX-512 VNNI or AVX2, quantise the activations to int8 for int32 products;
 - on CPU with stock ops (`NibbleInt8Linear`): the same group scales, each int8 weight split into two 4-bit
   halves for torch's group-scaled int4 kernel;
 - elsewhere (`Int8Linear`, CUDA): group scales, dequantised for each product (cheap there).
@@ -27,12 +27,12 @@ import torch.nn.functional as F
 from inference.model.layers import Backend, KernelLinear, Linear, Norm
 
 INT8_GROUP = 64  # weights that share one int8 scale along a row
-# int8 products of up to this many rows run on kernels.cpp; longer ones dequantise the matrix for BLAS.
+# int8 products of up to this many rows run on the kernels; longer ones dequantise the matrix for BLAS.
 # Measured (default model, 2 threads): prefill of 16 tokens 25 ms on the kernels vs 38 ms dequantised,
 # 32 tokens 60 vs 51 ms.
 KERNEL_ROWS = 16
 RESCORED = 64  # tokens an int8 head rescores in float
-# The int8 mode's head on the own kernels ranks in 4 bits (kernels_int4.cpp), a scale per INT4_GROUP weights, and
+# The int8 mode's head on the own kernels ranks in 4 bits (csrc/head.h), a scale per INT4_GROUP weights, and
 # rescores its best RESCORED_INT4 in float (TOKENSTEP_INT8_HEAD=int8 keeps the int8 head). The default model,
 # benchmarks/int8_quality.py (25 prompts; int8 layers on the float path):
 #   head          rescored  largest first-step |dp|  perplexity ratio  greedy agreement mean / lowest
@@ -43,11 +43,11 @@ RESCORED = 64  # tokens an int8 head rescores in float
 #   (asymmetric g32, 64: 0.0273, 1.0102: no better than rescoring more, and a term more a group)
 # The 4-bit head reads 16.6 MB a step against 29.2 (the default model's int8 step: 139 -> 126 MB), and the
 # tokens outside its best 256 keep logits within its 4-bit error: they count in the softmax's sum only.
-INT4_GROUP = 32  # weights that share one scale in the int4 head (kernels_int4.cpp)
+INT4_GROUP = 32  # weights that share one scale in the int4 head (csrc/head.h)
 RESCORED_INT4 = 256
 INT4_KERNEL_ROWS = 256  # rows of x the 4-bit head takes on the kernels (KernelInt4Linear)
-# How int8 products on the own kernels run (the code is kernels_integer.cpp's int8_path): "float" widens each
-# weight to float32 against float32 activations; "int16" (kernels_int16.cpp, every build) quantises each row of
+# How int8 products on the own kernels run (the code is csrc/int8_integer.h's int8_path): "float" widens each
+# weight to float32 against float32 activations; "int16" (csrc/int16.h, every build) quantises each row of
 # activations to int16, one scale per weight group, and sums the products exactly in int32 (vpmaddwd: half the
 # float path's work per weight); "integer" quantises each row of activations to int8, one
 # scale per INT8_ACT_GROUP of them, and multiplies in int32 on AVX-512 VNNI or, in an AVX2 build, with
@@ -74,7 +74,7 @@ INT4_KERNEL_ROWS = 256  # rows of x the 4-bit head takes on the kernels (KernelI
 #   (AVX-512: the float path's products took 1.69x a read there, bound by widening).
 INT8_ACT_GROUP = 4
 INT8_PATHS = {"float": 0, "int16": -16, "integer": INT8_ACT_GROUP, "integer-row": -1}
-INT16 = INT8_PATHS["int16"]  # kernels_int16.cpp's kInt16Path
+INT16 = INT8_PATHS["int16"]  # csrc/int16.h's kInt16Path
 
 
 def quantize_rows(weight: torch.Tensor, group: int = INT8_GROUP) -> tuple[torch.Tensor, torch.Tensor]:
@@ -99,7 +99,7 @@ def quantize_rows(weight: torch.Tensor, group: int = INT8_GROUP) -> tuple[torch.
 
 def quantize_int4(weight: torch.Tensor, group: int = INT4_GROUP) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric 4-bit weights per group of `group` (32, 64, 128 or 256, dividing the row): q = round(w / scale) in
-    [-8, 7], scale = amax / 7 (bfloat16). Returns the packed weights (out, in / 2) uint8 in kernels_int4.cpp's
+    [-8, 7], scale = amax / 7 (bfloat16). Returns the packed weights (out, in / 2) uint8 in csrc/head.h's
     layout (per block of 32: byte j holds q[j] + 8 in its low nibble, q[j + 16] + 8 in its high one) and the
     scales (out, in / group) bfloat16."""
     out, size = weight.shape
@@ -155,7 +155,7 @@ def use_int8_path(weights, name: str) -> None:
 
 
 def path_code(name: str) -> int:
-    """A path's name -> kernels_integer.cpp's int8_path (0 float, INT16 int16 activations, n > 0 integer with n
+    """A path's name -> csrc/int8_integer.h's int8_path (0 float, INT16 int16 activations, n > 0 integer with n
     activations per scale, -1 integer with one scale per row)."""
     if name in INT8_PATHS:
         return INT8_PATHS[name]
@@ -328,7 +328,7 @@ class KernelInt8Linear(KernelLinear):
 class KernelInt4Linear(Linear):
     """A head's rows as 4-bit weights (quantize_int4) on the own kernels, against activations quantised to int8
     per group: only to rank the vocabulary inside a RescoredHead, which takes its best tokens' logits again in
-    float. Up to INT4_KERNEL_ROWS rows on kernels_int4.cpp, one pass over the weights a row (the logit lens's
+    float. Up to INT4_KERNEL_ROWS rows on csrc/head.h, one pass over the weights a row (the logit lens's
     30 rows of the default model: 18 ms, against 215 ms to dequantise the matrix); more dequantise it for BLAS."""
 
     scale: torch.Tensor | None = None  # (out, in / INT4_GROUP) bfloat16

@@ -4,7 +4,7 @@ Weights store each Q and K head's rotated dims as interleaved (even, odd) pairs 
 embedding is one complex multiply per pair. A head of `head_dim` dims has head_dim / 2 pairs; with partial
 rotary (Phi-3/4-mini: `rotary_dim` = 0.75 head_dim) only the first rotary_dim / 2 pairs turn, and the
 table holds 1 + 0i for the rest, which leaves them exactly as they are (a * 1 - b * 0 = a), on the stock
-path and in kernels.cpp's fused decode layer alike.
+path and in csrc/layer.h's fused decode layer alike.
 
 longrope (Phi-3/4) follows transformers: cos/sin are scaled by `attention_factor`, and a sequence of at
 most `original_context` positions takes the short factors, a longer one the long factors at every

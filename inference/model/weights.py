@@ -1,6 +1,6 @@
 """The decoder's runtime weights, built from the checked HF tensors (checkpoint.py) for one backend.
 
-What `build_weights` does to them, so that model.py reads them fast:
+What `build_weights` does to them, so that decoder.py reads them fast:
 - fuses Q/K/V into one matrix and gate/up into one (GPT-2's Conv1D (in, out) matrices are transposed);
 - folds each pre-norm's scale (and a LayerNorm's shift) into the projection after it;
 - reorders each Q and K head's rows from HF's (first half, second half) into interleaved (even, odd)

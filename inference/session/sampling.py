@@ -94,7 +94,7 @@ class _Softmax:
 
 
 def _by_kernel(logits: torch.Tensor, top_n: int, greedy: bool) -> _Softmax | None:
-    """One kernels call (kernels_vocab.cpp) instead of ~15 torch ops, each 20-100 us right after a decode
+    """One kernels call (csrc/vocab.h) instead of ~15 torch ops, each 20-100 us right after a decode
     step; None where it does not apply (kernels not loaded, not float32 on the CPU, a NaN or no finite
     maximum: the torch path says what is wrong)."""
     ops = kernels.loaded()

@@ -1,4 +1,4 @@
-"""The int8 mode's 4-bit head (inference/kernels/csrc/kernels_int4.cpp, quant.KernelInt4Linear): the packing, the kernel's
+"""The int8 mode's 4-bit head (inference/kernels/csrc/head.h, quant.KernelInt4Linear): the packing, the kernel's
 integer math against a torch reference, head_rescored on it, and the model taking it (TOKENSTEP_INT8_HEAD)."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""The int16 int8 path (inference/kernels/csrc/kernels_int16.cpp: int8 weights against activations quantised to int16 per
+"""The int16 int8 path (inference/kernels/csrc/int16.h: int8 weights against activations quantised to int16 per
 weight group, exact int32 sums by vpmaddwd) against a torch reference of the same math, in every kernel shape,
 inside a decode step's parallel region, and through the model (TOKENSTEP_INT8_PATH=int16).
 

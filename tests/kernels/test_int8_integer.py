@@ -1,4 +1,4 @@
-"""The integer int8 path (inference/kernels/csrc/kernels_integer.cpp: activations quantised to int8, int32 products on
+"""The integer int8 path (inference/kernels/csrc/int8_integer.h: activations quantised to int8, int32 products on
 AVX-512 VNNI or AVX2) against a torch reference of the same quantisation math, and how the path is chosen
 (quant.int8_path).
 
@@ -23,7 +23,7 @@ integer = pytest.mark.skipif(ops is not None and not ops.integer_code(),
 
 def quantize_activations(h: torch.Tensor, group: int, act_group: int) -> tuple[torch.Tensor, torch.Tensor]:
     """h (K,) float32 -> xq (K,) int values in [-127, 127] and each activation's scale (K,): the math
-    kernels_integer.cpp does, in float32 (127 / amax per run of `act_group` activations within a weight group,
+    csrc/int8_integer.h does, in float32 (127 / amax per run of `act_group` activations within a weight group,
     or per row when act_group <= 0; a product; round half to even)."""
     K = h.shape[0]
     A = K if act_group <= 0 else min(act_group, group)

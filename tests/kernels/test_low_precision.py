@@ -104,7 +104,7 @@ def test_int8_model_reports_its_own_dtype_and_sizes(models):
     assert model.fingerprint != reference.fingerprint
 
 
-# The stock int8 path (CPU where kernels.cpp does not run): quantize_rows's int8 weights and group scales, as
+# The stock int8 path (CPU where the kernels do not run): quantize_rows's int8 weights and group scales, as
 # 4-bit halves on torch._weight_int4pack_mm_for_cpu, which rounds the activations and its result to bfloat16
 # (8 significant bits, 0.4 % per rounding) and sums in float32. Measured: 0.22-0.24 % for one product, 0.6-1.5 %
 # for the tiny models' logits.

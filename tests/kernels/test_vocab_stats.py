@@ -1,4 +1,4 @@
-"""One step's vocabulary statistics in one kernel call (inference/kernels/csrc/kernels_vocab.cpp) against the torch ops
+"""One step's vocabulary statistics in one kernel call (inference/kernels/csrc/vocab.h) against the torch ops
 they replace, and the tokenizer's cached candidate texts against `peek`. Skipped where the kernels
 cannot be built."""
 

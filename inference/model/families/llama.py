@@ -2,7 +2,7 @@
 each Q and K head before rotary); Phi-3 (phi3.py) builds on the same parts.
 
 Pre-RMSNorm, rotary Q/K, grouped-query attention, a gated SiLU MLP: on the own kernels one decode step of
-such a layer is one kernels.cpp call (`fused_decode`). What each reads from config.json, the tensors it
+such a layer is one kernels call (`fused_decode`). What each reads from config.json, the tensors it
 keeps (HF and GGUF names), and the GGUF architectures it imports.
 """
 
