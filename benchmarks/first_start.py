@@ -35,8 +35,11 @@ def child(started: float, root: Path) -> dict:
     from PySide6.QtWidgets import QApplication
 
     app = QApplication([sys.argv[0]])
+    from gui.app import tune_process
     from gui.main_window import MainWindow
     from gui.theme import Appearance
+
+    tune_process()  # as the app runs: the switch interval, Qt's thread pool, the engine's spin count
 
     appearance = Appearance()
     appearance.apply()

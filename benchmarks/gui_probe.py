@@ -43,10 +43,12 @@ def open_window(steps: int, dtype: str):
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
+    from gui.app import tune_process
     from gui.main_window import MainWindow
     from gui.theme import Appearance
 
     app = QApplication.instance() or QApplication([])  # Qt needs the application alive while we run
+    tune_process()  # as the app runs: the switch interval, Qt's thread pool, the engine's spin count
     appearance = Appearance()
     appearance.apply()
     settings = QSettings(str(Path(os.environ.get("TMPDIR", "/tmp")) / "tokenstep-probe.ini"), QSettings.IniFormat)
