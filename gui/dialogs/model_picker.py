@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QDialog, QDialogButtonBox, QFi
 from inference.store import catalog, memory, model_settings
 from inference.store.catalog import Entry
 
-from gui.state.format import fmt_bytes, fmt_count
+from gui.state.format import fmt_bytes, fmt_count, plural
 
 COLUMNS = ("Name", "Family", "Parameters", "Context", "Size", "Supported", "Where")
 NUMBER_COLUMNS = (2, 3, 4)  # right-aligned
@@ -87,9 +87,10 @@ class ModelPicker(QDialog):
         self.memory_label = QLabel(wordWrap=True, textInteractionFlags=Qt.TextSelectableByMouse)
         self.reason_label = QLabel(wordWrap=True, textInteractionFlags=Qt.TextSelectableByMouse)
         self.status = QLabel("Looking for models…")
-        add_folder = QPushButton("Add folder…", clicked=self.add_folder)
+        # clicked(bool) would arrive as the path: the buttons ask for one
+        add_folder = QPushButton("Add folder…", clicked=lambda: self.add_folder())
         add_folder.setToolTip("A folder of .gguf files or model folders to list from now on")
-        open_file = QPushButton("Open file…", clicked=self.open_file)
+        open_file = QPushButton("Open file…", clicked=lambda: self.open_file())
         open_file.setToolTip("A .gguf file, or the config.json of a Hugging Face model folder")
         self.buttons = QDialogButtonBox(QDialogButtonBox.Open | QDialogButtonBox.Cancel)
         self.open_button = self.buttons.button(QDialogButtonBox.Open)
@@ -97,6 +98,7 @@ class ModelPicker(QDialog):
         self.buttons.accepted.connect(self.open_selected)
         self.buttons.rejected.connect(self.reject)
         row = QHBoxLayout()
+        self.add_folder_button, self.open_file_button = add_folder, open_file
         for widget in (add_folder, open_file):
             row.addWidget(widget)
         row.addStretch(1)
@@ -146,7 +148,7 @@ class ModelPicker(QDialog):
         for entry in self.entries:
             self.model.appendRow(_row(entry, self.palette()))
         supported = sum(e.supported for e in self.entries)
-        self.status.setText(f"{len(self.entries)} models found, {supported} TokenStep can open. Hub cache: "
+        self.status.setText(f"{plural(len(self.entries), 'model')} found, {supported} TokenStep can open. Hub cache: "
                             f"{catalog.hub_cache_dir()}")
         wanted = select or next((e for e in self.entries if e.supported), None)
         if wanted is not None:

@@ -21,6 +21,11 @@ def fmt_count(n: float) -> str:
     return str(int(n))
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """ "1 token", "2 tokens", "1,024 tokens" ("branch" → "branches": give `many` where "s" is wrong)."""
+    return f"{n:,} {word if n == 1 else many or word + 's'}"
+
+
 def display(piece: str) -> str:
     """A token's text with its whitespace made visible, so that " Paris" reads as one token with its space."""
     shown = piece.replace(" ", "·").replace("\t", "→").replace("\r", "").replace("\n", "↵")

@@ -104,3 +104,28 @@ def test_add_folder_and_open_file_that_cannot_be_opened(qtbot, window, fake_mode
     assert "GGUF architecture 'mamba' is not supported" in picker.reason_label.text()
     assert window.controller.info is None and not window.controller.loading
     picker.reject()
+
+
+def test_the_buttons_ask_for_a_path_and_use_it(qtbot, window, fake_models, monkeypatch):
+    """Open file… and Add folder… as clicked: clicked(bool) must not arrive as the path; the dialog's answer is used."""
+    from gui.dialogs import model_picker
+
+    picker = window.open_model_picker()
+    wait_until(lambda: not picker.scanning and picker.entries)
+    asked = []
+    monkeypatch.setattr(model_picker.QFileDialog, "getExistingDirectory",
+                        lambda *a, **k: asked.append("folder") or str(fake_models["ggufs"]))
+    mamba = fake_models["ggufs"] / "mamba.gguf"
+    monkeypatch.setattr(model_picker.QFileDialog, "getOpenFileName",
+                        lambda *a, **k: asked.append("file") or (str(mamba), ""))
+    picker.add_folder_button.click()
+    wait_until(lambda: not picker.scanning)
+    assert asked == ["folder"] and ModelSettings.load().folders == [str(fake_models["ggufs"])]
+    assert "publisher/repo/tiny-llama.gguf" in rows(picker)
+    assert picker.status.text().startswith(f"{len(picker.entries)} models found")
+    picker.open_file_button.click()
+    assert asked == ["folder", "file"] and picker.selected().path == str(mamba)
+    assert "GGUF architecture 'mamba' is not supported" in picker.reason_label.text()
+    picker.set_entries(picker.entries[:1])
+    assert picker.status.text().startswith("1 model found,")
+    picker.reject()
