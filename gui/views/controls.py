@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
 from inference.settings import GenerationSettings, SamplerSettings
 
 from gui.state.intents import Intents
+from gui.widgets import no_wheel
 
 DEFAULT_PROMPT = "The capital of France is"
 
@@ -95,6 +96,7 @@ class Controls(QWidget):
         intents.state_changed.connect(self._show_notes)
         intents.model_changed.connect(self._take_model_defaults)
         self.apply_sampler(SamplerSettings())
+        no_wheel.guard(self)  # the wheel scrolls the panel; a slider takes it only once focused
 
     def heightForWidth(self, width: int) -> int:
         """The least height at this width. The panel sits in a resizable scroll area, which sizes a widget with
