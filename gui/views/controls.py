@@ -301,7 +301,8 @@ class Controls(QWidget):
         c = self.intents
         changed = c.prefilled_prompt is not None and c.prefilled_prompt != self.prompt_request()
         _set_text(self.prompt_state,
-                  "The prompt changed since it was read: Prefill (Ctrl+P) to read the new one." if changed else
+                  "No model is loaded: open one with Model → Open… (Ctrl+O)." if c.info is None and not c.loading
+                  else "The prompt changed since it was read: Prefill (Ctrl+P) to read the new one." if changed else
                   "" if c.prefilled_prompt is None else
                   "Reading this prompt…" if c.prefilling and not c.prefilled else
                   "This prompt is in the context.")

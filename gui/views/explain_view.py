@@ -42,6 +42,8 @@ class ExplainView(View):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.browser)
         self._html = ""
+        # Without a model no redraw comes: a failed load must not leave "Loading the model…" up
+        intents.state_changed.connect(lambda: self._on_redraw() if self.intents.info is None else None)
         self.refresh()
 
     def set_language(self, language: str) -> None:
@@ -53,7 +55,7 @@ class ExplainView(View):
         c = self.intents
         info = c.info
         if info is None:
-            return "no_model", {}
+            return ("no_model" if c.loading else "not_loaded"), {}
         values = {"model": info.name, "params": fmt_count(info.n_params), "weights": fmt_bytes(info.weights_bytes),
                   "window": f"{info.context_length:,}", "per_token": fmt_bytes(info.kv_bytes_per_token)}
         if c.prefill_event is None:  # a prompt being read (the last run's report is gone), or none yet

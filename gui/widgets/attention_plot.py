@@ -16,7 +16,7 @@ from PySide6.QtGui import QBrush, QColor, QFontMetricsF, QPen
 from PySide6.QtWidgets import QGraphicsRectItem
 
 from gui.theme import Appearance
-from gui.widgets.plotting import colour
+from gui.widgets.plotting import axes_follow_data, colour
 
 COLOUR_MAP = "viridis"
 
@@ -101,6 +101,7 @@ class AttentionPlot(pg.PlotWidget):
         self.scene().sigMouseClicked.connect(self._clicked)
         self.set_contrast(True)
         self.restyle()
+        axes_follow_data(self)  # no token axes around an empty matrix
 
     def set_contrast(self, root: bool) -> None:
         """Colours by the weight (linear) or by its square root, so that small weights beside an

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt
+from PySide6.QtCore import QRectF, Qt, QTimer
 from PySide6.QtGui import QBrush, QColor, QFontMetricsF, QPen
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsObject, QLabel, QVBoxLayout, QWidget
 
@@ -144,7 +144,40 @@ def make_plot(appearance: Appearance, title: str = "") -> pg.PlotWidget:
     for name in ("left", "bottom", "right", "top"):
         plot.getPlotItem().getAxis(name).enableAutoSIPrefix(False)
     style_plot(plot, appearance)
+    axes_follow_data(plot)
     return plot
+
+
+DATA_ITEMS = (pg.PlotDataItem, pg.PlotCurveItem, pg.ScatterPlotItem, pg.BarGraphItem, pg.ImageItem)
+
+
+def holds_data(plot: pg.PlotWidget) -> bool:
+    """Whether any shown curve, bar, scatter or image of the plot has a point (labels and lines are no data)."""
+    for item in plot.getPlotItem().items:
+        if not isinstance(item, DATA_ITEMS) or not item.isVisible():
+            continue
+        if isinstance(item, pg.ImageItem):
+            if item.image is not None and item.image.size:
+                return True
+        elif item.dataBounds(0)[0] is not None:
+            return True
+    return False
+
+
+def axes_follow_data(plot: pg.PlotWidget) -> None:
+    """The plot's axes show only while it holds data: an empty plot (no model, no prompt yet) drew axes of
+    nothing, a log chart from -0.4 to 0.4. Every curve or bar set anew tells its view box (itemBoundsChanged),
+    so the check runs as the view draws, before the window paints, and costs a look at a few items."""
+    box = plot.getPlotItem().getViewBox()
+    bounds_changed = box.itemBoundsChanged
+
+    def follow(item) -> None:
+        bounds_changed(item)
+        show_axes(plot, holds_data(plot))
+
+    box.itemBoundsChanged = follow
+    # once the view that made it has set it up (and hidden the axes it never shows)
+    QTimer.singleShot(0, plot, lambda: show_axes(plot, holds_data(plot)))
 
 
 def show_axes(plot: pg.PlotWidget, on: bool) -> None:
