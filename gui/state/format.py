@@ -27,9 +27,30 @@ def plural(n: int, word: str, many: str | None = None) -> str:
 
 
 def display(piece: str) -> str:
-    """A token's text with its whitespace made visible, so that " Paris" reads as one token with its space."""
-    shown = piece.replace(" ", "·").replace("\t", "→").replace("\r", "").replace("\n", "↵")
+    """A token's text as every view shows it: its whitespace made visible, so that " Paris" reads as one token
+    with its space, and its bytes that are no whole character as ‹E8 A7› (the engine writes them \\xE8\\xA7)."""
+    shown = byte_label(piece.replace(" ", "·").replace("\t", "→").replace("\r", "").replace("\n", "↵"))
     return shown or "∅"
+
+
+ONE_OF_MANY = re.compile(r"(?<![\d.,])1 ((?:new |prompt |older |draft |cached )?)(token|candidate|position|step|model)s"
+                         r"( were)?\b")
+
+
+def agree(english: str) -> str:
+    """English text filled with counts, its plurals made to agree: "the 1 older positions were read" → "the 1
+    older position was read" (a sentence written for many, shown with one)."""
+    return ONE_OF_MANY.sub(lambda m: f"1 {m.group(1)}{m.group(2)}" + (" was" if m.group(3) else ""), english)
+
+
+def rank_text(chosen_rank: int) -> str:
+    """A rank as a learner reads it: 1 for the model's top token (the trace's `chosen_rank` is 0-based)."""
+    return f"{chosen_rank + 1:,}"
+
+
+def quoted(piece: str) -> str:
+    """A token in a sentence or a tooltip: “·Paris”, “‹E8 A7›” (never Python's ' Paris' or '\\\\xBB')."""
+    return f"“{display(piece)}”"
 
 
 # --- characters split over tokens (Chinese, emoji): Qt-free, so it is tested on real token ids ----------
@@ -105,9 +126,13 @@ def byte_label(text: str) -> str:
                            text)
 
 
+BYTE_GROUP = re.compile(r"‹[0-9A-F]{2}(?: [0-9A-F]{2})*›")
+
+
 def partial_note(text: str) -> str:
-    """For a candidate whose text has bytes of an unfinished character: what they are (else "")."""
-    if not HEX_ESCAPES.search(text):
+    """For a candidate whose text (as the engine wrote it, or as shown) has bytes of an unfinished character:
+    what they are (else "")."""
+    if not HEX_ESCAPES.search(text) and not BYTE_GROUP.search(text):
         return ""
     return ("‹…› are bytes of a UTF-8 character that this token does not finish: the character "
             "completes with the next token (Chinese and emoji often take 2 tokens or more)")

@@ -23,7 +23,7 @@ from gui.state.intents import Intents
 from gui.theme import Appearance
 from gui.views.base import View
 from gui.widgets.canvas import begin_paint
-from gui.state.format import display
+from gui.state.format import display, plural, quoted, rank_text
 
 PAD_X, PAD_Y, MARGIN, ROW_GAP = 5.0, 3.0, 6.0, 9.0
 MAX_LABEL = 14  # characters of a token shown on its node (the tooltip has all of it)
@@ -290,9 +290,9 @@ def tooltip(placed: Placed) -> str:
     forced = getattr(step, "forced", False)
     how = ("forced ⚑: taken, not drawn" if forced else
            "greedy: the argmax, no draw" if step.random_u is None else f"drawn with u = {step.random_u:.4f}")
-    return (f"step {step.index} · token id {step.token.id}  {step.token.piece!r}\n"
+    return (f"step {step.index} · token id {step.token.id}  {quoted(step.token.piece)}\n"
             f"p raw {chosen_p(step):.4f} · p final {chosen_p(step, 'p_final'):.4f}   (the edge shows {kind})\n"
-            f"logit {chosen_logit(step):.3f}   rank {step.chosen_rank}\n{how}\n"
+            f"logit {chosen_logit(step):.3f}   rank {rank_text(step.chosen_rank)}\n{how}\n"
             f"branch row {placed.row + 1} · node {placed.node.id}")
 
 
@@ -363,8 +363,8 @@ class BranchesView(View):
                 QTimer.singleShot(0, self._reveal_current)
             n_tips = len(h.leaves())
             n_tokens = len(h.nodes) - 1 - len(h.unrevealed())
-            where = (f"<b>{n_tips} branch{'es' if n_tips != 1 else ''}</b> · {n_tokens} tokens · current: "
-                     f"row {self.canvas.by_id[current.id].row + 1}, {len(path)} step{'s' if len(path) != 1 else ''}")
+            where = (f"<b>{plural(n_tips, 'branch', 'branches')}</b> · {plural(n_tokens, 'token')} · current: "
+                     f"row {self.canvas.by_id[current.id].row + 1}, {plural(len(path), 'step')}")
             self.summary.setText((where if n_tips else "No token taken yet.") + " &nbsp; " + self._legend)
         self._select_when_switched()
 

@@ -24,7 +24,7 @@ from gui.state.intents import Intents
 from gui.theme import Appearance
 from gui.views.base import View
 from gui.widgets.candidate_labels import LEGEND_TIP, compact, header_text, legend, row_label, row_tooltip
-from gui.state.format import byte_label, display, partial_note
+from gui.state.format import byte_label, display, partial_note, quoted, rank_text
 from gui.widgets.plotting import Bars, StyledBars, colour, make_plot, set_range, set_ticks, show_axes, style_plot, text_item, titled
 from gui.widgets.token_picker import TokenPicker
 from gui.widgets.wrap_label import WrapLabel
@@ -337,7 +337,7 @@ class CandidatesView(View):
             self.u_label.show_text("")
         n = kept.n_kept
         if step is not None and step.forced:
-            caption = (f"No draw: you chose {display(step.token.piece)} (rank {step.chosen_rank} by logit). "
+            caption = (f"No draw: you chose {display(step.token.piece)} (rank {rank_text(step.chosen_rank)} by logit). "
                        "The distribution is still the model's.")
         elif shown.dist.settings.is_greedy:
             caption = "Greedy: the highest-logit token is taken; no random number is drawn."
@@ -346,7 +346,7 @@ class CandidatesView(View):
                        "generator and takes the token whose segment contains it.")
         else:
             caption = (f"{n:,} tokens kept; u = {step.random_u:.4f} fell in the segment of "
-                       f"{display(step.token.piece)} (rank {step.chosen_rank} by logit).")
+                       f"{display(step.token.piece)} (rank {rank_text(step.chosen_rank)} by logit).")
         self.draw_caption.setText(caption)
 
     # --- taking a token by clicking it ----------------------------------------------------------------
@@ -381,15 +381,18 @@ class CandidatesView(View):
         return f"id {token_id}"
 
     def _describe_take(self, token_id: int) -> str:
-        """What a click does, then the token's p at each sampler stage."""
+        """A bar's or a draw segment's tooltip: what a click does (when one may), then the token, its rank and
+        its p at each sampler stage."""
         shown = self._drawn
         text, c = self._text_of(token_id), shown.dist.candidates
         hits = np.nonzero(c.ids == token_id)[0]
-        stages = "" if not len(hits) else \
-            "\n" + row_tooltip(c.p_raw[hits[0]], c.p_temp[hits[0]], c.p_final[hits[0]], shown.dist.settings)
+        stages = f"\n{quoted(text)} · id {token_id}" + (f" · rank {rank_text(hits[0])} by logit" if len(hits) else "")
+        if len(hits):
+            stages += "\n" + row_tooltip(c.p_raw[hits[0]], c.p_temp[hits[0]], c.p_final[hits[0]], shown.dist.settings)
         note = partial_note(text)  # bytes of a character the next token completes
         stages += f"\n{note}" if note else ""
-        text = byte_label(text)
+        if not self._can_take():  # a run under way, or a stop: the token, without a click to offer
+            return stages.lstrip("\n")
         if shown.pending:
             return f"Click to take {text} as step {shown.index} (you choose it: no draw){stages}"
         drawn = display(shown.step.token.piece)

@@ -30,7 +30,7 @@ from gui.state.speculation import Pass, newest_pass
 from gui.theme import Appearance
 from gui.views.base import View
 from gui.widgets.chip_canvas import Chip, ChipCanvas
-from gui.state.format import byte_label, display, split_characters
+from gui.state.format import byte_label, display, plural, quoted, rank_text, split_characters
 from gui.widgets.transcript import Transcript
 from gui.widgets.wrap_label import WrapLabel
 
@@ -175,7 +175,8 @@ class ContextView(View):
                  "bonus": "then drew one more token from the pass's last position"}
         last = verify.role(verify.steps[-1]) if len(verify.steps) == v.emitted else "accepted"
         return (f"\nVerify pass at step {v.index}: “{gram}” was found earlier in the context, so the "
-                f"{len(v.drafted)} tokens that followed it were drafted; ONE forward pass read {v.positions} "
+                f"{plural(len(v.drafted), 'token')} that followed it {'was' if len(v.drafted) == 1 else 'were'} "
+                f"drafted; ONE forward pass read {v.positions} "
                 f"positions and the draws kept "
                 + (f"{v.accepted} (green) and rejected {verify.rejected} (red, dashed)" if verify.rejected
                    else f"all {v.accepted} (green)")
@@ -193,7 +194,7 @@ class ContextView(View):
         for pos, token in enumerate(prefill.tokens):
             kind = "special" if token.special else "prompt"
             chips.append(Chip(display(token.piece), kind, token.id, pos, None, token.text.endswith("\n")))
-            tips.set(len(chips) - 1, f"prompt token · position {pos}\nid {token.id}  {token.piece!r}")
+            tips.set(len(chips) - 1, f"prompt token · position {pos}\nid {token.id}  {quoted(token.piece)}")
         if ghosts_after == 0:
             self._ghosts(verify, chips, tips)
         for step in self.intents.steps:
@@ -225,8 +226,8 @@ class ContextView(View):
                 i = real[at]
                 chips[i].dropped_at = shift.step
                 tips.prepend(i, f"dropped from the context at step {shift.step}: the window of {shift.window} was "
-                                f"full (drop-oldest), so the oldest {shift.dropped} tokens after the first left "
-                                f"it and the {shift.kept - 1} after them were re-read in one pass\n")
+                                f"full (drop-oldest), so the oldest {plural(shift.dropped, 'token')} after the first "
+                                f"left it and the {shift.kept - 1} after them were re-read in one pass\n")
 
     @staticmethod
     def _group_split_characters(chips: list[Chip], tips: Tips, tokens) -> None:
@@ -269,7 +270,7 @@ class ContextView(View):
             return KEPT + f" in the verify pass at step {verified.index}" if kept else ""
         if k < len(verified.drafted):
             return (f"\nthe correction in the verify pass at step {verified.index}: the draw rejected the draft "
-                    f"{verified.drafted[k].piece!r}")
+                    f"{quoted(verified.drafted[k].piece)}")
         return f"\nthe bonus token of the verify pass at step {verified.index}: the whole draft was kept"
 
     @staticmethod
@@ -280,7 +281,7 @@ class ContextView(View):
             chips.append(Chip(display(token.piece), "generated", token.id, chips[-1].position + 1, None,
                               False, draft="rejected"))
             tips.set(len(chips) - 1, (
-                f"drafted for step {index} by prompt lookup · id {token.id}  {token.piece!r}\n✗ rejected: "
+                f"drafted for step {index} by prompt lookup · id {token.id}  {quoted(token.piece)}\n✗ rejected: "
                 + ("the draw at this step took another token (the correction), so the pass kept nothing after it"
                    if j == 0 else "it came after a rejected draft token, so the pass could not keep it")))
 
@@ -292,6 +293,7 @@ def step_tip(step, note: str) -> str:
     at = list(cands.ids).index(token.id)
     how = ("forced (you chose it)" if step.forced
            else "greedy" if step.random_u is None else f"u = {step.random_u:.4f}")
-    return (f"step {step.index} · position {step.position}\nid {token.id}  {token.piece!r}\n"
+    return (f"step {step.index} · position {step.position}\nid {token.id}  {quoted(token.piece)}\n"
             f"logit {cands.logits[at]:.3f}   p {cands.p_raw[at]:.4f}   p final {cands.p_final[at]:.4f}\n"
-            f"rank {step.chosen_rank}   {how}\nclick: show this step (then a candidate click forks here)" + note)
+            f"rank {rank_text(step.chosen_rank)}   {how}\nclick: show this step (then a candidate click forks here)"
+            + note)

@@ -23,7 +23,7 @@ from gui.state.intents import Intents
 from gui.state.speculation import pass_of
 from gui.theme import Appearance
 from gui.views.base import View
-from gui.state.format import display, fmt_bytes, fmt_count
+from gui.state.format import agree, display, fmt_bytes, fmt_count, quoted, rank_text
 
 TEXTS = json.loads((Path(__file__).resolve().parents[2] / "resources" / "translations" / "explain.json")
                    .read_text(encoding="utf-8"))
@@ -82,7 +82,7 @@ class ExplainView(View):
         cands = s.dist.candidates
         at = list(cands.ids).index(s.token.id)
         forced = s.forced
-        values.update(index=s.index, token=html.escape(f"“{display(s.token.piece)}”"), rank=s.chosen_rank,
+        values.update(index=s.index, token=html.escape(quoted(s.token.piece)), rank=rank_text(s.chosen_rank),
                       p=f"{cands.p_final[at]:.3f}" if s.random_u is not None else f"{cands.p_raw[at]:.3f}",
                       u="—" if s.random_u is None else f"{s.random_u:.4f}", kept=f"{s.dist.kept.n_kept:,}",
                       old=s.context_tokens - 1, kv=fmt_bytes(s.kv_used_bytes + info.kv_bytes_per_token))
@@ -124,7 +124,7 @@ class ExplainView(View):
                    "ngram_s": "s" if len(v.ngram) != 1 else "", "ngram": html.escape(f"“{gram}”"),
                    "drafted": len(v.drafted), "positions": v.positions, "ms": f"{v.forward_ms:.0f}",
                    "accepted": v.accepted, "emitted": v.emitted, "emitted_s": "s" if v.emitted != 1 else "",
-                   "k": k + 1, "draft": html.escape(f"“{display(drafted.piece)}”") if drafted else ""}
+                   "k": k + 1, "draft": html.escape(quoted(drafted.piece)) if drafted else ""}
         numbers["role"] = TEXTS["verify_role"][role][lang].format(**numbers)
         return TEXTS["verify_note"][lang].format(**numbers)
 
@@ -143,6 +143,8 @@ class ExplainView(View):
                                                               decode_path=html.escape(info.decode_path))
         if info is not None:
             body += TEXTS["footer"][self.language].format(**values)
+        if self.language == "en":
+            body = agree(body)
         if body != self._html:
             self._html = body
             self.browser.setHtml(body)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gui.state.format import display
+from gui.state.format import quoted, rank_text
 
 
 def compact(n: int) -> str:
@@ -98,6 +98,6 @@ def header_text(shown) -> str:
         how = ("forced: you chose it" if s.forced else "greedy: the top token" if s.random_u is None
                else f"u = {s.random_u:.4f}")
         verb = "took" if s.forced else "drew"
-        text = (f"Step {s.index} {verb} {display(s.token.piece)!s} (rank {s.chosen_rank}, {how}) · {settings} "
+        text = (f"Step {s.index} {verb} {quoted(s.token.piece)} (rank {rank_text(s.chosen_rank)}, {how}) · {settings} "
                 f"· entropy {d.entropy:.2f} nats (~{perplexity:.1f} equal choices) · seed {s.seed}")
     return text + server_note(d.server)

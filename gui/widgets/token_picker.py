@@ -1,9 +1,10 @@
 """Taking a token by clicking it in a plot: the candidate bars, or a segment of the draw strip.
 
 A `TokenPicker` watches one pyqtgraph plot's scene. Hovering over something that names a token shows a
-hand cursor and a tooltip saying what a click does there; a left click emits `picked(token_id)`. What lies
-under a point is the view's business (`token_at`, in the plot's data coordinates); what a click does (take
-the token at the pending step, or fork at a past one) is the controller's.
+tooltip about it and, where a click may take it, a hand cursor (the tooltip then says what a click does);
+a left click emits `picked(token_id)`. What lies under a point is the view's business (`token_at`, in the
+plot's data coordinates); what a click does (take the token at the pending step, or fork at a past one) is
+the controller's.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ class TokenPicker(QObject):
                  describe: Callable[[int], str], enabled: Callable[[], bool]):
         super().__init__(plot)
         self.plot, self.token_at, self.describe, self.enabled = plot, token_at, describe, enabled
-        self._hovered: int | None = None
+        self._hovered: tuple[int | None, bool] = (None, False)  # the token under the mouse, and if a click takes it
         plot.scene().sigMouseClicked.connect(self._on_click)
         plot.scene().sigMouseMoved.connect(self._on_move)
 
@@ -48,15 +49,19 @@ class TokenPicker(QObject):
 
     @Slot(object)
     def _on_move(self, scene_pos: QPointF) -> None:
-        token_id = self.token_at_scene(scene_pos) if self.enabled() else None
-        if token_id == self._hovered:
+        token_id = self.token_at_scene(scene_pos)  # named even where no click may take it (a run, a stop)
+        clickable = token_id is not None and self.enabled()
+        if (token_id, clickable) == self._hovered:
             return
-        self._hovered = token_id
+        self._hovered = (token_id, clickable)
         viewport = self.plot.viewport()
         if token_id is None:
             viewport.unsetCursor()
             QToolTip.hideText()
             return
-        viewport.setCursor(Qt.PointingHandCursor)
+        if clickable:
+            viewport.setCursor(Qt.PointingHandCursor)
+        else:
+            viewport.unsetCursor()
         at = self.plot.mapToGlobal(self.plot.mapFromScene(scene_pos))
         QToolTip.showText(at, self.describe(token_id), viewport)

@@ -162,3 +162,111 @@ def test_stop_strings_and_captions_are_shown_as_written_never_as_markup(window):
     window.caption.show_text(hostile)
     assert window.caption.textFormat() == Qt.PlainText and window.caption.text() == hostile
     window.caption.show_text("")
+
+
+def test_counts_agree_with_their_nouns():
+    from gui.state.format import agree, plural
+
+    assert plural(1, "token") == "1 token" and plural(2, "token") == "2 tokens" and plural(0, "model") == "0 models"
+    assert plural(1, "branch", "branches") == "1 branch" and plural(1_024, "token") == "1,024 tokens"
+    assert agree("the 1 older positions were read; 11 tokens were; 0.1 tokens; kept 1 candidates") == \
+        "the 1 older position was read; 11 tokens were; 0.1 tokens; kept 1 candidate"
+
+
+def test_a_byte_token_reads_one_way_in_every_view_and_tooltip(window):
+    """A token that is bytes of a character (Chinese): ‹E5 B7› on chips, tooltips, Candidates, Branches and
+    Explain alike, never \\xE5\\xB7 or Python's '\\\\xE5'."""
+    from gui.state.format import display, quoted
+    from gui.views.branches_view import tooltip
+
+    assert display("\\xE5\\xB7") == "‹E5 B7›" and quoted(" Paris") == "“·Paris”"
+    assert quoted("\\xBB") == "“‹BB›”"
+    prefill(window, "用中文介绍一下巴黎", chat=True, greedy=True)
+    c = window.controller
+    for _ in range(6):
+        step(window)
+        if any(not s.token.text for s in c.steps):
+            break
+    settle(window)
+    canvas = window.views["context"].canvas
+    shown = [chip.label for chip in canvas.chips] + list(canvas.tooltips.values())
+    assert not any("\\x" in text for text in shown), [t for t in shown if "\\x" in t][:3]
+    byte_only = [i for i, t in enumerate(c.prefill_event.tokens) if not t.text]
+    assert byte_only and all(canvas.chips[i].label.startswith("‹") for i in byte_only)
+    assert all(f"“{canvas.chips[i].label}”" in canvas.tooltips[i] for i in byte_only)
+    branches = window.views["branches"].canvas
+    tips = [tooltip(p) for p in branches.placed]
+    assert not any("\\x" in tip or "'" in tip.split("\n")[0] for tip in tips)
+    cands = window.views["candidates"]
+    ticks = [label for _, label in cands.bars.getAxis("left")._tickLevels[0]]
+    assert not any("\\x" in tick for tick in ticks)
+    assert "\\x" not in explain_text(window) and "\\x" not in cands.header.text()
+    window.controls.chat.setChecked(False)
+
+
+def test_ranks_read_from_1_and_bars_and_segments_have_tooltips(window):
+    """The top token is rank 1 wherever a learner reads it (the trace keeps chosen_rank 0); hovering a bar or
+    a draw segment names its token, with what a click does only where one may take it."""
+    from PySide6.QtCore import QPointF
+    from PySide6.QtWidgets import QToolTip
+
+    from PySide6.QtCore import QRectF
+
+    from gui.views.branches_view import Placed, tooltip
+    from gui.views.context_view import step_tip
+
+    prefill(window, chat=False, greedy=False, seed=7, max_new=2)
+    step(window)
+    c = window.controller
+    s = c.steps[0]
+    rank = s.chosen_rank + 1
+    assert f'"chosen_rank": {s.chosen_rank},' in next(line for line in c.trace_lines() if '"step"' in line)
+    view = window.views["candidates"]
+    assert f"(rank {rank}, u = " in view.header.text()
+    assert f"rank {rank} " in step_tip(s, "") and f"(rank {rank}, probability" in explain_text(window)
+    assert f"(rank {rank} by logit)" in view.draw_caption.text()
+    node = next(n for n in c.history.nodes.values() if n.step is s)
+    assert f"rank {rank}\n" in tooltip(Placed(node, 0, QRectF(), "", 0.0))
+    window.controls.max_new.setValue(400)
+    wait_until(lambda: c.settings.max_new_tokens == 400)
+    c.run()  # during a run no click may take a token: the tooltips still name them
+    wait_until(lambda: c.running and len(c.steps) > 2)
+    settle(window)
+    assert not view._can_take()
+    shown = view._drawn
+    top = int(shown.dist.candidates.ids[0])
+    tip = view._describe_take(top)
+    assert tip.startswith(f"“{view._text_of(top)}” · id {top} · rank 1 by logit") and "Click" not in tip
+    assert "model (softmax of the logits): p = " in tip
+    view.bar_picker._on_move(view.bar_picker.scene_pos(QPointF(0.3, 0)))  # hover the top bar
+    assert QToolTip.isVisible() and QToolTip.text() == tip
+    assert view.bars.viewport().cursor().shape() != Qt.PointingHandCursor  # nothing to click
+    kept = shown.dist.kept
+    middle = float(kept.cdf[0] / 2)  # the first segment of the draw strip
+    view.draw_picker._on_move(view.draw_picker.scene_pos(QPointF(middle, 0.25)))
+    assert QToolTip.text() == view._describe_take(int(kept.ids[0]))
+    view.bar_picker._on_move(view.bar_picker.scene_pos(QPointF(0.3, -5)))  # off the bars
+    window.controls.max_new.setValue(64)
+    c.pause()
+    wait_until(lambda: idle(c))
+
+
+def test_emoji_draw_in_colour_not_as_boxes(qapp):
+    """An emoji in a token's text is drawn from an emoji font (on Linux Noto Color Emoji, Debian's
+    fonts-noto-color-emoji, which .ci/run installs), not as a box: its pixels are in colour."""
+    from PySide6.QtGui import QColor, QImage, QPainter
+
+    from gui.theme import Appearance
+
+    for mono in (False, True):  # the chips' font and the labels'
+        image = QImage(80, 60, QImage.Format_RGB32)
+        image.fill(QColor("white"))
+        painter = QPainter(image)
+        painter.setFont(Appearance().font(2.0, mono=mono))
+        painter.setPen(QColor("black"))
+        painter.drawText(8, 45, "🙂")
+        painter.end()
+        colours = {(image.pixelColor(x, y).red(), image.pixelColor(x, y).green(), image.pixelColor(x, y).blue())
+                   for x in range(80) for y in range(60)}
+        coloured = [rgb for rgb in colours if max(rgb) - min(rgb) > 60]  # a tofu box or a mono glyph is grey
+        assert len(coloured) > 20, f"no colour emoji font (mono={mono}): install fonts-noto-color-emoji"
