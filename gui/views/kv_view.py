@@ -4,10 +4,11 @@ Shows the formula with this model's numbers, used vs allocated bytes against the
 per-layer K and V bytes, and the cache at the full context window and for N concurrent requests next to
 the weights, so that the context window (a capacity in tokens), the parameters (the model's fixed
 weights) and the KV cache (this request's notes, growing per token) read as three different things.
-With a past step shown, all of it is the cache as it was for that step (the one that produced its
-distribution); the later growth stays on the curve, greyed. For a model whose layers attend through a
-sliding window (Mistral, Gemma 2 and 3), it says which do and what the cache would hold if it kept only
-their windows.
+At step k (the newest or a past one) every figure is the cache as it stood after step k: the prompt and k
+tokens, step k's own included (its K and V are written by the next pass), the convention of every view
+(Context greys the tokens after k, Explain counts the same bytes); with a past step shown, the later growth
+stays on the curve, greyed. For a model whose layers attend through a sliding window (Mistral, Gemma 2 and
+3), it says which do and what the cache would hold if it kept only their windows.
 """
 
 from __future__ import annotations
@@ -168,16 +169,14 @@ class KvView(View):
             return
         points = self._points()
         past = self.past_step()
-        # A past step k shows the cache that produced its distribution: the prompt and k - 1 tokens.
-        upto = past.index if past is not None else len(points)
+        # Step k, past or newest, is the cache after it: the prompt and k tokens (points[k]), as when it was the newest
+        upto = past.index + 1 if past is not None else len(points)
         key = (info.weights_fingerprint, len(points), self.requests.value(), points[-1] if points else None, upto,
                c.run_horizon)
         if key == self._key:
             return
         self._key = key
         n_ctx, used, allocated = points[upto - 1] if points else (0, 0, 0)
-        if past is not None:
-            n_ctx, used, allocated = past.context_tokens - 1, past.kv_used_bytes, past.kv_allocated_bytes
         self.shown_used_bytes, self.shown_positions = used, n_ctx
         self._formula(info, n_ctx, used, allocated, past)
         self._growth(points, upto)
@@ -205,9 +204,10 @@ class KvView(View):
             f"{when} {n_ctx:,} tokens → <b>{fmt_bytes(used)}</b> used of {fmt_bytes(allocated)} allocated<br>")
         text += window_note(info, n_ctx)
         if past is not None:
-            later = len(self.intents.steps) - past.index + 1
-            text += (f"the cache that produced step {past.index}'s distribution; the {later} later "
-                     f"position{'s' if later != 1 else ''} (greyed on the curve) came after it<br>")
+            later = len(self.intents.steps) - past.index
+            text += (f"the cache after step {past.index} (the prompt and {past.index:,} tokens, its own "
+                     f"included); the {later} later position{'s' if later != 1 else ''} (greyed on the curve) "
+                     "came after it<br>")
         if not self.intents.kv_cache:  # decoding without the cache (Ctrl+K): nothing is kept
             text += (f"<b style='color:{t.chosen}'>KV cache off</b>: nothing is kept between steps (0 B used); "
                      f"each step projects K and V of all {n_ctx:,} positions again in every layer, so its "

@@ -115,9 +115,10 @@ def test_the_history_slider_moves_every_view_to_the_step(qtbot, window):
     context, kv, stop, timing = (window.views[key] for key in ("context", "kv", "stop", "timing"))
     assert context.canvas.selected_step == k and context.canvas.greyed == 2
     assert "Showing step 2" in context.summary.text()
-    assert kv.shown_used_bytes == step2.kv_used_bytes
-    assert kv.shown_positions == c.prefill_event.n_tokens + k - 1
-    assert f"{fmt_bytes(step2.kv_used_bytes)}</b> used" in kv.formula.text()
+    # after step k, as Context (k tokens, the later ones greyed) and Explain count: the prompt and k tokens
+    assert kv.shown_used_bytes == step2.kv_used_bytes + c.info.kv_bytes_per_token
+    assert kv.shown_positions == c.prefill_event.n_tokens + k == step2.context_tokens
+    assert f"{fmt_bytes(kv.shown_used_bytes)}</b> used" in kv.formula.text()
     assert stop.shown_generated == k and stop.limit.caption.startswith("2 of ")
     assert "At step 2 of 4" in stop.status.text()
     assert list(timing.selected_bar.opts["x"]) == [k]
