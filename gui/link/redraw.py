@@ -18,6 +18,8 @@ from typing import Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
+from gui.widgets.frame_paint import paint_together
+
 REDRAW_INTERVAL_MS = 33  # <= 30 redraws per second while stepping by hand
 RUN_REDRAW_INTERVAL_MS = int(os.environ.get("TOKENSTEP_RUN_REDRAW_MS", 250))
 # A frame is drawn during a run only while the GUI thread has used less than this share of one core (a
@@ -94,6 +96,7 @@ class RedrawScheduler(QObject):
         started = time.perf_counter()
         self.frames += 1
         self.redraw.emit()
+        paint_together()  # the frame on screen in one paint: no label a step ahead of its plot
         self.redraw_ms.append((time.perf_counter() - started) * 1000)
         self._throttle.start(RUN_REDRAW_INTERVAL_MS if running else REDRAW_INTERVAL_MS)
 
