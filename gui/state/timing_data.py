@@ -126,6 +126,10 @@ def _timeline_step(state: _Timeline, event) -> None:
             add(REREAD, event.ms, f"re-read {event.reread_tokens}", positions=event.reread_tokens)
         state.fed = False
     elif isinstance(event, Rewound):
+        if event.reset:  # back to the prompt: the passes since start again from its prefill (the old branch's
+            prefill = [b for b in state.blocks if b.kind == PREFILL][-1:]  # stay in its log and its tree)
+            state.blocks = list(prefill)
+            state.at = prefill[0].ms if prefill else 0.0
         if event.forward_ms:
             add(RECOMPUTE, event.forward_ms, f"step {event.to_step}", positions=1)
         state.fed = False
@@ -150,7 +154,8 @@ _timeline = Folded(_Timeline, _timeline_step)
 
 
 def timeline(log) -> list[Block]:
-    """The engine's passes and draws since the prompt was read, end to end in ms."""
+    """The engine's passes and draws since the prompt was read (since the last Reset: its prefill, then the
+    passes after it), end to end in ms."""
     return list(_timeline(log).blocks)
 
 

@@ -5,8 +5,8 @@ progress bar and its measured estimate. One window on the real default model ser
 import numpy as np
 import pytest
 
-from gui.state.timing_data import CACHED, NO_CACHE, PREFILL, REREAD, SAMPLE, VERIFY, timeline
-from inference.events import PrefillDone, StepDone, Switched, Token, Verified
+from gui.state.timing_data import CACHED, NO_CACHE, PREFILL, RECOMPUTE, REREAD, SAMPLE, VERIFY, timeline
+from inference.events import PrefillDone, Rewound, StepDone, Switched, Token, Verified
 from app_driver import idle, prefill, settle, wait_until, window_fixture
 
 window = window_fixture("timeline")
@@ -47,8 +47,8 @@ def test_the_toggle_runs_without_the_cache_and_timing_shows_both_series(window):
         assert "cache off" in timing.summary.text() and "mult-adds" in timing.summary.text()
         assert "re-read all" in window.views["explain"]._html or \
             "re-read all" in window.views["explain"].browser.toPlainText()
-        kinds = [b.kind for b in timing.timeline.blocks]
-        assert kinds.count(PREFILL) == 1 and kinds.count(NO_CACHE) == LONG - 1 and kinds.count(CACHED) == STEPS - 1
+        kinds = [b.kind for b in timing.timeline.blocks]  # since the Reset: the prefill, then this run's passes
+        assert kinds == [PREFILL, SAMPLE] + [NO_CACHE] * (LONG - 1)
         settle(window)
         assert "KV cache off" in window.views["kv"].formula.text()  # the KV view no longer claims what it saves
     finally:
@@ -120,6 +120,24 @@ def test_a_verify_pass_is_one_block_and_a_branch_reread_is_drawn_as_a_reread():
     assert blocks[2].ms == 40.0 and blocks[6].ms == 60.0 and blocks[6].label == "re-read 3"
     assert blocks[-1].positions == 11  # a step without the cache re-read every position before it
     assert all(b.start_ms == pytest.approx(a.start_ms + a.ms) for a, b in zip(blocks, blocks[1:]))
+
+
+def test_after_a_reset_the_timeline_is_the_prefill_and_the_passes_since():
+    """Issue 40 item 9: a Reset went back to the prompt, but the old branch's passes (seconds of them) stayed on
+    the timeline before the new ones. The old steps stay in the log (the cache series still compare both runs)."""
+    prefill_event = PrefillDone(tokens=(), n_tokens=5, ms=100.0, kv_used_bytes=10, kv_allocated_bytes=10,
+                                prompt_text="")
+    reset = Rewound(to_step=1, node=0, kv_used_bytes=10, kv_allocated_bytes=10, seed=7, reset=True)
+    rewind = Rewound(to_step=2, node=1, kv_used_bytes=10, kv_allocated_bytes=10, seed=7, forward_ms=30.0)
+    old = [_step(i, 500.0, node=i) for i in range(1, 5)]
+    new = [_step(1, 100.0, node=1), _step(2, 20.0, node=5), _step(3, 25.0, node=6)]
+    log = [prefill_event, *old, reset, *new]
+    blocks = timeline(log)
+    assert [b.kind for b in blocks] == [PREFILL, SAMPLE, CACHED, CACHED]
+    assert [b.step for b in blocks[1:]] == new and blocks[1].start_ms == 100.0
+    assert blocks[-1].start_ms + blocks[-1].ms == pytest.approx(100.0 + 0.5 + 20.5 + 25.5)
+    assert [b.kind for b in timeline([*log, rewind, _step(2, 21.0, node=7)])][-2:] == [RECOMPUTE, SAMPLE]
+    assert len(timeline(log[:5])) == 5  # before the reset: the old branch's passes
 
 
 def test_the_timeline_read_as_the_log_grows_is_the_one_read_at_once():
