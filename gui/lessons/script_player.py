@@ -4,7 +4,8 @@ The script is checked when it is opened (inference/lessons/script.py) and each a
 with the same rules as `main.py trace --script` (script.refusal), so both refuse the same actions with
 the same one line. The player waits until the controller has nothing on its way (no prefill, step, run,
 rewind or reset in flight, no model loading) before the next action; `wait` pauses that many ms;
-`caption` shows its text large over the window (`CaptionBanner`), for a class or a screen recording.
+`caption` shows its text large over the window (`CaptionBanner`), for a class or a screen recording; the
+last one stays CAPTION_HOLD_S after it was shown (however the script ended), then goes.
 Waits count on the controller's clock (a recorder's virtual one advances frame by frame); with a pace
 set (playback.py) the steps of a `step N` come one period apart, and a `run` is played back at the pace.
 """
@@ -25,6 +26,7 @@ from inference.settings import GenerationSettings
 from gui.link.controller import Controller
 
 POLL_MS = 20  # how often the player looks whether the controller is free again
+CAPTION_HOLD_S = 4.0  # a script's last caption is read this long (on the controller's clock), then hidden
 
 
 class ScriptPlayer(QObject):
@@ -43,6 +45,7 @@ class ScriptPlayer(QObject):
         self._after: Callable[[], None] | None = None  # a check once it is done
         self._wait_until: float | None = None  # a `wait` (or the gap in a paced `step N`) ends then
         self._gap = False  # the next step of a `step N` comes after a pace period
+        self._caption_at: float | None = None  # when the caption on show was shown (clock time); None: none
         self._timer = QTimer(self, singleShot=True)
         self._timer.timeout.connect(self._tick)
         controller.error.connect(self._on_error)
@@ -69,7 +72,7 @@ class ScriptPlayer(QObject):
             self.failed.emit(f"script settings: {one_line(e)}")
             return False
         self.script, self._next, self._steps_left, self._done = script, 0, 0, None
-        self._wait_until, self._gap = None, False
+        self._wait_until, self._gap, self._caption_at = None, False, None
         # In force once a model is loaded (a new model shows its own defaults in the Controls first).
         self._after = lambda: self._apply(apply_settings(self.controller.settings, script.overrides))
         self._timer.start(0)
@@ -138,7 +141,7 @@ class ScriptPlayer(QObject):
             self._step_again()
             return 0
         if self._next >= len(self.script.actions):
-            return None
+            return self._last_caption_read()
         action = self.script.actions[self._next]
         self._next += 1
         return self._play(action)
@@ -174,10 +177,23 @@ class ScriptPlayer(QObject):
             self._force(action)
         elif kind == "caption":
             c.history.captioned(Caption(action.value))  # an exported trace keeps the lesson's captions
+            self._caption_at = c.clock.now() if action.value else None
             self.caption.emit(action.value)
         elif kind == "wait":
             return action.value
         return 0
+
+    def _last_caption_read(self) -> int | None:
+        """At the script's end: the ms its last caption still stays up, then (at the next tick) hide it; None
+        once it is gone (or there was none): the script is over."""
+        if self._caption_at is None:
+            return None
+        left = self._caption_at + CAPTION_HOLD_S - self.controller.clock.now()
+        if left > 0:
+            return max(1, round(left * 1000))
+        self._caption_at = None
+        self.caption.emit("")
+        return None
 
     def _request(self, action: Action, send: Callable[[], None]) -> None:
         """Send a gated request; the controller drops one it cannot serve now: then say so, not wait forever."""
@@ -245,7 +261,14 @@ def _show_settings(controls, settings: GenerationSettings) -> None:
 
 
 class CaptionBanner(QLabel):
-    """A script's caption, large, over the bottom of the window; a click hides it."""
+    """A script's caption, large, over the bottom of the window; a click hides it. Its type scales with the
+    window's height (a 720 px frame: 2 lines of ~20 px type, not a third of the frame) and it takes 80% of
+    the width, so that a long caption wraps into few lines."""
+
+    WIDTH = 0.8  # of the window
+    TYPE = 0.029  # px of type per px of window height
+    TYPE_PX = (15, 34)  # the least and most
+    MARGIN = 0.025  # of the window's height, under the banner
 
     def __init__(self, window: QWidget):
         super().__init__(window)
@@ -255,7 +278,7 @@ class CaptionBanner(QLabel):
         self.setAlignment(Qt.AlignCenter)
         self.setAttribute(Qt.WA_TransparentForMouseEvents, False)
         self.setStyleSheet("QLabel#caption_banner { background: rgba(20, 24, 32, 215); color: white; "
-                           "border-radius: 10px; padding: 14px 22px; font-size: 22pt; }")
+                           "border-radius: 8px; padding: 8px 18px; }")
         self.hide()
         window.installEventFilter(self)
 
@@ -278,11 +301,15 @@ class CaptionBanner(QLabel):
 
     def _place(self) -> None:
         window = self.parentWidget()
-        width = int(window.width() * 0.7)
+        font = self.font()
+        low, high = self.TYPE_PX
+        font.setPixelSize(min(high, max(low, round(window.height() * self.TYPE))))
+        self.setFont(font)
+        width = int(window.width() * self.WIDTH)
         self.setFixedWidth(width)
         height = self.heightForWidth(width)
         self.setFixedHeight(max(height, self.sizeHint().height()))
-        self.move((window.width() - width) // 2, window.height() - self.height() - 60)
+        self.move((window.width() - width) // 2, window.height() - self.height() - round(window.height() * self.MARGIN))
 
 
 def open_and_play(parent: QWidget, player: ScriptPlayer) -> None:

@@ -38,7 +38,7 @@ def reported(stdout: str) -> tuple[int, float]:
 
 
 def caption_shown(frame: np.ndarray) -> bool:
-    """The caption banner (a dark box, 70 % of the window wide, with white text, at the bottom centre) is in
+    """The caption banner (a dark box, 80 % of the window wide, with white text, at the bottom centre) is in
     the frame: rows of it are dark across the middle of the window, which the light theme's views never
     are, and there is white text between them."""
     h, w, _ = frame.shape
@@ -49,17 +49,23 @@ def caption_shown(frame: np.ndarray) -> bool:
 
 
 def assert_lesson_frames(frames: list[np.ndarray], n: int, seconds: float) -> None:
+    from gui.lessons.recorder import TAIL_S
+    from gui.lessons.script_player import CAPTION_HOLD_S
+
     assert len(frames) == n == round(seconds * FPS)
-    # the lesson: 3.4 s of waits, 2 steps 0.25 s apart, a paced run of the 6 tokens left (1.5 s at 4 tokens/s),
-    # the last frame held 1.5 s: 6.65 s, and what waits on the clock waits for the next frame (0.2 s) to see it
-    assert 6.6 <= seconds <= 7.4
+    # the lesson: 3.4 s of waits, 2 steps 0.25 s apart, a paced run of the 6 tokens left (1.5 s at 4 tokens/s):
+    # 5.15 s; its last caption, shown at 2.9 s, is read CAPTION_HOLD_S, then goes: 6.9 s; then the last frame
+    # is held TAIL_S, and what waits on the clock waits for the next frame (0.2 s) to see it
+    assert 2.9 + CAPTION_HOLD_S + TAIL_S <= seconds <= 2.9 + CAPTION_HOLD_S + TAIL_S + 0.8
     changes = [float(np.abs(a.astype(int) - b).mean()) for a, b in zip(frames, frames[1:])]
     assert sum(c > 0.05 for c in changes) >= 8  # it moves: the steps come frame after frame
     assert float(np.abs(frames[0].astype(int) - frames[-1]).mean()) > 1.0
-    # the lesson waits 0.4 s (2 frames) before its first caption; from then on a caption is always shown
-    assert [caption_shown(f) for f in frames] == [False] * 2 + [True] * (n - 2)
+    # the lesson waits 0.4 s (2 frames) before its first caption; from then on a caption is shown until the
+    # last one has been read: the held frames at the end show none
+    tail = round(TAIL_S * FPS)
+    assert [caption_shown(f) for f in frames] == [False] * 2 + [True] * (n - 2 - tail) + [False] * tail
     bottom = slice(int(frames[0].shape[0] * 0.6), None)
-    assert frames[2][bottom].tobytes() != frames[-1][bottom].tobytes()  # another caption at the end
+    assert frames[2][bottom].tobytes() != frames[-tail - 1][bottom].tobytes()  # another caption at the end
 
 
 def test_record_mp4_is_h264_at_the_fps_with_the_captions(tmp_path):

@@ -17,6 +17,7 @@ from inference.lessons.trace import script_from_trace
 from tiny import make_hf_model, save_hf_model
 
 WAIT = 120_000  # ms: generous, the machines are shared
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = {"prompt": "the cat", "settings": {"seed": 7, "temperature": 1.5, "top_k": 0, "max_new_tokens": 20},
           "actions": [{"caption": "Hello class"}, {"prefill": True}, {"step": 2}, {"set": {"temperature": 0.3}},
                       {"rewind": 2}, {"step": 1}, {"wait": 50}, {"force": " the"}, {"caption": "A fork"}]}
@@ -60,9 +61,8 @@ def test_a_script_plays_in_the_app_with_its_captions_and_the_same_tokens_as_head
     with qtbot.waitSignal(player.finished, timeout=WAIT):
         assert window.play_script(_write(tmp_path, SCRIPT))
     c = window.controller
-    assert captions == ["Hello class", "A fork"] and not dialogs
-    assert window.caption.isVisible() and window.caption.text() == "A fork"
-    assert window.caption.geometry().bottom() < window.height()  # over the window, not beside it
+    assert captions == ["Hello class", "A fork", ""] and not dialogs  # the last one read, then hidden
+    assert not window.caption.isVisible()
     model = load_model(folder, device="cpu")
     session = Session(model)
     list(play(session, model, parse_script(SCRIPT)))
@@ -108,3 +108,59 @@ def test_the_app_takes_a_script_to_play_on_its_command_line():
     from gui.app import parse_args
 
     assert parse_args(["--script", "lesson.json"]).script == "lesson.json" and parse_args([]).script is None
+
+
+def test_the_last_caption_is_read_then_goes(qtbot, window, tmp_path, dialogs):
+    """On the controller's clock (a recording's is virtual): the last caption stays CAPTION_HOLD_S, then hides
+    itself and the script is over; nobody has to click it away."""
+    from gui.link.playback import VirtualClock
+    from gui.lessons.script_player import CAPTION_HOLD_S
+
+    c, player = window.controller, window.script_player
+    clock = c.clock = VirtualClock()
+    script = dict(SCRIPT, actions=[{"prefill": True}, {"caption": "Read me"}, {"step": 1}])
+    assert window.play_script(_write(tmp_path, script))
+    qtbot.waitUntil(lambda: len(c.steps) == 1 and player.waiting_on_clock(), timeout=WAIT)
+    assert window.caption.isVisible() and window.caption.text() == "Read me" and player.playing
+    clock.advance(CAPTION_HOLD_S - 0.5)
+    qtbot.wait(100)
+    assert window.caption.isVisible() and player.playing  # still being read
+    with qtbot.waitSignal(player.finished, timeout=WAIT):
+        clock.advance(0.5)
+    assert not window.caption.isVisible() and not dialogs
+
+
+def test_captions_keep_to_the_bottom_of_a_1280x720_frame(qtbot, window):
+    """The example lessons' longest caption at 1280x720 (a recording's size): a band at the bottom, a fifth of
+    the frame at most (it took a third), inside the window."""
+    from inference.lessons.trace import load_script
+
+    lessons = ROOT / "resources" / "lessons"
+    longest = max((a.value for name in ("capital_of_france.json", "capital_of_france.zh-CN.json")
+                   for a in load_script(lessons / name).actions if a.kind == "caption"), key=len)
+    window.resize(1280, 720)
+    qtbot.waitUntil(lambda: window.height() <= 760, timeout=WAIT)
+    window.caption.show_text(longest)
+    box = window.caption.geometry()
+    assert box.height() <= 0.2 * window.height() and box.bottom() < window.height() and box.top() > window.height() / 2
+    assert window.caption.heightForWidth(box.width()) <= box.height()  # every line of it shows
+    window.resize(1600, 1000)
+    qtbot.waitUntil(lambda: window.caption.width() > box.width(), timeout=WAIT)  # it follows the window
+    assert window.caption.font().pixelSize() > 20
+    window.caption.show_text("")
+
+
+@pytest.mark.parametrize("name", ["capital_of_france.json", "capital_of_france.zh-CN.json"])
+def test_the_example_lesson_ends_with_a_run_to_film(default_model, name):
+    """Its last Run (after the fork on " London") goes on for several tokens, so its video shows a run; it
+    stopped after one token at its stop string "."."""
+    from inference.lessons.trace import load_script
+
+    script = load_script(ROOT / "resources" / "lessons" / name)
+    assert script.actions[-1].kind == "caption" and "run" in [a.kind for a in script.actions]
+    session = Session(default_model)
+    events = list(play(session, default_model, script))
+    after_run = events[max(i for i, e in enumerate(events) if isinstance(e, StepDone) and e.forced) + 1:]
+    ran = [e for e in after_run if isinstance(e, StepDone)]
+    assert len(ran) >= 6, [e.token.text for e in ran]
+    assert session.generated[0] == default_model.tokenizer.encode(" London", add_special_tokens=False)[0]
