@@ -89,6 +89,13 @@ class BranchStats:
     entropies: tuple[float, ...]  # per step, nats, of p_raw
 
 
+def same_length_log_probs(a: Sequence[StepDone], b: Sequence[StepDone]) -> tuple[int, float, float]:
+    """log p of two paths over the steps both have (their first min(len) steps): a sum of ln p grows more
+    negative with every step, so paths of different lengths compare by it only over the same number of steps."""
+    n = min(len(a), len(b))
+    return n, log_prob(a[:n]), log_prob(b[:n])
+
+
 def branch_stats(steps: Sequence[StepDone]) -> BranchStats:
     return BranchStats(len(steps), path_text(steps), log_prob(steps), perplexity(steps),
                        tuple(float(s.dist.entropy) for s in steps))

@@ -2,8 +2,13 @@
 
 Log-prob is the sum of ln p_raw of the tokens a branch took (the model's own probability, the same measure
 for drawn and forced tokens); perplexity is exp(−mean ln p_raw), read as "as unsure as a choice among this
-many equally likely tokens". The plot shows each step's entropy (of p_raw, nats) on both branches: the
-steps before they part are the same on both, so the lines lie on top of each other up to there.
+many equally likely tokens". Log-probs are sums, so branches of different lengths are also compared over the
+steps both have, and the view says so. The plot shows each step's entropy (of p_raw, nats) on both branches:
+the steps before they part are the same on both, so the lines lie on top of each other up to there. The
+texts open where the branches differ: the shared beginning is cut to its last words.
+
+After a Reset the current branch (A) is back at the prompt: until it has a step there is nothing to compare,
+and the view says that instead of comparing an empty branch with the old one.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QComboBox, QGridLayout, QLabel, QSizePolicy, QSplitter, QTextBrowser, QVBoxLayout,
                                QWidget)
 
-from gui.state.compare import BranchStats, branch_stats, chosen_p, default_other, parting_step
+from gui.state.compare import (BranchStats, branch_stats, chosen_p, default_other, parting_step,
+                               same_length_log_probs)
 from gui.state.intents import Intents
 from gui.theme import Appearance
 from gui.views.base import View
@@ -24,6 +30,7 @@ from gui.state.format import display
 from gui.widgets.plotting import colour, grid_ceiling, make_plot, nice_ceiling, set_range, style_plot
 
 SIDES = ("A", "B")
+SHARED_TAIL = 8  # tokens of the shared beginning kept before the step where the branches part
 
 
 def fmt_log_prob(value: float) -> str:
@@ -105,9 +112,12 @@ class CompareView(View):
         """(node id, name) of each branch tip, and the current node when it is not a tip (after a rewind)."""
         h = self.intents.history
         tips = list(h.leaves())
-        nodes = tips if h.current in tips or h.current.step is None else tips + [h.current]
+        nodes = tips if h.current in tips else tips + [h.current]  # the root: back at the prompt (a Reset)
         items = []
         for number, node in enumerate(nodes, 1):
+            if node.step is None:
+                items.append((node.id, "current: the prompt only (0 steps)"))
+                continue
             last, up = [], node
             while up is not None and up.step is not None and len(last) < 4:
                 last.append(up.step.token.text)
@@ -184,16 +194,28 @@ class CompareView(View):
             self.results[side] = None
         self.part_line.setVisible(False)
 
+    @staticmethod
+    def _empty(a, b) -> bool:
+        """Nothing to compare: a side is back at the prompt (a Reset, a rewind to step 1)."""
+        return (a is not None and not a) or (b is not None and not b)
+
     def _show_parting(self, a, b) -> None:
         t = self.appearance.theme
         if b is None:
             self.parting.setText("Only one branch so far: go back to a step and take another token to compare.")
             return
+        if self._empty(a, b):
+            empty, other = ("A", b) if not a else ("B", a)
+            self.parting.setText(f"Branch {empty} is back at the prompt (no steps yet): nothing to compare. Step "
+                                 f"or Run, then compare it with branch {'B' if empty == 'A' else 'A'} "
+                                 f"({len(other)} steps, kept).")
+            return
         at = parting_step(a, b)
         if at is None:
             shorter, longer = ("A", "B") if len(a) <= len(b) else ("B", "A")
             self.parting.setText("Both are the same branch." if len(a) == len(b) else
-                                 f"Branch {longer} continues branch {shorter} after step {min(len(a), len(b))}.")
+                                 f"Branch {longer} continues branch {shorter} after step {min(len(a), len(b))}."
+                                 + self._lengths(a, b))
             return
         took = []
         for side, path, hex_colour in (("A", a, t.selected), ("B", b, t.warning)):
@@ -201,7 +223,18 @@ class CompareView(View):
             flag = " ⚑ forced" if getattr(step, "forced", False) else ""
             took.append(f"<b style='color:{hex_colour}'>{side}</b> took <b>{html.escape(display(step.token.piece))}"
                         f"</b> (p raw {chosen_p(step):.3f}{flag})")
-        self.parting.setText(f"They part at <b>step {at}</b> (after {at - 1} shared): " + ", ".join(took) + ".")
+        self.parting.setText(f"They part at <b>step {at}</b> (after {at - 1} shared): " + ", ".join(took) + "."
+                             + self._lengths(a, b))
+
+    @staticmethod
+    def _lengths(a, b) -> str:
+        """Branches of different lengths: log p sums over the steps, so it is also given over the same steps."""
+        if len(a) == len(b):
+            return ""
+        n, lp_a, lp_b = same_length_log_probs(a, b)
+        return (f"<br>A has {len(a)} steps, B {len(b)}: log p adds ln p at every step, so the longer one is lower "
+                f"by its length alone; over their first {n} steps, log p A {fmt_log_prob(lp_a)}, B "
+                f"{fmt_log_prob(lp_b)} (perplexity is per step).")
 
     def _show_branches(self, a, b) -> None:
         t = self.appearance.theme
@@ -214,8 +247,9 @@ class CompareView(View):
                 self.texts[side].setPlainText("")
                 continue
             self.stats[side].setText(
-                f"log p <b>{fmt_log_prob(stats.log_prob)}</b> · perplexity <b>{stats.perplexity:.2f}</b>"
-                if stats.n_steps else "no steps yet")
+                f"log p <b>{fmt_log_prob(stats.log_prob)}</b> over {stats.n_steps} step"
+                f"{'s' if stats.n_steps != 1 else ''} · perplexity <b>{stats.perplexity:.2f}</b>"
+                if stats.n_steps else "no steps yet: the prompt only")
             self.stats[side].setToolTip(
                 f"{stats.n_steps} steps. log p: the sum of ln p raw of the tokens this branch took (how likely "
                 "the model found the whole text); perplexity: exp(−log p / steps), as unsure as a choice among "
@@ -229,7 +263,10 @@ class CompareView(View):
         def chunk(steps) -> str:
             return html.escape("".join(s.token.text for s in steps)).replace("\n", "<br>")
 
-        same = f"<span style='color:{t.muted}'>{chunk(path[:shared])}</span><a name='part'></a>"
+        # the shared beginning cut to its last words: the text opens where the branches differ
+        cut = max(shared - SHARED_TAIL, 0)
+        skipped = f"[{cut} shared step{'s' if cut != 1 else ''}] …" if cut else ""
+        same = f"<span style='color:{t.muted}'>{skipped}{chunk(path[cut:shared])}</span><a name='part'></a>"
         if not parts or shared >= len(path):
             rest = chunk(path[shared:])
         else:
@@ -239,9 +276,10 @@ class CompareView(View):
 
     def _show_entropy(self, a, b) -> None:
         longest, top = 1, 1.0
+        empty = self._empty(a, b)  # nothing to compare: no line of one branch alone, as if it were compared
         for side, path in (("A", a), ("B", b)):
             stats = self.results[side]
-            if path is None or stats is None:
+            if path is None or stats is None or empty:
                 self.curves[side].setData([], [])
                 continue
             self.curves[side].setData([s.index for s in path], list(stats.entropies))

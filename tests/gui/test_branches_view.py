@@ -184,3 +184,36 @@ def test_after_a_rewind_compare_offers_the_current_path_beside_the_tips(qtbot, w
     assert [view.combos["A"].itemText(i).split(":")[0] for i in range(view.combos["A"].count())] == ["tip 1",
                                                                                                       "current"]
     assert "Branch B continues branch A after step 2" in view.parting.text()
+
+
+def test_compare_after_a_reset_and_over_different_lengths(qtbot, window):
+    """Issue 40 item 9: after Reset Compare said "Branch B continues branch A after step 0" beside the old
+    branch's entropy line; its texts opened on the shared beginning; log p of branches of different lengths
+    was compared without a word."""
+    c = window.controller
+    prefill(window, max_new=64)
+    step(window, 12)
+    first = list(c.steps)
+    view = show_dock(qtbot, window, "compare")
+    fork_at(qtbot, window, 11)
+    step(window, 3)  # A: 11 + 3 = 14 steps, B: the first branch's 12
+    settle(window)
+    a, b = list(c.steps), first
+    text_a, text_b = view.texts["A"].toPlainText(), view.texts["B"].toPlainText()
+    # the texts open where they part: the shared 10 steps cut to their last 8, the rest whole
+    tail = "".join(s.token.text for s in a[2:10])
+    assert text_a.startswith("[2 shared steps] …" + tail) and text_a.endswith("".join(s.token.text for s in a[10:]))
+    assert text_b == "[2 shared steps] …" + tail + "".join(s.token.text for s in b[10:])
+    said = view.parting.text()
+    assert "step 11" in said and "A has 14 steps, B 12" in said and "over their first 12 steps" in said
+    lp_a = sum(math.log(chosen_p(s)) for s in a[:12])
+    assert f"log p A {lp_a:.2f}".replace("-", "−") in said
+    assert "over 14 steps" in view.stats["A"].text() and "over 12 steps" in view.stats["B"].text()
+    window.generation.reset()
+    qtbot.waitUntil(lambda: not c.steps and idle(c), timeout=WAIT)
+    settle(window)
+    assert "continues" not in view.parting.text() and "back at the prompt" in view.parting.text()
+    assert view.combos["A"].currentText() == "current: the prompt only (0 steps)"
+    assert all(len(view.curves[side].getData()[0] if view.curves[side].getData()[0] is not None else [])
+               == 0 for side in ("A", "B")) and not view.part_line.isVisible()
+    assert view.stats["A"].text().startswith("no steps yet")

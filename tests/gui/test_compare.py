@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gui.state.compare import (branch_stats, chosen_logit, chosen_p, default_other, edge_p, log_prob, parting_step,
-                         path_text, perplexity, shared_prefix)
+                         path_text, perplexity, same_length_log_probs, shared_prefix)
 from inference.events import Candidates, KeptCdf, StepDistribution, StepDone, Token
 from inference.settings import SamplerSettings
 
@@ -75,3 +75,13 @@ def test_branch_stats():
 def test_the_default_other_branch_is_the_newest_other_tip():
     assert default_other(5, [3, 5, 9]) == 9 and default_other(9, [3, 5, 9]) == 5
     assert default_other(3, [3]) is None and default_other(None, []) is None
+
+
+def test_log_probs_of_different_lengths_are_also_given_over_the_same_steps():
+    a = [make_step(1, 7, " a", 0.5), make_step(2, 8, " b", 0.5), make_step(3, 9, " c", 0.5)]
+    b = [make_step(1, 7, " a", 0.5), make_step(2, 5, " z", 0.3)]
+    assert log_prob(a) < log_prob(b)  # the longer one is lower by its length alone...
+    n, lp_a, lp_b = same_length_log_probs(a, b)
+    assert n == 2 and lp_a == pytest.approx(2 * math.log(0.5)) and lp_b == pytest.approx(math.log(0.5 * 0.3))
+    assert lp_a > lp_b  # ...over the same steps, a is the likelier
+    assert same_length_log_probs(a, []) == (0, 0.0, 0.0)
