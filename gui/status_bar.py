@@ -12,7 +12,7 @@ from inference.settings import PREFILL_CHUNK
 
 from gui.link.controller import Controller
 from gui.state.speculation import counters
-from gui.state.format import fmt_bytes, fmt_count
+from gui.state.format import fmt_bytes, fmt_count, plural
 
 
 def decode_summary(decode_path: str) -> str:
@@ -59,7 +59,7 @@ class StatusBar(QStatusBar):
         elif c.prefill_event is not None and not c.busy and not c.loading:
             p = c.prefill_event
             spec = counters(c.history)
-            self.say(f"Prefilled {p.n_tokens} tokens in {p.ms:.0f} ms · {len(c.steps)} generated"
+            self.say(f"Prefilled {plural(p.n_tokens, 'token')} in {p.ms:.0f} ms · {len(c.steps)} generated"
                      + (f" · {spec.text()}" if spec is not None else "")
                      + (f" · ended: {c.stopped.reason}" if c.stopped else ""))
 

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 from gui.state.intents import Intents
 from gui.theme import Appearance
 from gui.views.base import View
-from gui.state.format import display
+from gui.state.format import display, plural
 from gui.widgets.plotting import make_plot, set_range, step_top, style_plot
 
 REASONS = {
@@ -222,7 +222,7 @@ class StopView(View):
                                 "they stood then.")
         elif c.stopped is not None:
             extra = f" ({display(c.stopped.stop_string)})" if c.stopped.stop_string else ""
-            self.status.setText(f"Ended after {c.stopped.n_generated} tokens: {REASONS[reason]}{extra}.")
+            self.status.setText(f"Ended after {plural(c.stopped.n_generated, 'token')}: {REASONS[reason]}{extra}.")
             set_style_sheet(self.status, f"color: {t.chosen};")
         else:
             set_style_sheet(self.status, "")

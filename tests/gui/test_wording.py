@@ -251,6 +251,23 @@ def test_ranks_read_from_1_and_bars_and_segments_have_tooltips(window):
     wait_until(lambda: idle(c))
 
 
+def test_one_token_is_one_token(window):
+    """A 1-token prompt and a 1-token generation: the Stop view, the status bar and Explain count in the
+    singular."""
+    prefill(window, "Hello", chat=False, greedy=True, max_new=1)
+    c = window.controller
+    assert c.prefill_event.n_tokens == 1
+    assert window.status.state.text().startswith("Prefilled 1 token in ")
+    step(window)
+    wait_until(lambda: c.stopped is not None and idle(c))
+    settle(window)
+    stop = window.views["stop"]
+    stop.refresh()
+    assert stop.status.text().startswith("Ended after 1 token: ")
+    assert "1 new token was generated" in explain_text(window)
+    window.controls.max_new.setValue(64)
+
+
 def test_emoji_draw_in_colour_not_as_boxes(qapp):
     """An emoji in a token's text is drawn from an emoji font (on Linux Noto Color Emoji, Debian's
     fonts-noto-color-emoji, which .ci/run installs), not as a box: its pixels are in colour."""
