@@ -193,12 +193,17 @@ class Session:
 
     def set_capture_lens(self, on: bool) -> bool:
         """Capture the lens from the next forward pass on (off: no cost at all). Turned on while the pending
-        step has none, its position is read again (one forward pass of one token, the cache cropped by one
-        first) so that its lens shows at once; after a context shift the pending position is not the
-        record's, and the lens shows from the next step. Returns whether that pass ran."""
+        step has none, it gets one at once (`_lens_of_pending`). Returns whether that pass ran."""
         self.recorder.lens = on
+        return on and not self.running and self._lens_of_pending()
+
+    def _lens_of_pending(self) -> bool:
+        """While the lens is captured, a pending step whose pass ran without it (before the view opened; a
+        rewind, a Reset or a switch back to such a step) gets its lens: its position is read again, one
+        forward pass of one token, the cache cropped by one first. After a context shift the pending position
+        is not the record's, and the lens shows from the next step. Returns whether that pass ran."""
         step = self.pending
-        if not on or self.window.shifts or self.running or step is None or step.residuals is not None:
+        if not self.recorder.lens or self.window.shifts or step is None or step.residuals is not None:
             return False
         n = self.n_context
         self.source.crop(n - 1)
@@ -495,6 +500,7 @@ class Session:
             kept = self._read_pending(node, [self.tree.nodes[node].token_id], len(self.prompt) + depth - 1)
             forward_ms = kept.forward_ms
         self._go_to(node, kept)
+        self._lens_of_pending()
         return Rewound(to_step=depth + 1, node=node, kv_used_bytes=self.source.kv_used_bytes,
                        kv_allocated_bytes=self.source.kv_allocated_bytes, seed=self.seed_used, reset=reset,
                        pending=self.preview().dist, forward_ms=forward_ms)
@@ -527,6 +533,7 @@ class Session:
             kept = self._read_pending(node, reread, len(self.prompt) + len(target) - len(reread))
         ms = (time.perf_counter() - started) * 1000 if reread else 0.0
         self._go_to(node, kept)
+        self._lens_of_pending()
         return Switched(node=node, to_step=len(target), reread_tokens=len(reread), ms=ms,
                         kv_used_bytes=self.source.kv_used_bytes, kv_allocated_bytes=self.source.kv_allocated_bytes,
                         tokens=tuple(target), seed=self.seed_used, pending=self.preview().dist)

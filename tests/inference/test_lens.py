@@ -237,6 +237,31 @@ def test_a_lens_read_later_is_kept_with_its_step(llama):
     assert next(session.force(taken[0].token.id)).lens.p_chosen is not None
 
 
+def test_a_reset_or_rewind_back_to_a_step_taken_before_the_lens_was_on_reads_its_lens(llama):
+    """Issue 40 item 7: the lens turned on after step 1 was taken; a Reset went back to step 1, whose kept
+    logits came from the prefill (read without the lens), and step 1 stayed without one. Going back to such
+    a step now reads its position again for the lens (one forward pass of one token): the same lens as a
+    session that captured it all along, and the same draws after."""
+    always = Session(llama, SAMPLED, capture_lens=True)
+    always.prefill(PROMPT)
+    expected = [e for _ in range(3) for e in always.step()]
+    session = Session(llama, SAMPLED)
+    session.prefill(PROMPT)
+    list(session.step())
+    list(session.step())
+    assert session.set_capture_lens(True)  # the pending step 3 gets its lens; steps 1 and 2 have none
+    count = session.forward_count
+    back = session.reset()
+    assert session.forward_count == count + 1 and back.pending.lens is not None
+    np.testing.assert_allclose(back.pending.lens.p, expected[0].lens.p, rtol=1e-5)
+    again = [e for _ in range(3) for e in session.step()]
+    assert [e.token.id for e in again] == [e.token.id for e in expected]
+    np.testing.assert_allclose(again[0].lens.p_chosen, expected[0].lens.p_chosen, rtol=1e-5)
+    count = session.forward_count
+    session.rewind(2)  # its lens is kept with it now: nothing to read again
+    assert session.forward_count == count and session.preview().dist.lens is not None
+
+
 def test_without_kv_cache_the_lens_is_the_same_and_a_verify_pass_may_have_none(llama):
     lenses = []
     for cached in (True, False):
