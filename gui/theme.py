@@ -121,6 +121,7 @@ class Appearance(QObject):
         font.setPointSizeF(self._base_point_size * self.scale)
         app.setFont(font)
         sheet = (STYLES / "app.qss").read_text(encoding="utf-8")
+        sheet = sheet.replace("@styles", STYLES.as_posix()).replace("@indicator", f"{round(14 * self.scale)}px")
         for key, value in t.__dict__.items():
             sheet = sheet.replace("@" + key, value)
         app.setStyleSheet(sheet)
