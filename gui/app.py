@@ -110,15 +110,20 @@ class ScreenshotRun:
         QApplication.exit(self.exit_code)
 
 
+LARGEST_WINDOW = (1920, 1200)  # beyond it (a 4K screen) the window does not grow: the type does not either
+
+
 def fit_to_screen(window) -> None:
-    """1600 x 1000 where the screen has room (frame included), else the screen's free area."""
+    """The screen's free area (frame included), up to LARGEST_WINDOW: at 1280x720 or 1920x1080 the window
+    fills the screen, and the dock layout picks the arrangement for that size (dock_layout)."""
     screen = window.screen() or QGuiApplication.primaryScreen()
     free = screen.availableGeometry() if screen is not None else None
     if free is None:
-        window.resize(1600, 1000)
+        window.resize_to(*SCREENSHOT_SIZE)
         return
-    width, height = min(1600, free.width() - 16), min(1000, free.height() - 48)  # room for the frame
-    window.resize(width, height)  # where it goes is the window manager's choice
+    width, height = min(LARGEST_WINDOW[0], free.width() - 16), min(LARGEST_WINDOW[1], free.height() - 48)
+    window.resize_to(width, height)  # room for the frame
+    window.move(free.x() + (free.width() - width - 16) // 2, free.y() + (free.height() - height - 48) // 2)
 
 
 def start_greedy(window) -> None:
@@ -189,12 +194,10 @@ def main(argv: list[str] | None = None) -> int:
         start_greedy(window)
     run = None
     if args.screenshot:
-        window.resize(*SCREENSHOT_SIZE)
-        window.proportion_docks()
+        window.resize_to(*SCREENSHOT_SIZE)
         run = ScreenshotRun(window, args.screenshot, max(args.steps, 0))
     elif args.record:
-        window.resize(*_size(args.size))
-        window.proportion_docks()
+        window.resize_to(*_size(args.size))
         try:
             run = ScriptRecording(window, args.record, args.script, args.fps, args.pace)
         except ValueError as e:
@@ -203,7 +206,6 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     elif not window.layout_restored:
         fit_to_screen(window)
-        window.proportion_docks()
     window.show()
     if args.script and not args.record:  # after show: a bad script's dialog opens over the window
         QTimer.singleShot(0, lambda: window.play_script(args.script))

@@ -1,11 +1,27 @@
-"""The docks: where each one starts and its share of the window, presentation mode's tabbed arrangement, and
-the layout saved between sessions (versioned: a layout saved by an older dock set falls back to the default;
-so does one that does not fit the screen it is restored on).
+"""The docks: where each one starts and its share of the window, the arrangements for small and large
+windows and for presentation mode, and the layout saved between sessions (versioned: a layout saved by an
+older dock set falls back to the default; so does one saved on a screen of another size, or one that does
+not fit the screen it is restored on).
 
-The layout holds from 1024x700 up: the secondary docks' contents scroll rather than hold the window open
-(their minimum sizes stay honoured inside the scroll area); Candidates and Context do not scroll and get
-the larger shares; a window resize that leaves them squeezed below their share gives back the default
-proportions."""
+Three arrangements, chosen by the window's size (and F5):
+- large (from 1200x860, e.g. 1600x1000 or a 1920x1080 screen): Controls over Explain on the left; Context
+  (Branches behind it) on top; Candidates with Stop (Compare) beside it; the KV cache (Logit lens) with
+  Timing (Attention) beside it at the bottom. Every main view is on screen at once.
+- compact (below it, e.g. 1280x720, the default --record size and a common projector, or 1024x700): the
+  window has no room for three rows, so Explain goes behind Controls, and the KV cache, Stop, Timing,
+  Compare, Branches (Attention, Logit lens) behind Candidates, as tabs under Context: each tab gets the
+  whole height under Context (a plot, not two lines of text), one click away. Context, alone on top, shows
+  no title bar: its summary line says what it is.
+- presentation (F5, large window): the bigger type keeps Context, Candidates and the KV cache in rows, and
+  tabs Explain behind Controls and Stop, Timing, Compare behind the KV cache; in a compact window F5 uses
+  the compact arrangement, so the window stays within the screen.
+A dock in a tab group shows no title bar of its own: its tab names it (the title bar's 27 px are what kept
+a compact presentation window taller than a 720 px screen); a floated dock gets its title back.
+
+Secondary docks' contents scroll rather than hold the window open (their minimum sizes stay honoured inside
+the scroll area); Candidates and Context do not scroll and get the larger shares; a window resize that
+leaves them squeezed below their share gives back the default proportions, and one across the compact
+threshold changes the arrangement."""
 
 from __future__ import annotations
 
@@ -14,7 +30,7 @@ from PySide6.QtWidgets import QDockWidget, QFrame, QMainWindow, QScrollArea, QTa
 
 from gui.theme import Appearance
 
-LAYOUT_VERSION = 8  # bump when docks change: an older saved layout then falls back to the default
+LAYOUT_VERSION = 9  # bump when docks change: an older saved layout then falls back to the default
 TITLES = {"controls": "Controls", "context": "Context", "candidates": "Candidates", "kv": "KV cache",
           "stop": "Stop", "timing": "Timing", "explain": "Explain", "attention": "Attention",
           "lens": "Logit lens",
@@ -23,6 +39,13 @@ LEFT = ("controls", "explain")
 HIDDEN_AT_FIRST = ("attention", "lens")  # they slow every step (each is recorded while it is shown)
 PRIORITY = ("context", "candidates")  # never scrolled, never squeezed below their minimum
 SQUEEZED = 0.28  # Candidates below this share of the window's height (or 0.4 of its width): re-proportion
+COMPACT_BELOW = QSize(1200, 860)  # a window narrower or lower than this gets the compact arrangement
+SECONDARY = ("kv", "stop", "timing", "compare", "attention", "lens")
+# Which docks go behind which as tabs, per arrangement (the large one is the default as built)
+GROUPS = {"large": {},
+          "compact": {"controls": ("explain",), "candidates": SECONDARY + ("branches",)},
+          "presentation": {"controls": ("explain",), "kv": ("stop", "timing", "compare", "attention", "lens")}}
+SIMILAR_SCREEN = 0.1  # a saved layout is reused on a screen within 10 % of the size it was saved on
 
 
 def scrolled(widget: QWidget) -> QScrollArea:
@@ -47,12 +70,13 @@ class DockLayout(QObject):
         window.setCentralWidget(placeholder)
         window.setDockNestingEnabled(True)
         window.setTabPosition(Qt.AllDockWidgetAreas, QTabWidget.TabPosition.North)  # tabs read like titles
+        self._retitle = QTimer(self, singleShot=True, interval=0)  # once the docks moved: which show a title
+        self._retitle.timeout.connect(self._titles)
         self.docks: dict[str, QDockWidget] = {key: self._dock(key, widgets[key]) for key in TITLES}
         self._arrange()
-        self._compacted = False  # Stop and Timing tabbed behind the KV cache for a small window
-        self.proportion(compact=False)  # the window's size is not known yet
+        self.arrangement = "large"  # as built; proportion() picks the one for the window's size
         self.default_state = QByteArray()
-        self._state_before_presentation: QByteArray | None = None
+        self._before_presentation: tuple[QByteArray, str] | None = None  # the layout F5 returns to
         self._recheck = QTimer(self, singleShot=True, interval=150)  # once a resize has settled
         self._recheck.timeout.connect(self.heal)
         window.installEventFilter(self)
@@ -65,6 +89,8 @@ class DockLayout(QObject):
                          QDockWidget.DockWidgetClosable)
         area = Qt.LeftDockWidgetArea if key in LEFT else Qt.RightDockWidgetArea
         self.window.addDockWidget(area, dock)
+        dock.topLevelChanged.connect(self._retitle.start)
+        dock.visibilityChanged.connect(self._retitle.start)
         return dock
 
     def _arrange(self) -> None:
@@ -95,26 +121,85 @@ class DockLayout(QObject):
             if bar.parent() is self.window:
                 bar.hide()
 
+    def _titles(self) -> None:
+        """A docked dock in a tab group with another shown dock has no title bar (its tab names it), nor has
+        Context in the compact arrangement (its summary line says what it shows); any other dock has its
+        own."""
+        w = self.window
+        for key, dock in self.docks.items():
+            tabbed = not dock.isFloating() and any(
+                not other.isHidden() for other in w.tabifiedDockWidgets(dock)) and not dock.isHidden()
+            tabbed = tabbed or (key == "context" and self.arrangement == "compact" and not dock.isFloating())
+            bare = dock.titleBarWidget() is not None
+            if tabbed and not bare:
+                empty = QWidget(dock)
+                empty.setObjectName(f"{dock.objectName()}_tab_title")  # no title: the tab says it
+                dock.setTitleBarWidget(empty)
+            elif not tabbed and bare:
+                old = dock.titleBarWidget()
+                dock.setTitleBarWidget(None)
+                old.deleteLater()
+
     def _restore_state(self, state: QByteArray) -> bool:
         self._hide_tab_bars()
-        return self.window.restoreState(state, LAYOUT_VERSION)
+        restored = self.window.restoreState(state, LAYOUT_VERSION)
+        self._titles()
+        return restored
 
     def remember_default(self) -> None:
         """Keep the layout as built as the default; called once the toolbar is in, so that it is part of it."""
+        self._titles()
         self.default_state = self.window.saveState(LAYOUT_VERSION)
 
-    def proportion(self, compact: bool = True) -> None:
-        """The default share of the window for each dock (also after the type size changes). In a small
-        window (below 1200x760) Stop and Timing first go behind the KV cache as tabs, as in presentation mode:
-        beside Candidates and the KV cache they left each a strip too small to read."""
+    def compact(self, size: QSize | None = None) -> bool:
+        """A window of this size (the window's own by default) is too small for the large arrangement."""
+        size = size or self.window.size()
+        return size.width() < COMPACT_BELOW.width() or size.height() < COMPACT_BELOW.height()
+
+    def wanted(self, size: QSize | None = None) -> str:
+        if self.compact(size):
+            return "compact"
+        return "presentation" if self.appearance.presentation else "large"
+
+    def resize_window(self, size: QSize) -> None:
+        """The window at this size in the arrangement for it: arranged first, since the arrangement of a
+        larger window may need more than `size` (presentation's three rows need ~730 px of a 720 px screen)."""
+        if self.wanted(size) != self.arrangement:
+            self._arrange_as(self.wanted(size))
+        self.window.resize(size)
+        self.proportion()
+
+    def _arrange_as(self, arrangement: str) -> None:
+        """The default layout, then the arrangement's tab groups; the docks shown stay shown, floating ones
+        are docked again (a tab group needs them in it)."""
         d, w = self.docks, self.window
-        small = w.width() < 1200 or w.height() < 760
-        if compact and small and not self.appearance.presentation and not self._compacted:
-            self._tab_behind_kv(("stop", "timing", "compare", "attention"))
-            self._compacted = True
-        elif compact and not small and self._compacted and not self.appearance.presentation:
-            self._restore_state(self.default_state)  # grown back: that tabbing was only for room
-            self._compacted = False
+        shown = {key for key, dock in d.items() if not dock.isHidden()}
+        for dock in d.values():
+            if dock.isFloating():
+                dock.setFloating(False)
+        self._restore_state(self.default_state)
+        for key, dock in d.items():
+            if dock.isHidden() == (key in shown):
+                dock.setVisible(key in shown)
+        for head, members in GROUPS[arrangement].items():
+            for key in members:
+                w.tabifyDockWidget(d[head], d[key])
+            d[head].raise_()
+        if arrangement == "compact":
+            d["context"].raise_()
+        self.arrangement = arrangement
+        self._hide_tab_bars()
+        self._titles()
+
+    def proportion(self, compact: bool = True) -> None:
+        """The arrangement for the window's size, and the default share of the window for each dock (also
+        after the type size changes). `compact=False` keeps the arrangement (the window's size is not
+        known yet)."""
+        d, w = self.docks, self.window
+        size = w.size()
+        if compact and self.wanted() != self.arrangement:
+            self._arrange_as(self.wanted())
+            self.keep_on_screen(size)  # moving the docks may have grown the window for a moment
         width = w.width() if w.width() >= 1000 else 1280  # before the window has its size: a typical one
         height = w.height() if w.height() >= 680 else 720
         area = d["controls"].widget()  # its minimum width (and a vertical scroll bar's): no sideways scroll
@@ -122,13 +207,20 @@ class DockLayout(QObject):
         column = (height - 110) * (1.0 if d["explain"] in w.tabifiedDockWidgets(d["controls"]) else 0.58)
         bar = area.verticalScrollBar().sizeHint().width() + 8 if need.height() > column else 0
         controls = need.width() + bar + 2
-        left = min(max(int(width * 0.22), controls), int(width * 0.34))
+        # the width where its forms keep labels beside fields, where that is at most 30 % of the window
+        preferred = min(area.widget().sizeHint().width() + bar + 2, int(width * 0.3))
+        left = min(max(int(width * 0.22), controls, preferred), int(width * 0.36))
         w.resizeDocks([d["controls"], d["context"]], [left, width - left], Qt.Horizontal)
-        # Context and Candidates first: presentation's bigger type needs Context's lines to stay several
-        shares = (0.22, 0.46, 0.32) if self.appearance.presentation else \
-            (0.25, 0.5, 0.25) if height < 800 else (0.16, 0.48, 0.36)
-        w.resizeDocks([d["context"], d["candidates"], d["kv"]], [int(height * s) for s in shares], Qt.Vertical)
         right = width - left
+        if self.arrangement == "compact":
+            # Context a few lines of chips; the tab group (Candidates first) the rest of the height
+            share = 0.3 if self.appearance.presentation else 0.28
+            w.resizeDocks([d["context"], d["candidates"]], [int(height * share), int(height * (1 - share))],
+                          Qt.Vertical)
+            return
+        # Context and Candidates first: presentation's bigger type needs Context's lines to stay several
+        shares = (0.22, 0.46, 0.32) if self.appearance.presentation else (0.16, 0.48, 0.36)
+        w.resizeDocks([d["context"], d["candidates"], d["kv"]], [int(height * s) for s in shares], Qt.Vertical)
         tabbed = {t for key in ("candidates", "kv", "controls") for t in w.tabifiedDockWidgets(d[key])}
         if d["stop"] not in tabbed:
             # its own width where that leaves Candidates 60 % (else it scrolls sideways)
@@ -142,65 +234,80 @@ class DockLayout(QObject):
             w.resizeDocks([d["controls"], d["explain"]], [int(height * 0.58), int(height * 0.42)], Qt.Vertical)
 
     def set_presentation(self, on: bool) -> None:
-        """Bigger type needs room: presentation mode stacks the secondary docks as tabs (Explain behind
-        Controls; Stop and Timing behind the KV cache), so Candidates and the KV cache get the whole
-        width; leaving it puts back the layout from before."""
+        """Bigger type needs room: presentation mode tabs the secondary docks (see the module's docstring);
+        leaving it puts back the layout from before."""
         # Deferred: the action's triggered slot, which resizes the type, runs after this (toggled) one.
         QTimer.singleShot(0, lambda: self._apply_presentation(on))
 
     def _apply_presentation(self, on: bool) -> None:
-        d, w = self.docks, self.window
+        size = self.window.size()
         if on:
-            self._state_before_presentation = w.saveState(LAYOUT_VERSION)
-            for key in ("controls", "explain"):
-                if d[key].isFloating():
-                    d[key].setFloating(False)
-            w.tabifyDockWidget(d["controls"], d["explain"])
-            d["controls"].raise_()
-            # Stop and Timing, and what is tabbed with them (it would stay beside Candidates)
-            self._tab_behind_kv(("stop", "timing", "compare", "attention", "lens"))
+            if self._before_presentation is None:
+                self._before_presentation = (self.window.saveState(LAYOUT_VERSION), self.arrangement)
+            self._arrange_as(self.wanted())
             self.proportion()
-            return
-        state, self._state_before_presentation = self._state_before_presentation, None
-        if state is None or not self._restore_state(state):
-            self._restore_state(self.default_state)
-            self._compacted = False
-            self.proportion()
+        else:
+            before, self._before_presentation = self._before_presentation, None
+            if before is not None and before[1] == self.wanted() and self._restore_state(before[0]):
+                self.arrangement = before[1]
+                self._titles()
+            else:
+                self._arrange_as(self.wanted())
+                self.proportion()
+        self.keep_on_screen(size)
 
-    def _tab_behind_kv(self, keys) -> None:
-        d, w = self.docks, self.window
-        tabbed = w.tabifiedDockWidgets(d["kv"])
-        if all(d[key] in tabbed for key in keys):
+    def keep_on_screen(self, before: QSize) -> None:
+        """A window that grew while the docks moved (bigger type raises their minimum sizes for a moment)
+        back to its size `before`, and within its screen's free area where that size was."""
+        w = self.window
+        if w.isMaximized() or w.isFullScreen():
             return
-        for key in ("kv", *keys):
-            if d[key].isFloating():
-                d[key].setFloating(False)
-        for key in keys:
-            w.tabifyDockWidget(d["kv"], d[key])
-        d["kv"].raise_()
-        self._hide_tab_bars()
+        w.layout().activate()
+        screen = w.screen()
+        if screen is None:
+            if w.size() != w.size().boundedTo(before):
+                w.resize(w.size().boundedTo(before))
+            return
+        free = screen.availableGeometry()
+        frame = w.frameGeometry()
+        extra = QSize(frame.width() - w.width(), frame.height() - w.height())
+        room = free.size() - extra
+        fitted = before.width() <= room.width() and before.height() <= room.height()
+        size = w.size().boundedTo(before.boundedTo(room) if fitted else before)
+        if size != w.size():
+            w.resize(size)
+        frame = w.frameGeometry()
+        if w.isVisible() and not free.contains(frame) and free.width() >= frame.width() \
+                and free.height() >= frame.height():
+            w.move(min(max(frame.x(), free.x()), free.right() + 1 - frame.width()),
+                   min(max(frame.y(), free.y()), free.bottom() + 1 - frame.height()))
 
     def restore(self, available: QRect | None = None) -> bool:
-        """Restore the saved layout when its version matches and it fits `available` (the screen's free area
-        by default); otherwise keep the default one, sized to fit."""
-        if int(self.settings.value("layout/version", 0) or 0) != LAYOUT_VERSION:
-            return False
-        geometry = self.settings.value("layout/geometry")
-        state = self.settings.value("layout/state")
+        """Restore the saved layout when its version matches, it was saved on a screen of about this size
+        (`available`, the screen's free area by default) and it fits; otherwise keep the default one, sized
+        to fit."""
         if available is None and self.window.screen() is not None:
             available = self.window.screen().availableGeometry()
-        if isinstance(geometry, QByteArray):
-            self.window.restoreGeometry(geometry)
-        saved = self.settings.value("layout/size")  # restoreGeometry fits the window to the screen itself
-        saved = saved if isinstance(saved, QSize) else self.window.size()
-        if available is not None:  # saved on a larger screen: the window at most this one's size
-            self.window.resize(self.window.size().boundedTo(available.size()))
-        # its docks' pixel sizes were for a larger window: they must still fit this one
-        shrunk = saved.width() > self.window.width() or saved.height() > self.window.height()
-        if isinstance(state, QByteArray) and self._restore_state(state) and (not shrunk or self.fits(available)):
-            return True
+        if int(self.settings.value("layout/version", 0) or 0) == LAYOUT_VERSION and self._same_screen(available):
+            geometry = self.settings.value("layout/geometry")
+            state = self.settings.value("layout/state")
+            if isinstance(geometry, QByteArray):
+                self.window.restoreGeometry(geometry)
+            saved = self.settings.value("layout/size")  # restoreGeometry fits the window to the screen itself
+            saved = saved if isinstance(saved, QSize) else self.window.size()
+            if available is not None:  # the window at most the screen's size
+                self.window.resize(self.window.size().boundedTo(available.size()))
+            # its docks' pixel sizes were for a larger window: they must still fit this one
+            shrunk = saved.width() > self.window.width() or saved.height() > self.window.height()
+            if isinstance(state, QByteArray) and self._restore_state(state):
+                self.arrangement = str(self.settings.value("layout/arrangement", "large"))
+                if self.arrangement not in GROUPS:
+                    self.arrangement = "large"
+                self._titles()
+                if not shrunk or self.fits(available):
+                    return True
         self._restore_state(self.default_state)
-        self._compacted = False
+        self.arrangement = "large"
         for key, dock in self.docks.items():
             dock.setVisible(key not in HIDDEN_AT_FIRST)
         if available is not None:
@@ -209,6 +316,15 @@ class DockLayout(QObject):
         self.window.layout().activate()
         self.proportion()
         return False
+
+    def _same_screen(self, available: QRect | None) -> bool:
+        """The saved layout was saved on a screen of about this size: one from a much smaller screen (a 600 px
+        Controls column, a 640 px window) or a much larger one is not reused."""
+        saved = self.settings.value("layout/screen")
+        if available is None or not isinstance(saved, QSize) or saved.isEmpty():
+            return available is None
+        return (abs(saved.width() - available.width()) <= SIMILAR_SCREEN * available.width()
+                and abs(saved.height() - available.height()) <= SIMILAR_SCREEN * available.height())
 
     def fits(self, available: QRect | None) -> bool:
         """The restored layout fits: the window inside the screen, each dock at least its minimum size, and
@@ -237,33 +353,38 @@ class DockLayout(QObject):
         return candidates.height() < SQUEEZED * w.height() or candidates.width() < 0.4 * w.width()
 
     def eventFilter(self, watched, event) -> bool:
-        if watched is self.window and event.type() == QEvent.Resize:
+        # shown too: a window resized while hidden (sized to the screen, then by its caller) is checked once
+        # it is on screen
+        if watched is self.window and event.type() in (QEvent.Resize, QEvent.Show):
             self._recheck.start()
         return False
 
     def heal(self) -> None:
-        """After a resize: when it left a dock below its minimum or Candidates squeezed (a small window
-        first, then a large one: the docks that shrank do not grow back), give back the default shares."""
-        small = self.window.width() < 1200 or self.window.height() < 760
-        moved = self._compacted != small and not self.appearance.presentation  # across 1200x760
-        if self.window.isVisible() and (self.squeezed() or moved):
+        """After a resize: across the compact threshold, the arrangement for the new size; else, when it
+        left a dock below its minimum or Candidates squeezed (a small window first, then a large one: the
+        docks that shrank do not grow back), the default shares."""
+        if self.window.isVisible() and (self.squeezed() or self.wanted() != self.arrangement):
             self.proportion()
 
-    def save(self) -> None:
+    def save(self, available: QRect | None = None) -> None:
+        if available is None and self.window.screen() is not None:
+            available = self.window.screen().availableGeometry()
         self.settings.setValue("layout/version", LAYOUT_VERSION)
         self.settings.setValue("layout/geometry", self.window.saveGeometry())
         self.settings.setValue("layout/size", self.window.size())
+        if available is not None:
+            self.settings.setValue("layout/screen", available.size())
         # Presentation mode's tabbed layout is temporary: keep the one it will return to.
-        state = self._state_before_presentation or self.window.saveState(LAYOUT_VERSION)
+        state, arrangement = self._before_presentation or (self.window.saveState(LAYOUT_VERSION), self.arrangement)
         self.settings.setValue("layout/state", state)
+        self.settings.setValue("layout/arrangement", arrangement)
         self.settings.sync()
 
     def reset(self) -> None:
-        self._restore_state(self.default_state)
-        self._compacted = False
+        """The default layout for the window's size (and F5); leaving F5 then gives the default too."""
         for key, dock in self.docks.items():
-            dock.setVisible(key not in HIDDEN_AT_FIRST)
-        if self._state_before_presentation is not None:
-            self._apply_presentation(True)  # the default layout, as presentation mode shows it
-        else:
-            self.proportion()
+            dock.setVisible(key not in HIDDEN_AT_FIRST)  # _arrange_as keeps the docks shown
+        if self._before_presentation is not None:
+            self._before_presentation = (self.default_state, "large")
+        self._arrange_as(self.wanted())
+        self.proportion()

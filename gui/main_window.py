@@ -3,7 +3,7 @@ what they do. What each part does lives in its own module (actions, dock_layout,
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSettings, Qt, QTimer
+from PySide6.QtCore import QSettings, QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QToolBar
 
@@ -59,6 +59,7 @@ class MainWindow(QMainWindow):
         self.dock_layout = DockLayout(self, {"controls": self.controls, **self.views}, self.appearance,
                                       self.qsettings)
         self.docks = self.dock_layout.docks
+        self._pace_before_presentation = 0.0  # Run's pace before F5, given back when it ends
         self.status = StatusBar(c)
         self.setStatusBar(self.status)
         self.loader = ModelLoader(self, c, self.status, model, device, dtype)
@@ -96,7 +97,7 @@ class MainWindow(QMainWindow):
         # Paced playback: P toggles it; presentation mode (a class, a recording) turns it on
         a["paced"].triggered.connect(c.pacer.toggle)
         c.pacer.pace_changed.connect(lambda pace: a["paced"].setChecked(pace > 0))
-        a["presentation"].toggled.connect(lambda on: c.pacer.set_pace(c.pacer.last_pace if on else 0.0))
+        a["presentation"].toggled.connect(self._presentation_pace)
         a["record"].triggered.connect(lambda: self.toggle_recording())
         self.recorder.stopped.connect(self._recording_stopped)
         self.controls.settings_changed.connect(c.set_settings)
@@ -111,6 +112,15 @@ class MainWindow(QMainWindow):
         self.docks["lens"].visibilityChanged.connect(c.set_capture_lens)  # the logit lens, likewise
         self.docks["lens"].toggleViewAction().triggered.connect(lambda on: on and self.docks["lens"].raise_())
         self.views["attention"].cells_selected.connect(self.views["context"].canvas.highlight)
+
+    def _presentation_pace(self, on: bool) -> None:
+        """F5 paces a Run (a class follows it step by step); leaving F5 gives back the pace from before it."""
+        pacer = self.controller.pacer
+        if on:
+            self._pace_before_presentation = pacer.tokens_per_s
+            pacer.set_pace(pacer.last_pace)
+        else:
+            pacer.set_pace(self._pace_before_presentation)
 
     def _make_toolbar(self) -> None:
         bar = QToolBar("Generation")
@@ -131,10 +141,7 @@ class MainWindow(QMainWindow):
 
     def _make_menus(self) -> None:
         a, m = self.actions, self.menuBar()
-        file = m.addMenu("&File")
-        for key in ("open_model", "open_folder", "open_gguf", "default_model", "connect_server"):
-            file.addAction(a[key])
-        file.addSeparator()
+        file = m.addMenu("&File")  # lessons and what the window exports; models are in the Model menu
         file.addAction(a["play_script"])
         file.addAction(a["record"])
         file.addAction(a["export_trace"])
@@ -154,8 +161,10 @@ class MainWindow(QMainWindow):
             generation.addAction(a[key])
         generation.addSeparator()
         generation.addAction(a["paced"])
-        model = m.addMenu("&Model")
-        model.addAction(a["open_model"])  # Model -> Open... and Model -> Connect to server..., as in File
+        model = m.addMenu("&Model")  # every way to load a model, and what it runs on
+        for key in ("open_model", "open_folder", "open_gguf", "default_model"):
+            model.addAction(a[key])
+        model.addSeparator()
         model.addAction(a["connect_server"])
         model.addSeparator()
         self.loader.fill_menu(model)
@@ -238,6 +247,10 @@ class MainWindow(QMainWindow):
 
     def proportion_docks(self) -> None:
         self.dock_layout.proportion()
+
+    def resize_to(self, width: int, height: int) -> None:
+        """This size, in the dock arrangement for it (a resize alone keeps the arrangement's minimum size)."""
+        self.dock_layout.resize_window(QSize(width, height))
 
     def restore_layout(self) -> bool:
         return self.dock_layout.restore()

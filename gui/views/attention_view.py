@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QCheckBox, QLabel, QPushButton, QStackedWidget, QToolTip, QVBoxLayout
-from PySide6.QtGui import QCursor
+from PySide6.QtGui import QCursor, QFontMetricsF
 
 from inference.attention import PromptAttention
 
@@ -29,6 +29,7 @@ from gui.state.format import display, fmt_bytes
 from gui.widgets.head_picker import HeadPicker
 
 LABEL_CHARS = 12
+ROOMY = 520  # below this height (docked in a row of the window) the words give the matrix their room
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,8 @@ class AttentionView(View):
         self.picker.row.addWidget(self.contrast)
         fit = QPushButton("Fit")
         fit.setToolTip("Show the whole matrix again (the wheel zooms, a drag pans)")
+        fit.setMinimumWidth(fit.sizeHint().width())  # never squeezed to "Fi"
+        self.fit_button = fit
         self.picker.row.addWidget(fit)
         self.picker.row.addStretch(1)
         self.plot = AttentionPlot(appearance)
@@ -76,6 +79,7 @@ class AttentionView(View):
         self.caption = QLabel()
         self.caption.setObjectName("muted")
         self.caption.setWordWrap(True)
+        self.caption.setAlignment(Qt.AlignLeft | Qt.AlignTop)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 4, 6, 6)
         layout.addWidget(self.picker)
@@ -94,9 +98,30 @@ class AttentionView(View):
     def grid(self) -> np.ndarray | None:
         return self.plot.grid if self.stack.currentWidget() is self.plot else None
 
+    def heightForWidth(self, width: int) -> int:
+        """The least height at this width: the dock's scroll area sizes a view with wrapped text to its height
+        for the viewport's width, and the preferred one (the plot's) scrolled the matrix's key labels out
+        of a docked view."""
+        layout = self.layout()
+        return layout.totalMinimumHeightForWidth(width) if layout is not None else super().heightForWidth(width)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._fit_words()
+
+    def _fit_words(self) -> None:
+        """Docked in a row of the window (short): the caption keeps two lines, the whole of it in its tooltip,
+        and the head picker only its links, so that the matrix keeps its axes; floated or tall, all of it."""
+        short = self.height() < ROOMY * self.appearance.scale
+        lines = QFontMetricsF(self.caption.font()).lineSpacing()
+        self.caption.setMaximumHeight(int(2 * lines + 2) if short else 16777215)
+        self.caption.setToolTip(self.caption.text() if short else "")
+        self.picker.set_brief(short)
+
     def restyle(self) -> None:
         self.plot.restyle()
         self.picker.restyle()
+        self._fit_words()
         self._key = None
 
     def _model(self) -> None:
@@ -171,6 +196,7 @@ class AttentionView(View):
         self.placeholder.setText(text)
         self.stack.setCurrentWidget(self.placeholder)
         self.caption.setText("")
+        self._fit_words()
 
     def _draw_prefill(self, prompt: PromptAttention) -> None:
         layer, head = self.picker.current
@@ -186,6 +212,7 @@ class AttentionView(View):
             f"parallel pass over the prompt. Each row is a query position, each column a key it may read; a "
             f"row sums to 1. Above the diagonal (hatched) is the causal mask: no position sees a later one."
             f"{capped}")
+        self._fit_words()
 
     def _draw_row(self, row: np.ndarray) -> None:
         layer, head = self.picker.current
@@ -200,6 +227,7 @@ class AttentionView(View):
             f"query, the token {self.labels[query]!r} at position {query}, reads all {n} cached positions (its "
             f"own K/V just joined the cache). One row: the earlier rows are not recomputed, their K and V wait "
             f"in the KV cache.")
+        self._fit_words()
 
     def describe(self, r: int, c: int) -> str:
         """query token, key token and weight of a cell."""

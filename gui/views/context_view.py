@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 
-from PySide6.QtCore import QSize, Qt, QTimer
+from PySide6.QtCore import QEvent, QRectF, QSize, Qt, QTimer
 from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QHBoxLayout, QScrollArea, QStackedWidget, QToolButton, QVBoxLayout
 
@@ -80,6 +80,8 @@ class ContextView(View):
         # chip would wrap again and move in the middle of a run
         self.scroll.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOn)
         self.scroll.setWidget(self.canvas)
+        # the shown token kept in sight when the view's size or type changes (presentation mode, a resize)
+        self.scroll.viewport().installEventFilter(self)
         self.transcript = Transcript(appearance)
         self.pages = QStackedWidget()
         self.pages.addWidget(self.scroll)
@@ -98,6 +100,8 @@ class ContextView(View):
         layout.addLayout(top)
         layout.addWidget(self.pages, 1)  # the chips take all the height the dock gives
         self._shown_count = -1
+        self._shown_past: int | None = None
+        self._summary_height = 0  # the summary's wrapped height that minimumSizeHint last counted
         self.restyle()
 
     def _line(self) -> float:
@@ -106,16 +110,63 @@ class ContextView(View):
     def restyle(self) -> None:
         self.canvas.relayout()
         self.transcript.restyle()
-        self.pages.setMinimumHeight(int(3 * self._line()) + 4)  # at least three lines of chips
+        self.pages.setMinimumHeight(int(2 * self._line()) + 4)  # at least two lines of chips
+        QTimer.singleShot(0, self.keep_in_view)  # bigger type moved the chips
 
     def sizeHint(self) -> QSize:
         return QSize(640, int(10 * self._line()))
+
+    def minimumSizeHint(self) -> QSize:
+        """At least the summary's wrapped lines at its width: the dock honours a minimum size, not a height
+        for a width, and a summary given one line was cut in half (presentation mode's two lines)."""
+        hint = super().minimumSizeHint()
+        self._summary_height = self._wrapped_summary()
+        extra = self._summary_height - self.summary.minimumSizeHint().height()
+        return QSize(hint.width(), hint.height() + max(extra, 0))
+
+    def _wrapped_summary(self) -> int:
+        width = self.summary.width()
+        if width < 60:  # not laid out yet: the view's width less the Transcript button's
+            width = max(self.width() - self.plain.sizeHint().width() - 24, 200)
+        return self.summary.heightForWidth(width)
+
+    def _summary_changed(self) -> None:
+        if self._wrapped_summary() != self._summary_height:
+            self.updateGeometry()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():
+            self._summary_changed()
+
+    def eventFilter(self, watched, event) -> bool:
+        if event.type() == QEvent.Resize:
+            QTimer.singleShot(0, self.keep_in_view)
+        return False
+
+    def keep_in_view(self) -> None:
+        """Scroll the shown token into sight, whole: the selected past step's chip, else the newest token and
+        the cursor after it."""
+        c = self.canvas
+        past = self.past_step() if self.intents.prefill_event is not None else None
+        rect = next((chip.rect for chip in c.chips if past is not None and chip.step == past.index), None)
+        if rect is None:
+            rect = QRectF(c.cursor_rect)
+            if c.newest is not None and c.newest < len(c.chips):
+                rect = rect.united(c.chips[c.newest].rect)
+        if rect.isEmpty():
+            return
+        self.scroll.ensureVisible(int(rect.center().x()), int(rect.center().y()), 0, int(rect.height() / 2) + 6)
 
     def _show_plain(self, on: bool) -> None:
         self.pages.setCurrentIndex(1 if on else 0)
         self.refresh()
 
     def refresh(self) -> None:
+        self._refresh()
+        self._summary_changed()  # a summary that wraps to more (or fewer) lines asks for its room
+
+    def _refresh(self) -> None:
         c = self.intents
         prefill = c.prefill_event
         if prefill is None:
@@ -135,10 +186,11 @@ class ContextView(View):
         newest = max((i for i, chip in enumerate(chips) if chip.step is not None), default=None)
         follow = self.scroll.verticalScrollBar().value() >= self.scroll.verticalScrollBar().maximum() - 4
         self.canvas.set_chips(chips, tips, newest, selected, past.index if past is not None else None)
-        if follow and len(chips) != self._shown_count:  # keep the cursor in sight once the layout settles
-            QTimer.singleShot(0, lambda: self.scroll.verticalScrollBar().setValue(
-                self.scroll.verticalScrollBar().maximum()))
-        self._shown_count = len(chips)
+        past_index = past.index if past is not None else None
+        # once the layout settles: the cursor while the view follows the end, a past step whenever it changes
+        if (follow and len(chips) != self._shown_count) or past_index != self._shown_past:
+            QTimer.singleShot(0, self.keep_in_view)
+        self._shown_count, self._shown_past = len(chips), past_index
         n_prompt, n_gen = len(prefill.tokens), len(c.steps)
         window = c.info.context_length if c.info else 0
         verify = self._limit_text(past) + self._verify_text(self.verify_pass, chips)

@@ -113,7 +113,7 @@ class Controls(QWidget):
         self.prompt.setPlaceholderText("Type a prompt, then Prefill (Ctrl+P)")
         self.prompt.setTabChangesFocus(True)
         self.prompt.setMinimumHeight(70)
-        self.chat = QCheckBox("Chat mode (use the model's chat template)")
+        self.chat = QCheckBox("Chat mode (chat template)")  # short: the column fits a 1024 px window
         self.chat.setToolTip("Wrap the prompt as a user message with the model's chat template; "
                              "the context then shows its special tokens")
         self.system = QLineEdit()
@@ -164,7 +164,7 @@ class Controls(QWidget):
 
     def _sampling_box(self) -> QGroupBox:
         box = QGroupBox("Sampling (applies to the next draw)")
-        form = QFormLayout(box)
+        form = _form(box)
         self.greedy = QCheckBox("Greedy: always take the top token")
         self.greedy.setToolTip("Argmax, no random draw; the result is deterministic (temperature 0 means the same)")
         self.temperature = SliderSpin(0.0, 2.5, 0.01, 2, "Divide the logits by T before softmax: "
@@ -183,7 +183,7 @@ class Controls(QWidget):
 
     def _seed_box(self) -> QGroupBox:
         box = QGroupBox("Seed and limits")
-        form = QFormLayout(box)
+        form = _form(box)
         self.seed = QSpinBox()
         self.seed.setRange(0, 2**31 - 1)
         self.seed.setToolTip("Seed of the random generator used by the draw; takes effect at the next Reset "
@@ -347,6 +347,14 @@ class HintLabel(QLabel):
     def setText(self, text: str) -> None:
         super().setText(text)
         self.setToolTip(text)
+
+
+def _form(box: QGroupBox) -> QFormLayout:
+    """A form whose fields go under their labels where the column is too narrow for both side by side
+    (1024 px windows, presentation type): the panel never needs a sideways scroll bar."""
+    form = QFormLayout(box)
+    form.setRowWrapPolicy(QFormLayout.WrapLongRows)
+    return form
 
 
 def _note() -> QLabel:

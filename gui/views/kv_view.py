@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QSplitter, QVBoxLayout, QWidget
 
 from gui.state.intents import Intents
@@ -85,13 +85,14 @@ class KvView(View):
 
         self._make_compare(appearance)
 
-        self.layers.setFixedHeight(int(150 * appearance.scale))
+        # The paragraphs over and under the charts take the height their lines need (minimumSizeHint): a
+        # short dock scrolls instead of drawing a paragraph over a chart; the layer chart takes the rest.
+        self.formula.setAlignment(Qt.AlignLeft | Qt.AlignTop)
         left = QWidget()
         lv = QVBoxLayout(left)
         lv.setContentsMargins(0, 0, 0, 0)
         lv.addWidget(self.formula)
-        lv.addStretch(1)
-        lv.addWidget(self.layers)
+        lv.addWidget(self.layers, 1)
         right = QWidget()
         rv = QVBoxLayout(right)
         rv.setContentsMargins(0, 0, 0, 0)
@@ -102,8 +103,9 @@ class KvView(View):
         rv.addLayout(row)
         rv.addWidget(self.compare, 1)
         rv.addWidget(self.projection)
-        split = QSplitter(Qt.Horizontal)
+        self.split = split = QSplitter(Qt.Horizontal)
         split.setChildrenCollapsible(False)
+        split.splitterMoved.connect(self._paragraphs_changed)
         for w in (left, self.growth, right):
             split.addWidget(w)
         split.setSizes([330, 260, 320])
@@ -113,6 +115,7 @@ class KvView(View):
         layout.setContentsMargins(6, 4, 6, 6)
         layout.addWidget(split, 1)
         self._key = None
+        self._paragraphs_height = 0  # what minimumSizeHint last counted for the paragraphs
         self.shown_used_bytes = 0  # what the view shows now: the cache of the shown step
         self.shown_positions = 0
         self.restyle()
@@ -138,11 +141,40 @@ class KvView(View):
         self.projection.setWordWrap(True)
         self.projection.setTextFormat(Qt.RichText)
 
+    def minimumSizeHint(self) -> QSize:
+        """Each column's paragraph at its wrapped height plus its chart's minimum: the dock's scroll area
+        honours a minimum size (not a height for a width), and a paragraph squeezed below its lines was
+        drawn over the chart under it (the "weights vs KV cache" chart in presentation mode)."""
+        hint = super().minimumSizeHint()
+        self._paragraphs_height = self._paragraphs()
+        margins = self.layout().contentsMargins()
+        return QSize(hint.width(), max(hint.height(), self._paragraphs_height + margins.top() + margins.bottom()))
+
+    def _paragraphs(self) -> int:
+        """The taller column's need: its paragraph at its width, its chart's minimum, the spacing between."""
+        def wrapped(label: QLabel) -> int:
+            return label.heightForWidth(max(label.width(), 120)) if label.text() else 0
+        spacing = 6
+        left = wrapped(self.formula) + self.layers.minimumHeight() + spacing
+        row = max(self.requests.sizeHint().height(), self.requests.minimumSizeHint().height())
+        right = row + self.compare.minimumHeight() + wrapped(self.projection) + 2 * spacing
+        return max(left, right, self.growth.minimumHeight())
+
+    def _paragraphs_changed(self, *_) -> None:
+        if self._paragraphs() != self._paragraphs_height:
+            self.updateGeometry()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():
+            self._paragraphs_changed()
+
     def restyle(self) -> None:
         a, t = self.appearance, self.appearance.theme
         for plot in (self.growth, self.layers, self.compare):
             style_plot(plot, a)
             plot.setMinimumHeight(int(90 * a.scale))  # room for the axes under bigger type
+        self.updateGeometry()
         self.used_curve.setPen(pg.mkPen(t.final, width=2.5 * a.scale))
         self.used_curve.setSymbol("o")
         self.used_curve.setSymbolSize(5 * a.scale)
@@ -189,6 +221,7 @@ class KvView(View):
                             height=np.full(info.n_layers, per_tensor / 1e3), width=0.8, brush=colour(t.temp), pen=None)
         set_range(self.layers, x=(-1, info.n_layers), y=(0, nice_ceiling(max(2 * per_tensor / 1e3, 1) * 1.1)))
         self._compare(info, used, "KV now" if past is None else f"KV at step {past.index}")
+        self._paragraphs_changed()  # new text may wrap to more lines
 
     def _formula(self, info, n_ctx: int, used: int, allocated: int, past) -> None:
         t = self.appearance.theme

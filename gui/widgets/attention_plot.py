@@ -90,6 +90,7 @@ class AttentionPlot(pg.PlotWidget):
                                           width=12)
         self.colour_bar.setImageItem(self.image, insert_in=self.getPlotItem())
         self.colour_bar.axis.enableAutoSIPrefix(False)
+        self.getPlotItem().setContentsMargins(2, 2, 10, 2)  # the colour bar's label clear of the edge
         self.marker = QGraphicsRectItem()
         self.marker.setBrush(Qt.NoBrush)
         self.marker.setZValue(5)

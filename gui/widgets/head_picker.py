@@ -38,6 +38,7 @@ class HeadPicker(QWidget):
         layout.addLayout(row)
         layout.addWidget(self.groups)
         self.n_heads, self.n_kv_heads = 0, 0
+        self.brief = False  # only the heads' links, the words about them in the tooltip (a short dock)
         self.layer.currentIndexChanged.connect(self._changed)
         self.head.currentIndexChanged.connect(self._changed)
 
@@ -84,6 +85,11 @@ class HeadPicker(QWidget):
     def restyle(self) -> None:
         self._draw_groups()
 
+    def set_brief(self, brief: bool) -> None:
+        if brief != self.brief:
+            self.brief = brief
+            self._draw_groups()
+
     def _changed(self) -> None:
         self._draw_groups()
         self.changed.emit()
@@ -106,4 +112,10 @@ class HeadPicker(QWidget):
                      f"({group} each: one cached K/V serves the whole group). ").replace("K/V", KV)
         else:
             intro = f"{self.n_heads} heads, each with its own K/V head. "
-        self.groups.setText(f'<span style="color:{t.muted}">{intro}</span>' + " &nbsp;│&nbsp; ".join(parts))
+        links = " &nbsp;│&nbsp; ".join(parts)
+        self.groups.setToolTip(intro.replace(KV, "K/V") if self.brief else "")
+        if self.brief and self.n_kv_heads < self.n_heads:  # the gist; the tooltip says the rest
+            intro = f"{self.n_heads} query heads share {self.n_kv_heads} {KV} heads: "
+        elif self.brief:
+            intro = ""
+        self.groups.setText(f'<span style="color:{t.muted}">{intro}</span>' + links)

@@ -5,7 +5,7 @@ temperature stage. On the real default model; one window serves the module."""
 
 import numpy as np
 from PySide6.QtCore import QRect, QSettings, Qt
-from PySide6.QtWidgets import QApplication, QScrollArea
+from PySide6.QtWidgets import QApplication, QScrollArea, QToolButton
 
 from gui.main_window import MainWindow
 from gui.theme import Appearance
@@ -48,14 +48,24 @@ def test_at_1024x700_every_dock_keeps_its_minimum(window):
         dock = window.docks[key]
         assert dock.height() >= _inner(dock).minimumSizeHint().height()
     assert window.docks["controls"].width() >= _inner(window.docks["controls"]).minimumSizeHint().width()
-    # Candidates gets the room: Stop and Timing went behind the KV cache as tabs
+    # the compact arrangement: the secondary views behind Candidates, Explain behind Controls, as tabs
     d = window.docks
-    assert d["stop"] in window.tabifiedDockWidgets(d["kv"]) and d["timing"] in window.tabifiedDockWidgets(d["kv"])
+    assert window.dock_layout.arrangement == "compact"
+    behind = window.tabifiedDockWidgets(d["candidates"])
+    assert all(d[key] in behind for key in ("kv", "stop", "timing", "compare", "branches"))
+    assert d["explain"] in window.tabifiedDockWidgets(d["controls"])
     assert d["candidates"].width() >= window.width() - d["controls"].width() - 30
+    # Controls whole in its width: no sideways scroll bar, Run and Reset inside the visible column
+    area = d["controls"].widget()
+    assert area.horizontalScrollBar().maximum() == 0
+    for button in area.widget().findChildren(QToolButton):
+        right = button.mapTo(area.viewport(), button.rect().topRight()).x()
+        assert button.isVisible() and right <= area.viewport().width(), button.text()
     # grown back, the window gets the default arrangement again (not the small one's tabs or squeeze)
     window.resize(1600, 1000)
-    wait_until(lambda: d["stop"] not in window.tabifiedDockWidgets(d["kv"]), 5000)
+    wait_until(lambda: d["stop"] not in window.tabifiedDockWidgets(d["candidates"]), 5000)
     wait_until(lambda: not window.dock_layout.squeezed(), 5000)
+    assert window.dock_layout.arrangement == "large"
     assert d["candidates"].height() > 0.4 * window.height() and d["timing"].isVisible()
 
 
@@ -84,15 +94,15 @@ def test_a_layout_from_a_large_screen_falls_back_when_it_does_not_fit(qtbot, tmp
     finally:
         small.close()
     # a layout saved in the small window itself is restored there
-    small.save_layout()
+    small.dock_layout.save(QRect(0, 0, 1024, 700))
     again = MainWindow(settings=settings, appearance=Appearance(), autoload=False)
     qtbot.addWidget(again)
     try:
-        assert again.layout_restored or again.dock_layout.restore(QRect(0, 0, 1024, 700))
+        assert again.dock_layout.restore(QRect(0, 0, 1024, 700))
         again.docks["stop"].hide()
-        again.save_layout()
     finally:
-        again.close()
+        again.close()  # (closing saves the layout for the offscreen screen: saved again for 1024x700)
+    again.dock_layout.save(QRect(0, 0, 1024, 700))
     third = MainWindow(settings=settings, appearance=Appearance(), autoload=False)
     qtbot.addWidget(third)
     try:
