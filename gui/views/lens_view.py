@@ -5,7 +5,8 @@ head, as the stream after the last layer does for the real prediction: one distr
 layers x steps heatmap of p(the token finally chosen), layer 1 at the bottom, so a step's column shows the
 layer where the model made up its mind; right, for the shown step, each layer's most likely token and its p.
 Recording it costs a head product per layer and step, so the worker asks for it only while this view is
-shown (like Attention); steps taken before it opened have no column.
+shown (like Attention); steps taken before it opened have no column, except a step gone back to (a Reset, a
+rewind: its lens is read again while it is pending). A colour scale beside the heatmap reads its colours.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QPen
-from PySide6.QtWidgets import (QAbstractItemView, QGraphicsRectItem, QHeaderView, QLabel, QSplitter,
+from PySide6.QtWidgets import (QAbstractItemView, QGraphicsRectItem, QHeaderView, QLabel, QSizePolicy, QSplitter,
                                QTableWidget, QTableWidgetItem, QVBoxLayout)
 
 from gui.state.intents import Intents
@@ -45,6 +46,11 @@ class LensView(View):
         self.marker = QGraphicsRectItem()  # the shown step's column
         self.marker.setZValue(10)
         self.plot.addItem(self.marker)
+        # the colour scale beside the heatmap: its colours are p(chosen) on a fixed 0..1 scale (drawn from the
+        # same map, never linked to the image, whose colours are computed here)
+        self.scale = pg.ColorBarItem(values=(0.0, 1.0), colorMap=self.colormap, interactive=False, width=14,
+                                     label="p(chosen)")
+        item.layout.addItem(self.scale, 2, 5)
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.verticalHeader().hide()
@@ -55,11 +61,14 @@ class LensView(View):
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.Stretch)
-        split = QSplitter(Qt.Horizontal)
+        self.split = split = QSplitter(Qt.Horizontal)
         split.addWidget(self.plot)
         split.addWidget(self.table)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
+        # The heatmap and the table take the height there is: their preferred heights (a table of 30 rows)
+        # made the dock's scroll area hold the view taller than the dock, which showed layers 15-30 only.
+        split.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Ignored)
         self.caption = QLabel(PLACEHOLDER)
         self.caption.setObjectName("muted")
         self.caption.setWordWrap(True)
@@ -73,6 +82,11 @@ class LensView(View):
     def restyle(self) -> None:
         style_plot(self.plot, self.appearance)
         t = self.appearance.theme
+        axis = self.scale.axis  # the colour scale's numbers, as the plot's axes
+        axis.setPen(pg.mkPen(t.grid))
+        axis.setTextPen(pg.mkPen(t.text))
+        axis.setTickFont(self.appearance.font(0.85))
+        axis.setLabel("p(chosen)", color=t.text)
         pen = QPen(QColor(t.chosen), 2.0 * self.appearance.scale)
         pen.setCosmetic(True)  # pixels, not steps
         self.marker.setPen(pen)
@@ -80,6 +94,7 @@ class LensView(View):
         self.table.setFont(self.appearance.font(0.95))
         self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 6)
         self.table.setMinimumWidth(int(330 * self.appearance.scale))  # every column readable
+        self.split.setMinimumHeight(int(150 * self.appearance.scale))  # lower than this, the dock scrolls
         self._key = self._grid_key = None
 
     def refresh(self) -> None:

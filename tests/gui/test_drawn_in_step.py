@@ -208,3 +208,54 @@ def test_a_past_step_is_drawn_as_it_was_when_it_was_the_newest(window):
         assert f"generated {k:,}" in window.views["stop"].gauge_text.text()
         held = fmt_bytes((c.prefill_event.n_tokens + k) * c.info.kv_bytes_per_token)
         assert held in window.views["explain"]._html  # the same bytes, said the same way
+
+
+def test_the_logit_lens_draws_the_shown_steps_column_and_gets_it_back_after_a_reset(window):
+    """The lens column at every frame of a paced Run; a step gone back to that was taken before the view
+    opened (step 1 after a Reset) gets its lens (issue 40, item 7); at its default size the heatmap holds every
+    layer, with its colour scale."""
+    c, view, dock = window.controller, window.views["lens"], window.docks["lens"]
+    n_layers = c.info.n_layers
+    prefill(window, greedy=False, seed=7, max_new=6)
+    for _ in range(2):  # steps 1 and 2 taken without the lens
+        window.actions["step"].trigger()
+        wait_until(lambda: idle(c) and c.steps)
+    settle(window)
+    dock.toggleViewAction().trigger()  # opened: the pending step 3 is read again for its lens
+    try:
+        wait_until(lambda: not view.visibleRegion().isEmpty() and idle(c))
+        settle(window)
+        area = view.parentWidget()  # the scroll area's viewport: the view fits it, nothing scrolled away
+        assert view.height() <= area.height() and view.plot.getPlotItem().getViewBox().viewRange()[1] == \
+            [0.5, n_layers + 0.5]
+        assert view.scale.isVisible() and view.scale.values == (0.0, 1.0)  # the colour scale beside it
+        window.generation.reset()
+        wait_until(lambda: not c.steps and idle(c))
+        settle(window)
+        assert c.pending.dist.lens is not None and view.table.rowCount() == n_layers  # step 1, pending
+        assert "no logit lens" not in view.caption.text()
+        columns = []
+
+        def read() -> None:
+            shown = c.history.shown()
+            if shown is not None and shown.step is not None:
+                alpha = view.image.image[:, :, 3].any(axis=1)  # the columns drawn (a step without a lens: none)
+                columns.append((shown.index, view.marker.rect().center().x(), list(np.flatnonzero(alpha) + 1),
+                                view.table.item(0, 3).text(), shown.step.dist.lens))
+
+        c.redraw.connect(read)
+        try:
+            window.controls.pace.setCurrentIndex(window.controls.pace.findData(16.0))
+            window.actions["run"].trigger()
+            wait_until(lambda: c.stopped is not None and idle(c))
+            settle(window)
+        finally:
+            c.redraw.disconnect(read)
+        assert [k for k, *_ in columns][-1] == len(c.steps) == 6
+        for k, marked, drawn_columns, top_p_chosen, lens in columns:
+            assert marked == k and drawn_columns == list(range(1, k + 1)), (k, marked, drawn_columns)
+            assert top_p_chosen == f"{lens.p_chosen[-1]:.3f}"
+    finally:
+        dock.hide()
+        window.docks["kv"].raise_()
+        settle(window)
