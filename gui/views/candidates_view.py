@@ -34,6 +34,7 @@ STAGE_TITLES = {"temperature": "temp.", "top_k": "top-k", "top_p": "top-p", "min
 MAX_BARS = 22  # top-N (20), the chosen token when it ranks lower, a server's tail
 MAX_SEGMENT_LABELS = 8
 SIDE_BY_SIDE = 560  # px (× the type scale): narrower than this, the waterfall and the draw go under the bars
+PLOT_AXES = 50  # px of a plot's minimum height that are axes, tick labels and title: they grow with the type
 
 
 class CandidatesView(View):
@@ -134,9 +135,11 @@ class CandidatesView(View):
     def restyle(self) -> None:
         a, t = self.appearance, self.appearance.theme
         stacked = self.split.orientation() == Qt.Vertical  # three plots in a column: each a little lower
-        for plot, height in ((self.bars, 120 if stacked else 150), (self.waterfall, 90), (self.draw, 80)):  # ~50 px are axes
+        for plot, height in ((self.bars, 120 if stacked else 150), (self.waterfall, 90), (self.draw, 80)):
             style_plot(plot, a)
-            plot.setMinimumHeight(int(height * a.scale))  # bigger type needs taller plots to stay clear
+            # ~50 px of each are axes and labels, which grow with the type; the data area need not (F5 at
+            # 1024x700 has no room for the whole plot grown by the type's factor)
+            plot.setMinimumHeight(int(height + PLOT_AXES * (a.scale - 1)))
         self._label_metrics = QFontMetricsF(a.font(0.85))  # the plot labels' font, measured once
         # Splitters give a wrapped label one line; the caption takes two (it would spill over the axis).
         self.draw_caption.setMinimumHeight(2 * QFontMetricsF(a.font()).lineSpacing() + 4)

@@ -41,7 +41,9 @@ def window_fixture(name: str, scope: str = "module"):
 
         tune_process()  # as the app runs
         settings = QSettings(str(tmp_path_factory.mktemp(name) / "tokenstep.ini"), QSettings.IniFormat)
-        win = MainWindow(settings=settings, appearance=Appearance())
+        appearance = Appearance()
+        appearance.apply()  # as the app does before it builds the window: the style sheet sizes the widgets
+        win = MainWindow(settings=settings, appearance=appearance)
         win.resize(1600, 1000)
         win.show()
         wait_until(lambda: win.controller.info is not None)
