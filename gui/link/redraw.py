@@ -61,6 +61,7 @@ class RedrawScheduler(QObject):
         self._throttle.timeout.connect(self._on_throttle)
         self._due = False
         self.redraw_ms: deque[float] = deque(maxlen=2000)  # what every view's redraw cost, for the probe
+        self.redraw_cpu_ms: deque[float] = deque(maxlen=2000)  # the same in GUI-thread CPU (the paint comes later)
         self.paced = False  # a paced playback (playback.py) draws a frame per revealed step, CPU or not
         self.turns_taken = 0  # frames drawn during runs on CPU (each one redraws every view)
         self.frames = 0  # redraws emitted: the number a view's `frame` is compared with
@@ -93,11 +94,12 @@ class RedrawScheduler(QObject):
             self._due = True
             self._throttle.start(RUN_REDRAW_INTERVAL_MS)
             return
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.thread_time()
         self.frames += 1
         self.redraw.emit()
         paint_together()  # the frame on screen in one paint: no label a step ahead of its plot
         self.redraw_ms.append((time.perf_counter() - started) * 1000)
+        self.redraw_cpu_ms.append((time.thread_time() - cpu_started) * 1000)
         self._throttle.start(RUN_REDRAW_INTERVAL_MS if running else REDRAW_INTERVAL_MS)
 
     def _frame_allowed(self, running: bool) -> bool:
