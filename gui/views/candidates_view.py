@@ -27,7 +27,7 @@ from gui.widgets.candidate_labels import LEGEND_TIP, compact, header_text, legen
 from gui.state.format import byte_label, display, partial_note, quoted, rank_text
 from gui.widgets.plotting import Bars, StyledBars, colour, make_plot, set_range, set_ticks, show_axes, style_plot, text_item, titled
 from gui.widgets.token_picker import TokenPicker
-from gui.widgets.wrap_label import WrapLabel
+from gui.widgets.wrap_label import CaptionLabel, WrapLabel
 
 STAGE_TITLES = {"temperature": "temp.", "top_k": "top-k", "top_p": "top-p", "min_p": "min-p",
                 "greedy": "argmax"}
@@ -128,9 +128,8 @@ class CandidatesView(View):
         self.segment_labels = [text_item(appearance, anchor=(0.5, 0.5)) for _ in range(MAX_SEGMENT_LABELS)]
         for label in self.segment_labels:
             self.draw.addItem(label)
-        self.draw_caption = QLabel()
+        self.draw_caption = CaptionLabel(lines=2)  # what the draw did, in two lines (whole in its tooltip)
         self.draw_caption.setObjectName("muted")
-        self.draw_caption.setWordWrap(True)
 
     def restyle(self) -> None:
         a, t = self.appearance, self.appearance.theme
@@ -141,8 +140,6 @@ class CandidatesView(View):
             # 1024x700 has no room for the whole plot grown by the type's factor)
             plot.setMinimumHeight(int(height + PLOT_AXES * (a.scale - 1)))
         self._label_metrics = QFontMetricsF(a.font(0.85))  # the plot labels' font, measured once
-        # Splitters give a wrapped label one line; the caption takes two (it would spill over the axis).
-        self.draw_caption.setMinimumHeight(2 * QFontMetricsF(a.font()).lineSpacing() + 4)
         for label in self.value_labels + self.stage_labels + self.segment_labels + [self.u_label]:
             label.restyle(a)
         self.u_line.setPen(pg.mkPen(t.chosen, width=3 * a.scale))

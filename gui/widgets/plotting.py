@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, QTimer
-from PySide6.QtGui import QBrush, QColor, QFontMetricsF, QPen
+from PySide6.QtCore import QRectF, QSize, Qt, QTimer
+from PySide6.QtGui import QBrush, QColor, QFontMetricsF, QPainter, QPen
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsObject, QLabel, QVBoxLayout, QWidget
 
 from gui.theme import Appearance
@@ -379,16 +379,34 @@ def bar_width(plot: pg.PlotWidget, span: float, width: float = 0.7) -> float:
     return width if width * px >= 2.0 else 1.0
 
 
+class PlotTitle(QLabel):
+    """A plot's title on one line, cut short with "…" where the plot is narrower than it (the whole title in
+    its tooltip). A wrapped title took a second line that splitters and layouts do not reserve (they ask a
+    label for one line): in a short dock it was drawn over the plot under it."""
+
+    def __init__(self, title: str):
+        super().__init__(title)
+        self.setObjectName("muted")
+        self.setToolTip(title)
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(self.fontMetrics().averageCharWidth() * 8, super().minimumSizeHint().height())
+
+    def paintEvent(self, event) -> None:
+        rect = self.contentsRect()
+        text = self.fontMetrics().elidedText(self.text(), Qt.ElideRight, rect.width())
+        painter = QPainter(self)
+        self.style().drawItemText(painter, rect, int(self.alignment()), self.palette(), self.isEnabled(), text,
+                                  self.foregroundRole())
+
+
 def titled(title, plot, extra=None) -> QWidget:
-    """A plot under a wrapped caption (and a widget under it)."""
+    """A plot under a one-line title (and a widget under it)."""
     box = QWidget()
     layout = QVBoxLayout(box)
     layout.setContentsMargins(0, 0, 0, 0)
     if title:
-        label = QLabel(title)
-        label.setObjectName("muted")
-        label.setWordWrap(True)
-        layout.addWidget(label)
+        layout.addWidget(PlotTitle(title))
     layout.addWidget(plot, 1)
     if extra is not None:
         layout.addWidget(extra)

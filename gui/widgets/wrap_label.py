@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QSize
-from PySide6.QtWidgets import QLabel
+from PySide6.QtCore import QEvent, QSize, Qt
+from PySide6.QtGui import QPainter
+from PySide6.QtWidgets import QLabel, QSizePolicy
 
 PREFERRED_CHARS = 80  # the width a label asks for, in average characters (QLabel's own first try)
 MINIMUM_CHARS = 16  # the narrowest it may be squeezed to: a long word
@@ -55,3 +56,50 @@ class WrapLabel(QLabel):
         margins = self.contentsMargins()
         width = min(self.fontMetrics().averageCharWidth() * MINIMUM_CHARS, self.maximumWidth())
         return QSize(width + margins.left() + margins.right(), self._least_height())
+
+
+class CaptionLabel(QLabel):
+    """A caption of at most `lines` lines, whatever its width: the text wraps at words and the last line ends
+    in "…" when the rest does not fit; the whole text is its tooltip. Its height is always `lines` lines, so
+    a narrow plot's caption never grows into the plot above it (layouts give a wrapped QLabel the height of
+    its preferred width, and a squeezed one was drawn over the axis)."""
+
+    def __init__(self, lines: int = 2):
+        super().__init__()
+        self.lines = lines
+        self.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Fixed)
+
+    def setText(self, text: str) -> None:
+        if text != self.text():
+            super().setText(text)
+            self.setToolTip(text)
+
+    def _height(self) -> int:
+        margins = self.contentsMargins()
+        return self.lines * self.fontMetrics().lineSpacing() + margins.top() + margins.bottom()
+
+    def sizeHint(self) -> QSize:
+        return QSize(self.fontMetrics().averageCharWidth() * PREFERRED_CHARS // 2, self._height())
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(self.fontMetrics().averageCharWidth() * MINIMUM_CHARS, self._height())
+
+    def shown_lines(self, width: int) -> list[str]:
+        """The lines drawn at this width: words wrapped, the last line elided when text is left over."""
+        metrics, words, lines = self.fontMetrics(), self.text().split(), []
+        while words and len(lines) < self.lines:
+            line = words.pop(0)
+            while words and metrics.horizontalAdvance(line + " " + words[0]) <= width:
+                line += " " + words.pop(0)
+            lines.append(line)
+        if words or (lines and metrics.horizontalAdvance(lines[-1]) > width):
+            lines[-1] = metrics.elidedText(" ".join([lines[-1], *words]), Qt.ElideRight, width)
+        return lines
+
+    def paintEvent(self, event) -> None:
+        rect = self.contentsRect()
+        painter = QPainter(self)
+        step = self.fontMetrics().lineSpacing()
+        for i, line in enumerate(self.shown_lines(rect.width())):
+            self.style().drawItemText(painter, rect.adjusted(0, i * step, 0, 0), int(Qt.AlignLeft | Qt.AlignTop),
+                                      self.palette(), self.isEnabled(), line, self.foregroundRole())

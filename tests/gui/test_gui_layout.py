@@ -155,3 +155,23 @@ def test_check_boxes_stand_out_on_the_dark_theme(qtbot):
             assert best >= 3.0, (checked, best)
     finally:
         Appearance().apply()
+
+
+def test_a_caption_keeps_to_its_lines_and_its_tooltip_has_the_whole_text(qtbot):
+    """The draw's caption wrapped to three lines in a narrow Candidates dock and was drawn over the plot's
+    axis: it now shows at most its lines, the last cut with "…", and the whole text as its tooltip."""
+    from gui.widgets.wrap_label import CaptionLabel
+
+    caption = CaptionLabel(lines=2)
+    qtbot.addWidget(caption)
+    text = "50 tokens kept; u = 0.8436 fell in the segment of ·there (rank 8 by logit)."
+    caption.setText(text)
+    metrics = caption.fontMetrics()
+    assert caption.sizeHint().height() == caption.minimumSizeHint().height() == 2 * metrics.lineSpacing()
+    wide = caption.shown_lines(metrics.horizontalAdvance(text) + 10)
+    assert wide == [text]
+    narrow = metrics.horizontalAdvance(text) // 3
+    lines = caption.shown_lines(narrow)
+    assert len(lines) == 2 and lines[-1].endswith("…")
+    assert all(metrics.horizontalAdvance(line) <= narrow for line in lines)
+    assert caption.toolTip() == text

@@ -11,6 +11,7 @@ import pytest
 from PySide6.QtCore import QPoint, QRect, QSize, Qt
 from PySide6.QtWidgets import QApplication
 
+from gui.widgets.plotting import PlotTitle
 from app_driver import prefill, settle, step, wait_until, window_fixture
 
 window = window_fixture("screen_sizes")
@@ -93,6 +94,13 @@ def test_at_each_screen_size_the_window_fits_and_every_view_gets_room(stepped, p
                 _raise(win, key)
                 assert d[key].height() >= 200 and d[key].width() >= 300, (key, width, height, d[key].size())
             _raise(win, "candidates")
+            # the plots' titles and the draw's caption keep clear of the plots (F5 at 1024x700 drew a wrapped
+            # title and a three-line caption over the draw's axis)
+            cv = views["candidates"]
+            labels = cv.findChildren(PlotTitle) + [cv.draw_caption]
+            for label in labels:
+                for plot in (cv.bars, cv.waterfall, cv.draw):
+                    assert not _rect_in(label, cv).intersects(_rect_in(plot, cv)), (label.text(), width, height)
             # Controls: no sideways scroll bar, at every size
             assert d["controls"].widget().horizontalScrollBar().maximum() == 0, (width, height)
     finally:
