@@ -21,6 +21,9 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from gui.widgets.frame_paint import paint_together
 
 REDRAW_INTERVAL_MS = 33  # <= 30 redraws per second while stepping by hand
+# A paced playback reveals a step per period and each must get its own frame: at 30 tokens/s a reveal every
+# 33 ms met a 33 ms throttle and two steps often shared a frame (22 frames/s measured, gui_probe --paced 30)
+PACED_REDRAW_INTERVAL_MS = 15
 RUN_REDRAW_INTERVAL_MS = int(os.environ.get("TOKENSTEP_RUN_REDRAW_MS", 250))
 # A frame is drawn during a run only while the GUI thread has used less than this share of one core (a
 # token bucket over its CPU time: a slow paint postpones the next frames)...
@@ -100,7 +103,8 @@ class RedrawScheduler(QObject):
         paint_together()  # the frame on screen in one paint: no label a step ahead of its plot
         self.redraw_ms.append((time.perf_counter() - started) * 1000)
         self.redraw_cpu_ms.append((time.thread_time() - cpu_started) * 1000)
-        self._throttle.start(RUN_REDRAW_INTERVAL_MS if running else REDRAW_INTERVAL_MS)
+        self._throttle.start(RUN_REDRAW_INTERVAL_MS if running else
+                             PACED_REDRAW_INTERVAL_MS if self.paced else REDRAW_INTERVAL_MS)
 
     def _frame_allowed(self, running: bool) -> bool:
         cpu, wall = self.cpu_clock(), self.wall_clock()
