@@ -27,8 +27,8 @@ ACTIONS: dict[str, ActionSpec] = {
     "prefill": ActionSpec("Prefill", ("Ctrl+P",), "Read the whole prompt in one parallel pass"),
     "step": ActionSpec("Step", ("Space",), "Generate one token (Space pauses while running)"),
     "run": ActionSpec("Run", ("Ctrl+Return", "Ctrl+Enter"), "Generate until a stop rule fires"),
-    "pause": ActionSpec("Pause", ("Pause",), "Pause a run after the current step"),
-    "stop": ActionSpec("Stop", ("Esc",), "End this generation now (between steps)"),
+    "pause": ActionSpec("Pause", ("Pause",), "Pause a run after the current step (a paced one at the step on screen)"),
+    "stop": ActionSpec("Stop", ("Esc",), "End this generation now (a paced Run at the step on screen)"),
     "reset": ActionSpec("Reset", ("Ctrl+R",), "Back to the prompt; re-seed: same seed, same tokens"),
     # Window-wide, yet a text field that has the focus keeps its Backspace: editors claim the key first
     # (Qt's ShortcutOverride), so the shortcut fires only while the focus is elsewhere.

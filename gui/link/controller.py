@@ -192,15 +192,19 @@ class Controller(QObject):
         self._emit(command)
         self.state_changed.emit()
 
-    def pause(self) -> None:  # after the current step; a paced playback shows all the engine reported
-        if self.history.status is not None and self.history.status.running:
+    def pause(self) -> None:
+        """After the current step; during a paced playback at the step on screen: the engine takes back the
+        steps it ran ahead (p.Retracted), and the view stays where the class is."""
+        at = self.pacer.freeze()
+        if at is not None:
+            self._emit(p.Pause(at_step=at))
+        elif self.history.status is not None and self.history.status.running:
             self._emit(p.Pause())
-        self.pacer.release()
 
     def stop(self) -> None:
+        """End the generation as aborted: at the step on screen (as pause), else where the engine is."""
         if self.prefilled and (self.stopped is None or self.running):
-            self._emit(p.Abort())
-            self.pacer.release()
+            self._emit(p.Abort(at_step=self.pacer.freeze()))
 
     def reset(self) -> None:
         """Back to the prompt, re-seeded; the branches taken so far stay in the tree."""
@@ -297,6 +301,7 @@ class Controller(QObject):
                 self.load_finished.emit(False, reply.message)
             case p.Failed():
                 self.in_flight = None
+                self.pacer.release()  # e.g. a pause that could not take back the steps not shown: show them
                 if self.restore.restoring:
                     self.restore.failed = True
                     reply = p.Failed(f"the model could not be loaded again: {reply.message}", reply.details, True)

@@ -2,8 +2,10 @@
 
 The engine runs as fast as it can; the history holds back what it reported (`History.hold`) and the pacer
 reveals one step per period, so that every frame shows one step in every view, as a viewer can follow it.
-When the engine has ended and the last step is revealed, the history shows everything again. A pace of 0
-is "as fast as possible": each frame shows the newest step (redraw.py decides how often a frame comes).
+When the engine has ended and the last step is revealed, the history shows everything again. Pause and
+Stop freeze the playback at the step on screen: the engine is told to end there and takes back the steps
+it ran ahead, which nobody saw (`freeze`, protocol `Retracted`). A pace of 0 is "as fast as possible": each
+frame shows the newest step (redraw.py decides how often a frame comes).
 
 Time comes from a `Clock`: the real one, or a recorder's virtual one (recorder.py), which advances only
 frame by frame, so a recorded lesson reveals its steps at the same frames every time.
@@ -54,6 +56,7 @@ class Pacer(QObject):
         self.tokens_per_s = 0.0
         self.last_pace = DEFAULT_PACE  # what the P toggle returns to
         self.next_due = 0.0
+        self.frozen = False  # paused or stopped at the step on screen: nothing more is revealed
         self._timer = QTimer(self, interval=POLL_MS)
         self._timer.timeout.connect(self.tick)
 
@@ -96,16 +99,31 @@ class Pacer(QObject):
         """A Run starts: hold its steps back and reveal them at the pace (nothing to do when unpaced)."""
         if not self.paced:
             return
+        self.frozen = False
         self.controller.history.hold()
         self.controller.scheduler.paced = True
         self.next_due = self.clock.now() + self.period
         self._timer.start()
 
+    def freeze(self) -> int | None:
+        """Pause or stop asked during a playback: reveal nothing more. The step on screen (the engine is told
+        to end there: the steps it took beyond were never shown and are taken back), or None when no
+        playback is under way or nothing is held back (the engine may end wherever it is)."""
+        h = self.controller.history
+        if not self.active:
+            return None
+        if not h.behind and not self.engine_running():
+            self.release()
+            return None
+        self.frozen = True
+        return h.horizon
+
     def waiting_on_clock(self) -> bool:
         """Only time passing moves the playback on: its next step is there and due later. False while it
         waits for the engine (its next step or its end may come at any time: a recorder waits for it rather
         than film a frame that depends on when it came) or has a step to reveal now."""
-        return self.active and self.controller.history.behind and self.clock.now() < self.next_due
+        return (self.active and not self.frozen and self.controller.history.behind
+                and self.clock.now() < self.next_due)
 
     def engine_running(self) -> bool:
         """The engine may still report steps of this Run."""
@@ -120,7 +138,7 @@ class Pacer(QObject):
             return
         now = self.clock.now()
         revealed = False
-        while h.behind and now >= self.next_due:
+        while h.behind and now >= self.next_due and not self.frozen:
             h.reveal(h.horizon + 1)
             revealed = True
             self.next_due += self.period
@@ -146,5 +164,6 @@ class Pacer(QObject):
             c.scheduler.dirty()
 
     def _stop(self) -> None:
+        self.frozen = False
         self._timer.stop()
         self.controller.scheduler.paced = False

@@ -159,6 +159,9 @@ class History:
             case p.RewoundReply():
                 self.rewound(reply.event)
                 return Change.VIEWS
+            case p.Retracted():  # paused or stopped at the step a paced playback showed
+                self.retracted(reply.event, reply.dropped)
+                return Change.STATE | Change.VIEWS
             case p.SwitchedReply():  # a branch switch, with its re-read
                 self.switched(reply.event)
                 return Change.VIEWS
@@ -207,6 +210,25 @@ class History:
         """A rewind or reset: steps from event.to_step on leave the path (they stay in the tree)."""
         self._log.append(event)
         self._move(self.nodes.get(event.node, self.root), event.pending)
+
+    def retracted(self, event: Rewound, dropped: tuple[int, ...]) -> None:
+        """The engine took back the steps after event.to_step - 1 (a paced playback had not shown them): they
+        leave the path, the `dropped` nodes the tree, their events the log. The step shown stays shown."""
+        gone = set(dropped)
+        shown = event.to_step - 1
+        cut = next((i for i, e in enumerate(self._log)
+                    if (isinstance(e, StepDone) and e.node in gone) or (isinstance(e, Verified) and e.index > shown)
+                    or (isinstance(e, Stopped) and e.n_generated > shown)), len(self._log))
+        del self._log[cut:]
+        for node_id in sorted(gone, reverse=True):
+            node = self.nodes.pop(node_id, None)
+            if node is not None and node.parent is not None:
+                node.parent.children.remove(node)
+        for index in [i for i in self.verifies if i > shown]:
+            del self.verifies[index]
+        mode = self.mode
+        self._move(self.nodes.get(event.node, self.root), event.pending)
+        self.mode = mode if mode != "step" or self.selected <= shown else "pending"
 
     def switched(self, event: Switched) -> None:
         self._log.append(event)

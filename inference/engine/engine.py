@@ -302,13 +302,14 @@ class Engine:
                 self.deferred.append(command)
         while self.deferred:  # in arrival order, also those that came while the prefill checked for Cancel
             command = self.deferred.popleft()
-            if isinstance(command, p.Pause):
+            if isinstance(command, p.Pause) and command.at_step is None:
                 self.session.pause()
-            elif isinstance(command, p.Abort):
+            elif isinstance(command, p.Abort) and command.at_step is None:
                 self.session.abort()
             elif isinstance(command, (p.Configure, p.CaptureAttention, p.CaptureLens, p.Cancel)):
                 self.handle(command)
-            else:  # a step, new prompt, reset, run, load or quit: the run ends; it and those after it come next
+            else:  # a step, new prompt, reset, run, load, quit, or a Pause/Abort at the step a paced front-end
+                # shows (its handler takes back the steps after it): the run ends; it and those after it come next
                 self.deferred.appendleft(command)
                 self.session.pause()
                 return
@@ -327,12 +328,29 @@ class Engine:
             self.send(p.PendingStep(s.preview(), self.tag))
 
     def pause(self, command: p.Pause) -> None:
-        """Outside a run there is nothing to pause."""
+        """Outside a run there is nothing to pause, but steps a paced front-end has not shown yet may be
+        taken back."""
+        if command.at_step is not None and self.session is not None and self.session.prefilled:
+            self.end_at_shown(command)
+            self.send_preview()
 
     def abort(self, command: p.Abort) -> None:
         """Stop: end this generation as aborted (Reset or Prefill starts again)."""
         s = self.session
-        if s is not None and s.prefilled and s.stopped is None:
+        if s is not None and s.prefilled and command.at_step is not None:
+            self.end_at_shown(command)
+            self.send_preview()
+        elif s is not None and s.prefilled and s.stopped is None:
+            self.send_event(s.abort_now())
+
+    def end_at_shown(self, command: p.Pause | p.Abort) -> None:
+        """Pause or Abort where a paced front-end is: the steps after `command.at_step` are taken back (it
+        never showed them); an Abort then ends the generation there, as aborted."""
+        s = self.need_session()
+        retracted = s.retract(command.at_step)
+        if retracted is not None:
+            self.send(p.Retracted(*retracted, self.tag))
+        if isinstance(command, p.Abort) and s.stopped is None:
             self.send_event(s.abort_now())
 
     def reset(self, command: p.Reset) -> None:

@@ -24,7 +24,8 @@ from inference.attention import AttentionOf
 from inference.events import ModelInfo, Pending, PrefillDone, Rewound, SessionStatus, StepDone, Stopped, Switched, Verified
 from inference.settings import GenerationSettings
 
-PROTOCOL_VERSION = 4  # 2: the branch moves (Rewind, Force, Switch); 3: the logit lens (CaptureLens); 4: Restore
+PROTOCOL_VERSION = 5  # 2: the branch moves (Rewind, Force, Switch); 3: the logit lens (CaptureLens); 4: Restore;
+# 5: Pause/Abort at the step a paced front-end shows (Retracted)
 
 
 # --- commands: front-end -> engine ---------------------------------------------------------------------
@@ -87,12 +88,21 @@ class Run(Command):
 
 @dataclass(frozen=True)
 class Pause(Command):
-    """End a Run after the current step; the generation can go on."""
+    """End a Run after the current step; the generation can go on.
+
+    `at_step`: the steps the front-end shows (a paced playback shows fewer than the engine took). The
+    steps after it were never seen: they are taken back (`Retracted`), and the generation goes on from
+    there. None: wherever the engine is.
+    """
+
+    at_step: int | None = None
 
 
 @dataclass(frozen=True)
 class Abort(Command):
-    """End this generation now, as `aborted` (Reset or Prefill starts again)."""
+    """End this generation now, as `aborted` (Reset or Prefill starts again); at `at_step` as Pause says."""
+
+    at_step: int | None = None
 
 
 @dataclass(frozen=True)
@@ -231,6 +241,16 @@ class RewoundReply(Reply):
     """A rewind, or a reset (event.reset): the steps from event.to_step on left the current branch."""
 
     event: Rewound
+    tag: int
+
+
+@dataclass(frozen=True)
+class Retracted(Reply):
+    """Pause or Abort at a step before the engine's newest: the steps after `event.to_step - 1` were taken
+    back. `dropped`: the branch-tree nodes that left the tree with them (made by the run, never shown)."""
+
+    event: Rewound
+    dropped: tuple[int, ...]
     tag: int
 
 

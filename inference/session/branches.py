@@ -44,6 +44,14 @@ class BranchTree:
             self.nodes[parent].children[token_id] = node_id
             self.next_id = max(self.next_id, node_id + 1)
 
+    def remove(self, node: int) -> None:
+        """Take a leaf out of the tree (its id is not reused)."""
+        leaf = self.nodes[node]
+        if leaf.children:
+            raise ValueError(f"node {node} has {len(leaf.children)} branches after it: only a leaf can leave the tree")
+        del self.nodes[leaf.parent].children[leaf.token_id]
+        del self.nodes[node]
+
     def path(self, node: int) -> list[int]:
         """The node ids from step 1 to `node` (the prompt excluded)."""
         if node not in self.nodes:

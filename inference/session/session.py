@@ -25,6 +25,7 @@ what their pass recorded, residual rows included), the stop, and the cache throu
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -84,6 +85,7 @@ class Session:
         self._prefill_ms = 0.0
         self._decode_seconds = 0.0
         self.tree = BranchTree()
+        self._run_made_from = sys.maxsize  # the first node the last run made (retract drops only those)
         self.kept = KeptSteps()
         self._go_to(0)
 
@@ -240,6 +242,7 @@ class Session:
         self.source.start(len(ids) + self.settings.max_new_tokens)
         self.prompt, self.prompt_text, self.window.shifts = [], "", ()
         self.tree, self.kept = BranchTree(), KeptSteps(self.kept.budget)
+        self._run_made_from = sys.maxsize
         self._abort.clear()
         started = time.perf_counter()
         capture = self.recorder.prompt_capture(len(ids))
@@ -431,6 +434,7 @@ class Session:
         (0 = no limit). `between` runs before every step: a driver reads its commands there."""
         self._resume()
         self._pause.clear()
+        self._run_made_from = self.tree.next_id  # nodes from this id on were made by this run
         self.running = True
         try:
             taken = 0
@@ -474,6 +478,24 @@ class Session:
             raise ValueError(f"rewind {to_step} is outside the {len(self.generated)} steps taken "
                              f"(1 to {len(self.generated)})")
         return self._back_to(self.tree.ancestor(self.node, to_step - 1), reset=False)
+
+    def retract(self, shown: int) -> tuple[Rewound, tuple[int, ...]] | None:
+        """Take back the steps after step `shown`: a paced front-end paused or stopped there while this
+        session ran ahead, and nobody saw the rest. Back to just after step `shown`, as a rewind; the nodes
+        the last run made beyond it leave the tree (never shown, they are no branch to switch to), the nodes
+        that were there before it stay. (the Rewound, the dropped node ids); None when no step is after `shown`."""
+        if not 0 <= shown < len(self.generated):
+            return None
+        self.window.refuse_shifted("stop at the step shown")
+        self._check_idle()
+        path = self.tree.path(self.node)
+        target = path[shown - 1] if shown else 0
+        dropped = tuple(node for node in path[shown:] if node >= self._run_made_from)
+        for node in reversed(dropped):
+            self.tree.remove(node)
+            self.kept.drop(node)
+        self._run_made_from = sys.maxsize  # what the run took beyond the step shown is gone; the rest was shown
+        return self._back_to(target, reset=False), dropped
 
     def reset(self) -> Rewound:
         """Back to the prompt (its cache kept), re-seeded from settings.seed; every branch stays in the tree.

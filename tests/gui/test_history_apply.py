@@ -92,6 +92,26 @@ def test_a_rewind_then_another_token_starts_a_branch_beside_the_first():
     assert [s.node for s in h.steps] == [1, 2] and h.reread is switched and h.pending.index == 3
 
 
+def test_a_take_back_leaves_the_shown_step_and_drops_what_the_playback_held_back():
+    """Pause during a paced Run: the engine had reported steps 1-4 (step 3 with a verify pass, and its end);
+    the screen showed step 2. The take-back (p.Retracted) cuts the path, the tree and the log at step 2 and
+    keeps the step on screen shown."""
+    h = loaded()
+    verify = Verified(index=3, drafted=(), ngram=(), accepted=1, emitted=2, positions=2, forward_ms=2.0)
+    h.apply(p.Stepped((step(1, 1, 0), step(2, 2, 1), verify, step(3, 3, 2), step(4, 4, 3)), 2))
+    h.apply(p.Ended(Stopped("max_new_tokens", 4, "", 1.0, 1.0), 2))
+    h.hold()
+    h.reveal(2)
+    h.select(2)
+    back = Rewound(to_step=3, node=2, kv_used_bytes=128, kv_allocated_bytes=256, seed=0, pending="dist 3 again")
+    assert h.apply(p.Retracted(back, (3, 4), 2)) == Change.STATE | Change.VIEWS
+    assert [s.node for s in h.steps] == [1, 2] and set(h.nodes) == {0, 1, 2} and h.nodes[2].children == []
+    assert h.verifies == {} and h.stopped is None and h.log == [PREFILL, h.steps[0], h.steps[1]]
+    assert h.pending.index == 3 and h.pending.dist == "dist 3 again"
+    h.release()
+    assert h.shown_index() == 2 and h.shown().step is h.steps[1]  # still the step the class was looking at
+
+
 def test_the_end_and_the_status_change_what_can_be_done():
     h = loaded()
     running = status(running=True)

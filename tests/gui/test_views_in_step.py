@@ -130,18 +130,65 @@ def test_the_history_slider_sets_every_views_step(window):
     assert {v.shown_step for v in drawn_views(window)} == {len(c.steps)}
 
 
-def test_pause_during_a_paced_run_shows_all_the_engine_reported(window):
+def _interrupt_a_paced_run(win, action: str) -> tuple[int, list]:
+    """A greedy Run at 2 tokens/s, interrupted by `action` once the engine is two steps ahead of the screen:
+    the step on screen then, and every frame drawn after."""
+    c = win.controller
+    prefill(win, greedy=True, max_new=40)
+    win.controls.pace.setCurrentIndex(win.controls.pace.findData(2.0))
+    win.actions["run"].trigger()
+    wait_until(lambda: c.history.horizon is not None and c.history.horizon >= 2
+               and c.history.reported >= c.history.horizon + 2, 20000)  # the engine runs ahead of the pace
+    assert c.running
+    on_screen = c.history.horizon  # read and triggered in one turn of the event loop: what the class sees
+    frames = Frames(win)
+    try:
+        win.actions[action].trigger()
+        wait_until(lambda: idle(c))
+        settle(win)
+    finally:
+        frames.close()
+    return on_screen, frames.frames
+
+
+def _frozen_at(win, on_screen: int, frames: list) -> None:
+    c = win.controller
+    assert not c.running and c.history.horizon is None
+    assert len(c.steps) == c.history.shown_index() == on_screen  # what the engine ran ahead is not on the path
+    assert max(node.depth for node in c.history.nodes.values()) == on_screen  # nor kept in the tree
+    assert {v.shown_step for v in drawn_views(win)} == {on_screen}
+    assert frames and all(shown <= on_screen for shown, _running, _steps in frames)  # never a glimpse past it
+
+
+def test_pause_during_a_paced_run_stays_at_the_step_on_screen(window):
+    """Issue 40 item 1: Space/Pause during a paced Run showed every step the engine had computed ahead (24 of
+    24 at once). The view stays at the step on screen; the engine takes back what it ran ahead, and the next
+    Step gives the same token it had computed (greedy: the run was not lost, only not yet shown)."""
     c = window.controller
-    prefill(window, greedy=True, max_new=40)
-    window.controls.pace.setCurrentIndex(window.controls.pace.findData(1.0))
+    on_screen, frames = _interrupt_a_paced_run(window, "step")  # Space / the Step button is Pause during a run
+    ahead = c.history.reported  # (after the take-back: what is reported is what is shown)
+    _frozen_at(window, on_screen, frames)
+    assert c.stopped is None and ahead == on_screen
+    window.actions["step"].trigger()
+    wait_until(lambda: idle(c) and len(c.steps) == on_screen + 1)
+    assert c.steps[-1].index == on_screen + 1
+    # the same greedy prompt run straight through gives the same token at that step
+    tokens = [s.token.id for s in c.steps]
+    prefill(window, greedy=True, max_new=on_screen + 1)
+    window.controls.pace.setCurrentIndex(window.controls.pace.findData(0.0))
     window.actions["run"].trigger()
-    wait_until(lambda: c.history.reported >= 3)  # the engine runs ahead of the pace
-    assert c.running and len(c.steps) < c.history.reported
-    window.actions["step"].trigger()  # Space / the Step button is Pause during a run
-    wait_until(lambda: idle(c))
-    settle(window)
-    assert c.history.horizon is None and len(c.steps) == c.history.reported
-    assert {v.shown_step for v in drawn_views(window)} == {c.history.shown_index()}
+    wait_until(lambda: c.stopped is not None and idle(c))
+    assert [s.token.id for s in c.steps] == tokens
+
+
+def test_esc_during_a_paced_run_stops_at_the_step_on_screen(window):
+    """Issue 40 item 1: Esc at displayed step 12 of a paced Run showed step 24 of 24, "end of sequence". It
+    stops at the step on screen and says so: aborted after that many tokens."""
+    c = window.controller
+    on_screen, frames = _interrupt_a_paced_run(window, "stop")
+    _frozen_at(window, on_screen, frames)
+    assert c.stopped is not None and c.stopped.reason == "aborted" and c.stopped.n_generated == on_screen
+    assert window.views["stop"].shown_generated == on_screen
 
 
 def test_p_toggles_the_pace_and_presentation_mode_paces(window):

@@ -157,3 +157,30 @@ def test_partial_characters_read_the_same_in_candidates_and_stream(llama):
         c = s.dist.candidates
         assert c.texts[list(c.ids).index(s.token.id)] == s.token.shown_text
     assert session.text == "你"
+
+
+def test_retract_takes_back_what_the_last_run_made_after_the_step_shown(model):
+    """Pause or stop at the step a paced front-end shows: the run's later steps leave the path and the tree;
+    the nodes that were there before the run stay; the cache is that of the shorter path, and the next
+    draws are those the run had taken (same seed, same steps)."""
+    settings = GenerationSettings(SAMPLED, max_new_tokens=20)
+    session = Session(model, settings)
+    session.prefill(PROMPT)
+    before = _steps([e for _ in range(2) for e in session.step()])  # made by hand, seen
+    session.rewind(1)
+    ran = _steps(session.run(max_steps=6))  # follows step 1 again (same draw), then makes new nodes
+    assert [s.index for s in ran] == [1, 2, 3, 4, 5, 6] and ran[1].node == before[1].node
+    nodes = set(session.tree.nodes)
+    rewound, dropped = session.retract(3)
+    assert rewound.to_step == 4 and session.generated == [s.token.id for s in ran[:3]]
+    assert dropped == tuple(s.node for s in ran[3:])  # nodes 4..6 of this run; step 2's node was there before
+    assert set(session.tree.nodes) == nodes - set(dropped) and session.node == ran[2].node
+    assert all(session.kept.get(node) is None for node in dropped)
+    assert_cache_is_fresh(session)
+    again = _steps(session.run(max_steps=3))
+    assert [s.token.id for s in again] == [s.token.id for s in ran[3:]]
+    assert [s.dist.candidates.logits.tolist() for s in again] == [s.dist.candidates.logits.tolist() for s in ran[3:]]
+    assert session.retract(6) is None  # nothing after the newest step
+    rewound, dropped = session.retract(0)  # back to the prompt: all the second run made goes
+    assert rewound.to_step == 1 and session.generated == [] and set(dropped) == {s.node for s in again}
+    assert_cache_is_fresh(session)

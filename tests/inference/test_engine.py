@@ -2,7 +2,7 @@
 
 
 import pytest
-from engine_driver import of, serve, steps
+from engine_driver import EngineOverPipes, of, serve, steps
 
 from inference.engine import protocol as p
 from inference.events import SessionStatus, StepDone
@@ -124,3 +124,43 @@ def test_the_weights_are_hashed_again_when_a_generation_ends_and_on_demand(folde
     ended = next(i for i, r in enumerate(replies) if isinstance(r, p.Ended))
     # the step that ended is answered first (the front-end's buttons come back), then the hash follows
     assert [type(r) for r in replies[ended + 1:ended + 4]] == [p.Status, p.Finished, p.WeightsChecked]
+
+
+def test_pause_and_abort_at_the_step_shown_take_back_the_steps_after_it(folder):
+    """A paced front-end shows fewer steps than the engine took: Pause/Abort at_step end the generation there."""
+    # inside a run: the Pause waits in the pipe, so the run reads it before its first step
+    replies = serve([p.wrap(p.Load(folder, "cpu", "float32", 1)), p.wrap(p.Prefill("the cat", False, "", GREEDY, 2)),
+                     p.wrap(p.Step()), p.wrap(p.Step()), p.wrap(p.Step()),
+                     p.wrap(p.Run(max_steps=5)), p.wrap(p.Pause(at_step=2))], finished=7)
+    retracted = of(replies, p.Retracted)
+    assert len(retracted) == 1 and retracted[0].event.to_step == 3 and retracted[0].tag == 2
+    assert retracted[0].dropped == ()  # step 3 was made by Step, not by the run: it stays a branch
+    assert [s.index for s in steps(replies)] == [1, 2, 3]
+    assert of(replies, p.PendingStep)[-1].event.index == 3
+    assert [r.command for r in of(replies, p.Finished)][-2:] == ["Run", "Pause"]
+
+    # after the run ended: Pause then Abort, each at a step before the engine's newest
+    engine = EngineOverPipes()
+    try:
+        engine.ask(p.Load(folder, "cpu", "float32", 1))
+        engine.ask(p.Prefill("the cat", False, "", GREEDY, 2))
+        engine.ask(p.Run(max_steps=6))
+        ran = steps(engine.replies)
+        assert [s.index for s in ran] == [1, 2, 3, 4, 5, 6]
+        engine.ask(p.Pause(at_step=4))
+        paused = of(engine.replies, p.Retracted)[-1]
+        assert paused.event.to_step == 5 and paused.dropped == (ran[4].node, ran[5].node)
+        assert of(engine.replies, p.PendingStep)[-1].event.index == 5
+        assert not of(engine.replies, p.Ended)
+        engine.ask(p.Step())
+        again = steps(engine.replies)[-1]
+        assert again.index == 5 and again.token.id == ran[4].token.id and again.node != ran[4].node
+        engine.ask(p.Abort(at_step=2))
+        aborted = of(engine.replies, p.Retracted)[-1]
+        assert aborted.event.to_step == 3 and aborted.dropped == ()  # the Step's node: not made by a run
+        ended = of(engine.replies, p.Ended)
+        assert [(e.event.reason, e.event.n_generated) for e in ended] == [("aborted", 2)]
+        assert of(engine.replies, p.Status)[-1].status.n_generated == 2
+        assert not of(engine.replies, p.Failed)
+    finally:
+        engine.close()
