@@ -25,12 +25,17 @@ from gui.theme import Appearance
 from gui.views.base import View
 from gui.widgets.candidate_labels import LEGEND_TIP, compact, header_text, legend, row_label, row_tooltip
 from gui.state.format import byte_label, display, partial_note, quoted, rank_text
-from gui.widgets.plotting import Bars, StyledBars, colour, make_plot, set_range, set_ticks, show_axes, style_plot, text_item, titled
+from gui.widgets.plotting import Bars, Label, StyledBars, colour, make_plot, set_range, set_ticks, show_axes, style_plot, text_item, titled
 from gui.widgets.token_picker import TokenPicker
 from gui.widgets.wrap_label import CaptionLabel, WrapLabel
 
 STAGE_TITLES = {"temperature": "temp.", "top_k": "top-k", "top_p": "top-p", "min_p": "min-p",
                 "greedy": "argmax"}
+# where the waterfall is too narrow for those (F5 in the compact layout): the stage's symbol, named in the tooltip
+SHORT_STAGE_TITLES = {"raw": "raw", "temp.": "T", "top-k": "k", "top-p": "p", "min-p": "min", "argmax": "max",
+                      "renorm.": "Σ=1"}
+STAGES_TIP = ("raw: the model's softmax · T (temp.): logits ÷ temperature · k, p, min: top-k, top-p, min-p "
+              "cut the tail · Σ=1 (renorm.): what is kept, renormalised")
 MAX_BARS = 22  # top-N (20), the chosen token when it ranks lower, a server's tail
 MAX_SEGMENT_LABELS = 8
 SIDE_BY_SIDE = 560  # px (× the type scale): narrower than this, the waterfall and the draw go under the bars
@@ -102,7 +107,7 @@ class CandidatesView(View):
 
     def _make_waterfall(self, appearance: Appearance) -> None:
         self.waterfall = make_plot(appearance)
-        self.waterfall.setYRange(0, 1.4, padding=0)
+        self.waterfall.setYRange(0, 1.4, padding=0)  # until a step is drawn: then as its labels need (_draw_waterfall)
         self.waterfall.getAxis("left").setTicks([[(0, "0"), (0.5, "0.5"), (1, "1")]])
         self.waterfall.getPlotItem().setLabel("left", "mass")
         self.kept_bars = Bars(x=[], height=[], width=0.6)
@@ -286,14 +291,34 @@ class CandidatesView(View):
         x = np.arange(len(names), dtype=float)
         self.kept_bars.setOpts(x=x, height=kept_mass, width=0.6, brush=colour(t.kept), pen=None)
         self.removed_bars.setOpts(x=x, y0=kept_mass, height=removed, width=0.6, brush=colour(t.removed), pen=None)
-        set_ticks(self.waterfall.getAxis("bottom"), [[(i, name) for i, name in enumerate(names)]])
-        set_range(self.waterfall, x=(-0.5, len(names) - 0.5))
+        set_ticks(self.waterfall.getAxis("bottom"), [list(enumerate(self._stage_names(names)))])
+        # Above the bars: the tokens kept and, where the plot has room for a second line, the mass cut (a short
+        # plot keeps one line: the red part of its bar shows the cut, the tooltip says it). The y range grows
+        # above 1 as far as the labels need, so they never reach into the bars.
+        height = self.waterfall.getPlotItem().getViewBox().height()
+        def room(lines: int) -> float:  # px a label of that many lines takes (its margins included), and a gap
+            return lines * self._label_metrics.lineSpacing() + 2 * Label.MARGIN + 2
+        lines = 2 if any(removed) and room(2) <= 0.5 * height else 1
+        top = max(1.4, 1 / (1 - min(room(lines), 0.6 * height) / max(height, 1.0)))
+        set_range(self.waterfall, x=(-0.5, len(names) - 0.5), y=(0, top))
         for i, label in enumerate(self.stage_labels):
             if i < len(names):
-                cut = f"\n−{removed[i] * 100:.1f}%" if removed[i] > 0 else ""
-                label.show_text(f"{compact(counts[i])}{cut}", i, 1.38)
+                cut = f"\n−{removed[i] * 100:.1f}%" if removed[i] > 0 and lines == 2 else ""
+                label.show_text(f"{compact(counts[i])}{cut}", i, top)
             else:
                 label.show_text("")
+        self.waterfall.setToolTip(STAGES_TIP + "".join(
+            f"\n{name}: {counts[i]:,} tokens kept" + (f", {removed[i] * 100:.2f}% of the mass cut" if removed[i] else "")
+            for i, name in enumerate(names)))
+
+    def _stage_names(self, names: list[str]) -> list[str]:
+        """The stages' names under their bars, or their symbols where a name would run into its neighbour's."""
+        axis = self.waterfall.getAxis("bottom")
+        metrics = QFontMetricsF(axis.style.get("tickFont") or axis.font())
+        room = self.waterfall.getPlotItem().getViewBox().width() / max(len(names), 1)
+        if max(metrics.horizontalAdvance(name) for name in names) + 6 <= room:
+            return names
+        return [SHORT_STAGE_TITLES[name] for name in names]
 
     def _draw_draw(self, shown: Shown) -> None:
         t = self.appearance.theme
