@@ -14,7 +14,7 @@ from PySide6.QtCore import QEvent, QObject
 from PySide6.QtWidgets import QApplication
 
 from gui.state.format import display, fmt_bytes
-from app_driver import idle, prefill, settle, wait_until, window_fixture
+from app_driver import idle, prefill, run_reading, settle, wait_until, window_fixture
 
 window = window_fixture("drawn")
 
@@ -56,21 +56,30 @@ def outlined(timeline) -> int | None:
 
 class Paints(QObject):
     """Which of a frame's labels and plots the window painted in which of its paints (UpdateRequest): what
-    reaches the screen together."""
+    reaches the screen together. Frames are counted by the redraws (frame k: after the k-th redraw)."""
 
-    def __init__(self, win, frames: list):
+    def __init__(self, win):
         super().__init__()
         cand, kv, timing = (win.views[k] for k in ("candidates", "kv", "timing"))
-        self.win, self.frames, self.paint = win, frames, 0
+        self.win, self.frame, self.paint = win, 0, 0
         self.watched = {cand.header: "header", cand.draw.viewport(): "draw strip", kv.formula: "KV text",
                         kv.layers.viewport(): "KV bars", timing.plot.viewport(): "Timing bars"}
         self.painted: list[tuple[int, int, str]] = []  # (frame, paint, what)
+        win.controller.redraw.connect(self._redrawn)
+        QApplication.instance().installEventFilter(self)
+
+    def _redrawn(self) -> None:
+        self.frame += 1
+
+    def close(self) -> None:
+        self.win.controller.redraw.disconnect(self._redrawn)
+        QApplication.instance().removeEventFilter(self)
 
     def eventFilter(self, obj, event) -> bool:
         if event.type() == QEvent.UpdateRequest and obj is self.win:
             self.paint += 1
         elif event.type() == QEvent.Paint and obj in self.watched:
-            self.painted.append((len(self.frames), self.paint, self.watched[obj]))
+            self.painted.append((self.frame, self.paint, self.watched[obj]))
         return False
 
     def first_paints(self) -> dict[int, set[str]]:
@@ -83,39 +92,20 @@ class Paints(QObject):
         return out
 
 
-class Frames:
-    """At every redraw, after every view has drawn (connected last): the shown step and what is drawn; and
-    what each frame's first paint put on screen."""
-
-    def __init__(self, win):
-        self.win, self.frames = win, []
-        win.controller.redraw.connect(self._record)
-        self.paints = Paints(win, self.frames)
-        QApplication.instance().installEventFilter(self.paints)
-
-    def _record(self) -> None:
-        h = self.win.controller.history
-        self.frames.append((h.shown(), drawn(self.win)))
-
-    def close(self) -> None:
-        self.win.controller.redraw.disconnect(self._record)
-        QApplication.instance().removeEventFilter(self.paints)
+def shown_and_drawn(win) -> tuple:
+    return win.controller.history.shown(), drawn(win)
 
 
 def run_and_read(win, pace: float, paints: list | None = None) -> list:
-    c = win.controller
-    win.controls.pace.setCurrentIndex(win.controls.pace.findData(pace))
-    assert c.pacer.tokens_per_s == pace
-    frames = Frames(win)
+    """Every frame's shown step and what is drawn; and (into `paints`) what each frame's first paint put on screen."""
+    watch = Paints(win)
     try:
-        win.actions["run"].trigger()
-        wait_until(lambda: c.stopped is not None and idle(c))
-        settle(win)
+        frames = run_reading(win, pace, shown_and_drawn)
     finally:
-        frames.close()
+        watch.close()
     if paints is not None:
-        paints.append(frames.paints)
-    return frames.frames
+        paints.append(watch)
+    return frames
 
 
 def assert_drawn_is_shown(win, shown, d, newest: bool = True) -> None:

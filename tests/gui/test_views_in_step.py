@@ -10,7 +10,7 @@ from gui.state.history import History
 from gui.views.base import View
 from gui.views.branches_view import assign_rows
 from inference.events import PrefillDone, StepDone, Stopped, Token
-from app_driver import idle, prefill, settle, wait_until, window_fixture
+from app_driver import FrameLog, idle, prefill, run_reading, settle, wait_until, window_fixture
 
 window = window_fixture("in_step")
 
@@ -53,34 +53,14 @@ def drawn_views(win) -> list[View]:
     return [v for v in win.findChildren(View) if v.isVisible() and not v.visibleRegion().isEmpty()]
 
 
-class Frames:
-    """At every redraw, after every view has drawn: the step each visible view reports."""
-
-    def __init__(self, win):
-        self.win, self.frames = win, []
-        win.controller.redraw.connect(self._record)  # connected last: runs after the views' own slots
-
-    def _record(self) -> None:
-        c = self.win.controller
-        self.frames.append((c.history.shown_index(), c.running, {type(v).__name__: v.shown_step
-                                                         for v in drawn_views(self.win)}))
-
-    def close(self) -> None:
-        self.win.controller.redraw.disconnect(self._record)
+def shown_steps(win) -> tuple:
+    """The shown step, whether a run is on, and the step each visible view reports."""
+    c = win.controller
+    return c.history.shown_index(), c.running, {type(v).__name__: v.shown_step for v in drawn_views(win)}
 
 
 def run_and_record(win, pace: float) -> list:
-    c = win.controller
-    win.controls.pace.setCurrentIndex(win.controls.pace.findData(pace))
-    assert c.pacer.tokens_per_s == pace
-    frames = Frames(win)
-    try:
-        win.actions["run"].trigger()
-        wait_until(lambda: c.stopped is not None and idle(c))
-        settle(win)
-    finally:
-        frames.close()
-    return frames.frames
+    return run_reading(win, pace, shown_steps)
 
 
 def assert_in_step(frames, n_views_at_least=5):
@@ -141,7 +121,7 @@ def _interrupt_a_paced_run(win, action: str) -> tuple[int, list]:
                and c.history.reported >= c.history.horizon + 2, 20000)  # the engine runs ahead of the pace
     assert c.running
     on_screen = c.history.horizon  # read and triggered in one turn of the event loop: what the class sees
-    frames = Frames(win)
+    frames = FrameLog(win, shown_steps)
     try:
         win.actions[action].trigger()
         wait_until(lambda: idle(c))

@@ -85,3 +85,32 @@ def step(win, n: int = 1) -> int:
         wait_until(lambda: len(c.steps) > before and idle(c))
     settle(win)
     return len(c.steps) - start
+
+
+class FrameLog:
+    """`read(win)` at every redraw, after every view has drawn (connected after the views), until closed."""
+
+    def __init__(self, win, read):
+        self.win, self.read, self.frames = win, read, []
+        win.controller.redraw.connect(self._record)
+
+    def _record(self) -> None:
+        self.frames.append(self.read(self.win))
+
+    def close(self) -> None:
+        self.win.controller.redraw.disconnect(self._record)
+
+
+def run_reading(win, pace: float, read) -> list:
+    """Run at `pace` tokens/s (0: as fast as possible) until the generation stops: `read(win)` of every frame."""
+    c = win.controller
+    win.controls.pace.setCurrentIndex(win.controls.pace.findData(pace))
+    assert c.pacer.tokens_per_s == pace
+    log = FrameLog(win, read)
+    try:
+        win.actions["run"].trigger()
+        wait_until(lambda: c.stopped is not None and idle(c))
+        settle(win)
+    finally:
+        log.close()
+    return log.frames
