@@ -126,8 +126,8 @@ def _assert_solo(model, asked: BatchRequest, steps: list[StepDone], stop: Stoppe
     for mine, theirs in zip(steps, solo_steps):
         assert (mine.index, mine.position, mine.random_u, mine.kv_used_bytes, mine.context_tokens) == \
             (theirs.index, theirs.position, theirs.random_u, theirs.kv_used_bytes, theirs.context_tokens)
-        expected = _full_logits(theirs, model.config.vocab)
-        np.testing.assert_allclose(_full_logits(mine, model.config.vocab), expected, rtol=0, atol=_tolerance(model, expected))
+        expected, got = _full_logits(theirs, model.config.vocab), _full_logits(mine, model.config.vocab)
+        np.testing.assert_allclose(got, expected, rtol=0, atol=_tolerance(model, expected))
     assert (stop.reason, stop.n_generated, stop.text) == (solo[-1].reason, solo[-1].n_generated, solo[-1].text)
 
 
@@ -197,6 +197,34 @@ def test_a_request_waits_while_the_pool_is_full_then_runs(model):
     for index, request in enumerate(asked):
         _assert_solo(model, request, steps[index], stops[index][0])
     assert scheduler.pool.n_free == 4
+
+
+def test_requests_leave_at_their_own_stops(model, monkeypatch):
+    """With one token in seven an end of sequence, requests stop early at different steps (one may stop at a
+    stop string); each leaves with its blocks given back and each equals its solo run."""
+    monkeypatch.setattr(model, "config", dataclasses.replace(model.config, eos_ids=tuple(range(0, VOCAB, 7))))
+    asked = [BatchRequest([i + 1, 2 * i + 5, 40], _settings(i, 30, VOCAB, temperature=1.0), i % 3) for i in range(6)]
+    asked.append(BatchRequest([9, 8, 7], dataclasses.replace(_settings(7, 30, VOCAB, temperature=1.0),
+                                                             stop_strings=("a", "e", "t")), 0))
+    scheduler = Scheduler(model, asked, n_blocks=64, block_tokens=B, token_budget=BUDGET)
+    events = _run(scheduler)
+    steps, stops = _by_request(events, StepDone), _by_request(events, Stopped)
+    for index, request in enumerate(asked):
+        _assert_solo(model, request, steps[index], stops[index][0])
+    assert "eos" in {stops[i][0].reason for i in stops} and len({stops[i][0].n_generated for i in stops}) > 2
+    assert scheduler.pool.n_free == scheduler.pool.n_blocks
+
+
+def test_a_request_stops_when_its_context_window_is_full(model):
+    window = model.config.context_length
+    asked = [BatchRequest(LONG + LONG[:window - 100 - 3], _settings(9, 20, VOCAB, greedy=True), 0),
+             BatchRequest([4, 5, 6], _settings(1, 8, VOCAB, temperature=1.0), 1)]
+    scheduler = Scheduler(model, asked, n_blocks=16, block_tokens=B, token_budget=BUDGET)
+    events = _run(scheduler)
+    steps, stops = _by_request(events, StepDone), _by_request(events, Stopped)
+    for index, request in enumerate(asked):
+        _assert_solo(model, request, steps[index], stops[index][0])
+    assert stops[0][0].reason == "context_full" and stops[0][0].n_generated == 3
 
 
 def test_batch_full_waits_and_events_serialise(model):
