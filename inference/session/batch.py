@@ -75,15 +75,15 @@ class PagedSource(LogitsSource):
         return logits
 
     def chunk(self, budget: int, prompt: list[int]) -> Chunk | None:
-        """The rows this request wants in the next pass, at most `budget`: its owed token, or the next piece of
-        its prompt; None when it wants none."""
+        """The rows this request wants in the next pass: its owed token (a session feeds one at a time), or the
+        next piece of its prompt, at most `budget` (>= 1) rows; None when it wants none."""
         if self.owed is not None:
             ids, start, _ = self.owed
         elif self.n_cached < len(prompt):
             ids, start = prompt[self.n_cached:self.n_cached + budget], self.n_cached
         else:
             return None
-        return Chunk(ids[:budget], start, PagedView(self.pool, self.table))
+        return Chunk(ids, start, PagedView(self.pool, self.table))
 
     def grow(self, n_positions: int) -> None:
         """Blocks enough for `n_positions` positions."""
@@ -173,6 +173,8 @@ class Scheduler:
                           prefix_hashes(asked.prompt, self.pool.block_tokens))
         if not asked.prompt or len(asked.prompt) > request.session.context_window:
             raise ValueError(f"request {index}: the prompt must have 1 to {request.session.context_window} tokens")
+        if not all(0 <= i < self.model.config.vocab for i in asked.prompt):
+            raise ValueError(f"request {index}: a token id is outside the vocabulary of {self.model.config.vocab}")
         if request.worst_case_blocks(self.pool) > self.pool.n_blocks:
             raise ValueError(f"request {index} may need {request.worst_case_blocks(self.pool)} blocks; "
                              f"the pool has {self.pool.n_blocks}")

@@ -243,6 +243,8 @@ def test_refusals(model):
         Scheduler(model, [BatchRequest(list(range(30)), _settings(0, 5, 5))], n_blocks=2, block_tokens=B)
     with pytest.raises(ValueError, match="token budget"):
         Scheduler(model, [], n_blocks=2, token_budget=0)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        Scheduler(model, [BatchRequest([1, VOCAB])], n_blocks=4)
     with pytest.raises(ValueError, match="neither speculates"):
         Scheduler(model, [BatchRequest([1, 2], GenerationSettings(speculate=2))], n_blocks=4)
 
