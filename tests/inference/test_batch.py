@@ -16,7 +16,7 @@ from inference.session.session import Session
 from inference.settings import GenerationSettings, SamplerSettings
 from inference.store.loading import load_model
 from inference.model.layers import select_backend
-from tiny import VOCAB, build_decoder, make_hf_model, save_hf_model
+from tiny import ARCHITECTURES, VOCAB, build_decoder, make_hf_model, save_hf_model
 
 B = 16  # block tokens
 SYSTEM = [(7 * i + 3) % 250 for i in range(2 * B)]  # a 2-block system prompt three requests begin with
@@ -50,7 +50,7 @@ def _no_eos(model):
     return model
 
 
-FAMILIES = ["llama", "gemma2", "gpt2"]
+FAMILIES = ["llama", "gemma2", "gpt2"]  # the families every batch test runs on; the main one runs on every family
 
 
 def _tiny(arch: str, tmp_path_factory):
@@ -62,6 +62,13 @@ def _tiny(arch: str, tmp_path_factory):
 def model(request, tmp_path_factory):
     """Llama (the fused-kernel family), Gemma 2 (soft caps, sliding windows of 4, norms after each branch) and
     GPT-2 (learned positions, LayerNorm, biases), float32."""
+    return _tiny(request.param, tmp_path_factory)[1]
+
+
+@pytest.fixture(scope="module", params=[arch for arch in ARCHITECTURES if arch not in FAMILIES])
+def other_family(request, tmp_path_factory):
+    """Mistral (a sliding window of 6), Qwen2 (biases), Qwen3 (Q/K norms), Phi-3 (partial rotary), Gemma 3
+    (local and global rotary bases)."""
     return _tiny(request.param, tmp_path_factory)[1]
 
 
@@ -133,6 +140,10 @@ def _assert_solo(model, asked: BatchRequest, steps: list[StepDone], stop: Stoppe
 
 def test_eight_requests_equal_their_solo_runs(model):
     _eight_requests_equal_their_solo_runs(model)
+
+
+def test_eight_requests_equal_their_solo_runs_in_every_family(other_family):
+    _eight_requests_equal_their_solo_runs(other_family)
 
 
 def test_eight_requests_equal_their_solo_runs_in_float64(model64):
