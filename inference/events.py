@@ -161,13 +161,14 @@ class PrefillDone:
     pending: StepDistribution | None = None  # step 1's distribution, before any draw
     attention: np.ndarray | None = None  # (layers, heads, n_tokens) last position's attention
     prompt_attention: PromptAttention | None = None  # every position's: the whole triangle of one pass
+    request: int | None = None  # the request's index in a batch (session/batch.py); None: a session of its own
 
     @property
     def tokens_per_s(self) -> float:
         return self.n_tokens / (self.ms / 1000) if self.ms > 0 else 0.0
 
     def to_json(self) -> str:
-        return _dump({"type": "prefill", "tokens": [t.to_dict() for t in self.tokens],
+        return _dump({"type": "prefill", **_request(self.request), "tokens": [t.to_dict() for t in self.tokens],
                       "n_tokens": self.n_tokens, "ms": self.ms, "kv_used_bytes": self.kv_used_bytes,
                       "kv_allocated_bytes": self.kv_allocated_bytes})
 
@@ -194,6 +195,7 @@ class StepDone:
     settings: GenerationSettings | None = None  # in force at this draw (the draw used `seed`)
     verified_by: int = 0  # the first step of the verify pass that decided it (0: a step of its own)
     shift: "ContextShifted | None" = None  # this token filled the context window: the shift that followed
+    request: int | None = None  # the request's index in a batch (session/batch.py); None: a session of its own
 
     @property
     def entropy(self) -> float:
@@ -208,7 +210,8 @@ class StepDone:
         if self.dist.server is not None:
             lens["server"] = self.dist.server.to_dict()
         return _dump({
-            "type": "step", "index": self.index, "position": self.position, "token": self.token.to_dict(),
+            "type": "step", **_request(self.request), "index": self.index, "position": self.position,
+            "token": self.token.to_dict(),
             "forward_ms": self.forward_ms, "sample_ms": self.sample_ms, "kv_used_bytes": self.kv_used_bytes,
             "kv_allocated_bytes": self.kv_allocated_bytes, "context_tokens": self.context_tokens,
             "entropy": self.dist.entropy, "chosen_rank": self.chosen_rank, "random_u": self.random_u,
@@ -343,9 +346,10 @@ class Stopped:
     prefill_tokens_per_s: float
     decode_tokens_per_s: float
     stop_string: str | None = None
+    request: int | None = None  # the request's index in a batch (session/batch.py); None: a session of its own
 
     def to_json(self) -> str:
-        return _dump({"type": "stop", "reason": self.reason, "n_generated": self.n_generated,
+        return _dump({"type": "stop", **_request(self.request), "reason": self.reason, "n_generated": self.n_generated,
                       "text": self.text, "prefill_tokens_per_s": self.prefill_tokens_per_s,
                       "decode_tokens_per_s": self.decode_tokens_per_s})
 
@@ -363,6 +367,48 @@ class SessionStatus:
     @property
     def can_step(self) -> bool:
         return not self.blocked and not self.running
+
+
+@dataclass(frozen=True)
+class ScheduleDone:
+    """One scheduler step of a batch (session/batch.py): who was in its forward pass and who waits, and why."""
+
+    step: int  # 0-based scheduler step
+    requests: tuple[int, ...]  # the requests with rows in this pass, in the pass's order
+    prefill_chunks: dict[int, int]  # request -> prompt tokens it read in this pass (chunked prefill)
+    tokens_in_pass: int  # rows of the pass: decode tokens plus prompt chunks
+    forward_ms: float
+    waiting: dict[int, str]  # request -> why it is not running yet
+
+    def to_json(self) -> str:
+        return _dump({"type": "schedule", "step": self.step, "requests": list(self.requests),
+                      "prefill_chunks": {str(k): v for k, v in self.prefill_chunks.items()},
+                      "tokens_in_pass": self.tokens_in_pass, "forward_ms": self.forward_ms,
+                      "waiting": {str(k): v for k, v in self.waiting.items()}})
+
+
+@dataclass(frozen=True)
+class BlocksReport:
+    """The paged KV cache's pool after a scheduler step: blocks in use, shared, free, and each request's table."""
+
+    step: int
+    block_tokens: int
+    allocated: int  # blocks in use (a shared block once)
+    shared: int  # blocks in use by more than one request
+    free: int
+    used_bytes: int  # allocated x block bytes
+    per_request: dict[int, tuple[int, ...]]  # running request -> its block ids in position order
+
+    def to_json(self) -> str:
+        return _dump({"type": "blocks", "step": self.step, "block_tokens": self.block_tokens,
+                      "allocated": self.allocated, "shared": self.shared, "free": self.free,
+                      "used_bytes": self.used_bytes,
+                      "per_request": {str(k): list(v) for k, v in self.per_request.items()}})
+
+
+def _request(request: int | None) -> dict:
+    """The `request` key of an event of a batched request; none for a session of its own."""
+    return {} if request is None else {"request": request}
 
 
 def _dump(obj: dict) -> str:

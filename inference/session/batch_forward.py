@@ -1,0 +1,67 @@
+"""One forward pass for many requests: the rows of every request's chunk stacked into one (M, C) stream.
+
+Each layer runs the decoder's own Block (model/decoder.py) on the stacked rows: the projections and the
+MLP once for all M rows (the weights are read once per pass, whatever the number of requests), while rotary
+positions and attention go request by request, each over its own cache (a PagedView of its blocks) through
+`Block.attend`, the same routes a solo forward takes (decode: one query; a chunk: the causal mask from its
+start). `Decoder.forward` takes one cache and one start for all its rows, which is why this loop exists:
+it is `Block.__call__` with the per-request part split out, nothing of the math re-written.
+
+What it does not run: longrope's whole-sequence re-read (Phi-3 past its original context) and the bfloat16
+copies for long prefills (prefill_dtype.py); the batch refuses the first and reads the float weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from inference.model.decoder import Decoder
+from inference.session.paged_cache import PagedView
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One request's rows in a pass: `ids` at positions start.., over that request's cache."""
+
+    ids: list[int]
+    start: int
+    cache: PagedView
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.ids)
+
+
+def forward_chunks(decoder: Decoder, chunks: list[Chunk]) -> torch.Tensor:
+    """Every chunk's K/V into its cache; the float logits of each chunk's last row: (len(chunks), V)."""
+    if decoder.longrope is not None:
+        raise ValueError("a batch cannot run a longrope model (Phi-3 long context) yet")
+    c, w, block = decoder.config, decoder.weights, decoder.block
+    for chunk in chunks:
+        if chunk.end > c.context_length:
+            raise ValueError(f"position {chunk.end - 1} is outside the context window of {c.context_length}")
+    bounds, at = [], 0
+    for chunk in chunks:
+        bounds.append((at, at + len(chunk.ids)))
+        at += len(chunk.ids)
+    ids = torch.tensor([i for chunk in chunks for i in chunk.ids], device=decoder.device)
+    decoder.forward_count += 1
+    x = block.embed(w.embed, ids)  # (M, C)
+    if w.pos_embed is not None:
+        x = x + torch.cat([w.pos_embed[chunk.start:chunk.end] for chunk in chunks])  # (M, C)
+    ropes = [decoder.rotary(chunk.start, chunk.end)[:, None, :] if decoder.rotary is not None else None
+             for chunk in chunks]  # (T, 1, hd/2) each
+    for index, layer in enumerate(w.layers):
+        qkv = layer.qkv.normed(x, layer.attn_norm)  # (M, q_dim + 2 kv_dim): one read of the weights
+        attended = []
+        for chunk, (first, last), rope in zip(chunks, bounds, ropes):
+            rows = qkv[first:last]  # a view: positioned in place
+            if rope is not None:
+                block.position(rows, layer, index, chunk.start, rope)
+            attended.append(block.attend(rows, index, chunk.start, chunk.cache, None))  # (T, q_dim)
+        x = block.residual(x, layer.o, torch.cat(attended), layer.post_attn_norm)  # (M, C)
+        x = block.residual(x, layer.mlp_out, block.mlp(x, layer), layer.post_mlp_norm)  # (M, C)
+    last_rows = torch.tensor([last - 1 for _, last in bounds], device=decoder.device)
+    return decoder.head_logits(x[last_rows])  # (len(chunks), V)
