@@ -24,6 +24,7 @@ from gui.state.speculation import pass_of
 from gui.theme import Appearance
 from gui.views.base import View
 from gui.state.format import agree, display, fmt_bytes, fmt_count, quoted, rank_text
+from gui.widgets.candidate_labels import is_open
 
 TEXTS = json.loads((Path(__file__).resolve().parents[2] / "resources" / "translations" / "explain.json")
                    .read_text(encoding="utf-8"))
@@ -100,11 +101,30 @@ class ExplainView(View):
         if step is not None and step.index > 1 and step.kv_used_bytes == 0 and not step.verified_by:
             notes += TEXTS["cache_off_note"][self.language].format(old=step.context_tokens - 1,
                                                                     forward_ms=f"{step.forward_ms:.0f}")
+        if step is not None and step.dist.server is not None:
+            notes += self._server_note(step)
         reread = self.intents.history.reread
         if reread is not None and self.intents.prefill_event is not None:
             which = "reread" if reread.reread_tokens > 0 else "reread_held"
             notes += TEXTS[which][self.language].format(reread=reread.reread_tokens, reread_ms=f"{reread.ms:.0f}")
         return notes
+
+    def _server_note(self, step) -> str:
+        """What a server's step knows exactly and what its unsent tail leaves open: the drawn token's p after T
+        within bounds, and the part of the tail a top-p / min-p would keep, cut before the draw."""
+        d, lang = step.dist, self.language
+        c, note = d.candidates, d.server
+        at = list(c.ids).index(step.token.id)
+        values = {"n_top": note.n_top, "tail_count": f"{note.tail_count:,}", "tail_p": f"{note.tail_p:.3f}",
+                  "token": html.escape(quoted(step.token.piece))}
+        temp = "" if c.p_temp_bounds is None or not is_open(c.p_temp_bounds[at]) else \
+            TEXTS["server_tail_temp"][lang].format(**values, p_temp=f"{c.p_temp[at]:.4f}",
+                                                   low=f"{c.p_temp_bounds[at][0]:.4f}",
+                                                   high=f"{c.p_temp_bounds[at][1]:.4f}")
+        cut = "" if d.tail_kept is None or d.tail_kept[0] <= 0 else \
+            TEXTS["server_tail_cut"][lang].format(**values, cut=f"{d.tail_kept[0]:.3f}",
+                                                  cut_low=f"{d.tail_kept[1]:.3f}", cut_high=f"{d.tail_kept[2]:.3f}")
+        return TEXTS["server_tail_note"][lang].format(**values, temp_part=temp, cut_part=cut)
 
     def _verify_note(self, values: dict) -> str:
         """Why the shown step's verify pass could check several tokens at once, and why the output is unchanged."""
