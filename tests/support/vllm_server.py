@@ -218,7 +218,7 @@ class VllmServer:
 def main(argv: list[str]) -> int:
     from inference.store import default_model
 
-    python = ensure_venv(log=sys.stderr)
+    python = ensure_venv()  # pip's output: the build log beside the venv
     if argv[:1] == ["serve"]:
         server = VllmServer(python, default_model.ensure_default_model()).start()
         print(f"ready in {server.start_seconds:.0f} s", file=sys.stderr)
