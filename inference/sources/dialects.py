@@ -156,9 +156,10 @@ class Vllm(Dialect):
             reply = self.http.post("/v1/completions", body)
         except ServerError as e:
             cap = re.search(r"max(?:imum)?[ _]?(?:allowed|logprobs)\D{0,20}(\d+)", str(e), re.I)
-            if cap is None or self.max_top is not None:
+            if cap is None or not 1 <= int(cap.group(1)) < n:
                 raise
-            self.max_top = int(cap.group(1))  # the server's --max-logprobs: ask again within it
+            # the server's --max-logprobs (learnt again when a restarted server has a lower one): ask within it
+            self.max_top = int(cap.group(1))
             reply = self.http.post("/v1/completions", {**body, "logprobs": min(n, self.max_top)})
         return parse_vllm(reply, self.server)
 
