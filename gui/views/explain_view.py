@@ -98,16 +98,29 @@ class ExplainView(View):
             notes += TEXTS["past_note"][self.language].format(**values)
         shown = self.intents.shown()
         step = shown.step if key.startswith("stepped") and shown is not None else None
-        if step is not None and step.index > 1 and step.kv_used_bytes == 0 and not step.verified_by:
+        if step is not None and step.dist.server is not None:  # a server's cache: what it said, not our bytes
+            notes += self._server_cache_note(step) + self._server_note(step)
+        elif step is not None and step.index > 1 and step.kv_used_bytes == 0 and not step.verified_by:
             notes += TEXTS["cache_off_note"][self.language].format(old=step.context_tokens - 1,
                                                                     forward_ms=f"{step.forward_ms:.0f}")
-        if step is not None and step.dist.server is not None:
-            notes += self._server_note(step)
         reread = self.intents.history.reread
         if reread is not None and self.intents.prefill_event is not None:
             which = "reread" if reread.reread_tokens > 0 else "reread_held"
             notes += TEXTS[which][self.language].format(reread=reread.reread_tokens, reread_ms=f"{reread.ms:.0f}")
         return notes
+
+    def _server_cache_note(self, step) -> str:
+        """How much of the context the server took from its prefix cache for this step; none at all is the "cache
+        off" lesson on a real server (contexts below one cache block, or prefix caching off)."""
+        note, lang = step.dist.server, self.language
+        old = step.context_tokens - 1  # the context that produced this step's distribution
+        if note.cached_tokens is None:
+            return TEXTS["server_cache_unknown"][lang].format(old=f"{old:,}")
+        ms = "" if note.server_ms is None else \
+            (f"（服务器上用时 {note.server_ms:.1f} 毫秒）" if lang == "zh" else f" ({note.server_ms:.1f} ms on the server)")
+        reread = TEXTS["server_cache_reread"][lang] if note.cached_tokens == 0 and step.index > 1 else ""
+        return TEXTS["server_cache_note"][lang].format(old=f"{old:,}", cached=f"{note.cached_tokens:,}",
+                                                       fresh=f"{old - note.cached_tokens:,}", ms=ms, reread=reread)
 
     def _server_note(self, step) -> str:
         """What a server's step knows exactly and what its unsent tail leaves open: the drawn token's p after T

@@ -187,6 +187,53 @@ def test_a_top_p_into_a_capped_servers_tail_is_shown_cut_with_bounds(qtbot, toke
         explain.refresh()
         text = explain.browser.toPlainText()
         assert "Numbers from a server" in text and "server cap" in text and "drawn among the 20 listed" in text
+        assert "Without the KV cache" not in text  # that is this process's cache switch, not a server's
+        assert f"took {step.dist.server.cached_tokens:,} of them from its prefix cache" in text
+    finally:
+        win.close()
+        fake.stop()
+
+
+def test_a_server_that_took_nothing_from_its_cache_is_the_cache_off_lesson(qtbot, tokenizer_dir, tmp_path):
+    """A server that re-reads the whole context every step (cache_n 0: contexts below one cache block, or prefix
+    caching off): the KV view and Explain say so, in the server's words, not as this process's cache switch."""
+    from PySide6.QtCore import QSettings
+
+    from gui.main_window import MainWindow
+    from gui.theme import Appearance
+
+    routes = llama_cpp_routes(tokenizer_dir)
+    completion = routes[("POST", "/completion")]
+
+    def uncached(body):
+        status, reply = completion(body)
+        reply["timings"]["cache_n"] = 0
+        return status, reply
+
+    routes[("POST", "/completion")] = uncached
+    fake = Fake(routes)
+    win = MainWindow(settings=QSettings(str(tmp_path / "t.ini"), QSettings.IniFormat), appearance=Appearance(),
+                     model=f"{fake.url}#tokenizer={tokenizer_dir}")
+    qtbot.addWidget(win)
+    win.show()
+    c = win.controller
+    idle = lambda: not c.busy and not c.running  # noqa: E731
+    try:
+        qtbot.waitUntil(lambda: c.info is not None, timeout=60_000)
+        win.controls.prompt.setPlainText("the tin")
+        win.actions["prefill"].trigger()
+        qtbot.waitUntil(lambda: c.prefilled and idle(), timeout=60_000)
+        for n in (1, 2):
+            win.actions["step"].trigger()
+            qtbot.waitUntil(lambda: len(c.steps) == n and idle(), timeout=60_000)
+        kv, explain = win.views["kv"], win.views["explain"]
+        kv._force_refresh()
+        explain.refresh()
+        old = c.steps[-1].context_tokens - 1
+        assert f"read all {old} again" in kv.formula.text() and "no cache at work" in kv.formula.text()
+        text = explain.browser.toPlainText()
+        assert f"took 0 of them from its prefix cache and projected the other {old} again" in text
+        assert "Nothing came from its cache" in text and "Without the KV cache" not in text
     finally:
         win.close()
         fake.stop()
