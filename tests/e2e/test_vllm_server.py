@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import json
 import math
+import threading
+import time
+import urllib.request
 
 import pytest
 
@@ -107,6 +110,23 @@ def test_cached_tokens_are_reported_past_one_block(remote):
     for ids, blocks in ((short, 0), (long, len(long) // 128)):
         events = steps(Session(remote, GenerationSettings(sampler=GREEDY, max_new_tokens=4)), ids)
         assert [e.dist.server.cached_tokens for e in events[1:]] == [128 * blocks] * 3
+        assert all(0 < e.dist.server.server_ms < e.forward_ms for e in events)  # its own time, from /metrics
+
+
+def test_kv_usage_is_shown_while_another_request_holds_blocks(remote, server):
+    """Our one-token requests free their blocks before /metrics is read; another client's long generation holds
+    some, and the step reports the server's usage then."""
+    model = json.loads(urllib.request.urlopen(server.url + "/v1/models", timeout=10).read())["data"][0]["id"]
+    other = threading.Thread(target=server.post, args=("/v1/completions", {
+        "model": model, "prompt": "Tell me a long story.", "max_tokens": 150, "ignore_eos": True}))
+    other.start()
+    try:
+        time.sleep(1.0)
+        events = steps(Session(remote, GenerationSettings(sampler=GREEDY, max_new_tokens=3)),
+                       prompt_ids(remote, "The capital of France is", False))
+    finally:
+        other.join()
+    assert any(e.dist.server.kv_usage > 0 for e in events)
 
 
 def test_killed_server_one_line_steps_kept_then_a_capped_restart_steps_on(remote, server):

@@ -75,6 +75,7 @@ def test_dialect_specific_fields(served):
         body = fake.posted("/v1/completions")[0]
         assert body["return_tokens_as_token_ids"] is True and body["max_tokens"] == 1
         assert note.kv_usage == pytest.approx(0.125) and model.config.context_length == 80
+        assert note.server_ms == pytest.approx(4.0)  # the one request's inference time, from /metrics
     else:
         body = fake.posted("/generate")[0]
         assert body["return_logprob"] is True and body["sampling_params"]["temperature"] == 0
