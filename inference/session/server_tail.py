@@ -30,6 +30,10 @@ from inference.events import ServerNote
 from inference.session.sampling import Distribution, TailBounds, _descending, entropy
 from inference.settings import SamplerSettings, Stage
 
+# How far the tail's mass, 1 - the listed p, may be off: a server's log-softmax is float32 (each p good to ~1e-7 of
+# itself), and a tail below double precision (1 - sum = 0) can still weigh at a high temperature
+TAIL_ROUNDING = 1e-6
+
 
 def tail_tempered(tail_p: float, tail_count: int, p_min: float, a: float) -> tuple[float, float]:
     """(least, most) sum of p^a over the tail: `tail_count` tokens holding `tail_p` in all, each at most `p_min`,
@@ -58,7 +62,7 @@ def _truncate(w: np.ndarray, tail: float, q: float, count: int, s: SamplerSettin
         return {"low": low, "high": high}.get(side, math.sqrt(low * high))
 
     def kept(n_listed: int, tail_weight: float) -> int:
-        return n_listed + (min(tail_n, max(1, math.ceil(tail_weight / q - 1e-9))) if tail_weight > 0 else 0)
+        return n_listed + (min(tail_n, max(1, math.ceil(tail_weight / q - 1e-9))) if tail_weight > 0 < q else 0)
 
     before = cum[-1] + tail
     removed = 0.0
@@ -116,19 +120,25 @@ def server_distribution(logits: torch.Tensor, note: ServerNote, s: SamplerSettin
         return Distribution(p_raw, p_raw, p_final, ids[:1], stages, True, h)
 
     a = 1.0 / s.temperature
-    w = np.exp(a * (lp - lp[-1]))  # after temperature, relative to the least listed token (q = 1)
-    if s.temperature == 1.0:  # exact: the tail's weight is its mass
-        tail_low = tail_high = tail_mid = note.tail_p / p[-1]
-    else:
-        tail_low, tail_high = tail_tempered(note.tail_p, note.tail_count, float(p[-1]), a)
-        tail_mid = math.sqrt(tail_low * tail_high)
+    w = np.exp(a * (lp - lp[0]))  # after temperature, relative to the top token's (no overflow at a small T)
+    q = float(w[-1])  # the least listed one's: no tail token weighs more
+    if q == 0.0:  # so far below the top token after temperature that the tail cannot weigh anything either
+        tail_low = tail_high = tail_mid = 0.0
+    else:  # the tail's mass, within the rounding of the server's float32 log-probabilities
+        least, most = max(0.0, note.tail_p - TAIL_ROUNDING), note.tail_p + TAIL_ROUNDING
+        if s.temperature == 1.0:  # the tail's weight is its mass
+            tail_low, tail_mid, tail_high = (t / float(p[0]) for t in (least, note.tail_p, most))
+        else:
+            tail_low = q * tail_tempered(least, note.tail_count, float(p[-1]), a)[0]
+            tail_high = q * tail_tempered(most, note.tail_count, float(p[-1]), a)[1]
+            tail_mid = math.sqrt(tail_low * tail_high)
     total = float(w.sum())
     p_temp = torch.zeros_like(p_raw)
     if s.temperature == 1.0:
         p_temp = p_raw
     else:
         p_temp[ids] = torch.from_numpy(w / (total + tail_mid))
-    n, tail, stages = _truncate(w, tail_mid, 1.0, note.tail_count, s, "middle")
+    n, tail, stages = _truncate(w, tail_mid, q, note.tail_count, s, "middle")
     stages.insert(0, Stage("temperature", in_play, 0.0))
     drawn = float(w[:n].sum())
     if tail > 0:  # the sampler would keep part of the tail: the draw is among the listed tokens only
@@ -137,8 +147,8 @@ def server_distribution(logits: torch.Tensor, note: ServerNote, s: SamplerSettin
     p_final[ids[:n]] = torch.from_numpy(w[:n] / drawn)
 
     # The bounds: the least and the most the kept weight can be (the kept listed prefix grows with it).
-    n_low, tail_lo, _ = _truncate(w, tail_low, 1.0, note.tail_count, s, "low")
-    n_high, tail_hi, _ = _truncate(w, tail_high, 1.0, note.tail_count, s, "high")
+    n_low, tail_lo, _ = _truncate(w, tail_low, q, note.tail_count, s, "low")
+    n_high, tail_hi, _ = _truncate(w, tail_high, q, note.tail_count, s, "high")
     least = float(w[:n_low].sum()) + tail_lo
     most = float(w[:n_high].sum()) + tail_hi
     final_low, final_high = np.zeros(N), np.zeros(N)

@@ -159,3 +159,25 @@ def test_a_top_p_reaching_into_the_tail_is_cut_visibly_and_the_draw_stays_in_the
             assert share["low"] <= share["removed"] <= share["high"]
         assert sum(c["p_final"] for c in line["candidates"]) == pytest.approx(1.0, abs=1e-9)
     assert cut > 0
+
+
+@pytest.mark.parametrize("temperature", [0.02, 0.2, 5.0, 50.0])
+def test_far_apart_log_probabilities_at_extreme_temperatures_stay_finite_and_bounded(temperature):
+    """A listed token 150 nats below the top at T 0.02 (a weight of e^-7500 relative to it), a tail of 1e-60: no
+    overflow, no NaN, and the bounds still hold the whole vocabulary's values."""
+    lp = np.concatenate([np.linspace(-0.01, -150.0, 20), np.full(280, -200.0)])
+    lp = lp - np.log(np.exp(lp - lp.max()).sum()) - lp.max()
+    logits, note = served_top(lp, 20)
+    for s in (SamplerSettings(temperature=temperature, top_k=0), SamplerSettings(temperature=temperature, top_k=0,
+                                                                                 top_p=0.99, min_p=0.001)):
+        got = server_distribution(logits, note, s)
+        truth = distribution(torch.from_numpy(lp), s)
+        listed = torch.nonzero(torch.isfinite(logits)).flatten()
+        b = got.bounds
+        for t in (got.p_temp, got.p_final, b.p_temp_low, b.p_temp_high, b.p_final_low, b.p_final_high):
+            assert bool(torch.isfinite(t).all())
+        assert bool((b.p_temp_low[listed] <= truth.p_temp[listed] + 1e-12).all())
+        assert bool((truth.p_temp[listed] <= b.p_temp_high[listed] + 1e-12).all())
+        assert bool((b.p_final_low[listed] <= truth.p_final[listed] + 1e-12).all())
+        assert bool((truth.p_final[listed] <= b.p_final_high[listed] + 1e-12).all())
+        assert float(got.p_final.sum()) == pytest.approx(1.0)
