@@ -52,8 +52,8 @@ class Candidates:
     p_final_bounds: np.ndarray | None = None
 
     def to_list(self) -> list[dict]:
-        rows = [{"id": int(i), "text": t, "logit": float(lo), "p_raw": float(a), "p_temp": float(b),
-                 "p_final": float(c)}
+        rows = [{"id": int(i), "text": t, "logit": float(lo) if np.isfinite(lo) else None,  # None: a token a
+                 "p_raw": float(a), "p_temp": float(b), "p_final": float(c)}  # server did not list, forced
                 for i, t, lo, a, b, c in zip(self.ids, self.texts, self.logits, self.p_raw, self.p_temp,
                                              self.p_final)]
         for key, bounds in (("p_temp_bounds", self.p_temp_bounds), ("p_final_bounds", self.p_final_bounds)):

@@ -27,7 +27,7 @@ def summarise(logits: torch.Tensor, dist: Distribution, sampler: SamplerSettings
     `server`: the logits are a remote server's top-N log-probabilities (-inf elsewhere) and `dist` came from
     server_tail.server_distribution: p_raw is the server's own p, the tail reported beside them, and where the tail
     leaves p_temp or p_final open each candidate carries its bounds."""
-    n = min(top_n, logits.numel())
+    n = min(top_n, logits.numel() if server is None else server.n_top)  # a server's: the tokens it listed
     if dist.top is not None and dist.top[0].size >= n and server is None:  # read off with the softmax
         ids, values = dist.top[0][:n], dist.top[1][:n]
     else:

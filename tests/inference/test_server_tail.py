@@ -181,3 +181,25 @@ def test_far_apart_log_probabilities_at_extreme_temperatures_stay_finite_and_bou
         assert bool((b.p_final_low[listed] <= truth.p_final[listed] + 1e-12).all())
         assert bool((truth.p_final[listed] <= b.p_final_high[listed] + 1e-12).all())
         assert float(got.p_final.sum()) == pytest.approx(1.0)
+
+
+def test_a_server_capped_below_top_n_lists_only_what_it_sent(tmp_path):
+    """vLLM at --max-logprobs 5 with top-n 20: the candidates are the 5 listed tokens (the other 15 rows were -inf
+    logits, and the trace's JSON refused them: 'Out of range float values'); a forced unlisted token's logit is null."""
+    folder = tokenizer_folder(tmp_path)
+    fake = Fake(vllm_routes(folder, cap=5))
+    try:
+        model = load_model(fake.url, tokenizer=str(folder))
+        session = Session(model, GenerationSettings(sampler=SamplerSettings(temperature=0.9, top_k=0, top_p=0.9),
+                                                    max_new_tokens=3, seed=2))
+        session.prefill([70, 71, 72])
+        event = next(e for e in session.step() if hasattr(e, "token"))
+        line = json.loads(event.to_json())
+        assert len(line["candidates"]) == 5 and all(c["logit"] is not None for c in line["candidates"])
+        listed = top([70, 71, 72, event.token.id], 5)[0]
+        unlisted = next(i for i in range(V) if i not in listed)
+        forced = json.loads(next(e for e in session.force(unlisted) if hasattr(e, "token")).to_json())
+        assert forced["candidates"][-1]["id"] == unlisted and forced["candidates"][-1]["logit"] is None
+        assert forced["chosen_rank"] == 5 and forced["candidates"][-1]["p_raw"] == 0.0
+    finally:
+        fake.stop()
