@@ -119,50 +119,56 @@ def server_distribution(logits: torch.Tensor, note: ServerNote, s: SamplerSettin
         stages = [Stage("temperature", in_play, 0.0), Stage("greedy", 1, max(0.0, 1.0 - float(p[0])))]
         return Distribution(p_raw, p_raw, p_final, ids[:1], stages, True, h)
 
-    a = 1.0 / s.temperature
-    w = np.exp(a * (lp - lp[0]))  # after temperature, relative to the top token's (no overflow at a small T)
-    q = float(w[-1])  # the least listed one's: no tail token weighs more
-    if q == 0.0:  # so far below the top token after temperature that the tail cannot weigh anything either
-        tail_low = tail_high = tail_mid = 0.0
-    else:  # the tail's mass, within the rounding of the server's float32 log-probabilities
-        least, most = max(0.0, note.tail_p - TAIL_ROUNDING), note.tail_p + TAIL_ROUNDING
-        if s.temperature == 1.0:  # the tail's weight is its mass
-            tail_low, tail_mid, tail_high = (t / float(p[0]) for t in (least, note.tail_p, most))
-        else:
-            tail_low = q * tail_tempered(least, note.tail_count, float(p[-1]), a)[0]
-            tail_high = q * tail_tempered(most, note.tail_count, float(p[-1]), a)[1]
-            tail_mid = math.sqrt(tail_low * tail_high)
+    w = np.exp((lp - lp[0]) / s.temperature)  # after temperature, relative to the top token's (no overflow at small T)
+    tail_low, tail_mid, tail_high = _tail_weights(note, float(p[0]), float(p[-1]), float(w[-1]), s.temperature)
     total = float(w.sum())
-    p_temp = torch.zeros_like(p_raw)
-    if s.temperature == 1.0:
-        p_temp = p_raw
-    else:
-        p_temp[ids] = torch.from_numpy(w / (total + tail_mid))
-    n, tail, stages = _truncate(w, tail_mid, q, note.tail_count, s, "middle")
+    p_temp = p_raw if s.temperature == 1.0 else _scatter(ids, w / (total + tail_mid), V)
+    n, tail, stages = _truncate(w, tail_mid, float(w[-1]), note.tail_count, s, "middle")
     stages.insert(0, Stage("temperature", in_play, 0.0))
     drawn = float(w[:n].sum())
     if tail > 0:  # the sampler would keep part of the tail: the draw is among the listed tokens only
         stages.append(Stage("server_cap", n, tail / (drawn + tail)))
-    p_final = torch.zeros_like(p_raw)
-    p_final[ids[:n]] = torch.from_numpy(w[:n] / drawn)
+    p_final = _scatter(ids[:n], w[:n] / drawn, V)
+    bounds = _bounds(ids, w, (tail_low, tail_high), note, s, V, tail / (drawn + tail))
+    if s.temperature == 1.0:  # p after T is p_raw, exactly
+        bounds = TailBounds(p_raw, p_raw, bounds.p_final_low, bounds.p_final_high, bounds.tail_final)
+    return Distribution(p_raw, p_temp, p_final, _descending(ids[:n], p_final), stages, False, h, bounds=bounds)
 
-    # The bounds: the least and the most the kept weight can be (the kept listed prefix grows with it).
-    n_low, tail_lo, _ = _truncate(w, tail_low, q, note.tail_count, s, "low")
-    n_high, tail_hi, _ = _truncate(w, tail_high, q, note.tail_count, s, "high")
-    least = float(w[:n_low].sum()) + tail_lo
-    most = float(w[:n_high].sum()) + tail_hi
+
+def _tail_weights(note: ServerNote, p_top: float, p_min: float, q: float, temperature: float
+                  ) -> tuple[float, float, float]:
+    """The tail's weight after temperature relative to the top token's: (least, the middle shown, most). `q` is
+    the least listed token's weight: no tail token weighs more."""
+    if q == 0.0:  # so far below the top token after temperature that the tail cannot weigh anything either
+        return 0.0, 0.0, 0.0
+    least, most = max(0.0, note.tail_p - TAIL_ROUNDING), note.tail_p + TAIL_ROUNDING
+    if temperature == 1.0:  # the tail's weight is its mass
+        return least / p_top, note.tail_p / p_top, most / p_top
+    a = 1.0 / temperature
+    low = q * tail_tempered(least, note.tail_count, p_min, a)[0]
+    high = q * tail_tempered(most, note.tail_count, p_min, a)[1]
+    return low, math.sqrt(low * high), high
+
+
+def _bounds(ids: torch.Tensor, w: np.ndarray, tails: tuple[float, float], note: ServerNote, s: SamplerSettings,
+            V: int, removed: float) -> TailBounds:
+    """Each listed token's least and most p after T and p_final over the whole vocabulary, for a tail weighing
+    from tails[0] to tails[1]; the sampler keeps more of the listed prefix, and more of the tail, the more it weighs.
+    `removed`: the tail's share the server_cap stage cut."""
+    total, q, N = float(w.sum()), float(w[-1]), len(w)
+    n_low, tail_low, _ = _truncate(w, tails[0], q, note.tail_count, s, "low")
+    n_high, tail_high, _ = _truncate(w, tails[1], q, note.tail_count, s, "high")
+    least = float(w[:n_low].sum()) + tail_low  # the least and the most the kept weight can be
+    most = float(w[:n_high].sum()) + tail_high
     final_low, final_high = np.zeros(N), np.zeros(N)
     final_low[:n_low] = w[:n_low] / most
     final_high[:n_low] = w[:n_low] / least
     # a token kept only with a larger tail: kept at all, it is at most its share of the prefix that ends with it
     final_high[n_low:n_high] = w[n_low:n_high] / np.cumsum(w)[n_low:n_high]
-    bounds = TailBounds(
-        p_temp_low=_scatter(ids, w / (total + tail_high), V), p_temp_high=_scatter(ids, w / (total + tail_low), V),
+    return TailBounds(
+        p_temp_low=_scatter(ids, w / (total + tails[1]), V), p_temp_high=_scatter(ids, w / (total + tails[0]), V),
         p_final_low=_scatter(ids, final_low, V), p_final_high=_scatter(ids, final_high, V),
-        tail_final=(tail / (drawn + tail), tail_lo / least if least > 0 else 0.0, tail_hi / most if most > 0 else 0.0))
-    if s.temperature == 1.0:
-        bounds = TailBounds(p_raw, p_raw, bounds.p_final_low, bounds.p_final_high, bounds.tail_final)
-    return Distribution(p_raw, p_temp, p_final, _descending(ids[:n], p_final), stages, False, h, bounds=bounds)
+        tail_final=(removed, tail_low / least if least > 0 else 0.0, tail_high / most if most > 0 else 0.0))
 
 
 def _scatter(ids: torch.Tensor, values: np.ndarray, V: int) -> torch.Tensor:
