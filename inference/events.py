@@ -46,12 +46,21 @@ class Candidates:
     p_raw: np.ndarray  # softmax(logits)
     p_temp: np.ndarray  # softmax(logits / T)
     p_final: np.ndarray  # the distribution drawn from (0 for removed tokens)
+    # A server's step (its tail not sent): (N, 2) the least and the most p_temp could be, and p_final with the
+    # whole vocabulary drawn from; None where the values are exact (this process's logits)
+    p_temp_bounds: np.ndarray | None = None
+    p_final_bounds: np.ndarray | None = None
 
     def to_list(self) -> list[dict]:
-        return [{"id": int(i), "text": t, "logit": float(lo), "p_raw": float(a), "p_temp": float(b),
-                 "p_final": float(c)}
+        rows = [{"id": int(i), "text": t, "logit": float(lo) if np.isfinite(lo) else None,  # None: a token a
+                 "p_raw": float(a), "p_temp": float(b), "p_final": float(c)}  # server did not list, forced
                 for i, t, lo, a, b, c in zip(self.ids, self.texts, self.logits, self.p_raw, self.p_temp,
                                              self.p_final)]
+        for key, bounds in (("p_temp_bounds", self.p_temp_bounds), ("p_final_bounds", self.p_final_bounds)):
+            if bounds is not None:
+                for row, (low, high) in zip(rows, bounds.tolist()):
+                    row[key] = [low, high]
+        return rows
 
 
 @dataclass(frozen=True)
@@ -115,6 +124,17 @@ class StepDistribution:
     settings: SamplerSettings
     lens: LogitLens | None = None  # while the lens is captured (session.capture_lens)
     server: ServerNote | None = None  # from a remote server: its top-N only, the rest as a tail
+    # a server's step: the tail's share of the final distribution over the whole vocabulary under the sampler,
+    # (removed: what the draw left out, the `server_cap` stage; low; high). None: a local step.
+    tail_kept: tuple[float, float, float] | None = None
+
+    def server_dict(self) -> dict:
+        """The step event's `server`: what the server said, and how much of its tail the sampler would keep (the
+        draw is among the listed tokens only: `removed` is what that left out)."""
+        said = self.server.to_dict()
+        if self.tail_kept is not None:
+            said["tail_kept"] = dict(zip(("removed", "low", "high"), self.tail_kept))
+        return said
 
 
 @dataclass(frozen=True)
@@ -208,7 +228,7 @@ class StepDone:
     def to_json(self) -> str:
         lens = {} if self.dist.lens is None else {"lens": self.dist.lens.to_list()}
         if self.dist.server is not None:
-            lens["server"] = self.dist.server.to_dict()
+            lens["server"] = self.dist.server_dict()
         return _dump({
             "type": "step", **_request(self.request), "index": self.index, "position": self.position,
             "token": self.token.to_dict(),

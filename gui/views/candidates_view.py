@@ -30,12 +30,13 @@ from gui.widgets.token_picker import TokenPicker
 from gui.widgets.wrap_label import CaptionLabel, WrapLabel
 
 STAGE_TITLES = {"temperature": "temp.", "top_k": "top-k", "top_p": "top-p", "min_p": "min-p",
-                "greedy": "argmax"}
+                "greedy": "argmax", "server_cap": "server cap"}
 # where the waterfall is too narrow for those (F5 in the compact layout): the stage's symbol, named in the tooltip
 SHORT_STAGE_TITLES = {"raw": "raw", "temp.": "T", "top-k": "k", "top-p": "p", "min-p": "min", "argmax": "max",
-                      "renorm.": "Σ=1"}
+                      "server cap": "cap", "renorm.": "Σ=1"}
 STAGES_TIP = ("raw: the model's softmax · T (temp.): logits ÷ temperature · k, p, min: top-k, top-p, min-p "
-              "cut the tail · Σ=1 (renorm.): what is kept, renormalised")
+              "cut the tail · cap (server cap): the part of a server's unlisted tokens the sampler would keep, "
+              "cut because the draw is among the listed ones · Σ=1 (renorm.): what is kept, renormalised")
 MAX_BARS = 22  # top-N (20), the chosen token when it ranks lower, a server's tail
 MAX_SEGMENT_LABELS = 8
 SIDE_BY_SIDE = 560  # px (× the type scale): narrower than this, the waterfall and the draw go under the bars
@@ -114,7 +115,7 @@ class CandidatesView(View):
         self.removed_bars = Bars(x=[], y0=[], height=[], width=0.6)
         self.waterfall.addItem(self.kept_bars)
         self.waterfall.addItem(self.removed_bars)
-        self.stage_labels = [text_item(appearance, anchor=(0.5, 0)) for _ in range(6)]
+        self.stage_labels = [text_item(appearance, anchor=(0.5, 0)) for _ in range(7)]  # raw, 5 stages, renorm.
         for label in self.stage_labels:
             self.waterfall.addItem(label)
 
@@ -247,11 +248,14 @@ class CandidatesView(View):
         axis_px = max(self.bars.getPlotItem().getViewBox().width(), 1.0) / 1.04  # the x range is 0..1 + padding
         for i, label in enumerate(self.value_labels):
             if tail is not None and i == n:
-                label.show_text(f"{tail.tail_p:.3f} not listed by the server", round(tail.tail_p + 0.01, 3), n,
-                                anchor=(0, 0.5), color=t.text)
+                cut = shown.dist.tail_kept
+                said = f"{tail.tail_p:.3f} not listed by the server" + (
+                    f"; {cut[0]:.3f} of the final p would fall here: cut" if cut is not None and cut[0] > 0 else "")
+                label.show_text(said, round(tail.tail_p + 0.01, 3), n, anchor=(0, 0.5), color=t.text)
             elif i < n:
                 r = rows[i]
-                text = row_label(c.p_raw[r], c.p_temp[r], c.p_final[r], settings)
+                text = row_label(c.p_raw[r], c.p_temp[r], c.p_final[r], settings,
+                                 None if c.p_temp_bounds is None else c.p_temp_bounds[r])
                 end = max(c.p_raw[r], c.p_final[r], 0.0 if settings.is_greedy else c.p_temp[r])
                 room = (self._label_metrics.horizontalAdvance(text) + 10) / axis_px
                 inside = end + 0.01 + room > 1.02 and end >= room  # no room to the right: inside the bar's end
@@ -413,7 +417,10 @@ class CandidatesView(View):
         hits = np.nonzero(c.ids == token_id)[0]
         stages = f"\n{quoted(text)} · id {token_id}" + (f" · rank {rank_text(hits[0])} by logit" if len(hits) else "")
         if len(hits):
-            stages += "\n" + row_tooltip(c.p_raw[hits[0]], c.p_temp[hits[0]], c.p_final[hits[0]], shown.dist.settings)
+            at = hits[0]
+            stages += "\n" + row_tooltip(c.p_raw[at], c.p_temp[at], c.p_final[at], shown.dist.settings,
+                                         None if c.p_temp_bounds is None else c.p_temp_bounds[at],
+                                         None if c.p_final_bounds is None else c.p_final_bounds[at])
         note = partial_note(text)  # bytes of a character the next token completes
         stages += f"\n{note}" if note else ""
         if not self._can_take():  # a run under way, or a stop: the token, without a click to offer

@@ -24,6 +24,7 @@ from gui.state.speculation import pass_of
 from gui.theme import Appearance
 from gui.views.base import View
 from gui.state.format import agree, display, fmt_bytes, fmt_count, quoted, rank_text
+from gui.widgets.candidate_labels import is_open
 
 TEXTS = json.loads((Path(__file__).resolve().parents[2] / "resources" / "translations" / "explain.json")
                    .read_text(encoding="utf-8"))
@@ -97,7 +98,9 @@ class ExplainView(View):
             notes += TEXTS["past_note"][self.language].format(**values)
         shown = self.intents.shown()
         step = shown.step if key.startswith("stepped") and shown is not None else None
-        if step is not None and step.index > 1 and step.kv_used_bytes == 0 and not step.verified_by:
+        if step is not None and step.dist.server is not None:  # a server's cache: what it said, not our bytes
+            notes += self._server_cache_note(step) + self._server_note(step)
+        elif step is not None and step.index > 1 and step.kv_used_bytes == 0 and not step.verified_by:
             notes += TEXTS["cache_off_note"][self.language].format(old=step.context_tokens - 1,
                                                                     forward_ms=f"{step.forward_ms:.0f}")
         reread = self.intents.history.reread
@@ -105,6 +108,36 @@ class ExplainView(View):
             which = "reread" if reread.reread_tokens > 0 else "reread_held"
             notes += TEXTS[which][self.language].format(reread=reread.reread_tokens, reread_ms=f"{reread.ms:.0f}")
         return notes
+
+    def _server_cache_note(self, step) -> str:
+        """How much of the context the server took from its prefix cache for this step; none at all is the "cache
+        off" lesson on a real server (contexts below one cache block, or prefix caching off)."""
+        note, lang = step.dist.server, self.language
+        old = step.context_tokens - 1  # the context that produced this step's distribution
+        if note.cached_tokens is None:
+            return TEXTS["server_cache_unknown"][lang].format(old=f"{old:,}")
+        ms = "" if note.server_ms is None else \
+            (f"（服务器上用时 {note.server_ms:.1f} 毫秒）" if lang == "zh" else f" ({note.server_ms:.1f} ms on the server)")
+        reread = TEXTS["server_cache_reread"][lang] if note.cached_tokens == 0 and step.index > 1 else ""
+        return TEXTS["server_cache_note"][lang].format(old=f"{old:,}", cached=f"{note.cached_tokens:,}",
+                                                       fresh=f"{old - note.cached_tokens:,}", ms=ms, reread=reread)
+
+    def _server_note(self, step) -> str:
+        """What a server's step knows exactly and what its unsent tail leaves open: the drawn token's p after T
+        within bounds, and the part of the tail a top-p / min-p would keep, cut before the draw."""
+        d, lang = step.dist, self.language
+        c, note = d.candidates, d.server
+        at = list(c.ids).index(step.token.id)
+        values = {"n_top": note.n_top, "tail_count": f"{note.tail_count:,}", "tail_p": f"{note.tail_p:.3f}",
+                  "token": html.escape(quoted(step.token.piece))}
+        temp = "" if c.p_temp_bounds is None or not is_open(c.p_temp_bounds[at]) else \
+            TEXTS["server_tail_temp"][lang].format(**values, p_temp=f"{c.p_temp[at]:.4f}",
+                                                   low=f"{c.p_temp_bounds[at][0]:.4f}",
+                                                   high=f"{c.p_temp_bounds[at][1]:.4f}")
+        cut = "" if d.tail_kept is None or d.tail_kept[0] <= 0 else \
+            TEXTS["server_tail_cut"][lang].format(**values, cut=f"{d.tail_kept[0]:.3f}",
+                                                  cut_low=f"{d.tail_kept[1]:.3f}", cut_high=f"{d.tail_kept[2]:.3f}")
+        return TEXTS["server_tail_note"][lang].format(**values, temp_part=temp, cut_part=cut)
 
     def _verify_note(self, values: dict) -> str:
         """Why the shown step's verify pass could check several tokens at once, and why the output is unchanged."""

@@ -261,7 +261,11 @@ class KvView(View):
         note = shown.dist.server if shown is not None else None
         said = []
         if note is not None and note.cached_tokens is not None:
-            said.append(f"it took {note.cached_tokens:,} of the context's tokens from its prefix cache")
+            context = shown.context_tokens - 1  # what was sent for the step shown
+            said.append(f"it took {note.cached_tokens:,} of the context's tokens from its prefix cache" +
+                        (f" and read all {context:,} again: <b>no cache at work</b> (its prefix cache keeps whole "
+                         "blocks only — vLLM: 16 tokens on a GPU, 128 on a CPU — or is off)"
+                         if note.cached_tokens == 0 and shown.index > 1 else ""))
         if note is not None and note.kv_usage is not None:
             said.append(f"its KV cache is {note.kv_usage * 100:.1f} % full (all requests)")
         return (f"{n_ctx:,} tokens of context · <b>KV bytes not known</b>: the cache is the server's "

@@ -12,11 +12,15 @@ def compact(n: int) -> str:
     return f"{n / 1000:.0f}K" if n >= 10_000 else f"{n:,}"
 
 
-def server_note(note) -> str:
-    """What a remote server said with this step, for the header ("" for the local model)."""
+def server_note(note, tail_kept=None) -> str:
+    """What a remote server said with this step, for the header ("" for the local model), and what the sampler
+    would have kept of the tokens it did not list (the draw is among the listed ones only)."""
     if note is None:
         return ""
     parts = [f"server listed top {note.n_top}, other {note.tail_p:.3f}"]
+    if tail_kept is not None and tail_kept[0] > 0:
+        parts.append(f"the sampler would keep {span(tail_kept[1], tail_kept[2])} of the final p in the unlisted "
+                     f"tokens: cut (server cap), drawn among the {note.n_top} listed")
     if note.cached_tokens is not None:
         parts.append(f"{note.cached_tokens:,} tokens from its cache")
     if note.server_ms is not None:
@@ -51,22 +55,43 @@ def fmt_p(p: float) -> str:
     return f"{p:.0e}".replace("e-0", "e-")
 
 
-def row_label(raw: float, temp: float, final: float, settings) -> str:
+def span(low: float, high: float) -> str:
+    """A range of probabilities: "0.22–0.41" (one value where both ends read the same)."""
+    a, b = fmt_p(low), fmt_p(high)
+    return a if a == b else f"{a}–{b}"
+
+
+def is_open(bounds) -> bool:
+    """A server's (least, most) for a value that its unsent tail leaves open (None or equal: exact)."""
+    return bounds is not None and bounds[1] - bounds[0] > 1e-9 * max(bounds[1], 1e-300)
+
+
+def row_label(raw: float, temp: float, final: float, settings, temp_bounds=None) -> str:
     """One row's stages, model → after T → final ("✕" where the sampler cut it): a bar of 0.3 at T 0.1
-    reads 0.30 → 0.002 → ✕, not 0.000."""
+    reads 0.30 → 0.002 → ✕, not 0.000. A p after T that a server's tail leaves open reads "≈0.31"."""
     stages = [fmt_p(raw)]
     if shows_temperature(settings):
-        stages.append(fmt_p(temp))
+        stages.append(("≈" if is_open(temp_bounds) else "") + fmt_p(temp))
     stages.append(fmt_p(final) if final > 0 else "✕")
     return " → ".join(stages)
 
 
-def row_tooltip(raw: float, temp: float, final: float, settings) -> str:
+def row_tooltip(raw: float, temp: float, final: float, settings, temp_bounds=None, final_bounds=None) -> str:
+    """The row's p at each stage; from a server, with the bounds its unsent tail leaves (`*_bounds`: (least,
+    most), None where exact)."""
     lines = [f"model (softmax of the logits): p = {raw:.6f}"]
     if not settings.is_greedy:
-        lines.append(f"after temperature {settings.temperature:g}: p = {temp:.6f}")
+        if is_open(temp_bounds):
+            lines.append(f"after temperature {settings.temperature:g}: p ≈ {temp:.6f}, between {temp_bounds[0]:.6f} "
+                         f"and {temp_bounds[1]:.6f} (the server did not send the other tokens' logits, which "
+                         "temperature reweighs too)")
+        else:
+            lines.append(f"after temperature {settings.temperature:g}: p = {temp:.6f}")
     lines.append(f"final (truncated, renormalised): p = {final:.6f}" if final > 0 else
                  "final: cut by the sampler (p = 0)")
+    if is_open(final_bounds):
+        lines.append(f"  (drawn among the listed tokens; with the whole vocabulary it would be "
+                     f"{final_bounds[0]:.6f} to {final_bounds[1]:.6f})")
     return "\n".join(lines)
 
 
@@ -100,4 +125,4 @@ def header_text(shown) -> str:
         verb = "took" if s.forced else "drew"
         text = (f"Step {s.index} {verb} {quoted(s.token.piece)} (rank {rank_text(s.chosen_rank)}, {how}) · {settings} "
                 f"· entropy {d.entropy:.2f} nats (~{perplexity:.1f} equal choices) · seed {s.seed}")
-    return text + server_note(d.server)
+    return text + server_note(d.server, d.tail_kept)

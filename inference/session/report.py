@@ -24,9 +24,10 @@ def summarise(logits: torch.Tensor, dist: Distribution, sampler: SamplerSettings
     `texts_of(ids)` is how each token reads at this point of the text (the stream's `peek_many`): a token
     that would complete a character pending in the stream reads as that character, as it would if drawn.
 
-    `server`: the logits are a remote server's top-N log-probabilities (-inf elsewhere); p_raw is then
-    the server's own p (softmax over the N, times 1 - the tail), the tail reported beside them."""
-    n = min(top_n, logits.numel())
+    `server`: the logits are a remote server's top-N log-probabilities (-inf elsewhere) and `dist` came from
+    server_tail.server_distribution: p_raw is the server's own p, the tail reported beside them, and where the tail
+    leaves p_temp or p_final open each candidate carries its bounds."""
+    n = min(top_n, logits.numel() if server is None else server.n_top)  # a server's: the tokens it listed
     if dist.top is not None and dist.top[0].size >= n and server is None:  # read off with the softmax
         ids, values = dist.top[0][:n], dist.top[1][:n]
     else:
@@ -37,17 +38,21 @@ def summarise(logits: torch.Tensor, dist: Distribution, sampler: SamplerSettings
     # numpy from here: each torch op costs 20-100 us right after a decode step, a numpy index a few us
     p_raw_all, p_final_all = dist.p_raw.numpy(), dist.p_final.numpy()
     kept_ids = dist.kept_ids.numpy()[:KEPT_SHOWN].astype(np.int64, copy=False)
-    listed = 1.0 - server.tail_p if server is not None else 1.0
     p_raw = p_raw_all[ids]
+    b = dist.bounds
+    bounds = (None, None) if b is None else \
+        tuple(np.stack([low.numpy()[ids], high.numpy()[ids]], 1)
+              for low, high in ((b.p_temp_low, b.p_temp_high), (b.p_final_low, b.p_final_high)))
     candidates = Candidates(
-        ids=ids, texts=texts_of(ids), logits=values, p_raw=p_raw * listed,
-        p_temp=p_raw if dist.p_temp is dist.p_raw else dist.p_temp.numpy()[ids], p_final=p_final_all[ids])
+        ids=ids, texts=texts_of(ids), logits=values, p_raw=p_raw,
+        p_temp=p_raw if dist.p_temp is dist.p_raw else dist.p_temp.numpy()[ids], p_final=p_final_all[ids],
+        p_temp_bounds=bounds[0], p_final_bounds=bounds[1])
     kept = KeptCdf(ids=kept_ids, texts=texts_of(kept_ids),
                    cdf=np.cumsum(p_final_all[kept_ids]), n_kept=int(dist.kept_ids.numel()))
     eos = [i for i in eos_ids if i < logits.numel()]
     return StepDistribution(candidates=candidates, stages=tuple(dist.stages), kept=kept,
-                            entropy=dist.entropy, eos_p=float(p_raw_all[eos].sum()) * listed if eos else 0.0,
-                            settings=sampler, server=server)
+                            entropy=dist.entropy, eos_p=float(p_raw_all[eos].sum()) if eos else 0.0,
+                            settings=sampler, server=server, tail_kept=None if b is None else b.tail_final)
 
 
 def chosen_rank(logits: torch.Tensor, token_id: int, candidates: Candidates, top_n: int) -> int:

@@ -21,6 +21,25 @@ from inference.settings import SamplerSettings, Stage
 
 
 @dataclass
+class TailBounds:
+    """What a server's unlisted tail leaves open in a step's distribution (server_tail.py): each (V,) float64,
+    the least and the most a token's p could be over every tail that fits what the server said."""
+
+    p_temp_low: torch.Tensor
+    p_temp_high: torch.Tensor
+    p_final_low: torch.Tensor  # the sampler over the whole vocabulary (the tail drawn from too)
+    p_final_high: torch.Tensor
+    # the tail's share of that final distribution: (what the `server_cap` stage removed, least, most)
+    tail_final: tuple[float, float, float]
+
+    @property
+    def exact(self) -> bool:
+        """Nothing left open: p_temp and p_final are the whole vocabulary's (and no tail was cut)."""
+        return (self.tail_final[2] == 0.0 and torch.equal(self.p_temp_low, self.p_temp_high)
+                and torch.equal(self.p_final_low, self.p_final_high))
+
+
+@dataclass
 class Distribution:
     p_raw: torch.Tensor  # (V,) softmax(logits)
     p_temp: torch.Tensor  # (V,) softmax(logits / T); equals p_raw when greedy
@@ -32,6 +51,7 @@ class Distribution:
     # (ids, logits as float64), numpy, of the top n tokens by logit, descending, ties to the lower id, when
     # the kernels read them off with the softmax (n: distribution's top_n); the report's candidates then
     top: tuple[np.ndarray, np.ndarray] | None = None
+    bounds: TailBounds | None = None  # a server's step: what its tail leaves open (None: all exact)
 
     @property
     def kept_cdf(self) -> torch.Tensor:

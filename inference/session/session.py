@@ -44,6 +44,7 @@ from inference.session.pending import KeptSteps, PendingStep
 from inference.session.recorder import Recorder
 from inference.session.report import chosen_rank, summarise
 from inference.session.sampling import distribution, draw, draw_seed
+from inference.session.server_tail import server_distribution
 from inference.session.speculate import draft_token, keeps, prompt_lookup, read_draft
 from inference.settings import PREFILL_CHUNK, GenerationSettings, SamplerSettings
 from inference.sources import LogitsSource
@@ -304,7 +305,7 @@ class Session:
             self._feed_last()
         sampler = (sampler or self.settings.sampler).validate()
         self._widen(sampler)
-        dist = distribution(self.pending.logits, sampler, self.settings.top_n)
+        dist = self._distribution(self.pending.logits, sampler)
         return Pending(len(self.generated) + 1, self._summarise(self.pending, dist, sampler, None),
                        self.pending.attention)
 
@@ -353,7 +354,7 @@ class Session:
         self._widen(sampler)
         step = self.pending
         t = time.perf_counter()
-        dist = distribution(step.logits, sampler, self.settings.top_n)
+        dist = self._distribution(step.logits, sampler)
         if forced is None:
             token_id, u = draw(dist, torch.Generator().manual_seed(draw_seed(self.seed_used, index)))
         else:
@@ -607,6 +608,12 @@ class Session:
 
     def _stop_strings(self) -> tuple[tuple[int, ...], str | None]:
         return match_stop_strings(self.text, self.settings.stop_strings)
+
+    def _distribution(self, logits: torch.Tensor, sampler: SamplerSettings):
+        """The step's distribution under `sampler`: over the whole vocabulary, or a server's top-N with its tail."""
+        note = self.source.note_of(logits)
+        return distribution(logits, sampler, self.settings.top_n) if note is None else \
+            server_distribution(logits, note, sampler)
 
     def _summarise(self, step: PendingStep, dist, sampler, chosen):
         server = self.source.note_of(step.logits)  # a server's source: its tail; else None

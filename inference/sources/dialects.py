@@ -136,6 +136,7 @@ class Vllm(Dialect):
         super().__init__(http)
         self.model = model
         self.max_top: int | None = None  # learnt from the first refusal
+        self.metrics: VllmMetrics | None = None  # the last scrape of /metrics (after the last request)
 
     def facts(self) -> ServerFacts:
         server = self.server
@@ -150,31 +151,66 @@ class Vllm(Dialect):
 
     def top(self, tokens: list[int], n: int) -> TopReply:
         n = min(n, self.max_top or n)
+        if self.metrics is None:  # a first scrape, so that the first request's own time is a difference too
+            self.metrics = self.scrape()
         body = {"model": self.model.get("id", ""), "prompt": tokens, "max_tokens": 1, "temperature": 0.0,
                 "logprobs": n, "return_tokens_as_token_ids": True}
         try:
             reply = self.http.post("/v1/completions", body)
         except ServerError as e:
             cap = re.search(r"max(?:imum)?[ _]?(?:allowed|logprobs)\D{0,20}(\d+)", str(e), re.I)
-            if cap is None or self.max_top is not None:
+            if cap is None or not 1 <= int(cap.group(1)) < n:
                 raise
-            self.max_top = int(cap.group(1))  # the server's --max-logprobs: ask again within it
+            # the server's --max-logprobs (learnt again when a restarted server has a lower one): ask within it
+            self.max_top = int(cap.group(1))
             reply = self.http.post("/v1/completions", {**body, "logprobs": min(n, self.max_top)})
-        return parse_vllm(reply, self.server)
+        said = parse_vllm(reply, self.server)
+        before, self.metrics = self.metrics, self.scrape()
+        said.server_ms = before.inference_ms(self.metrics) if before is not None else None
+        return said
 
-    def kv_usage(self) -> float | None:
-        """The fraction of the server's KV cache in use, from its Prometheus `/metrics`: an extra shown beside
-        the step, so a value that is not a fraction is left out rather than refused."""
+    def scrape(self) -> "VllmMetrics":
+        """What the server's Prometheus `/metrics` says now (extras shown beside a step: a value that is not a
+        fraction, or not a time, is left out rather than refused)."""
         try:
             text = self.http.get_text("/metrics", timeout=5)
         except ServerError:
+            return VllmMetrics(None, None, None)
+        usage, spent, count = (_metric(text, name) for name in (
+            r"(?:kv|gpu)_cache_usage_perc", r"request_inference_time_seconds_sum",
+            r"request_inference_time_seconds_count"))
+        return VllmMetrics(usage if usage is not None and 0.0 <= usage <= 1.0 else None,
+                           spent if spent is not None and spent >= 0 else None, count)
+
+    def kv_usage(self) -> float | None:
+        """The fraction of the server's KV cache in use after the last request (all requests), from `/metrics`."""
+        return self.metrics.kv_usage if self.metrics is not None else None
+
+
+@dataclass
+class VllmMetrics:
+    kv_usage: float | None  # vllm:kv_cache_usage_perc
+    inference_s: float | None  # vllm:request_inference_time_seconds_sum: prefill and decode, all requests so far
+    requests: float | None  # its _count: requests finished so far
+
+    def inference_ms(self, after: "VllmMetrics") -> float | None:
+        """The one request finished between this scrape and `after`: its prefill + decode time on the server (ms).
+        None where another client's request finished too (the sum would hold both), or either scrape lacks it."""
+        if None in (self.inference_s, self.requests, after.inference_s, after.requests):
             return None
-        found = re.search(r"^vllm:(?:kv|gpu)_cache_usage_perc(?:\{[^}]*\})?\s+(\S+)", text, re.M)
-        try:
-            usage = float(found.group(1)) if found else None
-        except ValueError:
+        if after.requests - self.requests != 1 or after.inference_s < self.inference_s:
             return None
-        return usage if usage is not None and 0.0 <= usage <= 1.0 else None
+        return (after.inference_s - self.inference_s) * 1000
+
+
+def _metric(text: str, name: str) -> float | None:
+    """The value of the first sample of `vllm:<name>` in a Prometheus text page (None: absent, or not a number)."""
+    found = re.search(rf"^vllm:{name}(?:\{{[^}}]*\}})?\s+(\S+)", text, re.M)
+    try:
+        value = float(found.group(1)) if found else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) else None
 
 
 def parse_vllm(reply, server: str) -> TopReply:

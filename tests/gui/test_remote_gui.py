@@ -135,3 +135,105 @@ def test_connect_dialog_says_when_the_servers_model_path_names_nothing_here(qtbo
         assert dialog.asking is None and asked.state() == QProcess.NotRunning
     finally:
         fake.stop()
+
+
+def test_a_top_p_into_a_capped_servers_tail_is_shown_cut_with_bounds(qtbot, tokenizer_dir, tmp_path):
+    """vLLM lists at most its --max-logprobs (20 here): at T 1.3 and top-p 0.95 the nucleus reaches past them.
+    The Candidates view says so (the header, a `server cap` stage, the tail bar's words), each bar's tooltip gives
+    its p after T within bounds, and Explain says what was cut and why."""
+    from PySide6.QtCore import QSettings
+
+    from fake_servers import vllm_routes
+    from gui.main_window import MainWindow
+    from gui.theme import Appearance
+
+    fake = Fake(vllm_routes(tokenizer_dir, cap=20))
+    win = MainWindow(settings=QSettings(str(tmp_path / "t.ini"), QSettings.IniFormat), appearance=Appearance(),
+                     model=f"{fake.url}#tokenizer={tokenizer_dir}")
+    qtbot.addWidget(win)
+    win.show()
+    c = win.controller
+    idle = lambda: not c.busy and not c.running  # noqa: E731
+    try:
+        qtbot.waitUntil(lambda: c.info is not None, timeout=60_000)
+        controls = win.controls
+        controls.greedy.setChecked(False)
+        controls.temperature.setValue(1.3)
+        controls.top_k.setValue(0)
+        controls.top_p.setValue(0.95)
+        win.controls.prompt.setPlainText("the tin")
+        win.actions["prefill"].trigger()
+        qtbot.waitUntil(lambda: c.prefilled and idle(), timeout=60_000)
+        for n in range(1, 5):  # until a step whose nucleus reached the tail (the fake's steps mostly do)
+            win.actions["step"].trigger()
+            qtbot.waitUntil(lambda: len(c.steps) == n and idle(), timeout=60_000)
+            if c.steps[-1].dist.tail_kept[0] > 0:
+                break
+        step = c.steps[-1]
+        assert step.dist.settings.top_p == 0.95 and step.dist.server.n_top == 20
+        removed, low, high = step.dist.tail_kept
+        assert 0 < removed and low <= removed <= high
+        qtbot.waitUntil(lambda: not c.scheduler.redraw_due, timeout=60_000)
+        view = win.views["candidates"]
+        view.refresh()
+        assert "cut (server cap), drawn among the 20 listed" in view.header.text()
+        stages = [label for _, label in view.waterfall.getAxis("bottom")._tickLevels[0]]
+        assert "server cap" in stages or "cap" in stages  # its symbol where the plot is narrow
+        assert step.token.id in step.dist.candidates.ids[:20].tolist()
+        tip = view._describe_take(int(step.dist.candidates.ids[0]))
+        low_t, high_t = step.dist.candidates.p_temp_bounds[0]
+        assert f"between {low_t:.6f} and {high_t:.6f}" in tip and low_t < high_t
+        explain = win.views["explain"]
+        explain.refresh()
+        text = explain.browser.toPlainText()
+        assert "Numbers from a server" in text and "server cap" in text and "drawn among the 20 listed" in text
+        assert "Without the KV cache" not in text  # that is this process's cache switch, not a server's
+        assert f"took {step.dist.server.cached_tokens:,} of them from its prefix cache" in text
+    finally:
+        win.close()
+        fake.stop()
+
+
+def test_a_server_that_took_nothing_from_its_cache_is_the_cache_off_lesson(qtbot, tokenizer_dir, tmp_path):
+    """A server that re-reads the whole context every step (cache_n 0: contexts below one cache block, or prefix
+    caching off): the KV view and Explain say so, in the server's words, not as this process's cache switch."""
+    from PySide6.QtCore import QSettings
+
+    from gui.main_window import MainWindow
+    from gui.theme import Appearance
+
+    routes = llama_cpp_routes(tokenizer_dir)
+    completion = routes[("POST", "/completion")]
+
+    def uncached(body):
+        status, reply = completion(body)
+        reply["timings"]["cache_n"] = 0
+        return status, reply
+
+    routes[("POST", "/completion")] = uncached
+    fake = Fake(routes)
+    win = MainWindow(settings=QSettings(str(tmp_path / "t.ini"), QSettings.IniFormat), appearance=Appearance(),
+                     model=f"{fake.url}#tokenizer={tokenizer_dir}")
+    qtbot.addWidget(win)
+    win.show()
+    c = win.controller
+    idle = lambda: not c.busy and not c.running  # noqa: E731
+    try:
+        qtbot.waitUntil(lambda: c.info is not None, timeout=60_000)
+        win.controls.prompt.setPlainText("the tin")
+        win.actions["prefill"].trigger()
+        qtbot.waitUntil(lambda: c.prefilled and idle(), timeout=60_000)
+        for n in (1, 2):
+            win.actions["step"].trigger()
+            qtbot.waitUntil(lambda: len(c.steps) == n and idle(), timeout=60_000)
+        kv, explain = win.views["kv"], win.views["explain"]
+        kv._force_refresh()
+        explain.refresh()
+        old = c.steps[-1].context_tokens - 1
+        assert f"read all {old} again" in kv.formula.text() and "no cache at work" in kv.formula.text()
+        text = explain.browser.toPlainText()
+        assert f"took 0 of them from its prefix cache and projected the other {old} again" in text
+        assert "Nothing came from its cache" in text and "Without the KV cache" not in text
+    finally:
+        win.close()
+        fake.stop()

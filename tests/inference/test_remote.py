@@ -75,6 +75,7 @@ def test_dialect_specific_fields(served):
         body = fake.posted("/v1/completions")[0]
         assert body["return_tokens_as_token_ids"] is True and body["max_tokens"] == 1
         assert note.kv_usage == pytest.approx(0.125) and model.config.context_length == 80
+        assert note.server_ms == pytest.approx(4.0)  # the one request's inference time, from /metrics
     else:
         body = fake.posted("/generate")[0]
         assert body["return_logprob"] is True and body["sampling_params"]["temperature"] == 0
@@ -256,3 +257,18 @@ def test_branches_speculation_and_trace_work_unchanged(served):
     spec = Session(model, GenerationSettings(sampler=SamplerSettings(greedy=True), max_new_tokens=5, speculate=3))
     events = list(spec.generate(prompt))
     assert spec.generated == greedy_path(5) and json.loads(events[1].to_json())["server"]["n_top"] == 20
+
+
+def test_a_vllm_restarted_with_a_lower_cap_is_asked_within_it(tokenizer_dir):
+    """A session widened to vLLM's --max-logprobs 40 goes on when the server comes back listing at most 20."""
+    routes = vllm_routes(tokenizer_dir, cap=40)
+    fake = Fake(routes)
+    try:
+        hot = GenerationSettings(sampler=SamplerSettings(temperature=1.5, top_k=0), max_new_tokens=4)
+        session = Session(load_model(fake.url, tokenizer=str(tokenizer_dir)), hot)
+        assert session.prefill([70, 71, 72]).pending.server.n_top == 40
+        routes[("POST", "/v1/completions")] = vllm_routes(tokenizer_dir, cap=20)[("POST", "/v1/completions")]
+        events = [e for e in session.step() if hasattr(e, "token")]
+        assert session.preview().dist.server.n_top == 20 and len(events) == 1  # not an error: asked again within it
+    finally:
+        fake.stop()

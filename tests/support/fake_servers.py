@@ -117,22 +117,29 @@ def llama_cpp_routes(folder, n_ctx=96):
 
 
 def vllm_routes(folder, cap=20):
+    done = {"requests": 0}  # each answered request adds 4 ms of inference time to /metrics
+
+    def metrics(_):
+        return 200, ("# HELP x\nvllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.125\n"
+                     f"vllm:request_inference_time_seconds_sum{{engine=\"0\"}} {0.004 * done['requests']}\n"
+                     f"vllm:request_inference_time_seconds_count{{engine=\"0\"}} {float(done['requests'])}\n")
+
     def completions(body):
         if body["logprobs"] > cap:
             return 400, {"object": "error", "message": f"Requested sample logprobs of {body['logprobs']}, "
                                                        f"which is greater than max allowed: {cap}"}
         ids, lps = top(body["prompt"], body["logprobs"])
+        done["requests"] += 1
         return 200, {"choices": [{"text": f"token_id:{ids[0]}", "logprobs": {
             "tokens": [f"token_id:{ids[0]}"], "token_logprobs": [lps[0]], "text_offset": [0],
             "top_logprobs": [{f"token_id:{i}": lp for i, lp in zip(ids, lps)}]}}],
             "usage": {"prompt_tokens": len(body["prompt"]), "completion_tokens": 1,
                       "prompt_tokens_details": {"cached_tokens": len(body["prompt"]) - 1}}}
 
-    metrics = "# HELP x\nvllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.125\n"
     return {("GET", "/version"): lambda _: (200, {"version": "0.11.0"}),
             ("GET", "/v1/models"): lambda _: (200, {"data": [{"id": "tiny", "owned_by": "vllm", "root": "/nowhere",
                                                               "max_model_len": 80}]}),
-            ("GET", "/metrics"): lambda _: (200, metrics),
+            ("GET", "/metrics"): metrics,
             ("POST", "/tokenize"): lambda _: (200, {"tokens": probe_ids(folder), "count": 3, "max_model_len": 80}),
             ("POST", "/v1/completions"): completions}
 
