@@ -324,10 +324,11 @@ class SettingsEvent:
     """The settings in force (once after `model`, then whenever they change), so a trace can be replayed."""
 
     settings: GenerationSettings
+    request: int | None = None  # the request's index in a batch (session/batch.py); None: a session of its own
 
     def to_json(self) -> str:
         s = self.settings
-        return _dump({"type": "settings", "seed": s.seed, "temperature": s.sampler.temperature,
+        return _dump({"type": "settings", **_request(self.request), "seed": s.seed, "temperature": s.sampler.temperature,
                       "top_k": s.sampler.top_k, "top_p": s.sampler.top_p, "min_p": s.sampler.min_p,
                       "greedy": s.sampler.greedy, "max_new_tokens": s.max_new_tokens,
                       "stop": list(s.stop_strings), "speculate": s.speculate,

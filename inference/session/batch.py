@@ -32,7 +32,8 @@ import torch
 
 from inference.events import BlocksReport, RequestDone, ScheduleDone, StepDone, Stopped
 from inference.session.batch_forward import Chunk, forward_chunks
-from inference.session.paged_cache import BLOCK_TOKENS, BlockPool, PagedView, prefix_hashes
+from inference.session.context_limit import ContextWindow
+from inference.session.paged_cache import BLOCK_TOKENS, BlockPool, PagedView, blocks_for, prefix_hashes
 from inference.session.session import Session
 from inference.settings import GenerationSettings
 from inference.sources import LogitsSource
@@ -49,6 +50,20 @@ class BatchRequest:
     prompt: list[int]
     settings: GenerationSettings = GenerationSettings()
     arrive_at_step: int = 0
+
+
+def worst_case_positions(asked: BatchRequest, context_window: int) -> int:
+    """Positions a request's blocks may have to hold: every position it can read (the last token drawn is never
+    read), within its context window."""
+    positions = min(len(asked.prompt) + asked.settings.max_new_tokens - 1, context_window)
+    return max(positions, len(asked.prompt))
+
+
+def blocks_for_all(model: LoadedModel, requests: list[BatchRequest], block_tokens: int = BLOCK_TOKENS) -> int:
+    """A pool in which every request fits at its worst case at once, sharing nothing: no request ever waits
+    for blocks (what `trace` gives a batch unless told a pool size)."""
+    window = ContextWindow(model.config.context_length)
+    return max(1, sum(blocks_for(worst_case_positions(r, window.size(r.settings)), block_tokens) for r in requests))
 
 
 class PagedSource(LogitsSource):
@@ -145,10 +160,8 @@ class Request:
         return self.asked.prompt
 
     def worst_case_blocks(self, pool: BlockPool) -> int:
-        """Blocks its table may reach: every position it can read (the last token drawn is never read)."""
-        s = self.asked.settings
-        positions = min(len(self.prompt) + s.max_new_tokens - 1, self.session.context_window)
-        return pool.blocks_for(max(positions, len(self.prompt)))
+        """Blocks its table may reach."""
+        return pool.blocks_for(worst_case_positions(self.asked, self.session.context_window))
 
     def shareable_blocks(self, pool: BlockPool) -> int:
         """Full prompt blocks it may take from others: all but the one holding its last prompt token, which it
