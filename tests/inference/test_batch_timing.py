@@ -18,8 +18,8 @@ from inference.settings import GenerationSettings, SamplerSettings
 from inference.store.loading import load_model
 from tiny import make_hf_model, save_hf_model
 
-PASS_S = 0.02
-SLACK_MS = 15.0  # a request's own work (its draws, its session's bookkeeping) per step, on a shared 2-core machine
+PASS_S = 0.05
+SLACK_MS = 25.0  # a request's own work (its draws, its session's bookkeeping) per step, on a shared 2-core machine
 
 
 @pytest.fixture(scope="module")
