@@ -344,10 +344,11 @@ class SettingsEvent:
     """The settings in force (once after `model`, then whenever they change), so a trace can be replayed."""
 
     settings: GenerationSettings
+    request: int | None = None  # the request's index in a batch (session/batch.py); None: a session of its own
 
     def to_json(self) -> str:
         s = self.settings
-        return _dump({"type": "settings", "seed": s.seed, "temperature": s.sampler.temperature,
+        return _dump({"type": "settings", **_request(self.request), "seed": s.seed, "temperature": s.sampler.temperature,
                       "top_k": s.sampler.top_k, "top_p": s.sampler.top_p, "min_p": s.sampler.min_p,
                       "greedy": s.sampler.greedy, "max_new_tokens": s.max_new_tokens,
                       "stop": list(s.stop_strings), "speculate": s.speculate,
@@ -424,6 +425,32 @@ class BlocksReport:
                       "allocated": self.allocated, "shared": self.shared, "free": self.free,
                       "used_bytes": self.used_bytes,
                       "per_request": {str(k): list(v) for k, v in self.per_request.items()}})
+
+
+@dataclass(frozen=True)
+class RequestDone:
+    """A batched request's completion record, after its `stop` (session/batch.py). Times are wall clock from its
+    arrival: the start of the scheduler step it arrives at (`arrive_at_step`), so waiting for the batch or the
+    pool counts, as a user waiting for a server would count it."""
+
+    request: int
+    reason: str  # as its `stop`'s
+    n_generated: int
+    prompt_tokens: int
+    shared_tokens: int  # prompt positions it took from the prefix table instead of reading them
+    arrived_at_step: int
+    admitted_at_step: int
+    finished_at_step: int
+    queue_ms: float  # arrival -> admitted to the batch
+    ttft_ms: float | None  # arrival -> its first token drawn (time to first token); None: it drew none
+    tpot_ms: float | None  # (last token - first token) / (n_generated - 1): time per output token after the
+    #                        first; None with fewer than 2 tokens
+    total_ms: float  # arrival -> finished
+
+    def to_json(self) -> str:
+        keys = ("request", "reason", "n_generated", "prompt_tokens", "shared_tokens", "arrived_at_step",
+                "admitted_at_step", "finished_at_step", "queue_ms", "ttft_ms", "tpot_ms", "total_ms")
+        return _dump({"type": "request_done", **{k: getattr(self, k) for k in keys}})
 
 
 def _request(request: int | None) -> dict:

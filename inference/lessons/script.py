@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Mapping
 
 from inference.settings import MAX_NEW_TOKENS, GenerationSettings
@@ -35,6 +36,7 @@ MARKERS = ("prefill", "run", "reset")
 ACTION_KINDS = MARKERS + ("step", "set", "seed", "rewind", "force", "caption", "wait")
 TOP_KEYS = ("title", "prompt", "prompt_ids", "chat", "system", "settings", "actions")
 MAX_SEED = 2**63 - 1
+MAX_FILE_BYTES = 256 << 20  # a trace of 10 000 steps with 20 candidates each is about 50 MB
 
 
 class ScriptError(ValueError):
@@ -139,6 +141,34 @@ def parse_settings(data: Any) -> tuple[tuple[str, Any], ...]:
     return pairs
 
 
+# --- files -------------------------------------------------------------------------------------------
+def read_text(path: Path) -> str:
+    """A script's (or trace's, or batch's requests') file as text; a ScriptError naming it when it cannot be."""
+    try:
+        if not path.exists():
+            raise ScriptError(f"{path.name}: no such file")
+        if not path.is_file():  # a FIFO or a device would be read forever
+            raise ScriptError(f"{path.name}: not a regular file")
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise ScriptError(f"{path.name}: {path.stat().st_size / 1e6:,.0f} MB is more than a script or trace "
+                              f"TokenStep reads ({MAX_FILE_BYTES >> 20} MB)")
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ScriptError(f"{path.name}: not UTF-8 text") from None
+    except OSError as e:  # unreadable: permissions, a folder's race
+        raise ScriptError(f"{path.name}: cannot be read ({e.strerror or e})") from None
+
+
+def decode_json(text: str) -> Any:
+    """The JSON value of `text`, or a ScriptError saying where it is not JSON."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ScriptError(f"not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    except RecursionError:
+        raise ScriptError("JSON nested too deeply") from None
+
+
 # --- parsing -------------------------------------------------------------------------------------------
 def _action_value(kind: str, value: Any) -> Any:
     if kind in MARKERS:
@@ -181,16 +211,18 @@ def parse_action(index: int, data: Any) -> Action:
         raise action.error(str(e)) from None
 
 
-def _prompt(data: dict) -> tuple[str | None, tuple[int, ...] | None]:
+def parse_prompt(data: dict, where: str = "script") -> tuple[str | None, tuple[int, ...] | None]:
+    """The "prompt" text and the "prompt_ids" of a script (or of a batch's request: requests.py), checked;
+    an error names `where`."""
     prompt, ids = data.get("prompt"), data.get("prompt_ids")
     if prompt is not None and not isinstance(prompt, str):
-        raise ScriptError(f'script: "prompt" must be a text, got {_show(prompt)}')
+        raise ScriptError(f'{where}: "prompt" must be a text, got {_show(prompt)}')
     if ids is not None:
         if not isinstance(ids, list) or not ids or not all(
                 isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
-            raise ScriptError(f'script: "prompt_ids" must be a non-empty list of token ids, got {_show(ids)}')
+            raise ScriptError(f'{where}: "prompt_ids" must be a non-empty list of token ids, got {_show(ids)}')
         if data.get("chat"):
-            raise ScriptError('script: "prompt_ids" are the exact ids read: "chat" cannot apply to them')
+            raise ScriptError(f'{where}: "prompt_ids" are the exact ids read: "chat" cannot apply to them')
         ids = tuple(ids)
     return prompt, ids
 
@@ -202,7 +234,7 @@ def parse_script(data: Any) -> Script:
     unknown = [k for k in data if k not in TOP_KEYS]
     if unknown:
         raise ScriptError(f'script: unknown key "{unknown[0]}" (known: {", ".join(TOP_KEYS)})')
-    prompt, ids = _prompt(data)
+    prompt, ids = parse_prompt(data)
     chat, system, title = data.get("chat", False), data.get("system"), data.get("title", "")
     if not isinstance(chat, bool):
         raise ScriptError(f'script: "chat" must be true or false, got {_show(chat)}')

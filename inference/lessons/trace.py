@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from inference.events import ModelInfo, Rewound, SettingsEvent, StepDone, Switched
-from inference.lessons.script import SETTING_KEYS, Script, ScriptError, parse_script
+from inference.lessons.script import SETTING_KEYS, Script, ScriptError, decode_json, parse_script, read_text
 from inference.settings import GenerationSettings
 
 
@@ -45,8 +45,6 @@ class TraceWriter:
         self._last_settings = line
         return [line]
 
-
-MAX_SCRIPT_BYTES = 256 << 20  # a trace of 10 000 steps with 20 candidates each is about 50 MB
 
 def trace_lines(info: ModelInfo, events: Iterable, settings: GenerationSettings | None = None) -> list[str]:
     """The whole trace of `events` (a session's log, in order) on the model `info` describes.
@@ -214,25 +212,12 @@ class _ScriptBuilder:
 def load_script(path: str | Path) -> Script:
     """A script file, or a trace (.jsonl whose first line is its `model` event) turned into one."""
     path = Path(path)
-    try:
-        if not path.is_file():  # a FIFO or a device would be read forever
-            raise ScriptError(f"{path.name}: not a regular file")
-        if path.stat().st_size > MAX_SCRIPT_BYTES:
-            raise ScriptError(f"{path.name}: {path.stat().st_size / 1e6:,.0f} MB is more than a script or trace "
-                              f"TokenStep reads ({MAX_SCRIPT_BYTES >> 20} MB)")
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ScriptError(f"{path.name}: not UTF-8 text") from None
+    text = read_text(path)
     first = text.lstrip().split("\n", 1)[0]
     try:
         if _is_trace_line(first):
             return parse_script(script_from_trace(text.splitlines()))
-        data = json.loads(text)
-        return parse_script(data)
-    except json.JSONDecodeError as e:
-        raise ScriptError(f"{path.name}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
-    except RecursionError:
-        raise ScriptError(f"{path.name}: JSON nested too deeply") from None
+        return parse_script(decode_json(text))
     except ScriptError as e:  # parse_script names the place in the script; the file is named here
         raise ScriptError(f"{path.name}: {e}") from None
 

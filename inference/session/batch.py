@@ -15,6 +15,12 @@ A scheduler step:
 3. runs the pass (blocks allocated as positions need them), publishes newly completed full prompt blocks
    for sharing, and lets every request whose logits are ready take its step (its Session draws and reports);
    a request that stopped gives its blocks back.
+
+Timing: the passes run outside the sessions' `forward` calls, so each PagedSource hands its session the wall
+time of every pass it had rows in (`take_outside_ms`): a request's prefill time is the passes that read its
+prompt chunks, a step's forward time the pass that read its previous token, and its decode time those passes
+plus its own draws; the whole pass, not a share of it, since that is how long the request waited for its rows.
+Each finished request also gets a `RequestDone`: time to first token and per output token, from its arrival.
 """
 
 from __future__ import annotations
@@ -24,9 +30,10 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from inference.events import BlocksReport, PrefillDone, ScheduleDone, StepDone, Stopped
+from inference.events import BlocksReport, RequestDone, ScheduleDone, StepDone, Stopped
 from inference.session.batch_forward import Chunk, forward_chunks
-from inference.session.paged_cache import BLOCK_TOKENS, BlockPool, PagedView, prefix_hashes
+from inference.session.context_limit import ContextWindow
+from inference.session.paged_cache import BLOCK_TOKENS, BlockPool, PagedView, blocks_for, prefix_hashes
 from inference.session.session import Session
 from inference.settings import GenerationSettings
 from inference.sources import LogitsSource
@@ -45,6 +52,20 @@ class BatchRequest:
     arrive_at_step: int = 0
 
 
+def worst_case_positions(asked: BatchRequest, context_window: int) -> int:
+    """Positions a request's blocks may have to hold: every position it can read (the last token drawn is never
+    read), within its context window."""
+    positions = min(len(asked.prompt) + asked.settings.max_new_tokens - 1, context_window)
+    return max(positions, len(asked.prompt))
+
+
+def blocks_for_all(model: LoadedModel, requests: list[BatchRequest], block_tokens: int = BLOCK_TOKENS) -> int:
+    """A pool in which every request fits at its worst case at once, sharing nothing: no request ever waits
+    for blocks (what `trace` gives a batch unless told a pool size)."""
+    window = ContextWindow(model.config.context_length)
+    return max(1, sum(blocks_for(worst_case_positions(r, window.size(r.settings)), block_tokens) for r in requests))
+
+
 class PagedSource(LogitsSource):
     """A request's logits source: its cache is a block table in the pool, its passes are rows of the batched
     pass. The session asks for a pass after the scheduler ran it (the prompt, read in chunks before the session's
@@ -57,6 +78,7 @@ class PagedSource(LogitsSource):
         self.n_cached = 0  # positions whose K/V are in the blocks
         self.last_logits: torch.Tensor | None = None  # (V,) of the newest position read
         self.owed: tuple[list[int], int, torch.Tensor] | None = None  # (ids, start, logits to fill)
+        self.outside_ms = 0.0  # passes its rows were in, not yet counted by its session
 
     def start(self, capacity: int) -> None:
         """The scheduler reads the prompt into the blocks before the session's prefill: nothing to forget."""
@@ -90,8 +112,9 @@ class PagedSource(LogitsSource):
         while len(self.table) < self.pool.blocks_for(n_positions):
             self.table.append(self.pool.allocate())
 
-    def read(self, chunk: Chunk, logits: torch.Tensor) -> None:
-        """The pass read `chunk`: its K/V are in the blocks, `logits` (V,) follow its last row."""
+    def read(self, chunk: Chunk, logits: torch.Tensor, pass_ms: float) -> None:
+        """The pass read `chunk` in `pass_ms`: its K/V are in the blocks, `logits` (V,) follow its last row."""
+        self.outside_ms += pass_ms
         self.n_cached = chunk.end
         self.last_logits = logits
         if self.owed is not None and self.owed[1] + len(self.owed[0]) == chunk.end:
@@ -100,6 +123,10 @@ class PagedSource(LogitsSource):
 
     def crop(self, n_positions: int) -> None:
         raise NotImplementedError("a batched request does not rewind")
+
+    def take_outside_ms(self) -> float:
+        taken, self.outside_ms = self.outside_ms, 0.0
+        return taken
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -125,16 +152,16 @@ class Request:
         self.waiting_for = "not arrived yet"  # why it is not running (while waiting)
         self.admitted_at = -1  # the scheduler step it started running at
         self.n_shared = 0  # leading blocks it took from the prefix table
+        # wall clock (perf_counter seconds) of its arrival, admission, first and newest token, finish
+        self.arrived_t = self.admitted_t = self.first_token_t = self.last_token_t = None
 
     @property
     def prompt(self) -> list[int]:
         return self.asked.prompt
 
     def worst_case_blocks(self, pool: BlockPool) -> int:
-        """Blocks its table may reach: every position it can read (the last token drawn is never read)."""
-        s = self.asked.settings
-        positions = min(len(self.prompt) + s.max_new_tokens - 1, self.session.context_window)
-        return pool.blocks_for(max(positions, len(self.prompt)))
+        """Blocks its table may reach."""
+        return pool.blocks_for(worst_case_positions(self.asked, self.session.context_window))
 
     def shareable_blocks(self, pool: BlockPool) -> int:
         """Full prompt blocks it may take from others: all but the one holding its last prompt token, which it
@@ -195,20 +222,15 @@ class Scheduler:
 
     def step(self) -> list:
         """One scheduler step: admit, one pass, the steps it made ready. Its events: the schedule, each
-        request's PrefillDone / StepDone / Stopped (with `request`), the blocks."""
+        request's PrefillDone / StepDone / Stopped (with `request`) and a finished one's RequestDone, the blocks."""
+        now = time.perf_counter()
+        for request in self.requests:
+            if request.arrived_t is None and request.asked.arrive_at_step <= self.step_index:
+                request.arrived_t = now
         self._admit()
         running = self.running()
         plan = self._plan(running)
-        started = time.perf_counter()
-        if plan:
-            for request, chunk in plan:
-                request.source.grow(chunk.end)
-            with torch.inference_mode():
-                logits = forward_chunks(self.model.decoder, [chunk for _, chunk in plan]).to("cpu")  # (n, V)
-            for (request, chunk), row in zip(plan, logits):
-                request.source.read(chunk, row)
-                self._publish(request)
-        forward_ms = (time.perf_counter() - started) * 1000 if plan else 0.0
+        forward_ms = self._pass(plan) if plan else 0.0
         events: list = [ScheduleDone(
             step=self.step_index, requests=tuple(r.index for r, _ in plan),
             prefill_chunks={r.index: len(chunk.ids) for r, chunk in plan if chunk.start < len(r.prompt)},
@@ -220,6 +242,19 @@ class Scheduler:
         events.append(self.blocks_report())
         self.step_index += 1
         return events
+
+    def _pass(self, plan: list[tuple[Request, Chunk]]) -> float:
+        """Run the planned rows as one forward pass; its wall time in ms, which every request in it is charged."""
+        started = time.perf_counter()
+        for request, chunk in plan:
+            request.source.grow(chunk.end)
+        with torch.inference_mode():
+            logits = forward_chunks(self.model.decoder, [chunk for _, chunk in plan]).to("cpu")  # (n, V)
+        forward_ms = (time.perf_counter() - started) * 1000
+        for (request, chunk), row in zip(plan, logits):
+            request.source.read(chunk, row, forward_ms)
+            self._publish(request)
+        return forward_ms
 
     def _admit(self) -> None:
         """Arrived requests join, first come first served, while the batch and the pool's promises allow."""
@@ -247,6 +282,7 @@ class Scheduler:
                 request.source.table.extend(shared)
                 request.n_shared, request.source.n_cached = len(shared), len(shared) * pool.block_tokens
                 request.state, request.waiting_for, request.admitted_at = "running", "", self.step_index
+                request.admitted_t = time.perf_counter()
                 running.append(request)
                 promised += needed
 
@@ -274,17 +310,32 @@ class Scheduler:
         if not session.prefilled:
             events.append(replace(session.prefill(request.prompt), request=request.index))
         if session.stopped is None:
-            events += [replace(event, request=request.index) for event in session.step()]
+            for event in session.step():
+                if isinstance(event, StepDone):
+                    request.last_token_t = time.perf_counter()
+                    request.first_token_t = request.first_token_t or request.last_token_t
+                events.append(replace(event, request=request.index))
         if session.stopped is not None:
             if not isinstance(events[-1], Stopped):  # the prompt filled the context window alone
                 events.append(replace(session.stopped, request=request.index))
-            self._finish(request)
+            events.append(self._finish(request))
         return events
 
-    def _finish(self, request: Request) -> None:
+    def _finish(self, request: Request) -> RequestDone:
+        """The request leaves: its blocks go back; its completion record."""
         request.state = "finished"
         self.pool.release(request.source.table)
         request.source.table.clear()
+        finished, n = time.perf_counter(), len(request.session.generated)
+        since_arrival = lambda t: None if t is None else (t - request.arrived_t) * 1000  # noqa: E731
+        return RequestDone(
+            request=request.index, reason=request.session.stopped.reason, n_generated=n,
+            prompt_tokens=len(request.prompt), shared_tokens=request.n_shared * self.pool.block_tokens,
+            arrived_at_step=request.asked.arrive_at_step, admitted_at_step=request.admitted_at,
+            finished_at_step=self.step_index, queue_ms=since_arrival(request.admitted_t),
+            ttft_ms=since_arrival(request.first_token_t),
+            tpot_ms=(request.last_token_t - request.first_token_t) * 1000 / (n - 1) if n > 1 else None,
+            total_ms=since_arrival(finished))
 
     def blocks_report(self) -> BlocksReport:
         pool = self.pool

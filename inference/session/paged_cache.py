@@ -35,6 +35,11 @@ def prefix_hashes(ids: list[int], block_tokens: int) -> list[bytes]:
     return hashes
 
 
+def blocks_for(n_positions: int, block_tokens: int) -> int:
+    """Blocks that hold `n_positions` positions."""
+    return -(-n_positions // block_tokens)
+
+
 class BlockPool:
     """Every block's K/V storage, who uses it (reference counts), the free list and the prefix table."""
 
@@ -77,7 +82,7 @@ class BlockPool:
         return self.n_used * self.block_bytes
 
     def blocks_for(self, n_positions: int) -> int:
-        return -(-n_positions // self.block_tokens)
+        return blocks_for(n_positions, self.block_tokens)
 
     # --- lending blocks ---------------------------------------------------------------------------------
     def allocate(self) -> int:

@@ -252,7 +252,7 @@ class Session:
         except Cancelled:
             self._go_to(0)  # nothing prefilled
             raise
-        self._prefill_ms = (time.perf_counter() - started) * 1000
+        self._prefill_ms = (time.perf_counter() - started) * 1000 + self.source.take_outside_ms()
         self.prompt, self.prompt_text = list(ids), prompt_text
         self._decode_seconds = 0.0
         step = replace(step, forward_ms=self._prefill_ms)
@@ -334,6 +334,7 @@ class Session:
         started = time.perf_counter()
         if self.pending is None:
             self._feed_last()
+        self._count_outside()
         event, reason, matched = self._draw(forced, self.source.kv_used_bytes)
         if reason is None and self.window.must_shift(self.n_window, self.settings):
             event = self._shift(event)
@@ -346,6 +347,15 @@ class Session:
         if event.shift is None:  # a shift re-read the context, the newest token with it
             self._feed_last()
         self._decode_seconds += time.perf_counter() - started
+
+    def _count_outside(self) -> None:
+        """The pass that computed the pending logits ran outside the source's `forward` (a batch's scheduler): its
+        time is the step's forward time, and decode time."""
+        outside = self.source.take_outside_ms()
+        if outside:
+            self.pending = replace(self.pending, forward_ms=self.pending.forward_ms + outside)
+            self.kept.put(self.node, self.pending)
+            self._decode_seconds += outside / 1000
 
     def _draw(self, forced: int | None, kv_used: int, verified_by: int = 0) -> tuple[StepDone, str | None, str | None]:
         """Take a token from the pending step (drawn, or `forced`): the step's event, and the stop rule it

@@ -50,6 +50,12 @@ class LogitsSource:
         """Keep the cache of the first `n_positions` positions only."""
         raise NotImplementedError
 
+    def take_outside_ms(self) -> float:
+        """Milliseconds of forward passes that computed this source's rows outside its `forward` calls since last
+        asked, then 0 until more run (a batch's scheduler runs its requests' passes: session/batch.py); the session
+        counts them as the time of the prefill or step those rows served. A source that computes in `forward`: 0."""
+        return 0.0
+
     def note_of(self, logits: torch.Tensor) -> ServerNote | None:
         """What the server said with these very logits (its tail); None: logits computed here."""
         return None

@@ -244,7 +244,7 @@ def test_batch_full_waits_and_events_serialise(model):
     events = _run(scheduler)
     assert "the batch is full" in next(e for e in events if isinstance(e, ScheduleDone)).waiting[2]
     lines = [json.loads(e.to_json()) for e in events]
-    assert {line["type"] for line in lines} == {"schedule", "blocks", "prefill", "step", "stop"}
+    assert {line["type"] for line in lines} == {"schedule", "blocks", "prefill", "step", "stop", "request_done"}
     assert all("request" in line for line in lines if line["type"] in ("prefill", "step", "stop"))
     assert [line["request"] for line in lines if line["type"] == "stop"] == [0, 1, 2]
 

@@ -282,7 +282,7 @@ def test_traces_and_scripts_with_absurd_numbers_or_sizes_are_one_line(tmp_path, 
     os.mkfifo(fifo)  # reading it would wait forever for a writer
     with pytest.raises(ScriptError, match="lesson.json: not a regular file"):
         trace.load_script(fifo)
-    monkeypatch.setattr(trace, "MAX_SCRIPT_BYTES", 1000)
+    monkeypatch.setattr("inference.lessons.script.MAX_FILE_BYTES", 1000)
     big = tmp_path / "big.json"
     big.write_text(json.dumps({"prompt": "a" * 2000, "actions": [{"run": True}]}))
     with pytest.raises(ScriptError, match="big.json: .* more than a script or trace TokenStep reads"):

@@ -1,0 +1,103 @@
+"""The requests of `main.py trace --requests FILE.json` and `--batch N`: what a batch (session/batch.py) serves.
+
+The file is a JSON list of requests, each an object with the keys of a lesson script's prompt and settings
+(script.py) and when it arrives:
+
+    [{"prompt": "The capital of France is", "settings": {"seed": 1, "max_new_tokens": 8}},
+     {"prompt": "Name a river", "chat": true, "system": "Be brief.", "arrive_at_step": 3},
+     {"prompt_ids": [504, 3575, 282], "settings": {"greedy": true}, "arrive_at_step": 5}]
+
+Every key is optional but the prompt (`prompt` or `prompt_ids`); settings default to the command line's, as
+in `trace`; `arrive_at_step` (default 0) is the scheduler step the request joins at. Everything is checked
+before the model loads; an error is one ScriptError naming the request's index in the list (from 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from inference.lessons.script import ScriptError, apply_settings, decode_json, parse_prompt, parse_settings, read_text
+from inference.session.batch import BatchRequest
+from inference.session.session import prompt_ids
+from inference.settings import GenerationSettings
+from inference.store.loading import LoadedModel
+
+REQUEST_KEYS = ("prompt", "prompt_ids", "chat", "system", "settings", "arrive_at_step")
+MAX_REQUESTS = 256  # they queue for the batch's 16 places
+MAX_ARRIVAL = 1_000_000  # scheduler steps
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """One request as the file asks it, before its prompt is encoded."""
+
+    prompt: str | None
+    prompt_ids: tuple[int, ...] | None
+    chat: bool = False
+    system: str | None = None
+    settings: tuple[tuple[str, Any], ...] = ()  # overrides of the command line's settings, as in the JSON
+    arrive_at_step: int = 0
+
+
+def load_requests(path: str | Path) -> list[RequestSpec]:
+    """The checked requests of a file, or a ScriptError naming the file and the place."""
+    path = Path(path)
+    try:
+        return parse_requests(decode_json(read_text(path)))
+    except ScriptError as e:
+        message = str(e)
+        raise ScriptError(message if message.startswith(f"{path.name}:") else f"{path.name}: {message}") from None
+
+
+def parse_requests(data: Any) -> list[RequestSpec]:
+    if not isinstance(data, list) or not data:
+        raise ScriptError('the requests must be a non-empty JSON list like [{"prompt": "Hello"}]')
+    if len(data) > MAX_REQUESTS:
+        raise ScriptError(f"{len(data)} requests are more than a batch trace takes ({MAX_REQUESTS})")
+    return [_request(index, item) for index, item in enumerate(data)]
+
+
+def _request(index: int, data: Any) -> RequestSpec:
+    where = f"request {index}"
+    if not isinstance(data, dict):
+        raise ScriptError(f'{where}: a request is an object like {{"prompt": "Hello"}}')
+    unknown = [k for k in data if k not in REQUEST_KEYS]
+    if unknown:
+        raise ScriptError(f'{where}: unknown key "{unknown[0]}" (known: {", ".join(REQUEST_KEYS)})')
+    prompt, ids = parse_prompt(data, where)
+    if prompt is None and ids is None:
+        raise ScriptError(f'{where}: it has no "prompt" (or "prompt_ids")')
+    chat, system, arrives = data.get("chat", False), data.get("system"), data.get("arrive_at_step", 0)
+    if not isinstance(chat, bool):
+        raise ScriptError(f'{where}: "chat" must be true or false')
+    if system is not None and not isinstance(system, str):
+        raise ScriptError(f'{where}: "system" must be a text or null')
+    if isinstance(arrives, bool) or not isinstance(arrives, int) or not 0 <= arrives <= MAX_ARRIVAL:
+        raise ScriptError(f'{where}: "arrive_at_step" must be a whole number in [0, {MAX_ARRIVAL}]')
+    try:
+        settings = parse_settings(data.get("settings", {}))
+    except ValueError as e:
+        raise ScriptError(f"{where} settings: {e}") from None
+    return RequestSpec(prompt, ids, chat, system or None, settings, arrives)
+
+
+def batch_requests(model: LoadedModel, specs: list[RequestSpec], base: GenerationSettings) -> list[BatchRequest]:
+    """The requests with their prompts encoded (as `trace` encodes a prompt) and their settings over `base`."""
+    out = []
+    for index, spec in enumerate(specs):
+        try:
+            settings = apply_settings(base, dict(spec.settings))
+        except ValueError as e:
+            raise ScriptError(f"request {index} settings: {e}") from None
+        ids = list(spec.prompt_ids) if spec.prompt_ids is not None else \
+            prompt_ids(model, spec.prompt, chat=spec.chat, system=spec.system)[0]
+        out.append(BatchRequest(ids, settings, spec.arrive_at_step))
+    return out
+
+
+def copies(ids: list[int], base: GenerationSettings, n: int) -> list[BatchRequest]:
+    """`--batch N`: N requests of the same prompt, all arriving at step 0, with seeds base.seed .. base.seed + N - 1
+    (so that sampled requests draw different continuations, each the one `trace --seed` of its seed draws)."""
+    return [BatchRequest(list(ids), replace(base, seed=base.seed + i), 0) for i in range(n)]
