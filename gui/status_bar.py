@@ -12,7 +12,7 @@ from inference.settings import PREFILL_CHUNK
 
 from gui.link.controller import Controller
 from gui.state.speculation import counters
-from gui.state.format import fmt_bytes, fmt_count, plural
+from gui.state.format import fmt_bytes, fmt_params, plural
 
 
 def decode_summary(decode_path: str) -> str:
@@ -80,10 +80,10 @@ class StatusBar(QStatusBar):
         # far apart, no prefetch") and a failed build's compiler error are in the tooltip: on the line they pushed
         # the fingerprint off a 1600 px window.
         decode = f" · decode: {html.escape(decode_summary(info.decode_path))}" if info.decode_path else ""
+        weights = "weights on the server" if info.dtype == "remote" else f"weights {fmt_bytes(info.weights_bytes)}"
         self.model.setText(
-            f"<b>{info.name}</b> · {fmt_count(info.n_params)} parameters · {info.dtype} · {info.device}{decode} · "
-            f"context window {info.context_length:,} tokens · weights {fmt_bytes(info.weights_bytes)}"
-            + self._fingerprint())
+            f"<b>{info.name}</b> · {fmt_params(info.n_params)} · {info.dtype} · {info.device}{decode} · "
+            f"context window {info.context_length:,} tokens · {weights}" + self._fingerprint())
 
     def _fingerprint(self) -> str:
         """The weights' fingerprint at load, and as re-hashed after the last run: equal (inference never

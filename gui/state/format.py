@@ -21,6 +21,11 @@ def fmt_count(n: float) -> str:
     return str(int(n))
 
 
+def fmt_params(n: int) -> str:
+    """ "134.5 M parameters", or that a server did not say (vLLM reports no parameter count: not 0)."""
+    return f"{fmt_count(n)} parameters" if n > 0 else "parameters not reported by the server"
+
+
 def plural(n: int, word: str, many: str | None = None) -> str:
     """ "1 token", "2 tokens", "1,024 tokens" ("branch" → "branches": give `many` where "s" is wrong)."""
     return f"{n:,} {word if n == 1 else many or word + 's'}"

@@ -57,7 +57,10 @@ class ExplainView(View):
         info = c.info
         if info is None:
             return ("no_model" if c.loading else "not_loaded"), {}
-        values = {"model": info.name, "params": fmt_count(info.n_params), "weights": fmt_bytes(info.weights_bytes),
+        remote = info.dtype == "remote"  # a server says neither its parameter count (vLLM) nor its weights' bytes
+        values = {"model": info.name, "params": fmt_count(info.n_params) if info.n_params > 0 else "?",
+                  "weights": ("在服务器上" if self.language == "zh" else "on the server") if remote
+                  else fmt_bytes(info.weights_bytes),
                   "window": f"{info.context_length:,}", "per_token": fmt_bytes(info.kv_bytes_per_token)}
         if c.prefill_event is None:  # a prompt being read (the last run's report is gone), or none yet
             return ("prefilling" if c.prefilling else "loaded"), {**values, "chunk": PREFILL_CHUNK}

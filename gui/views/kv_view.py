@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QSplitter, QVBoxLay
 from gui.state.intents import Intents
 from gui.theme import Appearance
 from gui.views.base import View
-from gui.state.format import fmt_bytes, fmt_count
+from gui.state.format import fmt_bytes, fmt_params
 from gui.widgets.plotting import (Bars, colour, covering, make_plot, nice_ceiling, set_data, set_range, set_ticks, style_plot,
                        text_item)
 from gui.widgets.wrap_label import WrapLabel
@@ -313,7 +313,7 @@ class KvView(View):
             self.compare_bars.setOpts(x0=[], y=[], width=[])
             for label in self.compare_labels:
                 label.show_text("")
-            self.projection.setText(f"<b>{fmt_count(info.n_params)} parameters</b> on the server · <b>context "
+            self.projection.setText(f"<b>{fmt_params(info.n_params)}</b> on the server · <b>context "
                                     f"window {info.context_length:,} tokens</b> · the sizes of its weights and "
                                     "KV cache are not known here")
             return
@@ -328,6 +328,6 @@ class KvView(View):
         for i, label in enumerate(self.compare_labels):  # the log scale's floor of 1 B is not a size: 0 B
             label.show_text(fmt_bytes(rows[i][1] if i != 1 else used), round(float(np.log10(values[i])) + 0.05, 2), i)
         self.projection.setText(
-            f"<b>{fmt_count(info.n_params)} parameters</b>: fixed weights shared by all requests · "
+            f"<b>{fmt_params(info.n_params)}</b>: fixed weights shared by all requests · "
             f"<b>context window {info.context_length:,} tokens</b>: what one request may hold · "
             f"<b>KV cache</b>: each request's own notes, {fmt_bytes(full)} when its window is full")

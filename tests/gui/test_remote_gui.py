@@ -189,6 +189,11 @@ def test_a_top_p_into_a_capped_servers_tail_is_shown_cut_with_bounds(qtbot, toke
         assert "Numbers from a server" in text and "server cap" in text and "drawn among the 20 listed" in text
         assert "Without the KV cache" not in text  # that is this process's cache switch, not a server's
         assert f"took {step.dist.server.cached_tokens:,} of them from its prefix cache" in text
+        # vLLM reports no parameter count and no weights' bytes: not "0 parameters", "weights 0 B"
+        assert c.info.n_params == 0
+        for words in (win.status.model.text(), win.views["kv"].projection.text()):
+            assert "parameters not reported by the server" in words and " 0 parameters" not in words, words
+        assert "weights on the server" in win.status.model.text()
     finally:
         win.close()
         fake.stop()
