@@ -33,11 +33,13 @@ RUN_REDRAW_INTERVAL_MS = int(os.environ.get("TOKENSTEP_RUN_REDRAW_MS", 66))
 # frames are paid for: the GUI thread's work at each step (the worker's replies, ~0.6 ms a step on 2 cores) is
 # done whether frames are drawn or not. Until this the bucket paid for all of it at 2.5 % of a core, which the
 # steps alone used up: a fast Run drew one frame a second, however cheap a frame (benchmarks/RESULTS.md).
-RUN_GUI_CPU_SHARE = 0.24
+RUN_GUI_CPU_SHARE = 0.08
 # On a machine of SMALL_MACHINE_CORES or fewer the engine's threads take every core during a Run, so a ms of
 # GUI CPU is a ms of decode lost (and more: the engine's other thread waits for the one the GUI displaced);
-# there a Run's frames get half the share: 12 % of a core, 15 frames a second of 8 ms each (the issue's
-# aim; at the ~13-15 ms a frame costs now, 8-9 frames a second).
+# there a Run's frames get half the share: 4 % of a core. Measured there (gui_probe, AMD EPYC, 2 vCPUs, frames of
+# 20-30 ms): at 12 % (4-5 frames a second) decode fell to 0.77-0.97 of headless, median 0.85, at 6 % (2-3 a second)
+# to 0.87-1.03, median 0.87, against 0.88-0.99 at one frame a second: about 0.01 of the ratio per % of a core. So
+# the frames a Run gets follow what a frame costs: 5 a second at 8 ms, 15 at under 3 ms.
 SMALL_MACHINE_CORES = 2
 SMALL_MACHINE_SHARE = RUN_GUI_CPU_SHARE / 2
 # ...but never fewer frames than one per this many seconds, whatever they cost; a frame's debt beyond it is
