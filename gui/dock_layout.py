@@ -29,6 +29,7 @@ from PySide6.QtCore import QByteArray, QEvent, QObject, QRect, QSettings, QSize,
 from PySide6.QtWidgets import QDockWidget, QFrame, QMainWindow, QScrollArea, QTabBar, QTabWidget, QWidget
 
 from gui.theme import Appearance
+from gui.widgets.layout_gate import LayoutGate
 
 LAYOUT_VERSION = 9  # bump when docks change: an older saved layout then falls back to the default
 TITLES = {"controls": "Controls", "context": "Context", "candidates": "Candidates", "kv": "KV cache",
@@ -37,7 +38,8 @@ TITLES = {"controls": "Controls", "context": "Context", "candidates": "Candidate
           "branches": "Branches", "compare": "Compare"}
 LEFT = ("controls", "explain")
 HIDDEN_AT_FIRST = ("attention", "lens")  # they slow every step (each is recorded while it is shown)
-PRIORITY = ("context", "candidates")  # never scrolled, never squeezed below their minimum
+PRIORITY = ("context", "candidates")  # never scrolled, never squeezed below their minimum (behind a LayoutGate:
+# their labels change at every frame, and their layout requests reach the dock only when their size hints do)
 SQUEEZED = 0.28  # Candidates below this share of the window's height (or 0.4 of its width): re-proportion
 COMPACT_BELOW = QSize(1200, 860)  # a window narrower or lower than this gets the compact arrangement
 SECONDARY = ("kv", "stop", "timing", "compare", "attention", "lens")
@@ -84,7 +86,7 @@ class DockLayout(QObject):
     def _dock(self, key: str, widget: QWidget) -> QDockWidget:
         dock = QDockWidget(TITLES[key], self.window)
         dock.setObjectName(f"dock_{key}")
-        dock.setWidget(widget if key in PRIORITY else scrolled(widget))
+        dock.setWidget(LayoutGate(widget) if key in PRIORITY else scrolled(widget))
         dock.setFeatures(QDockWidget.DockWidgetMovable | QDockWidget.DockWidgetFloatable |
                          QDockWidget.DockWidgetClosable)
         area = Qt.LeftDockWidgetArea if key in LEFT else Qt.RightDockWidgetArea

@@ -1,12 +1,12 @@
 """When the views redraw: at most ~30 times a second however fast reports arrive, and, during a Run on
-CPU, within a small share of the GUI thread's time.
+CPU, within a share of a core for the frames.
 
 Every redraw redraws every visible view from the same state, so that all of them show the same step in
 every frame (a recording must never contradict itself: Candidates at step 20 beside KV at step 10). During
 Run the engine uses every core, so each ms the GUI spends drawing is decode time lost: a run's redraws
-(frames) come less often, each only while the GUI thread stays within its CPU share (a token bucket), and
-a change that comes meanwhile waits for the next frame. Measured on 2 cores (benchmarks/gui_probe.py): a
-plot view's refresh and paint cost 3-11 ms of GUI CPU, all of them together ~28 ms.
+(frames) come less often, each only while the frames stay within their CPU share (a token bucket paid with each
+frame's refresh and paint), and a change that comes meanwhile waits for the next frame. Measured on 2 cores
+(benchmarks/gui_probe.py, AMD EPYC): a frame's refresh and paint together cost ~13-15 ms of GUI CPU.
 """
 
 from __future__ import annotations
@@ -16,27 +16,34 @@ import time
 from collections import deque
 from typing import Callable
 
-from PySide6.QtCore import QObject, QTimer, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, QTimer, Signal, Slot
 
-from gui.widgets.frame_paint import paint_together
+from gui.widgets.frame_paint import paint_together, paint_windows
+
+FRAME_PAINT = QEvent.Type(QEvent.registerEventType())  # a frame's held paint, delivered to the scheduler
 
 REDRAW_INTERVAL_MS = 33  # <= 30 redraws per second while stepping by hand
 # A paced playback reveals a step per period and each must get its own frame: at 30 tokens/s a reveal every
 # 33 ms met a 33 ms throttle and two steps often shared a frame (22 frames/s measured, gui_probe --paced 30)
 PACED_REDRAW_INTERVAL_MS = 15
-RUN_REDRAW_INTERVAL_MS = int(os.environ.get("TOKENSTEP_RUN_REDRAW_MS", 250))
-# A frame is drawn during a run only while the GUI thread has used less than this share of one core (a
-# token bucket over its CPU time: a slow paint postpones the next frames)...
-RUN_GUI_CPU_SHARE = 0.05
+# A fast Run draws at most 15 frames a second (issue 40: >= 15 during a Run, once a frame is cheap)...
+RUN_REDRAW_INTERVAL_MS = int(os.environ.get("TOKENSTEP_RUN_REDRAW_MS", 66))
+# ...while its frames (each frame's refresh and the window's paint that follows) have used less than this share
+# of one core (a token bucket over their GUI-thread CPU: a costly frame postpones the next ones). Only the
+# frames are paid for: the GUI thread's work at each step (the worker's replies, ~0.6 ms a step on 2 cores) is
+# done whether frames are drawn or not. Until this the bucket paid for all of it at 2.5 % of a core, which the
+# steps alone used up: a fast Run drew one frame a second, however cheap a frame (benchmarks/RESULTS.md).
+RUN_GUI_CPU_SHARE = 0.08
 # On a machine of SMALL_MACHINE_CORES or fewer the engine's threads take every core during a Run, so a ms of
-# GUI CPU is a ms of decode lost (and more: the engine's other thread waits for the one the GUI displaced).
-# Measured on 2 cores (benchmarks/gui_probe.py): frames cost 17-28 ms of GUI CPU each and took ~7 % of a core
-# at 5 %, decode ran at 0.86-0.92 of headless; there a Run draws within half that share.
+# GUI CPU is a ms of decode lost (and more: the engine's other thread waits for the one the GUI displaced);
+# there a Run's frames get half the share: 4 % of a core. Measured there (gui_probe, AMD EPYC, 2 vCPUs, frames of
+# 20-30 ms): at 12 % (4-5 frames a second) decode fell to 0.77-0.97 of headless, median 0.85, at 6 % (2-3 a second)
+# to 0.87-1.03, median 0.87, against 0.88-0.99 at one frame a second: about 0.01 of the ratio per % of a core. So
+# the frames a Run gets follow what a frame costs: 5 a second at 8 ms, 15 at under 3 ms.
 SMALL_MACHINE_CORES = 2
 SMALL_MACHINE_SHARE = RUN_GUI_CPU_SHARE / 2
-# ...but never fewer frames than one per this many seconds: where the GUI thread's own event handling
-# already takes the share (measured 1.8-3.5 ms of GUI CPU per step on an AVX2 machine at ~30 steps/s),
-# the views would otherwise stand still for a whole run. One frame a second costs ~3 % of a core.
+# ...but never fewer frames than one per this many seconds, whatever they cost; a frame's debt beyond it is
+# forgiven (one second of the share at most).
 RUN_MIN_TURN_S = 1.0
 
 
@@ -69,7 +76,8 @@ class RedrawScheduler(QObject):
         self.turns_taken = 0  # frames drawn during runs on CPU (each one redraws every view)
         self.frames = 0  # redraws emitted: the number a view's `frame` is compared with
         self._cpu_allowance = 0.0  # seconds of GUI-thread CPU the frames may still spend in this run
-        self._cpu_mark = self._wall_mark = self._last_turn = 0.0
+        self._wall_mark = self._last_turn = 0.0
+        self._paint_windows: list = []  # the windows whose paint of the last frame is still to come
 
     @property
     def redraw_due(self) -> bool:
@@ -90,35 +98,59 @@ class RedrawScheduler(QObject):
             self.redraw_now()
 
     def redraw_now(self, force: bool = False) -> None:
-        """Redraw every view now; during a run on CPU only when the GUI's CPU share allows a frame (else
-        the change waits for the next interval), unless `force` (a recorder's frame)."""
+        """Redraw every view now; during a run on CPU only when the frames' CPU share allows one (else the
+        change waits for the next interval), unless `force` (a recorder's frame)."""
         running = self.is_running() and not self.paced
         if not force and not self._frame_allowed(running):
             self._due = True
             self._throttle.start(RUN_REDRAW_INTERVAL_MS)
             return
-        started, cpu_started = time.perf_counter(), time.thread_time()
+        started, cpu_started = time.perf_counter(), self.cpu_clock()
         self.frames += 1
         self.redraw.emit()
-        paint_together()  # the frame on screen in one paint: no label a step ahead of its plot
+        self._hold_paint(paint_together())  # the frame on screen in one paint: no label a step ahead of its plot
         self.redraw_ms.append((time.perf_counter() - started) * 1000)
-        self.redraw_cpu_ms.append((time.thread_time() - cpu_started) * 1000)
+        cpu = self.cpu_clock() - cpu_started
+        self.redraw_cpu_ms.append(cpu * 1000)
+        self._pay(cpu)
         self._throttle.start(RUN_REDRAW_INTERVAL_MS if running else
                              PACED_REDRAW_INTERVAL_MS if self.paced else REDRAW_INTERVAL_MS)
 
+    def _hold_paint(self, windows: list) -> None:
+        """The windows paint the frame later, as Qt would have (a low-priority event: what is queued first is
+        handled first), here, where their paint's CPU is paid for with the frame's."""
+        if not windows:
+            return
+        if not self._paint_windows:
+            QCoreApplication.postEvent(self, QEvent(FRAME_PAINT), Qt.LowEventPriority.value)
+        self._paint_windows += [w for w in windows if w not in self._paint_windows]
+
+    def event(self, event) -> bool:
+        if event.type() == FRAME_PAINT:
+            windows, self._paint_windows = self._paint_windows, []
+            started = self.cpu_clock()
+            paint_windows(windows)
+            self._pay(self.cpu_clock() - started)
+            return True
+        return super().event(event)
+
+    def _pay(self, cpu_s: float) -> None:
+        """A frame's CPU (its refresh, then its paint) out of the run's allowance; a debt beyond a second of
+        the share is forgiven (that second's frame comes anyway, RUN_MIN_TURN_S)."""
+        self._cpu_allowance = max(self._cpu_allowance - cpu_s, -self.cpu_share * self.min_turn_s)
+
     def _frame_allowed(self, running: bool) -> bool:
-        cpu, wall = self.cpu_clock(), self.wall_clock()
+        wall = self.wall_clock()
         if not running:
-            self._cpu_allowance, self._cpu_mark, self._wall_mark, self._last_turn = 0.0, cpu, wall, wall
+            self._cpu_allowance, self._wall_mark, self._last_turn = 0.0, wall, wall
             return True
         if not self.on_cpu():
             return True
-        # earn the share of the wall time since the last look, pay what the GUI thread used in it (the
-        # last frame's paint included); kept within one redraw interval's worth either way
-        earned = self.cpu_share * (wall - self._wall_mark) - (cpu - self._cpu_mark)
-        limit = self.cpu_share * RUN_REDRAW_INTERVAL_MS / 1000
-        self._cpu_allowance = min(max(self._cpu_allowance + earned, -limit), limit)
-        self._cpu_mark, self._wall_mark = cpu, wall
+        # earn the share of the wall time since the last look (the frames paid as they were drawn); savings
+        # kept within one redraw interval's worth
+        earned = self.cpu_share * (wall - self._wall_mark)
+        self._cpu_allowance = min(self._cpu_allowance + earned, self.cpu_share * RUN_REDRAW_INTERVAL_MS / 1000)
+        self._wall_mark = wall
         if self._cpu_allowance <= 0 and wall - self._last_turn < self.min_turn_s:
             return False
         self.turns_taken += 1

@@ -137,7 +137,7 @@ class TimingView(View):
         # identities, not lengths: a rewind, a fork or a branch switch can leave as many steps as before
         key = (c.epoch, id(c.prefill_event), id(c.steps[-1]) if c.steps else None, len(c.steps),
                None if shown is None else shown.index, c.stopped is None, id(reread), len(c.history.log),
-               self.plot.width(), self.timeline.plot.width())
+               self.plot.width(), self.timeline.plot.width(), c.run_horizon)  # the step axis holds the run's length
         if key == self._key:
             return
         self._key = key

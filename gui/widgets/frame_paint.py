@@ -12,8 +12,9 @@ windows' paints are held back; then each window paints once, everything of the f
 
 from __future__ import annotations
 
-from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt
+from PySide6.QtCore import QCoreApplication, QEvent, QObject
 from PySide6.QtWidgets import QApplication, QGraphicsView
+from shiboken6 import isValid
 
 
 class _HeldPaints(QObject):
@@ -44,11 +45,13 @@ def shown_scenes() -> list:
     return scenes
 
 
-def paint_together() -> None:
-    """After a frame's views have set their items: each window paints the whole frame at once, later."""
+def paint_together() -> list[QObject]:
+    """After a frame's views have set their items: every shown scene marks what changed while the windows'
+    paints are held back. Returns the windows whose paint was held: the caller has each of them paint the
+    whole frame at once, later (`paint_windows`)."""
     app = QCoreApplication.instance()
     if app is None:
-        return
+        return []
     held = _HeldPaints()
     app.installEventFilter(held)
     try:
@@ -56,5 +59,11 @@ def paint_together() -> None:
             QCoreApplication.sendPostedEvents(scene, QEvent.MetaCall.value)  # its dirty items: regions marked
     finally:
         app.removeEventFilter(held)
-    for window in held.windows:  # a paint swallowed: ask again, once, for everything marked since
-        QCoreApplication.postEvent(window, QEvent(QEvent.UpdateRequest), Qt.LowEventPriority.value)
+    return held.windows
+
+
+def paint_windows(windows: list[QObject]) -> None:
+    """Each window paints what is marked now (the paint its UpdateRequest asks for), at once."""
+    for window in windows:
+        if isValid(window):
+            QCoreApplication.sendEvent(window, QEvent(QEvent.UpdateRequest))

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QSlider
+from PySide6.QtWidgets import QSlider
 
 from gui.state.intents import Intents
+from gui.widgets.wrap_label import SteadyLabel
 
 
 class HistorySlider(QSlider):
@@ -19,8 +20,8 @@ class HistorySlider(QSlider):
         self.setRange(1, 1)
         self.setToolTip("Scrub to any step: its distribution, draw, settings and timing "
                         "(the last position is the next, not yet drawn step)")
-        self.label = QLabel()
-        self.label.setMinimumWidth(170)
+        # its size fixed: a label whose text changes at every frame would re-lay out the whole window
+        self.label = SteadyLabel((" step 99999: next (not drawn)", " step 99999 of 99999"))
         self._following = False  # True while the slider follows the intents: no select() back
         self.valueChanged.connect(self._select)
         intents.redraw.connect(self._follow)

@@ -17,7 +17,7 @@ from PySide6.QtGui import QBrush, QPen
 from gui.theme import Appearance
 from gui.state.timing_data import CACHED, NO_CACHE, PREFILL, RECOMPUTE, REREAD, SAMPLE, VERIFY, Block, timeline
 from gui.state.format import display
-from gui.widgets.plotting import Bars, StyledBars, colour, make_plot, set_range, style_plot, text_item
+from gui.widgets.plotting import Bars, StyledBars, colour, make_plot, set_range, snug_ceiling, style_plot, text_item
 
 MAX_LABELS = 24  # text items reused; more blocks than this never have room for their words anyway
 LABEL_PX = 7.0  # about one character of the tick font: a label is shown when its block is this wide per character
@@ -83,7 +83,9 @@ class Timeline:
             for label in self.labels:
                 label.show_text("")
             return
-        total = blocks[-1].start_ms + blocks[-1].ms
+        # the axis ends at a round number just past the last pass: laid out again a few times a run, not at
+        # every frame (each new end re-laid its ticks and repainted it: ~1 ms of a frame's GUI CPU)
+        total = snug_ceiling(blocks[-1].start_ms + blocks[-1].ms)
         px = self.ms_per_px(total)
         starts = np.array([b.start_ms for b in blocks])
         self.widths = np.maximum([b.ms for b in blocks], px)  # never thinner than a pixel: no gaps
