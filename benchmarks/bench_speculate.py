@@ -1,6 +1,6 @@
 """Speculative decoding by prompt lookup (issue 16): decode speed with and without it, greedy, default model.
 
-    PYTHONPATH=. python benchmarks/bench_speculate.py [--speculate 0,4,8] [--repeats 5]
+    PYTHONPATH=. python benchmarks/bench_speculate.py [--speculate 0,4,8] [--repeats 5] [--before-after]
         [--json benchmarks/results/speculate/<machine>_<date>.json]
 
 Three chat tasks: (a) repeat a paragraph exactly (the text to write is in the prompt: drafts should be
@@ -13,7 +13,9 @@ Timing: decode = from the end of the prefill to the last token's event, so it co
 after the prefill (verify passes, plain steps) and every draw; tokens/s = generated tokens / decode time.
 Also reported: forward passes per generated token (Session.forward_count), acceptance = accepted / drafted
 tokens over the run's verify passes, tokens a verify pass decided, and the median ms of a verify pass and of
-a plain one-token pass (a verify pass reads up to 1 + N positions).
+a plain one-token pass (a verify pass reads up to 1 + N positions). `--before-after` runs every draft length
+N > 0 twice, alternating: "N" with a verify pass's products on the small-M kernels (issue 38) and "N blas" with
+them on BLAS, as before (KernelLinear.most_rows = 1).
 """
 
 from __future__ import annotations
@@ -46,12 +48,16 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def run_once(model, ids: list[int], speculate: int, max_new_tokens: int) -> dict:
-    """One generation: decode time, tokens, passes and what the verify passes did."""
+def run_once(model, ids: list[int], value: str, max_new_tokens: int) -> dict:
+    """One generation with `value` ("N", or "N blas": products of several rows on BLAS): decode time, tokens, passes
+    and what the verify passes did."""
     from inference.events import StepDone, Verified
+    from inference.model.layers import SMALL_M_ROWS, KernelLinear
     from inference.session.session import GenerationSettings, Session
     from inference.settings import SamplerSettings
 
+    speculate = int(value.split()[0])
+    KernelLinear.most_rows = 1 if value.endswith("blas") else SMALL_M_ROWS
     settings = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=max_new_tokens, top_n=1,
                                   speculate=speculate)
     session = Session(model, settings)
@@ -72,7 +78,7 @@ def run_once(model, ids: list[int], speculate: int, max_new_tokens: int) -> dict
             "verify_ms": [v.forward_ms for v in verifies], "plain_ms": plain_ms}
 
 
-def measure(model, prompts: dict[str, list[int]], values: list[int], args) -> dict:
+def measure(model, prompts: dict[str, list[int]], values: list[str], args) -> dict:
     runs = {task: {n: [] for n in values} for task in prompts}
     for task, ids in prompts.items():  # warm-up: first calls pay one-off set-up costs
         for n in values:
@@ -99,8 +105,8 @@ def summarise(task_runs: dict[int, list[dict]]) -> dict:
                   if first["verify_passes"] else None,
                   "verify_ms": median([ms for r in runs for ms in r["verify_ms"]]),
                   "plain_pass_ms": median([ms for r in runs for ms in r["plain_ms"]]),
-                  "same_tokens_as_0": all(r["tokens"] == task_runs[min(task_runs)][0]["tokens"] for r in runs)}
-    base = out[min(out)]["tokens_per_s"]
+                  "same_tokens_as_0": all(r["tokens"] == task_runs["0"][0]["tokens"] for r in runs)}
+    base = out["0"]["tokens_per_s"]
     for entry in out.values():
         entry["ratio"] = entry["tokens_per_s"] / base
     return out
@@ -136,6 +142,8 @@ def main(argv=None) -> int:
     parser.add_argument("--speculate", default="0,4,8", help="draft lengths to compare, comma-separated (0 first)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--before-after", action="store_true",
+                        help="also each draft length with a verify pass's products on BLAS (before issue 38)")
     parser.add_argument("--threads", type=int, default=None, help="default: torch's default on this machine")
     results.json_option(parser, "speculate")
     args = parser.parse_args(argv)
@@ -146,7 +154,8 @@ def main(argv=None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    values = sorted({int(v) for v in args.speculate.split(",")} | {0})
+    lengths = sorted({int(v) for v in args.speculate.split(",")} | {0})
+    values = [str(n) for n in lengths] + ([f"{n} blas" for n in lengths if n] if args.before_after else [])
     loaded = load_model(args.model, device="cpu", dtype=args.dtype)
     prompts = {task: prompt_ids(loaded, text, chat=True)[0] for task, text in TASKS.items()}
     started = time.time()

@@ -3,8 +3,9 @@ whole decode layer or step, a step's vocabulary statistics): compiled once into 
 ops, `torch.ops.tokenstep.<op>`.
 
 The ops by group (csrc/ops.cpp registers them; each group's header named):
-- float32 products (f32.h): gemv_f32 (y = alpha * W x [RMSNorm, glu] + bias + residual), set_x_offset (where
-  the copy of x sits against the weight rows);
+- float32 products (f32.h): gemv_f32 (y = alpha * W x [RMSNorm, glu] + bias + residual, for one row of x or 2 to
+  16: small M, a verify pass, each weight row read once for all), set_x_offset (where the copy of x sits against
+  the weight rows);
 - int8 products (int8.h, int16.h, int8_integer.h): gemv_int8 (float32 activations), gemv_int8_int16 (int16
   activations), gemv_int8_integer (int8 activations, VNNI or AVX2), dequantize_int8 (the float32 matrix, for
   BLAS); their activations for the tests: quantize_activations_int16, quantize_activations; what runs here:

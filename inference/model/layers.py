@@ -25,6 +25,10 @@ import torch.nn.functional as F
 
 from inference import kernels as own_kernels
 
+# Rows of x up to which float32 products run on the kernels' small-M products rather than BLAS (measured:
+# benchmarks/bench_small_m.py, RESULTS.md "Several positions per pass").
+SMALL_M_ROWS = 16
+
 AttendOne = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
@@ -186,7 +190,8 @@ class RowBlockLinear(Linear):
 
 @dataclass
 class KernelLinear(Linear):
-    """Float32 weights on the own kernels for one row (decode); many rows (prefill) go to BLAS.
+    """Float32 weights on the own kernels for up to `most_rows` rows (decode, verify passes); more rows (prefill) go
+    to BLAS.
 
     On the kernels an RMSNorm before the product is one more pass over x inside the same call (its
     weight folded into the matrix, or applied to x there), and a gated MLP's silu(gate) * up is taken
@@ -194,9 +199,12 @@ class KernelLinear(Linear):
     """
 
     kernels: object = field(default=None, metadata={"derived": True})  # torch.ops.tokenstep
+    # The most rows of x a product takes on the kernels (csrc/f32.h: up to 16, each weight row read once for all of
+    # them, as a verify pass of a few drafts needs); more go to BLAS. 1: one row only (before issue 38).
+    most_rows: ClassVar[int] = SMALL_M_ROWS
 
     def on_kernels(self, x: torch.Tensor) -> bool:
-        return x.shape[0] == 1
+        return x.shape[0] <= self.most_rows
 
     def __call__(self, x: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
         return self._kernel(x, alpha) if self.on_kernels(x) else super().__call__(x, alpha)

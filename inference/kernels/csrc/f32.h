@@ -1,5 +1,6 @@
-// Float32 one-row products: y = alpha * (W x) [* 1 / rms(x)] + bias + residual, W float32 (gemv_f32), the rows
-// read in the kernel shape in force; where x sits for them (set_x_offset); dot_f32, which attention and the
+// Float32 products of one row: y = alpha * (W x) [* 1 / rms(x)] + bias + residual, W float32 (gemv_f32), the rows
+// read in the kernel shape in force; of 2 to 16 rows of x (small M: a verify pass), each weight row read once for
+// all of them (gemv_f32_many); where x sits for them (set_x_offset); dot_f32, which attention and the
 // head's rescoring use too.
 
 #pragma once
@@ -131,16 +132,80 @@ inline void dot4_f32(const float* w, const float* x, int64_t K, float* out) {
   }
 }
 
+// The small-M products: B rows of x (xstride floats apart) times one weight row, the row's vectors loaded once
+// for all B. Each product is formed exactly as dot_f32 forms it (four accumulators over kStep, the same order,
+// the same tail), so a row of x gets the same bits in a pass of M rows as alone. B accumulators x 4 live at
+// once: 16 of AVX-512's 32 registers at B = 4, 8 of AVX2's 16 at B = 2 (kXBlock).
+template <int64_t B, int64_t P>
+inline void dot_block_f32(const float* w, const float* x, int64_t K, int64_t xstride, float* out, int64_t ostride) {
+  Vec a[B][4];
+  for (int64_t b = 0; b < B; ++b) a[b][0] = a[b][1] = a[b][2] = a[b][3] = vzero();
+  int64_t k = 0;
+  for (; k + kStep <= K; k += kStep) {
+    prefetch_ahead<P>(w + k, kStep * sizeof(float));
+    const Vec w0 = vload(w + k), w1 = vload(w + k + kLanes), w2 = vload(w + k + 2 * kLanes),
+              w3 = vload(w + k + 3 * kLanes);
+    for (int64_t b = 0; b < B; ++b) {
+      const float* v = x + b * xstride + k;
+      a[b][0] = vfma(w0, vload(v), a[b][0]);
+      a[b][1] = vfma(w1, vload(v + kLanes), a[b][1]);
+      a[b][2] = vfma(w2, vload(v + 2 * kLanes), a[b][2]);
+      a[b][3] = vfma(w3, vload(v + 3 * kLanes), a[b][3]);
+    }
+  }
+  for (; k + kLanes <= K; k += kLanes) {
+    const Vec w0 = vload(w + k);
+    for (int64_t b = 0; b < B; ++b) a[b][0] = vfma(w0, vload(x + b * xstride + k), a[b][0]);
+  }
+  for (int64_t b = 0; b < B; ++b) {
+    float sum = vsum(vadd(vadd(a[b][0], a[b][1]), vadd(a[b][2], a[b][3])));
+    for (int64_t tail = k; tail < K; ++tail) sum += w[tail] * x[b * xstride + tail];
+    out[b * ostride] = sum;
+  }
+}
+
+constexpr int64_t kXBlock = kLanes == 16 ? 4 : 2;  // rows of x per pass over a weight row (see dot_block_f32)
+constexpr int64_t kMostRows = 16;                  // the most rows of x a small-M product takes
+
+// One weight row times T rows of x (K apart): products into out[0], out[ostride], ... The row stays in L1
+// while the blocks of x go over it: the weights are read from memory once for all T.
+template <int64_t P>
+inline void dot_many_f32(const float* w, const float* x, int64_t K, int64_t T, float* out, int64_t ostride) {
+  int64_t t = 0;  // the first block prefetches the row ahead, the others find it in L1
+  if (T >= kXBlock) dot_block_f32<kXBlock, P>(w, x, K, K, out, ostride), t = kXBlock;
+  for (; t + kXBlock <= T; t += kXBlock) dot_block_f32<kXBlock, 0>(w, x + t * K, K, K, out + t * ostride, ostride);
+  if (t == 0) dot_block_f32<1, P>(w, x, K, K, out, ostride), t = 1;
+  for (; t < T; ++t) dot_block_f32<1, 0>(w, x + t * K, K, K, out + t * ostride, ostride);
+}
+
+// y = alpha_t * (W x_t) + bias + residual_t for T rows of x (2 <= T <= kMostRows): rows of W split over the
+// threads as the one-row products split them, each read once and applied to every x_t.
+at::Tensor gemv_f32_many(const float* wp, int64_t N, int64_t K, const at::Tensor& x, const std::vector<float>& alphas,
+                         const float* h, const std::optional<at::Tensor>& bias,
+                         const std::optional<at::Tensor>& residual) {
+  const int64_t T = x.size(0);
+  std::vector<float> x_copy;
+  const float* xp = staggered(h, T * K, x_copy);  // each row at the same offset where K * 4 is a multiple of 64
+  return rows(N, x, alphas, bias, residual, [=](int64_t r, auto&& put) {
+    float products[kMostRows];
+    dot_many_f32<kPrefetchBytes>(wp + r * K, xp, K, T, products, 1);
+    for (int64_t t = 0; t < T; ++t) put(t, products[t]);
+  });
+}
+
 at::Tensor gemv_f32(const at::Tensor& w, const at::Tensor& x, double alpha, const std::optional<at::Tensor>& bias,
                     const std::optional<at::Tensor>& residual, double rms_eps, bool glu,
                     const std::optional<at::Tensor>& norm_weight) {
   check(w, x, bias, residual);
-  TORCH_CHECK(w.scalar_type() == at::kFloat && x.size(0) == 1, "weight: float32; x: one row");
-  TORCH_CHECK(!glu || !residual.has_value(), "glu: no residual");
+  const int64_t T = x.size(0);
+  TORCH_CHECK(w.scalar_type() == at::kFloat && T >= 1 && T <= kMostRows, "weight: float32; x: 1 to ", kMostRows,
+              " rows");
+  TORCH_CHECK(!glu || (T == 1 && !residual.has_value()), "glu: one row of x, no residual");
   const float* wp = w.data_ptr<float>();
   const int64_t K = w.size(1);
-  const std::vector<float> alphas = row_alphas(x.data_ptr<float>(), 1, K, alpha, rms_eps);
+  const std::vector<float> alphas = row_alphas(x.data_ptr<float>(), T, K, alpha, rms_eps);
   const at::Tensor h = weighted(x, norm_weight);
+  if (T > 1) return gemv_f32_many(wp, w.size(0), K, x, alphas, h.data_ptr<float>(), bias, residual);
   std::vector<float> x_copy;
   const float* xp = staggered(h.data_ptr<float>(), K, x_copy);
   const FillF32 in_shape = f32_in_shape();
