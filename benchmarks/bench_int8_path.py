@@ -112,14 +112,14 @@ class LlamaCpp:
     def _start(self, threads: int) -> None:
         import subprocess
 
-        import llama_server
+        import local_server
 
         s = self.server
         command = [str(s.binary), "-m", str(s.model), "--host", "127.0.0.1", "--port", str(s.port), "-t",
                    str(threads), "-tb", str(threads), "-np", "1", "-c", "1024", "--no-webui"]
         log = open(s.log_path, "ab")
         s.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     preexec_fn=llama_server._die_with_parent)
+                                     preexec_fn=local_server.die_with_parent)
         for _ in range(600):
             try:
                 if s.post("/completion", {"prompt": "a", "n_predict": 1}).get("content") is not None:

