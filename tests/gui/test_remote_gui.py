@@ -13,18 +13,24 @@ def tokenizer_dir(tmp_path):
     return tokenizer_folder(tmp_path / "tokenizer")
 
 
-def test_the_app_steps_a_server_shows_the_tail_and_survives_its_death(qtbot, tokenizer_dir, tmp_path):
+def window_on(qtbot, fake, tokenizer_dir, tmp_path):
+    """A window on the fake server `fake`, its tokenizer read from `tokenizer_dir`, shown (closed by the test)."""
     from PySide6.QtCore import QSettings
 
     from gui.main_window import MainWindow
     from gui.theme import Appearance
 
-    fake = Fake(llama_cpp_routes(tokenizer_dir))
-    port, errors = fake.port, []
     win = MainWindow(settings=QSettings(str(tmp_path / "t.ini"), QSettings.IniFormat), appearance=Appearance(),
                      model=f"{fake.url}#tokenizer={tokenizer_dir}")
     qtbot.addWidget(win)
     win.show()
+    return win
+
+
+def test_the_app_steps_a_server_shows_the_tail_and_survives_its_death(qtbot, tokenizer_dir, tmp_path):
+    fake = Fake(llama_cpp_routes(tokenizer_dir))
+    port, errors = fake.port, []
+    win = window_on(qtbot, fake, tokenizer_dir, tmp_path)
     c = win.controller
     c.error.connect(lambda message, details, expected: errors.append((message, expected)))
     idle = lambda: not c.busy and not c.running  # noqa: E731
@@ -141,17 +147,10 @@ def test_a_top_p_into_a_capped_servers_tail_is_shown_cut_with_bounds(qtbot, toke
     """vLLM lists at most its --max-logprobs (20 here): at T 1.3 and top-p 0.95 the nucleus reaches past them.
     The Candidates view says so (the header, a `server cap` stage, the tail bar's words), each bar's tooltip gives
     its p after T within bounds, and Explain says what was cut and why."""
-    from PySide6.QtCore import QSettings
-
     from fake_servers import vllm_routes
-    from gui.main_window import MainWindow
-    from gui.theme import Appearance
 
     fake = Fake(vllm_routes(tokenizer_dir, cap=20))
-    win = MainWindow(settings=QSettings(str(tmp_path / "t.ini"), QSettings.IniFormat), appearance=Appearance(),
-                     model=f"{fake.url}#tokenizer={tokenizer_dir}")
-    qtbot.addWidget(win)
-    win.show()
+    win = window_on(qtbot, fake, tokenizer_dir, tmp_path)
     c = win.controller
     idle = lambda: not c.busy and not c.running  # noqa: E731
     try:
@@ -202,11 +201,6 @@ def test_a_top_p_into_a_capped_servers_tail_is_shown_cut_with_bounds(qtbot, toke
 def test_a_server_that_took_nothing_from_its_cache_is_the_cache_off_lesson(qtbot, tokenizer_dir, tmp_path):
     """A server that re-reads the whole context every step (cache_n 0: contexts below one cache block, or prefix
     caching off): the KV view and Explain say so, in the server's words, not as this process's cache switch."""
-    from PySide6.QtCore import QSettings
-
-    from gui.main_window import MainWindow
-    from gui.theme import Appearance
-
     routes = llama_cpp_routes(tokenizer_dir)
     completion = routes[("POST", "/completion")]
 
@@ -217,10 +211,7 @@ def test_a_server_that_took_nothing_from_its_cache_is_the_cache_off_lesson(qtbot
 
     routes[("POST", "/completion")] = uncached
     fake = Fake(routes)
-    win = MainWindow(settings=QSettings(str(tmp_path / "t.ini"), QSettings.IniFormat), appearance=Appearance(),
-                     model=f"{fake.url}#tokenizer={tokenizer_dir}")
-    qtbot.addWidget(win)
-    win.show()
+    win = window_on(qtbot, fake, tokenizer_dir, tmp_path)
     c = win.controller
     idle = lambda: not c.busy and not c.running  # noqa: E731
     try:
