@@ -317,10 +317,9 @@ class CandidatesView(View):
 
     def _stage_names(self, names: list[str]) -> list[str]:
         """The stages' names under their bars, or their symbols where a name would run into its neighbour's."""
-        axis = self.waterfall.getAxis("bottom")
-        metrics = QFontMetricsF(axis.style.get("tickFont") or axis.font())
         room = self.waterfall.getPlotItem().getViewBox().width() / max(len(names), 1)
-        if max(metrics.horizontalAdvance(name) for name in names) + 6 <= room:
+        # the axes' tick font is the plot labels' (style_plot: appearance.font(0.85)), measured once in restyle
+        if max(self._label_metrics.horizontalAdvance(name) for name in names) + 6 <= room:
             return names
         return [SHORT_STAGE_TITLES[name] for name in names]
 
