@@ -129,6 +129,12 @@ class SteadyLabel(QLabel):
         height = metrics.height() + 2 * self.margin()
         self.setFixedSize(width + margins.left() + margins.right(), height + margins.top() + margins.bottom())
 
+    def set_widest(self, widest: tuple[str, ...]) -> None:
+        """Other longest texts (the same ones in another language): the label takes their size."""
+        self.widest = widest
+        self._fit()
+        self._show()
+
     def full_text(self) -> str:
         return self._full
 
