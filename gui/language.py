@@ -62,6 +62,7 @@ def set_language(code: str) -> str:
             app.installTranslator(translator)
             _installed.append(translator)
     _current = code
+    i18n.set_language(code)
     return code
 
 

@@ -17,7 +17,17 @@ from typing import Callable
 
 Hook = Callable[[str, str, "str | None"], str]
 _hook: Hook | None = None
+_language = "en"  # the app's language (gui/language.py sets it): widgets size their lines for its script
 ENGLISH_PLURAL = re.compile(r"\((e?s)\)")
+
+
+def set_language(code: str) -> None:
+    global _language
+    _language = code
+
+
+def language() -> str:
+    return _language
 
 
 def install(hook: Hook | None) -> None:

@@ -14,6 +14,7 @@ from inference.settings import GenerationSettings, SamplerSettings
 from gui.state.i18n import translate
 from gui.state.intents import Intents
 from gui.widgets import no_wheel
+from gui.widgets.wrap_label import line_spacing
 
 DEFAULT_PROMPT = "The capital of France is"
 
@@ -130,17 +131,12 @@ class Controls(QWidget):
         self.top_p.set_words(translate("Controls", "Keep the smallest set of top tokens whose mass reaches p "
                                        "(1 = off)"))
         self.min_p.set_words(translate("Controls", "Drop tokens below min_p × the top probability (0 = off)"), off)
-        labels = {self.temperature: translate("Controls", "Temperature"), self.top_k: "Top-k", self.top_p: "Top-p",
-                  self.min_p: "Min-p", self.seed_row: translate("Controls", "Seed"),
-                  self.max_new: translate("Controls", "Max new tokens"),
-                  self.stops: translate("Controls", "Stop strings"),
-                  self.speculate: translate("Controls", "Speculate"),
-                  self.context_row: translate("Controls", "Context limit")}
-        for form in (self.sampling_box.layout(), self.seed_box.layout()):
-            for field, text in labels.items():
-                label = form.labelForField(field)
-                if label is not None:
-                    label.setText(text)
+        words = {"temperature": translate("Controls", "Temperature"), "top_k": "Top-k", "top_p": "Top-p",
+                 "min_p": "Min-p", "seed": translate("Controls", "Seed"),
+                 "max_new": translate("Controls", "Max new tokens"), "stops": translate("Controls", "Stop strings"),
+                 "speculate": translate("Controls", "Speculate"), "context_limit": translate("Controls", "Context limit")}
+        for key, text in words.items():
+            self.form_labels[key].setText(text)
         self.seed_box.setTitle(translate("Controls", "Seed and limits"))
         self.seed.setToolTip(translate("Controls", "Seed of the random generator used by the draw; takes effect at "
                                        "the next Reset or Prefill: the same seed and settings give the same tokens"))
@@ -245,8 +241,10 @@ class Controls(QWidget):
         self.top_p = SliderSpin(0.01, 1.0, 0.01, 2)
         self.min_p = SliderSpin(0.0, 1.0, 0.01, 2)
         form.addRow(self.greedy)
-        for field in (self.temperature, self.top_k, self.top_p, self.min_p):
-            form.addRow("", field)  # worded by retranslate()
+        self.form_labels = {}  # the forms' labels, worded by retranslate()
+        for key in ("temperature", "top_k", "top_p", "min_p"):
+            self.form_labels[key] = QLabel()
+            form.addRow(self.form_labels[key], getattr(self, key))
         return box
 
     def _seed_box(self) -> QGroupBox:
@@ -257,25 +255,24 @@ class Controls(QWidget):
         self.dice = dice = QPushButton("⚄")
         dice.clicked.connect(self.roll_seed)
         dice.setFixedWidth(40)
-        self.seed_row = seed_row = QWidget()  # a widget, so that its form label can be found to word it
-        seed_layout = QHBoxLayout(seed_row)
-        seed_layout.setContentsMargins(0, 0, 0, 0)
-        seed_layout.addWidget(self.seed, 1)
-        seed_layout.addWidget(dice)
+        seed_row = QHBoxLayout()
+        seed_row.addWidget(self.seed, 1)
+        seed_row.addWidget(dice)
         self.max_new = QSpinBox()
         self.max_new.setRange(1, 100_000)
         self.max_new.setValue(64)
         self.stops = QLineEdit()
         self.seed_state = _note()
-        form.addRow("", seed_row)  # the labels are worded by retranslate()
-        form.addRow(self.seed_state)
-        form.addRow("", self.max_new)
-        form.addRow("", self.stops)
-        form.addRow("", self._speculate_box())
-        form.addRow("", self._context_limit_row())
+        fields = {"seed": seed_row, "max_new": self.max_new, "stops": self.stops, "speculate": self._speculate_box(),
+                  "context_limit": self._context_limit_row()}
+        for key, field in fields.items():  # the labels are worded by retranslate()
+            self.form_labels[key] = QLabel()
+            form.addRow(self.form_labels[key], field)
+            if key == "seed":
+                form.addRow(self.seed_state)
         return box
 
-    def _context_limit_row(self) -> QWidget:
+    def _context_limit_row(self) -> QHBoxLayout:
         """A context window smaller than the model's, on purpose, and what a full one does."""
         self.context_limit = QSpinBox()
         self.context_limit.setRange(0, 1_000_000)
@@ -283,11 +280,9 @@ class Controls(QWidget):
         self.when_full = QComboBox()
         self.when_full.addItem("stop", "stop")
         self.when_full.addItem("drop oldest", "drop-oldest")
-        self.context_row = row = QWidget()
-        layout = QHBoxLayout(row)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.context_limit, 1)
-        layout.addWidget(self.when_full, 1)
+        row = QHBoxLayout()
+        row.addWidget(self.context_limit, 1)
+        row.addWidget(self.when_full, 1)
         return row
 
     def _speculate_box(self) -> QSpinBox:
@@ -385,7 +380,12 @@ class HintLabel(QLabel):
 
     def _height(self) -> int:
         margins = self.contentsMargins()
-        return self.LINES * self.fontMetrics().lineSpacing() + margins.top() + margins.bottom() + 2 * self.margin()
+        return self.LINES * line_spacing(self) + margins.top() + margins.bottom() + 2 * self.margin()
+
+    def changeEvent(self, event) -> None:
+        if event.type() == QEvent.LanguageChange:
+            self.updateGeometry()  # Chinese lines are taller
+        super().changeEvent(event)
 
     def hasHeightForWidth(self) -> bool:
         return False

@@ -310,3 +310,28 @@ def test_an_open_dialog_follows_the_language(in_english):
                 picker.model.headerData(0, Qt.Horizontal)) == english
     finally:
         picker.reject()
+
+
+def test_chinese_lines_are_given_their_height_and_wrap_without_spaces(qapp, qtbot):
+    """Chinese glyphs come from a fallback font with taller lines: a caption keeping room for 2 lines of the
+    Latin font cut its second Chinese line; and a Chinese sentence has no spaces to wrap at."""
+    from gui.widgets.wrap_label import CaptionLabel, line_spacing
+
+    caption = CaptionLabel(lines=2)
+    qtbot.addWidget(caption)
+    latin = caption.fontMetrics().lineSpacing()
+    assert line_spacing(caption) == latin
+    language.set_language("zh_CN")
+    try:
+        assert line_spacing(caption) > latin  # 18 against 14 px at 9 pt with Noto Sans CJK
+        assert caption.sizeHint().height() == 2 * line_spacing(caption)
+        text = "保留了 50 个 Token；u = 0.9949 落在·Europe的区段（按Logit排名第48）。这个句子在中文里没有可以断开的空格"
+        caption.setText(text)
+        metrics = caption.fontMetrics()
+        narrow = metrics.horizontalAdvance(text) // 3
+        lines = caption.shown_lines(narrow)
+        assert len(lines) == 2 and lines[-1].endswith("…") and len(lines[0]) > 5
+        assert all(metrics.horizontalAdvance(line) <= narrow for line in lines)
+        assert caption.shown_lines(metrics.horizontalAdvance(text) + 10) == [text]
+    finally:
+        language.set_language("en")
