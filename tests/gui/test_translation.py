@@ -256,6 +256,7 @@ def test_switching_language_live_words_the_whole_window_again(in_english):
         return {"menu": win.menus["file"].title(), "view menu": win.menus["view"].title(),
                 "dock": win.docks["candidates"].windowTitle(), "step": win.actions["step"].text(),
                 "controls": win.controls.sampling_box.title(), "prompt state": win.controls.prompt_state.text(),
+                "controls label": win.controls.form_labels["temperature"].text(),
                 "header": win.views["candidates"].header.text(), "legend": win.views["candidates"].legend.text(),
                 "kv": win.views["kv"].formula.text(), "stop": win.views["stop"].status.text(),
                 "timing": win.views["timing"].summary.text(), "explain": explain._html,
