@@ -14,7 +14,19 @@ from inference.settings import PREFILL_CHUNK
 from gui.link.controller import Controller
 from gui.state.speculation import counters
 from gui.state.format import fmt_bytes, fmt_params, stop_reason
-from gui.state.i18n import translate
+from gui.state.i18n import QT_TRANSLATE_NOOP, translate
+
+# The engine's usual decode paths (ModelInfo.decode_path, as decode_summary shortens it), worded here; another
+# (a server's) is shown as the engine wrote it.
+DECODE_WORDS = {
+    "fused kernels": QT_TRANSLATE_NOOP("StatusBar", "fused kernels"),
+    "kernels per product": QT_TRANSLATE_NOOP("StatusBar", "kernels per product"),
+    STOCK_DECODE: QT_TRANSLATE_NOOP("StatusBar", "stock PyTorch ops"),
+    f"{STOCK_DECODE} (compiling the decode kernels in the background…)":
+        QT_TRANSLATE_NOOP("StatusBar", "stock PyTorch ops (compiling the decode kernels in the background…)"),
+    f"{STOCK_DECODE}: the kernels did not build":
+        QT_TRANSLATE_NOOP("StatusBar", "stock PyTorch ops: the kernels did not build"),
+}
 
 
 def decode_summary(decode_path: str) -> str:
@@ -99,7 +111,9 @@ class StatusBar(QStatusBar):
         # the fused layer cannot compute, e.g. Qwen3's q/k norm), or stock ops. The kernels' shape ("4 rows/pass
         # far apart, no prefetch") and a failed build's compiler error are in the tooltip: on the line they pushed
         # the fingerprint off a 1600 px window.
-        decode = (" · " + translate("StatusBar", "decode: {path}").format(path=html.escape(decode_summary(info.decode_path)))
+        summary = decode_summary(info.decode_path)
+        summary = translate("StatusBar", DECODE_WORDS[summary]) if summary in DECODE_WORDS else summary
+        decode = (" · " + translate("StatusBar", "decode: {path}").format(path=html.escape(summary))
                   if info.decode_path else "")
         weights = translate("StatusBar", "weights on the server") if info.dtype == "remote" else \
             translate("StatusBar", "weights {size}").format(size=fmt_bytes(info.weights_bytes))
