@@ -1,4 +1,5 @@
-<?xml version='1.0' encoding='utf-8'?>
+<?xml version="1.0" encoding="utf-8"?>
+<!DOCTYPE TS>
 <TS version="2.1" language="zh_CN" sourcelanguage="en">
 <context>
     <name>Actions</name>
@@ -226,11 +227,11 @@
         <translation>重新显示整个矩阵（滚轮缩放，拖动平移）</translation>
     </message>
     <message>
-        <source>Prefill a prompt (Ctrl+P): this view then shows the prompt's attention, every query position against every key, for the layer and head chosen above.</source>
+        <source>Prefill a prompt (Ctrl+P): this view then shows the prompt&apos;s attention, every query position against every key, for the layer and head chosen above.</source>
         <translation>预填充一段提示（Ctrl+P）：这个视图会显示提示的注意力，即上面所选层和头中每个 Query 位置对每个 Key 的权重。</translation>
     </message>
     <message>
-        <source>Computing this pass's attention: it ran while this view was closed, so it was not recorded. The engine re-reads its positions once on a scratch cache (nothing else changes).</source>
+        <source>Computing this pass&apos;s attention: it ran while this view was closed, so it was not recorded. The engine re-reads its positions once on a scratch cache (nothing else changes).</source>
         <translation>正在计算这次前向传播的注意力：它运行时这个视图是关着的，所以没有记录。引擎会在一个临时缓存上把这些位置重新读一遍（其他一切不变）。</translation>
     </message>
     <message>
@@ -238,7 +239,7 @@
         <translation>这次前向传播运行时这个视图是关着的，所以没有记录注意力。等引擎空闲时会重新计算；从现在起的每一步都会在运行时记录。</translation>
     </message>
     <message>
-        <source> Showing the first {P} of the {n} prompt positions: the prefill's triangles of every layer and head are kept as float16 up to {size}.</source>
+        <source> Showing the first {P} of the {n} prompt positions: the prefill&apos;s triangles of every layer and head are kept as float16 up to {size}.</source>
         <translation> 只显示 {n} 个提示位置中的前 {P} 个：预填充在每一层、每个头的三角矩阵以 float16 保存，最多 {size}。</translation>
     </message>
     <message>
@@ -357,14 +358,14 @@
         <translation>选过的每个 Token 都以树的形式显示在这里：回到某一步（用历史滑块或点击“上下文”中的 Token），选择另一个候选，就开出一条新分支。</translation>
     </message>
     <message>
-        <source>&lt;span style='color:{muted}'&gt;&lt;span style='color:{accent}'&gt;●&lt;/span&gt; branches part · on each edge &lt;b&gt;p final&lt;/b&gt; (greedy or &lt;span style='color:{warning}'&gt;{flag} forced&lt;/span&gt;: &lt;b&gt;p raw&lt;/b&gt;) · click a token to go there&lt;/span&gt;</source>
-        <translation>&lt;span style='color:{muted}'&gt;&lt;span style='color:{accent}'&gt;●&lt;/span&gt; 分支分叉处 · 每条连线上是&lt;b&gt;最终 p&lt;/b&gt;（贪心或&lt;span style='color:{warning}'&gt;{flag} 强制&lt;/span&gt;时为&lt;b&gt;原始 p&lt;/b&gt;）· 点击 Token 即可跳到那里&lt;/span&gt;</translation>
+        <source>&lt;span style=&apos;color:{muted}&apos;&gt;&lt;span style=&apos;color:{accent}&apos;&gt;●&lt;/span&gt; branches part · on each edge &lt;b&gt;p final&lt;/b&gt; (greedy or &lt;span style=&apos;color:{warning}&apos;&gt;{flag} forced&lt;/span&gt;: &lt;b&gt;p raw&lt;/b&gt;) · click a token to go there&lt;/span&gt;</source>
+        <translation>&lt;span style=&apos;color:{muted}&apos;&gt;&lt;span style=&apos;color:{accent}&apos;&gt;●&lt;/span&gt; 分支分叉处 · 每条连线上是&lt;b&gt;最终 p&lt;/b&gt;（贪心或&lt;span style=&apos;color:{warning}&apos;&gt;{flag} 强制&lt;/span&gt;时为&lt;b&gt;原始 p&lt;/b&gt;）· 点击 Token 即可跳到那里&lt;/span&gt;</translation>
     </message>
     <message>
-        <source>Each row is a branch; its tokens stand left → right by step, so a step's tokens share a column.
+        <source>Each row is a branch; its tokens stand left → right by step, so a step&apos;s tokens share a column.
 A branch that parts from another starts with a connector from its parent; ● marks that node.
 On each edge: p final, the probability in the distribution the draw used. A forced token ({flag}, dashed) or a greedy one
-was not drawn, so its edge shows p raw, the model's own probability.
+was not drawn, so its edge shows p raw, the model&apos;s own probability.
 The current path is highlighted, the current token outlined, the step shown filled.
 Click a token: its branch becomes current and its step is shown (a branch whose cache was dropped is re-read in one pass).</source>
         <translation>每行是一个分支；它的 Token 按步数从左到右排列，所以同一步的 Token 在同一列。
@@ -414,7 +415,7 @@ Click a token: its branch becomes current and its step is shown (a branch whose 
         <translation>截断</translation>
     </message>
     <message>
-        <source>raw: the model's softmax · T (temp.): logits ÷ temperature · k, p, min: top-k, top-p, min-p cut the tail · cap (server cap): the part of a server's unlisted tokens the sampler would keep, cut because the draw is among the listed ones · Σ=1 (renorm.): what is kept, renormalised</source>
+        <source>raw: the model&apos;s softmax · T (temp.): logits ÷ temperature · k, p, min: top-k, top-p, min-p cut the tail · cap (server cap): the part of a server&apos;s unlisted tokens the sampler would keep, cut because the draw is among the listed ones · Σ=1 (renorm.): what is kept, renormalised</source>
         <translation>原始：模型的 softmax · T（温度）：Logits ÷ 温度 · k、p、min：top-k、top-p、min-p 截掉尾部 · 截断（服务器截断）：服务器未列出的 Token 中采样器本会保留的部分，因为只在列出的 Token 中抽取而被截掉 · Σ=1（归一化）：保留下来的部分，重新归一化</translation>
     </message>
     <message>
@@ -450,7 +451,7 @@ Click a token: its branch becomes current and its step is shown (a branch whose 
         <translation>，截掉 {percent}% 的概率质量</translation>
     </message>
     <message>
-        <source>No draw: you chose {token} (rank {rank} by logit). The distribution is still the model's.</source>
+        <source>No draw: you chose {token} (rank {rank} by logit). The distribution is still the model&apos;s.</source>
         <translation>没有抽取：你选择了 {token}（按 Logit 排名第 {rank}）。分布仍然是模型给出的。</translation>
     </message>
     <message>
@@ -511,7 +512,7 @@ Click a token: its branch becomes current and its step is shown (a branch whose 
         <translation>模型（Logits 的 softmax）：p = {p}</translation>
     </message>
     <message>
-        <source>after temperature {t}: p ≈ {p}, between {low} and {high} (the server did not send the other tokens' logits, which temperature reweighs too)</source>
+        <source>after temperature {t}: p ≈ {p}, between {low} and {high} (the server did not send the other tokens&apos; logits, which temperature reweighs too)</source>
         <translation>温度 {t} 之后：p ≈ {p}，介于 {low} 与 {high} 之间（服务器没有发送其他 Token 的 Logits，而温度也会重新调整它们的权重）</translation>
     </message>
     <message>
@@ -551,7 +552,7 @@ Click a token: its branch becomes current and its step is shown (a branch whose 
         <translation>点击条形或区段即可选择该 Token</translation>
     </message>
     <message>
-        <source>Bars, top to bottom in each row: the model's p (softmax of the logits), p after temperature, and the final p the draw used (truncated by top-k / top-p / min-p, renormalised; ✕: cut). The words beside a row read model → after T → final. Click a bar or a draw segment to take that token.</source>
+        <source>Bars, top to bottom in each row: the model&apos;s p (softmax of the logits), p after temperature, and the final p the draw used (truncated by top-k / top-p / min-p, renormalised; ✕: cut). The words beside a row read model → after T → final. Click a bar or a draw segment to take that token.</source>
         <translation>每行的条形从上到下：模型的 p（Logits 的 softmax）、温度之后的 p、抽取时用的最终 p（经 top-k / top-p / min-p 截断并重新归一化；✕：被截掉）。行旁的文字依次为 模型 → 温度后 → 最终。点击条形或抽取区段即可选择该 Token。</translation>
     </message>
     <message>
@@ -586,7 +587,7 @@ Click a token: its branch becomes current and its step is shown (a branch whose 
         <translation>在过去的某一步分叉，即可对比两个分支。</translation>
     </message>
     <message>
-        <source>Each step's entropy (of p raw, in nats) by step: A solid, B dashed; the dotted line is the step where they part</source>
+        <source>Each step&apos;s entropy (of p raw, in nats) by step: A solid, B dashed; the dotted line is the step where they part</source>
         <translation>每一步的熵（原始 p 的熵，单位奈特）：A 为实线，B 为虚线；点线是两者分叉的那一步</translation>
     </message>
     <message>
@@ -594,8 +595,8 @@ Click a token: its branch becomes current and its step is shown (a branch whose 
         <translation>熵（奈特）</translation>
     </message>
     <message>
-        <source>&lt;b style='color:{colour}'&gt;Branch {side}&lt;/b&gt;</source>
-        <translation>&lt;b style='color:{colour}'&gt;分支 {side}&lt;/b&gt;</translation>
+        <source>&lt;b style=&apos;color:{colour}&apos;&gt;Branch {side}&lt;/b&gt;</source>
+        <translation>&lt;b style=&apos;color:{colour}&apos;&gt;分支 {side}&lt;/b&gt;</translation>
     </message>
     <message>
         <source>current: the prompt only (0 steps)</source>
@@ -634,8 +635,8 @@ Click a token: its branch becomes current and its step is shown (a branch whose 
         <translation>强制</translation>
     </message>
     <message>
-        <source>&lt;b style='color:{colour}'&gt;{side}&lt;/b&gt; took &lt;b&gt;{token}&lt;/b&gt; (p raw {p}{flag})</source>
-        <translation>&lt;b style='color:{colour}'&gt;{side}&lt;/b&gt; 选了 &lt;b&gt;{token}&lt;/b&gt;（原始 p {p}{flag}）</translation>
+        <source>&lt;b style=&apos;color:{colour}&apos;&gt;{side}&lt;/b&gt; took &lt;b&gt;{token}&lt;/b&gt; (p raw {p}{flag})</source>
+        <translation>&lt;b style=&apos;color:{colour}&apos;&gt;{side}&lt;/b&gt; 选了 &lt;b&gt;{token}&lt;/b&gt;（原始 p {p}{flag}）</translation>
     </message>
     <message>
         <source>They part at &lt;b&gt;step {at}&lt;/b&gt; (after {shared} shared): {took}.</source>
@@ -669,7 +670,7 @@ Click a token: its branch becomes current and its step is shown (a branch whose 
         <translation>连接推理服务器</translation>
     </message>
     <message>
-        <source>left empty: the one the server's model path names here, shown first</source>
+        <source>left empty: the one the server&apos;s model path names here, shown first</source>
         <translation>留空：使用服务器模型路径在本机对应的分词器（会先显示出来）</translation>
     </message>
     <message>
@@ -677,7 +678,7 @@ Click a token: its branch becomes current and its step is shown (a branch whose 
         <translation>浏览…</translation>
     </message>
     <message>
-        <source>llama.cpp (llama-server), vLLM or SGLang. Each step is one request with the context as token ids; the server sends its top-N, the rest shows as one "other" bar. The logit lens and attention need the weights here: they are off while connected.</source>
+        <source>llama.cpp (llama-server), vLLM or SGLang. Each step is one request with the context as token ids; the server sends its top-N, the rest shows as one &quot;other&quot; bar. The logit lens and attention need the weights here: they are off while connected.</source>
         <translation>llama.cpp（llama-server）、vLLM 或 SGLang。每一步是一个请求，以 Token id 发送上下文；服务器返回它的前 N 个候选，其余部分显示为一个“其他”条形。Logit 透镜和注意力需要本机的权重：连接期间它们是关闭的。</translation>
     </message>
     <message>
@@ -705,7 +706,7 @@ Click a token: its branch becomes current and its step is shown (a branch whose 
         <translation>无法询问服务器（{error}）</translation>
     </message>
     <message>
-        <source>The served model's tokenizer</source>
+        <source>The served model&apos;s tokenizer</source>
         <translation>所服务模型的分词器</translation>
     </message>
     <message>
@@ -725,7 +726,7 @@ Click a token: its branch becomes current and its step is shown (a branch whose 
         <translation>{where}：将从本机的 {tokenizer} 读取它的分词器。点击“连接”读取，或指定另一个。</translation>
     </message>
     <message>
-        <source>{where}, which names no tokenizer on this machine: name the served model's tokenizer.</source>
+        <source>{where}, which names no tokenizer on this machine: name the served model&apos;s tokenizer.</source>
         <translation>{where}，它在本机没有对应的分词器：请指定所服务模型的分词器。</translation>
     </message>
 </context>
@@ -744,7 +745,7 @@ Click a token: its branch becomes current and its step is shown (a branch whose 
         <translation>纯文本</translation>
     </message>
     <message>
-        <source>Show the context as plain text (the chat template's special tokens dimmed) instead of token chips</source>
+        <source>Show the context as plain text (the chat template&apos;s special tokens dimmed) instead of token chips</source>
         <translation>把上下文显示为纯文本（对话模板的特殊 Token 变暗），而不是一个个 Token 块</translation>
     </message>
     <message>
@@ -760,7 +761,7 @@ Click a token: its branch becomes current and its step is shown (a branch whose 
         <translation>上下文窗口</translation>
     </message>
     <message>
-        <source>the context limit (the model's: {window})</source>
+        <source>the context limit (the model&apos;s: {window})</source>
         <translation>上下文上限（模型自身的为 {window}）</translation>
     </message>
     <message>
@@ -776,7 +777,7 @@ Click a token: its branch becomes current and its step is shown (a branch whose 
         <translation>然后在草稿被拒绝的位置抽取了自己的 Token</translation>
     </message>
     <message>
-        <source>then drew one more token from the pass's last position</source>
+        <source>then drew one more token from the pass&apos;s last position</source>
         <translation>然后从这次前向的最后位置再抽取了一个 Token</translation>
     </message>
     <message>
@@ -871,7 +872,7 @@ Click a token: its branch becomes current and its step is shown (a branch whose 
         <translation>对话模式（对话模板）</translation>
     </message>
     <message>
-        <source>Wrap the prompt as a user message with the model's chat template; the context then shows its special tokens</source>
+        <source>Wrap the prompt as a user message with the model&apos;s chat template; the context then shows its special tokens</source>
         <translation>用模型的对话模板把提示包装成一条用户消息；上下文中会显示模板的特殊 Token</translation>
     </message>
     <message>
@@ -968,12 +969,12 @@ Click a token: its branch becomes current and its step is shown (a branch whose 
         <translation>生成的文本包含其中任一字符串时停止；匹配到的字符串本身不计入回答</translation>
     </message>
     <message>
-        <source>model's</source>
-        <comment>the model's own context window</comment>
+        <source>model&apos;s</source>
+        <comment>the model&apos;s own context window</comment>
         <translation>模型自身</translation>
     </message>
     <message>
-        <source>Run in a context window of this many tokens (prompt + generated), e.g. 64, to see what happens when it is full; 0 = the model's own window. Applies to the next Prefill and to the next steps</source>
+        <source>Run in a context window of this many tokens (prompt + generated), e.g. 64, to see what happens when it is full; 0 = the model&apos;s own window. Applies to the next Prefill and to the next steps</source>
         <translation>在这么多个 Token（提示 + 已生成）的上下文窗口里运行，例如 64，以观察窗口满了会怎样；0 = 模型自身的窗口。对下次预填充和之后的步骤生效</translation>
     </message>
     <message>
@@ -991,7 +992,7 @@ Click a token: its branch becomes current and its step is shown (a branch whose 
     </message>
     <message>
         <source>Speculative decoding by prompt lookup: the last 3 (else 2, else 1) tokens of the context are searched for earlier in the context, and up to N tokens that followed them there are the draft.
-ONE forward pass then reads the whole draft, as a prefill reads a prompt, and each step draws from its own position's distribution with its usual random number: a draft token is kept while the draw picks it.
+ONE forward pass then reads the whole draft, as a prefill reads a prompt, and each step draws from its own position&apos;s distribution with its usual random number: a draft token is kept while the draw picks it.
 So the tokens are exactly those without speculation, in fewer forward passes when the text repeats itself (0 = off)</source>
         <translation>基于提示查找的推测解码：在上下文的前面部分查找最后 3 个（否则 2 个、1 个）Token，它们后面跟着的最多 N 个 Token 就是草稿。
 然后用一次前向传播读完整个草稿，就像预填充读取提示一样；每一步仍用它通常的随机数，从自己位置的分布中抽取：抽到草稿 Token 时就保留它。
@@ -1132,40 +1133,40 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>&lt;h3&gt;正在加载模型…&lt;/h3&gt;&lt;p&gt;TokenStep 在本机运行一个真实的语言模型，展示它如何写出回答：先一次读完整段提示（&lt;b&gt;Prefill，预填充&lt;/b&gt;），然后&lt;b&gt;每一步只写一个 Token&lt;/b&gt;（Decode，解码），每一步都从重新计算出的概率分布中选择。&lt;/p&gt;</translation>
     </message>
     <message>
-        <source>&lt;h3&gt;{model} is ready&lt;/h3&gt;&lt;p&gt;Three numbers that are easy to mix up:&lt;/p&gt;&lt;ul&gt;&lt;li&gt;&lt;b&gt;{params} parameters&lt;/b&gt; — the model's fixed weights ({weights}). Generating text only reads them; nothing is trained.&lt;/li&gt;&lt;li&gt;&lt;b&gt;Context window {window} tokens&lt;/b&gt; — how many tokens one request may hold: prompt, history and generated text together.&lt;/li&gt;&lt;li&gt;&lt;b&gt;KV cache&lt;/b&gt; — this request's notes about every token read so far: {per_token} per token, growing with each step.&lt;/li&gt;&lt;/ul&gt;&lt;p&gt;Write a prompt and press &lt;b&gt;Prefill&lt;/b&gt; (Ctrl+P).&lt;/p&gt;</source>
+        <source>&lt;h3&gt;{model} is ready&lt;/h3&gt;&lt;p&gt;Three numbers that are easy to mix up:&lt;/p&gt;&lt;ul&gt;&lt;li&gt;&lt;b&gt;{params} parameters&lt;/b&gt; — the model&apos;s fixed weights ({weights}). Generating text only reads them; nothing is trained.&lt;/li&gt;&lt;li&gt;&lt;b&gt;Context window {window} tokens&lt;/b&gt; — how many tokens one request may hold: prompt, history and generated text together.&lt;/li&gt;&lt;li&gt;&lt;b&gt;KV cache&lt;/b&gt; — this request&apos;s notes about every token read so far: {per_token} per token, growing with each step.&lt;/li&gt;&lt;/ul&gt;&lt;p&gt;Write a prompt and press &lt;b&gt;Prefill&lt;/b&gt; (Ctrl+P).&lt;/p&gt;</source>
         <translation>&lt;h3&gt;{model} 已就绪&lt;/h3&gt;&lt;p&gt;三个容易混淆的数字：&lt;/p&gt;&lt;ul&gt;&lt;li&gt;&lt;b&gt;{params} 个参数&lt;/b&gt;——模型固定的权重（{weights}）。生成文本时只读取它们，不做任何训练。&lt;/li&gt;&lt;li&gt;&lt;b&gt;上下文窗口 {window} 个 Token&lt;/b&gt;——一次请求能容纳的 Token 数量，提示、历史和已生成的内容都算在内。&lt;/li&gt;&lt;li&gt;&lt;b&gt;KV 缓存（KV 缓存，键值缓存）&lt;/b&gt;——本次请求为已读过的每个 Token 记下的“笔记”：每个 Token {per_token}，每一步都在增长。&lt;/li&gt;&lt;/ul&gt;&lt;p&gt;写好提示后按 &lt;b&gt;预填充&lt;/b&gt;（Ctrl+P）。&lt;/p&gt;</translation>
     </message>
     <message>
         <source>&lt;h3&gt;Prefill: reading the prompt…&lt;/h3&gt;&lt;p&gt;The model reads every prompt token in &lt;b&gt;one parallel pass&lt;/b&gt; (a prompt longer than {chunk} tokens in several passes of {chunk}: the status bar counts them). Until it is done the views show nothing of the previous run.&lt;/p&gt;&lt;p&gt;When the pass ends, Candidates shows the distribution for the first new token, and the KV cache holds the keys and values of every prompt position.&lt;/p&gt;</source>
-        <translation>&lt;h3&gt;Prefill：正在读取提示…&lt;/h3&gt;&lt;p&gt;模型在&lt;b&gt;一次并行的前向传播&lt;/b&gt;中读取提示里的每个 Token（超过 {chunk} 个 Token 的提示分几遍读，每遍 {chunk} 个，状态栏会显示进度）。读完之前，各视图不再显示上一次运行的内容。&lt;/p&gt;&lt;p&gt;这一遍结束后，“候选”视图显示第一个新 Token 的分布，KV 缓存 里存有每个提示位置的 Key 和 Value。&lt;/p&gt;</translation>
+        <translation>&lt;h3&gt;Prefill：正在读取提示…&lt;/h3&gt;&lt;p&gt;模型在&lt;b&gt;一次并行的前向传播&lt;/b&gt;中读取提示里的每个 Token（超过 {chunk} 个 Token 的提示分几遍读，每遍 {chunk} 个，状态栏会显示进度）。读完之前，各视图不再显示上一次运行的内容。&lt;/p&gt;&lt;p&gt;这一遍结束后，“候选”视图显示第一个新 Token 的分布，KV 缓存里存有每个提示位置的 Key 和 Value。&lt;/p&gt;</translation>
     </message>
     <message>
         <source>&lt;h3&gt;Prefill: the prompt was read in one pass&lt;/h3&gt;&lt;p&gt;All {n_prompt} prompt tokens were known in advance, so the model processed them &lt;b&gt;in parallel&lt;/b&gt; ({ms} ms). A causal mask still applies: each position only sees the positions before it; the last one sees the whole prompt.&lt;/p&gt;&lt;p&gt;The pass left two things: the &lt;b&gt;logits of the last position&lt;/b&gt; — the candidates for the first new token, shown in Candidates — and the &lt;b&gt;keys and values of every position in every layer&lt;/b&gt;: {kv} in the KV cache.&lt;/p&gt;&lt;p&gt;Press &lt;b&gt;Step&lt;/b&gt; (Space) to choose the first token.&lt;/p&gt;</source>
-        <translation>&lt;h3&gt;Prefill：一次读完整段提示&lt;/h3&gt;&lt;p&gt;提示里的 {n_prompt} 个 Token 一开始就全部可见，所以模型可以&lt;b&gt;并行&lt;/b&gt;处理它们（{ms} 毫秒）。因果掩码依然存在：每个位置只能看到它前面的位置，最后一个位置能看到整段提示。&lt;/p&gt;&lt;p&gt;这一遍留下两样东西：&lt;b&gt;最后位置的 Logits&lt;/b&gt;——第一个新 Token 的候选，显示在“候选”视图中；以及&lt;b&gt;每一层、每个位置的 Key 和 Value&lt;/b&gt;：KV 缓存 里的 {kv}。&lt;/p&gt;&lt;p&gt;按 &lt;b&gt;单步&lt;/b&gt;（空格）选出第一个 Token。&lt;/p&gt;</translation>
+        <translation>&lt;h3&gt;Prefill：一次读完整段提示&lt;/h3&gt;&lt;p&gt;提示里的 {n_prompt} 个 Token 一开始就全部可见，所以模型可以&lt;b&gt;并行&lt;/b&gt;处理它们（{ms} 毫秒）。因果掩码依然存在：每个位置只能看到它前面的位置，最后一个位置能看到整段提示。&lt;/p&gt;&lt;p&gt;这一遍留下两样东西：&lt;b&gt;最后位置的 Logits&lt;/b&gt;——第一个新 Token 的候选，显示在“候选”视图中；以及&lt;b&gt;每一层、每个位置的 Key 和 Value&lt;/b&gt;：KV 缓存里的 {kv}。&lt;/p&gt;&lt;p&gt;按 &lt;b&gt;单步&lt;/b&gt;（空格）选出第一个 Token。&lt;/p&gt;</translation>
     </message>
     <message>
-        <source>&lt;h3&gt;Previewing step {index} with new settings&lt;/h3&gt;&lt;p&gt;The bars were recomputed from the &lt;b&gt;same logits&lt;/b&gt; — no forward pass ran. The order is fixed: logits ÷ &lt;b&gt;temperature&lt;/b&gt; T (T&amp;lt;1 sharpens, T&amp;gt;1 flattens) → softmax → &lt;b&gt;top-k&lt;/b&gt; (keep the K best) → &lt;b&gt;top-p&lt;/b&gt; (keep the smallest set reaching p) → &lt;b&gt;min-p&lt;/b&gt; → renormalise → draw.&lt;/p&gt;&lt;p&gt;Sampling changes &lt;i&gt;how a token is chosen&lt;/i&gt; from the model's distribution; it never changes the model. A low temperature does not make an answer more correct, and a high one gives the model no new knowledge.&lt;/p&gt;</source>
+        <source>&lt;h3&gt;Previewing step {index} with new settings&lt;/h3&gt;&lt;p&gt;The bars were recomputed from the &lt;b&gt;same logits&lt;/b&gt; — no forward pass ran. The order is fixed: logits ÷ &lt;b&gt;temperature&lt;/b&gt; T (T&amp;lt;1 sharpens, T&amp;gt;1 flattens) → softmax → &lt;b&gt;top-k&lt;/b&gt; (keep the K best) → &lt;b&gt;top-p&lt;/b&gt; (keep the smallest set reaching p) → &lt;b&gt;min-p&lt;/b&gt; → renormalise → draw.&lt;/p&gt;&lt;p&gt;Sampling changes &lt;i&gt;how a token is chosen&lt;/i&gt; from the model&apos;s distribution; it never changes the model. A low temperature does not make an answer more correct, and a high one gives the model no new knowledge.&lt;/p&gt;</source>
         <translation>&lt;h3&gt;用新设置预览第 {index} 步&lt;/h3&gt;&lt;p&gt;条形图由&lt;b&gt;同一组 Logits&lt;/b&gt; 重新计算，没有再运行前向传播。顺序是固定的：Logits ÷ &lt;b&gt;Temperature（温度）&lt;/b&gt;T（T&amp;lt;1 更集中，T&amp;gt;1 更平缓）→ softmax → &lt;b&gt;Top-K&lt;/b&gt;（只留分数最高的 K 个）→ &lt;b&gt;Top-P&lt;/b&gt;（留下累计概率达到 p 的最小集合）→ &lt;b&gt;Min-P&lt;/b&gt; → 重新归一化 → 抽取。&lt;/p&gt;&lt;p&gt;采样改变的是&lt;i&gt;怎样从模型给出的分布中选 Token&lt;/i&gt;，从不改变模型本身。低温度不保证答案正确，高温度也不会让模型获得新知识。&lt;/p&gt;</translation>
     </message>
     <message>
-        <source>&lt;h3&gt;Rewound to step {index}&lt;/h3&gt;&lt;p&gt;The tokens from step {index} on left the current branch; they stay in the &lt;b&gt;Branches&lt;/b&gt; tree. The KV cache was &lt;b&gt;cropped&lt;/b&gt; to {positions} positions ({kv}) — nothing was recomputed: step {index}'s distribution is the one kept from before, the same logits as the first time ({forward}).&lt;/p&gt;&lt;p&gt;Step again with the same seed and settings and the same token comes back (the draw of step {index} reads a random number fixed by the seed and the step number). Click another candidate to take it instead: that starts a new branch, and every later distribution is computed on the new prefix.&lt;/p&gt;</source>
-        <translation>&lt;h3&gt;回退到第 {index} 步&lt;/h3&gt;&lt;p&gt;从第 {index} 步起的 Token 离开了当前分支，但仍保留在&lt;b&gt;分支&lt;/b&gt;树中。KV 缓存 被&lt;b&gt;裁剪&lt;/b&gt;到 {positions} 个位置（{kv}）——没有重新计算：第 {index} 步的分布是之前保存的那一份，Logits 与第一次完全相同（{forward}）。&lt;/p&gt;&lt;p&gt;用同样的种子和设置再走一步，会得到同一个 Token（第 {index} 步抽取所用的随机数只由种子和步数决定）。点击另一个候选 Token 改选它：这会开出一条新分支，之后的每一步分布都在新的前缀上重新计算。&lt;/p&gt;</translation>
+        <source>&lt;h3&gt;Rewound to step {index}&lt;/h3&gt;&lt;p&gt;The tokens from step {index} on left the current branch; they stay in the &lt;b&gt;Branches&lt;/b&gt; tree. The KV cache was &lt;b&gt;cropped&lt;/b&gt; to {positions} positions ({kv}) — nothing was recomputed: step {index}&apos;s distribution is the one kept from before, the same logits as the first time ({forward}).&lt;/p&gt;&lt;p&gt;Step again with the same seed and settings and the same token comes back (the draw of step {index} reads a random number fixed by the seed and the step number). Click another candidate to take it instead: that starts a new branch, and every later distribution is computed on the new prefix.&lt;/p&gt;</source>
+        <translation>&lt;h3&gt;回退到第 {index} 步&lt;/h3&gt;&lt;p&gt;从第 {index} 步起的 Token 离开了当前分支，但仍保留在&lt;b&gt;分支&lt;/b&gt;树中。KV 缓存被&lt;b&gt;裁剪&lt;/b&gt;到 {positions} 个位置（{kv}）——没有重新计算：第 {index} 步的分布是之前保存的那一份，Logits 与第一次完全相同（{forward}）。&lt;/p&gt;&lt;p&gt;用同样的种子和设置再走一步，会得到同一个 Token（第 {index} 步抽取所用的随机数只由种子和步数决定）。点击另一个候选 Token 改选它：这会开出一条新分支，之后的每一步分布都在新的前缀上重新计算。&lt;/p&gt;</translation>
     </message>
     <message>
         <source>&lt;h3&gt;Decode step {index}: {token}&lt;/h3&gt;&lt;p&gt;The sampler kept {kept} candidates, drew u = {u} and took {token} (rank {rank}, probability {p}). The token was appended to the context; the next distribution is &lt;b&gt;computed again on the longer prefix&lt;/b&gt; — it is not read from the first table.&lt;/p&gt;&lt;p&gt;Only the new position was projected into keys and values; the {old} older positions were read from the KV cache, which grew by {per_token} to {kv}.&lt;/p&gt;</source>
-        <translation>&lt;h3&gt;Decode 第 {index} 步：{token}&lt;/h3&gt;&lt;p&gt;采样器保留了 {kept} 个候选，抽到 u = {u}，选中 {token}（排名 {rank}，概率 {p}）。这个 Token 被追加到上下文；下一步的分布会在&lt;b&gt;更长的前缀上重新计算&lt;/b&gt;，而不是从第一次的概率表里继续取。&lt;/p&gt;&lt;p&gt;只有新位置需要计算 Key/Value；前面 {old} 个位置从 KV 缓存 读取，缓存增加了 {per_token}，现在是 {kv}。&lt;/p&gt;</translation>
+        <translation>&lt;h3&gt;Decode 第 {index} 步：{token}&lt;/h3&gt;&lt;p&gt;采样器保留了 {kept} 个候选，抽到 u = {u}，选中 {token}（排名 {rank}，概率 {p}）。这个 Token 被追加到上下文；下一步的分布会在&lt;b&gt;更长的前缀上重新计算&lt;/b&gt;，而不是从第一次的概率表里继续取。&lt;/p&gt;&lt;p&gt;只有新位置需要计算 Key/Value；前面 {old} 个位置从 KV 缓存读取，缓存增加了 {per_token}，现在是 {kv}。&lt;/p&gt;</translation>
     </message>
     <message>
         <source>&lt;h3&gt;Decode step {index}: {token}&lt;/h3&gt;&lt;p&gt;Greedy decoding took the most likely token, {token} (probability {p}) — no random number was drawn, so the same prompt always gives the same text.&lt;/p&gt;&lt;p&gt;The token was appended; the next distribution is &lt;b&gt;computed again on the longer prefix&lt;/b&gt;. Only the new position was projected into keys and values; the {old} older ones came from the KV cache ({kv} now).&lt;/p&gt;</source>
         <translation>&lt;h3&gt;Decode 第 {index} 步：{token}&lt;/h3&gt;&lt;p&gt;贪心解码直接选了概率最高的 {token}（概率 {p}），没有抽随机数，所以同样的提示总会得到同样的文本。&lt;/p&gt;&lt;p&gt;Token 被追加到上下文，下一步的分布会在&lt;b&gt;更长的前缀上重新计算&lt;/b&gt;。只有新位置计算 Key/Value，之前的 {old} 个位置来自 KV 缓存（现在 {kv}）。&lt;/p&gt;</translation>
     </message>
     <message>
-        <source>&lt;h3&gt;Decode step {index}: {token}, chosen by you&lt;/h3&gt;&lt;p&gt;You chose this token; its distribution is still the model's. The bars are what the model computed for this step — it gave {token} probability {p} (rank {rank}) — but no random number was drawn: the token was &lt;b&gt;forced&lt;/b&gt;.&lt;/p&gt;&lt;p&gt;It was appended like any other token, and everything after it is &lt;b&gt;computed again on this new prefix&lt;/b&gt;: the model never planned the old continuation, so the next distributions change. Only the new position was projected into keys and values; the {old} older positions came from the KV cache ({kv} now).&lt;/p&gt;</source>
+        <source>&lt;h3&gt;Decode step {index}: {token}, chosen by you&lt;/h3&gt;&lt;p&gt;You chose this token; its distribution is still the model&apos;s. The bars are what the model computed for this step — it gave {token} probability {p} (rank {rank}) — but no random number was drawn: the token was &lt;b&gt;forced&lt;/b&gt;.&lt;/p&gt;&lt;p&gt;It was appended like any other token, and everything after it is &lt;b&gt;computed again on this new prefix&lt;/b&gt;: the model never planned the old continuation, so the next distributions change. Only the new position was projected into keys and values; the {old} older positions came from the KV cache ({kv} now).&lt;/p&gt;</source>
         <translation>&lt;h3&gt;Decode 第 {index} 步：{token}（由你选择）&lt;/h3&gt;&lt;p&gt;这个 Token 是你选的；它的分布仍然是模型给出的。条形图就是模型在这一步算出的分布——它给 {token} 的概率是 {p}（排名 {rank}）——但这一步没有抽随机数：Token 是&lt;b&gt;强制选定&lt;/b&gt;的。&lt;/p&gt;&lt;p&gt;它和其他 Token 一样被追加到上下文，之后的每一步都会&lt;b&gt;在这个新前缀上重新计算&lt;/b&gt;：模型从来没有预先写好原来的后文，所以接下来的分布会改变。只有新位置计算 Key/Value，之前的 {old} 个位置来自 KV 缓存（现在 {kv}）。&lt;/p&gt;</translation>
     </message>
     <message>
-        <source>&lt;p style='color:{muted}'&gt;You are looking back at step {index} of {n}: every view shows it as it was then, and the later tokens are greyed in Context. Click a candidate to fork here: a new branch starts, and the old one is kept.&lt;/p&gt;</source>
-        <translation>&lt;p style='color:{muted}'&gt;你正在回看第 {index} 步（共 {n} 步）：每个视图都显示当时的状态，“上下文”中之后的 Token 显示为灰色。点击一个候选即可从这里分叉：会开出一条新分支，原来的分支依然保留。&lt;/p&gt;</translation>
+        <source>&lt;p style=&apos;color:{muted}&apos;&gt;You are looking back at step {index} of {n}: every view shows it as it was then, and the later tokens are greyed in Context. Click a candidate to fork here: a new branch starts, and the old one is kept.&lt;/p&gt;</source>
+        <translation>&lt;p style=&apos;color:{muted}&apos;&gt;你正在回看第 {index} 步（共 {n} 步）：每个视图都显示当时的状态，“上下文”中之后的 Token 显示为灰色。点击一个候选即可从这里分叉：会开出一条新分支，原来的分支依然保留。&lt;/p&gt;</translation>
     </message>
     <message>
         <source>&lt;p&gt;&lt;b&gt;Branch switch&lt;/b&gt;: re-read {reread} tokens in one parallel pass ({reread_ms} ms). The cache of this branch was not held, so its prefix was read again the way a prompt is — all positions at once, not one step per token.&lt;/p&gt;</source>
@@ -1196,8 +1197,8 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>&lt;h3&gt;已由你停止&lt;/h3&gt;&lt;p&gt;在两步之间结束了生成，共 {n} 个 Token。Reset 会回到提示：相同的种子和设置会再次得到相同的 Token；贪心解码总是可以重复。&lt;/p&gt;</translation>
     </message>
     <message>
-        <source>&lt;p&gt;&lt;b style='color:{green}'&gt;Verify pass&lt;/b&gt; (speculative decoding): step {index} was decided by ONE forward pass, the one at step {first}. Prompt lookup found the context's last {ngram_n} token{ngram_s}, {ngram}, earlier in the context and drafted the {drafted} tokens that followed them there. &lt;b&gt;Why one pass can check several tokens&lt;/b&gt;: all draft tokens were known in advance, like a prompt, so the pass read them in parallel ({positions} positions in {ms} ms, the way a prefill reads). Under the causal mask each position sees only the tokens before it, so each position's logits are exactly the distribution that step would have had, one token at a time. {role}&lt;/p&gt;&lt;p&gt;&lt;b&gt;Why the output is unchanged&lt;/b&gt;: each step is still drawn from its own distribution with the same random number as without speculation (u comes from the seed and the step number; greedy takes the top token). A draft token is kept only when that draw picks it; the first draw that picks another token ends the pass. Here {accepted} of {drafted} draft tokens were kept: {emitted} token{emitted_s} from one forward pass.&lt;/p&gt;</source>
-        <translation>&lt;p&gt;&lt;b style='color:{green}'&gt;验证前向&lt;/b&gt;（投机解码）：第 {index} 步由&lt;b&gt;一次&lt;/b&gt;前向传播决定，即第 {first} 步的那一次。提示查找（prompt lookup）在上下文前面找到了上下文最后 {ngram_n} 个 Token {ngram}，于是把它们在那里之后的 {drafted} 个 Token 作为草稿。&lt;b&gt;为什么一次前向能检查多个 Token&lt;/b&gt;：草稿的所有 Token 事先都已知，就像提示一样，所以这次前向并行地读取了它们（{positions} 个位置，{ms} 毫秒，和 Prefill 的读法一样）。在因果掩码下，每个位置只能看到它之前的 Token，所以每个位置的 Logits 恰好就是逐个生成时那一步会得到的分布。{role}&lt;/p&gt;&lt;p&gt;&lt;b&gt;为什么输出不变&lt;/b&gt;：每一步仍然从它自己的分布中抽取，用的随机数与不投机时相同（u 由种子和步数决定；贪心则取最高的 Token）。只有当这次抽取恰好选中草稿 Token 时才保留它；第一次选中别的 Token 时，这次验证就结束。这里 {drafted} 个草稿 Token 中保留了 {accepted} 个：一次前向得到 {emitted} 个 Token。&lt;/p&gt;</translation>
+        <source>&lt;p&gt;&lt;b style=&apos;color:{green}&apos;&gt;Verify pass&lt;/b&gt; (speculative decoding): step {index} was decided by ONE forward pass, the one at step {first}. Prompt lookup found the context&apos;s last {ngram_n} token{ngram_s}, {ngram}, earlier in the context and drafted the {drafted} tokens that followed them there. &lt;b&gt;Why one pass can check several tokens&lt;/b&gt;: all draft tokens were known in advance, like a prompt, so the pass read them in parallel ({positions} positions in {ms} ms, the way a prefill reads). Under the causal mask each position sees only the tokens before it, so each position&apos;s logits are exactly the distribution that step would have had, one token at a time. {role}&lt;/p&gt;&lt;p&gt;&lt;b&gt;Why the output is unchanged&lt;/b&gt;: each step is still drawn from its own distribution with the same random number as without speculation (u comes from the seed and the step number; greedy takes the top token). A draft token is kept only when that draw picks it; the first draw that picks another token ends the pass. Here {accepted} of {drafted} draft tokens were kept: {emitted} token{emitted_s} from one forward pass.&lt;/p&gt;</source>
+        <translation>&lt;p&gt;&lt;b style=&apos;color:{green}&apos;&gt;验证前向&lt;/b&gt;（投机解码）：第 {index} 步由&lt;b&gt;一次&lt;/b&gt;前向传播决定，即第 {first} 步的那一次。提示查找（prompt lookup）在上下文前面找到了上下文最后 {ngram_n} 个 Token {ngram}，于是把它们在那里之后的 {drafted} 个 Token 作为草稿。&lt;b&gt;为什么一次前向能检查多个 Token&lt;/b&gt;：草稿的所有 Token 事先都已知，就像提示一样，所以这次前向并行地读取了它们（{positions} 个位置，{ms} 毫秒，和 Prefill 的读法一样）。在因果掩码下，每个位置只能看到它之前的 Token，所以每个位置的 Logits 恰好就是逐个生成时那一步会得到的分布。{role}&lt;/p&gt;&lt;p&gt;&lt;b&gt;为什么输出不变&lt;/b&gt;：每一步仍然从它自己的分布中抽取，用的随机数与不投机时相同（u 由种子和步数决定；贪心则取最高的 Token）。只有当这次抽取恰好选中草稿 Token 时才保留它；第一次选中别的 Token 时，这次验证就结束。这里 {drafted} 个草稿 Token 中保留了 {accepted} 个：一次前向得到 {emitted} 个 Token。&lt;/p&gt;</translation>
     </message>
     <message>
         <source>{token} is draft token {k} of this pass: the draw picked it, so it was kept (underlined green in Context).</source>
@@ -1208,27 +1209,27 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>在这里抽取选中了 {token}，而不是草稿 Token {draft}：草稿从这里起被拒绝（“上下文”中红色虚线的幽灵 Token），{token} 是修正，即第 {index} 步本来就会抽到的 Token。</translation>
     </message>
     <message>
-        <source>The whole draft was kept, so the pass's last position gave one more distribution at no extra cost: {token} is the bonus token drawn from it.</source>
+        <source>The whole draft was kept, so the pass&apos;s last position gave one more distribution at no extra cost: {token} is the bonus token drawn from it.</source>
         <translation>整段草稿都被保留，所以这次前向最后一个位置免费多给了一个分布：{token} 是从中抽出的额外 Token。</translation>
     </message>
     <message>
-        <source>&lt;hr&gt;&lt;p style='color:{muted}'&gt;Inference only: a forward pass per token, no labels, no loss, no weight updates. Weights fingerprint {fingerprint} stays the same however long you generate.&lt;/p&gt;</source>
-        <translation>&lt;hr&gt;&lt;p style='color:{muted}'&gt;这里只做推理：每个 Token 一次前向传播，没有标签、没有损失、没有权重更新。无论生成多久，权重指纹 {fingerprint} 都保持不变。&lt;/p&gt;</translation>
+        <source>&lt;hr&gt;&lt;p style=&apos;color:{muted}&apos;&gt;Inference only: a forward pass per token, no labels, no loss, no weight updates. Weights fingerprint {fingerprint} stays the same however long you generate.&lt;/p&gt;</source>
+        <translation>&lt;hr&gt;&lt;p style=&apos;color:{muted}&apos;&gt;这里只做推理：每个 Token 一次前向传播，没有标签、没有损失、没有权重更新。无论生成多久，权重指纹 {fingerprint} 都保持不变。&lt;/p&gt;</translation>
     </message>
     <message>
-        <source>&lt;p&gt;&lt;b&gt;Without the KV cache.&lt;/b&gt; This step kept no notes from the steps before: to predict the next token the model re-read all {old} positions, projecting every one's keys and values in every layer again, in {forward_ms} ms. With the cache it would project only the new position and read the stored K/V of the others. The logits are the same either way; only the work differs. In Timing the red series (cache off) grows with the context while the blue one (cache on) stays nearly flat — step the same prompt in both modes (Ctrl+K) to see them side by side.&lt;/p&gt;</source>
+        <source>&lt;p&gt;&lt;b&gt;Without the KV cache.&lt;/b&gt; This step kept no notes from the steps before: to predict the next token the model re-read all {old} positions, projecting every one&apos;s keys and values in every layer again, in {forward_ms} ms. With the cache it would project only the new position and read the stored K/V of the others. The logits are the same either way; only the work differs. In Timing the red series (cache off) grows with the context while the blue one (cache on) stays nearly flat — step the same prompt in both modes (Ctrl+K) to see them side by side.&lt;/p&gt;</source>
         <translation>&lt;p&gt;&lt;b&gt;没有使用 KV 缓存。&lt;/b&gt;这一步没有保留之前各步的“笔记”：为了预测下一个 Token，模型重新读了全部 {old} 个位置，在每一层里把每个位置的 Key 和 Value 重新投影一遍，用了 {forward_ms} 毫秒。有缓存时，它只需投影新的一个位置，其余位置直接读取存好的 K/V。两种方式得到的 Logits 相同，只是计算量不同。在“计时”视图中，红色曲线（关闭缓存）随上下文变长而上升，蓝色曲线（开启缓存）几乎保持平坦——用同一个提示在两种模式下各走几步（Ctrl+K 切换），就能并排看到它们。&lt;/p&gt;</translation>
     </message>
     <message>
-        <source>&lt;p style='color:{muted}'&gt;Decode runs on &lt;b&gt;{decode_path}&lt;/b&gt;. The numbers are those the own kernels give (up to float rounding order); each step is slower.&lt;/p&gt;</source>
-        <translation>&lt;p style='color:{muted}'&gt;解码正在使用&lt;b&gt;{decode_path}&lt;/b&gt;。结果与自带内核给出的相同（仅浮点舍入顺序不同），只是每一步更慢。&lt;/p&gt;</translation>
+        <source>&lt;p style=&apos;color:{muted}&apos;&gt;Decode runs on &lt;b&gt;{decode_path}&lt;/b&gt;. The numbers are those the own kernels give (up to float rounding order); each step is slower.&lt;/p&gt;</source>
+        <translation>&lt;p style=&apos;color:{muted}&apos;&gt;解码正在使用&lt;b&gt;{decode_path}&lt;/b&gt;。结果与自带内核给出的相同（仅浮点舍入顺序不同），只是每一步更慢。&lt;/p&gt;</translation>
     </message>
     <message>
-        <source>&lt;p&gt;&lt;b&gt;Numbers from a server.&lt;/b&gt; The server listed its top {n_top} tokens with their exact p; the other {tail_count} tokens hold {tail_p} of the model's p together, and their logits were not sent.{temp_part}{cut_part}&lt;/p&gt;</source>
+        <source>&lt;p&gt;&lt;b&gt;Numbers from a server.&lt;/b&gt; The server listed its top {n_top} tokens with their exact p; the other {tail_count} tokens hold {tail_p} of the model&apos;s p together, and their logits were not sent.{temp_part}{cut_part}&lt;/p&gt;</source>
         <translation>&lt;p&gt;&lt;b&gt;来自服务器的数字。&lt;/b&gt;服务器只列出了概率最高的 {n_top} 个 Token 及其精确概率；其余 {tail_count} 个 Token 合计占模型概率的 {tail_p}，它们的 Logits 没有发送过来。{temp_part}{cut_part}&lt;/p&gt;</translation>
     </message>
     <message>
-        <source> Temperature reweighs every token, the unlisted ones too, so a listed token's p after T is known only within bounds (no unlisted token is more likely than the least listed one): {token} has p ≈ {p_temp} after T, between {low} and {high}. Hover a bar for its bounds; at T = 1 the p after T is the model's p, exact.</source>
+        <source> Temperature reweighs every token, the unlisted ones too, so a listed token&apos;s p after T is known only within bounds (no unlisted token is more likely than the least listed one): {token} has p ≈ {p_temp} after T, between {low} and {high}. Hover a bar for its bounds; at T = 1 the p after T is the model&apos;s p, exact.</source>
         <translation> 温度会重新调整每个 Token 的权重，包括没有列出的那些，所以列出的 Token 在温度之后的概率只能给出上下界（没有列出的 Token 都不会比列出的最后一个更可能）：{token} 在温度之后的概率约为 {p_temp}，介于 {low} 和 {high} 之间。把鼠标停在柱条上可以看到它的上下界；T = 1 时温度之后的概率就是模型的概率，完全精确。</translation>
     </message>
     <message>
@@ -1236,15 +1237,15 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation> Top-p / min-p 本来会保留一部分没有列出的 Token（占最终概率的 {cut_low} 到 {cut_high}）。TokenStep 只能抽取它知道的 Token，所以“服务器上限”这一阶段把这部分切掉了（这里是 {cut}，见各阶段图），这一步是在列出的 {n_top} 个 Token 中抽取的。</translation>
     </message>
     <message>
-        <source>&lt;p&gt;&lt;b&gt;The server's cache.&lt;/b&gt; This step sent the server the whole context of {old} tokens; it took {cached} of them from its prefix cache and projected the other {fresh} again{ms}.{reread}&lt;/p&gt;</source>
+        <source>&lt;p&gt;&lt;b&gt;The server&apos;s cache.&lt;/b&gt; This step sent the server the whole context of {old} tokens; it took {cached} of them from its prefix cache and projected the other {fresh} again{ms}.{reread}&lt;/p&gt;</source>
         <translation>&lt;p&gt;&lt;b&gt;服务器的缓存。&lt;/b&gt;这一步把全部 {old} 个 Token 的上下文发给了服务器；其中 {cached} 个来自它的前缀缓存，其余 {fresh} 个重新做了投影{ms}。{reread}&lt;/p&gt;</translation>
     </message>
     <message>
-        <source> Nothing came from its cache: like TokenStep with the KV cache off (Ctrl+K), the server re-read every position. vLLM's prefix cache keeps whole blocks only (16 tokens on a GPU, 128 on a CPU), so a context shorter than one block is read again at every step; a server started without --enable-prefix-caching does the same at any length.</source>
+        <source> Nothing came from its cache: like TokenStep with the KV cache off (Ctrl+K), the server re-read every position. vLLM&apos;s prefix cache keeps whole blocks only (16 tokens on a GPU, 128 on a CPU), so a context shorter than one block is read again at every step; a server started without --enable-prefix-caching does the same at any length.</source>
         <translation> 这一次没有任何内容来自缓存：就像 TokenStep 关闭 KV 缓存（Ctrl+K）时一样，服务器把每个位置都重新读了一遍。vLLM 的前缀缓存只保存完整的块（GPU 上每块 16 个 Token，CPU 上 128 个），所以短于一块的上下文每一步都要重读；没有用 --enable-prefix-caching 启动的服务器在任何长度下都是如此。</translation>
     </message>
     <message>
-        <source>&lt;p&gt;&lt;b&gt;The server's cache.&lt;/b&gt; This step sent the server the whole context of {old} tokens; it did not say how many it took from its prefix cache (vLLM says so with --enable-prompt-tokens-details).&lt;/p&gt;</source>
+        <source>&lt;p&gt;&lt;b&gt;The server&apos;s cache.&lt;/b&gt; This step sent the server the whole context of {old} tokens; it did not say how many it took from its prefix cache (vLLM says so with --enable-prompt-tokens-details).&lt;/p&gt;</source>
         <translation>&lt;p&gt;&lt;b&gt;服务器的缓存。&lt;/b&gt;这一步把全部 {old} 个 Token 的上下文发给了服务器；它没有说明其中多少来自前缀缓存（vLLM 加上 --enable-prompt-tokens-details 才会报告）。&lt;/p&gt;</translation>
     </message>
     <message>
@@ -1412,7 +1413,7 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>上下文中的 Token 数</translation>
     </message>
     <message>
-        <source>each layer's K (dark) and V (light), KB</source>
+        <source>each layer&apos;s K (dark) and V (light), KB</source>
         <translation>每层的 K（深色）和 V（浅色），KB</translation>
     </message>
     <message>
@@ -1436,8 +1437,8 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>服务器同时处理多少个请求，每个请求都有自己的 KV 缓存</translation>
     </message>
     <message>
-        <source>&lt;span style='color:{used_colour}'&gt;━ used&lt;/span&gt; and &lt;span style='color:{allocated_colour}'&gt;╌ allocated&lt;/span&gt; vs context</source>
-        <translation>&lt;span style='color:{used_colour}'&gt;━ 已用&lt;/span&gt;和&lt;span style='color:{allocated_colour}'&gt;╌ 已分配&lt;/span&gt;随上下文的变化</translation>
+        <source>&lt;span style=&apos;color:{used_colour}&apos;&gt;━ used&lt;/span&gt; and &lt;span style=&apos;color:{allocated_colour}&apos;&gt;╌ allocated&lt;/span&gt; vs context</source>
+        <translation>&lt;span style=&apos;color:{used_colour}&apos;&gt;━ 已用&lt;/span&gt;和&lt;span style=&apos;color:{allocated_colour}&apos;&gt;╌ 已分配&lt;/span&gt;随上下文的变化</translation>
     </message>
     <message>
         <source>KV now</source>
@@ -1452,8 +1453,8 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>&lt;b&gt;现在&lt;/b&gt;</translation>
     </message>
     <message>
-        <source>&lt;b style='color:{colour}'&gt;at step {index}&lt;/b&gt;</source>
-        <translation>&lt;b style='color:{colour}'&gt;在第 {index} 步&lt;/b&gt;</translation>
+        <source>&lt;b style=&apos;color:{colour}&apos;&gt;at step {index}&lt;/b&gt;</source>
+        <translation>&lt;b style=&apos;color:{colour}&apos;&gt;在第 {index} 步&lt;/b&gt;</translation>
     </message>
     <message>
         <source>&lt;b&gt;{per_token} bytes per token&lt;/b&gt; = 2 (K and V) × {layers} layers × {kv_heads} KV heads × {head_dim} dims × {element} B ({dtype})&lt;br&gt;{when} {n} tokens → &lt;b&gt;{used}&lt;/b&gt; used of {allocated} allocated&lt;br&gt;</source>
@@ -1464,23 +1465,23 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>第 {index} 步之后的缓存（提示加 {index} 个 Token，包括这一步自己的）；之后的 %n 个位置（曲线上的灰色部分）是在它之后才有的&lt;br&gt;</translation>
     </message>
     <message>
-        <source>&lt;b style='color:{colour}'&gt;KV cache off&lt;/b&gt;: nothing is kept between steps (0 B used); each step projects K and V of all {n} positions again in every layer, so its forward pass grows with the context (Timing shows both modes)</source>
-        <translation>&lt;b style='color:{colour}'&gt;KV 缓存关闭&lt;/b&gt;：两步之间什么都不保留（已用 0 B）；每一步都要在每一层重新计算全部 {n} 个位置的 K 和 V，所以前向传播随上下文增长（“耗时”视图对比两种方式）</translation>
+        <source>&lt;b style=&apos;color:{colour}&apos;&gt;KV cache off&lt;/b&gt;: nothing is kept between steps (0 B used); each step projects K and V of all {n} positions again in every layer, so its forward pass grows with the context (Timing shows both modes)</source>
+        <translation>&lt;b style=&apos;color:{colour}&apos;&gt;KV 缓存关闭&lt;/b&gt;：两步之间什么都不保留（已用 0 B）；每一步都要在每一层重新计算全部 {n} 个位置的 K 和 V，所以前向传播随上下文增长（“耗时”视图对比两种方式）</translation>
     </message>
     <message>
-        <source>the prefill projected all {n} positions in one pass; &lt;span style='color:{colour}'&gt;saves&lt;/span&gt; the next step re-projecting them: it projects only its new token and reads these {n} from the cache ({used}, +{per_token} per token)</source>
-        <translation>预填充在一次前向中计算了全部 {n} 个位置；&lt;span style='color:{colour}'&gt;省去&lt;/span&gt;下一步重新计算它们：下一步只计算自己的新 Token，并从缓存读取这 {n} 个（{used}，每个 Token +{per_token}）</translation>
+        <source>the prefill projected all {n} positions in one pass; &lt;span style=&apos;color:{colour}&apos;&gt;saves&lt;/span&gt; the next step re-projecting them: it projects only its new token and reads these {n} from the cache ({used}, +{per_token} per token)</source>
+        <translation>预填充在一次前向中计算了全部 {n} 个位置；&lt;span style=&apos;color:{colour}&apos;&gt;省去&lt;/span&gt;下一步重新计算它们：下一步只计算自己的新 Token，并从缓存读取这 {n} 个（{used}，每个 Token +{per_token}）</translation>
     </message>
     <message>
-        <source>&lt;span style='color:{saves_colour}'&gt;saves&lt;/span&gt; re-projecting the {old} older positions in every layer; &lt;span style='color:{costs_colour}'&gt;costs&lt;/span&gt; memory, and each step reads all of it ({used} now, +{per_token} per token)</source>
-        <translation>&lt;span style='color:{saves_colour}'&gt;省去&lt;/span&gt;在每一层重新计算之前 {old} 个位置；&lt;span style='color:{costs_colour}'&gt;代价&lt;/span&gt;是内存，而且每一步都要读取全部缓存（现在 {used}，每个 Token +{per_token}）</translation>
+        <source>&lt;span style=&apos;color:{saves_colour}&apos;&gt;saves&lt;/span&gt; re-projecting the {old} older positions in every layer; &lt;span style=&apos;color:{costs_colour}&apos;&gt;costs&lt;/span&gt; memory, and each step reads all of it ({used} now, +{per_token} per token)</source>
+        <translation>&lt;span style=&apos;color:{saves_colour}&apos;&gt;省去&lt;/span&gt;在每一层重新计算之前 {old} 个位置；&lt;span style=&apos;color:{costs_colour}&apos;&gt;代价&lt;/span&gt;是内存，而且每一步都要读取全部缓存（现在 {used}，每个 Token +{per_token}）</translation>
     </message>
     <message>
-        <source>&lt;span style='color:{saves_colour}'&gt;saves&lt;/span&gt; re-projecting the {old} older positions in every layer; &lt;span style='color:{costs_colour}'&gt;costs&lt;/span&gt; memory, and each step reads all of it ({used} then, +{per_token} per token)</source>
-        <translation>&lt;span style='color:{saves_colour}'&gt;省去&lt;/span&gt;在每一层重新计算之前 {old} 个位置；&lt;span style='color:{costs_colour}'&gt;代价&lt;/span&gt;是内存，而且每一步都要读取全部缓存（当时 {used}，每个 Token +{per_token}）</translation>
+        <source>&lt;span style=&apos;color:{saves_colour}&apos;&gt;saves&lt;/span&gt; re-projecting the {old} older positions in every layer; &lt;span style=&apos;color:{costs_colour}&apos;&gt;costs&lt;/span&gt; memory, and each step reads all of it ({used} then, +{per_token} per token)</source>
+        <translation>&lt;span style=&apos;color:{saves_colour}&apos;&gt;省去&lt;/span&gt;在每一层重新计算之前 {old} 个位置；&lt;span style=&apos;color:{costs_colour}&apos;&gt;代价&lt;/span&gt;是内存，而且每一步都要读取全部缓存（当时 {used}，每个 Token +{per_token}）</translation>
     </message>
     <message>
-        <source>it took {n} of the context's tokens from its prefix cache</source>
+        <source>it took {n} of the context&apos;s tokens from its prefix cache</source>
         <translation>它从前缀缓存中取用了上下文中的 {n} 个 Token</translation>
     </message>
     <message>
@@ -1492,7 +1493,7 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>它的 KV 缓存已满 {percent} %（所有请求）</translation>
     </message>
     <message>
-        <source>{n} tokens of context · &lt;b&gt;KV bytes not known&lt;/b&gt;: the cache is the server's ({server}), which does not report its size</source>
+        <source>{n} tokens of context · &lt;b&gt;KV bytes not known&lt;/b&gt;: the cache is the server&apos;s ({server}), which does not report its size</source>
         <translation>上下文 {n} 个 Token · &lt;b&gt;KV 字节数未知&lt;/b&gt;：缓存在服务器（{server}）上，服务器不报告其大小</translation>
     </message>
     <message>
@@ -1516,7 +1517,7 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>窗口满时的 KV × {n}</translation>
     </message>
     <message>
-        <source>&lt;b&gt;{params}&lt;/b&gt;: fixed weights shared by all requests · &lt;b&gt;context window {n} tokens&lt;/b&gt;: what one request may hold · &lt;b&gt;KV cache&lt;/b&gt;: each request's own notes, {full} when its window is full</source>
+        <source>&lt;b&gt;{params}&lt;/b&gt;: fixed weights shared by all requests · &lt;b&gt;context window {n} tokens&lt;/b&gt;: what one request may hold · &lt;b&gt;KV cache&lt;/b&gt;: each request&apos;s own notes, {full} when its window is full</source>
         <translation>&lt;b&gt;{params}&lt;/b&gt;：所有请求共用的固定权重 · &lt;b&gt;上下文窗口 {n} 个 Token&lt;/b&gt;：一个请求最多能容纳的量 · &lt;b&gt;KV 缓存&lt;/b&gt;：每个请求自己的笔记，窗口满时为 {full}</translation>
     </message>
 </context>
@@ -1531,7 +1532,7 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>第一名 Token</translation>
     </message>
     <message>
-        <source>Open while stepping: each step's logit lens is recorded from then on (one pass through the head per layer).</source>
+        <source>Open while stepping: each step&apos;s logit lens is recorded from then on (one pass through the head per layer).</source>
         <translation>在单步时打开：从那时起会记录每一步的 Logit 透镜（每层通过输出头一次）。</translation>
     </message>
     <message>
@@ -1580,7 +1581,7 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>第 {index} 步（下一步，尚未抽取）</translation>
     </message>
     <message>
-        <source>{step}: each layer's stream through the final norm and head. The top guess is {what} {first}{chosen}. Colour: p(chosen) from 0 (dark) to 1 (yellow); a red token is the one finally chosen.</source>
+        <source>{step}: each layer&apos;s stream through the final norm and head. The top guess is {what} {first}{chosen}. Colour: p(chosen) from 0 (dark) to 1 (yellow); a red token is the one finally chosen.</source>
         <translation>{step}：每一层的残差流经过最后的归一化和输出头。最高的猜测{first}就是{what}{chosen}。颜色：p(chosen) 从 0（深色）到 1（黄色）；红色的 Token 是最终选中的那个。</translation>
     </message>
 </context>
@@ -1642,7 +1643,7 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>正在加载权重</translation>
     </message>
     <message>
-        <source>Measuring the decode kernels' fastest shape on this CPU, once (~1 s)</source>
+        <source>Measuring the decode kernels&apos; fastest shape on this CPU, once (~1 s)</source>
         <translation>正在测量解码内核在本机 CPU 上最快的形状，只需一次（约 1 秒）</translation>
     </message>
     <message>
@@ -2009,7 +2010,7 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>加载时的权重指纹：{hash}</translation>
     </message>
     <message>
-        <source>Weights fingerprint (sha256 of every weight's bytes)
+        <source>Weights fingerprint (sha256 of every weight&apos;s bytes)
 at load:      {at_load}
 re-hashed now: {now} ({ms} ms, in the engine)
 </source>
@@ -2102,7 +2103,7 @@ re-hashed now: {now} ({ms} ms, in the engine)
         <translation>提示 {prompt} · 已生成 {generated} · 空余 {free} / {window}</translation>
     </message>
     <message>
-        <source>The window's size comes with the model.</source>
+        <source>The window&apos;s size comes with the model.</source>
         <translation>窗口大小由模型决定。</translation>
     </message>
     <message>
@@ -2161,8 +2162,8 @@ re-hashed now: {now} ({ms} ms, in the engine)
         <translation>验证 {n}</translation>
     </message>
     <message>
-        <source>Every forward pass since the prompt was read, end to end in ms: the prefill, one block per decode step (its pass and its draw), re-reads hatched (a branch switch's in the prefill's colour, a step without the KV cache in red), a verify pass in green</source>
-        <translation>读取提示以来的每一次前向传播，按毫秒首尾相接：预填充，每个解码步一块（前向和抽取），重读的部分带斜线（切换分支的重读用预填充的颜色，不用 KV 缓存的步用红色），验证前向为绿色</translation>
+        <source>Every forward pass since the prompt was read, end to end in ms: the prefill, one block per decode step (its pass and its draw), re-reads hatched (a branch switch&apos;s in the prefill&apos;s colour, a step without the KV cache in red), a verify pass in green</source>
+        <translation>读取提示以来的每一次前向传播，按 ms首尾相接：预填充，每个解码步一块（前向和抽取），重读的部分带斜线（切换分支的重读用预填充的颜色，不用 KV 缓存的步用红色），验证前向为绿色</translation>
     </message>
 </context>
 <context>
@@ -2196,12 +2197,12 @@ re-hashed now: {now} ({ms} ms, in the engine)
         <translation>预填充：已读取 %v / %m 个位置</translation>
     </message>
     <message>
-        <source>Each step's forward pass and draw; step k's pass read prompt + k − 1 positions</source>
+        <source>Each step&apos;s forward pass and draw; step k&apos;s pass read prompt + k − 1 positions</source>
         <translation>每一步的前向传播和抽取；第 k 步的前向读取了提示 + k − 1 个位置</translation>
     </message>
     <message>
-        <source>&lt;b style='color:{colour}'&gt;Prefill&lt;/b&gt;: {n} positions in one pass, {ms} ms = &lt;b&gt;{speed} tokens/s&lt;/b&gt;</source>
-        <translation>&lt;b style='color:{colour}'&gt;预填充&lt;/b&gt;：一次前向读取 {n} 个位置，{ms} 毫秒 = &lt;b&gt;每秒 {speed} 个 Token&lt;/b&gt;</translation>
+        <source>&lt;b style=&apos;color:{colour}&apos;&gt;Prefill&lt;/b&gt;: {n} positions in one pass, {ms} ms = &lt;b&gt;{speed} tokens/s&lt;/b&gt;</source>
+        <translation>&lt;b style=&apos;color:{colour}&apos;&gt;预填充&lt;/b&gt;：一次前向读取 {n} 个位置，{ms} ms = &lt;b&gt;{speed} Token/秒&lt;/b&gt;</translation>
     </message>
     <message>
         <source>mean</source>
@@ -2212,31 +2213,31 @@ re-hashed now: {now} ({ms} ms, in the engine)
         <translation>中位数</translation>
     </message>
     <message>
-        <source>&lt;b&gt;Decode&lt;/b&gt;: {n} tokens, &lt;span style='color:{forward_colour}'&gt;forward&lt;/span&gt; {forward} ms + &lt;span style='color:{sample_colour}'&gt;sampling&lt;/span&gt; {sample} ms ({how}) = &lt;b&gt;{speed} tokens/s&lt;/b&gt;</source>
-        <translation>&lt;b&gt;解码&lt;/b&gt;：{n} 个 Token，&lt;span style='color:{forward_colour}'&gt;前向&lt;/span&gt; {forward} 毫秒 + &lt;span style='color:{sample_colour}'&gt;采样&lt;/span&gt; {sample} 毫秒（{how}）= &lt;b&gt;每秒 {speed} 个 Token&lt;/b&gt;</translation>
+        <source>&lt;b&gt;Decode&lt;/b&gt;: {n} tokens, &lt;span style=&apos;color:{forward_colour}&apos;&gt;forward&lt;/span&gt; {forward} ms + &lt;span style=&apos;color:{sample_colour}&apos;&gt;sampling&lt;/span&gt; {sample} ms ({how}) = &lt;b&gt;{speed} tokens/s&lt;/b&gt;</source>
+        <translation>&lt;b&gt;解码&lt;/b&gt;：{n} 个 Token，&lt;span style=&apos;color:{forward_colour}&apos;&gt;前向&lt;/span&gt; {forward} ms + &lt;span style=&apos;color:{sample_colour}&apos;&gt;采样&lt;/span&gt; {sample} ms（{how}）= &lt;b&gt;{speed} Token/秒&lt;/b&gt;</translation>
     </message>
     <message>
         <source>session: {speed} tokens/s</source>
-        <translation>本次会话：每秒 {speed} 个 Token</translation>
+        <translation>本次会话：{speed} Token/秒</translation>
     </message>
     <message>
         <source>Below the steps: every pass to scale in ms (hatched: a re-read)</source>
-        <translation>各步下方：每一次前向按毫秒比例绘制（斜线：重读）</translation>
+        <translation>各步下方：每一次前向按 ms比例绘制（斜线：重读）</translation>
     </message>
     <message>
-        <source>; {n} × one decode step would have taken ≈ &lt;b&gt;{total} ms&lt;/b&gt; &lt;span style='color:{colour}'&gt;(estimate: × the median cached step measured, {ms} ms)&lt;/span&gt;</source>
-        <translation>；若用 {n} 次解码步则约需 &lt;b&gt;{total} 毫秒&lt;/b&gt; &lt;span style='color:{colour}'&gt;（估算：× 实测带缓存步的中位数 {ms} 毫秒）&lt;/span&gt;</translation>
+        <source>; {n} × one decode step would have taken ≈ &lt;b&gt;{total} ms&lt;/b&gt; &lt;span style=&apos;color:{colour}&apos;&gt;(estimate: × the median cached step measured, {ms} ms)&lt;/span&gt;</source>
+        <translation>；若用 {n} 次解码步则约需 &lt;b&gt;{total} ms&lt;/b&gt; &lt;span style=&apos;color:{colour}&apos;&gt;（估算：按实测带缓存步的中位数 {ms} ms）&lt;/span&gt;</translation>
     </message>
     <message>
-        <source>&lt;b style='color:{colour}'&gt;KV cache off&lt;/b&gt;: each step re-reads the whole prefix; turn it on and step the same prompt to compare</source>
-        <translation>&lt;b style='color:{colour}'&gt;KV 缓存关闭&lt;/b&gt;：每一步都重新读取整个前缀；打开它并对同一提示单步，即可对比</translation>
+        <source>&lt;b style=&apos;color:{colour}&apos;&gt;KV cache off&lt;/b&gt;: each step re-reads the whole prefix; turn it on and step the same prompt to compare</source>
+        <translation>&lt;b style=&apos;color:{colour}&apos;&gt;KV 缓存关闭&lt;/b&gt;：每一步都重新读取整个前缀；打开它并对同一提示单步，即可对比</translation>
     </message>
     <message>
-        <source>&lt;b style='color:{colour}'&gt;Speculation&lt;/b&gt; (%n verify pass(es), green): drafts accepted &lt;b&gt;{accepted}/{drafted} = {rate}&lt;/b&gt; · &lt;b&gt;{per_pass} tokens per forward pass&lt;/b&gt;</source>
-        <translation>&lt;b style='color:{colour}'&gt;推测解码&lt;/b&gt;（%n 次验证前向，绿色）：草稿接受 &lt;b&gt;{accepted}/{drafted} = {rate}&lt;/b&gt; · &lt;b&gt;每次前向 {per_pass} 个 Token&lt;/b&gt;</translation>
+        <source>&lt;b style=&apos;color:{colour}&apos;&gt;Speculation&lt;/b&gt; (%n verify pass(es), green): drafts accepted &lt;b&gt;{accepted}/{drafted} = {rate}&lt;/b&gt; · &lt;b&gt;{per_pass} tokens per forward pass&lt;/b&gt;</source>
+        <translation>&lt;b style=&apos;color:{colour}&apos;&gt;推测解码&lt;/b&gt;（%n 次验证前向，绿色）：草稿接受 &lt;b&gt;{accepted}/{drafted} = {rate}&lt;/b&gt; · &lt;b&gt;每次前向 {per_pass} 个 Token&lt;/b&gt;</translation>
     </message>
     <message>
-        <source>the prefill's last position</source>
+        <source>the prefill&apos;s last position</source>
         <translation>预填充的最后位置</translation>
     </message>
     <message>
@@ -2249,31 +2250,31 @@ re-hashed now: {now} ({ms} ms, in the engine)
     </message>
     <message>
         <source>sampling {ms} ms</source>
-        <translation>采样 {ms} 毫秒</translation>
+        <translation>采样 {ms} ms</translation>
     </message>
     <message>
-        <source>&lt;b style='color:{colour}'&gt;Step {index}&lt;/b&gt;</source>
-        <translation>&lt;b style='color:{colour}'&gt;第 {index} 步&lt;/b&gt;</translation>
+        <source>&lt;b style=&apos;color:{colour}&apos;&gt;Step {index}&lt;/b&gt;</source>
+        <translation>&lt;b style=&apos;color:{colour}&apos;&gt;第 {index} 步&lt;/b&gt;</translation>
     </message>
     <message>
         <source>{role} of the verify pass at step {index}: one forward pass of {ms} ms over {positions} positions for {emitted} tokens</source>
-        <translation>第 {index} 步验证前向中的{role}：一次 {ms} 毫秒的前向传播读取 {positions} 个位置，得到 {emitted} 个 Token</translation>
+        <translation>第 {index} 步验证前向中的{role}：一次 {ms} ms的前向传播读取 {positions} 个位置，得到 {emitted} 个 Token</translation>
     </message>
     <message>
         <source>{heading}: forward {ms} ms ({source}) · {draw}</source>
-        <translation>{heading}：前向 {ms} 毫秒（{source}）· {draw}</translation>
+        <translation>{heading}：前向 {ms} ms（{source}）· {draw}</translation>
     </message>
     <message>
-        <source>&lt;b style='color:{colour}'&gt;Branch switch&lt;/b&gt;: re-read {n} tokens in one parallel pass ({ms} ms), as a prefill does</source>
-        <translation>&lt;b style='color:{colour}'&gt;切换分支&lt;/b&gt;：像预填充一样，用一次并行前向重新读取了 {n} 个 Token（{ms} 毫秒）</translation>
+        <source>&lt;b style=&apos;color:{colour}&apos;&gt;Branch switch&lt;/b&gt;: re-read {n} tokens in one parallel pass ({ms} ms), as a prefill does</source>
+        <translation>&lt;b style=&apos;color:{colour}&apos;&gt;切换分支&lt;/b&gt;：像预填充一样，用一次并行前向重新读取了 {n} 个 Token（{ms} ms）</translation>
     </message>
     <message>
         <source>&lt;b&gt;Branch switch&lt;/b&gt;: its cache was still held, nothing re-read</source>
         <translation>&lt;b&gt;切换分支&lt;/b&gt;：它的缓存仍然保留，无需重读</translation>
     </message>
     <message>
-        <source>&lt;b style='color:{off_colour}'&gt;cache off&lt;/b&gt;: K/V of all {context} positions = {off_macs} mult-adds per step (grows with the context); &lt;b style='color:{on_colour}'&gt;cache on&lt;/b&gt;: K/V of 1 = {on_macs} + read {read} of stored K/V (nearly flat)</source>
-        <translation>&lt;b style='color:{off_colour}'&gt;缓存关闭&lt;/b&gt;：全部 {context} 个位置的 K/V = 每步 {off_macs} 次乘加（随上下文增长）；&lt;b style='color:{on_colour}'&gt;缓存打开&lt;/b&gt;：1 个位置的 K/V = {on_macs} + 读取 {read} 已存的 K/V（几乎不变）</translation>
+        <source>&lt;b style=&apos;color:{off_colour}&apos;&gt;cache off&lt;/b&gt;: K/V of all {context} positions = {off_macs} mult-adds per step (grows with the context); &lt;b style=&apos;color:{on_colour}&apos;&gt;cache on&lt;/b&gt;: K/V of 1 = {on_macs} + read {read} of stored K/V (nearly flat)</source>
+        <translation>&lt;b style=&apos;color:{off_colour}&apos;&gt;缓存关闭&lt;/b&gt;：全部 {context} 个位置的 K/V = 每步 {off_macs} 次乘加（随上下文增长）；&lt;b style=&apos;color:{on_colour}&apos;&gt;缓存打开&lt;/b&gt;：1 个位置的 K/V = {on_macs} + 读取 {read} 已存的 K/V（几乎不变）</translation>
     </message>
     <message>
         <source>Per decode step at {context} positions (formula):
