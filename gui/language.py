@@ -54,6 +54,7 @@ def set_language(code: str) -> str:
     app = QCoreApplication.instance()
     for old in _installed:
         app.removeTranslator(old)
+        old.deleteLater()
     _installed.clear()
     for name, folder in ((f"tokenstep_{code}", str(TRANSLATIONS)),
                          (f"qtbase_{code}", QLibraryInfo.path(QLibraryInfo.TranslationsPath))):
