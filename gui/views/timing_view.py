@@ -15,6 +15,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QFrame, QHBoxLayout, QProgressBar, QScrollArea, QVBoxLayout
 
+from gui.state import i18n
 from gui.state.i18n import QT_TRANSLATE_NOOP, translate
 from gui.state.intents import Intents
 from gui.state.speculation import counters, pass_of
@@ -25,12 +26,13 @@ from gui.widgets.cache_series import CacheSeries
 from gui.widgets.plotting import (Bars, StyledBars, bar_width, colour, make_plot, set_range, show_axes, snug_ceiling, step_top,
                        style_plot)
 from gui.widgets.timeline import Timeline
-from gui.widgets.wrap_label import WrapLabel
+from gui.widgets.wrap_label import WrapLabel, line_spacing
 
 ROLES = {"accepted": QT_TRANSLATE_NOOP("Timing", "an accepted draft token"),
          "correction": QT_TRANSLATE_NOOP("Timing", "the correction (draft rejected here)"),
          "bonus": QT_TRANSLATE_NOOP("Timing", "the bonus token (whole draft kept)")}
 EMPTY = QT_TRANSLATE_NOOP("Timing", "Prefill and per-step times appear here.")
+SUMMARY_LINES = 5  # the lines of the summary its scroll area always shows (prefill with its estimate, decode)
 
 
 def robust_top(decode: np.ndarray, series_top: float, prefill_ms: float) -> float:
@@ -74,7 +76,7 @@ class TimingView(View):
         layout.setContentsMargins(6, 4, 6, 6)
         header = QHBoxLayout()
         # in a small window the words scroll rather than squeeze the plots below a readable height
-        words = QScrollArea()
+        self.words = words = QScrollArea()
         words.setWidget(self.summary)
         words.setWidgetResizable(True)
         words.setFrameShape(QFrame.NoFrame)
@@ -94,7 +96,14 @@ class TimingView(View):
         self.restyle()
         self.retranslate()
 
+    def _summary_room(self) -> None:
+        """In Chinese the summary's lines are taller than the Latin ones its share of the dock was made for: its
+        first lines (the prefill with its estimate, the decode) keep their room; English keeps its layout."""
+        chinese = i18n.language() != "en"
+        self.words.setMinimumHeight(SUMMARY_LINES * line_spacing(self.summary) if chinese else 0)
+
     def retranslate(self) -> None:
+        self._summary_room()
         self.kv_cache.setText(translate("Timing", "KV cache"))
         self.kv_cache.setToolTip(translate("Timing", "Decode with the KV cache (Ctrl+K). Off: every step re-reads the "
                                            "whole prefix (same logits, a cost that grows with the context). Applies "
@@ -108,6 +117,7 @@ class TimingView(View):
     def restyle(self) -> None:
         style_plot(self.plot, self.appearance)
         self.summary.setFont(self.appearance.font(0.9))
+        self._summary_room()
         self.timeline.restyle()
         self.timeline.plot.setMinimumHeight(int(56 * self.appearance.scale))
         self.plot.setMinimumHeight(int(100 * self.appearance.scale))

@@ -2163,7 +2163,7 @@ re-hashed now: {now} ({ms} ms, in the engine)
     </message>
     <message>
         <source>Every forward pass since the prompt was read, end to end in ms: the prefill, one block per decode step (its pass and its draw), re-reads hatched (a branch switch&apos;s in the prefill&apos;s colour, a step without the KV cache in red), a verify pass in green</source>
-        <translation>读取提示以来的每一次前向传播，按 ms首尾相接：预填充，每个解码步一块（前向和抽取），重读的部分带斜线（切换分支的重读用预填充的颜色，不用 KV 缓存的步用红色），验证前向为绿色</translation>
+        <translation>读取提示以来的每一次前向传播，按 ms 首尾相接：预填充，每个解码步一块（前向和抽取），重读的部分带斜线（切换分支的重读用预填充的颜色，不用 KV 缓存的步用红色），验证前向为绿色</translation>
     </message>
 </context>
 <context>
@@ -2222,7 +2222,7 @@ re-hashed now: {now} ({ms} ms, in the engine)
     </message>
     <message>
         <source>Below the steps: every pass to scale in ms (hatched: a re-read)</source>
-        <translation>各步下方：每一次前向按 ms比例绘制（斜线：重读）</translation>
+        <translation>各步下方：每一次前向按 ms 比例绘制（斜线：重读）</translation>
     </message>
     <message>
         <source>; {n} × one decode step would have taken ≈ &lt;b&gt;{total} ms&lt;/b&gt; &lt;span style=&apos;color:{colour}&apos;&gt;(estimate: × the median cached step measured, {ms} ms)&lt;/span&gt;</source>
