@@ -15,6 +15,7 @@ from inference.arguments import add_model_arguments, add_prompt_arguments, model
 from inference.errors import one_line
 from inference.lessons.trace import load_script
 
+from gui import language
 from gui.lessons.recorder import ScriptRecording
 from gui.link.playback import DEFAULT_PACE
 from gui.main_window import MainWindow
@@ -47,7 +48,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--dark", action="store_true", help="start with the dark theme")
     parser.add_argument("--presentation", action="store_true", help="start in presentation mode")
     add_prompt_arguments(parser, None)
-    parser.add_argument("--language", choices=("en", "zh"), default=None, help="language of the explanations")
+    parser.add_argument("--lang", type=_language, default=None, metavar="zh_CN|en",
+                        help="the app's language (menus, views, explanations): zh_CN (简体中文) or en; default: the "
+                        "one chosen last time in View → Language, else the system's")
     parser.add_argument("--screenshot", metavar="OUT.png", help="load, prefill, take --steps steps, save the "
                         "window as a PNG and exit")
     parser.add_argument("--steps", type=int, default=3, help="steps to take before --screenshot (default 3)")
@@ -63,6 +66,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--pace", type=float, default=DEFAULT_PACE, help="tokens per second a Run shows in "
                         f"--record (default {DEFAULT_PACE:g}; 0: as fast as possible)")
     return parser.parse_args(argv)
+
+
+def _language(code: str) -> str:
+    """--lang's value: a language the app has ("zh", "zh-CN" and "zh_CN" are the same), else a usage error."""
+    chosen = language.normalise(code)
+    if chosen is None:
+        raise argparse.ArgumentTypeError(f"{code!r}: choose one of {', '.join(language.LANGUAGES)}")
+    return chosen
 
 
 class ScreenshotRun:
@@ -179,15 +190,13 @@ def main(argv: list[str] | None = None) -> int:
                              "record" if args.record else "screenshot")
         settings.clear()  # a screenshot or a recording always shows the default layout
     window = MainWindow(settings=settings, appearance=appearance, model=model_spec(args), device=args.device,
-                        dtype=args.dtype)
+                        dtype=args.dtype, language=args.lang)
     window.actions["dark"].setChecked(args.dark)
     window.actions["presentation"].setChecked(args.presentation)
     if args.prompt is not None:
         window.controls.prompt.setPlainText(args.prompt)
     window.controls.chat.setChecked(args.chat)
     window.controls.system.setText(args.system)
-    if args.language:
-        window.set_language(args.language)
     if args.seed is not None:
         window.controls.seed.setValue(args.seed)
     if args.greedy:

@@ -28,14 +28,19 @@ from __future__ import annotations
 from PySide6.QtCore import QByteArray, QEvent, QObject, QRect, QSettings, QSize, Qt, QTimer
 from PySide6.QtWidgets import QDockWidget, QFrame, QMainWindow, QScrollArea, QTabBar, QTabWidget, QWidget
 
+from gui.state.i18n import QT_TRANSLATE_NOOP, translate
 from gui.theme import Appearance
 from gui.widgets.layout_gate import LayoutGate
 
 LAYOUT_VERSION = 9  # bump when docks change: an older saved layout then falls back to the default
-TITLES = {"controls": "Controls", "context": "Context", "candidates": "Candidates", "kv": "KV cache",
-          "stop": "Stop", "timing": "Timing", "explain": "Explain", "attention": "Attention",
-          "lens": "Logit lens",
-          "branches": "Branches", "compare": "Compare"}
+TITLES = {"controls": QT_TRANSLATE_NOOP("Docks", "Controls"), "context": QT_TRANSLATE_NOOP("Docks", "Context"),
+          "candidates": QT_TRANSLATE_NOOP("Docks", "Candidates"), "kv": QT_TRANSLATE_NOOP("Docks", "KV cache"),
+          "stop": QT_TRANSLATE_NOOP("Docks", "Stop", "the dock of the stop rules"),
+          "timing": QT_TRANSLATE_NOOP("Docks", "Timing"), "explain": QT_TRANSLATE_NOOP("Docks", "Explain"),
+          "attention": QT_TRANSLATE_NOOP("Docks", "Attention"),
+          "lens": QT_TRANSLATE_NOOP("Docks", "Logit lens"),
+          "branches": QT_TRANSLATE_NOOP("Docks", "Branches"), "compare": QT_TRANSLATE_NOOP("Docks", "Compare")}
+TITLE_NOTES = {"stop": "the dock of the stop rules"}  # the disambiguation of a title marked with one
 LEFT = ("controls", "explain")
 HIDDEN_AT_FIRST = ("attention", "lens")  # they slow every step (each is recorded while it is shown)
 PRIORITY = ("context", "candidates")  # never scrolled, never squeezed below their minimum (behind a LayoutGate:
@@ -84,7 +89,7 @@ class DockLayout(QObject):
         window.installEventFilter(self)
 
     def _dock(self, key: str, widget: QWidget) -> QDockWidget:
-        dock = QDockWidget(TITLES[key], self.window)
+        dock = QDockWidget(translate("Docks", TITLES[key], TITLE_NOTES.get(key)), self.window)
         dock.setObjectName(f"dock_{key}")
         dock.setWidget(LayoutGate(widget) if key in PRIORITY else scrolled(widget))
         dock.setFeatures(QDockWidget.DockWidgetMovable | QDockWidget.DockWidgetFloatable |
@@ -94,6 +99,11 @@ class DockLayout(QObject):
         dock.topLevelChanged.connect(self._retitle.start)
         dock.visibilityChanged.connect(self._retitle.start)
         return dock
+
+    def retranslate(self) -> None:
+        """The docks' titles (and so their tabs and View menu entries) in the app's language."""
+        for key, dock in self.docks.items():
+            dock.setWindowTitle(translate("Docks", TITLES[key], TITLE_NOTES.get(key)))
 
     def _arrange(self) -> None:
         # Controls and Explain on the left; Context (Branches behind it) on top; Candidates over KV; Stop

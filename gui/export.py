@@ -9,30 +9,35 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
+from gui.state.i18n import translate
 from gui.status_bar import StatusBar
 
 
 def export_trace(parent: QWidget, lines: list[str], status: StatusBar, path: str | None = None) -> str | None:
     if not lines:
-        status.say("Nothing to export yet.")
+        status.say(translate("Export", "Nothing to export yet."))
         return None
     if not path:
-        path, _ = QFileDialog.getSaveFileName(parent, "Export trace", "trace.jsonl", "JSON Lines (*.jsonl)")
+        path, _ = QFileDialog.getSaveFileName(parent, translate("Export", "Export trace"), "trace.jsonl",
+                                              translate("Export", "JSON Lines (*.jsonl)"))
     if not path:
         return None
     Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    status.say(f"Trace written to {path} ({len(lines)} events)")
+    events = len(lines)
+    status.say(translate("Export", "Trace written to {path} (%n event(s))", None, events).format(path=path))
     return path
 
 
 def export_png(parent: QWidget, widget: QWidget, name: str, status: StatusBar, path: str | None = None) -> str | None:
     """Save what `widget` shows; `name` is the file name the dialog suggests."""
     if not path:
-        path, _ = QFileDialog.getSaveFileName(parent, "Export as PNG", name, "PNG image (*.png)")
+        path, _ = QFileDialog.getSaveFileName(parent, translate("Export", "Export as PNG"), name,
+                                              translate("Export", "PNG image (*.png)"))
     if not path:
         return None
     if not widget.grab().save(path, "PNG"):
-        QMessageBox.warning(parent, "Export failed", f"Could not write {path}")
+        QMessageBox.warning(parent, translate("Export", "Export failed"),
+                            translate("Export", "Could not write {path}").format(path=path))
         return None
-    status.say(f"Saved {path}")
+    status.say(translate("Export", "Saved {path}").format(path=path))
     return path

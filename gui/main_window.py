@@ -3,12 +3,12 @@ what they do. What each part does lives in its own module (actions, dock_layout,
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSettings, QSize, Qt, QTimer
+from PySide6.QtCore import QEvent, QSettings, QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QToolBar
 
-from gui import export
-from gui.actions import Generation, make_actions, show_about, show_shortcuts
+from gui import export, language as app_language
+from gui.actions import Generation, make_actions, retranslate_actions, show_about, show_shortcuts
 from gui.dialogs.connect_dialog import connect_to_server
 from gui.link.controller import Controller
 from gui.dock_layout import DockLayout
@@ -16,6 +16,7 @@ from gui.dialogs.model_loader import ModelLoader
 from gui.dialogs.model_picker import ModelPicker
 from gui.lessons.recorder import HandRecorder
 from gui.lessons.script_player import CaptionBanner, ScriptPlayer, open_and_play, show_failure
+from gui.state.i18n import translate
 from gui.status_bar import StatusBar
 from gui.theme import Appearance
 from gui.views.attention_view import AttentionView
@@ -24,7 +25,7 @@ from gui.views.candidates_view import CandidatesView
 from gui.views.compare_view import CompareView
 from gui.views.context_view import ContextView
 from gui.views.controls import Controls
-from gui.views.explain_view import LANGUAGES, ExplainView
+from gui.views.explain_view import ExplainView
 from gui.widgets.history_slider import HistorySlider
 from gui.views.kv_view import KvView
 from gui.views.lens_view import LensView
@@ -34,11 +35,15 @@ from gui.views.timing_view import TimingView
 
 class MainWindow(QMainWindow):
     def __init__(self, settings: QSettings | None = None, appearance: Appearance | None = None,
-                 model: str = "default", device: str = "auto", dtype: str = "auto", autoload: bool = True):
+                 model: str = "default", device: str = "auto", dtype: str = "auto", autoload: bool = True,
+                 language: str | None = None):
         super().__init__()
         self.setObjectName("TokenStepMainWindow")
-        self.setWindowTitle("TokenStep — one token at a time")
         self.qsettings = settings or QSettings("TokenStep", "TokenStep")
+        # --lang, else the language chosen last time, else the system's: installed before any widget is worded
+        self.language = app_language.set_language(
+            app_language.normalise(language) or app_language.normalise(self.qsettings.value("language"))
+            or app_language.system_language())
         self.appearance = appearance or Appearance()
         self.controller = c = Controller()
         self.actions: dict[str, QAction] = make_actions(self)
@@ -50,7 +55,7 @@ class MainWindow(QMainWindow):
             "kv": KvView(c, self.appearance),
             "timing": TimingView(c, self.appearance),
             "stop": StopView(c, self.appearance),
-            "explain": ExplainView(c, self.appearance, self.qsettings.value("explain/language", "en")),
+            "explain": ExplainView(c, self.appearance),
             "attention": AttentionView(c, self.appearance),
             "lens": LensView(c, self.appearance),
             "branches": BranchesView(c, self.appearance),
@@ -69,6 +74,7 @@ class MainWindow(QMainWindow):
         self.recorder = HandRecorder(self)
         self._make_toolbar()
         self._make_menus()
+        self.retranslate()
         self._connect()
         self.dock_layout.remember_default()
         self.layout_restored = self.restore_layout()
@@ -123,7 +129,7 @@ class MainWindow(QMainWindow):
             pacer.set_pace(self._pace_before_presentation)
 
     def _make_toolbar(self) -> None:
-        bar = QToolBar("Generation")
+        self.toolbar = bar = QToolBar()
         bar.setObjectName("toolbar_generation")
         bar.setMovable(False)
         # No Pause button: during a run the Step button becomes Pause (Space), as in the Controls dock; the
@@ -131,7 +137,8 @@ class MainWindow(QMainWindow):
         for key in ("prefill", "step", "run", "stop", "reset"):
             bar.addAction(self.actions[key])
         bar.addSeparator()
-        bar.addWidget(QLabel(" History "))
+        self.history_label = QLabel()
+        bar.addWidget(self.history_label)
         bar.addAction(self.actions["prev"])
         self.history = HistorySlider(self.controller)
         bar.addWidget(self.history)
@@ -141,17 +148,17 @@ class MainWindow(QMainWindow):
 
     def _make_menus(self) -> None:
         a, m = self.actions, self.menuBar()
-        file = m.addMenu("&File")  # lessons and what the window exports; models are in the Model menu
+        self.menus = menus = {}  # worded by retranslate()
+        menus["file"] = file = m.addMenu("")  # lessons and what the window exports; models are in the Model menu
         file.addAction(a["play_script"])
         file.addAction(a["record"])
         file.addAction(a["export_trace"])
-        png = file.addMenu("Export view as PNG")
+        menus["png"] = png = file.addMenu("")
         png.addAction(a["export_png"])
-        for key, dock in self.docks.items():
-            png.addAction(f"{dock.windowTitle()} view…", lambda k=key: self.export_png(k))
+        self.png_actions = {key: png.addAction("", lambda k=key: self.export_png(k)) for key in self.docks}
         file.addSeparator()
         file.addAction(a["quit"])
-        generation = m.addMenu("&Generation")
+        menus["generation"] = generation = m.addMenu("")
         for key in ("prefill", "step", "run", "pause", "stop", "reset", "backspace"):
             generation.addAction(a[key])
         generation.addSeparator()
@@ -161,35 +168,67 @@ class MainWindow(QMainWindow):
             generation.addAction(a[key])
         generation.addSeparator()
         generation.addAction(a["paced"])
-        model = m.addMenu("&Model")  # every way to load a model, and what it runs on
+        menus["model"] = model = m.addMenu("")  # every way to load a model, and what it runs on
         for key in ("open_model", "open_folder", "open_gguf", "default_model"):
             model.addAction(a[key])
         model.addSeparator()
         model.addAction(a["connect_server"])
         model.addSeparator()
         self.loader.fill_menu(model)
-        view = m.addMenu("&View")
+        menus["view"] = view = m.addMenu("")
         for dock in self.docks.values():
             view.addAction(dock.toggleViewAction())
         view.addSeparator()
         view.addAction(a["presentation"])
         view.addAction(a["dark"])
-        language = view.addMenu("Explanations language")
+        menus["language"] = language = view.addMenu("")  # every language named in its own words
         group = QActionGroup(self)
-        for code, name in LANGUAGES.items():
+        self.language_actions = {}
+        for code, name in app_language.LANGUAGES.items():
             act = language.addAction(name, lambda c=code: self.set_language(c))
             act.setCheckable(True)
-            act.setChecked(code == self.views["explain"].language)
+            act.setChecked(code == self.language)
             group.addAction(act)
+            self.language_actions[code] = act
         view.addSeparator()
         view.addAction(a["reset_layout"])
-        help_menu = m.addMenu("&Help")
+        menus["help"] = help_menu = m.addMenu("")
         help_menu.addAction(a["shortcuts"])
         help_menu.addAction(a["about"])
 
     def _show_model_in_title(self) -> None:
         if self.controller.info is not None:
             self.setWindowTitle(f"TokenStep — {self.controller.info.name}")
+        else:
+            self.setWindowTitle(translate("MainWindow", "TokenStep — one token at a time"))
+
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.LanguageChange:  # sent by Qt to every widget when the translator changes
+            self.retranslate()
+
+    def retranslate(self) -> None:
+        """The window's own words: menus, actions, toolbar, dock titles (each view words its own texts)."""
+        menus = self.menus
+        for key, title in (("file", translate("MainWindow", "&File")), ("generation", translate("MainWindow", "&Generation")),
+                           ("model", translate("MainWindow", "&Model")), ("view", translate("MainWindow", "&View")),
+                           ("help", translate("MainWindow", "&Help")),
+                           ("png", translate("MainWindow", "Export view as PNG")),
+                           ("language", translate("MainWindow", "Language"))):
+            menus[key].setTitle(title)
+        retranslate_actions(self.actions)
+        self.loader.retranslate()
+        self.dock_layout.retranslate()
+        for key, action in self.png_actions.items():
+            action.setText(translate("MainWindow", "{view} view…").format(view=self.docks[key].windowTitle()))
+        self.toolbar.setWindowTitle(translate("MainWindow", "Generation"))
+        self.history_label.setText(translate("MainWindow", " History "))
+        self._show_model_in_title()
+        self.actions["record"].setText(translate("MainWindow", "Stop recording") if self.recorder.recording
+                                       else translate("Actions", "Record video…"))
+        self.generation.enable()  # the Step button says Pause during a run
+        missing_font = self.language == "zh_CN" and not app_language.has_chinese_font()
+        self.status.set_hint(app_language.NO_CHINESE_FONT if missing_font else "")
 
     # --- what tests, benchmarks and app.py call -------------------------------------------------------
     def load_model(self, spec: str) -> None:
@@ -208,18 +247,21 @@ class MainWindow(QMainWindow):
         self.generation.run()
 
     def set_language(self, code: str) -> None:
-        self.views["explain"].set_language(code)
-        self.qsettings.setValue("explain/language", code)
+        """View → Language: the whole window in this language now (the engine and the steps untouched), and at
+        the next start."""
+        self.language = app_language.set_language(code)
+        self.qsettings.setValue("language", self.language)
+        self.language_actions[self.language].setChecked(True)
 
     def play_script(self, path: str) -> bool:
         """Play a lesson script (or replay a trace) once a model is loaded; a bad one gets an error dialog."""
         return self.script_player.play_file(path)
 
     def _recording_stopped(self, path: str, frames: int, why: str) -> None:
-        self.status.say(f"Recorded {frames} frames ({frames / self.recorder.fps:.1f} s) to {path}"
-                        + (f" · {why}" if why else ""))
+        self.status.say(translate("MainWindow", "Recorded %n frame(s) ({seconds} s) to {path}", None, frames)
+                        .format(seconds=f"{frames / self.recorder.fps:.1f}", path=path) + (f" · {why}" if why else ""))
         self.actions["record"].setChecked(False)
-        self.actions["record"].setText("Record video…")
+        self.actions["record"].setText(translate("Actions", "Record video…"))
 
     def toggle_recording(self, path: str | None = None) -> None:
         """File → Record: start (asking where, unless `path`), or stop and write the file."""
@@ -227,15 +269,16 @@ class MainWindow(QMainWindow):
             self.recorder.stop()
         else:
             if not path:
-                path, _ = QFileDialog.getSaveFileName(self, "Record video", "tokenstep.mp4",
-                                                      "MP4 video (*.mp4);;Animated GIF (*.gif)")
+                path, _ = QFileDialog.getSaveFileName(self, translate("MainWindow", "Record video"), "tokenstep.mp4",
+                                                      translate("MainWindow", "MP4 video (*.mp4);;Animated GIF (*.gif)"))
             try:
                 if path:
                     self.recorder.start(path)
             except (ValueError, OSError) as e:
-                QMessageBox.warning(self, "Record video", str(e))
+                QMessageBox.warning(self, translate("MainWindow", "Record video"), str(e))
         self.actions["record"].setChecked(self.recorder.recording)
-        self.actions["record"].setText("Stop recording" if self.recorder.recording else "Record video…")
+        self.actions["record"].setText(translate("MainWindow", "Stop recording") if self.recorder.recording
+                                       else translate("Actions", "Record video…"))
 
     def export_trace(self, path: str | None = None) -> str | None:
         return export.export_trace(self, self.controller.trace_lines(), self.status, path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 
+from PySide6.QtCore import QEvent
 from PySide6.QtWidgets import QLabel, QMessageBox, QSizePolicy, QStatusBar
 
 from inference.events import STOCK_DECODE
@@ -12,7 +13,20 @@ from inference.settings import PREFILL_CHUNK
 
 from gui.link.controller import Controller
 from gui.state.speculation import counters
-from gui.state.format import fmt_bytes, fmt_params, plural
+from gui.state.format import fmt_bytes, fmt_params, stop_reason
+from gui.state.i18n import QT_TRANSLATE_NOOP, translate
+
+# The engine's usual decode paths (ModelInfo.decode_path, as decode_summary shortens it), worded here; another
+# (a server's) is shown as the engine wrote it.
+DECODE_WORDS = {
+    "fused kernels": QT_TRANSLATE_NOOP("StatusBar", "fused kernels"),
+    "kernels per product": QT_TRANSLATE_NOOP("StatusBar", "kernels per product"),
+    STOCK_DECODE: QT_TRANSLATE_NOOP("StatusBar", "stock PyTorch ops"),
+    f"{STOCK_DECODE} (compiling the decode kernels in the background…)":
+        QT_TRANSLATE_NOOP("StatusBar", "stock PyTorch ops (compiling the decode kernels in the background…)"),
+    f"{STOCK_DECODE}: the kernels did not build":
+        QT_TRANSLATE_NOOP("StatusBar", "stock PyTorch ops: the kernels did not build"),
+}
 
 
 def decode_summary(decode_path: str) -> str:
@@ -29,8 +43,12 @@ class StatusBar(QStatusBar):
         # As QMainWindow.statusBar() sets up its own bar: a long message never makes the window wider.
         self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
         self.controller = controller
-        self.model = QLabel("no model")
+        self.model = QLabel(translate("StatusBar", "no model"))
         self.state = QLabel()
+        self.hint = QLabel()  # a standing hint (no font for the chosen language), shown only when there is one
+        self.hint.setObjectName("warning")
+        self.hint.hide()
+        self.addPermanentWidget(self.hint)
         self._error = ""  # the last error, shown until the next request
         self.addPermanentWidget(self.model)
         self.addWidget(self.state, 1)
@@ -39,6 +57,17 @@ class StatusBar(QStatusBar):
         controller.state_changed.connect(self.show_generation)
         controller.error.connect(self._show_error)
         controller.progress.connect(self._show_progress)
+
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.LanguageChange:  # the same state, in the new language's words
+            self._show_model()
+            self.show_generation()
+
+    def set_hint(self, text: str) -> None:
+        self.hint.setText(text)
+        self.hint.setToolTip(text)
+        self.hint.setVisible(bool(text))
 
     def say(self, text: str) -> None:
         if self.state.text() != text:  # state_changed comes at every step; only a new text needs the label redone
@@ -53,59 +82,74 @@ class StatusBar(QStatusBar):
             self.say(self._error)  # it stays until the next request, not overwritten by the status after it
             return
         if c.running:
-            self.say("Running… (Space or Pause to pause, Esc to stop)")
+            self.say(translate("StatusBar", "Running… (Space or Pause to pause, Esc to stop)"))
         elif c.prefilling and c.prefill_event is None:  # not the last run's numbers meanwhile
-            self.say("Reading the prompt… (Esc cancels)")
+            self.say(translate("StatusBar", "Reading the prompt… (Esc cancels)"))
         elif c.prefill_event is not None and not c.busy and not c.loading:
             p = c.prefill_event
             spec = counters(c.history)
-            self.say(f"Prefilled {plural(p.n_tokens, 'token')} in {p.ms:.0f} ms · {len(c.steps)} generated"
+            read = p.n_tokens
+            self.say(translate("StatusBar", "Prefilled %n token(s) in {ms} ms · {generated} generated", None, read).format(ms=f"{p.ms:.0f}", generated=len(c.steps))
                      + (f" · {spec.text()}" if spec is not None else "")
-                     + (f" · ended: {c.stopped.reason}" if c.stopped else ""))
+                     + (" · " + translate("StatusBar", "ended: {reason}").format(reason=stop_reason(c.stopped.reason))
+                        if c.stopped else ""))
 
     def _show_progress(self, stage: str, done: int, total: int) -> None:
         """A long prompt is read in chunks of PREFILL_CHUNK positions, each chunk one parallel pass."""
         if stage == "prefill" and total > PREFILL_CHUNK:
             chunk, chunks = -(-done // PREFILL_CHUNK), -(-total // PREFILL_CHUNK)
-            self.say(f"Reading the prompt: chunk {chunk} of {chunks} read ({done:,} of {total:,} positions, "
-                     f"{PREFILL_CHUNK} at a time in one parallel pass each) · Esc cancels")
+            self.say(translate("StatusBar", "Reading the prompt: chunk {chunk} of {chunks} read ({done} of {total} "
+                               "positions, {size} at a time in one parallel pass each) · Esc cancels").format(
+                chunk=chunk, chunks=chunks, done=f"{done:,}", total=f"{total:,}", size=PREFILL_CHUNK))
 
     def _show_model(self) -> None:
         info = self.controller.info
         if info is None:
-            self.model.setText("no model")
+            self.model.setText(translate("StatusBar", "no model"))
             return
         # How a decode step runs: the whole layer in one kernels call, each product on the kernels (a family
         # the fused layer cannot compute, e.g. Qwen3's q/k norm), or stock ops. The kernels' shape ("4 rows/pass
         # far apart, no prefetch") and a failed build's compiler error are in the tooltip: on the line they pushed
         # the fingerprint off a 1600 px window.
-        decode = f" · decode: {html.escape(decode_summary(info.decode_path))}" if info.decode_path else ""
-        weights = "weights on the server" if info.dtype == "remote" else f"weights {fmt_bytes(info.weights_bytes)}"
+        summary = decode_summary(info.decode_path)
+        summary = translate("StatusBar", DECODE_WORDS[summary]) if summary in DECODE_WORDS else summary
+        decode = (" · " + translate("StatusBar", "decode: {path}").format(path=html.escape(summary))
+                  if info.decode_path else "")
+        weights = translate("StatusBar", "weights on the server") if info.dtype == "remote" else \
+            translate("StatusBar", "weights {size}").format(size=fmt_bytes(info.weights_bytes))
+        length = info.context_length
+        window = translate("StatusBar", "context window %n token(s)", None, length)
         self.model.setText(
             f"<b>{info.name}</b> · {fmt_params(info.n_params)} · {info.dtype} · {info.device}{decode} · "
-            f"context window {info.context_length:,} tokens · {weights}" + self._fingerprint())
+            f"{window} · {weights}" + self._fingerprint())
 
     def _fingerprint(self) -> str:
         """The weights' fingerprint at load, and as re-hashed after the last run: equal (inference never
         changes a weight)."""
         check, info = self.controller.weights_check, self.controller.info
         notes = f"{info.dtype}: {info.decode_notes}\n" if info.decode_notes else ""  # int8: its head, its path
-        decode = f"\nDecode: {info.decode_path}" if info.decode_path else ""
+        decode = "\n" + translate("StatusBar", "Decode: {path}").format(path=info.decode_path) if info.decode_path else ""
+        fingerprint = translate("StatusBar", "fingerprint {hash}")
         if check is None:
-            self.model.setToolTip(f"{notes}Weights fingerprint at load: {info.weights_fingerprint}{decode}")
-            return f" · fingerprint {info.weights_fingerprint[:8]}"
+            self.model.setToolTip(notes + translate("StatusBar", "Weights fingerprint at load: {hash}").format(
+                hash=info.weights_fingerprint) + decode)
+            return " · " + fingerprint.format(hash=info.weights_fingerprint[:8])
         same = check.now == check.at_load
-        self.model.setToolTip(f"{notes}Weights fingerprint (sha256 of every weight's bytes)\n"
-                              f"at load:      {check.at_load}\n"
-                              f"re-hashed now: {check.now} ({check.ms:.0f} ms, in the engine)\n"
-                              + ("equal: generating never changes a weight" if same else "DIFFERENT") + decode)
-        mark = "= after the run ✓" if same else f"≠ {check.now[:8]} after the run ✗"
-        return f" · fingerprint {check.at_load[:8]} {mark}"
+        self.model.setToolTip(notes + translate(
+            "StatusBar", "Weights fingerprint (sha256 of every weight's bytes)\nat load:      {at_load}\n"
+            "re-hashed now: {now} ({ms} ms, in the engine)\n").format(at_load=check.at_load, now=check.now,
+                                                                     ms=f"{check.ms:.0f}")
+                              + (translate("StatusBar", "equal: generating never changes a weight") if same
+                                 else translate("StatusBar", "DIFFERENT")) + decode)
+        mark = translate("StatusBar", "= after the run ✓") if same else \
+            translate("StatusBar", "≠ {hash} after the run ✗").format(hash=check.now[:8])
+        return " · " + fingerprint.format(hash=check.at_load[:8]) + " " + mark
 
     def _show_error(self, message: str, details: str, expected: bool) -> None:
         self._error = message
         self.say(message)
         if not expected:
-            box = QMessageBox(QMessageBox.Critical, "Something went wrong", message, parent=self.window())
+            box = QMessageBox(QMessageBox.Critical, translate("StatusBar", "Something went wrong"), message,
+                              parent=self.window())
             box.setDetailedText(details)
             box.open()

@@ -18,6 +18,8 @@ from PySide6.QtCore import QProcess, QSettings
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel,
                                QLineEdit, QPushButton, QWidget)
 
+from gui.state.i18n import translate
+
 DEFAULT_URL = "http://127.0.0.1:8080"
 ROOT = Path(__file__).resolve().parents[2]  # where `python -m inference...` finds the package
 
@@ -31,19 +33,20 @@ def server_spec(url: str, tokenizer: str = "") -> str:
 class ConnectDialog(QDialog):
     def __init__(self, parent: QWidget | None = None, url: str = DEFAULT_URL, tokenizer: str = ""):
         super().__init__(parent)
-        self.setWindowTitle("Connect to an inference server")
+        self.setWindowTitle(translate("Connect", "Connect to an inference server"))
         self.url = QLineEdit(url)
         self.url.setPlaceholderText(DEFAULT_URL)
         self.tokenizer = QLineEdit(tokenizer)
-        self.tokenizer.setPlaceholderText("left empty: the one the server's model path names here, shown first")
-        browse = QPushButton("Browse…")
+        self.tokenizer.setPlaceholderText(translate("Connect", "left empty: the one the server's model path names here, "
+                                                    "shown first"))
+        browse = QPushButton(translate("Connect", "Browse…"))
         browse.clicked.connect(self._browse)
         row = QHBoxLayout()
         row.addWidget(self.tokenizer, 1)
         row.addWidget(browse)
-        note = QLabel("llama.cpp (llama-server), vLLM or SGLang. Each step is one request with the context as "
-                      "token ids; the server sends its top-N, the rest shows as one \"other\" bar. The logit lens "
-                      "and attention need the weights here: they are off while connected.")
+        note = QLabel(translate("Connect", "llama.cpp (llama-server), vLLM or SGLang. Each step is one request with the "
+                                "context as token ids; the server sends its top-N, the rest shows as one \"other\" bar. "
+                                "The logit lens and attention need the weights here: they are off while connected."))
         note.setWordWrap(True)
         note.setObjectName("muted")
         self.offered = QLabel("")  # what the server said its model path names here, once asked
@@ -51,13 +54,14 @@ class ConnectDialog(QDialog):
         self.offered_path = ""  # the tokenizer the server's model path named, filled into `tokenizer`
         self.asking: QProcess | None = None
         self.buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
-        self.buttons.button(QDialogButtonBox.Ok).setText("Connect")
+        self.buttons.button(QDialogButtonBox.Ok).setText(translate("Connect", "Connect"))
+        self.buttons.button(QDialogButtonBox.Cancel).setText(translate("Connect", "Cancel"))
         self.buttons.accepted.connect(self._connect)
         self.buttons.rejected.connect(self.reject)
         self.url.textChanged.connect(self._url_changed)
         form = QFormLayout(self)
-        form.addRow("Server address", self.url)
-        form.addRow("Tokenizer (optional)", row)
+        form.addRow(translate("Connect", "Server address"), self.url)
+        form.addRow(translate("Connect", "Tokenizer (optional)"), row)
         form.addRow(self.offered)
         form.addRow(note)
         form.addRow(self.buttons)
@@ -80,7 +84,7 @@ class ConnectDialog(QDialog):
         if self.tokenizer.text().strip():
             self.accept()
             return
-        self.offered.setText("Asking the server which model it serves…")
+        self.offered.setText(translate("Connect", "Asking the server which model it serves…"))
         self.asking = QProcess(self)
         self.asking.setWorkingDirectory(str(ROOT))
         self.asking.finished.connect(self._answered)
@@ -100,7 +104,8 @@ class ConnectDialog(QDialog):
             said = json.loads(lines[-1])
         except (IndexError, ValueError):  # it failed to start, or crashed: its last word
             err = bytes(asked.readAllStandardError()).decode("utf-8", "replace").strip().splitlines()
-            said = {"error": f"could not ask the server ({err[-1] if err else asked.errorString()})"}
+            said = {"error": translate("Connect", "could not ask the server ({error})").format(
+                error=err[-1] if err else asked.errorString())}
         self.offered.setText(offer_text(said))
         if said.get("tokenizer"):
             self.offered_path = said["tokenizer"]
@@ -116,8 +121,8 @@ class ConnectDialog(QDialog):
         super().done(result)
 
     def _browse(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "The served model's tokenizer", "",
-                                              "Tokenizers (tokenizer.json *.gguf);;All files (*)")
+        path, _ = QFileDialog.getOpenFileName(self, translate("Connect", "The served model's tokenizer"), "",
+                                              translate("Connect", "Tokenizers (tokenizer.json *.gguf);;All files (*)"))
         if path:
             self.tokenizer.setText(path)
 
@@ -134,11 +139,13 @@ def offer_text(said: dict) -> str:
     """What the dialog says about a server's `remote_model.offer`."""
     if said.get("error"):
         return said["error"]
-    where = f"The {said['dialect']} server reports its model at {said['model_path'] or '(no path)'}"
+    where = translate("Connect", "The {dialect} server reports its model at {path}").format(
+        dialect=said["dialect"], path=said["model_path"] or translate("Connect", "(no path)"))
     if said.get("tokenizer"):
-        return (f"{where}: its tokenizer will be read from {said['tokenizer']} on this machine. Connect to "
-                "read it, or name another.")
-    return f"{where}, which names no tokenizer on this machine: name the served model's tokenizer."
+        return translate("Connect", "{where}: its tokenizer will be read from {tokenizer} on this machine. Connect to "
+                         "read it, or name another.").format(where=where, tokenizer=said["tokenizer"])
+    return translate("Connect", "{where}, which names no tokenizer on this machine: name the served model's "
+                     "tokenizer.").format(where=where)
 
 
 def connect_to_server(window) -> None:

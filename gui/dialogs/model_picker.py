@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QSortFilterProxyModel, Qt, QThread, Signal, Slot
+from PySide6.QtCore import QEvent, QObject, QSortFilterProxyModel, Qt, QThread, Signal, Slot
 from PySide6.QtGui import QPalette, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import (QAbstractItemView, QDialog, QDialogButtonBox, QFileDialog, QHBoxLayout,
                                QHeaderView, QLabel, QLineEdit, QPushButton, QTableView, QVBoxLayout, QWidget)
@@ -20,9 +20,13 @@ from PySide6.QtWidgets import (QAbstractItemView, QDialog, QDialogButtonBox, QFi
 from inference.store import catalog, memory, model_settings
 from inference.store.catalog import Entry
 
-from gui.state.format import fmt_bytes, fmt_count, plural
+from gui.state.format import fmt_bytes, fmt_count
+from gui.state.i18n import QT_TRANSLATE_NOOP, translate
 
-COLUMNS = ("Name", "Family", "Parameters", "Context", "Size", "Supported", "Where")
+COLUMNS = (QT_TRANSLATE_NOOP("Picker", "Name"), QT_TRANSLATE_NOOP("Picker", "Family"),
+           QT_TRANSLATE_NOOP("Picker", "Parameters"), QT_TRANSLATE_NOOP("Picker", "Context"),
+           QT_TRANSLATE_NOOP("Picker", "Size"), QT_TRANSLATE_NOOP("Picker", "Supported"),
+           QT_TRANSLATE_NOOP("Picker", "Where"))
 NUMBER_COLUMNS = (2, 3, 4)  # right-aligned
 SUPPORTED_COLUMN = 5
 SORT_ROLE = Qt.UserRole + 1  # numbers sort as numbers
@@ -47,20 +51,40 @@ class ModelPicker(QDialog):
     def __init__(self, parent: QWidget, loader):
         super().__init__(parent)
         self.loader = loader  # gui.dialogs.model_loader.ModelLoader: what opening a model goes through
-        self.setWindowTitle("Open a model")
         self.resize(980, 520)
         self.entries: list[Entry] = []
         self._thread: QThread | None = None
         self._scan: _Scan | None = None
         self._build()
+        self.retranslate()
         self.rescan()
+
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.LanguageChange:  # an open dialog follows View → Language too
+            self.retranslate()
+
+    def retranslate(self) -> None:
+        self.setWindowTitle(translate("Picker", "Open a model"))
+        self.filter.setPlaceholderText(translate("Picker", "Filter by name, family or where it is…"))
+        self.model.setHorizontalHeaderLabels([translate("Picker", column) for column in COLUMNS])
+        self.add_folder_button.setText(translate("Picker", "Add folder…"))
+        self.add_folder_button.setToolTip(translate("Picker", "A folder of .gguf files or model folders to list from now on"))
+        self.open_file_button.setText(translate("Picker", "Open file…"))
+        self.open_file_button.setToolTip(translate("Picker", "A .gguf file, or the config.json of a Hugging Face model "
+                                                   "folder"))
+        self.buttons.button(QDialogButtonBox.Open).setText(translate("Picker", "Open"))
+        self.buttons.button(QDialogButtonBox.Cancel).setText(translate("Picker", "Cancel"))
+        if self.entries:
+            self.set_entries(self.entries, self.selected())
+        elif self.scanning:
+            self.status.setText(translate("Picker", "Looking for models…"))
 
     # --- layout -----------------------------------------------------------------------------------------
     def _build(self) -> None:
-        self.filter = QLineEdit(placeholderText="Filter by name, family or where it is…")
+        self.filter = QLineEdit()
         self.filter.setClearButtonEnabled(True)
         self.model = QStandardItemModel(0, len(COLUMNS), self)
-        self.model.setHorizontalHeaderLabels(COLUMNS)
         self.proxy = QSortFilterProxyModel(self)
         self.proxy.setSourceModel(self.model)
         self.proxy.setFilterCaseSensitivity(Qt.CaseInsensitive)
@@ -86,12 +110,10 @@ class ModelPicker(QDialog):
         self.table.doubleClicked.connect(lambda *_: self.open_selected())
         self.memory_label = QLabel(wordWrap=True, textInteractionFlags=Qt.TextSelectableByMouse)
         self.reason_label = QLabel(wordWrap=True, textInteractionFlags=Qt.TextSelectableByMouse)
-        self.status = QLabel("Looking for models…")
+        self.status = QLabel()
         # clicked(bool) would arrive as the path: the buttons ask for one
-        add_folder = QPushButton("Add folder…", clicked=lambda: self.add_folder())
-        add_folder.setToolTip("A folder of .gguf files or model folders to list from now on")
-        open_file = QPushButton("Open file…", clicked=lambda: self.open_file())
-        open_file.setToolTip("A .gguf file, or the config.json of a Hugging Face model folder")
+        add_folder = QPushButton(clicked=lambda: self.add_folder())
+        open_file = QPushButton(clicked=lambda: self.open_file())
         self.buttons = QDialogButtonBox(QDialogButtonBox.Open | QDialogButtonBox.Cancel)
         self.open_button = self.buttons.button(QDialogButtonBox.Open)
         self.open_button.setEnabled(False)
@@ -115,7 +137,7 @@ class ModelPicker(QDialog):
     def rescan(self) -> None:
         if self._thread is not None:
             return  # one at a time; the running one reads the same settings
-        self.status.setText("Looking for models…")
+        self.status.setText(translate("Picker", "Looking for models…"))
         self._thread, self._scan = QThread(self), _Scan()
         self._scan.moveToThread(self._thread)
         self._thread.started.connect(self._scan.run)
@@ -130,7 +152,7 @@ class ModelPicker(QDialog):
         self._stop_thread()
         if isinstance(result, Exception):
             first_line = str(result).splitlines()[0] if str(result) else type(result).__name__
-            self.status.setText(f"Could not list the models: {first_line}")
+            self.status.setText(translate("Picker", "Could not list the models: {error}").format(error=first_line))
             return
         self.set_entries(result)
 
@@ -147,9 +169,9 @@ class ModelPicker(QDialog):
         self.model.removeRows(0, self.model.rowCount())
         for entry in self.entries:
             self.model.appendRow(_row(entry, self.palette()))
-        supported = sum(e.supported for e in self.entries)
-        self.status.setText(f"{plural(len(self.entries), 'model')} found, {supported} TokenStep can open. Hub cache: "
-                            f"{catalog.hub_cache_dir()}")
+        supported, found = sum(e.supported for e in self.entries), len(self.entries)
+        self.status.setText(translate("Picker", "%n model(s) found, {supported} TokenStep can open. Hub cache: {cache}",
+                                      None, found).format(supported=supported, cache=catalog.hub_cache_dir()))
         wanted = select or next((e for e in self.entries if e.supported), None)
         if wanted is not None:
             self.select(wanted.spec)
@@ -187,15 +209,18 @@ class ModelPicker(QDialog):
         """Why Open is disabled for `entry` ("" when it can be opened), and the memory line under the table."""
         if entry is None:
             self.memory_label.setText("")
-            return "Choose a model."
+            return translate("Picker", "Choose a model.")
         dtype, on_cpu = self._dtype()
         estimate = memory.estimate(entry, dtype, memory.mem_available())
         if estimate is None:
-            self.memory_label.setText("Memory: not known until the model is read" if entry.supported else "")
+            self.memory_label.setText(translate("Picker", "Memory: not known until the model is read")
+                                      if entry.supported else "")
         else:
-            self.memory_label.setText(f"Memory: {estimate.summary()}" + ("" if on_cpu else " (loads on CUDA)"))
+            self.memory_label.setText(translate("Picker", "Memory: {estimate}").format(estimate=estimate.summary())
+                                      + ("" if on_cpu else translate("Picker", " (loads on CUDA)")))
         if not entry.supported:
-            return f"TokenStep cannot open {entry.name}: {entry.reason}"
+            return translate("Picker", "TokenStep cannot open {model}: {reason}").format(model=entry.name,
+                                                                                        reason=entry.reason)
         if estimate is not None and on_cpu and not estimate.fits:
             return estimate.refusal()
         return ""
@@ -203,7 +228,7 @@ class ModelPicker(QDialog):
     def _selected_changed(self) -> None:
         reason = self.why_not(self.selected())
         self.open_button.setEnabled(not reason)
-        self.open_button.setToolTip(reason or "Load this model")
+        self.open_button.setToolTip(reason or translate("Picker", "Load this model"))
         self.reason_label.setText(f"<span style='color:#b00020'>{_html(reason)}</span>" if reason
                                   and self.selected() is not None else "")
 
@@ -220,8 +245,8 @@ class ModelPicker(QDialog):
     def open_file(self, path: str | None = None) -> bool:
         """Choose a .gguf or a folder's config.json; it is added to the list and opened if it can be."""
         if path is None:
-            path, _ = QFileDialog.getOpenFileName(self, "Open a model file", str(Path.home()),
-                                                  "Models (*.gguf config.json);;All files (*)")
+            path, _ = QFileDialog.getOpenFileName(self, translate("Picker", "Open a model file"), str(Path.home()),
+                                                  translate("Picker", "Models (*.gguf config.json);;All files (*)"))
             if not path:
                 return False
         target = Path(path)
@@ -233,13 +258,13 @@ class ModelPicker(QDialog):
 
     def add_folder(self, folder: str | None = None) -> None:
         if folder is None:
-            folder = QFileDialog.getExistingDirectory(self, "Add a folder of models", str(Path.home()))
+            folder = QFileDialog.getExistingDirectory(self, translate("Picker", "Add a folder of models"), str(Path.home()))
             if not folder:
                 return
         try:
             model_settings.add_folder(folder)
         except OSError as e:
-            self.status.setText(f"Could not remember the folder: {e.strerror or e}")
+            self.status.setText(translate("Picker", "Could not remember the folder: {error}").format(error=e.strerror or e))
             return
         self.rescan()
 
@@ -264,10 +289,13 @@ def _row(entry: Entry, palette: QPalette) -> list[QStandardItem]:
         (fmt_count(entry.n_params) if entry.n_params else "?", entry.n_params or 0),
         (f"{entry.context_length:,}" if entry.context_length else "?", entry.context_length or 0),
         (fmt_bytes(entry.size_bytes) if entry.size_bytes is not None else "?", entry.size_bytes or 0),
-        ("yes" if entry.supported else f"no: {_short(entry.reason)}", int(entry.supported)),
-        (entry.source + (" · recent" if entry.recent_at and entry.source != "recent" else ""), entry.source),
+        (translate("Picker", "yes") if entry.supported else
+         translate("Picker", "no: {reason}").format(reason=_short(entry.reason)), int(entry.supported)),
+        (entry.source + (" · " + translate("Picker", "recent") if entry.recent_at and entry.source != "recent" else ""),
+         entry.source),
     ]
-    tip = f"{entry.path}\n" + ("TokenStep can open it" if entry.supported else f"Not supported: {entry.reason}")
+    tip = f"{entry.path}\n" + (translate("Picker", "TokenStep can open it") if entry.supported else
+                               translate("Picker", "Not supported: {reason}").format(reason=entry.reason))
     grey = palette.color(QPalette.Disabled, QPalette.Text)
     items = []
     for column, (text, key) in enumerate(cells):

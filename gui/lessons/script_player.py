@@ -24,6 +24,7 @@ from inference.lessons.trace import load_script
 from inference.settings import GenerationSettings
 
 from gui.link.controller import Controller
+from gui.state.i18n import translate
 
 POLL_MS = 20  # how often the player looks whether the controller is free again
 CAPTION_HOLD_S = 4.0  # a script's last caption is read this long (on the controller's clock), then hidden
@@ -69,7 +70,7 @@ class ScriptPlayer(QObject):
         try:
             apply_settings(self.controller.settings, script.overrides)  # checked now, applied when a model is in
         except ValueError as e:
-            self.failed.emit(f"script settings: {one_line(e)}")
+            self.failed.emit(translate("Lesson", "script settings: {error}").format(error=one_line(e)))
             return False
         self.script, self._next, self._steps_left, self._done = script, 0, 0, None
         self._wait_until, self._gap, self._caption_at = None, False, None
@@ -314,10 +315,11 @@ class CaptionBanner(QLabel):
 
 def open_and_play(parent: QWidget, player: ScriptPlayer) -> None:
     """File → Play script…: ask for a script (or a trace to replay) and play it."""
-    path, _ = QFileDialog.getOpenFileName(parent, "Play script", "", "Lesson scripts and traces (*.json *.jsonl)")
+    path, _ = QFileDialog.getOpenFileName(parent, translate("Lesson", "Play script"), "",
+                                          translate("Lesson", "Lesson scripts and traces (*.json *.jsonl)"))
     if path:
         player.play_file(path)
 
 
 def show_failure(parent: QWidget, message: str) -> None:
-    QMessageBox.warning(parent, "Lesson script", message)
+    QMessageBox.warning(parent, translate("Lesson", "Lesson script"), message)

@@ -16,6 +16,7 @@ from inference.engine import protocol as p
 from inference.settings import GenerationSettings
 
 from gui.state.history import History
+from gui.state.i18n import translate
 
 
 class EngineRestore:
@@ -39,11 +40,12 @@ class EngineRestore:
         """Mark the engine lost; what the message adds about what happens next."""
         self.lost, self.restoring, self.failed = True, False, False
         self.deferred.clear()
-        during = f" while loading {_name(self._asked[0])}" if loading and self._asked is not None else ""
+        during = translate("Engine", " while loading {model}").format(model=_name(self._asked[0])) \
+            if loading and self._asked is not None else ""
         if self.loaded is None:
-            return f"{during}; load a model to start it again"
-        return (f"{during}; the steps so far are kept, and {_name(self.loaded[0])} is loaded again at your "
-                "next action")
+            return during + translate("Engine", "; load a model to start it again")
+        return during + translate("Engine", "; the steps so far are kept, and {model} is loaded again at your next "
+                                  "action").format(model=_name(self.loaded[0]))
 
     def begin(self, action: p.Command, history: History, settings: GenerationSettings, tag: int) -> p.Restore | None:
         """A fresh engine is started for `action`: the Restore to send before it (None for a Load, or when
@@ -81,4 +83,4 @@ class EngineRestore:
 
 
 def _name(spec: str) -> str:
-    return "the default model" if spec == "default" else spec
+    return translate("Engine", "the default model") if spec == "default" else spec

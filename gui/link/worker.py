@@ -19,6 +19,8 @@ from PySide6.QtCore import QObject, QSocketNotifier, QTimer, Signal, Slot
 from inference.engine import protocol
 from inference.engine.process import run_engine
 
+from gui.state.i18n import translate
+
 POLL_MS = 5  # where pipes cannot be watched by the event loop (Windows), look this often
 # The engine runs this much nicer than the GUI: when both want a core, the GUI's short paints and input
 # handling go first instead of waiting behind a decode step. The GUI takes at most a few % of a core
@@ -52,7 +54,8 @@ class InferenceWorker(QObject):
             self.process.start()
         except Exception as e:  # noqa: BLE001 - e.g. a script without an `if __name__ == "__main__"` guard
             self.process = None
-            self.engine_lost.emit(f"the inference engine could not start: {str(e).strip().splitlines()[0]}")
+            self.engine_lost.emit(translate("Engine", "the inference engine could not start: {error}").format(
+                error=str(e).strip().splitlines()[0]))
             return
         command_reader.close()  # the engine's ends; ours are the writer of commands and reader of replies
         reply_writer.close()
@@ -92,12 +95,14 @@ class InferenceWorker(QObject):
                 try:
                     reply = protocol.receive(self._replies, protocol.Reply)
                 except ValueError as e:
-                    reply = protocol.Failed(f"the engine sent a message this app cannot read: {e}", "", False)
+                    reply = protocol.Failed(translate("Engine", "the engine sent a message this app cannot read: "
+                                                      "{error}").format(error=e), "", False)
                 self.replied.emit(reply)
         except (EOFError, OSError):
             self._lost()
         except Exception as e:  # noqa: BLE001 - bytes that are no message at all: the pipe cannot be trusted
-            self._lost(f"sent bytes this app cannot read ({type(e).__name__})")
+            self._lost(translate("Engine", "the inference engine sent bytes this app cannot read ({error}) and was "
+                                 "stopped").format(error=type(e).__name__))
 
     def _lost(self, why: str = "") -> None:
         if self._closing:
@@ -115,10 +120,11 @@ class InferenceWorker(QObject):
             self._commands = None  # commands sent before `restart` go nowhere
         self._replies.close()
         if why:
-            self.engine_lost.emit(f"the inference engine {why} and was stopped")
+            self.engine_lost.emit(why)
             return
-        started = "stopped" if self._answered else "failed to start"  # dead before its first word
-        self.engine_lost.emit(f"the inference engine {started} (exit code {code})")
+        self.engine_lost.emit(  # dead before its first word: it failed to start
+            (translate("Engine", "the inference engine stopped (exit code {code})") if self._answered else
+             translate("Engine", "the inference engine failed to start (exit code {code})")).format(code=code))
 
     def shutdown(self, timeout_s: float) -> None:
         """Ask the engine to quit (from the GUI thread); if it is inside a long step, end the process."""

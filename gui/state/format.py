@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
+from gui.state.i18n import QT_TRANSLATE_NOOP, translate
+
 
 def fmt_bytes(n: float) -> str:
     for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
@@ -23,7 +25,21 @@ def fmt_count(n: float) -> str:
 
 def fmt_params(n: int) -> str:
     """ "134.5 M parameters", or that a server did not say (vLLM reports no parameter count: not 0)."""
-    return f"{fmt_count(n)} parameters" if n > 0 else "parameters not reported by the server"
+    return translate("Format", "{count} parameters").format(count=fmt_count(n)) if n > 0 else \
+        translate("Format", "parameters not reported by the server")
+
+
+# Why a generation ended (the engine's `stop.reason` codes; the trace keeps the codes)
+STOP_REASONS = {"eos": QT_TRANSLATE_NOOP("Format", "end of sequence"),
+                "max_new_tokens": QT_TRANSLATE_NOOP("Format", "max new tokens"),
+                "stop_string": QT_TRANSLATE_NOOP("Format", "stop string"),
+                "context_full": QT_TRANSLATE_NOOP("Format", "context window full"),
+                "aborted": QT_TRANSLATE_NOOP("Format", "stopped by you")}
+
+
+def stop_reason(code: str) -> str:
+    """A stop reason in the app's language ("eos" → "end of sequence"); an unknown code as it came."""
+    return translate("Format", STOP_REASONS[code]) if code in STOP_REASONS else code
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
@@ -69,9 +85,10 @@ class CharPart:
     size: int  # bytes of the whole character
 
     def describe(self) -> str:
-        which = f"byte {self.first}" if self.first == self.last else f"bytes {self.first}–{self.last}"
-        of = self.char if self.char else "a character the next token completes"
-        return f"{which} of {self.size} of {of}"
+        which = translate("Format", "byte {first}").format(first=self.first) if self.first == self.last else \
+            translate("Format", "bytes {first}–{last}").format(first=self.first, last=self.last)
+        of = self.char if self.char else translate("Format", "a character the next token completes")
+        return translate("Format", "{which} of {size} of {char}").format(which=which, size=self.size, char=of)
 
 
 def _char_size(lead: int) -> int:
@@ -139,5 +156,5 @@ def partial_note(text: str) -> str:
     what they are (else "")."""
     if not HEX_ESCAPES.search(text) and not BYTE_GROUP.search(text):
         return ""
-    return ("‹…› are bytes of a UTF-8 character that this token does not finish: the character "
-            "completes with the next token (Chinese and emoji often take 2 tokens or more)")
+    return translate("Format", "‹…› are bytes of a UTF-8 character that this token does not finish: the character "
+                     "completes with the next token (Chinese and emoji often take 2 tokens or more)")

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from inference.events import StepDone, Verified
 
+from gui.state.i18n import translate
+
 
 @dataclass(frozen=True)
 class Pass:
@@ -61,8 +63,9 @@ class Counters:
 
     def text(self) -> str:
         """One line: what the status bar and Timing say."""
-        return (f"drafts accepted {self.accepted}/{self.drafted} ({self.acceptance:.0%}) · "
-                f"{self.tokens_per_pass:.2f} tokens per forward pass")
+        return translate("Speculation", "drafts accepted {accepted}/{drafted} ({rate}) · {per_pass} tokens per forward "
+                         "pass").format(accepted=self.accepted, drafted=self.drafted, rate=f"{self.acceptance:.0%}",
+                                        per_pass=f"{self.tokens_per_pass:.2f}")
 
 
 def pass_of(history, step: StepDone | None) -> Pass | None:

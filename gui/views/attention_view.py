@@ -21,6 +21,7 @@ from PySide6.QtGui import QCursor, QFontMetricsF
 
 from inference.attention import PromptAttention
 
+from gui.state.i18n import translate
 from gui.state.intents import Intents
 from gui.theme import Appearance
 from gui.widgets.attention_plot import AttentionPlot
@@ -53,14 +54,10 @@ class AttentionView(View):
         super().__init__(intents, appearance)
         self.picker = HeadPicker(appearance)
         self.picker.changed.connect(self._force)
-        self.contrast = QCheckBox("√ colours")
+        self.contrast = QCheckBox()
         self.contrast.setChecked(True)
-        self.contrast.setToolTip("Colour by the square root of the weight: small weights beside a large one "
-                                 "(often the first position) stay visible. The colour bar shows the weights.")
         self.picker.row.addWidget(self.contrast)
-        fit = QPushButton("Fit")
-        fit.setToolTip("Show the whole matrix again (the wheel zooms, a drag pans)")
-        fit.setMinimumWidth(fit.sizeHint().width())  # never squeezed to "Fi"
+        fit = QPushButton()
         self.fit_button = fit
         self.picker.row.addWidget(fit)
         self.picker.row.addStretch(1)
@@ -93,6 +90,18 @@ class AttentionView(View):
         self.rows: list[int] = []  # the context position of each shown row
         self.labels: list[str] = []  # every context position's token text
         self._model()
+        self.retranslate()
+
+    def retranslate(self) -> None:
+        self.contrast.setText(translate("Attention", "√ colours"))
+        self.contrast.setToolTip(translate("Attention", "Colour by the square root of the weight: small weights beside a "
+                                           "large one (often the first position) stay visible. The colour bar shows "
+                                           "the weights."))
+        self.fit_button.setText(translate("Attention", "Fit"))
+        self.fit_button.setToolTip(translate("Attention", "Show the whole matrix again (the wheel zooms, a drag pans)"))
+        self.fit_button.setMinimumWidth(self.fit_button.sizeHint().width())  # never squeezed to "Fi"
+        self.picker.retranslate()
+        self._key = None
 
     @property
     def grid(self) -> np.ndarray | None:
@@ -184,15 +193,17 @@ class AttentionView(View):
         c = self.intents
         self.plot.clear_grid()
         if source is None:
-            text = ("Prefill a prompt (Ctrl+P): this view then shows the prompt's attention, every query "
-                    "position against every key, for the layer and head chosen above.")
+            text = translate("Attention", "Prefill a prompt (Ctrl+P): this view then shows the prompt's attention, "
+                             "every query position against every key, for the layer and head chosen above.")
         elif c.request_attention(source.node):  # once per node; the answer brings a redraw
-            text = ("Computing this pass's attention: it ran while this view was closed, so it was not "
-                    "recorded. The engine re-reads its positions once on a scratch cache (nothing else changes).")
+            text = translate("Attention", "Computing this pass's attention: it ran while this view was closed, so it "
+                             "was not recorded. The engine re-reads its positions once on a scratch cache (nothing "
+                             "else changes).")
         else:  # a step or a run is on its way: ask when it is done (state_changed)
             self._key = None
-            text = ("This pass ran while this view was closed, so its attention was not recorded. It is "
-                    "recomputed once the engine is free; steps taken from now on are recorded as they run.")
+            text = translate("Attention", "This pass ran while this view was closed, so its attention was not "
+                             "recorded. It is recomputed once the engine is free; steps taken from now on are "
+                             "recorded as they run.")
         self.placeholder.setText(text)
         self.stack.setCurrentWidget(self.placeholder)
         self.caption.setText("")
@@ -204,14 +215,14 @@ class AttentionView(View):
         P = prompt.n_positions
         self.rows = list(range(P))
         self.plot.show_grid(grid, self.labels[:P], self.labels[:P])
-        capped = (f" Showing the first {P} of the {prompt.n_prompt} prompt positions: the prefill's triangles of "
-                  f"every layer and head are kept as float16 up to {fmt_bytes(prompt.packed.nbytes)}."
-                  if prompt.capped else "")
-        self.caption.setText(
-            f"Prefill, layer {layer + 1}, {self.picker.head_name(head)}: all {P}×{P} weights came out of ONE "
-            f"parallel pass over the prompt. Each row is a query position, each column a key it may read; a "
-            f"row sums to 1. Above the diagonal (hatched) is the causal mask: no position sees a later one."
-            f"{capped}")
+        capped = (translate("Attention", " Showing the first {P} of the {n} prompt positions: the prefill's triangles "
+                            "of every layer and head are kept as float16 up to {size}.").format(
+            P=P, n=prompt.n_prompt, size=fmt_bytes(prompt.packed.nbytes)) if prompt.capped else "")
+        self.caption.setText(translate(
+            "Attention", "Prefill, layer {layer}, {head}: all {P}×{P} weights came out of ONE parallel pass over the "
+            "prompt. Each row is a query position, each column a key it may read; a row sums to 1. Above the diagonal "
+            "(hatched) is the causal mask: no position sees a later one.").format(
+            layer=layer + 1, head=self.picker.head_name(head), P=P) + capped)
         self._fit_words()
 
     def _draw_row(self, row: np.ndarray) -> None:
@@ -222,11 +233,12 @@ class AttentionView(View):
         self.rows = [query]
         self.plot.show_grid(weights[None, :].astype(np.float32), [self.labels[query]], self.labels[:n])
         shown = self.intents.shown()
-        self.caption.setText(
-            f"Decode pass for step {shown.index}, layer {layer + 1}, {self.picker.head_name(head)}: ONE new "
-            f"query, the token {self.labels[query]!r} at position {query}, reads all {n} cached positions (its "
-            f"own K/V just joined the cache). One row: the earlier rows are not recomputed, their K and V wait "
-            f"in the KV cache.")
+        self.caption.setText(translate(
+            "Attention", "Decode pass for step {index}, layer {layer}, {head}: ONE new query, the token {token} at "
+            "position {position}, reads all {n} cached positions (its own K/V just joined the cache). One row: the "
+            "earlier rows are not recomputed, their K and V wait in the KV cache.").format(
+            index=shown.index, layer=layer + 1, head=self.picker.head_name(head), token=repr(self.labels[query]),
+            position=query, n=n))
         self._fit_words()
 
     def describe(self, r: int, c: int) -> str:
@@ -234,9 +246,11 @@ class AttentionView(View):
         layer, head = self.picker.current
         q = self.rows[r]
         weight = self.plot.grid[r, c]
-        value = "masked (causal mask: a later position)" if np.isnan(weight) else f"weight {weight:.4f}"
-        return (f"query {q} {self.labels[q]!r} → key {c} {self.labels[c]!r}: {value} · layer {layer + 1}, "
-                f"{self.picker.head_name(head)}")
+        value = translate("Attention", "masked (causal mask: a later position)") if np.isnan(weight) else \
+            translate("Attention", "weight {w}").format(w=f"{weight:.4f}")
+        return translate("Attention", "query {q} {q_token} → key {k} {k_token}: {value} · layer {layer}, {head}").format(
+            q=q, q_token=repr(self.labels[q]), k=c, k_token=repr(self.labels[c]), value=value, layer=layer + 1,
+            head=self.picker.head_name(head))
 
     def _hover(self, r: int, c: int) -> None:
         if r < 0 or self.plot.grid is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QEvent, QTimer
 from PySide6.QtWidgets import QDockWidget, QWidget
 
 from inference.events import StepDone
@@ -47,6 +47,19 @@ class View(QWidget):
         self.restyle()
         self._stale = True
         self._on_redraw()
+
+    def changeEvent(self, event) -> None:
+        """The app's language changed (Qt sends LanguageChange to every widget): word the static texts again
+        and redraw the same state in the new words; the engine and the history are untouched."""
+        super().changeEvent(event)
+        if event.type() == QEvent.LanguageChange:
+            self.retranslate()
+            self._stale = True
+            self._on_redraw()
+
+    def retranslate(self) -> None:
+        """Re-set the texts set once (titles, axis names, tooltips) and drop what the view keeps to skip a
+        redraw; the texts a refresh sets come from translate() at each refresh."""
 
     def showEvent(self, event) -> None:
         super().showEvent(event)

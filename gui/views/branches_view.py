@@ -23,7 +23,8 @@ from gui.state.intents import Intents
 from gui.theme import Appearance
 from gui.views.base import View
 from gui.widgets.canvas import begin_paint
-from gui.state.format import display, plural, quoted, rank_text
+from gui.state.format import display, quoted, rank_text
+from gui.state.i18n import translate
 
 PAD_X, PAD_Y, MARGIN, ROW_GAP = 5.0, 3.0, 6.0, 9.0
 MAX_LABEL = 14  # characters of a token shown on its node (the tooltip has all of it)
@@ -155,7 +156,7 @@ class BranchCanvas(QWidget):
     @staticmethod
     def _label(node, n_prompt: int) -> str:
         if node.step is None:
-            return f"prompt ({n_prompt})"
+            return translate("Branches", "prompt ({n})").format(n=n_prompt)
         text = display(node.step.token.piece)
         if len(text) > MAX_LABEL:
             text = text[:MAX_LABEL - 1] + "…"
@@ -285,27 +286,32 @@ class BranchCanvas(QWidget):
 def tooltip(placed: Placed) -> str:
     step = placed.node.step
     if step is None:
-        return "The prompt, read in one prefill pass: every branch starts here."
+        return translate("Branches", "The prompt, read in one prefill pass: every branch starts here.")
     kind = edge_p(step)[1].replace("_", " ")
     forced = getattr(step, "forced", False)
-    how = ("forced ⚑: taken, not drawn" if forced else
-           "greedy: the argmax, no draw" if step.random_u is None else f"drawn with u = {step.random_u:.4f}")
-    return (f"step {step.index} · token id {step.token.id}  {quoted(step.token.piece)}\n"
-            f"p raw {chosen_p(step):.4f} · p final {chosen_p(step, 'p_final'):.4f}   (the edge shows {kind})\n"
-            f"logit {chosen_logit(step):.3f}   rank {rank_text(step.chosen_rank)}\n{how}\n"
-            f"branch row {placed.row + 1} · node {placed.node.id}")
+    how = (translate("Branches", "forced ⚑: taken, not drawn") if forced else
+           translate("Branches", "greedy: the argmax, no draw") if step.random_u is None else
+           translate("Branches", "drawn with u = {u}").format(u=f"{step.random_u:.4f}"))
+    return (translate("Branches", "step {index} · token id {id}").format(index=step.index, id=step.token.id)
+            + f"  {quoted(step.token.piece)}\n"
+            + translate("Branches", "p raw {p_raw} · p final {p_final}   (the edge shows {kind})").format(
+                p_raw=f"{chosen_p(step):.4f}", p_final=f"{chosen_p(step, 'p_final'):.4f}", kind=kind) + "\n"
+            + translate("Branches", "logit {logit}   rank {rank}").format(logit=f"{chosen_logit(step):.3f}",
+                                                                          rank=rank_text(step.chosen_rank))
+            + f"\n{how}\n"
+            + translate("Branches", "branch row {row} · node {node}").format(row=placed.row + 1, node=placed.node.id))
 
 
 class BranchesView(View):
     def __init__(self, intents: Intents, appearance: Appearance):
         super().__init__(intents, appearance)
         # One line, so that the tree keeps the room of a short dock: what is where, then the legend.
-        self.summary = QLabel("No prompt read yet.")
+        self.summary = QLabel()
+        # what the summary says, as a function: a language change words it again, also behind another tab
+        self._summary_words = lambda: translate("Branches", "No prompt read yet.") + " " + self._legend
         self.summary.setTextFormat(Qt.RichText)
         self.summary.setWordWrap(True)
         self.canvas = BranchCanvas(appearance)
-        self.canvas.placeholder = ("Every token taken appears here as a tree: go back to a step (history "
-                                   "slider or a token in Context) and take another candidate to start a branch.")
         self.canvas.node_clicked.connect(self._on_node_clicked)
         self.scroll = QScrollArea()
         self.scroll.setWidgetResizable(True)
@@ -316,21 +322,33 @@ class BranchesView(View):
         layout.addWidget(self.scroll, 1)
         self._tree_key = self._marks = None
         self._select_after: tuple[int, int] | None = None  # (node id, step): shown once the switch lands
+        self.retranslate()
+
+    def retranslate(self) -> None:
         self.restyle()
+        self.summary.setText(self._summary_words())
+
+    def _say(self, words) -> None:
+        self._summary_words = words
+        self.summary.setText(words())
 
     def restyle(self) -> None:
         t = self.appearance.theme
-        self._legend = (f"<span style='color:{t.muted}'><span style='color:{t.accent}'>●</span> branches part · "
-                        f"on each edge <b>p final</b> (greedy or <span style='color:{t.warning}'>{FLAG} forced</span>"
-                        ": <b>p raw</b>) · click a token to go there</span>")
-        self.summary.setToolTip(
-            "Each row is a branch; its tokens stand left → right by step, so a step's tokens share a column.\n"
-            "A branch that parts from another starts with a connector from its parent; ● marks that node.\n"
-            "On each edge: p final, the probability in the distribution the draw used. A forced token "
-            f"({FLAG}, dashed) or a greedy one\nwas not drawn, so its edge shows p raw, the model's own probability.\n"
-            "The current path is highlighted, the current token outlined, the step shown filled.\n"
-            "Click a token: its branch becomes current and its step is shown (a branch whose cache was "
-            "dropped is re-read in one pass).")
+        self.canvas.placeholder = translate("Branches", "Every token taken appears here as a tree: go back to a step "
+                                            "(history slider or a token in Context) and take another candidate to "
+                                            "start a branch.")
+        self._legend = translate(
+            "Branches", "<span style='color:{muted}'><span style='color:{accent}'>●</span> branches part · on each edge "
+            "<b>p final</b> (greedy or <span style='color:{warning}'>{flag} forced</span>: <b>p raw</b>) · click a "
+            "token to go there</span>").format(muted=t.muted, accent=t.accent, warning=t.warning, flag=FLAG)
+        self.summary.setToolTip(translate(
+            "Branches", "Each row is a branch; its tokens stand left → right by step, so a step's tokens share a "
+            "column.\nA branch that parts from another starts with a connector from its parent; ● marks that node.\n"
+            "On each edge: p final, the probability in the distribution the draw used. A forced token ({flag}, "
+            "dashed) or a greedy one\nwas not drawn, so its edge shows p raw, the model's own probability.\nThe "
+            "current path is highlighted, the current token outlined, the step shown filled.\nClick a token: its "
+            "branch becomes current and its step is shown (a branch whose cache was dropped is re-read in one "
+            "pass).").format(flag=FLAG))
         self.canvas.relayout()
         self._tree_key = self._marks = None
 
@@ -346,7 +364,7 @@ class BranchesView(View):
             self.canvas.set_tree(h.root if prefill is not None else None, len(prefill.tokens) if prefill else 0,
                                  h.unrevealed())  # a paced playback's steps once it shows them
         if prefill is None:
-            self.summary.setText("No prompt read yet. " + self._legend)
+            self._say(lambda: translate("Branches", "No prompt read yet.") + " " + self._legend)
             self._marks = None
             return
         path = h.path_nodes()
@@ -363,9 +381,16 @@ class BranchesView(View):
                 QTimer.singleShot(0, self._reveal_current)
             n_tips = len(h.leaves())
             n_tokens = len(h.nodes) - 1 - len(h.unrevealed())
-            where = (f"<b>{plural(n_tips, 'branch', 'branches')}</b> · {plural(n_tokens, 'token')} · current: "
-                     f"row {self.canvas.by_id[current.id].row + 1}, {plural(len(path), 'step')}")
-            self.summary.setText((where if n_tips else "No token taken yet.") + " &nbsp; " + self._legend)
+            n_steps, row = len(path), self.canvas.by_id[current.id].row + 1
+
+            def where() -> str:
+                if not n_tips:
+                    return translate("Branches", "No token taken yet.") + " &nbsp; " + self._legend
+                return ("<b>" + translate("Branches", "%n branch(es)", None, n_tips) + "</b> · "
+                        + translate("Branches", "%n token(s)", None, n_tokens) + " · "
+                        + translate("Branches", "current: row {row}, %n step(s)", None, n_steps).format(row=row)
+                        + " &nbsp; " + self._legend)
+            self._say(where)
         self._select_when_switched()
 
     def _reveal_current(self) -> None:

@@ -20,23 +20,27 @@ from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout
 
 from gui.state.history import Shown
+from gui.state.i18n import QT_TRANSLATE_NOOP, translate
 from gui.state.intents import Intents
 from gui.theme import Appearance
 from gui.views.base import View
-from gui.widgets.candidate_labels import LEGEND_TIP, compact, header_text, legend, row_label, row_tooltip
+from gui.widgets.candidate_labels import compact, legend_tip, header_text, legend, row_label, row_tooltip
 from gui.state.format import byte_label, display, partial_note, quoted, rank_text
 from gui.widgets.plotting import Bars, Label, StyledBars, colour, make_plot, set_range, set_ticks, show_axes, style_plot, text_item, titled
 from gui.widgets.token_picker import TokenPicker
 from gui.widgets.wrap_label import CaptionLabel, WrapLabel
 
-STAGE_TITLES = {"temperature": "temp.", "top_k": "top-k", "top_p": "top-p", "min_p": "min-p",
-                "greedy": "argmax", "server_cap": "server cap"}
+STAGE_TITLES = {"temperature": QT_TRANSLATE_NOOP("Candidates", "temp."), "top_k": "top-k", "top_p": "top-p",
+                "min_p": "min-p", "greedy": "argmax", "server_cap": QT_TRANSLATE_NOOP("Candidates", "server cap"),
+                "raw": QT_TRANSLATE_NOOP("Candidates", "raw"), "renorm": QT_TRANSLATE_NOOP("Candidates", "renorm.")}
 # where the waterfall is too narrow for those (F5 in the compact layout): the stage's symbol, named in the tooltip
-SHORT_STAGE_TITLES = {"raw": "raw", "temp.": "T", "top-k": "k", "top-p": "p", "min-p": "min", "argmax": "max",
-                      "server cap": "cap", "renorm.": "Σ=1"}
-STAGES_TIP = ("raw: the model's softmax · T (temp.): logits ÷ temperature · k, p, min: top-k, top-p, min-p "
-              "cut the tail · cap (server cap): the part of a server's unlisted tokens the sampler would keep, "
-              "cut because the draw is among the listed ones · Σ=1 (renorm.): what is kept, renormalised")
+SHORT_STAGE_TITLES = {"raw": QT_TRANSLATE_NOOP("Candidates", "raw"), "temperature": "T", "top_k": "k", "top_p": "p", "min_p": "min", "greedy": "max",
+                      "server_cap": QT_TRANSLATE_NOOP("Candidates", "cap"), "renorm": "Σ=1"}
+STAGES_TIP = QT_TRANSLATE_NOOP("Candidates", "raw: the model's softmax · T (temp.): logits ÷ temperature · k, p, min: "
+                               "top-k, top-p, min-p cut the tail · cap (server cap): the part of a server's unlisted "
+                               "tokens the sampler would keep, cut because the draw is among the listed ones · Σ=1 "
+                               "(renorm.): what is kept, renormalised")
+EMPTY = QT_TRANSLATE_NOOP("Candidates", "After Prefill the candidates for the first new token appear here.")
 MAX_BARS = 22  # top-N (20), the chosen token when it ranks lower, a server's tail
 MAX_SEGMENT_LABELS = 8
 SIDE_BY_SIDE = 560  # px (× the type scale): narrower than this, the waterfall and the draw go under the bars
@@ -50,20 +54,21 @@ class CandidatesView(View):
     def __init__(self, intents: Intents, appearance: Appearance):
         super().__init__(intents, appearance)
         # two lines held from the start: a step's heading wraps, and the plots below would move at the first step
-        self.header = WrapLabel("After Prefill the candidates for the first new token appear here.", lines=2)
+        self.header = WrapLabel(translate("Candidates", EMPTY), lines=2)
         self.header.setObjectName("heading")
         self.legend = QLabel()
         self.legend.setTextFormat(Qt.RichText)
         self.legend.setWordWrap(True)
-        self.legend.setToolTip(LEGEND_TIP)
+
         self._make_bars(appearance)
         self._make_waterfall(appearance)
         self._make_draw(appearance)
 
         self.side = side = QSplitter(Qt.Vertical)
         side.setChildrenCollapsible(False)  # a squeezed plot must not draw over its caption
-        side.addWidget(titled("Sampler stages: tokens kept, mass removed", self.waterfall))
-        side.addWidget(titled("The draw: kept tokens end to end (CDF)", self.draw, self.draw_caption))
+        side.addWidget(titled(QT_TRANSLATE_NOOP("Plots", "Sampler stages: tokens kept, mass removed"), self.waterfall))
+        side.addWidget(titled(QT_TRANSLATE_NOOP("Plots", "The draw: kept tokens end to end (CDF)"), self.draw,
+                              self.draw_caption))
         side.setSizes([520, 480])
         self.split = split = QSplitter(Qt.Horizontal)  # vertical when narrow: see resizeEvent
         split.setChildrenCollapsible(False)
@@ -88,12 +93,19 @@ class CandidatesView(View):
         self.bar_picker.picked.connect(self.take)
         self.draw_picker.picked.connect(self.take)
         self.restyle()
+        self.retranslate()
+
+    def retranslate(self) -> None:
+        self.legend.setToolTip(legend_tip())
+        self.legend.setText(legend(self.appearance.theme, None if self._drawn is None else self._drawn.dist.settings))
+        self.bars.getPlotItem().setLabel("bottom", translate("Candidates", "probability"))
+        self.waterfall.getPlotItem().setLabel("left", translate("Candidates", "mass"))
+        self._last = ("dirty",)
 
     def _make_bars(self, appearance: Appearance) -> None:
         self.bars = make_plot(appearance)
         self.bars.invertY(True)
         self.bars.setXRange(0, 1, padding=0.02)
-        self.bars.getPlotItem().setLabel("bottom", "probability")
         self.bars.getAxis("left").setWidth(130)
         self.bar_items = [Bars(x0=[], y=[], height=0.26, width=[]) for _ in range(3)]
         for item in self.bar_items:
@@ -110,7 +122,6 @@ class CandidatesView(View):
         self.waterfall = make_plot(appearance)
         self.waterfall.setYRange(0, 1.4, padding=0)  # until a step is drawn: then as its labels need (_draw_waterfall)
         self.waterfall.getAxis("left").setTicks([[(0, "0"), (0.5, "0.5"), (1, "1")]])
-        self.waterfall.getPlotItem().setLabel("left", "mass")
         self.kept_bars = Bars(x=[], height=[], width=0.6)
         self.removed_bars = Bars(x=[], y0=[], height=[], width=0.6)
         self.waterfall.addItem(self.kept_bars)
@@ -177,7 +188,7 @@ class CandidatesView(View):
         if greedy_changed:
             self.legend.setText(legend(self.appearance.theme, None if shown is None else shown.dist.settings))
         if shown is None:
-            self.header.setText("After Prefill the candidates for the first new token appear here.")
+            self.header.setText(translate("Candidates", EMPTY))
             for item in self.bar_items + [self.chosen_outline, self.tail_bar]:
                 item.setOpts(x0=[], y=[], width=[])
             self.kept_bars.setOpts(x=[], height=[])
@@ -232,7 +243,7 @@ class CandidatesView(View):
         ticks = [(i, f"{'▶ ' if r == chosen else ''}{byte_label(display(c.texts[r]))[:18]}")
                  for i, r in enumerate(rows)]
         if tail is not None:  # the server's unlisted tokens: their raw mass as one bar, never drawn from
-            ticks.append((n, f"other ({compact(tail.tail_count)} tokens)"))
+            ticks.append((n, translate("Candidates", "other ({n} tokens)").format(n=compact(tail.tail_count))))
             self.tail_bar.setOpts(x0=[0], y=[n - h], height=h, width=[tail.tail_p], brush=colour(t.raw, 110), pen=None)
         else:
             self.tail_bar.setOpts(x0=[], y=[], width=[])
@@ -249,8 +260,9 @@ class CandidatesView(View):
         for i, label in enumerate(self.value_labels):
             if tail is not None and i == n:
                 cut = shown.dist.tail_kept
-                said = f"{tail.tail_p:.3f} not listed by the server" + (
-                    f"; {cut[0]:.3f} of the final p would fall here: cut" if cut is not None and cut[0] > 0 else "")
+                said = translate("Candidates", "{p} not listed by the server").format(p=f"{tail.tail_p:.3f}") + (
+                    translate("Candidates", "; {p} of the final p would fall here: cut").format(p=f"{cut[0]:.3f}")
+                    if cut is not None and cut[0] > 0 else "")
                 label.show_text(said, round(tail.tail_p + 0.01, 3), n, anchor=(0, 0.5), color=t.text)
             elif i < n:
                 r = rows[i]
@@ -271,31 +283,32 @@ class CandidatesView(View):
     def _draw_waterfall(self, shown: Shown) -> None:
         t = self.appearance.theme
         stages = shown.dist.stages
-        names, kept_mass, removed, counts = ["raw"], [1.0], [0.0], [stages[0].kept]
+        names, kept_mass, removed, counts = ["raw"], [1.0], [0.0], [stages[0].kept]  # stage keys, worded below
         mass = 1.0
         for stage in stages:
             if stage.name == "temperature" and shown.dist.settings.is_greedy:
                 continue  # greedy takes the top logit: no temperature divides them
             if stage.name == "temperature":
-                names.append(STAGE_TITLES["temperature"])
+                names.append("temperature")
                 kept_mass.append(1.0)
                 removed.append(0.0)
                 counts.append(stage.kept)
                 continue
             cut = mass * stage.removed_mass
             mass -= cut
-            names.append(STAGE_TITLES[stage.name])
+            names.append(stage.name)
             kept_mass.append(mass)
             removed.append(cut)
             counts.append(stage.kept)
-        names.append("renorm.")
+        names.append("renorm")
         kept_mass.append(1.0)
         removed.append(0.0)
         counts.append(stages[-1].kept)
         x = np.arange(len(names), dtype=float)
         self.kept_bars.setOpts(x=x, height=kept_mass, width=0.6, brush=colour(t.kept), pen=None)
         self.removed_bars.setOpts(x=x, y0=kept_mass, height=removed, width=0.6, brush=colour(t.removed), pen=None)
-        set_ticks(self.waterfall.getAxis("bottom"), [list(enumerate(self._stage_names(names)))])
+        titles = [translate("Candidates", STAGE_TITLES[name]) for name in names]
+        set_ticks(self.waterfall.getAxis("bottom"), [list(enumerate(self._stage_names(names, titles)))])
         # Above the bars: the tokens kept and, where the plot has room for a second line, the mass cut (a short
         # plot keeps one line: the red part of its bar shows the cut, the tooltip says it). The y range grows
         # above 1 as far as the labels need, so they never reach into the bars.
@@ -311,17 +324,20 @@ class CandidatesView(View):
                 label.show_text(f"{compact(counts[i])}{cut}", i, top)
             else:
                 label.show_text("")
-        self.waterfall.setToolTip(STAGES_TIP + "".join(
-            f"\n{name}: {counts[i]:,} tokens kept" + (f", {removed[i] * 100:.2f}% of the mass cut" if removed[i] else "")
-            for i, name in enumerate(names)))
+        kept = translate("Candidates", "{stage}: {n} tokens kept")
+        cut = translate("Candidates", ", {percent}% of the mass cut")
+        self.waterfall.setToolTip(translate("Candidates", STAGES_TIP) + "".join(
+            "\n" + kept.format(stage=title, n=f"{counts[i]:,}")
+            + (cut.format(percent=f"{removed[i] * 100:.2f}") if removed[i] else "")
+            for i, title in enumerate(titles)))
 
-    def _stage_names(self, names: list[str]) -> list[str]:
+    def _stage_names(self, names: list[str], titles: list[str]) -> list[str]:
         """The stages' names under their bars, or their symbols where a name would run into its neighbour's."""
         room = self.waterfall.getPlotItem().getViewBox().width() / max(len(names), 1)
         # the axes' tick font is the plot labels' (style_plot: appearance.font(0.85)), measured once in restyle
-        if max(self._label_metrics.horizontalAdvance(name) for name in names) + 6 <= room:
-            return names
-        return [SHORT_STAGE_TITLES[name] for name in names]
+        if max(self._label_metrics.horizontalAdvance(title) for title in titles) + 6 <= room:
+            return titles
+        return [translate("Candidates", SHORT_STAGE_TITLES[name]) for name in names]
 
     def _draw_draw(self, shown: Shown) -> None:
         t = self.appearance.theme
@@ -365,16 +381,18 @@ class CandidatesView(View):
             self.u_label.show_text("")
         n = kept.n_kept
         if step is not None and step.forced:
-            caption = (f"No draw: you chose {display(step.token.piece)} (rank {rank_text(step.chosen_rank)} by logit). "
-                       "The distribution is still the model's.")
+            caption = translate("Candidates", "No draw: you chose {token} (rank {rank} by logit). The distribution is "
+                                "still the model's.").format(token=display(step.token.piece),
+                                                             rank=rank_text(step.chosen_rank))
         elif shown.dist.settings.is_greedy:
-            caption = "Greedy: the highest-logit token is taken; no random number is drawn."
+            caption = translate("Candidates", "Greedy: the highest-logit token is taken; no random number is drawn.")
         elif step is None:
-            caption = (f"{n:,} tokens kept. The next Step draws u uniformly in [0, 1) from the seeded "
-                       "generator and takes the token whose segment contains it.")
+            caption = translate("Candidates", "%n token(s) kept. The next Step draws u uniformly in [0, 1) from the "
+                                "seeded generator and takes the token whose segment contains it.", None, n)
         else:
-            caption = (f"{n:,} tokens kept; u = {step.random_u:.4f} fell in the segment of "
-                       f"{display(step.token.piece)} (rank {rank_text(step.chosen_rank)} by logit).")
+            caption = translate("Candidates", "%n token(s) kept; u = {u} fell in the segment of {token} (rank {rank} "
+                                "by logit).", None, n).format(u=f"{step.random_u:.4f}", token=display(step.token.piece),
+                                                              rank=rank_text(step.chosen_rank))
         self.draw_caption.setText(caption)
 
     # --- taking a token by clicking it ----------------------------------------------------------------
@@ -414,7 +432,8 @@ class CandidatesView(View):
         shown = self._drawn
         text, c = self._text_of(token_id), shown.dist.candidates
         hits = np.nonzero(c.ids == token_id)[0]
-        stages = f"\n{quoted(text)} · id {token_id}" + (f" · rank {rank_text(hits[0])} by logit" if len(hits) else "")
+        stages = f"\n{quoted(text)} · id {token_id}" + (
+            " · " + translate("Candidates", "rank {rank} by logit").format(rank=rank_text(hits[0])) if len(hits) else "")
         if len(hits):
             at = hits[0]
             stages += "\n" + row_tooltip(c.p_raw[at], c.p_temp[at], c.p_final[at], shown.dist.settings,
@@ -425,12 +444,14 @@ class CandidatesView(View):
         if not self._can_take():  # a run under way, or a stop: the token, without a click to offer
             return stages.lstrip("\n")
         if shown.pending:
-            return f"Click to take {text} as step {shown.index} (you choose it: no draw){stages}"
+            return translate("Candidates", "Click to take {token} as step {index} (you choose it: no draw)").format(
+                token=text, index=shown.index) + stages
         drawn = display(shown.step.token.piece)
         if token_id == shown.step.token.id:
-            return f"Click to take {text} at step {shown.index} again (it is the token drawn there){stages}"
-        return (f"Click to take this token: fork at step {shown.index} with {text} instead of {drawn} "
-                f"(the current branch is kept){stages}")
+            return translate("Candidates", "Click to take {token} at step {index} again (it is the token drawn "
+                             "there)").format(token=text, index=shown.index) + stages
+        return translate("Candidates", "Click to take this token: fork at step {index} with {token} instead of {drawn} "
+                         "(the current branch is kept)").format(index=shown.index, token=text, drawn=drawn) + stages
 
     def take(self, token_id: int) -> None:
         """At the pending step the token is taken; at a past step the controller forks there."""

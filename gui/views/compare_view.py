@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (QComboBox, QGridLayout, QLabel, QSizePolicy, QSpl
 
 from gui.state.compare import (BranchStats, branch_stats, chosen_p, default_other, parting_step,
                                same_length_log_probs)
+from gui.state.i18n import QT_TRANSLATE_NOOP, translate
 from gui.state.intents import Intents
 from gui.theme import Appearance
 from gui.views.base import View
@@ -37,12 +38,17 @@ def fmt_log_prob(value: float) -> str:
     return "−∞" if value == -math.inf else f"{value:.2f}".replace("-", "−")
 
 
+FORK = QT_TRANSLATE_NOOP("Compare", "Fork at a past step to compare two branches.")
+
+
 class CompareView(View):
     COSTLY = True  # a plot: several ms per redraw
 
     def __init__(self, intents: Intents, appearance: Appearance):
         super().__init__(intents, appearance)
-        self.parting = QLabel("Fork at a past step to compare two branches.")
+        self.parting = QLabel(translate("Compare", FORK))
+        # what the parting line says, as a function: a language change words it again, also behind another tab
+        self._parting_words = lambda: translate("Compare", FORK)
         self.parting.setTextFormat(Qt.RichText)
         self.parting.setWordWrap(True)
         self.combos = {side: QComboBox() for side in SIDES}
@@ -71,9 +77,6 @@ class CompareView(View):
         grid.setRowStretch(2, 1)  # height to spare goes to the texts
         self.plot = make_plot(appearance)
         self.plot.setMinimumHeight(80)
-        self.plot.setToolTip("Each step's entropy (of p raw, in nats) by step: A solid, B dashed; the dotted "
-                             "line is the step where they part")
-        self.plot.getPlotItem().setLabel("left", "entropy (nats)")  # the x axis is the step: its numbers say so
         self.curves = {side: self.plot.plot([], [], antialias=True) for side in SIDES}
         self.part_line = pg.InfiniteLine(angle=90, movable=False)
         self.part_line.setVisible(False)
@@ -92,7 +95,18 @@ class CompareView(View):
         self.chosen: dict[str, int | None] = {"A": None, "B": None}
         self._user_chose = {side: False for side in SIDES}  # a side the user set keeps its branch
         self.results: dict[str, BranchStats | None] = {"A": None, "B": None}
+        self.retranslate()
+
+    def retranslate(self) -> None:
+        self.plot.setToolTip(translate("Compare", "Each step's entropy (of p raw, in nats) by step: A solid, B dashed; "
+                                       "the dotted line is the step where they part"))
+        # the x axis is the step: its numbers say so
+        self.plot.getPlotItem().setLabel("left", translate("Compare", "entropy (nats)"))
+        self._items_key = None  # the branch names in the lists, worded again
+        if self._key == "clear":
+            self._key = None
         self.restyle()
+        self.parting.setText(self._parting_words())
 
     def restyle(self) -> None:
         t = self.appearance.theme
@@ -103,7 +117,8 @@ class CompareView(View):
             self.curves[side].setSymbolSize(5 * self.appearance.scale)
             self.curves[side].setSymbolBrush(colour(hex_colour))
             self.curves[side].setSymbolPen(None)
-            self.headings[side].setText(f"<b style='color:{hex_colour}'>Branch {side}</b>")
+            self.headings[side].setText(translate("Compare", "<b style='color:{colour}'>Branch {side}</b>").format(
+                colour=hex_colour, side=side))
         self.part_line.setPen(pg.mkPen(colour(t.accent), width=1.5, style=Qt.DotLine))
         self._key = None
 
@@ -116,15 +131,18 @@ class CompareView(View):
         items = []
         for number, node in enumerate(nodes, 1):
             if node.step is None:
-                items.append((node.id, "current: the prompt only (0 steps)"))
+                items.append((node.id, translate("Compare", "current: the prompt only (0 steps)")))
                 continue
             last, up = [], node
             while up is not None and up.step is not None and len(last) < 4:
                 last.append(up.step.token.text)
                 up = up.parent
             tail = display("".join(reversed(last)))[-18:]
-            where = "current" if node is h.current else f"tip {number}"
-            items.append((node.id, f"{where}: …{tail} ({node.depth} steps)"))
+            where = translate("Compare", "current") if node is h.current else \
+                translate("Compare", "tip {number}").format(number=number)
+            depth = node.depth
+            items.append((node.id, translate("Compare", "{where}: …{tail} (%n step(s))", None, depth).format(
+                where=where, tail=tail)))
         return items
 
     def _update_combos(self) -> None:
@@ -166,7 +184,7 @@ class CompareView(View):
         if self.tabbed_away():  # behind another tab: drawn when raised
             return
         if c.prefill_event is None or h.current is None:
-            self._clear("Fork at a past step to compare two branches.")
+            self._clear(lambda: translate("Compare", FORK))
             return
         self._update_combos()
         key = (self._items_key, self.chosen["A"], self.chosen["B"])
@@ -177,15 +195,17 @@ class CompareView(View):
                  for side in SIDES}
         for side in SIDES:
             self.results[side] = branch_stats(paths[side]) if paths[side] is not None else None
-        self._show_parting(paths["A"], paths["B"])
+        self._parting_words = lambda: self._parting(paths["A"], paths["B"])
+        self.parting.setText(self._parting_words())
         self._show_branches(paths["A"], paths["B"])
         self._show_entropy(paths["A"], paths["B"])
 
-    def _clear(self, message: str) -> None:
+    def _clear(self, words) -> None:
         if self._key == "clear":
             return
         self._key, self._items_key = "clear", None
-        self.parting.setText(message)
+        self._parting_words = words
+        self.parting.setText(words())
         for side in SIDES:
             self.combos[side].clear()
             self.stats[side].setText("")
@@ -199,32 +219,32 @@ class CompareView(View):
         """Nothing to compare: a side is back at the prompt (a Reset, a rewind to step 1)."""
         return (a is not None and not a) or (b is not None and not b)
 
-    def _show_parting(self, a, b) -> None:
+    def _parting(self, a, b) -> str:
+        """Where the two branches part, in words."""
         t = self.appearance.theme
         if b is None:
-            self.parting.setText("Only one branch so far: go back to a step and take another token to compare.")
-            return
+            return translate("Compare", "Only one branch so far: go back to a step and take another token to compare.")
         if self._empty(a, b):
             empty, other = ("A", b) if not a else ("B", a)
-            self.parting.setText(f"Branch {empty} is back at the prompt (no steps yet): nothing to compare. Step "
-                                 f"or Run, then compare it with branch {'B' if empty == 'A' else 'A'} "
-                                 f"({len(other)} steps, kept).")
-            return
+            kept = len(other)
+            return translate("Compare", "Branch {empty} is back at the prompt (no steps yet): nothing to compare. Step "
+                             "or Run, then compare it with branch {other} (%n step(s), kept).", None, kept).format(
+                empty=empty, other="B" if empty == "A" else "A")
         at = parting_step(a, b)
         if at is None:
             shorter, longer = ("A", "B") if len(a) <= len(b) else ("B", "A")
-            self.parting.setText("Both are the same branch." if len(a) == len(b) else
-                                 f"Branch {longer} continues branch {shorter} after step {min(len(a), len(b))}."
-                                 + self._lengths(a, b))
-            return
+            return (translate("Compare", "Both are the same branch.") if len(a) == len(b) else
+                    translate("Compare", "Branch {longer} continues branch {shorter} after step {at}.")
+                    .format(longer=longer, shorter=shorter, at=min(len(a), len(b))) + self._lengths(a, b))
         took = []
         for side, path, hex_colour in (("A", a, t.selected), ("B", b, t.warning)):
             step = path[at - 1]
-            flag = " ⚑ forced" if getattr(step, "forced", False) else ""
-            took.append(f"<b style='color:{hex_colour}'>{side}</b> took <b>{html.escape(display(step.token.piece))}"
-                        f"</b> (p raw {chosen_p(step):.3f}{flag})")
-        self.parting.setText(f"They part at <b>step {at}</b> (after {at - 1} shared): " + ", ".join(took) + "."
-                             + self._lengths(a, b))
+            flag = " ⚑ " + translate("Compare", "forced") if getattr(step, "forced", False) else ""
+            took.append(translate("Compare", "<b style='color:{colour}'>{side}</b> took <b>{token}</b> (p raw {p}{flag})")
+                        .format(colour=hex_colour, side=side, token=html.escape(display(step.token.piece)),
+                                p=f"{chosen_p(step):.3f}", flag=flag))
+        return translate("Compare", "They part at <b>step {at}</b> (after {shared} shared): {took}.").format(
+            at=at, shared=at - 1, took=", ".join(took)) + self._lengths(a, b)
 
     @staticmethod
     def _lengths(a, b) -> str:
@@ -232,9 +252,10 @@ class CompareView(View):
         if len(a) == len(b):
             return ""
         n, lp_a, lp_b = same_length_log_probs(a, b)
-        return (f"<br>A has {len(a)} steps, B {len(b)}: log p adds ln p at every step, so the longer one is lower "
-                f"by its length alone; over their first {n} steps, log p A {fmt_log_prob(lp_a)}, B "
-                f"{fmt_log_prob(lp_b)} (perplexity is per step).")
+        return "<br>" + translate("Compare", "A has {a} steps, B {b}: log p adds ln p at every step, so the longer one is "
+                                  "lower by its length alone; over their first {n} steps, log p A {lp_a}, B {lp_b} "
+                                  "(perplexity is per step).").format(a=len(a), b=len(b), n=n, lp_a=fmt_log_prob(lp_a),
+                                                                      lp_b=fmt_log_prob(lp_b))
 
     def _show_branches(self, a, b) -> None:
         t = self.appearance.theme
@@ -246,14 +267,15 @@ class CompareView(View):
                 self.stats[side].setText("")
                 self.texts[side].setPlainText("")
                 continue
+            n_steps = stats.n_steps
             self.stats[side].setText(
-                f"log p <b>{fmt_log_prob(stats.log_prob)}</b> over {stats.n_steps} step"
-                f"{'s' if stats.n_steps != 1 else ''} · perplexity <b>{stats.perplexity:.2f}</b>"
-                if stats.n_steps else "no steps yet: the prompt only")
-            self.stats[side].setToolTip(
-                f"{stats.n_steps} steps. log p: the sum of ln p raw of the tokens this branch took (how likely "
-                "the model found the whole text); perplexity: exp(−log p / steps), as unsure as a choice among "
-                "that many equally likely tokens at each step.")
+                translate("Compare", "log p <b>{log_p}</b> over %n step(s) · perplexity <b>{perplexity}</b>", None,
+                          n_steps).format(log_p=fmt_log_prob(stats.log_prob), perplexity=f"{stats.perplexity:.2f}")
+                if n_steps else translate("Compare", "no steps yet: the prompt only"))
+            self.stats[side].setToolTip(translate(
+                "Compare", "%n step(s). log p: the sum of ln p raw of the tokens this branch took (how likely the model "
+                "found the whole text); perplexity: exp(−log p / steps), as unsure as a choice among that many equally "
+                "likely tokens at each step.", None, n_steps))
             self.texts[side].setHtml(self._text_html(path, shared, at is not None, hex_colour))
             self.texts[side].scrollToAnchor("part")  # a long text opens where the branches part
 
@@ -265,7 +287,7 @@ class CompareView(View):
 
         # the shared beginning cut to its last words: the text opens where the branches differ
         cut = max(shared - SHARED_TAIL, 0)
-        skipped = f"[{cut} shared step{'s' if cut != 1 else ''}] …" if cut else ""
+        skipped = translate("Compare", "[%n shared step(s)] …", None, cut) if cut else ""
         same = f"<span style='color:{t.muted}'>{skipped}{chunk(path[cut:shared])}</span><a name='part'></a>"
         if not parts or shared >= len(path):
             rest = chunk(path[shared:])

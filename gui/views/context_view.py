@@ -30,11 +30,17 @@ from gui.state.speculation import Pass, newest_pass
 from gui.theme import Appearance
 from gui.views.base import View
 from gui.widgets.chip_canvas import Chip, ChipCanvas
-from gui.state.format import byte_label, display, plural, quoted, rank_text, split_characters
+from gui.state.format import byte_label, display, quoted, rank_text, split_characters
+from gui.state.i18n import QT_TRANSLATE_NOOP, translate
 from gui.widgets.transcript import Transcript
 from gui.widgets.wrap_label import WrapLabel
 
-KEPT = "\ndrafted by prompt lookup ✓ kept: the draw picked the draft token"
+KEPT = QT_TRANSLATE_NOOP("Context", "drafted by prompt lookup ✓ kept: the draw picked the draft token")
+
+
+def kept_note() -> str:
+    """The first line of a kept draft token's note (what _verify_note's notes are told apart by)."""
+    return "\n" + translate("Context", KEPT)
 
 
 class Tips(Mapping):
@@ -67,8 +73,6 @@ class ContextView(View):
         self.summary = WrapLabel()
         self.summary.setObjectName("muted")
         self.canvas = ChipCanvas(appearance)
-        self.canvas.placeholder = ("The prompt appears here as tokens after Prefill (Ctrl+P). "
-                                   "Each Step (Space) appends one token where the cursor is.")
         self.canvas.step_clicked.connect(intents.select)
         self.setFocusProxy(self.canvas)  # focused, the view takes the keys (Space steps) instead of the prompt
         # Opaque: a tab bar the main window's dock layout left behind (Stop | Compare) showed through the
@@ -87,10 +91,8 @@ class ContextView(View):
         self.pages.addWidget(self.scroll)
         self.pages.addWidget(self.transcript)
         self.plain = QToolButton()
-        self.plain.setText("Transcript")
         self.plain.setCheckable(True)
-        self.plain.setToolTip("Show the context as plain text (the chat template's special tokens dimmed) "
-                              "instead of token chips")
+        self.retranslate()
         self.plain.toggled.connect(self._show_plain)
         top = QHBoxLayout()
         top.addWidget(self.summary, 1)
@@ -162,6 +164,15 @@ class ContextView(View):
         self.pages.setCurrentIndex(1 if on else 0)
         self.refresh()
 
+    def retranslate(self) -> None:
+        self.canvas.placeholder = translate("Context", "The prompt appears here as tokens after Prefill (Ctrl+P). Each "
+                                            "Step (Space) appends one token where the cursor is.")
+        self.canvas.update()
+        self.plain.setText(translate("Context", "Transcript"))
+        self.plain.setToolTip(translate("Context", "Show the context as plain text (the chat template's special tokens "
+                                        "dimmed) instead of token chips"))
+        self._shown_count = -1  # the summary is worded again at the next refresh
+
     def refresh(self) -> None:
         self._refresh()
         self._summary_changed()  # a summary that wraps to more (or fewer) lines asks for its room
@@ -172,7 +183,7 @@ class ContextView(View):
         if prefill is None:
             if self._shown_count != 0:
                 self.canvas.set_chips([], Tips(), None, None)
-                self.summary.setText("No prompt read yet.")
+                self.summary.setText(translate("Context", "No prompt read yet."))
                 self._shown_count = 0
             return
         past = self.past_step()
@@ -196,25 +207,29 @@ class ContextView(View):
         verify = self._limit_text(past) + self._verify_text(self.verify_pass, chips)
         if past is not None:
             later = n_gen - past.index
-            self.summary.setText(
-                f"Showing step {past.index}: the model had read {n_prompt} prompt + {past.index - 1} generated "
-                f"tokens and chose the outlined one; the {later} token{'s' if later != 1 else ''} written after "
-                f"it {'are' if later != 1 else 'is'} greyed. A candidate clicked now forks here." + verify)
+            self.summary.setText(translate(
+                "Context", "Showing step {index}: the model had read {prompt} prompt + {generated} generated tokens and "
+                "chose the outlined one; the %n token(s) written after it are greyed. A candidate clicked now forks "
+                "here.", None, later).format(index=past.index, prompt=n_prompt, generated=past.index - 1) + verify)
             return
         limit = c.settings.context_limit
-        where = "the context window"
+        where = translate("Context", "the context window")
         if limit and limit < window:
-            window, where = limit, f"the context limit (the model's: {window:,})"
+            window, where = limit, translate("Context", "the context limit (the model's: {window})").format(
+                window=f"{window:,}")
         dropped = sum(s.dropped for s in self._shifts())
         if dropped:  # the shift line says the rest
-            self.summary.setText(
-                f"{n_prompt} prompt + {n_gen} generated tokens; the model reads {n_prompt + n_gen - dropped} of "
-                f"{window:,} positions in {where} · ▌ marks where token {n_gen + 1} goes" + verify)
+            self.summary.setText(translate(
+                "Context", "{prompt} prompt + {generated} generated tokens; the model reads {read} of {window} positions "
+                "in {where} · ▌ marks where token {next} goes").format(
+                prompt=n_prompt, generated=n_gen, read=n_prompt + n_gen - dropped, window=f"{window:,}", where=where,
+                next=n_gen + 1) + verify)
             return
-        self.summary.setText(
-            f"{n_prompt} prompt tokens (read in one prefill pass) + {n_gen} generated = "
-            f"{n_prompt + n_gen} of {window:,} positions in {where} · the cursor ▌ marks where "
-            f"token {n_gen + 1} will go" + verify)
+        self.summary.setText(translate(
+            "Context", "{prompt} prompt tokens (read in one prefill pass) + {generated} generated = {total} of {window} "
+            "positions in {where} · the cursor ▌ marks where token {next} will go").format(
+            prompt=n_prompt, generated=n_gen, total=n_prompt + n_gen, window=f"{window:,}", where=where,
+            next=n_gen + 1) + verify)
 
     def _verify_text(self, verify: Pass | None, chips: list[Chip]) -> str:
         """The highlighted verify pass in words (the summary's second line)."""
@@ -223,16 +238,18 @@ class ContextView(View):
         v = verify.verified
         start = next((i for i, chip in enumerate(chips) if chip.step == v.index or chip.draft == "rejected"), 0)
         gram = "".join(chip.label for chip in chips[max(0, start - len(v.ngram)):start])
-        after = {"correction": "then drew its own token where the draft was rejected",
-                 "bonus": "then drew one more token from the pass's last position"}
+        after = {"correction": translate("Context", "then drew its own token where the draft was rejected"),
+                 "bonus": translate("Context", "then drew one more token from the pass's last position")}
         last = verify.role(verify.steps[-1]) if len(verify.steps) == v.emitted else "accepted"
-        return (f"\nVerify pass at step {v.index}: “{gram}” was found earlier in the context, so the "
-                f"{plural(len(v.drafted), 'token')} that followed it {'was' if len(v.drafted) == 1 else 'were'} "
-                f"drafted; ONE forward pass read {v.positions} "
-                f"positions and the draws kept "
-                + (f"{v.accepted} (green) and rejected {verify.rejected} (red, dashed)" if verify.rejected
-                   else f"all {v.accepted} (green)")
-                + (f"; {after[last]}" if last in after else "") + ".")
+        drafted = len(v.drafted)
+        kept = (translate("Context", "{accepted} (green) and rejected {rejected} (red, dashed)").format(
+            accepted=v.accepted, rejected=verify.rejected) if verify.rejected else
+            translate("Context", "all {accepted} (green)").format(accepted=v.accepted))
+        return "\n" + translate(
+            "Context", "Verify pass at step {index}: “{gram}” was found earlier in the context, so the %n token(s) that "
+            "followed it were drafted; ONE forward pass read {positions} positions and the draws kept {kept}{after}.",
+            None, drafted).format(index=v.index, gram=gram, positions=v.positions, kept=kept,
+                                  after=f"; {after[last]}" if last in after else "")
 
     def _chips(self, prefill, verify: Pass | None) -> tuple[list[Chip], Tips]:
         """A chip per prompt token and per generated token of the current branch, with their tooltips, and
@@ -246,14 +263,15 @@ class ContextView(View):
         for pos, token in enumerate(prefill.tokens):
             kind = "special" if token.special else "prompt"
             chips.append(Chip(display(token.piece), kind, token.id, pos, None, token.text.endswith("\n")))
-            tips.set(len(chips) - 1, f"prompt token · position {pos}\nid {token.id}  {quoted(token.piece)}")
+            tips.set(len(chips) - 1, translate("Context", "prompt token · position {position}").format(position=pos)
+                     + f"\nid {token.id}  {quoted(token.piece)}")
         if ghosts_after == 0:
             self._ghosts(verify, chips, tips)
         for step in self.intents.steps:
             token = step.token
             kind = "special" if token.special else "generated"
             draft, note = "", self._verify_note(step)
-            if note.startswith(KEPT):
+            if note.startswith(kept_note()):
                 draft = "verified" if verify is not None and step.verified_by == verify.index else "accepted"
             chips.append(Chip(display(token.piece), kind, token.id, step.position, step.index,
                               token.text.endswith("\n"), draft=draft))
@@ -277,9 +295,11 @@ class ContextView(View):
             for at in range(shift.first_dropped, min(shift.first_dropped + shift.dropped, len(real))):
                 i = real[at]
                 chips[i].dropped_at = shift.step
-                tips.prepend(i, f"dropped from the context at step {shift.step}: the window of {shift.window} was "
-                                f"full (drop-oldest), so the oldest {plural(shift.dropped, 'token')} after the first "
-                                f"left it and the {shift.kept - 1} after them were re-read in one pass\n")
+                dropped = shift.dropped
+                tips.prepend(i, translate(
+                    "Context", "dropped from the context at step {step}: the window of {window} was full (drop-oldest), "
+                    "so the oldest %n token(s) after the first left it and the {kept} after them were re-read in one "
+                    "pass", None, dropped).format(step=shift.step, window=shift.window, kept=shift.kept - 1) + "\n")
 
     @staticmethod
     def _group_split_characters(chips: list[Chip], tips: Tips, tokens) -> None:
@@ -307,8 +327,10 @@ class ContextView(View):
         if not shifts:
             return ""
         dropped = sum(s.dropped for s in shifts)
-        return (f"\n{len(shifts)} context shift{'s' if len(shifts) != 1 else ''} (drop-oldest) dropped the "
-                f"{dropped} oldest tokens after the first (struck through) and re-read the rest in one pass each.")
+        n = len(shifts)
+        return "\n" + translate("Context", "%n context shift(s) (drop-oldest) dropped the {dropped} oldest tokens after "
+                                 "the first (struck through) and re-read the rest in one pass each.", None, n).format(
+            dropped=dropped)
 
     def _verify_note(self, step) -> str:
         """What the verify pass that decided `step` made of it (its tooltip's last line; "" for a step of its
@@ -319,11 +341,13 @@ class ContextView(View):
         k = step.index - verified.index
         if k < verified.accepted:  # (ids differ only for a pass of another branch at the same step)
             kept = verified.drafted[k].id == step.token.id
-            return KEPT + f" in the verify pass at step {verified.index}" if kept else ""
+            return kept_note() + translate("Context", " in the verify pass at step {index}").format(
+                index=verified.index) if kept else ""
         if k < len(verified.drafted):
-            return (f"\nthe correction in the verify pass at step {verified.index}: the draw rejected the draft "
-                    f"{quoted(verified.drafted[k].piece)}")
-        return f"\nthe bonus token of the verify pass at step {verified.index}: the whole draft was kept"
+            return "\n" + translate("Context", "the correction in the verify pass at step {index}: the draw rejected the "
+                                     "draft {token}").format(index=verified.index, token=quoted(verified.drafted[k].piece))
+        return "\n" + translate("Context", "the bonus token of the verify pass at step {index}: the whole draft was "
+                                 "kept").format(index=verified.index)
 
     @staticmethod
     def _ghosts(verify: Pass, chips: list[Chip], tips: Tips) -> None:
@@ -333,9 +357,11 @@ class ContextView(View):
             chips.append(Chip(display(token.piece), "generated", token.id, chips[-1].position + 1, None,
                               False, draft="rejected"))
             tips.set(len(chips) - 1, (
-                f"drafted for step {index} by prompt lookup · id {token.id}  {quoted(token.piece)}\n✗ rejected: "
-                + ("the draw at this step took another token (the correction), so the pass kept nothing after it"
-                   if j == 0 else "it came after a rejected draft token, so the pass could not keep it")))
+                translate("Context", "drafted for step {index} by prompt lookup").format(index=index)
+                + f" · id {token.id}  {quoted(token.piece)}\n✗ " + translate("Context", "rejected: ")
+                + (translate("Context", "the draw at this step took another token (the correction), so the pass kept "
+                             "nothing after it") if j == 0 else
+                   translate("Context", "it came after a rejected draft token, so the pass could not keep it"))))
 
 
 
@@ -343,9 +369,11 @@ def step_tip(step, note: str) -> str:
     """A generated token's tooltip: its step, id, logit, probabilities, rank and how it was drawn."""
     token, cands = step.token, step.dist.candidates
     at = list(cands.ids).index(token.id)
-    how = ("forced (you chose it)" if step.forced
-           else "greedy" if step.random_u is None else f"u = {step.random_u:.4f}")
-    return (f"step {step.index} · position {step.position}\nid {token.id}  {quoted(token.piece)}\n"
-            f"logit {cands.logits[at]:.3f}   p {cands.p_raw[at]:.4f}   p final {cands.p_final[at]:.4f}\n"
-            f"rank {rank_text(step.chosen_rank)}   {how}\nclick: show this step (then a candidate click forks here)"
-            + note)
+    how = (translate("Context", "forced (you chose it)") if step.forced
+           else translate("Context", "greedy") if step.random_u is None else f"u = {step.random_u:.4f}")
+    return (translate("Context", "step {index} · position {position}").format(index=step.index, position=step.position)
+            + f"\nid {token.id}  {quoted(token.piece)}\n"
+            + translate("Context", "logit {logit}   p {p}   p final {p_final}").format(
+                logit=f"{cands.logits[at]:.3f}", p=f"{cands.p_raw[at]:.4f}", p_final=f"{cands.p_final[at]:.4f}") + "\n"
+            + translate("Context", "rank {rank}   {how}").format(rank=rank_text(step.chosen_rank), how=how) + "\n"
+            + translate("Context", "click: show this step (then a candidate click forks here)") + note)

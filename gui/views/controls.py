@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import random
 
-from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QSize, Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
                                QLineEdit, QPlainTextEdit, QPushButton, QSizePolicy, QSlider, QSpinBox, QToolButton,
                                QVBoxLayout, QWidget)
 
 from inference.settings import GenerationSettings, SamplerSettings
 
+from gui.state.i18n import translate
 from gui.state.intents import Intents
 from gui.widgets import no_wheel
+from gui.widgets.wrap_label import line_spacing
 
 DEFAULT_PROMPT = "The capital of France is"
 
@@ -22,8 +24,7 @@ class SliderSpin(QWidget):
 
     valueChanged = Signal(float)
 
-    def __init__(self, minimum: float, maximum: float, step: float, decimals: int, tooltip: str,
-                 special: str | None = None):
+    def __init__(self, minimum: float, maximum: float, step: float, decimals: int):
         super().__init__()
         self._scale = 1 / step
         self.slider = QSlider(Qt.Horizontal)
@@ -36,17 +37,19 @@ class SliderSpin(QWidget):
         else:
             self.spin = QSpinBox()
             self.spin.setRange(int(minimum), int(maximum))
-        if special:
-            self.spin.setSpecialValueText(special)
         self.spin.setMinimumWidth(78)
-        for w in (self.slider, self.spin):
-            w.setToolTip(tooltip)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.slider, 1)
         layout.addWidget(self.spin)
         self.slider.valueChanged.connect(lambda v: self.spin.setValue(v / self._scale))
         self.spin.valueChanged.connect(self._from_spin)
+
+    def set_words(self, tooltip: str, special: str = "") -> None:
+        """Its tooltip, and the word its minimum shows ("off"), in the app's language."""
+        self.spin.setSpecialValueText(special)
+        for w in (self.slider, self.spin):
+            w.setToolTip(tooltip)
 
     def _from_spin(self, value) -> None:
         self.slider.blockSignals(True)
@@ -96,7 +99,71 @@ class Controls(QWidget):
         intents.state_changed.connect(self._show_notes)
         intents.model_changed.connect(self._take_model_defaults)
         self.apply_sampler(SamplerSettings())
+        self.retranslate()
         no_wheel.guard(self)  # the wheel scrolls the panel; a slider takes it only once focused
+
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.LanguageChange:
+            self.retranslate()
+
+    def retranslate(self) -> None:
+        """Every label, placeholder and tooltip in the app's language (at start and at each language change)."""
+        self.prompt_box.setTitle(translate("Controls", "Prompt"))
+        self.prompt.setPlaceholderText(translate("Controls", "Type a prompt, then Prefill (Ctrl+P)"))
+        self.chat.setText(translate("Controls", "Chat mode (chat template)"))  # short: the column fits a 1024 px window
+        self.chat.setToolTip(translate("Controls", "Wrap the prompt as a user message with the model's chat "
+                                       "template; the context then shows its special tokens"))
+        self.system.setPlaceholderText(translate("Controls", "System prompt (optional; the template may add its own)"))
+        for i in range(self.pace.count()):
+            self.pace.setItemText(i, self._pace_text(self.pace.itemData(i)))
+        self.pace.setToolTip(translate("Controls", "How fast Run shows its steps: paced, every view shows each "
+                                       "step in turn (for a class or a recording); P toggles"))
+        self.pace_label.setText(translate("Controls", "Run pace"))
+        self.sampling_box.setTitle(translate("Controls", "Sampling (applies to the next draw)"))
+        self.greedy.setText(translate("Controls", "Greedy: always take the top token"))
+        self.greedy.setToolTip(translate("Controls", "Argmax, no random draw; the result is deterministic "
+                                         "(temperature 0 means the same)"))
+        off = translate("Controls", "off", "a setting that is switched off")
+        self.temperature.set_words(translate("Controls", "Divide the logits by T before softmax: T < 1 sharpens, "
+                                             "T > 1 flattens; 0 = greedy"))
+        self.top_k.set_words(translate("Controls", "Keep only the K most likely tokens (0 = off)"), off)
+        self.top_p.set_words(translate("Controls", "Keep the smallest set of top tokens whose mass reaches p "
+                                       "(1 = off)"))
+        self.min_p.set_words(translate("Controls", "Drop tokens below min_p × the top probability (0 = off)"), off)
+        words = {"temperature": translate("Controls", "Temperature"), "top_k": "Top-k", "top_p": "Top-p",
+                 "min_p": "Min-p", "seed": translate("Controls", "Seed"),
+                 "max_new": translate("Controls", "Max new tokens"), "stops": translate("Controls", "Stop strings"),
+                 "speculate": translate("Controls", "Speculate"), "context_limit": translate("Controls", "Context limit")}
+        for key, text in words.items():
+            self.form_labels[key].setText(text)
+        self.seed_box.setTitle(translate("Controls", "Seed and limits"))
+        self.seed.setToolTip(translate("Controls", "Seed of the random generator used by the draw; takes effect at "
+                                       "the next Reset or Prefill: the same seed and settings give the same tokens"))
+        self.dice.setToolTip(translate("Controls", "A new random seed (Ctrl+D)"))
+        self.max_new.setToolTip(translate("Controls", "Stop after this many new tokens"))
+        self.stops.setPlaceholderText(translate("Controls", "e.g.  .  |  \\n\\n   (separate with |, \\n = new line)"))
+        self.stops.setToolTip(translate("Controls", "Stop when the generated text contains one of these strings; "
+                                        "the match itself is not part of the answer"))
+        self.context_limit.setSpecialValueText(translate("Controls", "model's", "the model's own context window"))
+        self.context_limit.setToolTip(translate(
+            "Controls", "Run in a context window of this many tokens (prompt + generated), e.g. 64, to see what "
+            "happens when it is full; 0 = the model's own window. Applies to the next Prefill and to the next steps"))
+        self.when_full.setItemText(0, translate("Controls", "stop", "when the context window is full: stop"))
+        self.when_full.setItemText(1, translate("Controls", "drop oldest"))
+        self.when_full.setToolTip(translate(
+            "Controls", "When the window is full: stop (context_full), or drop the oldest half of the tokens after "
+            "the first and re-read the rest in ONE prefill pass, as inference servers do (a context shift; the "
+            "dropped tokens stay greyed in the Context). Speculation is off while this is chosen"))
+        self.speculate.setSpecialValueText(off)
+        self.speculate.setToolTip(translate(
+            "Controls", "Speculative decoding by prompt lookup: the last 3 (else 2, else 1) tokens of the context "
+            "are searched for earlier in the context, and up to N tokens that followed them there are the draft.\n"
+            "ONE forward pass then reads the whole draft, as a prefill reads a prompt, and each step draws from its "
+            "own position's distribution with its usual random number: a draft token is kept while the draw picks "
+            "it.\nSo the tokens are exactly those without speculation, in fewer forward passes when the text "
+            "repeats itself (0 = off)"))
+        self._show_notes()
 
     def heightForWidth(self, width: int) -> int:
         """The least height at this width. The panel sits in a resizable scroll area, which sizes a widget with
@@ -108,16 +175,12 @@ class Controls(QWidget):
         return layout.totalMinimumHeightForWidth(width) if layout is not None else super().heightForWidth(width)
 
     def _prompt_box(self) -> QGroupBox:
-        box = QGroupBox("Prompt")
+        self.prompt_box = box = QGroupBox()
         self.prompt = QPlainTextEdit(DEFAULT_PROMPT)
-        self.prompt.setPlaceholderText("Type a prompt, then Prefill (Ctrl+P)")
         self.prompt.setTabChangesFocus(True)
         self.prompt.setMinimumHeight(70)
-        self.chat = QCheckBox("Chat mode (chat template)")  # short: the column fits a 1024 px window
-        self.chat.setToolTip("Wrap the prompt as a user message with the model's chat template; "
-                             "the context then shows its special tokens")
+        self.chat = QCheckBox()
         self.system = QLineEdit()
-        self.system.setPlaceholderText("System prompt (optional; the template may add its own)")
         self.system.setEnabled(False)
         self.chat.toggled.connect(self.system.setEnabled)
         self.prompt_state = HintLabel()
@@ -144,52 +207,52 @@ class Controls(QWidget):
         self.pace = QComboBox()
         pacer = self.intents.pacer
         for pace in pacer.paces:
-            self.pace.addItem("as fast as possible" if not pace else f"{pace:g} token{'s' if pace != 1 else ''}/s",
-                              pace)
-        self.pace.setToolTip("How fast Run shows its steps: paced, every view shows each step in turn "
-                             "(for a class or a recording); P toggles")
+            self.pace.addItem(self._pace_text(pace), pace)
         self.pace.currentIndexChanged.connect(lambda i: pacer.set_pace(self.pace.itemData(i)))
         pacer.pace_changed.connect(self._show_pace)
-        row.addWidget(QLabel("Run pace"))
+        self.pace_label = QLabel()
+        row.addWidget(self.pace_label)
         row.addWidget(self.pace, 1)
         return row
+
+    @staticmethod
+    def _pace_text(pace: float) -> str:
+        if not pace:
+            return translate("Controls", "as fast as possible")
+        if pace == int(pace):
+            count = int(pace)  # a plain name: lupdate drops a translate() whose n is an expression
+            return translate("Controls", "%n token(s)/s", None, count)
+        return translate("Controls", "{pace} tokens/s").format(pace=f"{pace:g}")
 
     def _show_pace(self, pace: float) -> None:
         i = self.pace.findData(pace)
         if i < 0:
-            self.pace.addItem(f"{pace:g} tokens/s", pace)
+            self.pace.addItem(self._pace_text(pace), pace)
             i = self.pace.count() - 1
         if i != self.pace.currentIndex():
             self.pace.setCurrentIndex(i)
 
     def _sampling_box(self) -> QGroupBox:
-        box = QGroupBox("Sampling (applies to the next draw)")
+        self.sampling_box = box = QGroupBox()
         form = _form(box)
-        self.greedy = QCheckBox("Greedy: always take the top token")
-        self.greedy.setToolTip("Argmax, no random draw; the result is deterministic (temperature 0 means the same)")
-        self.temperature = SliderSpin(0.0, 2.5, 0.01, 2, "Divide the logits by T before softmax: "
-                                      "T < 1 sharpens, T > 1 flattens; 0 = greedy")
-        self.top_k = SliderSpin(0, 200, 1, 0, "Keep only the K most likely tokens (0 = off)", special="off")
-        self.top_p = SliderSpin(0.01, 1.0, 0.01, 2, "Keep the smallest set of top tokens whose mass reaches p "
-                                "(1 = off)")
-        self.min_p = SliderSpin(0.0, 1.0, 0.01, 2, "Drop tokens below min_p × the top probability (0 = off)",
-                                special="off")
+        self.greedy = QCheckBox()
+        self.temperature = SliderSpin(0.0, 2.5, 0.01, 2)
+        self.top_k = SliderSpin(0, 200, 1, 0)
+        self.top_p = SliderSpin(0.01, 1.0, 0.01, 2)
+        self.min_p = SliderSpin(0.0, 1.0, 0.01, 2)
         form.addRow(self.greedy)
-        form.addRow("Temperature", self.temperature)
-        form.addRow("Top-k", self.top_k)
-        form.addRow("Top-p", self.top_p)
-        form.addRow("Min-p", self.min_p)
+        self.form_labels = {}  # the forms' labels, worded by retranslate()
+        for key in ("temperature", "top_k", "top_p", "min_p"):
+            self.form_labels[key] = QLabel()
+            form.addRow(self.form_labels[key], getattr(self, key))
         return box
 
     def _seed_box(self) -> QGroupBox:
-        box = QGroupBox("Seed and limits")
+        self.seed_box = box = QGroupBox()
         form = _form(box)
         self.seed = QSpinBox()
         self.seed.setRange(0, 2**31 - 1)
-        self.seed.setToolTip("Seed of the random generator used by the draw; takes effect at the next Reset "
-                             "or Prefill: the same seed and settings give the same tokens")
-        dice = QPushButton("⚄")
-        dice.setToolTip("A new random seed (Ctrl+D)")
+        self.dice = dice = QPushButton("⚄")
         dice.clicked.connect(self.roll_seed)
         dice.setFixedWidth(40)
         seed_row = QHBoxLayout()
@@ -198,36 +261,25 @@ class Controls(QWidget):
         self.max_new = QSpinBox()
         self.max_new.setRange(1, 100_000)
         self.max_new.setValue(64)
-        self.max_new.setToolTip("Stop after this many new tokens")
         self.stops = QLineEdit()
-        self.stops.setPlaceholderText(r'e.g.  .  |  \n\n   (separate with |, \n = new line)')
-        self.stops.setToolTip("Stop when the generated text contains one of these strings; "
-                              "the match itself is not part of the answer")
         self.seed_state = _note()
-        form.addRow("Seed", seed_row)
-        form.addRow(self.seed_state)
-        form.addRow("Max new tokens", self.max_new)
-        form.addRow("Stop strings", self.stops)
-        form.addRow("Speculate", self._speculate_box())
-        form.addRow("Context limit", self._context_limit_row())
+        fields = {"seed": seed_row, "max_new": self.max_new, "stops": self.stops, "speculate": self._speculate_box(),
+                  "context_limit": self._context_limit_row()}
+        for key, field in fields.items():  # the labels are worded by retranslate()
+            self.form_labels[key] = QLabel()
+            form.addRow(self.form_labels[key], field)
+            if key == "seed":
+                form.addRow(self.seed_state)
         return box
 
     def _context_limit_row(self) -> QHBoxLayout:
         """A context window smaller than the model's, on purpose, and what a full one does."""
         self.context_limit = QSpinBox()
         self.context_limit.setRange(0, 1_000_000)
-        self.context_limit.setSpecialValueText("model's")  # 0 = the model's own window
-        self.context_limit.setSingleStep(16)
-        self.context_limit.setToolTip(
-            "Run in a context window of this many tokens (prompt + generated), e.g. 64, to see what happens "
-            "when it is full; 0 = the model's own window. Applies to the next Prefill and to the next steps")
+        self.context_limit.setSingleStep(16)  # 0 = the model's own window
         self.when_full = QComboBox()
         self.when_full.addItem("stop", "stop")
         self.when_full.addItem("drop oldest", "drop-oldest")
-        self.when_full.setToolTip(
-            "When the window is full: stop (context_full), or drop the oldest half of the tokens after the "
-            "first and re-read the rest in ONE prefill pass, as inference servers do (a context shift; the "
-            "dropped tokens stay greyed in the Context). Speculation is off while this is chosen")
         row = QHBoxLayout()
         row.addWidget(self.context_limit, 1)
         row.addWidget(self.when_full, 1)
@@ -236,14 +288,6 @@ class Controls(QWidget):
     def _speculate_box(self) -> QSpinBox:
         self.speculate = QSpinBox()
         self.speculate.setRange(0, 8)
-        self.speculate.setSpecialValueText("off")
-        self.speculate.setToolTip(
-            "Speculative decoding by prompt lookup: the last 3 (else 2, else 1) tokens of the context are "
-            "searched for earlier in the context, and up to N tokens that followed them there are the draft.\n"
-            "ONE forward pass then reads the whole draft, as a prefill reads a prompt, and each step draws "
-            "from its own position's distribution with its usual random number: a draft token is kept while "
-            "the draw picks it.\nSo the tokens are exactly those without speculation, in fewer forward "
-            "passes when the text repeats itself (0 = off)")
         return self.speculate
 
     def roll_seed(self) -> None:
@@ -301,17 +345,20 @@ class Controls(QWidget):
         c = self.intents
         changed = c.prefilled_prompt is not None and c.prefilled_prompt != self.prompt_request()
         _set_text(self.prompt_state,
-                  "No model is loaded: open one with Model → Open… (Ctrl+O)." if c.info is None and not c.loading
-                  else "The prompt changed since it was read: Prefill (Ctrl+P) to read the new one." if changed else
+                  translate("Controls", "No model is loaded: open one with Model → Open… (Ctrl+O).")
+                  if c.info is None and not c.loading else
+                  translate("Controls", "The prompt changed since it was read: Prefill (Ctrl+P) to read the new one.")
+                  if changed else
                   "" if c.prefilled_prompt is None else
-                  "Reading this prompt…" if c.prefilling and not c.prefilled else
-                  "This prompt is in the context.")
+                  translate("Controls", "Reading this prompt…") if c.prefilling and not c.prefilled else
+                  translate("Controls", "This prompt is in the context."))
         seed_ran = c.steps[-1].seed if c.steps else None
         next_seed = self.seed.value()
         if seed_ran is not None and seed_ran != next_seed:
-            seed_text = f"Seed {seed_ran} ran; the next Reset or Prefill uses {next_seed}."
+            seed_text = translate("Controls", "Seed {ran} ran; the next Reset or Prefill uses {next}.").format(
+                ran=seed_ran, next=next_seed)
         elif seed_ran is not None:
-            seed_text = f"Seed {seed_ran} ran: Reset repeats these tokens."
+            seed_text = translate("Controls", "Seed {ran} ran: Reset repeats these tokens.").format(ran=seed_ran)
         else:
             seed_text = ""
         _set_text(self.seed_state, seed_text)
@@ -333,7 +380,12 @@ class HintLabel(QLabel):
 
     def _height(self) -> int:
         margins = self.contentsMargins()
-        return self.LINES * self.fontMetrics().lineSpacing() + margins.top() + margins.bottom() + 2 * self.margin()
+        return self.LINES * line_spacing(self) + margins.top() + margins.bottom() + 2 * self.margin()
+
+    def changeEvent(self, event) -> None:
+        if event.type() == QEvent.LanguageChange:
+            self.updateGeometry()  # Chinese lines are taller
+        super().changeEvent(event)
 
     def hasHeightForWidth(self) -> bool:
         return False

@@ -11,32 +11,33 @@ output is the same as without speculation.
 from __future__ import annotations
 
 import html
-import json
-from pathlib import Path
 
+from PySide6.QtCore import QEvent
 from PySide6.QtWidgets import QTextBrowser, QVBoxLayout
 
 from inference.events import STOCK_DECODE, Rewound
 from inference.settings import PREFILL_CHUNK
 
+from gui.state.i18n import translate
 from gui.state.intents import Intents
 from gui.state.speculation import pass_of
 from gui.theme import Appearance
 from gui.views.base import View
 from gui.state.format import agree, display, fmt_bytes, fmt_count, quoted, rank_text
+from gui.views.explain_texts import TEXTS
 from gui.widgets.candidate_labels import is_open
 
-TEXTS = json.loads((Path(__file__).resolve().parents[2] / "resources" / "translations" / "explain.json")
-                   .read_text(encoding="utf-8"))
-LANGUAGES = {"en": "English", "zh": "简体中文"}
+
+def text(key: str) -> str:
+    """The text for this state in the app's language (the catalogue's English source, translated)."""
+    return translate("Explain", TEXTS[key])
 
 
 class ExplainView(View):
     COSTLY = True  # a plot: several ms per redraw
 
-    def __init__(self, intents: Intents, appearance: Appearance, language: str = "en"):
+    def __init__(self, intents: Intents, appearance: Appearance):
         super().__init__(intents, appearance)
-        self.language = language
         self.browser = QTextBrowser()
         self.browser.setOpenExternalLinks(False)
         layout = QVBoxLayout(self)
@@ -47,9 +48,10 @@ class ExplainView(View):
         intents.state_changed.connect(lambda: self._on_redraw() if self.intents.info is None else None)
         self.refresh()
 
-    def set_language(self, language: str) -> None:
-        self.language = language
-        self.refresh()
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.LanguageChange:  # the app's language changed: the same state, in its words
+            self.refresh()
 
     def state_key(self) -> tuple[str, dict]:
         """Which text applies now and the numbers that go into it."""
@@ -59,7 +61,7 @@ class ExplainView(View):
             return ("no_model" if c.loading else "not_loaded"), {}
         remote = info.dtype == "remote"  # a server says neither its parameter count (vLLM) nor its weights' bytes
         values = {"model": info.name, "params": fmt_count(info.n_params) if info.n_params > 0 else "?",
-                  "weights": ("在服务器上" if self.language == "zh" else "on the server") if remote
+                  "weights": translate("Explain", "on the server") if remote
                   else fmt_bytes(info.weights_bytes),
                   "window": f"{info.context_length:,}", "per_token": fmt_bytes(info.kv_bytes_per_token)}
         if c.prefill_event is None:  # a prompt being read (the last run's report is gone), or none yet
@@ -74,10 +76,9 @@ class ExplainView(View):
             return "prefilled", values
         last = c.history.log[-1] if c.history.log else None
         if shown.pending and isinstance(last, Rewound) and not last.reset and last.to_step == shown.index:
-            zh = self.language == "zh"
-            forward = ((f"一次 {last.forward_ms:.0f} 毫秒的前向传播：保存的 Logits 已被丢弃" if zh else
-                        f"one forward pass of {last.forward_ms:.0f} ms: its kept logits had been dropped")
-                       if last.forward_ms else ("没有前向传播" if zh else "no forward pass"))
+            forward = (translate("Explain", "one forward pass of {ms} ms: its kept logits had been dropped")
+                       .format(ms=f"{last.forward_ms:.0f}") if last.forward_ms
+                       else translate("Explain", "no forward pass"))
             return "rewound", {**values, "index": shown.index, "positions": p.n_tokens + shown.index - 1,
                                "kv": fmt_bytes(last.kv_used_bytes), "forward": forward}
         if shown.pending:
@@ -98,49 +99,49 @@ class ExplainView(View):
         """What comes after the main text: looking back at a past step, and the last branch switch."""
         notes = ""
         if key.startswith("stepped") and self.past_step() is not None:
-            notes += TEXTS["past_note"][self.language].format(**values)
+            notes += text("past_note").format(**values)
         shown = self.intents.shown()
         step = shown.step if key.startswith("stepped") and shown is not None else None
         if step is not None and step.dist.server is not None:  # a server's cache: what it said, not our bytes
             notes += self._server_cache_note(step) + self._server_note(step)
         elif step is not None and step.index > 1 and step.kv_used_bytes == 0 and not step.verified_by:
-            notes += TEXTS["cache_off_note"][self.language].format(old=step.context_tokens - 1,
+            notes += text("cache_off_note").format(old=step.context_tokens - 1,
                                                                     forward_ms=f"{step.forward_ms:.0f}")
         reread = self.intents.history.reread
         if reread is not None and self.intents.prefill_event is not None:
             which = "reread" if reread.reread_tokens > 0 else "reread_held"
-            notes += TEXTS[which][self.language].format(reread=reread.reread_tokens, reread_ms=f"{reread.ms:.0f}")
+            notes += text(which).format(reread=reread.reread_tokens, reread_ms=f"{reread.ms:.0f}")
         return notes
 
     def _server_cache_note(self, step) -> str:
         """How much of the context the server took from its prefix cache for this step; none at all is the "cache
         off" lesson on a real server (contexts below one cache block, or prefix caching off)."""
-        note, lang = step.dist.server, self.language
+        note = step.dist.server
         old = step.context_tokens - 1  # the context that produced this step's distribution
         if note.cached_tokens is None:
-            return TEXTS["server_cache_unknown"][lang].format(old=f"{old:,}")
+            return text("server_cache_unknown").format(old=f"{old:,}")
         ms = "" if note.server_ms is None else \
-            (f"（服务器上用时 {note.server_ms:.1f} 毫秒）" if lang == "zh" else f" ({note.server_ms:.1f} ms on the server)")
-        reread = TEXTS["server_cache_reread"][lang] if note.cached_tokens == 0 and step.index > 1 else ""
-        return TEXTS["server_cache_note"][lang].format(old=f"{old:,}", cached=f"{note.cached_tokens:,}",
+            translate("Explain", " ({ms} ms on the server)").format(ms=f"{note.server_ms:.1f}")
+        reread = text("server_cache_reread") if note.cached_tokens == 0 and step.index > 1 else ""
+        return text("server_cache_note").format(old=f"{old:,}", cached=f"{note.cached_tokens:,}",
                                                        fresh=f"{old - note.cached_tokens:,}", ms=ms, reread=reread)
 
     def _server_note(self, step) -> str:
         """What a server's step knows exactly and what its unsent tail leaves open: the drawn token's p after T
         within bounds, and the part of the tail a top-p / min-p would keep, cut before the draw."""
-        d, lang = step.dist, self.language
+        d = step.dist
         c, note = d.candidates, d.server
         at = list(c.ids).index(step.token.id)
         values = {"n_top": note.n_top, "tail_count": f"{note.tail_count:,}", "tail_p": f"{note.tail_p:.3f}",
                   "token": html.escape(quoted(step.token.piece))}
         temp = "" if c.p_temp_bounds is None or not is_open(c.p_temp_bounds[at]) else \
-            TEXTS["server_tail_temp"][lang].format(**values, p_temp=f"{c.p_temp[at]:.4f}",
+            text("server_tail_temp").format(**values, p_temp=f"{c.p_temp[at]:.4f}",
                                                    low=f"{c.p_temp_bounds[at][0]:.4f}",
                                                    high=f"{c.p_temp_bounds[at][1]:.4f}")
         cut = "" if d.tail_kept is None or d.tail_kept[0] <= 0 else \
-            TEXTS["server_tail_cut"][lang].format(**values, cut=f"{d.tail_kept[0]:.3f}",
+            text("server_tail_cut").format(**values, cut=f"{d.tail_kept[0]:.3f}",
                                                   cut_low=f"{d.tail_kept[1]:.3f}", cut_high=f"{d.tail_kept[2]:.3f}")
-        return TEXTS["server_tail_note"][lang].format(**values, temp_part=temp, cut_part=cut)
+        return text("server_tail_note").format(**values, temp_part=temp, cut_part=cut)
 
     def _verify_note(self, values: dict) -> str:
         """Why the shown step's verify pass could check several tokens at once, and why the output is unchanged."""
@@ -149,7 +150,7 @@ class ExplainView(View):
         verify = pass_of(c.history, shown.step if shown is not None else None)
         if verify is None:
             return ""
-        v, s, lang = verify.verified, shown.step, self.language
+        v, s = verify.verified, shown.step
         context = [t.piece for t in c.prefill_event.tokens] + [step.token.piece for step in c.steps]
         end = c.prefill_event.n_tokens + v.index - 1
         gram = "".join(display(piece) for piece in context[max(0, end - len(v.ngram)):end])
@@ -161,26 +162,25 @@ class ExplainView(View):
                    "drafted": len(v.drafted), "positions": v.positions, "ms": f"{v.forward_ms:.0f}",
                    "accepted": v.accepted, "emitted": v.emitted, "emitted_s": "s" if v.emitted != 1 else "",
                    "k": k + 1, "draft": html.escape(quoted(drafted.piece)) if drafted else ""}
-        numbers["role"] = TEXTS["verify_role"][role][lang].format(**numbers)
-        return TEXTS["verify_note"][lang].format(**numbers)
+        numbers["role"] = text(f"verify_role_{role}").format(**numbers)
+        return text("verify_note").format(**numbers)
 
     def refresh(self) -> None:
         key, values = self.state_key()
         info = self.intents.info
         values.update(muted=self.appearance.theme.muted,
                       fingerprint=info.weights_fingerprint if info else "")
-        body = TEXTS[key][self.language].format(**values)
+        body = text(key).format(**values)
         verify = self._verify_note(values) if key.startswith("stepped") else ""
         if verify:  # its words on the pass replace the last paragraph's "only the new position was projected"
             body = body[:body.rfind("<p>")] + verify
         body += self._notes(key, values)
         if info is not None and key in ("loaded", "prefilled") and info.decode_path.startswith(f"{STOCK_DECODE}: "):
-            body += TEXTS["stock_note"][self.language].format(muted=values["muted"],
+            body += text("stock_note").format(muted=values["muted"],
                                                               decode_path=html.escape(info.decode_path))
         if info is not None:
-            body += TEXTS["footer"][self.language].format(**values)
-        if self.language == "en":
-            body = agree(body)
+            body += text("footer").format(**values)
+        body = agree(body)  # English counts made to agree; a translation has no such words
         if body != self._html:
             self._html = body
             self.browser.setHtml(body)

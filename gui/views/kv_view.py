@@ -18,6 +18,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QSplitter, QVBoxLayout, QWidget
 
+from gui.state.i18n import translate
 from gui.state.intents import Intents
 from gui.theme import Appearance
 from gui.views.base import View
@@ -42,22 +43,25 @@ def window_note(info, n_ctx: int) -> str:
         return per_layer_token * sum(min(w, n) if w else n for w in windows)
 
     sizes = sorted({windows[i] for i in windowed})
-    kind = f"a {sizes[0]:,}-token window" if len(sizes) == 1 else \
-        f"windows of {', '.join(f'{w:,}' for w in sizes)} tokens"
+    kind = translate("KV", "a {n}-token window").format(n=f"{sizes[0]:,}") if len(sizes) == 1 else \
+        translate("KV", "windows of {sizes} tokens").format(sizes=", ".join(f"{w:,}" for w in sizes))
     whole = [i for i, w in enumerate(windows) if not w]  # the global layers
+    n_windowed, n_whole = len(windowed), len(whole)
     if len(windowed) <= 6:
-        which = f"layer{'s' if len(windowed) > 1 else ''} {', '.join(map(str, windowed))}"
+        which = translate("KV", "layer(s) {list}", None, n_windowed).format(list=", ".join(map(str, windowed)))
     elif whole and len(whole) <= 6:
-        which = f"all but layer{'s' if len(whole) > 1 else ''} {', '.join(map(str, whole))}"
+        which = translate("KV", "all but layer(s) {list}", None, n_whole).format(list=", ".join(map(str, whole)))
     else:
-        which = f"layers {', '.join(map(str, windowed[:3]))}, …, {windowed[-1]}"
+        which = translate("KV", "layers {list}, …, {last}").format(list=", ".join(map(str, windowed[:3])),
+                                                                  last=windowed[-1])
     full = info.context_length
-    now = f"; now {fmt_bytes(held(n_ctx))} instead of {fmt_bytes(per_layer_token * info.n_layers * n_ctx)}" \
-        if n_ctx else ""
-    return (f"<b>{len(windowed)} of {info.n_layers} layers keep {kind}</b> ({which}): at full context "
-            f"({full:,} tokens) the cache would hold <b>{fmt_bytes(held(full))}</b> instead of "
-            f"{fmt_bytes(per_layer_token * info.n_layers * full)}{now}. This cache keeps every position (a "
-            f"rewind may need them); those layers read only their window<br>")
+    now = translate("KV", "; now {held} instead of {all}").format(
+        held=fmt_bytes(held(n_ctx)), all=fmt_bytes(per_layer_token * info.n_layers * n_ctx)) if n_ctx else ""
+    return translate("KV", "<b>{n} of {layers} layers keep {kind}</b> ({which}): at full context ({full} tokens) the "
+                     "cache would hold <b>{held}</b> instead of {all}{now}. This cache keeps every position (a rewind "
+                     "may need them); those layers read only their window<br>").format(
+        n=len(windowed), layers=info.n_layers, kind=kind, which=which, full=f"{full:,}", held=fmt_bytes(held(full)),
+        all=fmt_bytes(per_layer_token * info.n_layers * full), now=now)
 
 
 class KvView(View):
@@ -65,19 +69,16 @@ class KvView(View):
 
     def __init__(self, intents: Intents, appearance: Appearance):
         super().__init__(intents, appearance)
-        self.formula = WrapLabel("Load a model to see its KV cache.")
+        self.formula = WrapLabel(translate("KV", "Load a model to see its KV cache."))
         self.formula.setTextFormat(Qt.RichText)
         self.formula.setTextInteractionFlags(Qt.TextSelectableByMouse)
 
-        self.growth = make_plot(appearance, "used and allocated vs context")
-        self.growth.getPlotItem().setLabel("bottom", "tokens in the context")
-        self.growth.getPlotItem().setLabel("left", "MB")
+        self.growth = make_plot(appearance)
         self.used_curve = self.growth.plot([], [], name="used", antialias=True)
         self.allocated_curve = self.growth.plot([], [], name="allocated", antialias=True)
         self.later_curve = self.growth.plot([], [], name="later", antialias=True)  # after a past step shown
 
-        self.layers = make_plot(appearance, "each layer's K (dark) and V (light), KB")
-        self.layers.getPlotItem().setLabel("bottom", "layer")
+        self.layers = make_plot(appearance, "-")  # titled by retranslate()
         self.k_bars = Bars(x=[], height=[], width=0.8)
         self.v_bars = Bars(x=[], y0=[], height=[], width=0.8)
         self.layers.addItem(self.k_bars)
@@ -97,7 +98,8 @@ class KvView(View):
         rv = QVBoxLayout(right)
         rv.setContentsMargins(0, 0, 0, 0)
         row = QHBoxLayout()
-        row.addWidget(QLabel("Project to"))
+        self.project_to = QLabel()
+        row.addWidget(self.project_to)
         row.addWidget(self.requests)
         row.addStretch(1)
         rv.addLayout(row)
@@ -118,11 +120,24 @@ class KvView(View):
         self._paragraphs_height = 0  # what minimumSizeHint last counted for the paragraphs
         self.shown_used_bytes = 0  # what the view shows now: the cache of the shown step
         self.shown_positions = 0
-        self.restyle()
+        self.retranslate()
+
+    def retranslate(self) -> None:
+        self.growth.getPlotItem().setLabel("bottom", translate("KV", "tokens in the context"))
+        self.growth.getPlotItem().setLabel("left", "MB")
+        self.layers.getPlotItem().setTitle(translate("KV", "each layer's K (dark) and V (light), KB"))
+        self.layers.getPlotItem().setLabel("bottom", translate("KV", "layer"))
+        self.compare.getPlotItem().setTitle(translate("KV", "weights vs KV cache (log scale)"))
+        self.project_to.setText(translate("KV", "Project to"))
+        self.requests.setSuffix(translate("KV", " concurrent requests"))
+        self.requests.setToolTip(translate("KV", "How many requests a server holds at once, each with its own KV cache"))
+        if self.intents.info is None:
+            self.formula.setText(translate("KV", "Load a model to see its KV cache."))
+        self.restyle()  # the plots' titles in their colours and size
 
     def _make_compare(self, appearance: Appearance) -> None:
         """Weights vs the KV cache now, at a full window, and for N requests at once."""
-        self.compare = make_plot(appearance, "weights vs KV cache (log scale)")
+        self.compare = make_plot(appearance, "-")  # titled by retranslate()
         self.compare.invertY(True)
         self.compare.getAxis("bottom").setTicks([[(k, unit) for k, unit in
                                                   ((3, "1 KB"), (6, "1 MB"), (9, "1 GB"), (12, "1 TB"))]])
@@ -134,8 +149,6 @@ class KvView(View):
         self.requests = QSpinBox()
         self.requests.setRange(1, 4096)
         self.requests.setValue(16)
-        self.requests.setSuffix(" concurrent requests")
-        self.requests.setToolTip("How many requests a server holds at once, each with its own KV cache")
         self.requests.valueChanged.connect(self._force_refresh)
         self.projection = QLabel()
         self.projection.setWordWrap(True)
@@ -184,8 +197,9 @@ class KvView(View):
         self.later_curve.setPen(pg.mkPen(colour(t.muted, 110), width=2 * a.scale))
         # The key is the title (a legend inside the plot would sit on the allocated line).
         self.growth.getPlotItem().setTitle(
-            f"<span style='color:{t.final}'>━ used</span> and <span style='color:{t.warning}'>╌ allocated</span>"
-            " vs context", color=t.text, size=f"{a.font(0.85).pointSizeF():.0f}pt")
+            translate("KV", "<span style='color:{used_colour}'>━ used</span> and <span style='color:{allocated_colour}'>"
+                      "╌ allocated</span> vs context").format(used_colour=t.final, allocated_colour=t.warning),
+            color=t.text, size=f"{a.font(0.85).pointSizeF():.0f}pt")
         for label in self.compare_labels:
             label.restyle(a)
         self._key = None
@@ -220,7 +234,8 @@ class KvView(View):
         self.v_bars.setOpts(x=layers, y0=np.full(info.n_layers, per_tensor / 1e3),
                             height=np.full(info.n_layers, per_tensor / 1e3), width=0.8, brush=colour(t.temp), pen=None)
         set_range(self.layers, x=(-1, info.n_layers), y=(0, nice_ceiling(max(2 * per_tensor / 1e3, 1) * 1.1)))
-        self._compare(info, used, "KV now" if past is None else f"KV at step {past.index}")
+        self._compare(info, used, translate("KV", "KV now") if past is None else
+                      translate("KV", "KV at step {index}").format(index=past.index))
         self._paragraphs_changed()  # new text may wrap to more lines
 
     def _formula(self, info, n_ctx: int, used: int, allocated: int, past) -> None:
@@ -230,29 +245,39 @@ class KvView(View):
             return
         per_token = info.kv_bytes_per_token
         old = max(n_ctx - 1, 0)
-        when = "<b>now</b>" if past is None else f"<b style='color:{t.selected}'>at step {past.index}</b>"
-        text = (
-            f"<b>{per_token:,} bytes per token</b> = 2 (K and V) × {info.n_layers} layers × {info.n_kv_heads} "
-            f"KV heads × {info.head_dim} dims × {info.kv_element_bytes} B ({info.kv_dtype})<br>"
-            f"{when} {n_ctx:,} tokens → <b>{fmt_bytes(used)}</b> used of {fmt_bytes(allocated)} allocated<br>")
+        when = translate("KV", "<b>now</b>") if past is None else \
+            translate("KV", "<b style='color:{colour}'>at step {index}</b>").format(colour=t.selected, index=past.index)
+        text = translate("KV", "<b>{per_token} bytes per token</b> = 2 (K and V) × {layers} layers × {kv_heads} KV heads "
+                         "× {head_dim} dims × {element} B ({dtype})<br>{when} {n} tokens → <b>{used}</b> used of "
+                         "{allocated} allocated<br>").format(
+            per_token=f"{per_token:,}", layers=info.n_layers, kv_heads=info.n_kv_heads, head_dim=info.head_dim,
+            element=info.kv_element_bytes, dtype=info.kv_dtype, when=when, n=f"{n_ctx:,}", used=fmt_bytes(used),
+            allocated=fmt_bytes(allocated))
         text += window_note(info, n_ctx)
         if past is not None:
             later = len(self.intents.steps) - past.index
-            text += (f"the cache after step {past.index} (the prompt and {past.index:,} tokens, its own "
-                     f"included); the {later} later position{'s' if later != 1 else ''} (greyed on the curve) "
-                     "came after it<br>")
+            text += translate("KV", "the cache after step {index} (the prompt and {index} tokens, its own included); the "
+                              "%n later position(s) (greyed on the curve) came after it<br>", None, later).format(
+                index=past.index)
         if not self.intents.kv_cache:  # decoding without the cache (Ctrl+K): nothing is kept
-            text += (f"<b style='color:{t.chosen}'>KV cache off</b>: nothing is kept between steps (0 B used); "
-                     f"each step projects K and V of all {n_ctx:,} positions again in every layer, so its "
-                     f"forward pass grows with the context (Timing shows both modes)")
+            text += translate("KV", "<b style='color:{colour}'>KV cache off</b>: nothing is kept between steps (0 B "
+                              "used); each step projects K and V of all {n} positions again in every layer, so its "
+                              "forward pass grows with the context (Timing shows both modes)").format(
+                colour=t.chosen, n=f"{n_ctx:,}")
         elif past is None and not self.intents.steps:  # right after the prefill: it projected them all
-            text += (f"the prefill projected all {n_ctx:,} positions in one pass; <span style='color:{t.kept}'>"
-                     f"saves</span> the next step re-projecting them: it projects only its new token and reads "
-                     f"these {n_ctx:,} from the cache ({fmt_bytes(used)}, +{fmt_bytes(per_token)} per token)")
+            text += translate("KV", "the prefill projected all {n} positions in one pass; <span style='color:{colour}'>"
+                              "saves</span> the next step re-projecting them: it projects only its new token and reads "
+                              "these {n} from the cache ({used}, +{per_token} per token)").format(
+                n=f"{n_ctx:,}", colour=t.kept, used=fmt_bytes(used), per_token=fmt_bytes(per_token))
         else:
-            text += (f"<span style='color:{t.kept}'>saves</span> re-projecting the {old:,} older positions in "
-                     f"every layer; <span style='color:{t.chosen}'>costs</span> memory, and each step reads all "
-                     f"of it ({fmt_bytes(used)} {'now' if past is None else 'then'}, +{fmt_bytes(per_token)} per token)")
+            text += (translate("KV", "<span style='color:{saves_colour}'>saves</span> re-projecting the {old} older "
+                               "positions in every layer; <span style='color:{costs_colour}'>costs</span> memory, and "
+                               "each step reads all of it ({used} now, +{per_token} per token)") if past is None else
+                     translate("KV", "<span style='color:{saves_colour}'>saves</span> re-projecting the {old} older "
+                               "positions in every layer; <span style='color:{costs_colour}'>costs</span> memory, and "
+                               "each step reads all of it ({used} then, +{per_token} per token)")).format(
+                saves_colour=t.kept, old=f"{old:,}", costs_colour=t.chosen, used=fmt_bytes(used),
+                per_token=fmt_bytes(per_token))
         self.formula.setText(text)
 
     def _remote_note(self, n_ctx: int, past) -> str:
@@ -262,15 +287,18 @@ class KvView(View):
         said = []
         if note is not None and note.cached_tokens is not None:
             context = shown.context_tokens - 1  # what was sent for the step shown
-            said.append(f"it took {note.cached_tokens:,} of the context's tokens from its prefix cache" +
-                        (f" and read all {context:,} again: <b>no cache at work</b> (its prefix cache keeps whole "
-                         "blocks only — vLLM: 16 tokens on a GPU, 128 on a CPU — or is off)"
-                         if note.cached_tokens == 0 and shown.index > 1 else ""))
+            said.append(translate("KV", "it took {n} of the context's tokens from its prefix cache").format(
+                n=f"{note.cached_tokens:,}") + (
+                translate("KV", " and read all {n} again: <b>no cache at work</b> (its prefix cache keeps whole blocks "
+                          "only — vLLM: 16 tokens on a GPU, 128 on a CPU — or is off)").format(n=f"{context:,}")
+                if note.cached_tokens == 0 and shown.index > 1 else ""))
         if note is not None and note.kv_usage is not None:
-            said.append(f"its KV cache is {note.kv_usage * 100:.1f} % full (all requests)")
-        return (f"{n_ctx:,} tokens of context · <b>KV bytes not known</b>: the cache is the server's "
-                f"({self.intents.info.device.split(' (')[0]}), which does not report its size"
-                + (f"<br>at the step shown {'; '.join(said)}" if said else ""))
+            said.append(translate("KV", "its KV cache is {percent} % full (all requests)").format(
+                percent=f"{note.kv_usage * 100:.1f}"))
+        return (translate("KV", "{n} tokens of context · <b>KV bytes not known</b>: the cache is the server's ({server}), "
+                          "which does not report its size").format(n=f"{n_ctx:,}",
+                                                                   server=self.intents.info.device.split(" (")[0])
+                + ("<br>" + translate("KV", "at the step shown {said}").format(said="; ".join(said)) if said else ""))
 
     def _growth(self, points: list[tuple[int, int, int]], upto: int) -> None:
         """Used and allocated bytes after prefill and each step; after a shown past step, greyed."""
@@ -313,12 +341,13 @@ class KvView(View):
             self.compare_bars.setOpts(x0=[], y=[], width=[])
             for label in self.compare_labels:
                 label.show_text("")
-            self.projection.setText(f"<b>{fmt_params(info.n_params)}</b> on the server · <b>context "
-                                    f"window {info.context_length:,} tokens</b> · the sizes of its weights and "
-                                    "KV cache are not known here")
+            self.projection.setText(translate("KV", "<b>{params}</b> on the server · <b>context window {n} tokens</b> · "
+                                              "the sizes of its weights and KV cache are not known here").format(
+                params=fmt_params(info.n_params), n=f"{info.context_length:,}"))
             return
-        rows = [("weights", info.weights_bytes, t.accent), (used_name, max(used, 1), t.final),
-                ("KV at full window", full, t.warning), (f"KV × {n} at full window", full * n, t.chosen)]
+        rows = [(translate("KV", "weights"), info.weights_bytes, t.accent), (used_name, max(used, 1), t.final),
+                (translate("KV", "KV at full window"), full, t.warning),
+                (translate("KV", "KV × {n} at full window").format(n=n), full * n, t.chosen)]
         values = np.array([max(v, 1) for _, v, _ in rows], dtype=float)
         self.compare_bars.setOpts(x0=np.zeros(4), y=np.arange(4), width=np.log10(values), height=0.6,
                                   brushes=[colour(col) for _, _, col in rows], pen=None)
@@ -327,7 +356,7 @@ class KvView(View):
         set_range(self.compare, x=(0, float(np.ceil(top + 2.4))), y=(-0.6, 3.6))
         for i, label in enumerate(self.compare_labels):  # the log scale's floor of 1 B is not a size: 0 B
             label.show_text(fmt_bytes(rows[i][1] if i != 1 else used), round(float(np.log10(values[i])) + 0.05, 2), i)
-        self.projection.setText(
-            f"<b>{fmt_params(info.n_params)}</b>: fixed weights shared by all requests · "
-            f"<b>context window {info.context_length:,} tokens</b>: what one request may hold · "
-            f"<b>KV cache</b>: each request's own notes, {fmt_bytes(full)} when its window is full")
+        self.projection.setText(translate(
+            "KV", "<b>{params}</b>: fixed weights shared by all requests · <b>context window {n} tokens</b>: what one "
+            "request may hold · <b>KV cache</b>: each request's own notes, {full} when its window is full").format(
+            params=fmt_params(info.n_params), n=f"{info.context_length:,}", full=fmt_bytes(full)))

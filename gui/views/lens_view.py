@@ -23,12 +23,13 @@ from gui.state.history import Shown
 from gui.theme import Appearance
 from gui.views.base import View
 from gui.state.format import display
+from gui.state.i18n import QT_TRANSLATE_NOOP, translate
 from gui.widgets.plotting import grid_ceiling, make_plot, set_range, style_plot
 
-COLUMNS = ("Layer", "Top-1 token", "p", "p(chosen)")
+COLUMNS = (QT_TRANSLATE_NOOP("Lens", "Layer"), QT_TRANSLATE_NOOP("Lens", "Top-1 token"), "p", "p(chosen)")
 STEP_BLOCK = 16  # the step axis grows in blocks of this many steps (fixed ranges, few relayouts)
-PLACEHOLDER = ("Open while stepping: each step's logit lens is recorded from then on (one pass through the "
-               "head per layer).")
+PLACEHOLDER = QT_TRANSLATE_NOOP("Lens", "Open while stepping: each step's logit lens is recorded from then on (one "
+                                "pass through the head per layer).")
 
 
 class LensView(View):
@@ -39,8 +40,6 @@ class LensView(View):
         self.colormap = pg.colormap.get("viridis")
         self.plot = make_plot(appearance)
         item = self.plot.getPlotItem()
-        item.setLabel("bottom", "step")
-        item.setLabel("left", "layer")
         self.image = pg.ImageItem()
         self.plot.addItem(self.image)
         self.marker = QGraphicsRectItem()  # the shown step's column
@@ -52,7 +51,6 @@ class LensView(View):
                                      label="p(chosen)")
         item.layout.addItem(self.scale, 2, 5)
         self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.verticalHeader().hide()
         self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
         self.table.setSelectionMode(QAbstractItemView.NoSelection)
@@ -69,7 +67,7 @@ class LensView(View):
         # The heatmap and the table take the height there is: their preferred heights (a table of 30 rows)
         # made the dock's scroll area hold the view taller than the dock, which showed layers 15-30 only.
         split.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Ignored)
-        self.caption = QLabel(PLACEHOLDER)
+        self.caption = QLabel(translate("Lens", PLACEHOLDER))
         self.caption.setObjectName("muted")
         self.caption.setWordWrap(True)
         layout = QVBoxLayout(self)
@@ -78,6 +76,14 @@ class LensView(View):
         layout.addWidget(self.caption)
         self._key = self._grid_key = None
         self.restyle()
+        self.retranslate()
+
+    def retranslate(self) -> None:
+        item = self.plot.getPlotItem()
+        item.setLabel("bottom", translate("Lens", "step", "a decoding step (the axis of steps)"))
+        item.setLabel("left", translate("Lens", "layer"))
+        self.table.setHorizontalHeaderLabels([translate("Lens", column) for column in COLUMNS])
+        self._key = None
 
     def restyle(self) -> None:
         style_plot(self.plot, self.appearance)
@@ -143,9 +149,9 @@ class LensView(View):
         t = self.appearance.theme
         if lens is None or lens.n_layers != n_layers:
             self.table.setRowCount(0)
-            self.caption.setText(PLACEHOLDER if shown is None else
-                                 f"Step {shown.index} has no logit lens: it was taken before this view opened "
-                                 "(or decided by a speculative verify pass).")
+            self.caption.setText(translate("Lens", PLACEHOLDER) if shown is None else
+                                 translate("Lens", "Step {index} has no logit lens: it was taken before this view opened "
+                                           "(or decided by a speculative verify pass).").format(index=shown.index))
             return
         chosen = shown.step.token.id if shown.step is not None else None
         final = chosen if chosen is not None else int(lens.ids[-1, 0])
@@ -158,7 +164,8 @@ class LensView(View):
             for column, text in enumerate(cells):
                 self._cell(row, column, text, t.chosen if column == 1 and token == final else t.text)
             top5 = ", ".join(f"{display(x)} {q:.3f}" for x, q in zip(lens.texts[layer][:5], lens.p[layer, :5]))
-            self.table.item(row, 1).setToolTip(f"Layer {layer + 1}: {top5}")
+            self.table.item(row, 1).setToolTip(translate("Lens", "Layer {layer}: {top5}").format(layer=layer + 1,
+                                                                                                top5=top5))
         self.caption.setText(self._summary(shown, lens, final))
 
     def _cell(self, row: int, column: int, text: str, colour: str) -> None:
@@ -176,9 +183,13 @@ class LensView(View):
         settled = lens.n_layers
         while settled > 1 and int(lens.ids[settled - 2, 0]) == final:
             settled -= 1
-        what = "its chosen token" if shown.step is not None else "its final guess"
-        first = f"from layer {settled} on" if settled < lens.n_layers else "only at the last layer"
-        chosen = "" if lens.p_chosen is None else f"; p(chosen) {lens.p_chosen[-1]:.3f} after the last layer"
-        return (f"Step {shown.index}{' (next, not drawn)' if shown.step is None else ''}: each layer's stream "
-                f"through the final norm and head. The top guess is {what} {first}{chosen}. "
-                "Colour: p(chosen) from 0 (dark) to 1 (yellow); a red token is the one finally chosen.")
+        what = translate("Lens", "its chosen token") if shown.step is not None else translate("Lens", "its final guess")
+        first = translate("Lens", "from layer {layer} on").format(layer=settled) if settled < lens.n_layers else \
+            translate("Lens", "only at the last layer")
+        chosen = "" if lens.p_chosen is None else \
+            translate("Lens", "; p(chosen) {p} after the last layer").format(p=f"{lens.p_chosen[-1]:.3f}")
+        step = (translate("Lens", "Step {index}") if shown.step is not None else
+                translate("Lens", "Step {index} (next, not drawn)")).format(index=shown.index)
+        return translate("Lens", "{step}: each layer's stream through the final norm and head. The top guess is {what} "
+                         "{first}{chosen}. Colour: p(chosen) from 0 (dark) to 1 (yellow); a red token is the one "
+                         "finally chosen.").format(step=step, what=what, first=first, chosen=chosen)

@@ -17,22 +17,26 @@ from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
+from gui.state.i18n import QT_TRANSLATE_NOOP, translate
 from gui.state.intents import Intents
 from gui.theme import Appearance
 from gui.views.base import View
-from gui.state.format import display, plural
+from gui.state.format import display
 from gui.widgets.plotting import make_plot, set_range, step_top, style_plot
 
-REASONS = {
-    "eos": "the model wrote its end-of-sequence token",
-    "max_new_tokens": "the length limit (max new tokens) was reached",
-    "stop_string": "a stop string appeared in the text",
-    "context_full": "the context window is full",
-    "aborted": "stopped by the user",
+REASONS = {  # the engine's stop.reason codes, worded here (the trace keeps the codes)
+    "eos": QT_TRANSLATE_NOOP("Stop", "the model wrote its end-of-sequence token"),
+    "max_new_tokens": QT_TRANSLATE_NOOP("Stop", "the length limit (max new tokens) was reached"),
+    "stop_string": QT_TRANSLATE_NOOP("Stop", "a stop string appeared in the text"),
+    "context_full": QT_TRANSLATE_NOOP("Stop", "the context window is full"),
+    "aborted": QT_TRANSLATE_NOOP("Stop", "stopped by the user"),
 }
+RULES = {"eos": QT_TRANSLATE_NOOP("Stop", "End of sequence"), "max_new_tokens": QT_TRANSLATE_NOOP("Stop", "Length limit"),
+         "stop_string": QT_TRANSLATE_NOOP("Stop", "Stop strings"), "context_full": QT_TRANSLATE_NOOP("Stop", "Context window"),
+         "aborted": QT_TRANSLATE_NOOP("Stop", "User stop")}
 
 
-EMPTY = "Nothing generated yet: write a prompt and press Prefill (Ctrl+P)."
+EMPTY = QT_TRANSLATE_NOOP("Stop", "Nothing generated yet: write a prompt and press Prefill (Ctrl+P).")
 
 
 class Gauge(QWidget):
@@ -82,7 +86,7 @@ class StopView(View):
 
     def __init__(self, intents: Intents, appearance: Appearance):
         super().__init__(intents, appearance)
-        self.status = QLabel(EMPTY)
+        self.status = QLabel(translate("Stop", EMPTY))
         self.status.setObjectName("big")
         self.status.setWordWrap(True)
         layout = QVBoxLayout(self)
@@ -93,6 +97,13 @@ class StopView(View):
         self.shown_generated = 0  # tokens generated as of the shown step
         self._key = None
         self.restyle()
+        self.retranslate()
+
+    def retranslate(self) -> None:
+        for key, label in self.rows.items():
+            label.setText(translate("Stop", RULES[key]))
+        self.hint.setText(translate("Stop", "Esc (Stop) ends the generation between two steps."))
+        self._key = None
 
     def _rules(self, appearance: Appearance) -> QGridLayout:
         """One row per stop rule: its name (highlighted when it fired) and how close it is."""
@@ -100,13 +111,13 @@ class StopView(View):
         grid.setColumnStretch(1, 1)
         self.rows: dict[str, QLabel] = {}
 
-        def row(r, key, title):
-            label = QLabel(title)
+        def row(r, key):
+            label = QLabel()
             label.setObjectName("heading")
             grid.addWidget(label, r, 0, Qt.AlignTop)
             self.rows[key] = label
 
-        row(0, "eos", "End of sequence")
+        row(0, "eos")
         self.eos_plot = make_plot(appearance)
         self.eos_plot.setFixedHeight(int(56 * appearance.scale))
         self.eos_plot.setYRange(0, 1, padding=0)
@@ -121,17 +132,17 @@ class StopView(View):
         box.addWidget(self.eos_text)
         grid.addLayout(box, 0, 1)
 
-        row(1, "max_new_tokens", "Length limit")
+        row(1, "max_new_tokens")
         self.limit = Gauge(appearance)
         grid.addWidget(self.limit, 1, 1)
 
-        row(2, "stop_string", "Stop strings")
+        row(2, "stop_string")
         self.stop_strings = QLabel()
         self.stop_strings.setTextFormat(Qt.RichText)
         self.stop_strings.setWordWrap(True)
         grid.addWidget(self.stop_strings, 2, 1)
 
-        row(3, "context_full", "Context window")
+        row(3, "context_full")
         self.gauge = Gauge(appearance)
         self.gauge_text = QLabel()
         self.gauge_text.setObjectName("muted")
@@ -141,8 +152,8 @@ class StopView(View):
         box.addWidget(self.gauge_text)
         grid.addLayout(box, 3, 1)
 
-        row(4, "aborted", "User stop")
-        hint = QLabel("Esc (Stop) ends the generation between two steps.")
+        row(4, "aborted")
+        self.hint = hint = QLabel()
         hint.setObjectName("muted")
         hint.setWordWrap(True)
         grid.addWidget(hint, 4, 1)
@@ -175,22 +186,25 @@ class StopView(View):
         self._key, self._reports = key, reports
         self.shown_generated = n_gen
         self._eos(steps, past is None)
-        self.limit.set_parts(((min(n_gen, settings.max_new_tokens), "selected"),), settings.max_new_tokens,
-                             f"{n_gen} of {settings.max_new_tokens} new tokens · "
-                             f"{max(settings.max_new_tokens - n_gen, 0)} left")
+        limit = settings.max_new_tokens
+        self.limit.set_parts(((min(n_gen, limit), "selected"),), limit,
+                             translate("Stop", "{n} of %n new token(s) · {left} left", None, limit).format(
+                                 n=n_gen, left=max(limit - n_gen, 0)))
         progress = steps[-1].stop_progress if steps else ()
         lines = []
         for i, s in enumerate(settings.stop_strings):
             matched = progress[i] if i < len(progress) else 0
             boxes = "".join("■" if j < matched else "□" for j in range(len(s)))
             lines.append(f"<code>{html.escape(display(s))}</code> <span style='color:{t.kept}'>{boxes}</span> {matched}/{len(s)}")
-        self.stop_strings.setText("<br>".join(lines) or "<i>none set</i> (add them in Controls)")
+        self.stop_strings.setText("<br>".join(lines) or translate("Stop", "<i>none set</i> (add them in Controls)"))
         n_prompt = c.prefill_event.n_tokens if c.prefill_event else 0
         window = c.info.context_length if c.info else 1
         self.gauge.set_parts(((n_prompt, "raw"), (n_gen, "kept")), window)
         free = window - n_prompt - n_gen
-        self.gauge_text.setText(f"prompt {n_prompt:,} · generated {n_gen:,} · free {free:,} of {window:,}"
-                                if c.info else "The window's size comes with the model.")
+        self.gauge_text.setText(translate("Stop", "prompt {prompt} · generated {generated} · free {free} of {window}")
+                                .format(prompt=f"{n_prompt:,}", generated=f"{n_gen:,}", free=f"{free:,}",
+                                        window=f"{window:,}")
+                                if c.info else translate("Stop", "The window's size comes with the model."))
         self._status(past)
 
     def _eos(self, steps, with_pending: bool) -> None:
@@ -203,12 +217,13 @@ class StopView(View):
             self.eos_curve.setData(np.arange(1, len(eos_p) + 1, dtype=float), np.array(eos_p))
             set_range(self.eos_plot, x=(0.5, step_top(max(len(eos_p), len(c.steps)), 16, c.run_horizon) + 0.5))
             now = eos_p[-1]
-            self.eos_text.setText(f"p(end of sequence) at step {len(eos_p)}: {now:.4f}"
-                                  + ("  · the step drawn as EOS ends generation" if now > 0.5 else ""))
+            self.eos_text.setText(translate("Stop", "p(end of sequence) at step {index}: {p}").format(
+                index=len(eos_p), p=f"{now:.4f}")
+                + ("  · " + translate("Stop", "the step drawn as EOS ends generation") if now > 0.5 else ""))
         else:  # no steps: the axis the steps will have, not an autorange around nothing (-0.4 ... 0.5)
             self.eos_curve.setData([], [])
             set_range(self.eos_plot, x=(0.5, 16.5))
-            self.eos_text.setText("p(end of sequence) at each step: drawn here from the first Step on.")
+            self.eos_text.setText(translate("Stop", "p(end of sequence) at each step: drawn here from the first Step on."))
 
     def _status(self, past) -> None:
         c = self.intents
@@ -218,17 +233,21 @@ class StopView(View):
             set_style_sheet(label, f"color: {t.chosen};" if key == reason else "")
         if past is not None:
             set_style_sheet(self.status, f"color: {t.selected};")
-            self.status.setText(f"At step {past.index} of {len(c.steps)}: no rule had fired yet; the rules as "
-                                "they stood then.")
+            self.status.setText(translate("Stop", "At step {index} of {n}: no rule had fired yet; the rules as they "
+                                          "stood then.").format(index=past.index, n=len(c.steps)))
         elif c.stopped is not None:
             extra = f" ({display(c.stopped.stop_string)})" if c.stopped.stop_string else ""
-            self.status.setText(f"Ended after {plural(c.stopped.n_generated, 'token')}: {REASONS[reason]}{extra}.")
+            generated = c.stopped.n_generated
+            why = translate("Stop", REASONS[reason]) if reason in REASONS else reason
+            self.status.setText(translate("Stop", "Ended after %n token(s): {reason}{extra}.", None, generated).format(
+                reason=why, extra=extra))
             set_style_sheet(self.status, f"color: {t.chosen};")
         else:
             set_style_sheet(self.status, "")
-            state = "Running…" if c.running else "Generating step by step." if c.steps else \
-                "Prefilled: ready for step 1." if c.prefilled else \
-                "Reading the prompt…" if c.prefilling else EMPTY
+            state = translate("Stop", "Running…") if c.running else \
+                translate("Stop", "Generating step by step.") if c.steps else \
+                translate("Stop", "Prefilled: ready for step 1.") if c.prefilled else \
+                translate("Stop", "Reading the prompt…") if c.prefilling else translate("Stop", EMPTY)
             self.status.setText(state)
 
 

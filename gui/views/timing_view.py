@@ -15,6 +15,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QFrame, QHBoxLayout, QProgressBar, QScrollArea, QVBoxLayout
 
+from gui.state import i18n
+from gui.state.i18n import QT_TRANSLATE_NOOP, translate
 from gui.state.intents import Intents
 from gui.state.speculation import counters, pass_of
 from gui.theme import Appearance
@@ -24,10 +26,13 @@ from gui.widgets.cache_series import CacheSeries
 from gui.widgets.plotting import (Bars, StyledBars, bar_width, colour, make_plot, set_range, show_axes, snug_ceiling, step_top,
                        style_plot)
 from gui.widgets.timeline import Timeline
-from gui.widgets.wrap_label import WrapLabel
+from gui.widgets.wrap_label import WrapLabel, line_spacing
 
-ROLES = {"accepted": "an accepted draft token", "correction": "the correction (draft rejected here)",
-         "bonus": "the bonus token (whole draft kept)"}
+ROLES = {"accepted": QT_TRANSLATE_NOOP("Timing", "an accepted draft token"),
+         "correction": QT_TRANSLATE_NOOP("Timing", "the correction (draft rejected here)"),
+         "bonus": QT_TRANSLATE_NOOP("Timing", "the bonus token (whole draft kept)")}
+EMPTY = QT_TRANSLATE_NOOP("Timing", "Prefill and per-step times appear here.")
+SUMMARY_LINES = 5  # the lines of the summary its scroll area always shows (prefill with its estimate, decode)
 
 
 def robust_top(decode: np.ndarray, series_top: float, prefill_ms: float) -> float:
@@ -47,18 +52,15 @@ class TimingView(View):
 
     def __init__(self, intents: Intents, appearance: Appearance):
         super().__init__(intents, appearance)
-        self.summary = WrapLabel("Prefill and per-step times appear here.")
+        self.summary = WrapLabel(translate("Timing", EMPTY))
         self.summary.setTextFormat(Qt.RichText)
-        self.kv_cache = QCheckBox("KV cache")
+        self.kv_cache = QCheckBox()
         self.kv_cache.setChecked(intents.kv_cache)
-        self.kv_cache.setToolTip("Decode with the KV cache (Ctrl+K). Off: every step re-reads the whole prefix "
-                                 "(same logits, a cost that grows with the context). Applies between steps.")
         self.kv_cache.toggled.connect(self._on_toggle)
         self.progress = QProgressBar()
-        self.progress.setFormat("prefill: %v of %m positions read")
+
         self.progress.hide()
         self.plot = make_plot(appearance)
-        self.plot.setToolTip("Each step's forward pass and draw; step k's pass read prompt + k − 1 positions")
         self.plot.getPlotItem().setLabel("left", "ms")
         self.forward_bars = StyledBars(x=[], height=[], width=0.7)
         self.sample_bars = Bars(x=[], y0=[], height=[], width=0.7)
@@ -74,7 +76,7 @@ class TimingView(View):
         layout.setContentsMargins(6, 4, 6, 6)
         header = QHBoxLayout()
         # in a small window the words scroll rather than squeeze the plots below a readable height
-        words = QScrollArea()
+        self.words = words = QScrollArea()
         words.setWidget(self.summary)
         words.setWidgetResizable(True)
         words.setFrameShape(QFrame.NoFrame)
@@ -92,10 +94,30 @@ class TimingView(View):
         intents.state_changed.connect(self._sync_toggle)
         intents.model_changed.connect(self._forget_model)
         self.restyle()
+        self.retranslate()
+
+    def _summary_room(self) -> None:
+        """In Chinese the summary's lines are taller than the Latin ones its share of the dock was made for: its
+        first lines (the prefill with its estimate, the decode) keep their room; English keeps its layout."""
+        chinese = i18n.language() != "en"
+        self.words.setMinimumHeight(SUMMARY_LINES * line_spacing(self.summary) if chinese else 0)
+
+    def retranslate(self) -> None:
+        self._summary_room()
+        self.kv_cache.setText(translate("Timing", "KV cache"))
+        self.kv_cache.setToolTip(translate("Timing", "Decode with the KV cache (Ctrl+K). Off: every step re-reads the "
+                                           "whole prefix (same logits, a cost that grows with the context). Applies "
+                                           "between steps."))
+        self.progress.setFormat(translate("Timing", "prefill: %v of %m positions read"))
+        self.plot.setToolTip(translate("Timing", "Each step's forward pass and draw; step k's pass read prompt + k − 1 "
+                                       "positions"))
+        self.timeline.retranslate()
+        self._key = None
 
     def restyle(self) -> None:
         style_plot(self.plot, self.appearance)
         self.summary.setFont(self.appearance.font(0.9))
+        self._summary_room()
         self.timeline.restyle()
         self.timeline.plot.setMinimumHeight(int(56 * self.appearance.scale))
         self.plot.setMinimumHeight(int(100 * self.appearance.scale))
@@ -144,7 +166,7 @@ class TimingView(View):
         self.timeline.update(c.history.log, shown.step if shown is not None else None)
         p = c.prefill_event
         if p is None:
-            self.summary.setText("Prefill and per-step times appear here.")
+            self.summary.setText(translate("Timing", EMPTY))
             self.forward_bars.set_bars([], [], x=[], height=[])
             self.sample_bars.setOpts(x=[], y0=[], height=[])
             self.selected_bar.setOpts(x=[], height=[])
@@ -166,30 +188,35 @@ class TimingView(View):
         median = median_cached_ms(c.history.log)
         self.decode_ms = median if median is not None else self.decode_ms
         # The words are coloured as their bars: they are the plot's legend.
-        text = (f"<b style='color:{t.accent}'>Prefill</b>: {p.n_tokens} positions in one pass, {p.ms:.1f} ms = "
-                f"<b>{p.tokens_per_s:,.0f} tokens/s</b>" + self._estimate(p.n_tokens))
+        text = translate("Timing", "<b style='color:{colour}'>Prefill</b>: {n} positions in one pass, {ms} ms = "
+                         "<b>{speed} tokens/s</b>").format(colour=t.accent, n=p.n_tokens, ms=f"{p.ms:.1f}",
+                                                          speed=f"{p.tokens_per_s:,.0f}") + self._estimate(p.n_tokens)
         if len(steps) > 1:
             forward = np.array([s.forward_ms for s in steps[1:]])  # step 1 was drawn from the prefill's logits
             sample = np.array([s.sample_ms for s in steps])
             per_token = float(np.mean(forward + sample[1:]))
             # a verify pass's time is on its first step, 0 on the others: only the mean is a cost per token
-            average, how = (np.mean, "mean") if self.counters else (np.median, "median")
-            text += (f"<br><b>Decode</b>: {len(steps)} tokens, <span style='color:{t.final}'>forward</span> "
-                     f"{average(forward):.1f} ms + <span style='color:{t.warning}'>sampling</span> "
-                     f"{np.median(sample):.2f} ms ({how}) = <b>{1000 / per_token:,.1f} tokens/s</b>")
+            average, how = (np.mean, translate("Timing", "mean")) if self.counters else \
+                (np.median, translate("Timing", "median"))
+            text += "<br>" + translate(
+                "Timing", "<b>Decode</b>: {n} tokens, <span style='color:{forward_colour}'>forward</span> {forward} ms + "
+                "<span style='color:{sample_colour}'>sampling</span> {sample} ms ({how}) = <b>{speed} tokens/s</b>").format(
+                n=len(steps), forward_colour=t.final, forward=f"{average(forward):.1f}", sample_colour=t.warning,
+                sample=f"{np.median(sample):.2f}", how=how, speed=f"{1000 / per_token:,.1f}")
         if c.stopped is not None and c.stopped.decode_tokens_per_s > 0:
-            text += f" · session: {c.stopped.decode_tokens_per_s:,.1f} tokens/s"
+            text += " · " + translate("Timing", "session: {speed} tokens/s").format(
+                speed=f"{c.stopped.decode_tokens_per_s:,.1f}")
         return (text + self._cache_text() + self._counter_text() + self._shown_text(shown, reread)
-                + f"<br><span style='color:{t.muted}'>Below the steps: every pass to scale in ms (hatched: a "
-                  f"re-read)</span>")
+                + f"<br><span style='color:{t.muted}'>"
+                + translate("Timing", "Below the steps: every pass to scale in ms (hatched: a re-read)") + "</span>")
 
     def _estimate(self, n: int) -> str:
         """n positions read in one pass, against n decode steps one after another (measured median)."""
         if self.decode_ms is None:
             return ""
-        return (f"; {n} × one decode step would have taken ≈ <b>{n * self.decode_ms:,.0f} ms</b> "
-                f"<span style='color:{self.appearance.theme.muted}'>(estimate: × the median cached step "
-                f"measured, {self.decode_ms:.1f} ms)</span>")
+        return translate("Timing", "; {n} × one decode step would have taken ≈ <b>{total} ms</b> <span "
+                         "style='color:{colour}'>(estimate: × the median cached step measured, {ms} ms)</span>").format(
+            n=n, total=f"{n * self.decode_ms:,.0f}", colour=self.appearance.theme.muted, ms=f"{self.decode_ms:.1f}")
 
     def _cache_text(self) -> str:
         """The two series' legend, once this prompt has steps in both modes; or that the cache is off."""
@@ -197,8 +224,8 @@ class TimingView(View):
         if self.series.shown:
             return "<br>" + self.series.words(c.info, c.prefill_event.n_tokens + len(c.steps))
         if not c.kv_cache:
-            return (f"<br><b style='color:{t.chosen}'>KV cache off</b>: each step re-reads the whole prefix; "
-                    f"turn it on and step the same prompt to compare")
+            return "<br>" + translate("Timing", "<b style='color:{colour}'>KV cache off</b>: each step re-reads the whole "
+                                      "prefix; turn it on and step the same prompt to compare").format(colour=t.chosen)
         return ""
 
     def _draw_steps(self, shown) -> None:
@@ -248,10 +275,12 @@ class TimingView(View):
         if k is None:
             return ""
         green = self.appearance.theme.kept
-        return (f"<br><b style='color:{green}'>Speculation</b> ({k.verify_passes} verify pass"
-                f"{'es' if k.verify_passes != 1 else ''}, green): drafts accepted "
-                f"<b>{k.accepted}/{k.drafted} = {k.acceptance:.0%}</b> · <b>{k.tokens_per_pass:.2f} tokens per "
-                f"forward pass</b>")
+        passes = k.verify_passes
+        return "<br>" + translate("Timing", "<b style='color:{colour}'>Speculation</b> (%n verify pass(es), green): "
+                                  "drafts accepted <b>{accepted}/{drafted} = {rate}</b> · <b>{per_pass} tokens per "
+                                  "forward pass</b>", None, passes).format(
+            colour=green, accepted=k.accepted, drafted=k.drafted, rate=f"{k.acceptance:.0%}",
+            per_pass=f"{k.tokens_per_pass:.2f}")
 
     def _shown_text(self, shown, reread) -> str:
         """The highlighted step's own times, and the last branch switch's re-read."""
@@ -259,22 +288,27 @@ class TimingView(View):
         text = ""
         if shown is not None and shown.step is not None:
             s = shown.step
-            source = ("the prefill's last position" if s.index == 1
-                      else f"one new token attending to {s.context_tokens - 1} positions")
-            draw = ("no draw: you chose the token" if s.forced
-                    else f"sampling {s.sample_ms:.2f} ms")
+            source = (translate("Timing", "the prefill's last position") if s.index == 1
+                      else translate("Timing", "one new token attending to {n} positions").format(n=s.context_tokens - 1))
+            draw = (translate("Timing", "no draw: you chose the token") if s.forced
+                    else translate("Timing", "sampling {ms} ms").format(ms=f"{s.sample_ms:.2f}"))
+            heading = translate("Timing", "<b style='color:{colour}'>Step {index}</b>").format(colour=t.selected,
+                                                                                              index=s.index)
             verify = pass_of(self.intents.history, s)
             if verify is not None:
                 v = verify.verified
-                source = (f"{ROLES[verify.role(s)]} of the verify pass at step {v.index}: one forward pass "
-                          f"of {v.forward_ms:.1f} ms over {v.positions} positions for {v.emitted} tokens")
-                text += f"<br><b style='color:{t.selected}'>Step {s.index}</b>: {source} · {draw}"
+                source = translate("Timing", "{role} of the verify pass at step {index}: one forward pass of {ms} ms "
+                                   "over {positions} positions for {emitted} tokens").format(
+                    role=translate("Timing", ROLES[verify.role(s)]), index=v.index, ms=f"{v.forward_ms:.1f}",
+                    positions=v.positions, emitted=v.emitted)
+                text += f"<br>{heading}: {source} · {draw}"
             else:
-                text += (f"<br><b style='color:{t.selected}'>Step {s.index}</b>: forward {s.forward_ms:.1f} ms "
-                         f"({source}) · {draw}")
+                text += "<br>" + translate("Timing", "{heading}: forward {ms} ms ({source}) · {draw}").format(
+                    heading=heading, ms=f"{s.forward_ms:.1f}", source=source, draw=draw)
         if reread is not None and reread.reread_tokens > 0:
-            text += (f"<br><b style='color:{t.accent}'>Branch switch</b>: re-read {reread.reread_tokens} tokens "
-                     f"in one parallel pass ({reread.ms:.1f} ms), as a prefill does")
+            text += "<br>" + translate("Timing", "<b style='color:{colour}'>Branch switch</b>: re-read {n} tokens in one "
+                                       "parallel pass ({ms} ms), as a prefill does").format(
+                colour=t.accent, n=reread.reread_tokens, ms=f"{reread.ms:.1f}")
         elif reread is not None:
-            text += "<br><b>Branch switch</b>: its cache was still held, nothing re-read"
+            text += "<br>" + translate("Timing", "<b>Branch switch</b>: its cache was still held, nothing re-read")
         return text

@@ -16,6 +16,7 @@ from inference.events import ModelInfo
 from gui.theme import Appearance
 from gui.state.timing_data import mode_series, work
 from gui.state.format import fmt_bytes, fmt_count
+from gui.state.i18n import translate
 from gui.widgets.plotting import colour, set_data
 
 
@@ -53,20 +54,23 @@ class CacheSeries:
             return ""
         w = work(info, context)
         c = self.colours()
-        return (f"<b style='color:{c[False]}'>cache off</b>: K/V of all {context} positions = "
-                f"{fmt_count(w.kv_macs_no_cache)} mult-adds per step (grows with the context); "
-                f"<b style='color:{c[True]}'>cache on</b>: K/V of 1 = {fmt_count(w.kv_macs_cached)} + read "
-                f"{fmt_bytes(w.kv_read_cached)} of stored K/V (nearly flat)")
+        return translate("Timing", "<b style='color:{off_colour}'>cache off</b>: K/V of all {context} positions = "
+                         "{off_macs} mult-adds per step (grows with the context); <b style='color:{on_colour}'>cache "
+                         "on</b>: K/V of 1 = {on_macs} + read {read} of stored K/V (nearly flat)").format(
+            off_colour=c[False], context=context, off_macs=fmt_count(w.kv_macs_no_cache), on_colour=c[True],
+            on_macs=fmt_count(w.kv_macs_cached), read=fmt_bytes(w.kv_read_cached))
 
     def formula_text(self, info: ModelInfo | None, context: int) -> str:
         """The formula behind the labels, for the tooltip."""
         if info is None:
             return ""
         w = work(info, context)
-        return (f"Per decode step at {context} positions (formula):\n"
-                f"with the cache: K/V projections of ONE new position = 2 × {info.n_layers} layers × "
-                f"{info.hidden_size} × {info.n_kv_heads} KV heads × {info.head_dim} = "
-                f"{w.kv_macs_cached:,} multiply-adds, plus reading the past K/V: "
-                f"{info.kv_bytes_per_token:,} B × {context} = {fmt_bytes(w.kv_read_cached)}\n"
-                f"without it: the K/V projections of every position again = {w.kv_macs_cached:,} × {context} = "
-                f"{w.kv_macs_no_cache:,} multiply-adds (and the rest of the model for every position too)")
+        return translate(
+            "Timing", "Per decode step at {context} positions (formula):\nwith the cache: K/V projections of ONE new "
+            "position = 2 × {layers} layers × {hidden} × {kv_heads} KV heads × {head_dim} = {on_macs} multiply-adds, "
+            "plus reading the past K/V: {per_token} B × {context} = {read}\nwithout it: the K/V projections of every "
+            "position again = {on_macs} × {context} = {off_macs} multiply-adds (and the rest of the model for every "
+            "position too)").format(context=context, layers=info.n_layers, hidden=info.hidden_size,
+                                    kv_heads=info.n_kv_heads, head_dim=info.head_dim, on_macs=f"{w.kv_macs_cached:,}",
+                                    per_token=f"{info.kv_bytes_per_token:,}", read=fmt_bytes(w.kv_read_cached),
+                                    off_macs=f"{w.kv_macs_no_cache:,}")

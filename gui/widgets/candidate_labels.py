@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from gui.state.format import quoted, rank_text
+from gui.state.i18n import translate
 
 
 def compact(n: int) -> str:
@@ -17,21 +18,24 @@ def server_note(note, tail_kept=None) -> str:
     would have kept of the tokens it did not list (the draw is among the listed ones only)."""
     if note is None:
         return ""
-    parts = [f"server listed top {note.n_top}, other {note.tail_p:.3f}"]
+    parts = [translate("Candidates", "server listed top {n}, other {p}").format(n=note.n_top, p=f"{note.tail_p:.3f}")]
     if tail_kept is not None and tail_kept[0] > 0:
-        parts.append(f"the sampler would keep {span(tail_kept[1], tail_kept[2])} of the final p in the unlisted "
-                     f"tokens: cut (server cap), drawn among the {note.n_top} listed")
+        parts.append(translate("Candidates", "the sampler would keep {span} of the final p in the unlisted tokens: "
+                               "cut (server cap), drawn among the {n} listed").format(
+            span=span(tail_kept[1], tail_kept[2]), n=note.n_top))
     if note.cached_tokens is not None:
-        parts.append(f"{note.cached_tokens:,} tokens from its cache")
+        cached = note.cached_tokens
+        parts.append(translate("Candidates", "%n token(s) from its cache", None, cached))
     if note.server_ms is not None:
-        parts.append(f"{note.server_ms:.1f} ms on the server")
+        parts.append(translate("Candidates", "{ms} ms on the server").format(ms=f"{note.server_ms:.1f}"))
     return " · " + " · ".join(parts)
 
 
 def describe_settings(s) -> str:
     if s.is_greedy:
-        return "greedy"
-    parts = [f"T {s.temperature:g}", f"top-k {s.top_k or 'off'}", f"top-p {s.top_p:g}"]
+        return translate("Candidates", "greedy")
+    top_k = s.top_k or translate("Candidates", "off", "a setting that is switched off")
+    parts = [f"T {s.temperature:g}", f"top-k {top_k}", f"top-p {s.top_p:g}"]
     if s.min_p > 0:
         parts.append(f"min-p {s.min_p:g}")
     return " · ".join(parts)
@@ -79,35 +83,42 @@ def row_label(raw: float, temp: float, final: float, settings, temp_bounds=None)
 def row_tooltip(raw: float, temp: float, final: float, settings, temp_bounds=None, final_bounds=None) -> str:
     """The row's p at each stage; from a server, with the bounds its unsent tail leaves (`*_bounds`: (least,
     most), None where exact)."""
-    lines = [f"model (softmax of the logits): p = {raw:.6f}"]
+    lines = [translate("Candidates", "model (softmax of the logits): p = {p}").format(p=f"{raw:.6f}")]
     if not settings.is_greedy:
         if is_open(temp_bounds):
-            lines.append(f"after temperature {settings.temperature:g}: p ≈ {temp:.6f}, between {temp_bounds[0]:.6f} "
-                         f"and {temp_bounds[1]:.6f} (the server did not send the other tokens' logits, which "
-                         "temperature reweighs too)")
+            lines.append(translate("Candidates", "after temperature {t}: p ≈ {p}, between {low} and {high} (the server "
+                                   "did not send the other tokens' logits, which temperature reweighs too)").format(
+                t=f"{settings.temperature:g}", p=f"{temp:.6f}", low=f"{temp_bounds[0]:.6f}", high=f"{temp_bounds[1]:.6f}"))
         else:
-            lines.append(f"after temperature {settings.temperature:g}: p = {temp:.6f}")
-    lines.append(f"final (truncated, renormalised): p = {final:.6f}" if final > 0 else
-                 "final: cut by the sampler (p = 0)")
+            lines.append(translate("Candidates", "after temperature {t}: p = {p}").format(
+                t=f"{settings.temperature:g}", p=f"{temp:.6f}"))
+    lines.append(translate("Candidates", "final (truncated, renormalised): p = {p}").format(p=f"{final:.6f}")
+                 if final > 0 else translate("Candidates", "final: cut by the sampler (p = 0)"))
     if is_open(final_bounds):
-        lines.append(f"  (drawn among the listed tokens; with the whole vocabulary it would be "
-                     f"{final_bounds[0]:.6f} to {final_bounds[1]:.6f})")
+        lines.append("  " + translate("Candidates", "(drawn among the listed tokens; with the whole vocabulary it would "
+                                      "be {low} to {high})").format(low=f"{final_bounds[0]:.6f}",
+                                                                    high=f"{final_bounds[1]:.6f}"))
     return "\n".join(lines)
 
 
 def legend(t, settings) -> str:
     """The colours of the bars, on one line; the temperature's only where that stage shows."""
+    after_t, model, final = (translate("Candidates", "after T"), translate("Candidates", "model"),
+                             translate("Candidates", "final"))
+    drawn, click = translate("Candidates", "drawn"), translate("Candidates", "click a bar or a segment to take it")
     temp = "" if settings is not None and settings.is_greedy else \
-        f"<span style='color:{t.temp}'>■</span> after T &nbsp; "
-    return (f"<span style='color:{t.raw}'>■</span> model &nbsp; {temp}"
-            f"<span style='color:{t.final}'>■</span> final &nbsp; "
-            f"<span style='color:{t.chosen}'>▮</span> drawn &nbsp; "
-            f"<span style='color:{t.muted}'>· click a bar or a segment to take it</span>")
+        f"<span style='color:{t.temp}'>■</span> {after_t} &nbsp; "
+    return (f"<span style='color:{t.raw}'>■</span> {model} &nbsp; {temp}"
+            f"<span style='color:{t.final}'>■</span> {final} &nbsp; "
+            f"<span style='color:{t.chosen}'>▮</span> {drawn} &nbsp; "
+            f"<span style='color:{t.muted}'>· {click}</span>")
 
 
-LEGEND_TIP = ("Bars, top to bottom in each row: the model's p (softmax of the logits), p after temperature, and "
-              "the final p the draw used (truncated by top-k / top-p / min-p, renormalised; ✕: cut). The words "
-              "beside a row read model → after T → final. Click a bar or a draw segment to take that token.")
+def legend_tip() -> str:
+    return translate("Candidates", "Bars, top to bottom in each row: the model's p (softmax of the logits), p after "
+                     "temperature, and the final p the draw used (truncated by top-k / top-p / min-p, renormalised; "
+                     "✕: cut). The words beside a row read model → after T → final. Click a bar or a draw segment to "
+                     "take that token.")
 
 
 def header_text(shown) -> str:
@@ -116,13 +127,17 @@ def header_text(shown) -> str:
     settings = describe_settings(d.settings)
     perplexity = float(np.exp(d.entropy))
     if shown.pending:
-        text = (f"Step {shown.index} (next, not drawn yet) · {settings} · entropy {d.entropy:.2f} nats "
-                f"(as uncertain as ~{perplexity:.1f} equal choices)")
+        text = translate("Candidates", "Step {index} (next, not drawn yet) · {settings} · entropy {entropy} nats "
+                         "(as uncertain as ~{perplexity} equal choices)").format(
+            index=shown.index, settings=settings, entropy=f"{d.entropy:.2f}", perplexity=f"{perplexity:.1f}")
     else:
         s = shown.step
-        how = ("forced: you chose it" if s.forced else "greedy: the top token" if s.random_u is None
-               else f"u = {s.random_u:.4f}")
-        verb = "took" if s.forced else "drew"
-        text = (f"Step {s.index} {verb} {quoted(s.token.piece)} (rank {rank_text(s.chosen_rank)}, {how}) · {settings} "
-                f"· entropy {d.entropy:.2f} nats (~{perplexity:.1f} equal choices) · seed {s.seed}")
+        how = (translate("Candidates", "forced: you chose it") if s.forced else
+               translate("Candidates", "greedy: the top token") if s.random_u is None else f"u = {s.random_u:.4f}")
+        text = (translate("Candidates", "Step {index} took {token} (rank {rank}, {how})") if s.forced else
+                translate("Candidates", "Step {index} drew {token} (rank {rank}, {how})")).format(
+            index=s.index, token=quoted(s.token.piece), rank=rank_text(s.chosen_rank), how=how)
+        text += " · " + translate("Candidates", "{settings} · entropy {entropy} nats (~{perplexity} equal choices) · "
+                                  "seed {seed}").format(settings=settings, entropy=f"{d.entropy:.2f}",
+                                                        perplexity=f"{perplexity:.1f}", seed=s.seed)
     return text + server_note(d.server, d.tail_kept)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
 from PySide6.QtWidgets import QSlider
 
+from gui.state.i18n import translate
 from gui.state.intents import Intents
 from gui.widgets.wrap_label import SteadyLabel
 
@@ -18,13 +19,28 @@ class HistorySlider(QSlider):
         self.intents = intents
         self.setMinimumWidth(260)
         self.setRange(1, 1)
-        self.setToolTip("Scrub to any step: its distribution, draw, settings and timing "
-                        "(the last position is the next, not yet drawn step)")
         # its size fixed: a label whose text changes at every frame would re-lay out the whole window
-        self.label = SteadyLabel((" step 99999: next (not drawn)", " step 99999 of 99999"))
+        self.label = SteadyLabel(self._widest())
         self._following = False  # True while the slider follows the intents: no select() back
         self.valueChanged.connect(self._select)
         intents.redraw.connect(self._follow)
+        self.retranslate()
+
+    @staticmethod
+    def _widest() -> tuple[str, ...]:
+        return (translate("History", " step {index}: next (not drawn)").format(index=99999),
+                translate("History", " step {index} of {n}").format(index=99999, n=99999))
+
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.LanguageChange:
+            self.retranslate()
+
+    def retranslate(self) -> None:
+        self.setToolTip(translate("History", "Scrub to any step: its distribution, draw, settings and timing (the last "
+                                  "position is the next, not yet drawn step)"))
+        self.label.set_widest(self._widest())
+        self._follow()
 
     def scrub(self, delta: int) -> None:
         self.setValue(self.value() + delta)
@@ -45,8 +61,8 @@ class HistorySlider(QSlider):
         self._following = False
         self.setEnabled(n > 0)
         if shown is None:
-            self.label.setText(" no steps yet")
+            self.label.setText(translate("History", " no steps yet"))
         elif shown.pending:
-            self.label.setText(f" step {shown.index}: next (not drawn)")
+            self.label.setText(translate("History", " step {index}: next (not drawn)").format(index=shown.index))
         else:
-            self.label.setText(f" step {shown.index} of {n}")
+            self.label.setText(translate("History", " step {index} of {n}").format(index=shown.index, n=n))

@@ -6,10 +6,11 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, QSize, Qt, QTimer
+from PySide6.QtCore import QEvent, QRectF, QSize, Qt, QTimer
 from PySide6.QtGui import QBrush, QColor, QFontMetricsF, QPainter, QPen
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsObject, QLabel, QVBoxLayout, QWidget
 
+from gui.state.i18n import translate
 from gui.theme import Appearance
 
 # Bars are axis-aligned rectangles: antialiasing buys nothing there and costs paint time; curves turn it on.
@@ -385,9 +386,20 @@ class PlotTitle(QLabel):
     label for one line): in a short dock it was drawn over the plot under it."""
 
     def __init__(self, title: str):
-        super().__init__(title)
+        super().__init__()
+        self.source = title  # the English source (marked with QT_TRANSLATE_NOOP("Plots", …) where it is written)
         self.setObjectName("muted")
+        self._word()
+
+    def _word(self) -> None:
+        title = translate("Plots", self.source)
+        self.setText(title)
         self.setToolTip(title)
+
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.LanguageChange:
+            self._word()
 
     def minimumSizeHint(self) -> QSize:
         return QSize(self.fontMetrics().averageCharWidth() * 8, super().minimumSizeHint().height())

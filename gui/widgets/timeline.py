@@ -14,12 +14,16 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QPen
 
+from gui.state.i18n import QT_TRANSLATE_NOOP, translate
 from gui.theme import Appearance
 from gui.state.timing_data import CACHED, NO_CACHE, PREFILL, RECOMPUTE, REREAD, SAMPLE, VERIFY, Block, timeline
 from gui.state.format import display
 from gui.widgets.plotting import Bars, StyledBars, colour, make_plot, set_range, snug_ceiling, style_plot, text_item
 
 MAX_LABELS = 24  # text items reused; more blocks than this never have room for their words anyway
+# A pass's words in its block, worded as it is drawn (the log's labels are "prefill 12", "re-read 30"...)
+WORDS = {PREFILL: QT_TRANSLATE_NOOP("Timeline", "prefill {n}"), REREAD: QT_TRANSLATE_NOOP("Timeline", "re-read {n}"),
+         RECOMPUTE: QT_TRANSLATE_NOOP("Timeline", "step {n}"), VERIFY: QT_TRANSLATE_NOOP("Timeline", "verify {n}")}
 LABEL_PX = 7.0  # about one character of the tick font: a label is shown when its block is this wide per character
 
 
@@ -31,9 +35,7 @@ class Timeline:
         self.plot = make_plot(appearance)
         item = self.plot.getPlotItem()
         item.hideAxis("left")  # its words are in Timing's summary: an axis label would take the blocks' height
-        self.plot.setToolTip("Every forward pass since the prompt was read, end to end in ms: the prefill, one block "
-                             "per decode step (its pass and its draw), re-reads hatched (a branch switch's in the "
-                             "prefill's colour, a step without the KV cache in red), a verify pass in green")
+        self.retranslate()
         self.bars = StyledBars(x0=[], y0=[], width=[], height=[])
         self.shown = Bars(x0=[], y0=[], width=[], height=[])
         self.plot.addItem(self.bars)
@@ -110,6 +112,12 @@ class Timeline:
                            brush=colour(self.appearance.theme.selected, 60),
                            pen=pg.mkPen(colour(self.appearance.theme.selected), width=1.5))
 
+    def retranslate(self) -> None:
+        self.plot.setToolTip(translate("Timeline", "Every forward pass since the prompt was read, end to end in ms: the "
+                                       "prefill, one block per decode step (its pass and its draw), re-reads hatched (a "
+                                       "branch switch's in the prefill's colour, a step without the KV cache in red), a "
+                                       "verify pass in green"))
+
     def _label(self, starts, px: float) -> None:
         """Words in the blocks wide enough for them; the widest blocks first when there are many."""
         room = [(self.widths[i] / px, i) for i, b in enumerate(self.blocks) if b.label]
@@ -117,7 +125,9 @@ class Timeline:
         used = 0
         for width_px, i in room:
             block = self.blocks[i]
-            text = display(block.label) if block.kind in (CACHED, NO_CACHE, SAMPLE) else block.label
+            text = display(block.label) if block.kind in (CACHED, NO_CACHE, SAMPLE) else \
+                translate("Timeline", WORDS[block.kind]).format(n=block.label.rpartition(" ")[2]) \
+                if block.kind in WORDS else block.label
             fits = int(width_px // LABEL_PX)
             if len(text) > fits and fits < 4:
                 continue  # "t…" says nothing: a label is whole, or long enough to read

@@ -2,12 +2,54 @@
 
 from __future__ import annotations
 
+import math
+
 from PySide6.QtCore import QEvent, QSize, Qt
-from PySide6.QtGui import QPainter
-from PySide6.QtWidgets import QLabel, QSizePolicy
+from PySide6.QtGui import QPainter, QTextLayout
+from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
+
+from gui.state import i18n
 
 PREFERRED_CHARS = 80  # the width a label asks for, in average characters (QLabel's own first try)
 MINIMUM_CHARS = 16  # the narrowest it may be squeezed to: a long word
+
+
+_CJK_LINES: dict[str, int] = {}  # a font's line height for Chinese text, by QFont.key()
+
+
+def line_spacing(widget: QWidget) -> int:
+    """The height of a line of the widget's text in the app's language. Chinese glyphs come from a fallback
+    font whose lines are taller than the Latin font's (18 against 14 px at 9 pt): a label that keeps room for
+    N lines of fontMetrics().lineSpacing() cut the bottom of its last Chinese line."""
+    spacing = widget.fontMetrics().lineSpacing()
+    if i18n.language() == "en":
+        return spacing
+    font = widget.font()
+    height = _CJK_LINES.get(font.key())
+    if height is None:
+        layout = QTextLayout("中", font)
+        layout.beginLayout()
+        line = layout.createLine()
+        line.setLineWidth(1000)
+        layout.endLayout()
+        height = _CJK_LINES[font.key()] = math.ceil(line.height())
+    return max(spacing, height)
+
+
+def wrapped_lines(text: str, font, width: int) -> list[tuple[int, int]]:
+    """(start, length) of each line of `text` wrapped at `width`, where Qt breaks lines: at spaces, and between
+    any two Chinese characters (a Chinese sentence has no spaces to break at)."""
+    layout = QTextLayout(text, font)
+    layout.beginLayout()
+    lines = []
+    while True:
+        line = layout.createLine()
+        if not line.isValid():
+            break
+        line.setLineWidth(max(width, 1))
+        lines.append((line.textStart(), line.textLength()))
+    layout.endLayout()
+    return lines
 
 
 class WrapLabel(QLabel):
@@ -32,8 +74,9 @@ class WrapLabel(QLabel):
             super().setText(text)
 
     def changeEvent(self, event) -> None:
-        if event.type() in (QEvent.FontChange, QEvent.StyleChange):
+        if event.type() in (QEvent.FontChange, QEvent.StyleChange, QEvent.LanguageChange):
             self._heights.clear()
+            self.updateGeometry()
         super().changeEvent(event)
 
     def heightForWidth(self, width: int) -> int:
@@ -46,7 +89,7 @@ class WrapLabel(QLabel):
 
     def _least_height(self) -> int:
         margins = self.contentsMargins()
-        return self.lines * self.fontMetrics().lineSpacing() + margins.top() + margins.bottom()
+        return self.lines * line_spacing(self) + margins.top() + margins.bottom()
 
     def sizeHint(self) -> QSize:
         """The preferred width; the height of the lines at the width the label has on screen (at the
@@ -78,9 +121,14 @@ class CaptionLabel(QLabel):
             super().setText(text)
             self.setToolTip(text)
 
+    def changeEvent(self, event) -> None:
+        if event.type() == QEvent.LanguageChange:
+            self.updateGeometry()  # Chinese lines are taller
+        super().changeEvent(event)
+
     def _height(self) -> int:
         margins = self.contentsMargins()
-        return self.lines * self.fontMetrics().lineSpacing() + margins.top() + margins.bottom()
+        return self.lines * line_spacing(self) + margins.top() + margins.bottom()
 
     def sizeHint(self) -> QSize:
         return QSize(self.fontMetrics().averageCharWidth() * PREFERRED_CHARS // 2, self._height())
@@ -89,21 +137,20 @@ class CaptionLabel(QLabel):
         return QSize(self.fontMetrics().averageCharWidth() * MINIMUM_CHARS, self._height())
 
     def shown_lines(self, width: int) -> list[str]:
-        """The lines drawn at this width: words wrapped, the last line elided when text is left over."""
-        metrics, words, lines = self.fontMetrics(), self.text().split(), []
-        while words and len(lines) < self.lines:
-            line = words.pop(0)
-            while words and metrics.horizontalAdvance(line + " " + words[0]) <= width:
-                line += " " + words.pop(0)
-            lines.append(line)
-        if words or (lines and metrics.horizontalAdvance(lines[-1]) > width):
-            lines[-1] = metrics.elidedText(" ".join([lines[-1], *words]), Qt.ElideRight, width)
+        """The lines drawn at this width: wrapped where Qt breaks lines (spaces; between Chinese characters), the
+        last line elided when text is left over."""
+        text, metrics = " ".join(self.text().split()), self.fontMetrics()
+        spans = wrapped_lines(text, self.font(), width)
+        lines = [text[start:start + length].strip() for start, length in spans[:self.lines]]
+        if len(spans) > self.lines or (lines and metrics.horizontalAdvance(lines[-1]) > width):
+            start = spans[self.lines - 1][0] if len(spans) >= self.lines else spans[-1][0]
+            lines[-1] = metrics.elidedText(text[start:], Qt.ElideRight, width)
         return lines
 
     def paintEvent(self, event) -> None:
         rect = self.contentsRect()
         painter = QPainter(self)
-        step = self.fontMetrics().lineSpacing()
+        step = line_spacing(self)
         for i, line in enumerate(self.shown_lines(rect.width())):
             self.style().drawItemText(painter, rect.adjusted(0, i * step, 0, 0), int(Qt.AlignLeft | Qt.AlignTop),
                                       self.palette(), self.isEnabled(), line, self.foregroundRole())
@@ -126,8 +173,14 @@ class SteadyLabel(QLabel):
     def _fit(self) -> None:
         metrics, margins = self.fontMetrics(), self.contentsMargins()
         width = max(metrics.horizontalAdvance(text) for text in self.widest) + 2 * self.margin()
-        height = metrics.height() + 2 * self.margin()
+        height = max(metrics.height(), line_spacing(self)) + 2 * self.margin()
         self.setFixedSize(width + margins.left() + margins.right(), height + margins.top() + margins.bottom())
+
+    def set_widest(self, widest: tuple[str, ...]) -> None:
+        """Other longest texts (the same ones in another language): the label takes their size."""
+        self.widest = widest
+        self._fit()
+        self._show()
 
     def full_text(self) -> str:
         return self._full

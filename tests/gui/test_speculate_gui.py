@@ -9,6 +9,7 @@ window serves the module (loading the model is the slow part).
 from types import SimpleNamespace
 
 import pytest
+from PySide6.QtWidgets import QApplication
 
 from gui.state.speculation import counters, newest_pass, pass_of
 from inference.events import Token, Verified
@@ -118,9 +119,11 @@ def test_a_verify_pass_shows_ghost_chips_a_block_and_counters(window):
     explain = window.views["explain"]
     assert "Verify pass" in explain._html and "causal mask" in explain._html
     assert "same random number" in explain._html
-    window.set_language("zh")
+    window.set_language("zh_CN")
+    QApplication.processEvents()  # Qt words every widget again at the LanguageChange event it posts
     assert "验证前向" in explain._html and "因果掩码" in explain._html
     window.set_language("en")
+    QApplication.processEvents()
 
 
 def test_a_past_step_shows_its_own_pass_muted_after_it(window):

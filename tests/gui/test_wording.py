@@ -9,7 +9,9 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-from gui.views.explain_view import TEXTS
+from gui.language import set_language
+from gui.state.i18n import translate
+from gui.views.explain_texts import TEXTS
 from gui.state.format import fmt_bytes
 from gui.views.stop_view import EMPTY
 from app_driver import idle, prefill, settle, step, wait_until, window_fixture
@@ -81,11 +83,13 @@ def test_explain_counts_the_older_positions_the_cache_holds(window):
         assert fmt_bytes((old + 1) * per_token) in text
 
 
-def test_temperature_divides_the_logits_before_the_softmax():
-    for language in ("en", "zh"):
-        text = TEXTS["pending"][language]
-        assert text.index("÷") < text.index("softmax") < text.index("Top-K" if language == "zh" else "top-k")
+def test_temperature_divides_the_logits_before_the_softmax(qapp):
+    for language in ("en", "zh_CN"):
+        set_language(language)
+        text = translate("Explain", TEXTS["pending"])
+        assert text.index("÷") < text.index("softmax") < text.index("Top-K" if language == "zh_CN" else "top-k")
         assert "logits → softmax" not in text.lower()
+    set_language("en")
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "logits ÷ temperature → softmax → top-k" in readme
     assert "softmax → temperature" not in readme

@@ -43,7 +43,7 @@ def window_fixture(name: str, scope: str = "module"):
         settings = QSettings(str(tmp_path_factory.mktemp(name) / "tokenstep.ini"), QSettings.IniFormat)
         appearance = Appearance()
         appearance.apply()  # as the app does before it builds the window: the style sheet sizes the widgets
-        win = MainWindow(settings=settings, appearance=appearance)
+        win = MainWindow(settings=settings, appearance=appearance, language="en")  # the tests read English words
         win.resize(1600, 1000)
         win.show()
         wait_until(lambda: win.controller.info is not None)
