@@ -26,6 +26,8 @@ from inference.engine import protocol as p
 from inference.engine.backend_switch import start_build, switch_if_built
 from inference.errors import Cancelled, NotReady, is_expected, one_line
 from inference.events import Stopped
+from inference.session import batch_curve
+from inference.session.batch import BatchRequest, Scheduler, blocks_for_all
 from inference.session.session import Session, prompt_ids
 from inference.sources.remote import NO_WEIGHTS
 from inference.store.loading import load_model
@@ -57,7 +59,8 @@ class Engine:
         self.capture_lens = False  # likewise
         self.use_kv_cache = True
         self.tag = 0
-        self.batch: list = []  # a Run's StepDone events not yet sent
+        self.batch: list = []  # a Run's StepDone events (or a Serve's events) not yet sent
+        self.batch_reply = p.Stepped  # what carries them
         self.batch_s = 0.0
         self.batch_started = 0.0
         self.announce_run = False
@@ -68,7 +71,7 @@ class Engine:
                          p.CaptureLens: self.capture_logit_lens,
                          p.Rewind: self.rewind, p.Force: self.force, p.Switch: self.switch,
                          p.KvCache: self.kv_cache, p.CheckWeights: self.check_weights, p.Recapture: self.recapture,
-                         p.Restore: self.restore}
+                         p.Restore: self.restore, p.Serve: self.serve_requests, p.MeasureBatch: self.measure_batch}
         self.send(p.Ready(cuda=cuda))
 
     # --- the pipe -------------------------------------------------------------------------------------
@@ -76,8 +79,11 @@ class Engine:
         self.flush()
         self.replies.send(p.wrap(reply))
 
-    def queue_step(self, event) -> None:
-        """A step's event: at once, or batched `batch_s` apart during a Run (order kept either way)."""
+    def queue_step(self, event, reply: type = p.Stepped) -> None:
+        """A step's event: at once, or batched `batch_s` apart during a Run or a Serve (order kept either way)."""
+        if self.batch and reply is not self.batch_reply:
+            self.flush()
+        self.batch_reply = reply
         if not self.batch:
             self.batch_started = time.monotonic()
         self.batch.append(event)
@@ -87,7 +93,7 @@ class Engine:
     def flush(self) -> None:
         if self.batch:
             batch, self.batch = tuple(self.batch), []
-            self.replies.send(p.wrap(p.Stepped(batch, self.tag)))
+            self.replies.send(p.wrap(self.batch_reply(batch, self.tag)))
 
     def receive(self) -> p.Command | None:
         """The next command from the pipe; a malformed one is answered with `Failed` and skipped (None)."""
@@ -181,9 +187,7 @@ class Engine:
         model = load_model(spec, device=device, dtype=dtype, progress=self._load_progress,
                            kernels_in_background=True)  # float32 on stock ops while the kernels build
         local = not model.remote  # a remote server: no attention, lens or own cache
-        session = Session(model, capture_attention=self.capture_attention and local,
-                          capture_lens=self.capture_lens and local)
-        session.use_kv_cache(self.use_kv_cache or not local)
+        session = self._new_session(model)
         model.stop_waiting_when(self.stop_wanted)  # Stop and Cancel reach a request that waits for a server
         self.model, self.session, self.tag = model, session, tag
 
@@ -191,6 +195,13 @@ class Engine:
 
         self.threads = getattr(self, "threads", torch.get_num_threads())  # as the process started
         torch.set_num_threads(self.threads if local else 1)  # remote: see store/remote_model.one_thread
+
+    def _new_session(self, model) -> Session:
+        local = not model.remote
+        session = Session(model, capture_attention=self.capture_attention and local,
+                          capture_lens=self.capture_lens and local)
+        session.use_kv_cache(self.use_kv_cache or not local)
+        return session
 
     def restore(self, command: p.Restore) -> None:
         """A restarted engine: the model loaded again and the lost session rebuilt (see protocol.Restore)."""
@@ -313,6 +324,61 @@ class Engine:
                 self.deferred.appendleft(command)
                 self.session.pause()
                 return
+
+    # --- many requests at once ------------------------------------------------------------------------
+    def serve_requests(self, command: p.Serve) -> None:
+        """Run a Serve's requests through the scheduler, step by step, until all finished or a stop arrives."""
+        self.need_session()
+        model = self.model
+        if model.remote:
+            raise ValueError("serving many requests needs the weights in this process, not a server's")
+        self.tag = command.tag
+        if not 1 <= len(command.requests) <= 64:
+            raise ValueError(f"serve 1 to 64 requests, not {len(command.requests)}")
+        asked = [BatchRequest(prompt_ids(model, r.prompt, chat=r.chat, system=r.system or None)[0],
+                              r.settings, r.arrive_at_step) for r in command.requests]
+        if command.block_tokens < 1 or command.n_blocks < 0:
+            raise ValueError(f"a block holds 1 or more tokens and the pool 1 or more blocks, "
+                             f"not {command.block_tokens} and {command.n_blocks}")
+        n_blocks = command.n_blocks or blocks_for_all(model, asked, command.block_tokens)
+        scheduler = Scheduler(model, asked, n_blocks, command.block_tokens, command.token_budget)
+        self.session = self._new_session(model)  # the single session's prompt is gone: a new prompt starts again
+        self.send(p.ServeStarted(tuple(len(a.prompt) for a in asked),
+                                 tuple(a.settings.max_new_tokens for a in asked),
+                                 tuple(a.arrive_at_step for a in asked), n_blocks, command.block_tokens,
+                                 scheduler.pool.block_bytes, self.tag))
+        self.batch_s = command.batch_s
+        try:
+            while not scheduler.done and not self.stop_asked():
+                for event in scheduler.step():
+                    self.queue_step(event, p.Served)
+                self.switch_backend_if_built()
+        finally:
+            self.flush()
+            self.batch_s = 0.0
+
+    def stop_asked(self) -> bool:
+        """Between two scheduler steps or measured sizes: a Pause, Abort or Cancel ends the job (and is used up by
+        it); any other command waits for it."""
+        if not self.commands_waiting((p.Pause, p.Abort, p.Cancel)):
+            return False
+        self.deferred = deque(c for c in self.deferred if not isinstance(c, (p.Pause, p.Abort)))
+        return True
+
+    def measure_batch(self, command: p.MeasureBatch) -> None:
+        """The throughput curve on this machine: the floor first, then each size as it is measured."""
+        self.need_session()
+        if self.model.remote:
+            raise ValueError("the batch curve needs the weights in this process, not a server's")
+        if not command.sizes or not all(1 <= n <= 16 for n in command.sizes) or not 1 <= command.steps <= 64:
+            raise ValueError("batch sizes are 1 to 16 requests, and 1 to 64 steps are timed per size")
+        read, gb_per_s, ms = batch_curve.floor_ms(self.model)
+        self.send(p.BatchFloor(read, gb_per_s, ms))
+        for n in command.sizes:
+            if self.stop_asked():
+                break
+            step_ms = batch_curve.measure(self.model, n, command.steps)
+            self.send(p.BatchPoint(n, step_ms, n / (step_ms / 1000)))
 
     def send_event(self, event) -> None:
         if isinstance(event, Stopped):
