@@ -341,4 +341,5 @@ class Scheduler:
         pool = self.pool
         return BlocksReport(step=self.step_index, block_tokens=pool.block_tokens, allocated=pool.n_used,
                             shared=pool.n_shared, free=pool.n_free, used_bytes=pool.used_bytes,
-                            per_request={r.index: tuple(r.source.table) for r in self.requests if r.state == "running"})
+                            per_request={r.index: tuple(r.source.table) for r in self.requests if r.state == "running"},
+                            positions={r.index: r.source.n_cached for r in self.requests if r.state == "running"})
