@@ -50,6 +50,8 @@ ACTIONS: dict[str, ActionSpec] = {
     "open_gguf": ActionSpec("Open GGUF file…", ("Ctrl+Shift+O",), "Convert and load a .gguf file"),
     "default_model": ActionSpec("Load the default model", (), "SmolLM2-135M-Instruct"),
     "connect_server": ActionSpec("Connect to server…", (), "Step a model served by llama.cpp, vLLM or SGLang"),
+    "serve": ActionSpec("Serve several requests…", ("Ctrl+Shift+S",), "Run several requests at once: continuous "
+                        "batching over a paged KV cache (the Serving view)"),
     "export_trace": ActionSpec("Export trace…", ("Ctrl+E",), "Save the events as JSON Lines"),
     "play_script": ActionSpec("Play script…", ("Ctrl+L",), "Play a lesson script, or replay an exported trace"),
     "export_png": ActionSpec("Export window as PNG…", ("Ctrl+Shift+E",), "Save the whole window as a PNG"),
@@ -64,7 +66,7 @@ ACTIONS: dict[str, ActionSpec] = {
 HELP_ORDER = ("prefill", "step", "run", "pause", "stop", "reset", "backspace", "kv_cache", "prev", "next", "dice", "open_model",
               "open_gguf", "export_trace", "play_script", "export_png", "presentation", "dark", "shortcuts", "quit")
 
-HELP_ORDER += ("paced", "record")
+HELP_ORDER += ("paced", "record", "serve")
 
 
 def make_actions(window: QWidget) -> dict[str, QAction]:
@@ -144,8 +146,10 @@ class Generation:
                    "step": has_model and (c.running or not c.prefilled or c.can_step),
                    "run": has_model and not c.running and (not c.prefilled or c.can_step),
                    "pause": c.running, "stop": c.prefilled and (c.running or c.stopped is None),
-                   "reset": has_model and c.prefilled and not c.running,
-                   "backspace": has_model and bool(c.steps) and not c.running and not c.busy,
+                   "reset": has_model and c.prefilled and not c.running and c.showing_request is None,
+                   "backspace": has_model and bool(c.steps) and not c.running and not c.busy
+                   and c.showing_request is None,
+                   "serve": has_model and not c.running and not c.busy,
                    "kv_cache": has_model and not c.running and not c.busy}  # between steps only
         for key, on in enabled.items():
             if a[key].isEnabled() != on:  # unchanged states would still relayout the toolbar

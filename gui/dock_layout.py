@@ -31,22 +31,24 @@ from PySide6.QtWidgets import QDockWidget, QFrame, QMainWindow, QScrollArea, QTa
 from gui.theme import Appearance
 from gui.widgets.layout_gate import LayoutGate
 
-LAYOUT_VERSION = 9  # bump when docks change: an older saved layout then falls back to the default
+LAYOUT_VERSION = 10  # bump when docks change: an older saved layout then falls back to the default
 TITLES = {"controls": "Controls", "context": "Context", "candidates": "Candidates", "kv": "KV cache",
           "stop": "Stop", "timing": "Timing", "explain": "Explain", "attention": "Attention",
           "lens": "Logit lens",
-          "branches": "Branches", "compare": "Compare"}
+          "branches": "Branches", "compare": "Compare", "serving": "Serving"}
 LEFT = ("controls", "explain")
-HIDDEN_AT_FIRST = ("attention", "lens")  # they slow every step (each is recorded while it is shown)
+HIDDEN_AT_FIRST = ("attention", "lens",  # they slow every step (each is recorded while it is shown)
+                   "serving")  # shown when requests are served (behind the KV cache, beside Timing)
 PRIORITY = ("context", "candidates")  # never scrolled, never squeezed below their minimum (behind a LayoutGate:
 # their labels change at every frame, and their layout requests reach the dock only when their size hints do)
 SQUEEZED = 0.28  # Candidates below this share of the window's height (or 0.4 of its width): re-proportion
 COMPACT_BELOW = QSize(1200, 860)  # a window narrower or lower than this gets the compact arrangement
-SECONDARY = ("kv", "stop", "timing", "compare", "attention", "lens")
+SECONDARY = ("kv", "stop", "timing", "compare", "attention", "lens", "serving")
 # Which docks go behind which as tabs, per arrangement (the large one is the default as built)
 GROUPS = {"large": {},
           "compact": {"controls": ("explain",), "candidates": SECONDARY + ("branches",)},
-          "presentation": {"controls": ("explain",), "kv": ("stop", "timing", "compare", "attention", "lens")}}
+          "presentation": {"controls": ("explain",), "kv": ("stop", "timing", "compare", "attention", "lens",
+                                                           "serving")}}
 SIMILAR_SCREEN = 0.1  # a saved layout is reused on a screen within 10 % of the size it was saved on
 
 
@@ -108,6 +110,7 @@ class DockLayout(QObject):
             d[key].hide()  # one group's old tab bar stayed on screen over Candidates
         w.tabifyDockWidget(d["timing"], d["attention"])
         w.tabifyDockWidget(d["kv"], d["lens"])  # the width its heatmap and table need
+        w.tabifyDockWidget(d["kv"], d["serving"])  # the bottom row's wide part: rows, blocks and numbers
         w.tabifyDockWidget(d["stop"], d["compare"])
         w.tabifyDockWidget(d["context"], d["branches"])  # one click away, at the width a tree needs
         for key in ("timing", "stop", "context"):

@@ -87,7 +87,9 @@ class Serving:
         self.tracks: list[Track] = []
         self.schedules: list[ScheduleDone] = []
         self.starts_ms: list[float] = []  # each scheduler step's start on the pass-time axis
-        self.blocks: BlocksReport | None = None
+        self.blocks: BlocksReport | None = None  # the newest
+        self.block_reports: list[BlocksReport] = []  # per scheduler step
+        self.grid_step: int | None = None  # the scheduler step the block grid shows (None: the newest)
         self.selected: int | None = None  # the request shown in the other views
         self.tag = -1
         self.running = False  # the engine is serving (between ServeStarted and the Serve's Finished)
@@ -129,6 +131,7 @@ class Serving:
             return
         if isinstance(event, BlocksReport):
             self.blocks = event
+            self.block_reports.append(event)
             return
         if event.request is None or not 0 <= event.request < len(self.tracks):
             return
@@ -225,14 +228,27 @@ class Serving:
     def n_blocks(self) -> int:
         return self.started.n_blocks if self.started is not None else 0
 
+    @property
+    def shown_blocks(self) -> BlocksReport | None:
+        """The pool at the scheduler step the grid shows: a chosen one, else the newest."""
+        if self.grid_step is not None and 0 <= self.grid_step < len(self.block_reports):
+            return self.block_reports[self.grid_step]
+        return self.blocks
+
+    def step_of(self, track: Track, scheduler_step: int) -> int:
+        """The request's own step (1-based) drawn at or before this scheduler step; 0: none yet."""
+        return sum(1 for at in track.step_at if at <= scheduler_step)
+
     def cells(self) -> list[BlockCell]:
-        """Every block of the pool: its owners and how many of its positions are in use."""
+        """Every block of the pool (at the step the grid shows): its owners and how many of its positions are in
+        use."""
         owners: dict[int, list[int]] = {}
         filled: dict[int, int] = {}
         b = self.block_tokens
-        if self.blocks is not None:
-            positions = self.blocks.positions or {}
-            for request, table in sorted(self.blocks.per_request.items()):
+        report = self.shown_blocks
+        if report is not None:
+            positions = report.positions or {}
+            for request, table in sorted(report.per_request.items()):
                 held = positions.get(request, len(table) * b)
                 for i, block in enumerate(table):
                     owners.setdefault(block, []).append(request)
@@ -241,19 +257,19 @@ class Serving:
 
     @property
     def blocks_used(self) -> int:
-        return self.blocks.allocated if self.blocks is not None else 0
+        return self.shown_blocks.allocated if self.shown_blocks is not None else 0
 
     @property
     def blocks_shared(self) -> int:
-        return self.blocks.shared if self.blocks is not None else 0
+        return self.shown_blocks.shared if self.shown_blocks is not None else 0
 
     def fragmentation(self) -> int:
-        """Positions allocated but unused: the tails of the requests' last blocks."""
-        if self.blocks is None or not self.blocks.positions:
+        """Positions allocated but unused (at the step the grid shows): the tails of the requests' last blocks."""
+        report = self.shown_blocks
+        if report is None or not report.positions:
             return 0
         b = self.block_tokens
-        return sum(len(table) * b - self.blocks.positions.get(r, len(table) * b)
-                   for r, table in self.blocks.per_request.items())
+        return sum(len(table) * b - report.positions.get(r, len(table) * b) for r, table in report.per_request.items())
 
     def context_length(self) -> int:
         """The longest context of a running request (prompt + tokens so far); none running: the longest any request

@@ -48,6 +48,10 @@ def serve(commands, replies, niceness: int = 0) -> None:
         pass  # the front-end closed its ends of the pipes: nothing left to answer
 
 
+WAIT_FOR_A_JOB = (p.Configure, p.CaptureAttention, p.CaptureLens, p.KvCache, p.CheckWeights)  # they do not end
+# a Serve or a MeasureBatch: they are served once it ends
+
+
 class Engine:
     def __init__(self, commands, replies, cuda: bool):
         self.commands, self.replies = commands, replies
@@ -65,6 +69,7 @@ class Engine:
         self.batch_started = 0.0
         self.announce_run = False
         self.recheck = False  # hash the weights again once the current command is answered
+        self.cancelled = False  # a Cancel came while a Serve or a MeasureBatch read the pipe
         self.handlers = {p.Load: self.load, p.Prefill: self.prefill, p.Step: self.step, p.Run: self.run,
                          p.Pause: self.pause, p.Abort: self.abort, p.Reset: self.reset,
                          p.Configure: self.configure, p.CaptureAttention: self.capture, p.Cancel: self.cancel,
@@ -150,6 +155,7 @@ class Engine:
             command = self.receive()
             if command is not None:
                 wanted = wanted or isinstance(command, stop)
+                self.cancelled = self.cancelled or isinstance(command, p.Cancel)
                 if not isinstance(command, p.Cancel):
                     self.deferred.append(command)
         return wanted
@@ -343,6 +349,7 @@ class Engine:
         n_blocks = command.n_blocks or blocks_for_all(model, asked, command.block_tokens)
         scheduler = Scheduler(model, asked, n_blocks, command.block_tokens, command.token_budget)
         self.session = self._new_session(model)  # the single session's prompt is gone: a new prompt starts again
+        self.cancelled = False
         self.send(p.ServeStarted(tuple(len(a.prompt) for a in asked),
                                  tuple(a.settings.max_new_tokens for a in asked),
                                  tuple(a.arrive_at_step for a in asked), n_blocks, command.block_tokens,
@@ -359,9 +366,12 @@ class Engine:
 
     def stop_asked(self) -> bool:
         """Between two scheduler steps or measured sizes: a Pause, Abort or Cancel ends the job (and is used up by
-        it); any other command waits for it."""
-        if not self.commands_waiting((p.Pause, p.Abort, p.Cancel)):
+        it), and so does any command but a choice that can wait (settings, captures, the KV cache switch, a weights
+        check): a new prompt or a load comes next, as after a Run."""
+        self.commands_waiting(())
+        if all(isinstance(c, WAIT_FOR_A_JOB) for c in self.deferred) and not self.cancelled:
             return False
+        self.cancelled = False
         self.deferred = deque(c for c in self.deferred if not isinstance(c, (p.Pause, p.Abort)))
         return True
 
@@ -372,6 +382,7 @@ class Engine:
             raise ValueError("the batch curve needs the weights in this process, not a server's")
         if not command.sizes or not all(1 <= n <= 16 for n in command.sizes) or not 1 <= command.steps <= 64:
             raise ValueError("batch sizes are 1 to 16 requests, and 1 to 64 steps are timed per size")
+        self.cancelled = False
         read, gb_per_s, ms = batch_curve.floor_ms(self.model)
         self.send(p.BatchFloor(read, gb_per_s, ms))
         for n in command.sizes:

@@ -97,3 +97,21 @@ def test_measure_batch_sends_the_floor_then_a_point_per_size(folder):
     points = of(replies, p.BatchPoint)
     assert [pt.requests for pt in points] == [1, 2]
     assert all(pt.tokens_per_s == pytest.approx(pt.requests / (pt.step_ms / 1000)) for pt in points)
+
+
+def test_a_new_prompt_ends_a_serve_and_is_served_next_while_settings_wait_for_it(folder):
+    engine = EngineOverPipes()
+    try:
+        engine.ask(p.Load(folder, "cpu", "float32", 1))
+        long = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=400)
+        engine.send(p.Serve((p.ServeRequest("the cat", settings=long),), tag=3))
+        engine.until(lambda r: isinstance(r, p.Served))
+        engine.send(p.Configure(GREEDY))
+        engine.send(p.Prefill("the dog", False, "", GREEDY, 4))
+        engine.until(lambda r: isinstance(r, p.Finished) and r.command == "Prefill")
+        finished = [r.command for r in of(engine.replies, p.Finished)]
+        assert finished == ["Load", "Serve", "Configure", "Prefill"]
+        assert len([e for e in served(engine.replies) if isinstance(e, StepDone)]) < 400
+        assert of(engine.replies, p.Prefilled)[-1].tag == 4
+    finally:
+        engine.close()
