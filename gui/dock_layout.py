@@ -238,6 +238,20 @@ class DockLayout(QObject):
         if d["explain"] not in tabbed:
             w.resizeDocks([d["controls"], d["explain"]], [int(height * 0.58), int(height * 0.42)], Qt.Vertical)
 
+    def bring_forward(self, key: str, share: float = 0.5) -> None:
+        """Show a dock and raise its tab; in the large arrangement, its row of the window gets `share` of the height
+        (the Serving dock's rows, blocks and numbers need more than the KV cache's row; Context and Candidates keep
+        the rest, as a request clicked there shows its steps in them)."""
+        d, w = self.docks, self.window
+        dock = d[key]
+        dock.show()
+        dock.raise_()
+        if self.arrangement != "large" or dock.isFloating() or dock not in w.tabifiedDockWidgets(d["kv"]):
+            return
+        height = w.height()
+        w.resizeDocks([d["context"], d["candidates"], dock],
+                      [int(height * 0.15), int(height * (0.85 - share)), int(height * share)], Qt.Vertical)
+
     def set_presentation(self, on: bool) -> None:
         """Bigger type needs room: presentation mode tabs the secondary docks (see the module's docstring);
         leaving it puts back the layout from before."""

@@ -228,9 +228,7 @@ class MainWindow(QMainWindow):
         return True
 
     def show_serving(self) -> None:
-        dock = self.docks["serving"]
-        dock.show()
-        dock.raise_()
+        self.dock_layout.bring_forward("serving")
 
     def run(self) -> None:
         self.generation.run()

@@ -101,11 +101,17 @@ class ServeDialog(QDialog):
         self.table.insertRow(row)
         self.table.setItem(row, 0, QTableWidgetItem(prompt))
         self.table.setItem(row, 1, QTableWidgetItem(str(arrives)))
+        self._number_rows()
+
+    def _number_rows(self) -> None:
+        """Requests count from 0, as the Serving dock and the trace number them."""
+        self.table.setVerticalHeaderLabels([str(i) for i in range(self.table.rowCount())])
 
     def remove_row(self) -> None:
         row = self.table.currentRow() if self.table.currentRow() >= 0 else self.table.rowCount() - 1
         if row >= 0:
             self.table.removeRow(row)
+            self._number_rows()
 
     def requests(self) -> tuple[ServeRequest, ...]:
         """The requests as edited; a ValueError with one line saying what is wrong."""

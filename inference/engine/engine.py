@@ -353,7 +353,7 @@ class Engine:
         self.send(p.ServeStarted(tuple(len(a.prompt) for a in asked),
                                  tuple(a.settings.max_new_tokens for a in asked),
                                  tuple(a.arrive_at_step for a in asked), n_blocks, command.block_tokens,
-                                 scheduler.pool.block_bytes, self.tag))
+                                 scheduler.pool.block_bytes, self.tag, command.token_budget))
         self.batch_s = command.batch_s
         try:
             while not scheduler.done and not self.stop_asked():

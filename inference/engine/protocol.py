@@ -320,6 +320,7 @@ class ServeStarted(Reply):
     block_tokens: int
     block_bytes: int  # one block's K and V over every layer
     tag: int
+    token_budget: int = 0  # rows a scheduler step's pass may have
 
 
 @dataclass(frozen=True)

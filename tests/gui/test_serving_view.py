@@ -89,6 +89,17 @@ def test_a_four_request_serve_draws_rows_blocks_and_numbers(window):
             view.table.item(track.index, 6).text() == f"{track.done.ttft_ms:,.0f}"
         assert view.table.item(track.index, 1).text().startswith("finished")
     assert any(t.done.shared_tokens >= 32 for t in s.tracks)  # two full blocks of the system prompt at least
+    # Explain says it with the live numbers, in English and in Chinese
+    explain = window.views["explain"]
+    text = explain.browser.toPlainText()
+    assert "4 requests served at once" in text and f"{s.tokens_per_s:,.1f} tokens/s" in text
+    assert f"{s.largest_batch()} requests at once" in text and f"blocks of {s.block_tokens} tokens" in text
+    window.set_language("zh")
+    try:
+        text = explain.browser.toPlainText()
+        assert "同时服务 4 个请求" in text and f"每秒 {s.tokens_per_s:,.1f} 个 Token" in text
+    finally:
+        window.set_language("en")
 
 
 def test_clicking_a_request_moves_candidates_and_context_to_it(window):
@@ -108,6 +119,7 @@ def test_clicking_a_request_moves_candidates_and_context_to_it(window):
         candidates = window.views["candidates"]
         assert candidates._drawn.step is track.steps[-1] and candidates.shown_step == len(track.steps)
         assert not window.actions["reset"].isEnabled() and not window.actions["step"].isEnabled()
+        assert f"Request {index} of 4 served together" in window.views["explain"].browser.toPlainText()
     # a click at a scheduler step: the grid shows the pool then, the other views that request's step by then
     track = s.tracks[1]
     step = track.step_at[1]
