@@ -11,6 +11,8 @@ A click on a request (its row, one of its blocks, its line in the table) shows i
 
 from __future__ import annotations
 
+import math
+
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
@@ -46,6 +48,15 @@ def blend(a: str, b: str, share_a: float) -> str:
 
 def ms(value: float | None) -> str:
     return "…" if value is None else f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
+
+
+class FittedLayout(QVBoxLayout):
+    """The view's layout, saying it has no height-for-width: its word-wrapped labels would have it, and a scroll
+    area then sizes the view to its preferred height (taller than a dock at half the window), hiding the table
+    and the curve below the fold; without it the view fits the dock and scrolls only below its minimum."""
+
+    def hasHeightForWidth(self) -> bool:
+        return False
 
 
 class ServingView(View):
@@ -86,11 +97,8 @@ class ServingView(View):
         self.table.cellClicked.connect(lambda row, _column: self._select(row))
 
         self.curve = make_plot(appearance)
-        item = self.curve.getPlotItem()
-        item.setLabel("bottom", "requests decoding together")
-        item.setLabel("left", "tokens/s")
-        item.setLogMode(x=True, y=False)
-        self.measured = self.curve.plot([], [], antialias=True)
+        self.curve.getPlotItem().getAxis("bottom").setTicks([[(math.log2(n), str(n)) for n in (1, 2, 4, 8, 16)]])
+        self.measured = self.curve.plot([], [], antialias=True)  # x: log2 of the batch size, labelled with it
         self.ceiling = self.curve.plot([], [], antialias=True)
         self.measure_button = QPushButton("Measure")
         self.measure_button.setToolTip("Time decode steps of 1, 2, 4, 8 and 16 requests together on this machine "
@@ -120,7 +128,7 @@ class ServingView(View):
         cv = QVBoxLayout(curve_box)
         cv.setContentsMargins(0, 0, 0, 0)
         row = QHBoxLayout()
-        row.addWidget(QLabel("Throughput vs batch size"))
+        row.addWidget(QLabel("tokens/s vs requests decoding together"))
         row.addStretch(1)
         row.addWidget(self.measure_button)
         cv.addLayout(row)
@@ -138,7 +146,9 @@ class ServingView(View):
         self.split.addWidget(pictures)
         self.split.addWidget(lower)
         self.split.setSizes([300, 200])
-        layout = QVBoxLayout(self)
+        self.split.setStretchFactor(0, 3)
+        self.split.setStretchFactor(1, 2)
+        layout = FittedLayout(self)
         layout.setContentsMargins(6, 4, 6, 6)
         layout.addWidget(top)
         layout.addWidget(self.split, 1)
@@ -250,10 +260,10 @@ class ServingView(View):
         self._curve_key = key
         t = self.appearance.theme
         xs = [pt.requests for pt in curve.points]
-        set_data(self.measured, xs, [pt.tokens_per_s for pt in curve.points])
+        set_data(self.measured, [math.log2(n) for n in xs], [pt.tokens_per_s for pt in curve.points])
         if curve.floor is not None and xs:
             sizes = list(curve.sizes or xs)
-            set_data(self.ceiling, sizes, [n * 1000 / curve.floor.ms for n in sizes])
+            set_data(self.ceiling, [math.log2(n) for n in sizes], [n * 1000 / curve.floor.ms for n in sizes])
         else:
             set_data(self.ceiling, [], [])
         if curve.measuring:
@@ -266,14 +276,15 @@ class ServingView(View):
         elif curve.points:
             one, last = curve.points[0], curve.points[-1]
             floor = curve.floor
-            note = (f"<span style='color:{t.final}'>━ measured</span>: {last.requests} requests "
-                    f"{last.tokens_per_s:,.0f} tokens/s = {last.tokens_per_s / one.tokens_per_s:.1f}× "
-                    f"{one.requests}, a step {last.step_ms:.1f} ms vs {one.step_ms:.1f} ms "
-                    f"({last.step_ms / one.step_ms:.2f}×). <span style='color:{t.warning}'>╌ the floor</span>: "
-                    f"each step reads the weights once ({fmt_bytes(floor.read_bytes)} at {floor.gb_per_s:.1f} GB/s "
-                    f"= {floor.ms:.1f} ms) whatever the batch, so N requests could at best make N tokens per "
-                    f"{floor.ms:.1f} ms." if floor is not None else "")
+            note = (f"<span style='color:{t.final}'>━</span> {last.requests} requests: {last.tokens_per_s:,.0f} "
+                    f"tokens/s, {last.tokens_per_s / one.tokens_per_s:.1f}× one; a step {last.step_ms / one.step_ms:.1f}× "
+                    f"as long" + (f" · <span style='color:{t.warning}'>╌</span> at the floor ({floor.ms:.0f} ms a step)"
+                                  if floor is not None else ""))
+            self.curve_note.setToolTip(
+                f"Measured on this machine: {', '.join(f'{pt.requests}: {pt.step_ms:.0f} ms a step' for pt in curve.points)}."
+                + (f" The floor: every step reads the weights once ({fmt_bytes(floor.read_bytes)} at "
+                   f"{floor.gb_per_s:.1f} GB/s = {floor.ms:.1f} ms) whatever the batch, so N requests could at best "
+                   f"make N tokens per {floor.ms:.1f} ms." if floor is not None else ""))
         else:
-            note = ("Measure decode throughput with 1, 2, 4, 8 and 16 requests at once on this machine: the "
-                    "weights are read once per step for the whole batch.")
+            note = "Measure times 1, 2, 4, 8 and 16 requests decoding at once on this machine."
         self.curve_note.setText(note)
