@@ -98,6 +98,7 @@ class ServingView(View):
 
         self.curve = make_plot(appearance)
         self.curve.getPlotItem().getAxis("bottom").setTicks([[(math.log2(n), str(n)) for n in (1, 2, 4, 8, 16)]])
+        self.curve.getPlotItem().setLogMode(x=False, y=True)  # the measured curve's shape beside the floor's line
         self.measured = self.curve.plot([], [], antialias=True)  # x: log2 of the batch size, labelled with it
         self.ceiling = self.curve.plot([], [], antialias=True)
         self.measure_button = QPushButton("Measure")
@@ -179,12 +180,12 @@ class ServingView(View):
         c = request_colour(0)
         pale = blend(c, t.panel, 0.25)
         self.timeline_legend.setText(
-            f"<span style='color:{t.muted}'><span style='color:{c}'>■</span> decode row · "
+            f"<span style='color:{t.muted}'><span style='color:{c}'>■</span> decode · "
             f"<span style='color:{c}'>▨</span> prompt chunk · <span style='color:{pale}'>■</span> "
-            f"waiting · one colour per request; click a row to show its steps</span>")
+            f"waiting · click a row: its steps in the other views</span>")
         self.grid_legend.setText(
-            f"<span style='color:{t.muted}'>{swatch.format(t.grid)} free · {swatch.format(c)} in use, the pale end "
-            f"of a last block unused · <b>×n</b> a prefix block shared by n requests</span>")
+            f"<span style='color:{t.muted}'>{swatch.format(t.grid)} free · {swatch.format(c)} in use "
+            f"(pale: unused) · <b>×n</b> shared by n</span>")
         self._table_key = self._curve_key = None
         self.timeline.update()
         self.grid.update()

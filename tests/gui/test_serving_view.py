@@ -141,14 +141,15 @@ def test_clicking_a_request_moves_candidates_and_context_to_it(window):
 def test_measure_draws_the_throughput_curve_next_to_the_floor(window):
     c, view = window.controller, window.views["serving"]
     wait_until(lambda: idle(c))
+    window.show_serving()  # where its Measure button is
     assert c.measure_batch((1, 2), steps=2)
     assert not view.serve_button.isEnabled() or c.busy
     wait_until(lambda: not c.serving.curve.measuring and idle(c))
     settle(window)
     curve = c.serving.curve
     assert [pt.requests for pt in curve.points] == [1, 2] and curve.floor.ms > 0
-    x, y = view.measured.getData()
+    x, y = view.measured.xData, view.measured.yData  # as given (the plot draws log10 of y)
     assert list(x) == [0.0, 1.0] and list(y) == [pt.tokens_per_s for pt in curve.points]
-    x, y = view.ceiling.getData()  # N tokens per floor step
+    x, y = view.ceiling.xData, view.ceiling.yData  # N tokens per floor step
     assert list(x) == [math.log2(n) for n in (1, 2)] and y[1] == 2 * 1000 / curve.floor.ms
     assert f"{curve.points[-1].tokens_per_s:,.0f} tokens/s" in view.curve_note.text()
