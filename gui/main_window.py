@@ -117,6 +117,7 @@ class MainWindow(QMainWindow):
         self.docks["lens"].toggleViewAction().triggered.connect(lambda on: on and self.docks["lens"].raise_())
         self.views["attention"].cells_selected.connect(self.views["context"].canvas.highlight)
         self.views["serving"].serve_asked.connect(self.open_serve_dialog)
+        c.serving_started.connect(self.show_serving)  # from the dialog or a lesson script
 
     def _presentation_pace(self, on: bool) -> None:
         """F5 paces a Run (a class follows it step by step); leaving F5 gives back the pace from before it."""
@@ -224,7 +225,6 @@ class MainWindow(QMainWindow):
         if not self.controller.serve(tuple(requests), block_tokens, n_blocks, token_budget):
             self.status.say("Serving needs a loaded model and nothing else running.")
             return False
-        self.show_serving()
         return True
 
     def show_serving(self) -> None:

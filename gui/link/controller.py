@@ -42,6 +42,7 @@ class Controller(QObject):
     error = Signal(str, str, bool)  # message, details, expected
     state_changed = Signal()  # what the buttons can do now
     weights_checked = Signal()  # the engine hashed the weights again (`weights_check`) or changed `info`
+    serving_started = Signal()  # a serve's requests were accepted: the Serving view comes forward
 
     def __init__(self, settings: GenerationSettings = GenerationSettings()):
         super().__init__()
@@ -179,7 +180,7 @@ class Controller(QObject):
 
     # --- many requests at once -----------------------------------------------------------------------
     def serve(self, requests: tuple[p.ServeRequest, ...], block_tokens: int, n_blocks: int,
-              token_budget: int) -> bool:
+              token_budget: int, max_steps: int = 0) -> bool:
         """Serve these requests together (the engine's scheduler); the single generation shown is left. False
         when it cannot start now (no model, or something else on its way)."""
         if self.info is None or self.loading or self.busy or self.running:
@@ -190,9 +191,36 @@ class Controller(QObject):
         self.showing_request = None
         self.prefilled_prompt = None
         self.in_flight = p.Serve
-        self._emit(p.Serve(tuple(requests), tag, block_tokens, n_blocks, token_budget, RUN_BATCH_S))
+        self._emit(p.Serve(tuple(requests), tag, block_tokens, n_blocks, token_budget, RUN_BATCH_S, max_steps))
         self.state_changed.emit()
         self.scheduler.dirty()
+        return True
+
+    @property
+    def can_serve_more(self) -> bool:
+        """The serve shown can go on: it is the newest generation, stopped before all its requests finished."""
+        s = self.serving
+        return (s.active and s.tag == self.history.tag and not s.done and not s.running and not self.busy
+                and not self.loading)
+
+    def serve_more(self, max_steps: int = 0) -> bool:
+        """Go on with the serve shown: `max_steps` scheduler steps (0: until every request has finished)."""
+        if not self.can_serve_more:
+            return False
+        self.serving.running = True
+        self.in_flight = p.ServeMore
+        self._emit(p.ServeMore(self.serving.tag, max_steps, RUN_BATCH_S))
+        self.state_changed.emit()
+        return True
+
+    def add_requests(self, requests: tuple[p.ServeRequest, ...]) -> bool:
+        """More requests join the serve shown, at its next scheduler step."""
+        s = self.serving
+        if not (s.active and s.tag == self.history.tag and not s.running and not self.busy):
+            return False
+        self.in_flight = p.AddRequests
+        self._emit(p.AddRequests(tuple(requests)))
+        self.state_changed.emit()
         return True
 
     def measure_batch(self, sizes: tuple[int, ...] = (1, 2, 4, 8, 16), steps: int = 6) -> bool:
@@ -364,6 +392,8 @@ class Controller(QObject):
         change = self.history.apply(reply)
         if self.serving.apply(reply, self.history.tag):
             change |= Change.VIEWS | (Change.NONE if isinstance(reply, p.Served) else Change.STATE)
+            if isinstance(reply, p.ServeStarted):
+                self.serving_started.emit()
             track = self.serving.track(self.serving.selected)
             if track is not None and track.prefill is not None:
                 self._load_request(track)  # the selected request's new steps, in the views that show one

@@ -77,3 +77,7 @@ class Intents(Protocol):
     def measure_batch(self, sizes: tuple[int, ...] = ..., steps: int = ...) -> bool: ...  # the batch curve
 
     def stop_serving(self) -> None: ...  # end a serve or a measurement between two steps
+
+    def serve_more(self, max_steps: int = 0) -> bool: ...  # go on with a serve stopped before its end
+
+    can_serve_more: bool

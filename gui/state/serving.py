@@ -104,11 +104,16 @@ class Serving:
                 self.tracks = [Track(i, n, m, a) for i, (n, m, a) in
                                enumerate(zip(reply.prompt_tokens, reply.max_new_tokens, reply.arrive_at_step))]
                 return True
+            case p.RequestsAdded() if reply.tag == self.tag == tag:
+                for i, (n, m, a) in enumerate(zip(reply.prompt_tokens, reply.max_new_tokens, reply.arrive_at_step)):
+                    if reply.first + i == len(self.tracks):
+                        self.tracks.append(Track(reply.first + i, n, m, a, [ABSENT] * self.n_steps, [0] * self.n_steps))
+                return True
             case p.Served() if reply.tag == self.tag == tag:
                 for event in reply.events:
                     self._event(event)
                 return True
-            case p.Finished() if reply.command == "Serve":
+            case p.Finished() if reply.command in ("Serve", "ServeMore"):
                 changed, self.running = self.running, False
                 return changed
             case p.Finished() if reply.command == "MeasureBatch":
@@ -172,6 +177,11 @@ class Serving:
     @property
     def active(self) -> bool:
         return self.started is not None
+
+    @property
+    def done(self) -> bool:
+        """Every request has finished."""
+        return all(t.finished for t in self.tracks)
 
     @property
     def n_steps(self) -> int:

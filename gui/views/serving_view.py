@@ -73,6 +73,9 @@ class ServingView(View):
         self.stop_button = QPushButton("Stop")
         self.stop_button.setToolTip("End the serve (or the measurement) after the current scheduler step")
         self.stop_button.clicked.connect(intents.stop_serving)
+        self.continue_button = QPushButton("Continue")
+        self.continue_button.setToolTip("Go on with the requests not finished yet")
+        self.continue_button.clicked.connect(lambda: intents.serve_more())
 
         self.timeline = TimelineCanvas(appearance)
         self.grid = BlockGrid(appearance)
@@ -112,6 +115,7 @@ class ServingView(View):
         buttons = QHBoxLayout()
         buttons.addWidget(self.serve_button)
         buttons.addWidget(self.stop_button)
+        buttons.addWidget(self.continue_button)
         buttons.addStretch(1)
         top = QWidget()
         tv = QVBoxLayout(top)
@@ -195,6 +199,7 @@ class ServingView(View):
         s: Serving = self.intents.serving
         running = s.running or self.intents.busy and s.curve.measuring
         self.stop_button.setEnabled(running)
+        self.continue_button.setEnabled(self.intents.can_serve_more)
         self.serve_button.setEnabled(self.intents.info is not None and not self.intents.running
                                      and not self.intents.busy)
         self.measure_button.setEnabled(self.serve_button.isEnabled())
@@ -208,7 +213,7 @@ class ServingView(View):
 
     def summary(self, s: Serving) -> str:
         t = self.appearance.theme
-        state = "serving" if s.running else "served" if all(tr.finished for tr in s.tracks) else "stopped"
+        state = "serving" if s.running else "served" if s.done else "paused (Continue goes on)"
         at = (f" (the grid shows scheduler step {s.grid_step}: click a row at another step, or on the left of "
               f"the rows for the newest)" if s.grid_step is not None else "")
         ctx = s.context_length()

@@ -70,13 +70,15 @@ class Engine:
         self.announce_run = False
         self.recheck = False  # hash the weights again once the current command is answered
         self.cancelled = False  # a Cancel came while a Serve or a MeasureBatch read the pipe
+        self.scheduler: Scheduler | None = None  # the serve under way (its requests' sessions and block pool)
         self.handlers = {p.Load: self.load, p.Prefill: self.prefill, p.Step: self.step, p.Run: self.run,
                          p.Pause: self.pause, p.Abort: self.abort, p.Reset: self.reset,
                          p.Configure: self.configure, p.CaptureAttention: self.capture, p.Cancel: self.cancel,
                          p.CaptureLens: self.capture_logit_lens,
                          p.Rewind: self.rewind, p.Force: self.force, p.Switch: self.switch,
                          p.KvCache: self.kv_cache, p.CheckWeights: self.check_weights, p.Recapture: self.recapture,
-                         p.Restore: self.restore, p.Serve: self.serve_requests, p.MeasureBatch: self.measure_batch}
+                         p.Restore: self.restore, p.Serve: self.serve_requests, p.MeasureBatch: self.measure_batch,
+                         p.AddRequests: self.add_requests, p.ServeMore: self.serve_more}
         self.send(p.Ready(cuda=cuda))
 
     # --- the pipe -------------------------------------------------------------------------------------
@@ -196,6 +198,7 @@ class Engine:
         session = self._new_session(model)
         model.stop_waiting_when(self.stop_wanted)  # Stop and Cancel reach a request that waits for a server
         self.model, self.session, self.tag = model, session, tag
+        self.scheduler = None  # a serve on the previous model is over
 
         self.kernels_build = start_build(model)
 
@@ -333,7 +336,8 @@ class Engine:
 
     # --- many requests at once ------------------------------------------------------------------------
     def serve_requests(self, command: p.Serve) -> None:
-        """Run a Serve's requests through the scheduler, step by step, until all finished or a stop arrives."""
+        """Run a Serve's requests through the scheduler, step by step, until all finished, `max_steps` were run
+        or a stop arrives; the scheduler is kept for AddRequests and ServeMore."""
         self.need_session()
         model = self.model
         if model.remote:
@@ -341,24 +345,60 @@ class Engine:
         self.tag = command.tag
         if not 1 <= len(command.requests) <= 64:
             raise ValueError(f"serve 1 to 64 requests, not {len(command.requests)}")
-        asked = [BatchRequest(prompt_ids(model, r.prompt, chat=r.chat, system=r.system or None)[0],
-                              r.settings, r.arrive_at_step) for r in command.requests]
+        asked = self._asked(command.requests)
         if command.block_tokens < 1 or command.n_blocks < 0:
             raise ValueError(f"a block holds 1 or more tokens and the pool 1 or more blocks, "
                              f"not {command.block_tokens} and {command.n_blocks}")
         n_blocks = command.n_blocks or blocks_for_all(model, asked, command.block_tokens)
+        self.scheduler = None
         scheduler = Scheduler(model, asked, n_blocks, command.block_tokens, command.token_budget)
         self.session = self._new_session(model)  # the single session's prompt is gone: a new prompt starts again
-        self.cancelled = False
+        self.scheduler = scheduler
         self.send(p.ServeStarted(tuple(len(a.prompt) for a in asked),
                                  tuple(a.settings.max_new_tokens for a in asked),
                                  tuple(a.arrive_at_step for a in asked), n_blocks, command.block_tokens,
                                  scheduler.pool.block_bytes, self.tag, command.token_budget))
-        self.batch_s = command.batch_s
+        self._serve_steps(command.max_steps, command.batch_s)
+
+    def _asked(self, requests: tuple[p.ServeRequest, ...]) -> list[BatchRequest]:
+        """The requests with their prompts encoded (exact ids where given) as a prefill encodes a prompt."""
+        model = self.model
+        return [BatchRequest(list(r.ids) if r.ids else prompt_ids(model, r.prompt, chat=r.chat,
+                                                                   system=r.system or None)[0],
+                             r.settings, r.arrive_at_step) for r in requests]
+
+    def _serving(self) -> Scheduler:
+        self.need_session()
+        if self.scheduler is None:
+            raise NotReady("no requests are being served: serve some first")
+        return self.scheduler
+
+    def add_requests(self, command: p.AddRequests) -> None:
+        scheduler = self._serving()
+        first = len(scheduler.requests)
+        if not command.requests or first + len(command.requests) > 64:
+            raise ValueError(f"a serve holds 1 to 64 requests; it has {first}")
+        added = [scheduler.requests[scheduler.add(asked)].asked for asked in self._asked(command.requests)]
+        self.send(p.RequestsAdded(first, tuple(len(a.prompt) for a in added),
+                                  tuple(a.settings.max_new_tokens for a in added),
+                                  tuple(a.arrive_at_step for a in added), self.tag))
+
+    def serve_more(self, command: p.ServeMore) -> None:
+        scheduler = self._serving()
+        if scheduler.done:
+            raise NotReady("every request has finished: add one or serve new ones")
+        self.tag = command.tag
+        self._serve_steps(command.max_steps, command.batch_s)
+
+    def _serve_steps(self, max_steps: int, batch_s: float) -> None:
+        scheduler, taken = self.scheduler, 0
+        self.cancelled = False
+        self.batch_s = batch_s
         try:
-            while not scheduler.done and not self.stop_asked():
+            while not scheduler.done and (not max_steps or taken < max_steps) and not self.stop_asked():
                 for event in scheduler.step():
                     self.queue_step(event, p.Served)
+                taken += 1
                 self.switch_backend_if_built()
         finally:
             self.flush()

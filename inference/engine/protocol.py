@@ -187,6 +187,7 @@ class ServeRequest:
     system: str = ""
     settings: GenerationSettings = GenerationSettings()
     arrive_at_step: int = 0
+    ids: tuple[int, ...] = ()  # exact token ids to read instead of encoding `prompt`
 
 
 @dataclass(frozen=True)
@@ -201,6 +202,24 @@ class Serve(Command):
     block_tokens: int = 16
     n_blocks: int = 0  # the pool; 0: enough for every request at its worst case at once
     token_budget: int = 256
+    batch_s: float = 0.0
+    max_steps: int = 0  # scheduler steps to run now (0: until all finished); ServeMore goes on
+
+
+@dataclass(frozen=True)
+class AddRequests(Command):
+    """More requests join the serve under way (continuous batching), at the next scheduler step or their
+    `arrive_at_step` if later; nothing runs (answered by RequestsAdded)."""
+
+    requests: tuple[ServeRequest, ...]
+
+
+@dataclass(frozen=True)
+class ServeMore(Command):
+    """Go on with the serve under way: `max_steps` scheduler steps (0: until all finished), answered as Serve is."""
+
+    tag: int
+    max_steps: int = 0
     batch_s: float = 0.0
 
 
@@ -321,6 +340,17 @@ class ServeStarted(Reply):
     block_bytes: int  # one block's K and V over every layer
     tag: int
     token_budget: int = 0  # rows a scheduler step's pass may have
+
+
+@dataclass(frozen=True)
+class RequestsAdded(Reply):
+    """Requests that joined the serve: their indices start at `first`; as ServeStarted gives them."""
+
+    first: int
+    prompt_tokens: tuple[int, ...]
+    max_new_tokens: tuple[int, ...]
+    arrive_at_step: tuple[int, ...]
+    tag: int
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ cells in their owners' colours with the shared ones' reference counts, the table
 
 import math
 from dataclasses import replace
+from pathlib import Path
 
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QColor
@@ -19,6 +20,7 @@ from inference.settings import GenerationSettings, SamplerSettings
 from app_driver import FrameLog, idle, settle, wait_until, window_fixture
 
 window = window_fixture("serving")
+LESSONS = Path(__file__).resolve().parents[2] / "resources" / "lessons"
 SYSTEM = ("You are a friendly teacher. Answer in one or two short sentences, in plain words, without lists, "
           "and stop once the question is answered.")
 
@@ -153,3 +155,26 @@ def test_measure_draws_the_throughput_curve_next_to_the_floor(window):
     x, y = view.ceiling.xData, view.ceiling.yData  # N tokens per floor step
     assert list(x) == [math.log2(n) for n in (1, 2)] and y[1] == 2 * 1000 / curve.floor.ms
     assert f"{curve.points[-1].tokens_per_s:,.0f} tokens/s" in view.curve_note.text()
+
+
+def test_the_batching_lesson_plays_its_serving_actions_in_the_app(window):
+    """resources/lessons/batching.json: four requests (two arrive later), one added mid-way, a pool of 10 blocks
+    too small for all: the dock shows the waits, the shared prefix blocks, and request 1 in the other views."""
+    c, view = window.controller, window.views["serving"]
+    wait_until(lambda: idle(c))
+    log = FrameLog(window, grid_frame)
+    try:
+        assert window.play_script(str(LESSONS / "batching.json"))
+        wait_until(lambda: not window.script_player.playing and idle(c), timeout_ms=300_000)
+        settle(window)
+    finally:
+        log.close()
+    s = c.serving
+    assert len(s.tracks) == 5 and s.done and s.n_blocks == 10
+    assert s.tracks[4].arrive_at_step == 6  # added after 2 + 2 + 2 scheduler steps
+    waited = [t for t in s.tracks if "waiting" in t.phases]
+    assert waited and all(t.done.admitted_at_step > t.done.arrived_at_step for t in waited)  # the pool was full
+    assert any(f is not None and max(cell.refcount for cell in f[0]) >= 2 for f in log.frames)
+    assert c.showing_request == 1 and [st.token.id for st in c.steps] == [st.token.id for st in s.tracks[1].steps]
+    assert [ch.token_id for ch in window.views["context"].canvas.chips][-1] == s.tracks[1].steps[-1].token.id
+    assert view.table.rowCount() == 5 and all(view.table.item(r, 1).text().startswith("finished") for r in range(5))

@@ -115,3 +115,28 @@ def test_a_new_prompt_ends_a_serve_and_is_served_next_while_settings_wait_for_it
         assert of(engine.replies, p.Prefilled)[-1].tag == 4
     finally:
         engine.close()
+
+
+def test_a_serve_runs_some_steps_takes_a_new_request_and_goes_on_to_the_end(folder):
+    short = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=3)
+    engine = EngineOverPipes()
+    try:
+        engine.ask(p.Load(folder, "cpu", "float32", 1))
+        engine.ask(p.Serve(requests()[:2], tag=2, block_tokens=8, max_steps=2))
+        assert len([e for e in served(engine.replies) if isinstance(e, ScheduleDone)]) == 2
+        engine.ask(p.AddRequests((p.ServeRequest("a late one", settings=short),)))
+        added = of(engine.replies, p.RequestsAdded)[0]
+        assert added.first == 2 and added.arrive_at_step == (2,) and added.max_new_tokens == (3,)
+        engine.ask(p.ServeMore(tag=2))
+        engine.ask(p.ServeMore(tag=2))
+    finally:
+        engine.close()
+    replies = engine.replies
+    assert [r.command for r in of(replies, p.Finished)] == ["Load", "Serve", "AddRequests", "ServeMore", "ServeMore"]
+    events = served(replies)
+    schedules = [e for e in events if isinstance(e, ScheduleDone)]
+    done = {e.request: e for e in events if isinstance(e, RequestDone)}
+    assert sorted(done) == [0, 1, 2] and done[2].arrived_at_step == 2 and done[2].n_generated == 3
+    assert [s.step for s in schedules] == list(range(len(schedules)))
+    failed = of(replies, p.Failed)  # the last ServeMore: nothing is left to serve
+    assert len(failed) == 1 and failed[0].expected and "every request has finished" in failed[0].message
