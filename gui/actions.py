@@ -145,7 +145,7 @@ class Generation:
         enabled = {"prefill": has_model and not c.running,
                    "step": has_model and (c.running or not c.prefilled or c.can_step),
                    "run": has_model and not c.running and (not c.prefilled or c.can_step),
-                   "pause": c.running, "stop": c.prefilled and (c.running or c.stopped is None),
+                   "pause": c.running, "stop": (c.prefilled and (c.running or c.stopped is None)) or c.serving.running,
                    "reset": has_model and c.prefilled and not c.running and c.showing_request is None,
                    "backspace": has_model and bool(c.steps) and not c.running and not c.busy
                    and c.showing_request is None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import weakref
+from dataclasses import replace
 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
@@ -448,6 +449,9 @@ class Controller(QObject):
             self.model_changed.emit()
         self.in_flight = None
         self._sent_settings = None  # the new engine has the default settings
+        self.serving.running = False  # a serve is not restored: what it reported stays on show, not to go on
+        self.serving.tag = -1
+        self.serving.curve = replace(self.serving.curve, measuring=False)
         self.pacer.release()
         if self.loading:  # the loader closes its progress and says it
             self.loading = False

@@ -28,6 +28,8 @@ from gui.widgets.plotting import colour, make_plot, set_data, style_plot, titled
 from gui.widgets.serving_canvas import BlockGrid, TimelineCanvas
 from gui.widgets.wrap_label import WrapLabel
 
+INTRO = ("Serve several requests at once (Generation → Serve several requests…): the scheduler's steps, the KV "
+         "cache's blocks and the numbers show here.")
 COLUMNS = ("request", "state", "prompt", "shared", "tokens", "tok/s", "TTFT ms", "TPOT ms", "text")
 STATES = {WAITING: "waiting", PREFILL: "reading prompt", DECODE: "decoding", IDLE: "running",
           FINISHED: "finished", "absent": "not arrived"}
@@ -65,8 +67,7 @@ class ServingView(View):
 
     def __init__(self, intents: Intents, appearance: Appearance):
         super().__init__(intents, appearance)
-        self.numbers = WrapLabel("Serve several requests at once (Generation → Serve several requests…): the "
-                                 "scheduler's steps, the KV cache's blocks and the numbers show here.")
+        self.numbers = WrapLabel(INTRO)
         self.numbers.setTextFormat(Qt.RichText)
         self.serve_button = QPushButton("Serve several requests…")
         self.serve_button.clicked.connect(self.serve_asked)
@@ -204,11 +205,9 @@ class ServingView(View):
                                      and not self.intents.busy)
         self.measure_button.setEnabled(self.serve_button.isEnabled())
         self._curve(s)
-        if not s.active:
-            return
-        self.timeline.show_serving(s)
+        self.timeline.show_serving(s)  # nothing served (yet, or since a new model): their placeholders
         self.grid.show_serving(s)
-        self.numbers.setText(self.summary(s))
+        self.numbers.setText(self.summary(s) if s.active else INTRO)
         self._table(s)
 
     def summary(self, s: Serving) -> str:

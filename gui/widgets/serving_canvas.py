@@ -193,7 +193,7 @@ class BlockGrid(QWidget):
         self.serving = serving
         if key != self._drawn:
             self._drawn = key
-            self.cells = serving.cells()
+            self.cells = serving.cells() if serving.active else []
             self.update()
 
     def _layout(self) -> tuple[int, float]:

@@ -178,3 +178,23 @@ def test_the_batching_lesson_plays_its_serving_actions_in_the_app(window):
     assert c.showing_request == 1 and [st.token.id for st in c.steps] == [st.token.id for st in s.tracks[1].steps]
     assert [ch.token_id for ch in window.views["context"].canvas.chips][-1] == s.tracks[1].steps[-1].token.id
     assert view.table.rowCount() == 5 and all(view.table.item(r, 1).text().startswith("finished") for r in range(5))
+
+
+def test_escape_ends_a_serve_between_steps_and_continue_goes_on_to_the_end(window):
+    c, view = window.controller, window.views["serving"]
+    wait_until(lambda: idle(c))
+    assert window.serve(requests(max_new=40), token_budget=16)
+    wait_until(lambda: c.serving.n_steps >= 3)
+    assert window.actions["stop"].isEnabled()
+    window.actions["stop"].trigger()
+    wait_until(lambda: idle(c) and not c.serving.running)
+    settle(window)
+    s = c.serving
+    assert not s.done and view.continue_button.isEnabled() and "paused" in view.numbers.text()
+    stopped_at = s.n_steps
+    QTest.mouseClick(view.continue_button, Qt.LeftButton)
+    wait_until(lambda: s.done and idle(c))
+    settle(window)
+    assert s.n_steps > stopped_at and not view.continue_button.isEnabled()
+    assert [sch.step for sch in s.schedules] == list(range(s.n_steps))  # one serve, no step lost or doubled
+    assert all(t.n_generated == t.done.n_generated for t in s.tracks)
