@@ -239,14 +239,15 @@ class DockLayout(QObject):
             w.resizeDocks([d["controls"], d["explain"]], [int(height * 0.58), int(height * 0.42)], Qt.Vertical)
 
     def bring_forward(self, key: str, share: float = 0.5) -> None:
-        """Show a dock and raise its tab; in the large arrangement, its row of the window gets `share` of the height
-        (the Serving dock's rows, blocks and numbers need more than the KV cache's row; Context and Candidates keep
-        the rest, as a request clicked there shows its steps in them)."""
+        """Show a dock and raise its tab. In the large and presentation arrangements (there it is behind the KV
+        cache; the compact one gives it the height under Context already) its row gets `share` of the window's
+        height: the Serving dock's rows, blocks and numbers need more than the KV cache's row; Context and
+        Candidates keep the rest, as a request clicked there shows its steps in them."""
         d, w = self.docks, self.window
         dock = d[key]
         dock.show()
         dock.raise_()
-        if self.arrangement != "large" or dock.isFloating() or dock not in w.tabifiedDockWidgets(d["kv"]):
+        if self.arrangement == "compact" or dock.isFloating() or dock not in w.tabifiedDockWidgets(d["kv"]):
             return
         height = w.height()
         w.resizeDocks([d["context"], d["candidates"], dock],

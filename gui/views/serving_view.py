@@ -38,7 +38,10 @@ STATES = {WAITING: "waiting", PREFILL: "reading prompt", DECODE: "decoding", IDL
 def state_of(track: Track) -> str:
     if track.finished:
         return f"finished ({track.done.reason})"
-    return STATES.get(track.phases[-1], track.phases[-1]) if track.phases else "not arrived"
+    phase = track.phases[-1] if track.phases else "absent"
+    if phase == WAITING and track.waiting_for:  # why: the pool, the batch, or a request before it
+        return f"waiting: {track.waiting_for}"
+    return STATES.get(phase, phase)
 
 
 def blend(a: str, b: str, share_a: float) -> str:
