@@ -194,6 +194,9 @@ class ContextView(View):
         n_prompt, n_gen = len(prefill.tokens), len(c.steps)
         window = c.info.context_length if c.info else 0
         verify = self._limit_text(past) + self._verify_text(self.verify_pass, chips)
+        if c.showing_request is not None:
+            self.summary.setText(served_summary(c.serving, c.showing_request, n_prompt, n_gen, past))
+            return
         if past is not None:
             later = n_gen - past.index
             self.summary.setText(
@@ -349,3 +352,17 @@ def step_tip(step, note: str) -> str:
             f"logit {cands.logits[at]:.3f}   p {cands.p_raw[at]:.4f}   p final {cands.p_final[at]:.4f}\n"
             f"rank {rank_text(step.chosen_rank)}   {how}\nclick: show this step (then a candidate click forks here)"
             + note)
+
+
+def served_summary(serving, request: int, n_prompt: int, n_gen: int, past) -> str:
+    """The summary line for a served request's own steps (many requests at once): how its prompt was read, and
+    that its steps cannot be forked here (the engine's session never read its prompt)."""
+    track = serving.track(request)
+    chunks = sum(1 for phase in track.phases if phase == "prefill") if track is not None else 0
+    shared = track.done.shared_tokens if track is not None and track.done is not None else None
+    how = f"read in {chunks} chunk{'s' if chunks != 1 else ''} of batched passes" + (
+        f", {shared} of them taken from shared blocks" if shared else "")
+    at = f"; showing step {past.index}, the later tokens greyed" if past is not None else ""
+    return (f"Request {request} of {len(serving.tracks)} served together: {n_prompt} prompt tokens ({how}) + {n_gen} "
+            f"generated{at}. Its own steps, as it would have drawn them alone; Prefill starts a generation of "
+            f"your own.")

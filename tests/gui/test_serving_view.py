@@ -123,6 +123,8 @@ def test_clicking_a_request_moves_candidates_and_context_to_it(window):
         assert candidates._drawn.step is track.steps[-1] and candidates.shown_step == len(track.steps)
         assert not window.actions["reset"].isEnabled() and not window.actions["step"].isEnabled()
         assert f"Request {index} of 4 served together" in window.views["explain"].browser.toPlainText()
+        assert window.views["context"].summary.text().startswith(f"Request {index} of 4 served together")
+        assert not c.can_move  # no fork of a served request's steps: the engine's session never read its prompt
     # a click at a scheduler step: the grid shows the pool then, the other views that request's step by then
     track = s.tracks[1]
     step = track.step_at[1]
