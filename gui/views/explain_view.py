@@ -126,7 +126,8 @@ class ExplainView(View):
     def _notes(self, key: str, values: dict) -> str:
         """What comes after the main text: looking back at a past step, and the last branch switch."""
         notes = self._serving_request_note()
-        if key.startswith("stepped") and self.past_step() is not None:
+        # a served request's past steps are looked back at, never forked (its own note says whose they are)
+        if key.startswith("stepped") and self.past_step() is not None and self.intents.showing_request is None:
             notes += TEXTS["past_note"][self.language].format(**values)
         shown = self.intents.shown()
         step = shown.step if key.startswith("stepped") and shown is not None else None
