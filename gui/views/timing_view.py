@@ -166,8 +166,12 @@ class TimingView(View):
         median = median_cached_ms(c.history.log)
         self.decode_ms = median if median is not None else self.decode_ms
         # The words are coloured as their bars: they are the plot's legend.
-        text = (f"<b style='color:{t.accent}'>Prefill</b>: {p.n_tokens} positions in one pass, {p.ms:.1f} ms = "
-                f"<b>{p.tokens_per_s:,.0f} tokens/s</b>" + self._estimate(p.n_tokens))
+        if c.showing_request is not None:  # a served request: its prompt went through batched passes, shared
+            text = (f"<b style='color:{t.accent}'>Prefill</b> of request {c.showing_request}: {p.n_tokens} positions, "
+                    f"{p.ms:.1f} ms of batched passes (each shared with the other requests' rows, and counted whole)")
+        else:
+            text = (f"<b style='color:{t.accent}'>Prefill</b>: {p.n_tokens} positions in one pass, {p.ms:.1f} ms = "
+                    f"<b>{p.tokens_per_s:,.0f} tokens/s</b>" + self._estimate(p.n_tokens))
         if len(steps) > 1:
             forward = np.array([s.forward_ms for s in steps[1:]])  # step 1 was drawn from the prefill's logits
             sample = np.array([s.sample_ms for s in steps])

@@ -125,6 +125,7 @@ def test_clicking_a_request_moves_candidates_and_context_to_it(window):
         assert f"Request {index} of 4 served together" in window.views["explain"].browser.toPlainText()
         assert window.views["context"].summary.text().startswith(f"Request {index} of 4 served together")
         assert not c.can_move  # no fork of a served request's steps: the engine's session never read its prompt
+        assert f"Prefill</b> of request {index}" in window.views["timing"].summary.text()
     # a click at a scheduler step: the grid shows the pool then, the other views that request's step by then
     track = s.tracks[1]
     step = track.step_at[1]
