@@ -59,7 +59,8 @@ class TimelineCanvas(QWidget):
         n = len(self.serving.tracks) if self.serving else 1
         return max(6.0, min(26.0 * self.appearance.scale, (self.height() - self.AXIS_H - 4) / max(n, 1)))
 
-    def _x(self, ms: float) -> float:
+    def x_of(self, ms: float) -> float:
+        """Where `ms` of the passes' time is drawn."""
         total = self.serving.total_ms if self.serving else 0.0
         span = self.width() - self.LABEL_W - 8
         return self.LABEL_W + (ms / total * span if total > 0 else 0.0)
@@ -80,7 +81,7 @@ class TimelineCanvas(QWidget):
             return None
         for step in range(s.n_steps):
             a, b = s.span(step)
-            if self._x(a) <= x <= self._x(b):
+            if self.x_of(a) <= x <= self.x_of(b):
                 return step
         return None
 
@@ -108,7 +109,7 @@ class TimelineCanvas(QWidget):
             y = row.top() + (h - cell_h) / 2
             for step, phase in enumerate(track.phases):
                 a, b = s.span(step)
-                rect = QRectF(self._x(a), y, max(self._x(b) - self._x(a), 0.0), cell_h)
+                rect = QRectF(self.x_of(a), y, max(self.x_of(b) - self.x_of(a), 0.0), cell_h)
                 if rect.width() <= 0:
                     continue
                 if phase == WAITING:
@@ -123,7 +124,7 @@ class TimelineCanvas(QWidget):
         if s.grid_step is not None and 0 <= s.grid_step < s.n_steps:  # the step the block grid shows
             a, b = s.span(s.grid_step)
             painter.setPen(QPen(QColor(t.text), 1.5, Qt.DashLine))
-            painter.drawRect(QRectF(self._x(a), 1, max(self._x(b) - self._x(a), 2.0), self.height() - self.AXIS_H))
+            painter.drawRect(QRectF(self.x_of(a), 1, max(self.x_of(b) - self.x_of(a), 2.0), self.height() - self.AXIS_H))
         # the axis: the passes' time
         painter.setPen(QPen(QColor(t.muted), 1))
         base = self.height() - self.AXIS_H + 2
@@ -133,7 +134,7 @@ class TimelineCanvas(QWidget):
             tick = _nice_step(total / 5)
             ms = 0.0
             while ms <= total + 1e-9:
-                x = self._x(ms)
+                x = self.x_of(ms)
                 painter.drawLine(QPointF(x, base), QPointF(x, base + 3))
                 label = f"{ms:g}"
                 painter.drawText(QPointF(x - fm.horizontalAdvance(label) / 2, base + 3 + fm.ascent()), label)

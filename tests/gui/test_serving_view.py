@@ -70,7 +70,7 @@ def test_a_four_request_serve_draws_rows_blocks_and_numbers(window):
         row = view.timeline.row_rect(track.index)
         widest = max((st for st, ph in enumerate(track.phases) if ph == DECODE), key=lambda st: s.span(st)[1] - s.span(st)[0])
         a, b = s.span(widest)
-        x = (view.timeline._x(a) + view.timeline._x(b)) / 2
+        x = (view.timeline.x_of(a) + view.timeline.x_of(b)) / 2
         assert pixel(image, QPoint(int(x), int(row.center().y()))) == request_colour(track.index)
     assert s.tracks[3].phases[:4] == ["absent"] * 4  # it arrives at step 4
     # the system prompt's blocks were shared: the grid drew them in their first owner's colour with a count
@@ -130,7 +130,7 @@ def test_clicking_a_request_moves_candidates_and_context_to_it(window):
     track = s.tracks[1]
     step = track.step_at[1]
     a, b = s.span(step)
-    x = int((view.timeline._x(a) + view.timeline._x(b)) / 2)
+    x = int((view.timeline.x_of(a) + view.timeline.x_of(b)) / 2)
     QTest.mouseClick(view.timeline, Qt.LeftButton, pos=QPoint(x, int(view.timeline.row_rect(1).center().y())))
     settle(window)
     assert s.grid_step == step and c.history.shown_index() == 2
