@@ -190,7 +190,7 @@ class ServingView(View):
         self.timeline_legend.setText(
             f"<span style='color:{t.muted}'><span style='color:{c}'>■</span> decode · "
             f"<span style='color:{c}'>▨</span> prompt chunk · <span style='color:{pale}'>■</span> "
-            f"waiting · click a row: its steps in the other views</span>")
+            f"waiting · <span style='color:{c}'>|</span> arrival · click a row: its steps in the other views</span>")
         self.grid_legend.setText(
             f"<span style='color:{t.muted}'>{swatch.format(t.grid)} free · {swatch.format(c)} in use "
             f"(pale: unused) · <b>×n</b> shared by n</span>")

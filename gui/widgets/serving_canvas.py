@@ -4,7 +4,7 @@ a click on a request's row or one of its blocks says which request (`request_cli
 
 Timeline: x is the passes' time laid end to end (ms), so a step's width is how long its forward pass took;
 each request's cell in a step is its phase: waiting (pale), a prompt chunk (hatched), a decode row (solid), no
-row while running (a thin line), nothing before it arrives or after it finished.
+row while running (a thin line), nothing before it arrives (a tick marks its arrival) or after it finished.
 Block pool: free blocks grey; a block in use in its request's colour, as full as the positions it holds (a
 request's last block is filled only part way: the rest is internal fragmentation, drawn pale); a block in more
 than one request's table (a shared prefix block) has a heavy outline and its reference count.
@@ -121,6 +121,9 @@ class TimelineCanvas(QWidget):
                     painter.fillRect(rect, QColor(c))
                 elif phase == IDLE:
                     painter.fillRect(QRectF(rect.left(), rect.center().y() - 1, rect.width(), 2), _colour(c, 160))
+            if track.arrive_at_step < s.n_steps:  # its arrival: a tick where its arrival step's pass starts
+                x = self.x_of(s.starts_ms[track.arrive_at_step])
+                painter.fillRect(QRectF(x - 1, row.top() + 1, 2, h - 2), QColor(c))
         if s.grid_step is not None and 0 <= s.grid_step < s.n_steps:  # the step the block grid shows
             a, b = s.span(s.grid_step)
             painter.setPen(QPen(QColor(t.text), 1.5, Qt.DashLine))

@@ -72,7 +72,11 @@ def test_a_four_request_serve_draws_rows_blocks_and_numbers(window):
         a, b = s.span(widest)
         x = (view.timeline.x_of(a) + view.timeline.x_of(b)) / 2
         assert pixel(image, QPoint(int(x), int(row.center().y()))) == request_colour(track.index)
-    assert s.tracks[3].phases[:4] == ["absent"] * 4  # it arrives at step 4
+    assert s.tracks[3].phases[:4] == ["absent"] * 4  # it arrives at step 4: a tick there, nothing before it
+    row = view.timeline.row_rect(3)
+    tick = view.timeline.x_of(s.starts_ms[4])
+    assert pixel(image, QPoint(round(tick), int(row.top() + 2))) == request_colour(3)
+    assert pixel(image, QPoint(int((view.timeline.x_of(0) + tick) / 2), int(row.center().y()))) != request_colour(3)
     # the system prompt's blocks were shared: the grid drew them in their first owner's colour with a count
     assert shared_frames, "no redraw showed a shared block"
     shared, image = shared_frames[0]
