@@ -240,23 +240,11 @@ class BandwidthSide:
 
 
 def decode_read_bytes(weights, config) -> int:
-    """Bytes one decode step reads: every matrix, bias, scale and norm once; of the embedding table (and
-    learned positions) one row; of an int8 head's float rows the rescored ones."""
-    from inference.model.quant import RescoredHead
+    """Bytes one decode step reads: counted where the Serving dock's floor counts them (session/batch_curve.py);
+    imported there only when asked, so that this process stays free of torch until a worker needs it."""
+    from inference.session.batch_curve import decode_read_bytes as counted
 
-    def size(t):
-        return t.numel() * t.element_size()
-
-    head_rows = weights.lm_head.float_rows if isinstance(weights.lm_head, RescoredHead) else None
-    tables = [t for t in (weights.embed, weights.pos_embed, head_rows) if t is not None]
-    total = sum(size(t) for t in weights.tensors() if all(t is not table for table in tables))
-    row = size(weights.embed[0])
-    total += row * (2 if weights.pos_embed is not None else 1)
-    if weights.lm_head.weight is weights.embed:  # a tied float head reads the whole table
-        total += size(weights.embed)
-    if head_rows is not None:
-        total += weights.lm_head.rescored * row
-    return total
+    return counted(weights, config)
 
 
 def kv_read_bytes(kv_layers, context: float) -> float:

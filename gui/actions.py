@@ -53,6 +53,9 @@ ACTIONS: dict[str, ActionSpec] = {
     "open_gguf": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Open GGUF file…"), ("Ctrl+Shift+O",), QT_TRANSLATE_NOOP("Actions", "Convert and load a .gguf file")),
     "default_model": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Load the default model"), (), "SmolLM2-135M-Instruct"),
     "connect_server": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Connect to server…"), (), QT_TRANSLATE_NOOP("Actions", "Step a model served by llama.cpp, vLLM or SGLang")),
+    "serve": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Serve several requests…"), ("Ctrl+Shift+S",),
+                        QT_TRANSLATE_NOOP("Actions", "Run several requests at once: continuous batching over a paged "
+                                          "KV cache (the Serving view)")),
     "export_trace": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Export trace…"), ("Ctrl+E",), QT_TRANSLATE_NOOP("Actions", "Save the events as JSON Lines")),
     "play_script": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Play script…"), ("Ctrl+L",), QT_TRANSLATE_NOOP("Actions", "Play a lesson script, or replay an exported trace")),
     "export_png": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Export window as PNG…"), ("Ctrl+Shift+E",), QT_TRANSLATE_NOOP("Actions", "Save the whole window as a PNG")),
@@ -67,7 +70,7 @@ ACTIONS: dict[str, ActionSpec] = {
 HELP_ORDER = ("prefill", "step", "run", "pause", "stop", "reset", "backspace", "kv_cache", "prev", "next", "dice", "open_model",
               "open_gguf", "export_trace", "play_script", "export_png", "presentation", "dark", "shortcuts", "quit")
 
-HELP_ORDER += ("paced", "record")
+HELP_ORDER += ("paced", "record", "serve")
 
 
 def make_actions(window: QWidget) -> dict[str, QAction]:
@@ -155,9 +158,11 @@ class Generation:
         enabled = {"prefill": has_model and not c.running,
                    "step": has_model and (c.running or not c.prefilled or c.can_step),
                    "run": has_model and not c.running and (not c.prefilled or c.can_step),
-                   "pause": c.running, "stop": c.prefilled and (c.running or c.stopped is None),
-                   "reset": has_model and c.prefilled and not c.running,
-                   "backspace": has_model and bool(c.steps) and not c.running and not c.busy,
+                   "pause": c.running, "stop": (c.prefilled and (c.running or c.stopped is None)) or c.serving.running,
+                   "reset": has_model and c.prefilled and not c.running and c.showing_request is None,
+                   "backspace": has_model and bool(c.steps) and not c.running and not c.busy
+                   and c.showing_request is None,
+                   "serve": has_model and not c.running and not c.busy,
                    "kv_cache": has_model and not c.running and not c.busy}  # between steps only
         for key, on in enabled.items():
             if a[key].isEnabled() != on:  # unchanged states would still relayout the toolbar

@@ -32,26 +32,29 @@ from gui.state.i18n import QT_TRANSLATE_NOOP, translate
 from gui.theme import Appearance
 from gui.widgets.layout_gate import LayoutGate
 
-LAYOUT_VERSION = 9  # bump when docks change: an older saved layout then falls back to the default
+LAYOUT_VERSION = 10  # bump when docks change: an older saved layout then falls back to the default
 TITLES = {"controls": QT_TRANSLATE_NOOP("Docks", "Controls"), "context": QT_TRANSLATE_NOOP("Docks", "Context"),
           "candidates": QT_TRANSLATE_NOOP("Docks", "Candidates"), "kv": QT_TRANSLATE_NOOP("Docks", "KV cache"),
           "stop": QT_TRANSLATE_NOOP("Docks", "Stop", "the dock of the stop rules"),
           "timing": QT_TRANSLATE_NOOP("Docks", "Timing"), "explain": QT_TRANSLATE_NOOP("Docks", "Explain"),
           "attention": QT_TRANSLATE_NOOP("Docks", "Attention"),
           "lens": QT_TRANSLATE_NOOP("Docks", "Logit lens"),
-          "branches": QT_TRANSLATE_NOOP("Docks", "Branches"), "compare": QT_TRANSLATE_NOOP("Docks", "Compare")}
-TITLE_NOTES = {"stop": "the dock of the stop rules"}  # the disambiguation of a title marked with one
+          "branches": QT_TRANSLATE_NOOP("Docks", "Branches"), "compare": QT_TRANSLATE_NOOP("Docks", "Compare"),
+          "serving": QT_TRANSLATE_NOOP("Docks", "Serving", "the dock of many requests served at once")}
+TITLE_NOTES = {"stop": "the dock of the stop rules", "serving": "the dock of many requests served at once"}  # the disambiguation of a title marked with one
 LEFT = ("controls", "explain")
-HIDDEN_AT_FIRST = ("attention", "lens")  # they slow every step (each is recorded while it is shown)
+HIDDEN_AT_FIRST = ("attention", "lens",  # they slow every step (each is recorded while it is shown)
+                   "serving")  # shown when requests are served (behind the KV cache, beside Timing)
 PRIORITY = ("context", "candidates")  # never scrolled, never squeezed below their minimum (behind a LayoutGate:
 # their labels change at every frame, and their layout requests reach the dock only when their size hints do)
 SQUEEZED = 0.28  # Candidates below this share of the window's height (or 0.4 of its width): re-proportion
 COMPACT_BELOW = QSize(1200, 860)  # a window narrower or lower than this gets the compact arrangement
-SECONDARY = ("kv", "stop", "timing", "compare", "attention", "lens")
+SECONDARY = ("kv", "stop", "timing", "compare", "attention", "lens", "serving")
 # Which docks go behind which as tabs, per arrangement (the large one is the default as built)
 GROUPS = {"large": {},
           "compact": {"controls": ("explain",), "candidates": SECONDARY + ("branches",)},
-          "presentation": {"controls": ("explain",), "kv": ("stop", "timing", "compare", "attention", "lens")}}
+          "presentation": {"controls": ("explain",), "kv": ("stop", "timing", "compare", "attention", "lens",
+                                                           "serving")}}
 SIMILAR_SCREEN = 0.1  # a saved layout is reused on a screen within 10 % of the size it was saved on
 
 
@@ -118,6 +121,7 @@ class DockLayout(QObject):
             d[key].hide()  # one group's old tab bar stayed on screen over Candidates
         w.tabifyDockWidget(d["timing"], d["attention"])
         w.tabifyDockWidget(d["kv"], d["lens"])  # the width its heatmap and table need
+        w.tabifyDockWidget(d["kv"], d["serving"])  # the bottom row's wide part: rows, blocks and numbers
         w.tabifyDockWidget(d["stop"], d["compare"])
         w.tabifyDockWidget(d["context"], d["branches"])  # one click away, at the width a tree needs
         for key in ("timing", "stop", "context"):
@@ -244,6 +248,21 @@ class DockLayout(QObject):
             w.resizeDocks([d["kv"], d["timing"]], [int(right * 0.64), int(right * 0.36)], Qt.Horizontal)
         if d["explain"] not in tabbed:
             w.resizeDocks([d["controls"], d["explain"]], [int(height * 0.58), int(height * 0.42)], Qt.Vertical)
+
+    def bring_forward(self, key: str, share: float = 0.5) -> None:
+        """Show a dock and raise its tab. In the large and presentation arrangements (there it is behind the KV
+        cache; the compact one gives it the height under Context already) its row gets `share` of the window's
+        height: the Serving dock's rows, blocks and numbers need more than the KV cache's row; Context and
+        Candidates keep the rest, as a request clicked there shows its steps in them."""
+        d, w = self.docks, self.window
+        dock = d[key]
+        dock.show()
+        dock.raise_()
+        if self.arrangement == "compact" or dock.isFloating() or dock not in w.tabifiedDockWidgets(d["kv"]):
+            return
+        height = w.height()
+        w.resizeDocks([d["context"], d["candidates"], dock],
+                      [int(height * 0.15), int(height * (0.85 - share)), int(height * share)], Qt.Vertical)
 
     def set_presentation(self, on: bool) -> None:
         """Bigger type needs room: presentation mode tabs the secondary docks (see the module's docstring);

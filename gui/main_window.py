@@ -14,6 +14,7 @@ from gui.link.controller import Controller
 from gui.dock_layout import DockLayout
 from gui.dialogs.model_loader import ModelLoader
 from gui.dialogs.model_picker import ModelPicker
+from gui.dialogs.serve_dialog import ServeDialog
 from gui.lessons.recorder import HandRecorder
 from gui.lessons.script_player import CaptionBanner, ScriptPlayer, open_and_play, show_failure
 from gui.state.i18n import translate
@@ -29,6 +30,7 @@ from gui.views.explain_view import ExplainView
 from gui.widgets.history_slider import HistorySlider
 from gui.views.kv_view import KvView
 from gui.views.lens_view import LensView
+from gui.views.serving_view import ServingView
 from gui.views.stop_view import StopView
 from gui.views.timing_view import TimingView
 
@@ -60,6 +62,7 @@ class MainWindow(QMainWindow):
             "lens": LensView(c, self.appearance),
             "branches": BranchesView(c, self.appearance),
             "compare": CompareView(c, self.appearance),
+            "serving": ServingView(c, self.appearance),
         }
         self.dock_layout = DockLayout(self, {"controls": self.controls, **self.views}, self.appearance,
                                       self.qsettings)
@@ -94,6 +97,7 @@ class MainWindow(QMainWindow):
                  "connect_server": lambda: connect_to_server(self),
                  "export_trace": self.export_trace, "export_png": lambda: self.export_png(None),
                  "play_script": lambda: open_and_play(self, self.script_player),
+                 "serve": self.open_serve_dialog,
                  "quit": self.close, "presentation": self.appearance.set_presentation,
                  "dark": self.appearance.set_dark, "reset_layout": self.reset_layout,
                  "shortcuts": lambda: show_shortcuts(self, a), "about": lambda: show_about(self)}
@@ -118,6 +122,8 @@ class MainWindow(QMainWindow):
         self.docks["lens"].visibilityChanged.connect(c.set_capture_lens)  # the logit lens, likewise
         self.docks["lens"].toggleViewAction().triggered.connect(lambda on: on and self.docks["lens"].raise_())
         self.views["attention"].cells_selected.connect(self.views["context"].canvas.highlight)
+        self.views["serving"].serve_asked.connect(self.open_serve_dialog)
+        c.serving_started.connect(self.show_serving)  # from the dialog or a lesson script
 
     def _presentation_pace(self, on: bool) -> None:
         """F5 paces a Run (a class follows it step by step); leaving F5 gives back the pace from before it."""
@@ -161,6 +167,8 @@ class MainWindow(QMainWindow):
         menus["generation"] = generation = m.addMenu("")
         for key in ("prefill", "step", "run", "pause", "stop", "reset", "backspace"):
             generation.addAction(a[key])
+        generation.addSeparator()
+        generation.addAction(a["serve"])
         generation.addSeparator()
         generation.addAction(a["kv_cache"])
         generation.addSeparator()
@@ -242,6 +250,24 @@ class MainWindow(QMainWindow):
 
     def prefill(self) -> None:
         self.generation.prefill()
+
+    def open_serve_dialog(self) -> ServeDialog:
+        """Generation → Serve several requests…: the requests edited, then served (the Serving dock shows them)."""
+        dialog = ServeDialog(self, self.controls.settings())
+        dialog.setAttribute(Qt.WA_DeleteOnClose)
+        dialog.accepted.connect(lambda: self.serve(*dialog.chosen))
+        dialog.open()
+        return dialog
+
+    def serve(self, requests, block_tokens: int = 16, n_blocks: int = 0, token_budget: int = 48) -> bool:
+        """Serve these requests together and bring the Serving dock forward."""
+        if not self.controller.serve(tuple(requests), block_tokens, n_blocks, token_budget):
+            self.status.say("Serving needs a loaded model and nothing else running.")
+            return False
+        return True
+
+    def show_serving(self) -> None:
+        self.dock_layout.bring_forward("serving")
 
     def run(self) -> None:
         self.generation.run()

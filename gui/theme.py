@@ -53,6 +53,16 @@ DARK = Theme(
     removed="#b42318", kept="#12b76a", accent="#9b8afb", warning="#fdb022")
 
 
+# One colour per served request (the Serving dock's rows and blocks): mid-tone hues that read on the light and
+# the dark panel alike, neighbours far apart on the wheel; request i takes REQUEST_COLOURS[i % 16].
+REQUEST_COLOURS = ("#2e90fa", "#f79009", "#12b76a", "#ee46bc", "#7a5af8", "#f04438", "#06aed4", "#a15c07",
+                   "#66c61c", "#dd2590", "#4e5ba6", "#e04f16", "#0e9384", "#b692f6", "#ca8504", "#98a2b3")
+
+
+def request_colour(index: int) -> str:
+    return REQUEST_COLOURS[index % len(REQUEST_COLOURS)]
+
+
 def _high_contrast(t: Theme) -> Theme:
     if t.name == "light":
         return replace(t, text="#000000", muted="#344054", grid="#98a2b3", raw="#667085", temp="#7f56d9",

@@ -419,6 +419,8 @@ class BlocksReport:
     free: int
     used_bytes: int  # allocated x block bytes
     per_request: dict[int, tuple[int, ...]]  # running request -> its block ids in position order
+    positions: dict[int, int] | None = None  # running request -> positions its blocks hold (the last block's
+    #                                           unused tail is its internal fragmentation)
 
     def to_json(self) -> str:
         return _dump({"type": "blocks", "step": self.step, "block_tokens": self.block_tokens,

@@ -19,7 +19,8 @@ from PySide6.QtWidgets import QFileDialog, QLabel, QMessageBox, QWidget
 
 from inference.errors import one_line
 from inference.events import Caption
-from inference.lessons.script import Action, Script, ScriptError, apply_settings, refusal
+from inference.engine.protocol import ServeRequest
+from inference.lessons.script import Action, RequestSpec, Script, ScriptError, apply_settings, refusal
 from inference.lessons.trace import load_script
 from inference.settings import GenerationSettings
 
@@ -151,7 +152,10 @@ class ScriptPlayer(QObject):
         """Start `action`; returns the ms to wait before the next tick."""
         c = self.controller
         status = c.history.status
-        why = refusal(action, c.prefilled, len(c.steps), status.blocked if status is not None else "")
+        serving = c.serving
+        served = len(serving.tracks) if serving.active and serving.tag == c.history.tag else 0
+        why = refusal(action, c.prefilled and c.showing_request is None, len(c.steps),
+                      status.blocked if status is not None else "", served)
         if why is not None:
             raise why
         kind = action.kind
@@ -182,7 +186,32 @@ class ScriptPlayer(QObject):
             self.caption.emit(action.value)
         elif kind == "wait":
             return action.value
+        elif kind == "serve":
+            spec = action.value
+            self._request(action, lambda: c.serve(self._serve_requests(action, spec.requests), spec.block_tokens,
+                                                   spec.n_blocks, spec.token_budget, spec.steps))
+            self._done = lambda: c.serving.active
+        elif kind == "add_request":
+            n = len(c.serving.tracks)
+            self._request(action, lambda: c.add_requests(self._serve_requests(action, (action.value,))))
+            self._done = lambda: len(c.serving.tracks) > n
+        elif kind in ("serve_steps", "finish") and not serving.done:  # all finished: nothing left to run
+            self._request(action, lambda: c.serve_more(action.value or 0))
+        elif kind == "show_request":
+            c.show_request(action.value)
         return 0
+
+    def _serve_requests(self, action: Action, specs: tuple[RequestSpec, ...]) -> tuple[ServeRequest, ...]:
+        """A script's requests as the engine takes them, each with its settings over the player's."""
+        out = []
+        for spec in specs:
+            try:
+                settings = apply_settings(self.controller.settings, dict(spec.settings))
+            except ValueError as e:
+                raise action.error(one_line(e)) from None
+            out.append(ServeRequest(spec.prompt or "", spec.chat, spec.system or "", settings, spec.arrive_at_step,
+                                    tuple(spec.prompt_ids or ())))
+        return tuple(out)
 
     def _last_caption_read(self) -> int | None:
         """At the script's end: the ms its last caption still stays up, then (at the next tick) hide it; None

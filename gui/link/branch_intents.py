@@ -15,9 +15,11 @@ class BranchIntents:
 
     @property
     def can_move(self) -> bool:
-        """Whether a rewind, a switch or a fork may be asked for now."""
+        """Whether a rewind, a switch or a fork may be asked for now (not on a served request's steps: the
+        engine's session never read its prompt)."""
         c = self.link
-        return c.info is not None and not c.loading and c.prefilled and not c.running and not c.busy
+        return (c.info is not None and not c.loading and c.prefilled and not c.running and not c.busy
+                and c.showing_request is None)
 
     def take(self, token_id: int) -> None:
         """Take `token_id` at the step shown: the pending one is forced to it; a past step k is forked

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import weakref
+from dataclasses import replace
 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
@@ -19,6 +20,7 @@ from inference.settings import GenerationSettings
 from inference.lessons.trace import trace_lines
 
 from gui.state.history import Change, History, Shown
+from gui.state.serving import Serving
 from gui.link.playback import Clock, Pacer
 from gui.link.branch_intents import BranchIntents
 from gui.link.engine_restore import EngineRestore
@@ -41,10 +43,13 @@ class Controller(QObject):
     error = Signal(str, str, bool)  # message, details, expected
     state_changed = Signal()  # what the buttons can do now
     weights_checked = Signal()  # the engine hashed the weights again (`weights_check`) or changed `info`
+    serving_started = Signal()  # a serve's requests were accepted: the Serving view comes forward
 
     def __init__(self, settings: GenerationSettings = GenerationSettings()):
         super().__init__()
         self.history = History()
+        self.serving = Serving()  # many requests at once (a Serve), and the measured batch curve
+        self.showing_request: int | None = None  # the served request the history holds (its steps, not a session's)
         self.scheduler = RedrawScheduler(lambda: self.running, self._on_cpu, self)
         self.redraw = self.scheduler.redraw
         self.clock, self.pacer = Clock(), Pacer(self)  # paced playback of a Run (a recorder's clock is virtual)
@@ -99,8 +104,9 @@ class Controller(QObject):
 
     @property
     def running(self) -> bool:
-        # the engine runs, or a paced playback has not shown all it reported yet
-        return (self.history.status is not None and self.history.status.running) or self.history.behind
+        # the engine runs (one generation, or many requests), or a paced playback has not shown all it reported yet
+        return ((self.history.status is not None and self.history.status.running) or self.history.behind
+                or self.serving.running)
 
     @property
     def run_horizon(self) -> int | None:
@@ -124,7 +130,7 @@ class Controller(QObject):
     @property
     def can_step(self) -> bool:
         status = self.history.status
-        return (self.info is not None and not self.loading and not self.running
+        return (self.info is not None and not self.loading and not self.running and self.showing_request is None
                 and (status is None or not status.blocked))
 
     def shown(self) -> Shown | None:
@@ -154,6 +160,7 @@ class Controller(QObject):
             return
         self.history.next_generation()
         self.history.clear()
+        self.showing_request = None
         self.in_flight = p.Prefill
         self.prefilled_prompt = (prompt, chat, system)
         self._sent_settings = self.settings
@@ -171,6 +178,99 @@ class Controller(QObject):
             self.history.follow_latest()
             self._request(p.Run(max_steps=n_steps, batch_s=RUN_BATCH_S))
             self.pacer.start_run()
+
+    # --- many requests at once -----------------------------------------------------------------------
+    def serve(self, requests: tuple[p.ServeRequest, ...], block_tokens: int, n_blocks: int,
+              token_budget: int, max_steps: int = 0) -> bool:
+        """Serve these requests together (the engine's scheduler); the single generation shown is left. False
+        when it cannot start now (no model, or something else on its way)."""
+        if self.info is None or self.loading or self.busy or self.running:
+            return False
+        tag = self.history.next_generation()
+        self.history.clear()
+        self.serving.clear()
+        self.showing_request = None
+        self.prefilled_prompt = None
+        self.in_flight = p.Serve
+        self._emit(p.Serve(tuple(requests), tag, block_tokens, n_blocks, token_budget, RUN_BATCH_S, max_steps))
+        self.state_changed.emit()
+        self.scheduler.dirty()
+        return True
+
+    @property
+    def can_serve_more(self) -> bool:
+        """The serve shown can go on: it is the newest generation, stopped before all its requests finished."""
+        s = self.serving
+        return (s.active and s.tag == self.history.tag and not s.done and not s.running and not self.busy
+                and not self.loading)
+
+    def serve_more(self, max_steps: int = 0) -> bool:
+        """Go on with the serve shown: `max_steps` scheduler steps (0: until every request has finished)."""
+        if not self.can_serve_more:
+            return False
+        self.serving.running = True
+        self.in_flight = p.ServeMore
+        self._emit(p.ServeMore(self.serving.tag, max_steps, RUN_BATCH_S))
+        self.state_changed.emit()
+        return True
+
+    def add_requests(self, requests: tuple[p.ServeRequest, ...]) -> bool:
+        """More requests join the serve shown, at its next scheduler step."""
+        s = self.serving
+        if not (s.active and s.tag == self.history.tag and not s.running and not self.busy):
+            return False
+        self.in_flight = p.AddRequests
+        self._emit(p.AddRequests(tuple(requests)))
+        self.state_changed.emit()
+        return True
+
+    def measure_batch(self, sizes: tuple[int, ...] = (1, 2, 4, 8, 16), steps: int = 6) -> bool:
+        """Time decode at each batch size on this machine (the Serving dock's curve)."""
+        if self.info is None or self.loading or self.busy or self.running:
+            return False
+        self.serving.measure_asked(sizes)
+        self.in_flight = p.MeasureBatch
+        self._emit(p.MeasureBatch(tuple(sizes), steps))
+        self.state_changed.emit()
+        self.scheduler.dirty()
+        return True
+
+    def stop_serving(self) -> None:
+        """End a serve or a measurement between two scheduler steps."""
+        if self.serving.running or self.in_flight is p.MeasureBatch:
+            self._emit(p.Abort())
+
+    def show_request(self, index: int | None, scheduler_step: int | None = None) -> None:
+        """The other views show this served request's own steps (its prefill, steps and stop), as the history of a
+        generation of its own; None: nothing selected. With a scheduler step: the block grid shows the pool then,
+        and the other views the request's step drawn by then."""
+        self.serving.selected = index
+        self.serving.grid_step = scheduler_step
+        track = self.serving.track(index)
+        status = self.history.status  # the engine's session's, which a served request's history does not change
+        self.history.clear()
+        self.history.status = status
+        self.showing_request = None
+        if track is not None and track.prefill is not None:
+            self._load_request(track)
+            if scheduler_step is not None:
+                self.history.select(max(1, self.serving.step_of(track, scheduler_step)))
+        self.state_changed.emit()
+        self.scheduler.dirty()
+
+    def _load_request(self, track) -> None:
+        h = self.history
+        mode, selected, status = h.mode, h.selected, h.status
+        h.clear()
+        h.status = status
+        h.prefilled(track.prefill)
+        if track.steps:
+            h.stepped(track.steps)
+        if track.stopped is not None:
+            h.ended(track.stopped)
+        if mode == "step" and selected <= len(track.steps):
+            h.mode, h.selected = mode, selected
+        self.showing_request = track.index
 
     def _emit(self, command: p.Command) -> None:
         """Send `command`; after a lost engine, first a fresh engine and the Restore of its session."""
@@ -194,7 +294,10 @@ class Controller(QObject):
 
     def pause(self) -> None:
         """After the current step; during a paced playback at the step on screen: the engine takes back the
-        steps it ran ahead (p.Retracted), and the view stays where the class is."""
+        steps it ran ahead (p.Retracted), and the view stays where the class is. A serve ends between two steps."""
+        if self.serving.running:
+            self.stop_serving()
+            return
         at = self.pacer.freeze()
         if at is not None:
             self._emit(p.Pause(at_step=at))
@@ -203,12 +306,15 @@ class Controller(QObject):
 
     def stop(self) -> None:
         """End the generation as aborted: at the step on screen (as pause), else where the engine is."""
+        if self.serving.running or self.in_flight is p.MeasureBatch:
+            self.stop_serving()
+            return
         if self.prefilled and (self.stopped is None or self.running):
             self._emit(p.Abort(at_step=self.pacer.freeze()))
 
     def reset(self) -> None:
         """Back to the prompt, re-seeded; the branches taken so far stay in the tree."""
-        if not self.prefilled or self.loading:
+        if not self.prefilled or self.loading or self.showing_request is not None:
             return
         self.history.next_generation()
         self.in_flight = p.Reset
@@ -285,8 +391,17 @@ class Controller(QObject):
         """The history takes in what the reply reports; here, only what it means for the link (a request
         answered, a load done, an error to show) and the signals that say what changed."""
         change = self.history.apply(reply)
+        if self.serving.apply(reply, self.history.tag):
+            change |= Change.VIEWS | (Change.NONE if isinstance(reply, p.Served) else Change.STATE)
+            if isinstance(reply, p.ServeStarted):
+                self.serving_started.emit()
+            track = self.serving.track(self.serving.selected)
+            if track is not None and track.prefill is not None:
+                self._load_request(track)  # the selected request's new steps, in the views that show one
         if Change.MODEL in change:
             self.restore.load_done()
+            self.serving.clear()
+            self.showing_request = None
             self.loading = False
             self.in_flight = None
             self.prefilled_prompt = None
@@ -334,6 +449,9 @@ class Controller(QObject):
             self.model_changed.emit()
         self.in_flight = None
         self._sent_settings = None  # the new engine has the default settings
+        self.serving.running = False  # a serve is not restored: what it reported stays on show, not to go on
+        self.serving.tag = -1
+        self.serving.curve = replace(self.serving.curve, measuring=False)
         self.pacer.release()
         if self.loading:  # the loader closes its progress and says it
             self.loading = False

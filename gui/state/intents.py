@@ -14,6 +14,7 @@ from inference.events import ModelInfo, Pending, PrefillDone, StepDone, Stopped
 from inference.settings import GenerationSettings
 
 from gui.state.history import History, Shown
+from gui.state.serving import Serving
 
 
 class Pace(Protocol):
@@ -28,6 +29,8 @@ class Pace(Protocol):
 class Intents(Protocol):
     # --- the state the views draw (reported by the engine) ------------------------------------------------
     history: History
+    serving: Serving  # many requests at once (a Serve), and the measured batch curve
+    showing_request: int | None  # the served request whose steps the history holds (None: a generation of its own)
     info: ModelInfo | None
     epoch: int  # the newest generation asked for: a view's cache key
     steps: list[StepDone]
@@ -67,3 +70,14 @@ class Intents(Protocol):
     def set_kv_cache(self, on: bool) -> None: ...
 
     def request_attention(self, node: int) -> bool: ...  # recompute a pass's attention once
+
+    def show_request(self, index: int | None, scheduler_step: int | None = None) -> None: ...  # the views show
+    # this served request's steps (and the block grid the pool at that scheduler step)
+
+    def measure_batch(self, sizes: tuple[int, ...] = ..., steps: int = ...) -> bool: ...  # the batch curve
+
+    def stop_serving(self) -> None: ...  # end a serve or a measurement between two steps
+
+    def serve_more(self, max_steps: int = 0) -> bool: ...  # go on with a serve stopped before its end
+
+    can_serve_more: bool

@@ -205,6 +205,9 @@ class ContextView(View):
         n_prompt, n_gen = len(prefill.tokens), len(c.steps)
         window = c.info.context_length if c.info else 0
         verify = self._limit_text(past) + self._verify_text(self.verify_pass, chips)
+        if c.showing_request is not None:
+            self.summary.setText(served_summary(c.serving, c.showing_request, n_prompt, n_gen, past))
+            return
         if past is not None:
             later = n_gen - past.index
             self.summary.setText(translate(
@@ -377,3 +380,19 @@ def step_tip(step, note: str) -> str:
                 logit=f"{cands.logits[at]:.3f}", p=f"{cands.p_raw[at]:.4f}", p_final=f"{cands.p_final[at]:.4f}") + "\n"
             + translate("Context", "rank {rank}   {how}").format(rank=rank_text(step.chosen_rank), how=how) + "\n"
             + translate("Context", "click: show this step (then a candidate click forks here)") + note)
+
+
+def served_summary(serving, request: int, n_prompt: int, n_gen: int, past) -> str:
+    """The summary line for a served request's own steps (many requests at once): how its prompt was read, and
+    that its steps cannot be forked here (the engine's session never read its prompt)."""
+    track = serving.track(request)
+    chunks = sum(1 for phase in track.phases if phase == "prefill") if track is not None else 0
+    shared = track.done.shared_tokens if track is not None and track.done is not None else None
+    how = translate("Context", "read in %n chunk(s) of batched passes", None, chunks) + (
+        translate("Context", ", {shared} of them taken from shared blocks").format(shared=shared) if shared else "")
+    at = translate("Context", "; showing step {index}, the later tokens greyed").format(index=past.index) \
+        if past is not None else ""
+    return translate("Context", "Request {request} of {n} served together: {prompt} prompt tokens ({how}) + "
+                     "{generated} generated{at}. Its own steps, as it would have drawn them alone; Prefill starts a "
+                     "generation of your own.").format(request=request, n=len(serving.tracks), prompt=n_prompt,
+                                                       how=how, generated=n_gen, at=at)

@@ -64,6 +64,8 @@ class ExplainView(View):
                   "weights": translate("Explain", "on the server") if remote
                   else fmt_bytes(info.weights_bytes),
                   "window": f"{info.context_length:,}", "per_token": fmt_bytes(info.kv_bytes_per_token)}
+        if c.prefill_event is None and c.serving.active and not c.prefilling:  # many requests, none shown
+            return "serving", {**values, **self._serving_values()}
         if c.prefill_event is None:  # a prompt being read (the last run's report is gone), or none yet
             return ("prefilling" if c.prefilling else "loaded"), {**values, "chunk": PREFILL_CHUNK}
         p = c.prefill_event
@@ -95,10 +97,38 @@ class ExplainView(View):
             return "stepped_forced", values
         return ("stepped_greedy" if s.random_u is None else "stepped_sampled"), values
 
+    def _serving_values(self) -> dict:
+        """The live numbers of a serve (gui/state/serving.py) its texts use."""
+        s = self.intents.serving
+        return {"n_requests": len(s.tracks), "steps": s.n_steps, "tokens": s.n_generated,
+                "ms": f"{s.total_ms:,.0f}", "tps": f"{s.tokens_per_s:,.1f}", "block": s.block_tokens,
+                "used": s.blocks_used, "pool": s.n_blocks, "shared": s.blocks_shared, "unused": s.fragmentation(),
+                "context": s.context_length(), "largest": s.largest_batch(),
+                "budget": s.started.token_budget}
+
+    def _serving_request_note(self) -> str:
+        """Which served request the views show, and what serving it with the others meant for it."""
+        s = self.intents.serving
+        track = s.track(self.intents.showing_request)
+        if track is None:
+            return ""
+        report = s.shown_blocks
+        blocks = len(report.per_request.get(track.index, ())) if report is not None else 0
+        shared = track.done.shared_tokens if track.done is not None else 0
+        chunks = sum(1 for ph in track.phases if ph == "prefill")
+        ttft, tpot = s.ttft_ms(track), s.tpot_ms(track)
+        values = {"request": track.index, "n_requests": len(s.tracks), "arrived": track.arrive_at_step,
+                  "prompt": track.prompt_tokens, "chunks": chunks, "chunks_s": "" if chunks == 1 else "es",
+                  "ttft": "…" if ttft is None else f"{ttft:,.0f}", "tpot": "…" if tpot is None else f"{tpot:,.1f}",
+                  "blocks": blocks, "blocks_s": "" if blocks == 1 else "s", "block": s.block_tokens,
+                  "shared_part": text("serving_shared_part").format(shared=shared) if shared else ""}
+        return text("serving_request_note").format(**values)
+
     def _notes(self, key: str, values: dict) -> str:
         """What comes after the main text: looking back at a past step, and the last branch switch."""
-        notes = ""
-        if key.startswith("stepped") and self.past_step() is not None:
+        notes = self._serving_request_note()
+        # a served request's past steps are looked back at, never forked (its own note says whose they are)
+        if key.startswith("stepped") and self.past_step() is not None and self.intents.showing_request is None:
             notes += text("past_note").format(**values)
         shown = self.intents.shown()
         step = shown.step if key.startswith("stepped") and shown is not None else None

@@ -188,9 +188,15 @@ class TimingView(View):
         median = median_cached_ms(c.history.log)
         self.decode_ms = median if median is not None else self.decode_ms
         # The words are coloured as their bars: they are the plot's legend.
-        text = translate("Timing", "<b style='color:{colour}'>Prefill</b>: {n} positions in one pass, {ms} ms = "
-                         "<b>{speed} tokens/s</b>").format(colour=t.accent, n=p.n_tokens, ms=f"{p.ms:.1f}",
-                                                          speed=f"{p.tokens_per_s:,.0f}") + self._estimate(p.n_tokens)
+        if c.showing_request is not None:  # a served request: its prompt went through batched passes, shared
+            text = translate("Timing", "<b style='color:{colour}'>Prefill</b> of request {request}: {n} positions, "
+                             "{ms} ms of batched passes (each shared with the other requests' rows, and counted "
+                             "whole)").format(colour=t.accent, request=c.showing_request, n=p.n_tokens,
+                                              ms=f"{p.ms:.1f}")
+        else:
+            text = translate("Timing", "<b style='color:{colour}'>Prefill</b>: {n} positions in one pass, {ms} ms = "
+                             "<b>{speed} tokens/s</b>").format(colour=t.accent, n=p.n_tokens, ms=f"{p.ms:.1f}",
+                                                              speed=f"{p.tokens_per_s:,.0f}") + self._estimate(p.n_tokens)
         if len(steps) > 1:
             forward = np.array([s.forward_ms for s in steps[1:]])  # step 1 was drawn from the prefill's logits
             sample = np.array([s.sample_ms for s in steps])

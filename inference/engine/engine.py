@@ -26,6 +26,8 @@ from inference.engine import protocol as p
 from inference.engine.backend_switch import start_build, switch_if_built
 from inference.errors import Cancelled, NotReady, is_expected, one_line
 from inference.events import Stopped
+from inference.session import batch_curve
+from inference.session.batch import BatchRequest, Scheduler, blocks_for_all
 from inference.session.session import Session, prompt_ids
 from inference.sources.remote import NO_WEIGHTS
 from inference.store.loading import load_model
@@ -46,6 +48,10 @@ def serve(commands, replies, niceness: int = 0) -> None:
         pass  # the front-end closed its ends of the pipes: nothing left to answer
 
 
+WAIT_FOR_A_JOB = (p.Configure, p.CaptureAttention, p.CaptureLens, p.KvCache, p.CheckWeights)  # they do not end
+# a Serve or a MeasureBatch: they are served once it ends
+
+
 class Engine:
     def __init__(self, commands, replies, cuda: bool):
         self.commands, self.replies = commands, replies
@@ -57,18 +63,22 @@ class Engine:
         self.capture_lens = False  # likewise
         self.use_kv_cache = True
         self.tag = 0
-        self.batch: list = []  # a Run's StepDone events not yet sent
+        self.batch: list = []  # a Run's StepDone events (or a Serve's events) not yet sent
+        self.batch_reply = p.Stepped  # what carries them
         self.batch_s = 0.0
         self.batch_started = 0.0
         self.announce_run = False
         self.recheck = False  # hash the weights again once the current command is answered
+        self.cancelled = False  # a Cancel came while a Serve or a MeasureBatch read the pipe
+        self.scheduler: Scheduler | None = None  # the serve under way (its requests' sessions and block pool)
         self.handlers = {p.Load: self.load, p.Prefill: self.prefill, p.Step: self.step, p.Run: self.run,
                          p.Pause: self.pause, p.Abort: self.abort, p.Reset: self.reset,
                          p.Configure: self.configure, p.CaptureAttention: self.capture, p.Cancel: self.cancel,
                          p.CaptureLens: self.capture_logit_lens,
                          p.Rewind: self.rewind, p.Force: self.force, p.Switch: self.switch,
                          p.KvCache: self.kv_cache, p.CheckWeights: self.check_weights, p.Recapture: self.recapture,
-                         p.Restore: self.restore}
+                         p.Restore: self.restore, p.Serve: self.serve_requests, p.MeasureBatch: self.measure_batch,
+                         p.AddRequests: self.add_requests, p.ServeMore: self.serve_more}
         self.send(p.Ready(cuda=cuda))
 
     # --- the pipe -------------------------------------------------------------------------------------
@@ -76,8 +86,11 @@ class Engine:
         self.flush()
         self.replies.send(p.wrap(reply))
 
-    def queue_step(self, event) -> None:
-        """A step's event: at once, or batched `batch_s` apart during a Run (order kept either way)."""
+    def queue_step(self, event, reply: type = p.Stepped) -> None:
+        """A step's event: at once, or batched `batch_s` apart during a Run or a Serve (order kept either way)."""
+        if self.batch and reply is not self.batch_reply:
+            self.flush()
+        self.batch_reply = reply
         if not self.batch:
             self.batch_started = time.monotonic()
         self.batch.append(event)
@@ -87,7 +100,7 @@ class Engine:
     def flush(self) -> None:
         if self.batch:
             batch, self.batch = tuple(self.batch), []
-            self.replies.send(p.wrap(p.Stepped(batch, self.tag)))
+            self.replies.send(p.wrap(self.batch_reply(batch, self.tag)))
 
     def receive(self) -> p.Command | None:
         """The next command from the pipe; a malformed one is answered with `Failed` and skipped (None)."""
@@ -144,6 +157,7 @@ class Engine:
             command = self.receive()
             if command is not None:
                 wanted = wanted or isinstance(command, stop)
+                self.cancelled = self.cancelled or isinstance(command, p.Cancel)
                 if not isinstance(command, p.Cancel):
                     self.deferred.append(command)
         return wanted
@@ -181,16 +195,22 @@ class Engine:
         model = load_model(spec, device=device, dtype=dtype, progress=self._load_progress,
                            kernels_in_background=True)  # float32 on stock ops while the kernels build
         local = not model.remote  # a remote server: no attention, lens or own cache
-        session = Session(model, capture_attention=self.capture_attention and local,
-                          capture_lens=self.capture_lens and local)
-        session.use_kv_cache(self.use_kv_cache or not local)
+        session = self._new_session(model)
         model.stop_waiting_when(self.stop_wanted)  # Stop and Cancel reach a request that waits for a server
         self.model, self.session, self.tag = model, session, tag
+        self.scheduler = None  # a serve on the previous model is over
 
         self.kernels_build = start_build(model)
 
         self.threads = getattr(self, "threads", torch.get_num_threads())  # as the process started
         torch.set_num_threads(self.threads if local else 1)  # remote: see store/remote_model.one_thread
+
+    def _new_session(self, model) -> Session:
+        local = not model.remote
+        session = Session(model, capture_attention=self.capture_attention and local,
+                          capture_lens=self.capture_lens and local)
+        session.use_kv_cache(self.use_kv_cache or not local)
+        return session
 
     def restore(self, command: p.Restore) -> None:
         """A restarted engine: the model loaded again and the lost session rebuilt (see protocol.Restore)."""
@@ -313,6 +333,103 @@ class Engine:
                 self.deferred.appendleft(command)
                 self.session.pause()
                 return
+
+    # --- many requests at once ------------------------------------------------------------------------
+    def serve_requests(self, command: p.Serve) -> None:
+        """Run a Serve's requests through the scheduler, step by step, until all finished, `max_steps` were run
+        or a stop arrives; the scheduler is kept for AddRequests and ServeMore."""
+        self.need_session()
+        model = self.model
+        if model.remote:
+            raise ValueError("serving many requests needs the weights in this process, not a server's")
+        self.tag = command.tag
+        if not 1 <= len(command.requests) <= 64:
+            raise ValueError(f"serve 1 to 64 requests, not {len(command.requests)}")
+        asked = self._asked(command.requests)
+        if command.block_tokens < 1 or command.n_blocks < 0:
+            raise ValueError(f"a block holds 1 or more tokens and the pool 1 or more blocks, "
+                             f"not {command.block_tokens} and {command.n_blocks}")
+        n_blocks = command.n_blocks or blocks_for_all(model, asked, command.block_tokens)
+        self.scheduler = None
+        scheduler = Scheduler(model, asked, n_blocks, command.block_tokens, command.token_budget)
+        self.session = self._new_session(model)  # the single session's prompt is gone: a new prompt starts again
+        self.scheduler = scheduler
+        self.send(p.ServeStarted(tuple(len(a.prompt) for a in asked),
+                                 tuple(a.settings.max_new_tokens for a in asked),
+                                 tuple(a.arrive_at_step for a in asked), n_blocks, command.block_tokens,
+                                 scheduler.pool.block_bytes, self.tag, command.token_budget))
+        self._serve_steps(command.max_steps, command.batch_s)
+
+    def _asked(self, requests: tuple[p.ServeRequest, ...]) -> list[BatchRequest]:
+        """The requests with their prompts encoded (exact ids where given) as a prefill encodes a prompt."""
+        model = self.model
+        return [BatchRequest(list(r.ids) if r.ids else prompt_ids(model, r.prompt, chat=r.chat,
+                                                                   system=r.system or None)[0],
+                             r.settings, r.arrive_at_step) for r in requests]
+
+    def _serving(self) -> Scheduler:
+        self.need_session()
+        if self.scheduler is None:
+            raise NotReady("no requests are being served: serve some first")
+        return self.scheduler
+
+    def add_requests(self, command: p.AddRequests) -> None:
+        scheduler = self._serving()
+        first = len(scheduler.requests)
+        if not command.requests or first + len(command.requests) > 64:
+            raise ValueError(f"a serve holds 1 to 64 requests; it has {first}")
+        added = [scheduler.requests[scheduler.add(asked)].asked for asked in self._asked(command.requests)]
+        self.send(p.RequestsAdded(first, tuple(len(a.prompt) for a in added),
+                                  tuple(a.settings.max_new_tokens for a in added),
+                                  tuple(a.arrive_at_step for a in added), self.tag))
+
+    def serve_more(self, command: p.ServeMore) -> None:
+        scheduler = self._serving()
+        if scheduler.done:
+            raise NotReady("every request has finished: add one or serve new ones")
+        self.tag = command.tag
+        self._serve_steps(command.max_steps, command.batch_s)
+
+    def _serve_steps(self, max_steps: int, batch_s: float) -> None:
+        scheduler, taken = self.scheduler, 0
+        self.cancelled = False
+        self.batch_s = batch_s
+        try:
+            while not scheduler.done and (not max_steps or taken < max_steps) and not self.stop_asked():
+                for event in scheduler.step():
+                    self.queue_step(event, p.Served)
+                taken += 1
+                self.switch_backend_if_built()
+        finally:
+            self.flush()
+            self.batch_s = 0.0
+
+    def stop_asked(self) -> bool:
+        """Between two scheduler steps or measured sizes: a Pause, Abort or Cancel ends the job (and is used up by
+        it), and so does any command but a choice that can wait (settings, captures, the KV cache switch, a weights
+        check): a new prompt or a load comes next, as after a Run."""
+        self.commands_waiting(())
+        if all(isinstance(c, WAIT_FOR_A_JOB) for c in self.deferred) and not self.cancelled:
+            return False
+        self.cancelled = False
+        self.deferred = deque(c for c in self.deferred if not isinstance(c, (p.Pause, p.Abort)))
+        return True
+
+    def measure_batch(self, command: p.MeasureBatch) -> None:
+        """The throughput curve on this machine: the floor first, then each size as it is measured."""
+        self.need_session()
+        if self.model.remote:
+            raise ValueError("the batch curve needs the weights in this process, not a server's")
+        if not command.sizes or not all(1 <= n <= 16 for n in command.sizes) or not 1 <= command.steps <= 64:
+            raise ValueError("batch sizes are 1 to 16 requests, and 1 to 64 steps are timed per size")
+        self.cancelled = False
+        read, gb_per_s, ms = batch_curve.floor_ms(self.model)
+        self.send(p.BatchFloor(read, gb_per_s, ms))
+        for n in command.sizes:
+            if self.stop_asked():
+                break
+            step_ms = batch_curve.measure(self.model, n, command.steps)
+            self.send(p.BatchPoint(n, step_ms, n / (step_ms / 1000)))
 
     def send_event(self, event) -> None:
         if isinstance(event, Stopped):

@@ -21,11 +21,12 @@ import pickle
 from dataclasses import dataclass
 
 from inference.attention import AttentionOf
-from inference.events import ModelInfo, Pending, PrefillDone, Rewound, SessionStatus, StepDone, Stopped, Switched, Verified
+from inference.events import (BlocksReport, ModelInfo, Pending, PrefillDone, RequestDone, Rewound, ScheduleDone,
+                              SessionStatus, StepDone, Stopped, Switched, Verified)
 from inference.settings import GenerationSettings
 
-PROTOCOL_VERSION = 5  # 2: the branch moves (Rewind, Force, Switch); 3: the logit lens (CaptureLens); 4: Restore;
-# 5: Pause/Abort at the step a paced front-end shows (Retracted)
+PROTOCOL_VERSION = 6  # 2: the branch moves (Rewind, Force, Switch); 3: the logit lens (CaptureLens); 4: Restore;
+# 5: Pause/Abort at the step a paced front-end shows (Retracted); 6: many requests at once (Serve, MeasureBatch)
 
 
 # --- commands: front-end -> engine ---------------------------------------------------------------------
@@ -178,6 +179,61 @@ class Cancel(Command):
 
 
 @dataclass(frozen=True)
+class ServeRequest:
+    """One request of a Serve: its prompt (encoded as Prefill encodes one), settings and arrival step."""
+
+    prompt: str
+    chat: bool = False
+    system: str = ""
+    settings: GenerationSettings = GenerationSettings()
+    arrive_at_step: int = 0
+    ids: tuple[int, ...] = ()  # exact token ids to read instead of encoding `prompt`
+
+
+@dataclass(frozen=True)
+class Serve(Command):
+    """Run these requests together through the batch scheduler (session/batch.py) until all have finished, or
+    Pause, Abort or Cancel arrives (between two scheduler steps). Answered by ServeStarted, then every scheduler
+    step's events in `Served` batches at most `batch_s` apart. The single session is left unprefilled (a new
+    prompt starts again): the front-end keeps the requests' events."""
+
+    requests: tuple[ServeRequest, ...]
+    tag: int
+    block_tokens: int = 16
+    n_blocks: int = 0  # the pool; 0: enough for every request at its worst case at once
+    token_budget: int = 256
+    batch_s: float = 0.0
+    max_steps: int = 0  # scheduler steps to run now (0: until all finished); ServeMore goes on
+
+
+@dataclass(frozen=True)
+class AddRequests(Command):
+    """More requests join the serve under way (continuous batching), at the next scheduler step or their
+    `arrive_at_step` if later; nothing runs (answered by RequestsAdded)."""
+
+    requests: tuple[ServeRequest, ...]
+
+
+@dataclass(frozen=True)
+class ServeMore(Command):
+    """Go on with the serve under way: `max_steps` scheduler steps (0: until all finished), answered as Serve is."""
+
+    tag: int
+    max_steps: int = 0
+    batch_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class MeasureBatch(Command):
+    """Time decode steps of 1, 2, 4 ... requests decoding together on this machine (session/batch_curve.py), and
+    the weights-read floor: answered by BatchFloor, then a BatchPoint per size as it is measured. Pause, Abort
+    or Cancel ends it between two sizes."""
+
+    sizes: tuple[int, ...] = (1, 2, 4, 8, 16)
+    steps: int = 6  # timed scheduler steps per size
+
+
+@dataclass(frozen=True)
 class Quit(Command):
     pass
 
@@ -270,6 +326,58 @@ class Recaptured(Reply):
 class Ended(Reply):
     event: Stopped
     tag: int
+
+
+@dataclass(frozen=True)
+class ServeStarted(Reply):
+    """A Serve's requests, encoded and checked, and its pool: what every later `Served` refers to."""
+
+    prompt_tokens: tuple[int, ...]  # per request
+    max_new_tokens: tuple[int, ...]
+    arrive_at_step: tuple[int, ...]
+    n_blocks: int
+    block_tokens: int
+    block_bytes: int  # one block's K and V over every layer
+    tag: int
+    token_budget: int = 0  # rows a scheduler step's pass may have
+
+
+@dataclass(frozen=True)
+class RequestsAdded(Reply):
+    """Requests that joined the serve: their indices start at `first`; as ServeStarted gives them."""
+
+    first: int
+    prompt_tokens: tuple[int, ...]
+    max_new_tokens: tuple[int, ...]
+    arrive_at_step: tuple[int, ...]
+    tag: int
+
+
+@dataclass(frozen=True)
+class Served(Reply):
+    """Scheduler steps' events in order: per step a ScheduleDone, the requests' PrefillDone / StepDone / Stopped
+    (with `request`), RequestDone of those that finished, and the BlocksReport."""
+
+    events: tuple[ScheduleDone | PrefillDone | StepDone | Stopped | RequestDone | BlocksReport, ...]
+    tag: int
+
+
+@dataclass(frozen=True)
+class BatchFloor(Reply):
+    """A MeasureBatch's weights-read floor: the bytes a decode step reads over a streaming read's speed."""
+
+    read_bytes: int
+    gb_per_s: float
+    ms: float
+
+
+@dataclass(frozen=True)
+class BatchPoint(Reply):
+    """One batch size measured: the median scheduler step with every request decoding."""
+
+    requests: int
+    step_ms: float
+    tokens_per_s: float
 
 
 @dataclass(frozen=True)

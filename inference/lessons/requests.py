@@ -14,31 +14,17 @@ before the model loads; an error is one ScriptError naming the request's index i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from inference.lessons.script import ScriptError, apply_settings, decode_json, parse_prompt, parse_settings, read_text
+from inference.lessons.script import RequestSpec, ScriptError, apply_settings, decode_json, parse_request, read_text
 from inference.session.batch import BatchRequest
 from inference.session.session import prompt_ids
 from inference.settings import GenerationSettings
 from inference.store.loading import LoadedModel
 
-REQUEST_KEYS = ("prompt", "prompt_ids", "chat", "system", "settings", "arrive_at_step")
 MAX_REQUESTS = 256  # they queue for the batch's 16 places
-MAX_ARRIVAL = 1_000_000  # scheduler steps
-
-
-@dataclass(frozen=True)
-class RequestSpec:
-    """One request as the file asks it, before its prompt is encoded."""
-
-    prompt: str | None
-    prompt_ids: tuple[int, ...] | None
-    chat: bool = False
-    system: str | None = None
-    settings: tuple[tuple[str, Any], ...] = ()  # overrides of the command line's settings, as in the JSON
-    arrive_at_step: int = 0
 
 
 def load_requests(path: str | Path) -> list[RequestSpec]:
@@ -56,31 +42,7 @@ def parse_requests(data: Any) -> list[RequestSpec]:
         raise ScriptError('the requests must be a non-empty JSON list like [{"prompt": "Hello"}]')
     if len(data) > MAX_REQUESTS:
         raise ScriptError(f"{len(data)} requests are more than a batch trace takes ({MAX_REQUESTS})")
-    return [_request(index, item) for index, item in enumerate(data)]
-
-
-def _request(index: int, data: Any) -> RequestSpec:
-    where = f"request {index}"
-    if not isinstance(data, dict):
-        raise ScriptError(f'{where}: a request is an object like {{"prompt": "Hello"}}')
-    unknown = [k for k in data if k not in REQUEST_KEYS]
-    if unknown:
-        raise ScriptError(f'{where}: unknown key "{unknown[0]}" (known: {", ".join(REQUEST_KEYS)})')
-    prompt, ids = parse_prompt(data, where)
-    if prompt is None and ids is None:
-        raise ScriptError(f'{where}: it has no "prompt" (or "prompt_ids")')
-    chat, system, arrives = data.get("chat", False), data.get("system"), data.get("arrive_at_step", 0)
-    if not isinstance(chat, bool):
-        raise ScriptError(f'{where}: "chat" must be true or false')
-    if system is not None and not isinstance(system, str):
-        raise ScriptError(f'{where}: "system" must be a text or null')
-    if isinstance(arrives, bool) or not isinstance(arrives, int) or not 0 <= arrives <= MAX_ARRIVAL:
-        raise ScriptError(f'{where}: "arrive_at_step" must be a whole number in [0, {MAX_ARRIVAL}]')
-    try:
-        settings = parse_settings(data.get("settings", {}))
-    except ValueError as e:
-        raise ScriptError(f"{where} settings: {e}") from None
-    return RequestSpec(prompt, ids, chat, system or None, settings, arrives)
+    return [parse_request(index, item) for index, item in enumerate(data)]
 
 
 def batch_requests(model: LoadedModel, specs: list[RequestSpec], base: GenerationSettings) -> list[BatchRequest]:

@@ -32,8 +32,16 @@ from inference.settings import MAX_NEW_TOKENS, GenerationSettings
 SAMPLER_KEYS = ("temperature", "top_k", "top_p", "min_p", "greedy")
 SETTING_KEYS = ("seed",) + SAMPLER_KEYS + ("max_new_tokens", "stop", "speculate", "context_limit", "when_full")
 # Actions whose value is only a marker: {"prefill": true}.
-MARKERS = ("prefill", "run", "reset")
-ACTION_KINDS = MARKERS + ("step", "set", "seed", "rewind", "force", "caption", "wait")
+MARKERS = ("prefill", "run", "reset", "finish")
+# Many requests at once (issue 39): `serve` starts them (and runs `steps` scheduler steps, or until all finish),
+# `add_request` has one more join at the next scheduler step, `serve_steps` runs more steps, `finish` runs until
+# every request has finished, `show_request` shows one request's own steps in the app's views.
+SERVING_KINDS = ("serve", "add_request", "serve_steps", "finish", "show_request")
+ACTION_KINDS = ("prefill", "run", "reset", "step", "set", "seed", "rewind", "force", "caption", "wait") + SERVING_KINDS
+REQUEST_KEYS = ("prompt", "prompt_ids", "chat", "system", "settings", "arrive_at_step")
+SERVE_KEYS = ("requests", "block_tokens", "n_blocks", "token_budget", "steps")
+MAX_ARRIVAL = 1_000_000  # scheduler steps
+MAX_SERVED = 64  # requests of one serve (they queue for the batch's 16 places)
 TOP_KEYS = ("title", "prompt", "prompt_ids", "chat", "system", "settings", "actions")
 MAX_SEED = 2**63 - 1
 MAX_FILE_BYTES = 256 << 20  # a trace of 10 000 steps with 20 candidates each is about 50 MB
@@ -61,6 +69,29 @@ class Action:
 
     def error(self, problem: str) -> ScriptError:
         return ScriptError(f"{self.label()}: {problem}")
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """One request of a batch (a `--requests` file's, a `serve` action's) as asked, before its prompt is encoded."""
+
+    prompt: str | None
+    prompt_ids: tuple[int, ...] | None
+    chat: bool = False
+    system: str | None = None
+    settings: tuple[tuple[str, Any], ...] = ()  # overrides of the base settings, as in the JSON
+    arrive_at_step: int = 0
+
+
+@dataclass(frozen=True)
+class ServeSpec:
+    """A `serve` action: the requests, the paged cache's shape, and how many scheduler steps to run now."""
+
+    requests: tuple[RequestSpec, ...]
+    block_tokens: int = 16
+    n_blocks: int = 0  # 0: enough for every request at once
+    token_budget: int = 256
+    steps: int = 0  # 0: until every request has finished
 
 
 @dataclass(frozen=True)
@@ -177,6 +208,19 @@ def _action_value(kind: str, value: Any) -> Any:
         return None
     if kind in ("step", "rewind"):
         return _integer(value, kind, 1, MAX_NEW_TOKENS)
+    if kind == "serve_steps":
+        return _integer(value, kind, 1, MAX_ARRIVAL)
+    if kind == "show_request":
+        return _integer(value, kind, 0, MAX_SERVED - 1)
+    if kind == "serve":
+        return parse_serve(value)
+    if kind == "add_request":
+        if isinstance(value, dict) and "arrive_at_step" in value:
+            raise ValueError('an added request joins at the next scheduler step: leave out "arrive_at_step"')
+        try:
+            return parse_request(0, value, "the request")
+        except ScriptError as e:
+            raise ValueError(str(e)) from None
     if kind == "seed":
         return _integer(value, "seed", 0, MAX_SEED)
     if kind == "wait":
@@ -192,6 +236,51 @@ def _action_value(kind: str, value: Any) -> Any:
             return value
         raise ValueError(f"force takes a token id (>= 0) or a non-empty text, got {_show(value)}")
     return parse_settings(value)  # set
+
+
+def parse_request(index: int, data: Any, where: str = "") -> RequestSpec:
+    """One request object (`--requests` file, `serve`, `add_request`) checked; an error names it."""
+    where = where or f"request {index}"
+    if not isinstance(data, dict):
+        raise ScriptError(f'{where}: a request is an object like {{"prompt": "Hello"}}')
+    unknown = [k for k in data if k not in REQUEST_KEYS]
+    if unknown:
+        raise ScriptError(f'{where}: unknown key "{unknown[0]}" (known: {", ".join(REQUEST_KEYS)})')
+    prompt, ids = parse_prompt(data, where)
+    if prompt is None and ids is None:
+        raise ScriptError(f'{where}: it has no "prompt" (or "prompt_ids")')
+    chat, system, arrives = data.get("chat", False), data.get("system"), data.get("arrive_at_step", 0)
+    if not isinstance(chat, bool):
+        raise ScriptError(f'{where}: "chat" must be true or false')
+    if system is not None and not isinstance(system, str):
+        raise ScriptError(f'{where}: "system" must be a text or null')
+    if isinstance(arrives, bool) or not isinstance(arrives, int) or not 0 <= arrives <= MAX_ARRIVAL:
+        raise ScriptError(f'{where}: "arrive_at_step" must be a whole number in [0, {MAX_ARRIVAL}]')
+    try:
+        settings = parse_settings(data.get("settings", {}))
+    except ValueError as e:
+        raise ScriptError(f"{where} settings: {e}") from None
+    return RequestSpec(prompt, ids, chat, system or None, settings, arrives)
+
+
+def parse_serve(data: Any) -> ServeSpec:
+    """A `serve` action's value checked (ValueError names the problem)."""
+    if not isinstance(data, dict):
+        raise ValueError(f'serve takes an object like {{"requests": [{{"prompt": "Hello"}}]}}, got {_show(data)}')
+    unknown = [k for k in data if k not in SERVE_KEYS]
+    if unknown:
+        raise ValueError(f'unknown key "{unknown[0]}" (known: {", ".join(SERVE_KEYS)})')
+    requests = data.get("requests")
+    if not isinstance(requests, list) or not 1 <= len(requests) <= MAX_SERVED:
+        raise ValueError(f'"requests" must be a list of 1 to {MAX_SERVED} requests')
+    try:
+        specs = tuple(parse_request(i, r) for i, r in enumerate(requests))
+    except ScriptError as e:
+        raise ValueError(str(e)) from None
+    return ServeSpec(specs, _integer(data.get("block_tokens", 16), "block_tokens", 1, 4096),
+                     _integer(data.get("n_blocks", 0), "n_blocks", 0, 1_000_000),
+                     _integer(data.get("token_budget", 256), "token_budget", 1, 1_000_000),
+                     _integer(data.get("steps", 0), "steps", 0, MAX_ARRIVAL))
 
 
 def parse_action(index: int, data: Any) -> Action:
@@ -258,9 +347,14 @@ def parse_script(data: Any) -> Script:
 
 
 # --- what depends on the session: checked as each action plays -------------------------------------------
-def refusal(action: Action, prefilled: bool, n_steps: int, blocked: str) -> ScriptError | None:
+def refusal(action: Action, prefilled: bool, n_steps: int, blocked: str, served: int = 0) -> ScriptError | None:
     """Why `action` cannot play now (None when it can): `blocked` is the session's reason a step would
-    be refused ("" when it would be taken)."""
+    be refused ("" when it would be taken); `served`: requests of the serve under way (0: none). Serving steps
+    once every request has finished do nothing (a request may end early on its end-of-sequence token)."""
+    if action.kind in SERVING_KINDS[1:] and not served:
+        return action.error('no requests are being served: put a {"serve": {"requests": [...]}} before it')
+    if action.kind == "show_request" and action.value >= served:
+        return action.error(f"request {action.value} is not one of the {served} served")
     if action.kind in ("step", "run", "force", "rewind", "reset") and not prefilled:
         return action.error('the prompt has not been read yet: put {"prefill": true} before it')
     if action.kind == "rewind" and action.value > n_steps:

@@ -33,7 +33,7 @@ class TraceWriter:
         if isinstance(event, SettingsEvent):
             return self._settings(event)
         out = []
-        if isinstance(event, StepDone) and event.settings is not None:
+        if isinstance(event, StepDone) and event.settings is not None and event.request is None:
             out = self._settings(SettingsEvent(event.settings))
         shift = getattr(event, "shift", None)  # a context shift after the step (context_limit.py)
         return out + [event.to_json()] + ([shift.to_json()] if shift is not None else [])

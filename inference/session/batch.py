@@ -211,6 +211,13 @@ class Scheduler:
     def done(self) -> bool:
         return all(r.state == "finished" for r in self.requests)
 
+    def add(self, asked: BatchRequest) -> int:
+        """One more request (continuous batching: a request joins between steps); it arrives at
+        `asked.arrive_at_step` or, when that is past, at the next step. Its index."""
+        asked = replace(asked, arrive_at_step=max(asked.arrive_at_step, self.step_index))
+        self.requests.append(self._request(len(self.requests), asked))
+        return len(self.requests) - 1
+
     def running(self) -> list[Request]:
         """The running requests in the order they were admitted."""
         return sorted((r for r in self.requests if r.state == "running"), key=lambda r: (r.admitted_at, r.index))
@@ -341,4 +348,5 @@ class Scheduler:
         pool = self.pool
         return BlocksReport(step=self.step_index, block_tokens=pool.block_tokens, allocated=pool.n_used,
                             shared=pool.n_shared, free=pool.n_free, used_bytes=pool.used_bytes,
-                            per_request={r.index: tuple(r.source.table) for r in self.requests if r.state == "running"})
+                            per_request={r.index: tuple(r.source.table) for r in self.requests if r.state == "running"},
+                            positions={r.index: r.source.n_cached for r in self.requests if r.state == "running"})

@@ -154,7 +154,8 @@ def test_cli_a_bad_script_exits_2_with_one_line_and_no_output(folder, tmp_path):
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.strip().splitlines()[-1] == \
         f'error: {path.name}: action 1: unknown action "stepp" (known: prefill, run, reset, step, set, seed, rewind, ' \
-        'force, caption, wait)'  # the file named, as every bad input's line does
+        'force, caption, wait, serve, add_request, serve_steps, finish, show_request)'  # the file named, as every
+    # bad input's line does
 
 
 def test_cli_plays_a_script_and_replays_its_own_trace(folder, tmp_path):

@@ -28,7 +28,7 @@ def test_reset_layout_gives_back_the_default_docks(qtbot, tmp_path):
         win.resize(1600, 1000)
         win.show()
         assert list(win.docks) == ["controls", "context", "candidates", "kv", "stop", "timing", "explain",
-                                   "attention", "lens", "branches", "compare"]
+                                   "attention", "lens", "branches", "compare", "serving"]
         default = {key: dock.geometry() for key, dock in win.docks.items() if dock.isVisible()}
         win.docks["timing"].hide()
         win.docks["attention"].show()
@@ -37,6 +37,7 @@ def test_reset_layout_gives_back_the_default_docks(qtbot, tmp_path):
         qtbot.wait(50)
         after = {key: dock.geometry() for key, dock in win.docks.items() if dock.isVisible()}
         assert after.keys() == default.keys() and "attention" not in after and "lens" not in after
+        assert "serving" not in after  # shown once requests are served
         assert not win.docks["stop"].isFloating()
     finally:
         win.close()

@@ -90,7 +90,7 @@ def test_a_bad_script_gets_one_line_in_a_dialog_and_the_app_goes_on(qtbot, windo
     assert not window.play_script(_write(tmp_path, bad))
     path = _write(tmp_path, bad)
     assert dialogs == [f'{Path(path).name}: action 1: unknown action "stepp" (known: prefill, run, reset, step, '
-                       'set, seed, rewind, force, caption, wait)']
+                       'set, seed, rewind, force, caption, wait, serve, add_request, serve_steps, finish, show_request)']
     late = dict(SCRIPT, actions=[{"prefill": True}, {"step": 1}, {"rewind": 4}, {"caption": "never"}])
     captions = []
     window.script_player.caption.connect(captions.append)
