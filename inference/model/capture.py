@@ -29,6 +29,21 @@ class LastRowCapture:
         return np.stack(self.rows)
 
 
+class RowsCapture:
+    """Keeps every query row of one pass (a verify pass's draft): row r of Tq queries over n positions sees the
+    first n - Tq + r + 1 of them (causal), and `row(r)` is that row of every layer: (layers, heads, its positions)."""
+
+    def __init__(self, n_layers: int):
+        self.probs: list[np.ndarray | None] = [None] * n_layers
+
+    def record(self, layer: int, probs: torch.Tensor) -> None:
+        self.probs[layer] = probs.float().cpu().numpy()  # (heads, Tq, n)
+
+    def row(self, r: int) -> np.ndarray:
+        _, Tq, n = self.probs[0].shape
+        return np.stack([p[:, r, :n - Tq + r + 1] for p in self.probs])
+
+
 class PromptCapture(LastRowCapture):
     """The last row, and the prompt x prompt triangle of every layer and head (first P positions)."""
 

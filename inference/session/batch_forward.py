@@ -7,6 +7,13 @@ positions and attention go request by request, each over its own cache (a PagedV
 start). `Decoder.forward` takes one cache and one start for all its rows, which is why this loop exists:
 it is `Block.__call__` with the per-request part split out, nothing of the math re-written.
 
+The decode rows (one position each: the pass's leading chunks, as the scheduler plans them) take one kernel
+call a layer for all of them where the kernels run the attention (float32, no soft-cap, no sliding window, no
+second rotary base): `attend_paged` writes each row's K/V into its request's newest block and attends over the
+request's blocks where they lie, chunked as a solo decode step chunks its cache (the same numbers as `Block.attend`
+over the gathered blocks, without gathering them, and without a round of Python and torch calls per request and
+layer, which at 8 requests cost more than the attention itself).
+
 What it does not run: longrope's whole-sequence re-read (Phi-3 past its original context) and the bfloat16
 copies for long prefills (prefill_dtype.py); the batch refuses the first and reads the float weights.
 """
@@ -34,6 +41,24 @@ class Chunk:
         return self.start + len(self.ids)
 
 
+def paged_rows(decoder: Decoder, chunks: list[Chunk]) -> int:
+    """How many leading chunks are single decode rows that `attend_paged` can take together (0: none, or the
+    model's attention is not the kernels' plain one)."""
+    block, c = decoder.block, decoder.config
+    if (block.kernels is None or decoder.kv_dtype != torch.float32 or block.softcap is not None
+            or block.local_rotary is not None or any(c.window_of(i) for i in range(c.n_layers))):
+        return 0
+    rows = 0
+    for chunk in chunks:
+        if len(chunk.ids) != 1:
+            break
+        pool, table = chunk.cache.pool, chunk.cache.table
+        if pool.refs[table[chunk.start // pool.block_tokens]] != 1:
+            break  # its newest position falls in a shared block: never written into (the scheduler avoids it)
+        rows += 1
+    return rows
+
+
 def forward_chunks(decoder: Decoder, chunks: list[Chunk]) -> torch.Tensor:
     """Every chunk's K/V into its cache; the float logits of each chunk's last row: (len(chunks), V)."""
     if decoder.longrope is not None:
@@ -53,10 +78,24 @@ def forward_chunks(decoder: Decoder, chunks: list[Chunk]) -> torch.Tensor:
         x = x + torch.cat([w.pos_embed[chunk.start:chunk.end] for chunk in chunks])  # (M, C)
     ropes = [decoder.rotary(chunk.start, chunk.end)[:, None, :] if decoder.rotary is not None else None
              for chunk in chunks]  # (T, 1, hd/2) each
+    D = paged_rows(decoder, chunks)  # the decode rows 0..D-1, one per request, attended in one call a layer
+    if D:
+        pool = chunks[0].cache.pool
+        widest = max(len(chunk.cache.table) for chunk in chunks[:D])
+        tables = torch.tensor([chunk.cache.table + [0] * (widest - len(chunk.cache.table)) for chunk in chunks[:D]],
+                              dtype=torch.int64)  # (D, widest): the tail past a request's blocks is never read
+        lengths = torch.tensor([chunk.end for chunk in chunks[:D]], dtype=torch.int64)  # (D,)
+        rope_rows = torch.cat(ropes[:D]) if decoder.rotary is not None else None  # (D, 1, hd/2)
     for index, layer in enumerate(w.layers):
         qkv = layer.qkv.normed(x, layer.attn_norm)  # (M, q_dim + 2 kv_dim): one read of the weights
         attended = []
-        for chunk, (first, last), rope in zip(chunks, bounds, ropes):
+        if D:
+            rows = qkv[:D]  # a view: positioned in place (no second rotary base on this path: start unused)
+            if rope_rows is not None:
+                block.position(rows, layer, index, 0, rope_rows)
+            attended.append(block.kernels.attend_paged(rows, pool.data[index], tables, lengths, c.q_dim,
+                                                       c.head_dim ** -0.5))  # (D, q_dim)
+        for chunk, (first, last), rope in zip(chunks[D:], bounds[D:], ropes[D:]):
             rows = qkv[first:last]  # a view: positioned in place
             if rope is not None:
                 block.position(rows, layer, index, chunk.start, rope)

@@ -18,7 +18,7 @@ import torch
 
 from inference.attention import AttentionOf
 from inference.events import StepDistribution
-from inference.model.capture import LastRowCapture, PromptCapture
+from inference.model.capture import LastRowCapture, PromptCapture, RowsCapture
 from inference.model.config import ModelConfig
 from inference.session.lens import ResidualRows, lens_log_probs, lens_report
 from inference.session.pending import PendingStep
@@ -35,6 +35,11 @@ class Recorder:
     def row_capture(self) -> LastRowCapture | None:
         """A capture of the newest query's attention row, while attention is recorded."""
         return LastRowCapture(self.config.n_layers) if self.attention else None
+
+    def rows_capture(self) -> RowsCapture | None:
+        """A capture of every query row of a pass (a verify pass: each row decides a step), while attention is
+        recorded."""
+        return RowsCapture(self.config.n_layers) if self.attention else None
 
     def prompt_capture(self, n_prompt: int) -> PromptCapture | None:
         """A capture of the prompt's attention triangle (and last row), while attention is recorded."""

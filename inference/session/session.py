@@ -411,11 +411,13 @@ class Session:
                    self.model.config.context_length - self.n_context) - 1
         record = self.prompt + self.generated
         draft, ngram = prompt_lookup(record, min(self.settings.speculate, room))
-        if not draft:
+        if not draft or (self.pending is not None and not self._draw_takes(draft[0])):
+            # No draft, or the known distribution's draw already rejects its first token: a pass would decide
+            # no more than this plain step (which feeds its token in one pass, as plain decoding does)
             yield from self._take(None)
             return
         started, index, before = time.perf_counter(), len(self.generated) + 1, self.node
-        rows, positions = read_draft(self.source, record, self.pending, draft)
+        rows, positions = read_draft(self.source, record, self.pending, draft, self.recorder.rows_capture())
         if positions > len(draft):  # the pass computed the pending step of the node before it
             self.kept.put(before, rows[0])
         events, stop, accepted = [], None, 0
@@ -439,6 +441,14 @@ class Session:
         yield from events
         if stop is not None:
             yield self._stop(*stop)
+
+    def _draw_takes(self, token_id: int) -> bool:
+        """Whether the pending step's draw takes `token_id`: the same draw `_draw` makes (u = f(seed, step)),
+        made ahead (a server's top-N widened first, as `_draw` widens it), with nothing else changed."""
+        self._widen(self.settings.sampler)
+        dist = self._distribution(self.pending.logits, self.settings.sampler)
+        drawn, _ = draw(dist, torch.Generator().manual_seed(draw_seed(self.seed_used, len(self.generated) + 1)))
+        return drawn == token_id
 
     def run(self, max_steps: int = 0, between: Callable[[], None] | None = None) -> Iterator[StepDone | Stopped]:
         """Step until a stop rule fires, `abort()` or `pause()` is called, or `max_steps` were taken

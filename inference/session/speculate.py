@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from inference.events import Token
+from inference.model.capture import RowsCapture
 from inference.session.pending import PendingStep
 from inference.sources import LogitsSource
 
@@ -57,21 +58,23 @@ def prompt_lookup(context: list[int], n_max: int) -> tuple[list[int], tuple[int,
 
 
 def read_draft(source: LogitsSource, record: list[int], pending: PendingStep | None,
-               draft: list[int]) -> tuple[list[PendingStep], int]:
+               draft: list[int], capture: RowsCapture | None = None) -> tuple[list[PendingStep], int]:
     """The verify pass: `draft` read after `record` (prompt + generated) in ONE forward pass, with the newest
     token when it is not in the cache yet (no `pending` step). Returns (the pending steps to draw from, one
-    per draft token and one after the whole draft: the first carries the pass's time and `pending`'s
-    attention, the rest none; the positions read)."""
+    per draft token and one after the whole draft: the first carries the pass's time; each its row of the
+    pass's attention when `capture` records it (the first `pending`'s own, when it was known); the positions
+    read)."""
     started = time.perf_counter()
     if pending is None:  # the newest token goes through in the same pass
         read = [record[-1]] + draft
-        rows = source.forward(read, len(record) - 1, all_logits=True)
+        rows = source.forward(read, len(record) - 1, capture, all_logits=True)
     else:
         read = draft
-        rows = torch.cat([pending.logits[None], source.forward(draft, len(record), all_logits=True)])
+        rows = torch.cat([pending.logits[None], source.forward(draft, len(record), capture, all_logits=True)])
     forward_ms = (time.perf_counter() - started) * 1000
-    first = PendingStep(rows[0], pending.attention if pending is not None else None, forward_ms)
-    return [first] + [PendingStep(row, None, 0.0) for row in rows[1:]], len(read)
+    known = [] if pending is None else [pending.attention]  # the row computed before this pass
+    attention = known + ([capture.row(r) for r in range(len(read))] if capture else [None] * len(read))
+    return [PendingStep(row, attention[i], forward_ms if i == 0 else 0.0) for i, row in enumerate(rows)], len(read)
 
 
 def keeps(draft: list[int], i: int, token_id: int) -> bool:

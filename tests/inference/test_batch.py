@@ -322,3 +322,31 @@ def test_default_model_requests_equal_solo_runs(default_model):
         _assert_solo(model, request, steps[index], stops[index][0])
     assert max(e.shared for e in events if isinstance(e, BlocksReport)) == 1  # the prefix's one full block
     assert scheduler.pool.n_free == scheduler.pool.n_blocks
+
+
+def test_decode_rows_attend_over_their_blocks_in_one_call(model, monkeypatch):
+    """Where the kernels run a model's attention (no soft-cap, no sliding window), a pass's decode rows attend in
+    one attend_paged call a layer, over the blocks where they lie; Gemma 2's capped, windowed layers take the
+    per-request route. Either way each request equals its solo run (the tests above)."""
+    kernels = model.decoder.block.kernels
+    if kernels is None:
+        pytest.skip("the own kernels do not run on this machine")
+    rows_per_call = []
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(kernels, name)
+
+        def attend_paged(self, qkv, *rest):
+            rows_per_call.append(qkv.shape[0])
+            return kernels.attend_paged(qkv, *rest)
+
+    monkeypatch.setattr(model.decoder.block, "kernels", Counting())
+    asked = [BatchRequest(list(range(3 + i, 20 + 3 * i)), _settings(i, 6, 20, greedy=True)) for i in range(3)]
+    steps = _by_request(_run(Scheduler(model, asked, n_blocks=16, block_tokens=B)), StepDone)
+    assert all(len(steps[i]) == 6 for i in range(3))
+    c = model.config
+    if c.attn_softcap is not None or any(c.window_of(i) for i in range(c.n_layers)):
+        assert rows_per_call == []
+    else:
+        assert max(rows_per_call) == 3 and len(rows_per_call) % c.n_layers == 0

@@ -3,10 +3,12 @@
 
 import pytest
 from engine_driver import EngineOverPipes, of, serve, steps
+from speculate_support import _repeating_token
 
 from inference.engine import protocol as p
 from inference.events import SessionStatus, StepDone
 from inference.settings import GenerationSettings, SamplerSettings
+from inference.store.loading import load_model
 from tiny import make_hf_model, save_hf_model
 
 GREEDY = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=40)
@@ -95,8 +97,11 @@ def test_a_verify_pass_comes_before_the_steps_it_decided(folder):
 
     from inference.events import Verified
 
+    # a token the model continues with itself: prompt lookup drafts what the greedy draw then takes, so verify
+    # passes run (a pass runs only when the known draw keeps the draft's first token)
+    repeating = _repeating_token(load_model(folder, device="cpu", dtype="float32"))
     spec = dataclasses.replace(GREEDY, speculate=4, max_new_tokens=24)
-    commands = [p.Load(folder, "cpu", "float32", 1), p.Prefill("ab ab ab ab ab ab", False, "", spec, 2),
+    commands = [p.Load(folder, "cpu", "float32", 1), p.Prefill("", False, "", spec, 2, ids=(repeating,) * 8),
                 p.Run(max_steps=0)]
     replies = serve([p.wrap(c) for c in commands], finished=len(commands))
     events = [e for r in of(replies, p.Stepped) for e in r.events]

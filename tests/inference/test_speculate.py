@@ -62,10 +62,12 @@ def test_greedy_takes_the_same_tokens_in_fewer_passes(model):
         drafted += sum(len(v.drafted) for v in _verifies(spec))
         accepted += sum(v.accepted for v in _verifies(spec))
     assert spec_passes < 24, "a self-repeating prompt: fewer passes than tokens"
-    assert accepted > 0 and drafted > accepted
+    # (a pass runs only when the known draw keeps the first drafted token: on a tiny model every one it runs may
+    # keep its whole draft)
+    assert accepted > 0 and drafted >= accepted
 
 
-@known_gap("after a plain step (its token fed at once) a verify pass reads only the draft; when the draw "
+@known_gap_fixed("after a plain step (its token fed at once) a verify pass reads only the draft; when the draw "
            "from the known distribution rejects draft[0], the pass decided nothing new and the next pass must "
            "still read that token")
 def test_speculation_never_takes_more_passes_than_plain_decoding(llama):
@@ -74,7 +76,7 @@ def test_speculation_never_takes_more_passes_than_plain_decoding(llama):
         assert _generate(llama, prompt, 4)[2] <= _generate(llama, prompt, 0)[2], prompt
 
 
-@known_gap("the engine previews the next step after each Step (a pass that feeds the newest token), so the "
+@known_gap_fixed("the engine previews the next step after each Step (a pass that feeds the newest token), so the "
            "next verify pass reads only the draft: on a self-repeating prompt stepping saves no pass, on free "
            "text it costs more")
 def test_stepping_with_previews_saves_passes(llama):
@@ -96,16 +98,20 @@ def test_stepping_with_previews_saves_passes(llama):
 
 def test_speculation_without_a_kv_cache_takes_the_same_tokens(llama):
     prompt = [_repeating_token(llama)] * 4 + PROMPTS[1]
-    _, plain, _ = _generate(llama, prompt, 0, SAMPLED, seed=1)
-    session = Session(llama, GenerationSettings(SAMPLED, max_new_tokens=24, seed=1, speculate=4))
-    session.use_kv_cache(False)
-    session.prefill(prompt)
-    events = list(session.run())
-    assert _verifies(events) and [s.token.id for s in _steps(events)] == [s.token.id for s in _steps(plain)]
-    assert all(s.kv_used_bytes == 0 for s in _steps(events))
+    verifies = 0
+    for sampler in (SAMPLED, GREEDY):
+        _, plain, _ = _generate(llama, prompt, 0, sampler, seed=1)
+        session = Session(llama, GenerationSettings(sampler, max_new_tokens=24, seed=1, speculate=4))
+        session.use_kv_cache(False)
+        session.prefill(prompt)
+        events = list(session.run())
+        assert [s.token.id for s in _steps(events)] == [s.token.id for s in _steps(plain)]
+        assert all(s.kv_used_bytes == 0 for s in _steps(events))
+        verifies += len(_verifies(events))
+    assert verifies  # (a sampled draw may reject every first drafted token: then no pass is run for it)
 
 
-@known_gap("a verify pass runs without an attention capture, so with capture_attention the steps it decided "
+@known_gap_fixed("a verify pass runs without an attention capture, so with capture_attention the steps it decided "
            "(bar a first step drawn from the prefill) have none")
 def test_steps_of_a_verify_pass_keep_their_attention(llama):
     session = Session(llama, GenerationSettings(GREEDY, max_new_tokens=8, speculate=4), capture_attention=True)
@@ -202,10 +208,10 @@ def test_any_moves_with_speculation_leave_the_cache_fresh(llama, ops, greedy):
 
 # --- the Verified event ------------------------------------------------------------------------------
 def test_verified_events_match_the_steps_they_decided(model):
-    for prompt in _prompts(model)[1:]:
-        session, events, passes = _generate(model, prompt, 4, SAMPLED, seed=2)
+    verifies = 0  # over the runs: a run whose every draft the known draw rejects has no verify pass
+    for sampler, prompt in [(sampler, prompt) for sampler in (SAMPLED, GREEDY) for prompt in _prompts(model)[1:]]:
+        session, events, passes = _generate(model, prompt, 4, sampler, seed=2)
         context = list(prompt)
-        verifies = 0
         for at, event in enumerate(events):
             if not isinstance(event, Verified):
                 if isinstance(event, StepDone):
@@ -234,7 +240,8 @@ def test_verified_events_match_the_steps_they_decided(model):
             assert set(data) == {"type", "index", "drafted", "ngram", "accepted", "emitted", "positions",
                                  "forward_ms"} and data["type"] == "verify"
             assert data["drafted"] == [{"id": t.id, "text": t.shown_text} for t in v.drafted]
-        assert verifies >= 1 and passes >= verifies
+        assert passes >= sum(isinstance(e, Verified) for e in events)
+    assert verifies >= 1
 
 
 def test_prompt_lookup_drafts_from_the_most_recent_match():

@@ -47,22 +47,60 @@ constexpr int64_t kParallelBytes = 256 << 10;
 // The floats between two heads' scores in chunk_heads' buffer for chunks of `size` positions: whole vectors.
 inline int64_t score_stride(int64_t size) { return (size + kLanes - 1) / kLanes * kLanes; }
 
+// Where a chunk's key (or value) rows are. `four(j, buffer)`: rows j..j+3, hd floats apart; `one(j)`: row j;
+// `prefetch_four(j)`: rows j..j+3 asked for into L2. Rows: hd floats apart, a cache of one sequence.
+struct Rows {
+  const float* base;
+  int64_t hd;
+  const float* four(int64_t j, float*) const { return base + j * hd; }
+  const float* one(int64_t j) const { return base + j * hd; }
+  void prefetch_four(int64_t j) const {
+    const char* at = reinterpret_cast<const char*>(base + j * hd);
+    for (int64_t b = 0; b < 4 * hd * int64_t(sizeof(float)); b += 64) _mm_prefetch(at + b, _MM_HINT_T1);
+  }
+};
+// BlockRows: in blocks of B positions, `block_stride` floats apart, in the order of a block table (a request's
+// cache in the paged pool, session/paged_cache.py); the chunk begins at the request's position `first`. Four
+// rows that straddle two blocks are copied to `buffer` (4 hd floats), so the loops read them as Rows' four.
+struct BlockRows {
+  const float* base;
+  const int64_t* table;
+  int64_t first, B, block_stride, hd;
+  const float* one(int64_t j) const {
+    const int64_t p = first + j;
+    return base + table[p / B] * block_stride + (p % B) * hd;
+  }
+  const float* four(int64_t j, float* buffer) const {
+    if ((first + j) % B + 4 <= B) return one(j);
+    for (int64_t i = 0; i < 4; ++i) std::copy_n(one(j + i), hd, buffer + i * hd);
+    return buffer;
+  }
+  void prefetch_four(int64_t j) const {
+    for (int64_t i = 0; i < 4; ++i) {
+      const char* at = reinterpret_cast<const char*>(one(j + i));
+      for (int64_t b = 0; b < hd * int64_t(sizeof(float)); b += 64) _mm_prefetch(at + b, _MM_HINT_T1);
+    }
+  }
+};
+constexpr int64_t kMostHeadDim = 256;  // the widest head a chunk's four-row buffer holds
+
 // Query heads q[0], q[hd], ..., HG of them (of one KV head), over the same `count` positions: each head's
 // (m, l, acc[hd]) into out + h * out_stride. Each vector of keys and values is loaded once for all HG heads,
 // and the heads' sums are independent chains of fmas (one head's four score sums wait on the fma latency).
 // A head's numbers do not depend on HG: the same operations in the same order. scores: HG * stride floats
-// (stride >= count rounded up to whole vectors).
-template <int HG>
-void chunk_heads(const float* q, const float* k, const float* v, int64_t count, int64_t hd, float scale,
+// (stride >= count rounded up to whole vectors). k, v: where the keys and values are (Rows, BlockRows); the
+// same operations in the same order wherever they are.
+template <int HG, typename At>
+void chunk_heads(const float* q, const At& k, const At& v, int64_t count, int64_t hd, float scale,
                  float* scores, int64_t stride, float* out, int64_t out_stride) {
+  alignas(64) float buffer[4 * kMostHeadDim];  // four rows of keys or values that straddle two blocks
   const int64_t whole = hd / kLanes * kLanes;
   int64_t j = 0;
   for (; j + 4 <= count; j += 4) {  // four keys at a time, one reduction for the four, for each head
-    const float* k0 = k + j * hd;
+    const float* k0 = k.four(j, buffer);
     // The same four positions' values asked for into L2 while their keys are scored: the value pass then reads
     // the chunk from L2, its memory time spent under the score pass's compute (a chunk's K and V: < 200 KB).
-    const char* v0 = reinterpret_cast<const char*>(v + j * hd);
-    for (int64_t b = 0; b < 4 * hd * int64_t(sizeof(float)); b += 64) _mm_prefetch(v0 + b, _MM_HINT_T1);
+    v.prefetch_four(j);
     Vec a[HG][4];
     for (int h = 0; h < HG; ++h) a[h][0] = a[h][1] = a[h][2] = a[h][3] = vzero();
     for (int64_t d = 0; d < whole; d += kLanes) {
@@ -84,7 +122,7 @@ void chunk_heads(const float* q, const float* k, const float* v, int64_t count, 
     }
   }
   for (; j < count; ++j) {
-    for (int h = 0; h < HG; ++h) scores[h * stride + j] = dot_f32(k + j * hd, q + h * hd, hd);
+    for (int h = 0; h < HG; ++h) scores[h * stride + j] = dot_f32(k.one(j), q + h * hd, hd);
   }
   const int64_t padded = score_stride(count);
   for (int h = 0; h < HG; ++h) {
@@ -121,7 +159,7 @@ void chunk_heads(const float* q, const float* k, const float* v, int64_t count, 
         for (int64_t i = 0; i < kVecs; ++i) a[h][i] = vzero();
       }
       for (j = 0; j < groups; j += 4) {
-        const float* v0 = v + j * hd + d0;
+        const float* v0 = v.four(j, buffer) + d0;
         for (int h = 0; h < HG; ++h) {
           const float* sc = scores + h * stride + j;
           const Vec p0 = vset(sc[0]), p1 = vset(sc[1]), p2 = vset(sc[2]), p3 = vset(sc[3]);
@@ -141,7 +179,7 @@ void chunk_heads(const float* q, const float* k, const float* v, int64_t count, 
     j = groups;
   }
   for (; j + 4 <= count; j += 4) {  // four positions per pass over acc (in memory: hd not a whole slice)
-    const float* v0 = v + j * hd;
+    const float* v0 = v.four(j, buffer);
     for (int h = 0; h < HG; ++h) {
       const float* sc = scores + h * stride + j;
       float* acc = out + h * out_stride + 2;
@@ -162,14 +200,16 @@ void chunk_heads(const float* q, const float* k, const float* v, int64_t count, 
     for (int h = 0; h < HG; ++h) {
       float* acc = out + h * out_stride + 2;
       const float p = scores[h * stride + j];
-      for (int64_t d = 0; d < hd; ++d) acc[d] += p * v[j * hd + d];
+      const float* vj = v.one(j);
+      for (int64_t d = 0; d < hd; ++d) acc[d] += p * vj[d];
     }
   }
 }
 
 // Heads [h0, h1) of q over one chunk (the query heads of one KV head): kMostHeads at a time through chunk_heads.
 // Their (m, l, acc) go to partial + (h * chunks + c) * (hd + 2); scores: kMostHeads * stride floats.
-inline void chunk_group(const float* q, int64_t h0, int64_t h1, const float* k, const float* v, int64_t count,
+template <typename At>
+inline void chunk_group(const float* q, int64_t h0, int64_t h1, const At& k, const At& v, int64_t count,
                         int64_t hd, float scale, float* scores, int64_t stride, float* partial, int64_t chunks,
                         int64_t c) {
   const int64_t os = chunks * (hd + 2);
@@ -247,12 +287,89 @@ at::Tensor attend_one(const at::Tensor& q, const at::Tensor& keys, const at::Ten
       const int64_t g = task / chunks, c = task % chunks;
       const int64_t first = c * size, count = std::min(size, n - first);
       if (count <= 0) continue;
-      attention::chunk_group(qp, g * group, (g + 1) * group, kp + g * ks + first * hd, vp + g * vs + first * hd,
-                             count, hd, s, scores.data(), stride, partial.data(), chunks, c);
+      attention::chunk_group(qp, g * group, (g + 1) * group, attention::Rows{kp + g * ks + first * hd, hd},
+                             attention::Rows{vp + g * vs + first * hd, hd}, count, hd, s, scores.data(), stride,
+                             partial.data(), chunks, c);
     }
   });
   at::Tensor out = at::empty({1, H * hd}, q.options());  // not at::zeros: a fill kernel's dispatch, per layer
   attention::merge(partial.data(), H, hd, n, chunks, size, out.data_ptr<float>());
+  return out;
+}
+
+// One decode row of each of D requests, each over its own cache in the paged pool (session/paged_cache.py): row r
+// of qkv (Q positioned, then K, V: q_dim + 2 KV hd floats) writes its K and V at position lengths[r] - 1 of its
+// block table (tables[r], blocks of B positions; the block there must be the request's own, not shared: the
+// caller checks), then attends over its lengths[r] positions. blocks: the layer's pool (blocks, 2, KV, B, hd).
+// Each request is chunked as attend_one chunks n positions, and each chunk reads its rows where the table puts
+// them (BlockRows): the numbers attend_one gives over the same positions copied out of the blocks, without the
+// copy; every request's (KV head, chunk) tasks share one parallel region. Returns (D, q_dim).
+at::Tensor attend_paged(const at::Tensor& qkv, const at::Tensor& blocks, const at::Tensor& tables,
+                        const at::Tensor& lengths, int64_t q_dim, double scale) {
+  TORCH_CHECK(blocks.dim() == 5 && blocks.size(1) == 2 && blocks.is_contiguous() && blocks.scalar_type() == at::kFloat,
+              "blocks: contiguous float32 (blocks, 2, kv_heads, block_tokens, head_dim)");
+  const int64_t n_blocks = blocks.size(0), KV = blocks.size(2), B = blocks.size(3), hd = blocks.size(4);
+  const int64_t kv_dim = KV * hd, block_stride = 2 * KV * B * hd;
+  TORCH_CHECK(qkv.dim() == 2 && qkv.is_contiguous() && qkv.scalar_type() == at::kFloat &&
+              qkv.size(1) == q_dim + 2 * kv_dim && q_dim % kv_dim == 0 && q_dim > 0,
+              "qkv: contiguous float32 (rows, q_dim + 2 kv_heads head_dim), heads a multiple of kv_heads");
+  TORCH_CHECK(hd <= attention::kMostHeadDim, "head_dim: at most ", attention::kMostHeadDim);
+  const int64_t D = qkv.size(0), width = qkv.size(1);
+  TORCH_CHECK(tables.dim() == 2 && tables.size(0) == D && tables.is_contiguous() && tables.scalar_type() == at::kLong &&
+              lengths.dim() == 1 && lengths.size(0) == D && lengths.is_contiguous() &&
+              lengths.scalar_type() == at::kLong, "tables: int64 (rows, blocks per row); lengths: int64 (rows,)");
+  const int64_t H = q_dim / hd, group = H / KV, width_blocks = tables.size(1);
+  float* bp = blocks.data_ptr<float>();
+  const float* qp = qkv.data_ptr<float>();
+  const int64_t* tp = tables.data_ptr<int64_t>();
+  const int64_t* lp = lengths.data_ptr<int64_t>();
+  std::vector<int64_t> task_at(D + 1, 0), partial_at(D + 1, 0), chunks_of(D), size_of(D);
+  int64_t bytes = 0, widest = 0;
+  for (int64_t r = 0; r < D; ++r) {
+    const int64_t n = lp[r];
+    TORCH_CHECK(n >= 1 && (n - 1) / B < width_blocks, "row ", r, ": ", n, " positions outside its block table");
+    for (int64_t b = 0; b <= (n - 1) / B; ++b) {
+      TORCH_CHECK(tp[r * width_blocks + b] >= 0 && tp[r * width_blocks + b] < n_blocks, "row ", r, ": block ",
+                  tp[r * width_blocks + b], " outside the pool of ", n_blocks);
+    }
+    float* at = bp + tp[r * width_blocks + (n - 1) / B] * block_stride + ((n - 1) % B) * hd;
+    for (int64_t g = 0; g < KV; ++g) {  // K then V of the row, head by head, into the newest position
+      std::copy_n(qp + r * width + q_dim + g * hd, hd, at + g * B * hd);
+      std::copy_n(qp + r * width + q_dim + kv_dim + g * hd, hd, at + (KV + g) * B * hd);
+    }
+    const auto [chunks, size] = attention::chunking(n, KV, hd);
+    chunks_of[r] = chunks, size_of[r] = size;
+    task_at[r + 1] = task_at[r] + KV * chunks;
+    partial_at[r + 1] = partial_at[r] + H * chunks * (hd + 2);
+    bytes += 2 * n * kv_dim * int64_t(sizeof(float));
+    widest = std::max(widest, size);
+  }
+  std::vector<float> partial(partial_at[D]);  // per request, per (head, chunk): m, l, acc[hd]
+  const float s = static_cast<float>(scale);
+  const int64_t grain = bytes < attention::kParallelBytes ? task_at[D] : 1;
+  at::parallel_for(0, task_at[D], grain, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> scores;
+    scores.resize(attention::kMostHeads * attention::score_stride(widest));
+    int64_t r = std::upper_bound(task_at.begin(), task_at.end(), begin) - task_at.begin() - 1;
+    for (int64_t task = begin; task < end; ++task) {
+      while (task >= task_at[r + 1]) ++r;
+      const int64_t chunks = chunks_of[r], size = size_of[r], local = task - task_at[r];
+      const int64_t g = local / chunks, c = local % chunks, first = c * size;
+      const int64_t count = std::min(size, lp[r] - first);
+      if (count <= 0) continue;
+      const int64_t* table = tp + r * width_blocks;
+      attention::chunk_group(qp + r * width, g * group, (g + 1) * group,
+                             attention::BlockRows{bp + g * B * hd, table, first, B, block_stride, hd},
+                             attention::BlockRows{bp + (KV + g) * B * hd, table, first, B, block_stride, hd}, count,
+                             hd, s, scores.data(), attention::score_stride(size), partial.data() + partial_at[r],
+                             chunks, c);
+    }
+  });
+  at::Tensor out = at::empty({D, q_dim}, qkv.options());
+  float* op = out.data_ptr<float>();
+  for (int64_t r = 0; r < D; ++r) {
+    attention::merge(partial.data() + partial_at[r], H, hd, lp[r], chunks_of[r], size_of[r], op + r * q_dim);
+  }
   return out;
 }
 

@@ -167,30 +167,67 @@ inline void dot_block_f32(const float* w, const float* x, int64_t K, int64_t xst
 constexpr int64_t kXBlock = kLanes == 16 ? 4 : 2;  // rows of x per pass over a weight row (see dot_block_f32)
 constexpr int64_t kMostRows = 16;                  // the most rows of x a small-M product takes
 
-// One weight row times T rows of x (K apart): products into out[0], out[ostride], ... The row stays in L1
-// while the blocks of x go over it: the weights are read from memory once for all T.
+// One weight row times rows t0..t1-1 of x (K apart): products into out[t0], ..., out[t1 - 1]. Blocks of kXBlock rows
+// of x go over the row, which stays in L1 between them; the first block prefetches the weights ahead when P > 0.
 template <int64_t P>
-inline void dot_many_f32(const float* w, const float* x, int64_t K, int64_t T, float* out, int64_t ostride) {
-  int64_t t = 0;  // the first block prefetches the row ahead, the others find it in L1
-  if (T >= kXBlock) dot_block_f32<kXBlock, P>(w, x, K, K, out, ostride), t = kXBlock;
-  for (; t + kXBlock <= T; t += kXBlock) dot_block_f32<kXBlock, 0>(w, x + t * K, K, K, out + t * ostride, ostride);
-  if (t == 0) dot_block_f32<1, P>(w, x, K, K, out, ostride), t = 1;
-  for (; t < T; ++t) dot_block_f32<1, 0>(w, x + t * K, K, K, out + t * ostride, ostride);
+inline void dot_many_f32(const float* w, const float* x, int64_t K, int64_t t0, int64_t t1, float* out) {
+  int64_t t = t0;
+  for (; t + kXBlock <= t1; t += kXBlock) {
+    if (t == t0) dot_block_f32<kXBlock, P>(w, x + t * K, K, K, out + t, 1);
+    else dot_block_f32<kXBlock, 0>(w, x + t * K, K, K, out + t, 1);
+  }
+  for (; t < t1; ++t) {
+    if (t == t0) dot_block_f32<1, P>(w, x + t * K, K, K, out + t, 1);
+    else dot_block_f32<1, 0>(w, x + t * K, K, K, out + t, 1);
+  }
 }
 
+// Weight rows per tile of gemv_f32_many: about this many bytes of them, which stay in L2 while the blocks of x go
+// over them.
+constexpr int64_t kTileBytes = 96 << 10;
+
 // y = alpha_t * (W x_t) + bias + residual_t for T rows of x (2 <= T <= kMostRows): rows of W split over the
-// threads as the one-row products split them, each read once and applied to every x_t.
+// threads as the one-row products split them. A thread's rows go in tiles (kTileBytes): the first block of x
+// (kXBlock rows) reads a tile from memory, the others find it in L2, and each block of x stays in L1 while it goes
+// over the tile's rows. Row by row over all T rows of x instead, T = 16 rows of K = 576 (37 KB) no longer fit L1
+// and were read from L2 for every weight row.
 at::Tensor gemv_f32_many(const float* wp, int64_t N, int64_t K, const at::Tensor& x, const std::vector<float>& alphas,
                          const float* h, const std::optional<at::Tensor>& bias,
                          const std::optional<at::Tensor>& residual) {
   const int64_t T = x.size(0);
   std::vector<float> x_copy;
   const float* xp = staggered(h, T * K, x_copy);  // each row at the same offset where K * 4 is a multiple of 64
-  return rows(N, x, alphas, bias, residual, [=](int64_t r, auto&& put) {
-    float products[kMostRows];
-    dot_many_f32<kPrefetchBytes>(wp + r * K, xp, K, T, products, 1);
-    for (int64_t t = 0; t < T; ++t) put(t, products[t]);
+  const int64_t tile = std::max<int64_t>(1, kTileBytes / (K * int64_t(sizeof(float))));
+  at::Tensor y = at::empty({T, N}, x.options());
+  const float* bp = bias.has_value() ? bias->data_ptr<float>() : nullptr;
+  const float* rp = residual.has_value() ? residual->data_ptr<float>() : nullptr;
+  float* yp = y.data_ptr<float>();
+  at::parallel_for(0, N, kRowsPerTask, [&](int64_t begin, int64_t end) {
+    std::vector<float> products(tile * kMostRows);  // (rows of the tile, T)
+    for (int64_t r0 = begin; r0 < end; r0 += tile) {
+      const int64_t n = std::min(tile, end - r0);
+      for (int64_t t = 0; t < T; t += kXBlock) {
+        const int64_t t1 = std::min(T, t + kXBlock);
+        for (int64_t i = 0; i < n; ++i) {
+          if (t == 0) dot_many_f32<kPrefetchBytes>(wp + (r0 + i) * K, xp, K, t, t1, products.data() + i * T);
+          else dot_many_f32<0>(wp + (r0 + i) * K, xp, K, t, t1, products.data() + i * T);
+        }
+      }
+      // Row by row, every row of x within (as rows() writes them): the compiler contracts product * alpha + bias
+      // into one fma or not by the loop's shape, and a row of a pass must get the bits it gets alone
+      // (tests/kernels/test_small_m.py).
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t r = r0 + i;
+        for (int64_t t = 0; t < T; ++t) {
+          float v = products[i * T + t] * alphas[t];
+          if (bp) v += bp[r];
+          if (rp) v += rp[t * N + r];
+          yp[t * N + r] = v;
+        }
+      }
+    }
   });
+  return y;
 }
 
 at::Tensor gemv_f32(const at::Tensor& w, const at::Tensor& x, double alpha, const std::optional<at::Tensor>& bias,

@@ -21,7 +21,7 @@
 //   products.h      what every one-row product shares: checks, RMSNorm gain, the row frames
 //   f32.h           float32 products (gemv_f32, set_x_offset)
 //   int8.h          int8 products on float32 activations (gemv_int8, dequantize_int8)
-//   attention.h     one-query attention over the cache (attend_one)
+//   attention.h     one-query attention over the cache (attend_one), over paged caches (attend_paged)
 //   int16.h         the int16 int8 path (gemv_int8_int16, quantize_activations_int16, int16_groups)
 //   int8_integer.h  the integer int8 path, VNNI or AVX2 (gemv_int8_integer, quantize_activations, integer_code)
 //   head.h          the int8 mode's head: the int4 ranking product and the rescoring (gemv_int4,
@@ -68,6 +68,7 @@ TORCH_LIBRARY(tokenstep, m) {
   m.def("set_x_offset(int bytes) -> int", set_x_offset);
   // attention, layers, steps
   m.def("attend_one(Tensor q, Tensor keys, Tensor values, float scale) -> Tensor");
+  m.def("attend_paged(Tensor qkv, Tensor(a!) blocks, Tensor tables, Tensor lengths, int q_dim, float scale) -> Tensor");
   m.def("decode_layer(Tensor x, Tensor[] mats, Tensor?[] scales, Tensor?[] biases, Tensor?[] norms, Tensor kv, "
         "int position, Tensor rope, int heads, float attn_eps, float mlp_eps, int window, int int8_path=0) -> Tensor");
   m.def("decode_layers(Tensor x, Tensor[] mats, Tensor?[] scales, Tensor?[] biases, Tensor?[] norms, Tensor[] kv, "
@@ -92,6 +93,7 @@ TORCH_LIBRARY_IMPL(tokenstep, CPU, m) {
   m.impl("quantize_activations_int16", quantize_activations_int16);
   m.impl("quantize_activations", quantize_activations);
   m.impl("attend_one", attend_one);
+  m.impl("attend_paged", attend_paged);
   m.impl("decode_layer", decode_layer);
   m.impl("decode_layers", decode_layers);
   m.impl("products_region", products_region);

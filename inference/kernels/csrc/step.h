@@ -291,8 +291,8 @@ at::Tensor decode_layers(const at::Tensor& x, at::TensorList mats, const c10::Li
         const int64_t len = std::min(size, count - at);
         const int64_t offset = g * layer.head_stride + (first + at) * hd;
         if (len <= 0) continue;
-        attention::chunk_group(qkv.data(), g * group, (g + 1) * group, layer.keys + offset, layer.values + offset, len,
-                               hd, scale, s.scores.data(), stride, partial.data(), chunks, j);
+        attention::chunk_group(qkv.data(), g * group, (g + 1) * group, attention::Rows{layer.keys + offset, hd},
+                               attention::Rows{layer.values + offset, hd}, len, hd, scale, s.scores.data(), stride, partial.data(), chunks, j);
       }
 #pragma omp barrier
       attention::merge(partial.data(), heads, hd, count, chunks, size, s.attended.data());
