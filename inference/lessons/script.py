@@ -160,13 +160,22 @@ def _setting(key: str, value: Any) -> Any:
     return _real(value, key)
 
 
+def _object_of(data: Any, known, not_object: str, error: type[Exception] = ValueError, where: str = "",
+               unknown_word: str = "key") -> dict:
+    """`data` checked to be an object holding only `known` keys: else `error` with `not_object`, or naming the
+    first unknown key (after `where`)."""
+    if not isinstance(data, dict):
+        raise error(not_object)
+    unknown = [k for k in data if k not in known]
+    if unknown:
+        raise error(f'{where}unknown {unknown_word} "{unknown[0]}" (known: {", ".join(known)})')
+    return data
+
+
 def parse_settings(data: Any) -> tuple[tuple[str, Any], ...]:
     """Settings overrides checked for unknown keys, types and ranges (ValueError names the problem)."""
-    if not isinstance(data, dict):
-        raise ValueError(f"settings must be an object like {{\"temperature\": 0.7}}, got {_show(data)}")
-    unknown = [k for k in data if k not in SETTING_KEYS]
-    if unknown:
-        raise ValueError(f'unknown setting "{unknown[0]}" (known: {", ".join(SETTING_KEYS)})')
+    _object_of(data, SETTING_KEYS, f"settings must be an object like {{\"temperature\": 0.7}}, got {_show(data)}",
+               unknown_word="setting")
     pairs = tuple((k, _setting(k, data[k])) for k in SETTING_KEYS if k in data)
     apply_settings(GenerationSettings(), dict(pairs))  # the ranges: the settings' own rules
     return pairs
@@ -241,11 +250,8 @@ def _action_value(kind: str, value: Any) -> Any:
 def parse_request(index: int, data: Any, where: str = "") -> RequestSpec:
     """One request object (`--requests` file, `serve`, `add_request`) checked; an error names it."""
     where = where or f"request {index}"
-    if not isinstance(data, dict):
-        raise ScriptError(f'{where}: a request is an object like {{"prompt": "Hello"}}')
-    unknown = [k for k in data if k not in REQUEST_KEYS]
-    if unknown:
-        raise ScriptError(f'{where}: unknown key "{unknown[0]}" (known: {", ".join(REQUEST_KEYS)})')
+    _object_of(data, REQUEST_KEYS, f'{where}: a request is an object like {{"prompt": "Hello"}}', ScriptError,
+               f"{where}: ")
     prompt, ids = parse_prompt(data, where)
     if prompt is None and ids is None:
         raise ScriptError(f'{where}: it has no "prompt" (or "prompt_ids")')
@@ -265,11 +271,8 @@ def parse_request(index: int, data: Any, where: str = "") -> RequestSpec:
 
 def parse_serve(data: Any) -> ServeSpec:
     """A `serve` action's value checked (ValueError names the problem)."""
-    if not isinstance(data, dict):
-        raise ValueError(f'serve takes an object like {{"requests": [{{"prompt": "Hello"}}]}}, got {_show(data)}')
-    unknown = [k for k in data if k not in SERVE_KEYS]
-    if unknown:
-        raise ValueError(f'unknown key "{unknown[0]}" (known: {", ".join(SERVE_KEYS)})')
+    _object_of(data, SERVE_KEYS,
+               f'serve takes an object like {{"requests": [{{"prompt": "Hello"}}]}}, got {_show(data)}')
     requests = data.get("requests")
     if not isinstance(requests, list) or not 1 <= len(requests) <= MAX_SERVED:
         raise ValueError(f'"requests" must be a list of 1 to {MAX_SERVED} requests')
@@ -318,11 +321,8 @@ def parse_prompt(data: dict, where: str = "script") -> tuple[str | None, tuple[i
 
 def parse_script(data: Any) -> Script:
     """A checked Script from the decoded JSON, or a ScriptError naming the first problem."""
-    if not isinstance(data, dict):
-        raise ScriptError(f'script: a lesson script is a JSON object with "actions", got {_show(data)}')
-    unknown = [k for k in data if k not in TOP_KEYS]
-    if unknown:
-        raise ScriptError(f'script: unknown key "{unknown[0]}" (known: {", ".join(TOP_KEYS)})')
+    _object_of(data, TOP_KEYS, f'script: a lesson script is a JSON object with "actions", got {_show(data)}',
+               ScriptError, "script: ")
     prompt, ids = parse_prompt(data)
     chat, system, title = data.get("chat", False), data.get("system"), data.get("title", "")
     if not isinstance(chat, bool):

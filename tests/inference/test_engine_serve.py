@@ -57,13 +57,19 @@ def test_serve_sends_every_scheduler_step_and_each_request_equals_the_scheduler_
     assert {e.request for e in events if isinstance(e, Stopped)} == {0, 1, 2}
 
 
-def test_a_pause_ends_a_serve_between_steps_and_the_engine_serves_the_next_command(folder):
+def _serving_a_long_request(folder) -> EngineOverPipes:
+    """An engine with the tiny model, serving one request of 400 tokens, its first steps already reported."""
     engine = EngineOverPipes()
+    engine.ask(p.Load(folder, "cpu", "float32", 1))
+    long = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=400)
+    engine.send(p.Serve((p.ServeRequest("the cat", settings=long),), tag=3))
+    engine.until(lambda r: isinstance(r, p.Served))
+    return engine
+
+
+def test_a_pause_ends_a_serve_between_steps_and_the_engine_serves_the_next_command(folder):
+    engine = _serving_a_long_request(folder)
     try:
-        engine.ask(p.Load(folder, "cpu", "float32", 1))
-        long = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=400)
-        engine.send(p.Serve((p.ServeRequest("the cat", settings=long),), tag=3))
-        engine.until(lambda r: isinstance(r, p.Served))
         engine.send(p.Pause())
         engine.until(lambda r: isinstance(r, p.Finished) and r.command == "Serve")
         steps = [e for e in served(engine.replies) if isinstance(e, StepDone)]
@@ -100,12 +106,8 @@ def test_measure_batch_sends_the_floor_then_a_point_per_size(folder):
 
 
 def test_a_new_prompt_ends_a_serve_and_is_served_next_while_settings_wait_for_it(folder):
-    engine = EngineOverPipes()
+    engine = _serving_a_long_request(folder)
     try:
-        engine.ask(p.Load(folder, "cpu", "float32", 1))
-        long = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=400)
-        engine.send(p.Serve((p.ServeRequest("the cat", settings=long),), tag=3))
-        engine.until(lambda r: isinstance(r, p.Served))
         engine.send(p.Configure(GREEDY))
         engine.send(p.Prefill("the dog", False, "", GREEDY, 4))
         engine.until(lambda r: isinstance(r, p.Finished) and r.command == "Prefill")
