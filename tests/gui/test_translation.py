@@ -80,7 +80,7 @@ def test_every_entry_is_translated_and_keeps_its_placeholders():
         assert text.strip(), f"empty: {context}: {source[:80]}"
         words = re.sub(r"\{\w+\}|<[^>]+>", "", source)
         assert CJK.search(text) or not re.search(r"[A-Za-z]{2,}", words), f"not in Chinese: {context}: {source[:80]}"
-        english_plurals = {"{ngram_s}", "{emitted_s}"}  # the English source's own plural endings
+        english_plurals = {"{ngram_s}", "{emitted_s}", "{chunks_s}", "{blocks_s}"}  # the English source's own plural endings
         assert set(re.findall(r"\{\w+\}", source)) - english_plurals == set(re.findall(r"\{\w+\}", text)), \
             f"placeholders differ: {context}: {source[:80]}"
         assert ("%n" in source) == ("%n" in text), f"%n: {context}: {source[:80]}"
