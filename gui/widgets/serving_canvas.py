@@ -124,7 +124,7 @@ class TimelineCanvas(QWidget):
                 elif phase == IDLE:
                     painter.fillRect(QRectF(rect.left(), rect.center().y() - 1, rect.width(), 2), _colour(c, 160))
             if track.arrive_at_step < s.n_steps:  # its arrival: a tick where its arrival step's pass starts
-                x = self.x_of(s.starts_ms[track.arrive_at_step])
+                x = round(self.x_of(s.starts_ms[track.arrive_at_step]))  # on whole pixels: crisp, never a blend
                 painter.fillRect(QRectF(x - 1, row.top() + 1, 2, h - 2), QColor(c))
         if s.grid_step is not None and 0 <= s.grid_step < s.n_steps:  # the step the block grid shows
             a, b = s.span(s.grid_step)
