@@ -2413,6 +2413,14 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>正在读取提示…（Esc 取消）</translation>
     </message>
     <message>
+        <source>Served %n request(s) together · {tps} tokens/s in all</source>
+        <translation>一起服务了 %n 个请求 · 合计 {tps} Token/秒</translation>
+    </message>
+    <message>
+        <source>%n request(s) served so far: Continue in the Serving dock goes on</source>
+        <translation>已服务 %n 个请求，尚未全部结束：“服务”视图里的“继续”接着运行</translation>
+    </message>
+    <message>
         <source>Prefilled %n token(s) in {ms} ms · {generated} generated</source>
         <translation>已预填充 %n 个 Token，用时 {ms} 毫秒 · 已生成 {generated} 个</translation>
     </message>

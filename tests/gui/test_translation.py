@@ -405,6 +405,8 @@ def test_a_served_run_in_chinese_leaves_no_english_in_the_serving_dock_and_its_d
         assert all(CJK.search(text) for text in words.values()), words
         assert words["state of 0"].startswith("已结束（")  # finished (its stop reason, worded)
         assert "同时服务 2 个请求" in win.views["explain"].browser.toPlainText()
+        # the status line says the serve ended (it kept "Running…" from while it ran)
+        assert win.status.state.text().startswith("一起服务了 2 个请求"), win.status.state.text()
         dialog = win.open_serve_dialog()
         try:
             QApplication.processEvents()
@@ -446,6 +448,7 @@ def test_switching_language_live_rewords_the_serving_dock_and_an_open_serve_dial
         QApplication.processEvents()
         settle(win)
         assert serving_words(win) == english  # and back, word for word
+        assert win.status.state.text().startswith("Served 2 requests together · "), win.status.state.text()
         assert (dialog.windowTitle(), dialog.form_labels["budget"].text(), dialog.chat.text(),
                 dialog.n_blocks.specialValueText()) == english_dialog
     finally:
