@@ -866,7 +866,7 @@ Click a token: its branch becomes current and its step is shown (a branch whose 
     </message>
     <message>
         <source>read in %n chunk(s) of batched passes</source>
-        <translation>分 %n 块在批处理的前向传播中读完</translation>
+        <translation>在 %n 次批处理的前向传播中读完</translation>
     </message>
     <message>
         <source>, {shared} of them taken from shared blocks</source>
@@ -2653,7 +2653,7 @@ re-hashed now: {now} ({ms} ms, in the engine)
     </message>
     <message>
         <source>&lt;b style=&apos;color:{colour}&apos;&gt;Prefill&lt;/b&gt; of request {request}: {n} positions, {ms} ms of batched passes (each shared with the other requests&apos; rows, and counted whole)</source>
-        <translation>请求 {request} 的&lt;b style=&apos;color:{colour}&apos;&gt;预填充&lt;/b&gt;：{n} 个位置，批处理前向传播共 {ms} ms（每次都与其他请求的行共用，按整次计）</translation>
+        <translation>请求 {request} 的&lt;b style=&apos;color:{colour}&apos;&gt;预填充&lt;/b&gt;：{n} 个位置，批处理前向共 {ms} ms（每次都与其他请求共用，按整次计）</translation>
     </message>
     <message>
         <source>&lt;b style=&apos;color:{colour}&apos;&gt;Prefill&lt;/b&gt;: {n} positions in one pass, {ms} ms = &lt;b&gt;{speed} tokens/s&lt;/b&gt;</source>
