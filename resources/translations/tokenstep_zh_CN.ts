@@ -2296,7 +2296,7 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
     </message>
     <message>
         <source>{line} {n} requests: {tps} tokens/s, {speedup}× one; a step {longer}× as long</source>
-        <translation>{line} {n} 个请求：{tps} Token/秒，是单个请求的 {speedup}×；每一步的时间是其 {longer}×</translation>
+        <translation>{line} {n} 个请求：{tps} Token/秒，是单个请求的 {speedup}×；每一步的时间是单个的 {longer}×</translation>
     </message>
     <message>
         <source> · {line} at the floor ({ms} ms a step)</source>
@@ -2304,11 +2304,11 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
     </message>
     <message>
         <source>, </source>
-        <translation>，</translation>
+        <translation>；</translation>
     </message>
     <message>
         <source>{n}: {ms} ms a step</source>
-        <translation>{n} 个：每步 {ms} ms</translation>
+        <translation>{n} 个请求每步 {ms} ms</translation>
     </message>
     <message>
         <source>Measured on this machine: {points}.</source>
@@ -2316,7 +2316,7 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
     </message>
     <message>
         <source> The floor: every step reads the weights once ({bytes} at {speed} GB/s = {ms} ms) whatever the batch, so N requests could at best make N tokens per {ms} ms.</source>
-        <translation> 下限：无论批次多大，每一步都要把权重读一遍（{bytes}，按 {speed} GB/s 计 = {ms} ms），所以 N 个请求最多每 {ms} ms 生成 N 个 Token。</translation>
+        <translation>下限：无论批次多大，每一步都要把权重读一遍（{bytes}，按 {speed} GB/s 计 = {ms} ms），所以 N 个请求最多每 {ms} ms 生成 N 个 Token。</translation>
     </message>
     <message>
         <source>Measure times 1, 2, 4, 8 and 16 requests decoding at once on this machine.</source>

@@ -473,3 +473,35 @@ def test_the_schedulers_waiting_reasons_are_worded_in_chinese(qapp):
         assert waiting_reason("something new") == "something new"  # one it does not know: as the engine said it
     finally:
         language.set_language("en")
+
+
+def test_the_batch_curves_words_in_chinese_while_measuring_and_measured(in_english):
+    """Measure's progress line, its result and its tooltip (the engine's MeasureBatch replies, as the state keeps
+    them) in 简体中文, with their numbers."""
+    from inference.engine import protocol as p
+    from gui.state.serving import Curve
+
+    win = in_english
+    s, view = win.controller.serving, win.views["serving"]
+    kept = s.curve
+    floor = p.BatchFloor(read_bytes=538_000_000, gb_per_s=12.5, ms=43.0)
+    points = (p.BatchPoint(1, 50.0, 20.0), p.BatchPoint(2, 52.0, 38.5), p.BatchPoint(4, 60.0, 66.7))
+    win.set_language("zh_CN")
+    QApplication.processEvents()
+    try:
+        shown = []
+        for curve in (Curve(None, (), (1, 2, 4), True), Curve(floor, points[:1], (1, 2, 4), True),
+                      Curve(floor, points, (1, 2, 4), False)):
+            s.curve = curve
+            view._curve(s)
+            shown.append((view.curve_note.text(), view.curve_note.toolTip()))
+        for text in [shown[0][0], shown[1][0], shown[2][0], shown[2][1]]:
+            assert CJK.search(text) and not english_left(text, ALLOWED), text
+        assert "2 个请求" in shown[1][0] and "1" in shown[1][0]  # the next size, and how many are done
+        assert "4 个请求" in shown[2][0] and "66.7" not in shown[2][0] and "67 Token/秒" in shown[2][0]
+        assert "538.00 MB" in shown[2][1] or "538 MB" in shown[2][1]
+    finally:
+        s.curve = kept
+        view._curve_key = None
+        win.set_language("en")
+        QApplication.processEvents()
