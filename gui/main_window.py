@@ -262,7 +262,7 @@ class MainWindow(QMainWindow):
     def serve(self, requests, block_tokens: int = 16, n_blocks: int = 0, token_budget: int = 48) -> bool:
         """Serve these requests together and bring the Serving dock forward."""
         if not self.controller.serve(tuple(requests), block_tokens, n_blocks, token_budget):
-            self.status.say("Serving needs a loaded model and nothing else running.")
+            self.status.say(translate("MainWindow", "Serving needs a loaded model and nothing else running."))
             return False
         return True
 

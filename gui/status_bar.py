@@ -85,6 +85,12 @@ class StatusBar(QStatusBar):
             self.say(translate("StatusBar", "Running… (Space or Pause to pause, Esc to stop)"))
         elif c.prefilling and c.prefill_event is None:  # not the last run's numbers meanwhile
             self.say(translate("StatusBar", "Reading the prompt… (Esc cancels)"))
+        elif c.prefill_event is None and c.serving.active and not c.busy and not c.loading:  # a serve ended
+            s = c.serving
+            n = len(s.tracks)
+            self.say(translate("StatusBar", "Served %n request(s) together · {tps} tokens/s in all", None, n).format(
+                tps=f"{s.tokens_per_s:,.1f}") if s.done else
+                translate("StatusBar", "%n request(s) served so far: Continue in the Serving dock goes on", None, n))
         elif c.prefill_event is not None and not c.busy and not c.loading:
             p = c.prefill_event
             spec = counters(c.history)

@@ -11,14 +11,19 @@ plus its number), so two requests of one prompt write two different answers.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Callable
 
+from PySide6.QtCore import QEvent
 from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QFormLayout, QHBoxLayout, QHeaderView, QLabel,
                                QLineEdit, QPushButton, QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout,
                                QWidget)
 
+from gui.state.i18n import translate
 from inference.engine.protocol import ServeRequest
 from inference.settings import GenerationSettings
 
+# The requests' defaults are what the model reads (an English chat model): they stay in English, as the Controls'
+# default prompt does.
 SYSTEM = ("You are a friendly teacher. Answer in one or two short sentences, in plain words, without lists, "
           "and stop once the question is answered.")
 PROMPTS = (("What is the capital of France?", 0), ("Why is the sky blue?", 0),
@@ -29,73 +34,104 @@ MAX_REQUESTS = 16
 class ServeDialog(QDialog):
     def __init__(self, parent: QWidget | None = None, settings: GenerationSettings = GenerationSettings()):
         super().__init__(parent)
-        self.setWindowTitle("Serve several requests")
         self.base = settings
         self.table = QTableWidget(0, 2)
-        self.table.setHorizontalHeaderLabels(("prompt", "arrives at step"))
         self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.Stretch)
         self.table.horizontalHeader().setSectionResizeMode(1, QHeaderView.ResizeToContents)
+        self.error = QLabel("")
+        self.error.setObjectName("error")
+        self.error.setWordWrap(True)
+        self._error: Callable[[], str] | None = None  # the error shown, worded again at a language switch
         for prompt, arrives in PROMPTS:
             self.add_row(prompt, arrives)
-        add, remove = QPushButton("Add request"), QPushButton("Remove request")
-        add.clicked.connect(lambda: self.add_row("Tell me a fact about the moon.", self.table.rowCount()))
-        remove.clicked.connect(self.remove_row)
+        self.add_button, self.remove_button = QPushButton(), QPushButton()
+        self.add_button.clicked.connect(lambda: self.add_row("Tell me a fact about the moon.", self.table.rowCount()))
+        self.remove_button.clicked.connect(self.remove_row)
         rows = QHBoxLayout()
-        rows.addWidget(add)
-        rows.addWidget(remove)
+        rows.addWidget(self.add_button)
+        rows.addWidget(self.remove_button)
         rows.addStretch(1)
-        self.chat = QCheckBox("Chat template")
+        self.chat = QCheckBox()
         self.chat.setChecked(True)
-        self.shared = QCheckBox("The same system prompt for every request (its blocks are shared)")
+        self.shared = QCheckBox()
         self.shared.setChecked(True)
         self.system = QLineEdit(SYSTEM)
         self.shared.toggled.connect(self.system.setEnabled)
         self.block_tokens = QSpinBox()
         self.block_tokens.setRange(1, 256)
         self.block_tokens.setValue(16)
-        self.block_tokens.setSuffix(" tokens")
         self.n_blocks = QSpinBox()
         self.n_blocks.setRange(0, 100_000)
         self.n_blocks.setValue(0)
-        self.n_blocks.setSpecialValueText("enough for every request at once")
-        self.n_blocks.setSuffix(" blocks")
-        self.n_blocks.setToolTip("A smaller pool makes a request wait until another finishes and gives its blocks back")
         self.max_new = QSpinBox()
         self.max_new.setRange(1, 4096)
         self.max_new.setValue(min(max(settings.max_new_tokens, 1), 24))
         self.budget = QSpinBox()
         self.budget.setRange(1, 4096)
         self.budget.setValue(48)
-        self.budget.setSuffix(" tokens a step")
-        self.budget.setToolTip("Rows of one forward pass: decode rows first, prompt chunks share the rest")
-        self.error = QLabel("")
-        self.error.setObjectName("error")
-        self.error.setWordWrap(True)
-        buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
-        buttons.button(QDialogButtonBox.Ok).setText("Serve")
-        buttons.accepted.connect(self._accept)
-        buttons.rejected.connect(self.reject)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
+        self.buttons.accepted.connect(self._accept)
+        self.buttons.rejected.connect(self.reject)
         form = QFormLayout()
         form.addRow("", self.chat)
         form.addRow("", self.shared)
-        form.addRow("System prompt", self.system)
-        form.addRow("Block size", self.block_tokens)
-        form.addRow("Pool size", self.n_blocks)
-        form.addRow("Max new tokens", self.max_new)
-        form.addRow("Token budget", self.budget)
+        self.form_labels = {key: QLabel() for key in ("system", "block", "pool", "max_new", "budget")}
+        for key, field in (("system", self.system), ("block", self.block_tokens), ("pool", self.n_blocks),
+                           ("max_new", self.max_new), ("budget", self.budget)):
+            form.addRow(self.form_labels[key], field)
+        self.requests_label = QLabel()
         layout = QVBoxLayout(self)
-        layout.addWidget(QLabel("Requests (each samples with the Controls' settings and seed + its number):"))
+        layout.addWidget(self.requests_label)
         layout.addWidget(self.table, 1)
         layout.addLayout(rows)
         layout.addLayout(form)
         layout.addWidget(self.error)
-        layout.addWidget(buttons)
+        layout.addWidget(self.buttons)
+        self.retranslate()
         self.resize(640, 520)
         self.chosen: tuple[tuple[ServeRequest, ...], int, int, int] | None = None
 
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.LanguageChange:  # an open dialog follows View → Language too
+            self.retranslate()
+
+    def retranslate(self) -> None:
+        self.setWindowTitle(translate("ServeDialog", "Serve several requests"))
+        self.table.setHorizontalHeaderLabels((translate("ServeDialog", "prompt"),
+                                              translate("ServeDialog", "arrives at step")))
+        self.add_button.setText(translate("ServeDialog", "Add request"))
+        self.remove_button.setText(translate("ServeDialog", "Remove request"))
+        self.chat.setText(translate("ServeDialog", "Chat template"))
+        self.shared.setText(translate("ServeDialog", "The same system prompt for every request (its blocks are "
+                                      "shared)"))
+        self.block_tokens.setSuffix(translate("ServeDialog", " tokens"))
+        self.n_blocks.setSpecialValueText(translate("ServeDialog", "enough for every request at once"))
+        self.n_blocks.setSuffix(translate("ServeDialog", " blocks"))
+        self.n_blocks.setToolTip(translate("ServeDialog", "A smaller pool makes a request wait until another finishes "
+                                           "and gives its blocks back"))
+        self.budget.setSuffix(translate("ServeDialog", " tokens a step"))
+        self.budget.setToolTip(translate("ServeDialog", "Rows of one forward pass: decode rows first, prompt chunks "
+                                         "share the rest"))
+        for key, text in (("system", translate("ServeDialog", "System prompt")),
+                          ("block", translate("ServeDialog", "Block size")),
+                          ("pool", translate("ServeDialog", "Pool size")),
+                          ("max_new", translate("ServeDialog", "Max new tokens")),
+                          ("budget", translate("ServeDialog", "Token budget"))):
+            self.form_labels[key].setText(text)
+        self.requests_label.setText(translate("ServeDialog", "Requests (each samples with the Controls' settings and "
+                                              "seed + its number):"))
+        self.buttons.button(QDialogButtonBox.Ok).setText(translate("ServeDialog", "Serve"))
+        self.buttons.button(QDialogButtonBox.Cancel).setText(translate("ServeDialog", "Cancel"))
+        self._show_error(self._error)
+
+    def _show_error(self, error: Callable[[], str] | None) -> None:
+        self._error = error
+        self.error.setText(error() if error is not None else "")
+
     def add_row(self, prompt: str, arrives: int) -> None:
         if self.table.rowCount() >= MAX_REQUESTS:
-            self.error.setText(f"At most {MAX_REQUESTS} requests.")
+            self._show_error(lambda: translate("ServeDialog", "At most {n} requests.").format(n=MAX_REQUESTS))
             return
         row = self.table.rowCount()
         self.table.insertRow(row)
@@ -114,26 +150,35 @@ class ServeDialog(QDialog):
             self._number_rows()
 
     def requests(self) -> tuple[ServeRequest, ...]:
-        """The requests as edited; a ValueError with one line saying what is wrong."""
+        """The requests as edited; a ValueError with one line saying what is wrong (in the app's language)."""
         if self.table.rowCount() == 0:
-            raise ValueError("Add a request: there is nothing to serve.")
+            raise ValueError(translate("ServeDialog", "Add a request: there is nothing to serve."))
         system = self.system.text().strip() if self.shared.isChecked() else ""
         out = []
         for row in range(self.table.rowCount()):
             prompt = (self.table.item(row, 0).text() if self.table.item(row, 0) else "").strip()
             arrives = (self.table.item(row, 1).text() if self.table.item(row, 1) else "0").strip() or "0"
             if not prompt:
-                raise ValueError(f"Request {row}'s prompt is empty.")
+                raise ValueError(translate("ServeDialog", "Request {request}'s prompt is empty.").format(request=row))
             if not arrives.isdigit() or int(arrives) > 100_000:
-                raise ValueError(f"Request {row} arrives at step {arrives!r}: give a whole number of steps, 0 or more.")
+                raise ValueError(translate("ServeDialog", "Request {request} arrives at step {arrives}: give a whole "
+                                           "number of steps, 0 or more.").format(request=row, arrives=repr(arrives)))
             settings = replace(self.base, seed=self.base.seed + row, max_new_tokens=self.max_new.value())
             out.append(ServeRequest(prompt, self.chat.isChecked(), system, settings, int(arrives)))
         return tuple(out)
 
+    def _error_now(self) -> str:
+        """The edited requests' error worded now (the table may have changed since: then none)."""
+        try:
+            self.requests()
+        except ValueError as e:
+            return str(e)
+        return ""
+
     def _accept(self) -> None:
         try:
             self.chosen = (self.requests(), self.block_tokens.value(), self.n_blocks.value(), self.budget.value())
-        except ValueError as e:
-            self.error.setText(str(e))
+        except ValueError:
+            self._show_error(self._error_now)
             return
         self.accept()

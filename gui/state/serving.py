@@ -10,13 +10,36 @@ them: each request's phase at each step, the pass-time axis (the passes' ms laid
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
+from gui.state.i18n import translate
 from inference.engine import protocol as p
 from inference.events import BlocksReport, PrefillDone, RequestDone, ScheduleDone, StepDone, Stopped
 
 # A request's phase at a scheduler step (the timeline's cells)
 ABSENT, WAITING, PREFILL, DECODE, IDLE, FINISHED = "absent", "waiting", "prefill", "decode", "idle", "finished"
+
+# Why a request waits, as the engine's scheduler says it (inference/session/batch.py; the trace keeps these words)
+_WAITING = ((re.compile(r"not arrived yet"), lambda m: translate("Serving", "not arrived yet")),
+            (re.compile(r"arrives at step (\d+)"),
+             lambda m: translate("Serving", "arrives at step {step}").format(step=m[1])),
+            (re.compile(r"behind request (\d+), which waits first"),
+             lambda m: translate("Serving", "behind request {request}, which waits first").format(request=m[1])),
+            (re.compile(r"the batch is full \((\d+) requests running\)"),
+             lambda m: translate("Serving", "the batch is full ({n} requests running)").format(n=m[1])),
+            (re.compile(r"the pool is full: (-?\d+) blocks free and not promised to running requests, (\d+) needed"),
+             lambda m: translate("Serving", "the pool is full: {free} blocks free and not promised to running "
+                                 "requests, {needed} needed").format(free=m[1], needed=m[2])))
+
+
+def waiting_reason(reason: str) -> str:
+    """The scheduler's reason a request waits, in the app's language (one it does not know: as it came)."""
+    for pattern, word in _WAITING:
+        m = pattern.fullmatch(reason)
+        if m:
+            return word(m)
+    return reason
 
 
 @dataclass

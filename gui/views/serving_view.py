@@ -19,29 +19,48 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QPushButton, QSplitter,
                                QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
-from gui.state.format import fmt_bytes
+from gui.state.format import fmt_bytes, stop_reason
+from gui.state.i18n import QT_TRANSLATE_NOOP, translate
 from gui.state.intents import Intents
-from gui.state.serving import DECODE, FINISHED, IDLE, PREFILL, WAITING, Serving, Track
+from gui.state.serving import DECODE, FINISHED, IDLE, PREFILL, WAITING, Serving, Track, waiting_reason
 from gui.theme import Appearance, request_colour
 from gui.views.base import View
 from gui.widgets.plotting import colour, make_plot, set_data, style_plot, titled
 from gui.widgets.serving_canvas import BlockGrid, TimelineCanvas
 from gui.widgets.wrap_label import WrapLabel
 
-INTRO = ("Serve several requests at once (Generation → Serve several requests…): the scheduler's steps, the KV "
-         "cache's blocks and the numbers show here.")
-COLUMNS = ("request", "state", "prompt", "shared", "tokens", "tok/s", "TTFT ms", "TPOT ms", "text")
-STATES = {WAITING: "waiting", PREFILL: "reading prompt", DECODE: "decoding", IDLE: "running",
-          FINISHED: "finished", "absent": "not arrived"}
+def intro() -> str:
+    return translate("Serving", "Serve several requests at once (Generation → Serve several requests…): the "
+                     "scheduler's steps, the KV cache's blocks and the numbers show here.")
+
+
+# The table's columns (its header's tooltips say the abbreviated ones in full)
+COLUMNS = (QT_TRANSLATE_NOOP("Serving", "request"), QT_TRANSLATE_NOOP("Serving", "state"),
+           QT_TRANSLATE_NOOP("Serving", "prompt"), QT_TRANSLATE_NOOP("Serving", "shared"),
+           QT_TRANSLATE_NOOP("Serving", "tokens"), QT_TRANSLATE_NOOP("Serving", "tok/s"),
+           QT_TRANSLATE_NOOP("Serving", "TTFT ms"), QT_TRANSLATE_NOOP("Serving", "TPOT ms"),
+           QT_TRANSLATE_NOOP("Serving", "text"))
+COLUMN_TIPS = (QT_TRANSLATE_NOOP("Serving", "The request's number (its colour in the timeline and the block pool)"),
+               QT_TRANSLATE_NOOP("Serving", "What the request is doing at the newest scheduler step"),
+               QT_TRANSLATE_NOOP("Serving", "Tokens of its prompt"),
+               QT_TRANSLATE_NOOP("Serving", "Prompt tokens taken from blocks another request had already computed"),
+               QT_TRANSLATE_NOOP("Serving", "Tokens generated"),
+               QT_TRANSLATE_NOOP("Serving", "Its tokens per second, from its first pass to its last step"),
+               QT_TRANSLATE_NOOP("Serving", "Time to first token, from its arrival (ms)"),
+               QT_TRANSLATE_NOOP("Serving", "Time per output token after the first (ms)"),
+               QT_TRANSLATE_NOOP("Serving", "What it wrote"))
+STATES = {WAITING: QT_TRANSLATE_NOOP("Serving", "waiting"), PREFILL: QT_TRANSLATE_NOOP("Serving", "reading prompt"),
+          DECODE: QT_TRANSLATE_NOOP("Serving", "decoding"), IDLE: QT_TRANSLATE_NOOP("Serving", "running"),
+          FINISHED: QT_TRANSLATE_NOOP("Serving", "finished"), "absent": QT_TRANSLATE_NOOP("Serving", "not arrived")}
 
 
 def state_of(track: Track) -> str:
     if track.finished:
-        return f"finished ({track.done.reason})"
+        return translate("Serving", "finished ({reason})").format(reason=stop_reason(track.done.reason))
     phase = track.phases[-1] if track.phases else "absent"
     if phase == WAITING and track.waiting_for:  # why: the pool, the batch, or a request before it
-        return f"waiting: {track.waiting_for}"
-    return STATES.get(phase, phase)
+        return translate("Serving", "waiting: {why}").format(why=waiting_reason(track.waiting_for))
+    return translate("Serving", STATES[phase]) if phase in STATES else phase
 
 
 def blend(a: str, b: str, share_a: float) -> str:
@@ -70,15 +89,13 @@ class ServingView(View):
 
     def __init__(self, intents: Intents, appearance: Appearance):
         super().__init__(intents, appearance)
-        self.numbers = WrapLabel(INTRO)
+        self.numbers = WrapLabel(intro())
         self.numbers.setTextFormat(Qt.RichText)
-        self.serve_button = QPushButton("Serve several requests…")
+        self.serve_button = QPushButton()  # its words: retranslate()
         self.serve_button.clicked.connect(self.serve_asked)
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setToolTip("End the serve (or the measurement) after the current scheduler step")
+        self.stop_button = QPushButton()
         self.stop_button.clicked.connect(intents.stop_serving)
-        self.continue_button = QPushButton("Continue")
-        self.continue_button.setToolTip("Go on with the requests not finished yet")
+        self.continue_button = QPushButton()
         self.continue_button.clicked.connect(lambda: intents.serve_more())
 
         self.timeline = TimelineCanvas(appearance)
@@ -92,7 +109,8 @@ class ServingView(View):
             label.setWordWrap(True)
 
         self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels(COLUMNS)
+        for i in range(len(COLUMNS)):
+            self.table.setHorizontalHeaderItem(i, QTableWidgetItem())
         self.table.verticalHeader().setVisible(False)
         self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SingleSelection)
@@ -108,9 +126,7 @@ class ServingView(View):
         self.curve.getPlotItem().setLogMode(x=False, y=True)  # the measured curve's shape beside the floor's line
         self.measured = self.curve.plot([], [], antialias=True)  # x: log2 of the batch size, labelled with it
         self.ceiling = self.curve.plot([], [], antialias=True)
-        self.measure_button = QPushButton("Measure")
-        self.measure_button.setToolTip("Time decode steps of 1, 2, 4, 8 and 16 requests together on this machine "
-                                       "(a few seconds; Stop ends it)")
+        self.measure_button = QPushButton()
         self.measure_button.clicked.connect(lambda: intents.measure_batch())
         self.curve_note = QLabel()
         self.curve_note.setWordWrap(True)
@@ -128,8 +144,8 @@ class ServingView(View):
         tv.addWidget(self.numbers)
         pictures = QSplitter(Qt.Horizontal)
         pictures.setChildrenCollapsible(False)
-        pictures.addWidget(titled("Scheduler steps (x: the passes' time)", self.timeline, self.timeline_legend))
-        pictures.addWidget(titled("KV cache block pool", self.grid, self.grid_legend))
+        pictures.addWidget(titled(QT_TRANSLATE_NOOP("Plots", "Scheduler steps (x: the passes' time)"), self.timeline, self.timeline_legend))
+        pictures.addWidget(titled(QT_TRANSLATE_NOOP("Plots", "KV cache block pool"), self.grid, self.grid_legend))
         pictures.setSizes([560, 300])
         pictures.setStretchFactor(0, 3)
         pictures.setStretchFactor(1, 2)
@@ -137,7 +153,9 @@ class ServingView(View):
         cv = QVBoxLayout(curve_box)
         cv.setContentsMargins(0, 0, 0, 0)
         row = QHBoxLayout()
-        row.addWidget(QLabel("tokens/s vs requests decoding together"))
+        self.curve_title = QLabel()
+        self.curve_title.setObjectName("muted")
+        row.addWidget(self.curve_title)
         row.addStretch(1)
         row.addWidget(self.measure_button)
         cv.addLayout(row)
@@ -163,7 +181,26 @@ class ServingView(View):
         layout.addWidget(self.split, 1)
         self._table_key = None
         self._curve_key = None
+        self.retranslate()
         self.restyle()
+
+    def retranslate(self) -> None:
+        self.serve_button.setText(translate("Serving", "Serve several requests…"))
+        self.stop_button.setText(translate("Serving", "Stop"))
+        self.stop_button.setToolTip(translate("Serving", "End the serve (or the measurement) after the current "
+                                              "scheduler step"))
+        self.continue_button.setText(translate("Serving", "Continue"))
+        self.continue_button.setToolTip(translate("Serving", "Go on with the requests not finished yet"))
+        self.measure_button.setText(translate("Serving", "Measure"))
+        self.measure_button.setToolTip(translate("Serving", "Time decode steps of 1, 2, 4, 8 and 16 requests "
+                                                 "together on this machine (a few seconds; Stop ends it)"))
+        self.curve_title.setText(translate("Serving", "tokens/s vs requests decoding together"))
+        for i, (name, tip) in enumerate(zip(COLUMNS, COLUMN_TIPS)):
+            item = self.table.horizontalHeaderItem(i)
+            item.setText(translate("Serving", name))
+            item.setToolTip(translate("Serving", tip))
+        self._legends()
+        self._table_key = self._curve_key = None
 
     def _select(self, index: int) -> None:
         """A request chosen in the table or the grid: the grid stays at the step it shows."""
@@ -184,19 +221,24 @@ class ServingView(View):
         self.measured.setSymbolBrush(colour(t.final))
         self.measured.setSymbolPen(None)
         self.ceiling.setPen(pg.mkPen(t.warning, width=1.5 * a.scale, style=Qt.DashLine))
-        swatch = "<span style='color:{}'>■</span>"
-        c = request_colour(0)
-        pale = blend(c, t.panel, 0.25)
-        self.timeline_legend.setText(
-            f"<span style='color:{t.muted}'><span style='color:{c}'>■</span> decode · "
-            f"<span style='color:{c}'>▨</span> prompt chunk · <span style='color:{pale}'>■</span> "
-            f"waiting · <span style='color:{c}'>|</span> arrival · click a row: its steps in the other views</span>")
-        self.grid_legend.setText(
-            f"<span style='color:{t.muted}'>{swatch.format(t.grid)} free · {swatch.format(c)} in use "
-            f"(pale: unused) · <b>×n</b> shared by n</span>")
+        self._legends()
         self._table_key = self._curve_key = None
         self.timeline.update()
         self.grid.update()
+
+    def _legends(self) -> None:
+        t = self.appearance.theme
+        swatch = "<span style='color:{}'>■</span>"
+        c = request_colour(0)
+        pale = blend(c, t.panel, 0.25)
+        self.timeline_legend.setText(f"<span style='color:{t.muted}'>" + translate(
+            "Serving", "{decode} decode · {chunk} prompt chunk · {waiting} waiting · {arrival} arrival · click a row: "
+            "its steps in the other views").format(
+            decode=swatch.format(c), chunk=f"<span style='color:{c}'>▨</span>", waiting=swatch.format(pale),
+            arrival=f"<span style='color:{c}'>|</span>") + "</span>")
+        self.grid_legend.setText(f"<span style='color:{t.muted}'>" + translate(
+            "Serving", "{free} free · {used} in use (pale: unused) · <b>×n</b> shared by n").format(
+            free=swatch.format(t.grid), used=swatch.format(c)) + "</span>")
 
     # --- drawing --------------------------------------------------------------------------------------
     def refresh(self) -> None:
@@ -210,25 +252,31 @@ class ServingView(View):
         self._curve(s)
         self.timeline.show_serving(s)  # nothing served (yet, or since a new model): their placeholders
         self.grid.show_serving(s)
-        self.numbers.setText(self.summary(s) if s.active else INTRO)
+        self.numbers.setText(self.summary(s) if s.active else intro())
         self._table(s)
 
     def summary(self, s: Serving) -> str:
         t = self.appearance.theme
-        state = "serving" if s.running else "served" if s.done else "paused (Continue goes on)"
-        at = (f" (the grid shows scheduler step {s.grid_step}: click a row at another step, or on the left of "
-              f"the rows for the newest)" if s.grid_step is not None else "")
-        ctx = s.context_length()
+        n = len(s.tracks)
+        head = translate("Serving", "<b>%n request(s) serving</b>", None, n) if s.running else \
+            translate("Serving", "<b>%n request(s) served</b>", None, n) if s.done else \
+            translate("Serving", "<b>%n request(s) paused (Continue goes on)</b>", None, n)
+        at = translate("Serving", " (the grid shows scheduler step {step}: click a row at another step, or on the "
+                       "left of the rows for the newest)").format(step=s.grid_step) if s.grid_step is not None else ""
         block_bytes = s.started.block_bytes
-        unused = s.fragmentation()
-        return (f"<b>{len(s.tracks)} requests {state}</b>: scheduler step {max(s.n_steps - 1, 0)}, "
-                f"{s.total_ms:,.0f} ms of forward passes · <b>{s.tokens_per_s:,.1f} tokens/s</b> in all "
-                f"({s.n_generated} tokens)<br>"
-                f"Blocks: <b>{s.blocks_used} of {s.n_blocks}</b> in use ({s.blocks_shared} shared; "
-                f"{fmt_bytes(s.blocks_used * block_bytes)} of {fmt_bytes(s.n_blocks * block_bytes)}; "
-                f"{s.block_tokens} tokens a block, {unused} positions unused in last blocks) · "
-                f"largest batch at {ctx} tokens of context: <b>{s.largest_batch()} requests</b>{at}"
-                + (f"<br><span style='color:{t.muted}'>request {s.selected} is shown in the other views</span>"
+        return (head + translate("Serving", ": scheduler step {step}, {ms} ms of forward passes · <b>{tps} tokens/s"
+                                 "</b> in all ({tokens} tokens)").format(
+                    step=max(s.n_steps - 1, 0), ms=f"{s.total_ms:,.0f}", tps=f"{s.tokens_per_s:,.1f}",
+                    tokens=s.n_generated) + "<br>"
+                + translate("Serving", "Blocks: <b>{used} of {pool}</b> in use ({shared} shared; {used_bytes} of "
+                            "{pool_bytes}; {block} tokens a block, {unused} positions unused in last blocks) · "
+                            "largest batch at {context} tokens of context: <b>{largest} requests</b>{at}").format(
+                    used=s.blocks_used, pool=s.n_blocks, shared=s.blocks_shared,
+                    used_bytes=fmt_bytes(s.blocks_used * block_bytes), pool_bytes=fmt_bytes(s.n_blocks * block_bytes),
+                    block=s.block_tokens, unused=s.fragmentation(), context=s.context_length(),
+                    largest=s.largest_batch(), at=at)
+                + (f"<br><span style='color:{t.muted}'>" + translate(
+                    "Serving", "request {request} is shown in the other views").format(request=s.selected) + "</span>"
                    if s.selected is not None else ""))
 
     def _table(self, s: Serving) -> None:
@@ -277,22 +325,33 @@ class ServingView(View):
         if curve.measuring:
             done = len(curve.points)
             nxt = curve.sizes[done] if done < len(curve.sizes) else None
-            note = (f"Measuring {nxt} request{'s' if nxt != 1 else ''} decoding together… ({done} of "
-                    f"{len(curve.sizes)} sizes done)" if nxt is not None else "Measuring…")
+            sizes = len(curve.sizes)
+            note = translate("Serving", "Measuring %n request(s) decoding together… ({done} of {sizes} sizes done)",
+                             None, nxt).format(done=done, sizes=sizes) if nxt is not None else \
+                translate("Serving", "Measuring…")
             if curve.floor is None:
-                note = "Measuring this machine's memory speed for the weights-read floor…"
+                note = translate("Serving", "Measuring this machine's memory speed for the weights-read floor…")
         elif curve.points:
             one, last = curve.points[0], curve.points[-1]
             floor = curve.floor
-            note = (f"<span style='color:{t.final}'>━</span> {last.requests} requests: {last.tokens_per_s:,.0f} "
-                    f"tokens/s, {last.tokens_per_s / one.tokens_per_s:.1f}× one; a step {last.step_ms / one.step_ms:.1f}× "
-                    f"as long" + (f" · <span style='color:{t.warning}'>╌</span> at the floor ({floor.ms:.0f} ms a step)"
-                                  if floor is not None else ""))
-            self.curve_note.setToolTip(
-                f"Measured on this machine: {', '.join(f'{pt.requests}: {pt.step_ms:.0f} ms a step' for pt in curve.points)}."
-                + (f" The floor: every step reads the weights once ({fmt_bytes(floor.read_bytes)} at "
-                   f"{floor.gb_per_s:.1f} GB/s = {floor.ms:.1f} ms) whatever the batch, so N requests could at best "
-                   f"make N tokens per {floor.ms:.1f} ms." if floor is not None else ""))
+            note = translate("Serving", "{line} {n} requests: {tps} tokens/s, {speedup}× one; a step {longer}× as "
+                             "long").format(line=f"<span style='color:{t.final}'>━</span>", n=last.requests,
+                                            tps=f"{last.tokens_per_s:,.0f}",
+                                            speedup=f"{last.tokens_per_s / one.tokens_per_s:.1f}",
+                                            longer=f"{last.step_ms / one.step_ms:.1f}")
+            if floor is not None:
+                note += translate("Serving", " · {line} at the floor ({ms} ms a step)").format(
+                    line=f"<span style='color:{t.warning}'>╌</span>", ms=f"{floor.ms:.0f}")
+            points = translate("Serving", ", ").join(
+                translate("Serving", "{n}: {ms} ms a step").format(n=pt.requests, ms=f"{pt.step_ms:.0f}")
+                for pt in curve.points)
+            tip = translate("Serving", "Measured on this machine: {points}.").format(points=points)
+            if floor is not None:
+                tip += translate("Serving", " The floor: every step reads the weights once ({bytes} at {speed} GB/s = "
+                                 "{ms} ms) whatever the batch, so N requests could at best make N tokens per {ms} "
+                                 "ms.").format(bytes=fmt_bytes(floor.read_bytes), speed=f"{floor.gb_per_s:.1f}",
+                                               ms=f"{floor.ms:.1f}")
+            self.curve_note.setToolTip(tip)
         else:
-            note = "Measure times 1, 2, 4, 8 and 16 requests decoding at once on this machine."
+            note = translate("Serving", "Measure times 1, 2, 4, 8 and 16 requests decoding at once on this machine.")
         self.curve_note.setText(note)

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFontMetricsF, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from gui.state.serving import DECODE, IDLE, PREFILL, WAITING, Serving
+from gui.state.i18n import translate
+from gui.state.serving import DECODE, IDLE, PREFILL, WAITING, Serving, waiting_reason
 from gui.theme import Appearance, request_colour
 from gui.widgets.canvas import begin_paint
 
@@ -88,8 +89,9 @@ class TimelineCanvas(QWidget):
     # --- painting -------------------------------------------------------------------------------------
     def paintEvent(self, event) -> None:
         s = self.serving
-        painter = begin_paint(self, self.appearance, "Serve several requests (Generation menu) to see the "
-                              "scheduler's steps here.", s is None or not s.tracks)
+        painter = begin_paint(self, self.appearance, translate(
+            "Serving", "Serve several requests (Generation menu) to see the scheduler's steps here."),
+            s is None or not s.tracks)
         if painter is None:
             return
         t = self.appearance.theme
@@ -122,7 +124,7 @@ class TimelineCanvas(QWidget):
                 elif phase == IDLE:
                     painter.fillRect(QRectF(rect.left(), rect.center().y() - 1, rect.width(), 2), _colour(c, 160))
             if track.arrive_at_step < s.n_steps:  # its arrival: a tick where its arrival step's pass starts
-                x = self.x_of(s.starts_ms[track.arrive_at_step])
+                x = round(self.x_of(s.starts_ms[track.arrive_at_step]))  # on whole pixels: crisp, never a blend
                 painter.fillRect(QRectF(x - 1, row.top() + 1, 2, h - 2), QColor(c))
         if s.grid_step is not None and 0 <= s.grid_step < s.n_steps:  # the step the block grid shows
             a, b = s.span(s.grid_step)
@@ -160,13 +162,26 @@ class TimelineCanvas(QWidget):
             return
         track, schedule = s.tracks[row], s.schedules[step]
         phase = track.phases[step]
-        what = {PREFILL: f"read {track.chunks[step]} prompt tokens", DECODE: "decoded one token",
-                WAITING: f"waiting: {track.waiting_for}" if track.waiting_for else "waiting",
-                IDLE: "running, no row in this pass"}.get(phase, phase)
+        chunk = track.chunks[step]
+        if phase == PREFILL:
+            what = translate("Serving", "read %n prompt token(s)", None, chunk)
+        elif phase == WAITING:
+            what = translate("Serving", "waiting: {why}").format(why=waiting_reason(track.waiting_for)) \
+                if track.waiting_for else translate("Serving", "waiting")
+        else:
+            what = {DECODE: translate("Serving", "decoded one token"),
+                    IDLE: translate("Serving", "running, no row in this pass")}.get(phase, phase)
         QToolTip.showText(event.globalPosition().toPoint(),
-                          f"request {row}, scheduler step {schedule.step}: {what}\n"
-                          f"the pass: {schedule.tokens_in_pass} rows of {len(schedule.requests)} requests, "
-                          f"{schedule.forward_ms:.1f} ms", self)
+                          translate("Serving", "request {request}, scheduler step {step}: {what}").format(
+                              request=row, step=schedule.step, what=what) + "\n"
+                          + translate("Serving", "the pass: {rows} rows of {n} requests, {ms} ms").format(
+                              rows=schedule.tokens_in_pass, n=len(schedule.requests), ms=f"{schedule.forward_ms:.1f}"),
+                          self)
+
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.LanguageChange:
+            self.update()  # its placeholder's words
 
 
 def _nice_step(raw: float) -> float:
@@ -223,8 +238,8 @@ class BlockGrid(QWidget):
         return block if 0 <= col < cols and 0 <= block < len(self.cells) else None
 
     def paintEvent(self, event) -> None:
-        painter = begin_paint(self, self.appearance, "The KV cache's block pool shows here while requests are "
-                              "served.", not self.cells)
+        painter = begin_paint(self, self.appearance, translate(
+            "Serving", "The KV cache's block pool shows here while requests are served."), not self.cells)
         if painter is None:
             return
         t = self.appearance.theme
@@ -264,10 +279,20 @@ class BlockGrid(QWidget):
         cell = self.cells[block]
         b = self.serving.block_tokens
         if cell.free:
-            text = f"block {block}: free"
+            text = translate("Serving", "block {block}: free").format(block=block)
         else:
             who = ", ".join(map(str, cell.owners))
-            text = (f"block {block}: request{'s' if cell.refcount > 1 else ''} {who}"
-                    + (f" (shared, {cell.refcount} references)" if cell.refcount > 1 else "")
-                    + f"\n{cell.filled} of {b} positions in use" + (f", {b - cell.filled} unused" if cell.filled < b else ""))
+            if cell.refcount > 1:
+                text = translate("Serving", "block {block}: requests {who} (shared, {n} references)").format(
+                    block=block, who=who, n=cell.refcount)
+            else:
+                text = translate("Serving", "block {block}: request {who}").format(block=block, who=who)
+            text += "\n" + translate("Serving", "{filled} of {size} positions in use").format(filled=cell.filled, size=b)
+            if cell.filled < b:
+                text += translate("Serving", ", {n} unused").format(n=b - cell.filled)
         QToolTip.showText(event.globalPosition().toPoint(), text, self)
+
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.LanguageChange:
+            self.update()

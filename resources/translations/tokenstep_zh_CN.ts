@@ -144,6 +144,14 @@
         <translation>逐步运行由 llama.cpp、vLLM 或 SGLang 提供服务的模型</translation>
     </message>
     <message>
+        <source>Serve several requests…</source>
+        <translation>同时服务多个请求…</translation>
+    </message>
+    <message>
+        <source>Run several requests at once: continuous batching over a paged KV cache (the Serving view)</source>
+        <translation>同时运行多个请求：在分页 KV 缓存上做连续批处理（见“服务”视图）</translation>
+    </message>
+    <message>
         <source>Export trace…</source>
         <translation>导出事件记录…</translation>
     </message>
@@ -856,6 +864,22 @@ Click a token: its branch becomes current and its step is shown (a branch whose 
         <source>click: show this step (then a candidate click forks here)</source>
         <translation>点击：显示这一步（之后点击候选即从这里分叉）</translation>
     </message>
+    <message>
+        <source>read in %n chunk(s) of batched passes</source>
+        <translation>在 %n 次批处理的前向传播中读完</translation>
+    </message>
+    <message>
+        <source>, {shared} of them taken from shared blocks</source>
+        <translation>，其中 {shared} 个取自共享块</translation>
+    </message>
+    <message>
+        <source>; showing step {index}, the later tokens greyed</source>
+        <translation>；显示第 {index} 步，之后的 Token 变灰</translation>
+    </message>
+    <message>
+        <source>Request {request} of {n} served together: {prompt} prompt tokens ({how}) + {generated} generated{at}. Its own steps, as it would have drawn them alone; Prefill starts a generation of your own.</source>
+        <translation>一起服务的 {n} 个请求中的请求 {request}：{prompt} 个提示 Token（{how}）+ 生成 {generated} 个{at}。这是它自己的每一步，与它单独运行时抽到的相同；点“预填充”开始你自己的一次生成。</translation>
+    </message>
 </context>
 <context>
     <name>Controls</name>
@@ -1082,6 +1106,11 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <source>Compare</source>
         <translation>对比</translation>
     </message>
+    <message>
+        <source>Serving</source>
+        <comment>the dock of many requests served at once</comment>
+        <translation>服务</translation>
+    </message>
 </context>
 <context>
     <name>Engine</name>
@@ -1247,6 +1276,18 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
     <message>
         <source>&lt;p&gt;&lt;b&gt;The server&apos;s cache.&lt;/b&gt; This step sent the server the whole context of {old} tokens; it did not say how many it took from its prefix cache (vLLM says so with --enable-prompt-tokens-details).&lt;/p&gt;</source>
         <translation>&lt;p&gt;&lt;b&gt;服务器的缓存。&lt;/b&gt;这一步把全部 {old} 个 Token 的上下文发给了服务器；它没有说明其中多少来自前缀缓存（vLLM 加上 --enable-prompt-tokens-details 才会报告）。&lt;/p&gt;</translation>
+    </message>
+    <message>
+        <source>&lt;h3&gt;{n_requests} requests served at once&lt;/h3&gt;&lt;p&gt;The scheduler ran {steps} steps. Each step is &lt;b&gt;ONE forward pass&lt;/b&gt; over a row per running request (its newest token) and pieces of prompts still being read (chunked prefill, at most {budget} rows a step): {tokens} tokens in {ms} ms of passes, &lt;b&gt;{tps} tokens/s&lt;/b&gt; in all. The weights ({weights}) are read once per pass for every row in it, which is why a batch&apos;s tokens/s grows with its size while a step&apos;s time barely moves (Measure draws it for this machine).&lt;/p&gt;&lt;p&gt;The KV cache is a &lt;b&gt;pool of blocks&lt;/b&gt; of {block} tokens: each request has a block table, takes a block when it needs one and gives them all back when it finishes. Now {used} of {pool} blocks are in use, {shared} of them &lt;b&gt;shared&lt;/b&gt;: requests whose prompts begin alike (the same system prompt) use the same full blocks instead of computing them again. Each request&apos;s last block is only partly used ({unused} positions unused in all): that internal fragmentation is at most one block per request. At {context} tokens of context the pool holds &lt;b&gt;{largest} requests&lt;/b&gt; at once.&lt;/p&gt;&lt;p&gt;Click a request (its row, a block, or its line) to see its own steps in Candidates, Context and the KV cache: they are exactly what it would have drawn alone.&lt;/p&gt;</source>
+        <translation>&lt;h3&gt;同时服务 {n_requests} 个请求&lt;/h3&gt;&lt;p&gt;调度器运行了 {steps} 个调度步。每一步是&lt;b&gt;一次前向传播&lt;/b&gt;：每个正在运行的请求占一行（它最新的 Token），还有尚未读完的提示的片段（分块预填充，每步最多 {budget} 行）：{ms} 毫秒的前向传播生成了 {tokens} 个 Token，合计 &lt;b&gt;每秒 {tps} 个 Token&lt;/b&gt;。每次前向传播只把权重（{weights}）读一遍，供其中所有行共用；所以批次越大，每秒生成的 Token 越多，而每一步的时间几乎不变（点击“测量”可画出本机的曲线）。&lt;/p&gt;&lt;p&gt;KV 缓存是一个&lt;b&gt;块池&lt;/b&gt;，每块 {block} 个 Token：每个请求有一张块表，需要时取一块，结束时全部归还。现在 {pool} 块中有 {used} 块在用，其中 {shared} 块是&lt;b&gt;共享&lt;/b&gt;的：提示开头相同（同一个系统提示）的请求共用相同的完整块，而不必再算一遍。每个请求的最后一块只用了一部分（总共 {unused} 个位置空着）：这种内部碎片每个请求最多一块。在 {context} 个 Token 的上下文长度下，这个块池最多同时容纳 &lt;b&gt;{largest} 个请求&lt;/b&gt;。&lt;/p&gt;&lt;p&gt;点击一个请求（它的行、某个块或表格里的一行），就能在“候选”“上下文”和“KV 缓存”视图里看到它自己的每一步：与它单独运行时抽到的完全相同。&lt;/p&gt;</translation>
+    </message>
+    <message>
+        <source>&lt;p&gt;&lt;b&gt;Request {request} of {n_requests} served together.&lt;/b&gt; It arrived at scheduler step {arrived}; {shared_part}its prompt of {prompt} tokens was read in {chunks} pass{chunks_s}, and each of its steps was one row of a pass shared with the other running requests. Its time to first token was {ttft} ms, then {tpot} ms per token. Its cache: {blocks} block{blocks_s} of {block} tokens now.&lt;/p&gt;</source>
+        <translation>&lt;p&gt;&lt;b&gt;这是一起服务的 {n_requests} 个请求中的请求 {request}。&lt;/b&gt;它在调度步 {arrived} 到达；{shared_part}它 {prompt} 个 Token 的提示在 {chunks} 次前向传播中读完，之后它的每一步都是与其他运行中请求共用的一次前向传播中的一行。首个 Token 用时 {ttft} 毫秒，之后每个 Token {tpot} 毫秒。它的缓存：现在占 {blocks} 块，每块 {block} 个 Token。&lt;/p&gt;</translation>
+    </message>
+    <message>
+        <source>{shared} prompt tokens came from blocks another request had already computed (shared, not read again); </source>
+        <translation>其中 {shared} 个提示 Token 来自另一个请求已经算好的块（共享，不再重读）；</translation>
     </message>
     <message>
         <source>on the server</source>
@@ -1770,6 +1811,10 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>停止录制</translation>
     </message>
     <message>
+        <source>Serving needs a loaded model and nothing else running.</source>
+        <translation>服务多个请求需要先加载模型，且没有别的任务在运行。</translation>
+    </message>
+    <message>
         <source>Recorded %n frame(s) ({seconds} s) to {path}</source>
         <translation>已录制 %n 帧（{seconds} 秒）到 {path}</translation>
     </message>
@@ -1927,6 +1972,404 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <source>The draw: kept tokens end to end (CDF)</source>
         <translation>抽取：保留的 Token 首尾相接（累积分布）</translation>
     </message>
+    <message>
+        <source>Scheduler steps (x: the passes&apos; time)</source>
+        <translation>调度步（横轴：前向传播的累计时间）</translation>
+    </message>
+    <message>
+        <source>KV cache block pool</source>
+        <translation>KV 缓存块池</translation>
+    </message>
+</context>
+<context>
+    <name>ServeDialog</name>
+    <message>
+        <source>Serve several requests</source>
+        <translation>同时服务多个请求</translation>
+    </message>
+    <message>
+        <source>prompt</source>
+        <translation>提示</translation>
+    </message>
+    <message>
+        <source>arrives at step</source>
+        <translation>到达的调度步</translation>
+    </message>
+    <message>
+        <source>Add request</source>
+        <translation>添加请求</translation>
+    </message>
+    <message>
+        <source>Remove request</source>
+        <translation>移除请求</translation>
+    </message>
+    <message>
+        <source>Chat template</source>
+        <translation>对话模板</translation>
+    </message>
+    <message>
+        <source>The same system prompt for every request (its blocks are shared)</source>
+        <translation>所有请求使用同一个系统提示（它的块被共享）</translation>
+    </message>
+    <message>
+        <source> tokens</source>
+        <translation> 个 Token</translation>
+    </message>
+    <message>
+        <source>enough for every request at once</source>
+        <translation>足够所有请求同时运行</translation>
+    </message>
+    <message>
+        <source> blocks</source>
+        <translation> 块</translation>
+    </message>
+    <message>
+        <source>A smaller pool makes a request wait until another finishes and gives its blocks back</source>
+        <translation>块池更小时，请求要等另一个请求结束、归还它的块后才能运行</translation>
+    </message>
+    <message>
+        <source> tokens a step</source>
+        <translation> 个 Token / 调度步</translation>
+    </message>
+    <message>
+        <source>Rows of one forward pass: decode rows first, prompt chunks share the rest</source>
+        <translation>一次前向传播的行数：先排解码行，提示片段分用剩下的</translation>
+    </message>
+    <message>
+        <source>System prompt</source>
+        <translation>系统提示</translation>
+    </message>
+    <message>
+        <source>Block size</source>
+        <translation>块大小</translation>
+    </message>
+    <message>
+        <source>Pool size</source>
+        <translation>块池大小</translation>
+    </message>
+    <message>
+        <source>Max new tokens</source>
+        <translation>最多新 Token 数</translation>
+    </message>
+    <message>
+        <source>Token budget</source>
+        <translation>Token 预算</translation>
+    </message>
+    <message>
+        <source>Requests (each samples with the Controls&apos; settings and seed + its number):</source>
+        <translation>请求（每个请求都用“控制”面板的设置采样，种子为该种子加上请求编号）：</translation>
+    </message>
+    <message>
+        <source>Serve</source>
+        <translation>开始服务</translation>
+    </message>
+    <message>
+        <source>Cancel</source>
+        <translation>取消</translation>
+    </message>
+    <message>
+        <source>At most {n} requests.</source>
+        <translation>最多 {n} 个请求。</translation>
+    </message>
+    <message>
+        <source>Add a request: there is nothing to serve.</source>
+        <translation>请添加一个请求：现在没有可服务的请求。</translation>
+    </message>
+    <message>
+        <source>Request {request}&apos;s prompt is empty.</source>
+        <translation>请求 {request} 的提示是空的。</translation>
+    </message>
+    <message>
+        <source>Request {request} arrives at step {arrives}: give a whole number of steps, 0 or more.</source>
+        <translation>请求 {request} 在调度步 {arrives} 到达：请填写一个 0 或更大的整数。</translation>
+    </message>
+</context>
+<context>
+    <name>Serving</name>
+    <message>
+        <source>not arrived yet</source>
+        <translation>尚未到达</translation>
+    </message>
+    <message>
+        <source>arrives at step {step}</source>
+        <translation>在调度步 {step} 到达</translation>
+    </message>
+    <message>
+        <source>behind request {request}, which waits first</source>
+        <translation>排在请求 {request} 之后，它先在等待</translation>
+    </message>
+    <message>
+        <source>the batch is full ({n} requests running)</source>
+        <translation>批次已满（{n} 个请求在运行）</translation>
+    </message>
+    <message>
+        <source>the pool is full: {free} blocks free and not promised to running requests, {needed} needed</source>
+        <translation>块池已满：空闲且未预留给运行中请求的块有 {free} 个，需要 {needed} 个</translation>
+    </message>
+    <message>
+        <source>Serve several requests at once (Generation → Serve several requests…): the scheduler&apos;s steps, the KV cache&apos;s blocks and the numbers show here.</source>
+        <translation>同时服务多个请求（生成 → 同时服务多个请求…）：调度器的每一步、KV 缓存的块和各项数字会显示在这里。</translation>
+    </message>
+    <message>
+        <source>request</source>
+        <translation>请求</translation>
+    </message>
+    <message>
+        <source>state</source>
+        <translation>状态</translation>
+    </message>
+    <message>
+        <source>prompt</source>
+        <translation>提示</translation>
+    </message>
+    <message>
+        <source>shared</source>
+        <translation>共享</translation>
+    </message>
+    <message>
+        <source>tokens</source>
+        <translation>Token 数</translation>
+    </message>
+    <message>
+        <source>tok/s</source>
+        <translation>Token/秒</translation>
+    </message>
+    <message>
+        <source>TTFT ms</source>
+        <translation>首 Token ms</translation>
+    </message>
+    <message>
+        <source>TPOT ms</source>
+        <translation>每 Token ms</translation>
+    </message>
+    <message>
+        <source>text</source>
+        <translation>文本</translation>
+    </message>
+    <message>
+        <source>The request&apos;s number (its colour in the timeline and the block pool)</source>
+        <translation>请求编号（它在时间线和块池里的颜色）</translation>
+    </message>
+    <message>
+        <source>What the request is doing at the newest scheduler step</source>
+        <translation>请求在最新调度步中的状态</translation>
+    </message>
+    <message>
+        <source>Tokens of its prompt</source>
+        <translation>提示的 Token 数</translation>
+    </message>
+    <message>
+        <source>Prompt tokens taken from blocks another request had already computed</source>
+        <translation>取自另一个请求已算好的块的提示 Token 数</translation>
+    </message>
+    <message>
+        <source>Tokens generated</source>
+        <translation>已生成的 Token 数</translation>
+    </message>
+    <message>
+        <source>Its tokens per second, from its first pass to its last step</source>
+        <translation>它每秒生成的 Token 数（从它的第一次前向传播到最后一步）</translation>
+    </message>
+    <message>
+        <source>Time to first token, from its arrival (ms)</source>
+        <translation>首个 Token 用时，从它到达时算起（毫秒）</translation>
+    </message>
+    <message>
+        <source>Time per output token after the first (ms)</source>
+        <translation>首个之后每个输出 Token 的用时（毫秒）</translation>
+    </message>
+    <message>
+        <source>What it wrote</source>
+        <translation>它写出的文本</translation>
+    </message>
+    <message>
+        <source>waiting</source>
+        <translation>等待中</translation>
+    </message>
+    <message>
+        <source>reading prompt</source>
+        <translation>读取提示</translation>
+    </message>
+    <message>
+        <source>decoding</source>
+        <translation>解码中</translation>
+    </message>
+    <message>
+        <source>running</source>
+        <translation>运行中</translation>
+    </message>
+    <message>
+        <source>finished</source>
+        <translation>已结束</translation>
+    </message>
+    <message>
+        <source>not arrived</source>
+        <translation>未到达</translation>
+    </message>
+    <message>
+        <source>finished ({reason})</source>
+        <translation>已结束（{reason}）</translation>
+    </message>
+    <message>
+        <source>waiting: {why}</source>
+        <translation>等待：{why}</translation>
+    </message>
+    <message>
+        <source>Serve several requests…</source>
+        <translation>同时服务多个请求…</translation>
+    </message>
+    <message>
+        <source>Stop</source>
+        <translation>停止</translation>
+    </message>
+    <message>
+        <source>End the serve (or the measurement) after the current scheduler step</source>
+        <translation>在当前调度步之后结束服务（或测量）</translation>
+    </message>
+    <message>
+        <source>Continue</source>
+        <translation>继续</translation>
+    </message>
+    <message>
+        <source>Go on with the requests not finished yet</source>
+        <translation>继续运行尚未结束的请求</translation>
+    </message>
+    <message>
+        <source>Measure</source>
+        <translation>测量</translation>
+    </message>
+    <message>
+        <source>Time decode steps of 1, 2, 4, 8 and 16 requests together on this machine (a few seconds; Stop ends it)</source>
+        <translation>在本机上测量 1、2、4、8 和 16 个请求一起解码时每一步的用时（几秒钟；“停止”可结束）</translation>
+    </message>
+    <message>
+        <source>tokens/s vs requests decoding together</source>
+        <translation>Token/秒 与一起解码的请求数</translation>
+    </message>
+    <message>
+        <source>{decode} decode · {chunk} prompt chunk · {waiting} waiting · {arrival} arrival · click a row: its steps in the other views</source>
+        <translation>{decode} 解码 · {chunk} 提示片段 · {waiting} 等待 · {arrival} 到达 · 点击一行：在其他视图里看它的每一步</translation>
+    </message>
+    <message>
+        <source>{free} free · {used} in use (pale: unused) · &lt;b&gt;×n&lt;/b&gt; shared by n</source>
+        <translation>{free} 空闲 · {used} 在用（浅色：未用） · &lt;b&gt;×n&lt;/b&gt; n 个请求共享</translation>
+    </message>
+    <message>
+        <source>&lt;b&gt;%n request(s) serving&lt;/b&gt;</source>
+        <translation>&lt;b&gt;正在服务 %n 个请求&lt;/b&gt;</translation>
+    </message>
+    <message>
+        <source>&lt;b&gt;%n request(s) served&lt;/b&gt;</source>
+        <translation>&lt;b&gt;已服务完 %n 个请求&lt;/b&gt;</translation>
+    </message>
+    <message>
+        <source>&lt;b&gt;%n request(s) paused (Continue goes on)&lt;/b&gt;</source>
+        <translation>&lt;b&gt;%n 个请求已暂停（“继续”接着运行）&lt;/b&gt;</translation>
+    </message>
+    <message>
+        <source> (the grid shows scheduler step {step}: click a row at another step, or on the left of the rows for the newest)</source>
+        <translation>（块池显示的是调度步 {step}：点击一行的其他调度步，或点击行的左端回到最新一步）</translation>
+    </message>
+    <message>
+        <source>: scheduler step {step}, {ms} ms of forward passes · &lt;b&gt;{tps} tokens/s&lt;/b&gt; in all ({tokens} tokens)</source>
+        <translation>：调度步 {step}，前向传播共 {ms} ms · 合计 &lt;b&gt;{tps} Token/秒&lt;/b&gt;（{tokens} 个 Token）</translation>
+    </message>
+    <message>
+        <source>Blocks: &lt;b&gt;{used} of {pool}&lt;/b&gt; in use ({shared} shared; {used_bytes} of {pool_bytes}; {block} tokens a block, {unused} positions unused in last blocks) · largest batch at {context} tokens of context: &lt;b&gt;{largest} requests&lt;/b&gt;{at}</source>
+        <translation>块：&lt;b&gt;{pool} 块中 {used} 块&lt;/b&gt;在用（{shared} 块共享；{pool_bytes} 中的 {used_bytes}；每块 {block} 个 Token，最后一块中 {unused} 个位置未用） · 上下文 {context} 个 Token 时的最大批次：&lt;b&gt;{largest} 个请求&lt;/b&gt;{at}</translation>
+    </message>
+    <message>
+        <source>request {request} is shown in the other views</source>
+        <translation>其他视图正在显示请求 {request}</translation>
+    </message>
+    <message>
+        <source>Measuring %n request(s) decoding together… ({done} of {sizes} sizes done)</source>
+        <translation>正在测量 %n 个请求一起解码…（{sizes} 种批次大小中已完成 {done} 种）</translation>
+    </message>
+    <message>
+        <source>Measuring…</source>
+        <translation>正在测量…</translation>
+    </message>
+    <message>
+        <source>Measuring this machine&apos;s memory speed for the weights-read floor…</source>
+        <translation>正在测量本机的内存速度，用于读取权重的下限…</translation>
+    </message>
+    <message>
+        <source>{line} {n} requests: {tps} tokens/s, {speedup}× one; a step {longer}× as long</source>
+        <translation>{line} {n} 个请求：{tps} Token/秒，是单个请求的 {speedup}×；每一步的时间是单个的 {longer}×</translation>
+    </message>
+    <message>
+        <source> · {line} at the floor ({ms} ms a step)</source>
+        <translation> · {line} 下限（每步 {ms} ms）</translation>
+    </message>
+    <message>
+        <source>, </source>
+        <translation>；</translation>
+    </message>
+    <message>
+        <source>{n}: {ms} ms a step</source>
+        <translation>{n} 个请求每步 {ms} ms</translation>
+    </message>
+    <message>
+        <source>Measured on this machine: {points}.</source>
+        <translation>在本机上测得：{points}。</translation>
+    </message>
+    <message>
+        <source> The floor: every step reads the weights once ({bytes} at {speed} GB/s = {ms} ms) whatever the batch, so N requests could at best make N tokens per {ms} ms.</source>
+        <translation>下限：无论批次多大，每一步都要把权重读一遍（{bytes}，按 {speed} GB/s 计 = {ms} ms），所以 N 个请求最多每 {ms} ms 生成 N 个 Token。</translation>
+    </message>
+    <message>
+        <source>Measure times 1, 2, 4, 8 and 16 requests decoding at once on this machine.</source>
+        <translation>“测量”在本机上为 1、2、4、8 和 16 个请求同时解码计时。</translation>
+    </message>
+    <message>
+        <source>Serve several requests (Generation menu) to see the scheduler&apos;s steps here.</source>
+        <translation>同时服务多个请求（“生成”菜单），就能在这里看到调度器的每一步。</translation>
+    </message>
+    <message>
+        <source>read %n prompt token(s)</source>
+        <translation>读取了 %n 个提示 Token</translation>
+    </message>
+    <message>
+        <source>decoded one token</source>
+        <translation>解码了一个 Token</translation>
+    </message>
+    <message>
+        <source>running, no row in this pass</source>
+        <translation>运行中，这次前向传播里没有它的行</translation>
+    </message>
+    <message>
+        <source>request {request}, scheduler step {step}: {what}</source>
+        <translation>请求 {request}，调度步 {step}：{what}</translation>
+    </message>
+    <message>
+        <source>the pass: {rows} rows of {n} requests, {ms} ms</source>
+        <translation>这次前向传播：{n} 个请求的 {rows} 行，{ms} ms</translation>
+    </message>
+    <message>
+        <source>The KV cache&apos;s block pool shows here while requests are served.</source>
+        <translation>服务请求时，KV 缓存的块池显示在这里。</translation>
+    </message>
+    <message>
+        <source>block {block}: free</source>
+        <translation>块 {block}：空闲</translation>
+    </message>
+    <message>
+        <source>block {block}: requests {who} (shared, {n} references)</source>
+        <translation>块 {block}：请求 {who}（共享，{n} 个引用）</translation>
+    </message>
+    <message>
+        <source>block {block}: request {who}</source>
+        <translation>块 {block}：请求 {who}</translation>
+    </message>
+    <message>
+        <source>{filled} of {size} positions in use</source>
+        <translation>{size} 个位置中 {filled} 个在用</translation>
+    </message>
+    <message>
+        <source>, {n} unused</source>
+        <translation>，{n} 个未用</translation>
+    </message>
 </context>
 <context>
     <name>Speculation</name>
@@ -1968,6 +2411,14 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
     <message>
         <source>Reading the prompt… (Esc cancels)</source>
         <translation>正在读取提示…（Esc 取消）</translation>
+    </message>
+    <message>
+        <source>Served %n request(s) together · {tps} tokens/s in all</source>
+        <translation>一起服务了 %n 个请求 · 合计 {tps} Token/秒</translation>
+    </message>
+    <message>
+        <source>%n request(s) served so far: Continue in the Serving dock goes on</source>
+        <translation>已服务 %n 个请求，尚未全部结束：“服务”视图里的“继续”接着运行</translation>
     </message>
     <message>
         <source>Prefilled %n token(s) in {ms} ms · {generated} generated</source>
@@ -2199,6 +2650,10 @@ re-hashed now: {now} ({ms} ms, in the engine)
     <message>
         <source>Each step&apos;s forward pass and draw; step k&apos;s pass read prompt + k − 1 positions</source>
         <translation>每一步的前向传播和抽取；第 k 步的前向读取了提示 + k − 1 个位置</translation>
+    </message>
+    <message>
+        <source>&lt;b style=&apos;color:{colour}&apos;&gt;Prefill&lt;/b&gt; of request {request}: {n} positions, {ms} ms of batched passes (each shared with the other requests&apos; rows, and counted whole)</source>
+        <translation>请求 {request} 的&lt;b style=&apos;color:{colour}&apos;&gt;预填充&lt;/b&gt;：{n} 个位置，批处理前向共 {ms} ms（每次都与其他请求共用，按整次计）</translation>
     </message>
     <message>
         <source>&lt;b style=&apos;color:{colour}&apos;&gt;Prefill&lt;/b&gt;: {n} positions in one pass, {ms} ms = &lt;b&gt;{speed} tokens/s&lt;/b&gt;</source>

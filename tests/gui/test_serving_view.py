@@ -12,6 +12,7 @@ from pathlib import Path
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QColor
 from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QApplication
 
 from gui.state.serving import DECODE, PREFILL
 from gui.theme import request_colour
@@ -102,11 +103,13 @@ def test_a_four_request_serve_draws_rows_blocks_and_numbers(window):
     assert "4 requests served at once" in text and f"{s.tokens_per_s:,.1f} tokens/s" in text
     assert f"{s.largest_batch()} requests at once" in text and f"blocks of {s.block_tokens} tokens" in text
     window.set_language("zh_CN")
+    QApplication.processEvents()  # Qt posts LanguageChange to the widgets
     try:
         text = explain.browser.toPlainText()
         assert "同时服务 4 个请求" in text and f"每秒 {s.tokens_per_s:,.1f} 个 Token" in text
     finally:
         window.set_language("en")
+        QApplication.processEvents()
 
 
 def test_clicking_a_request_moves_candidates_and_context_to_it(window):

@@ -80,7 +80,7 @@ def test_every_entry_is_translated_and_keeps_its_placeholders():
         assert text.strip(), f"empty: {context}: {source[:80]}"
         words = re.sub(r"\{\w+\}|<[^>]+>", "", source)
         assert CJK.search(text) or not re.search(r"[A-Za-z]{2,}", words), f"not in Chinese: {context}: {source[:80]}"
-        english_plurals = {"{ngram_s}", "{emitted_s}"}  # the English source's own plural endings
+        english_plurals = {"{ngram_s}", "{emitted_s}", "{chunks_s}", "{blocks_s}"}  # the English source's own plural endings
         assert set(re.findall(r"\{\w+\}", source)) - english_plurals == set(re.findall(r"\{\w+\}", text)), \
             f"placeholders differ: {context}: {source[:80]}"
         assert ("%n" in source) == ("%n" in text), f"%n: {context}: {source[:80]}"
@@ -158,8 +158,9 @@ ALLOWED = {"top-k", "top-p", "min-p", "min_p", "Top-k", "Top-p", "Min-p", "Top-K
            "Language", "English"}  # View → 语言 (Language) names each language in its own words
 
 
-def texts_of(win) -> list[tuple[str, str]]:
-    """(where, text) for every text a learner reads on the window's widgets, menus and actions."""
+def texts_of(win, within: QWidget | None = None) -> list[tuple[str, str]]:
+    """(where, text) for every text a learner reads on the window's widgets, menus and actions (`within`: on
+    that widget and its children only)."""
     found = []
     def menu_texts(menu: QMenu, where: str):
         found.append((where, menu.title()))
@@ -168,15 +169,15 @@ def texts_of(win) -> list[tuple[str, str]]:
                 menu_texts(action.menu(), where + "/" + action.menu().title())
             elif not action.isSeparator():
                 found.append((where + "/action", action.text()))
-    for action in win.menuBar().actions():
+    for action in win.menuBar().actions() if within is None else ():
         menu_texts(action.menu(), "menu")
-    for key, action in win.actions.items():
+    for key, action in win.actions.items() if within is None else ():
         found += [(f"action {key}", action.text()), (f"action {key} tip", action.toolTip())]
-    for key, dock in win.docks.items():
+    for key, dock in win.docks.items() if within is None else ():
         found.append((f"dock {key}", dock.windowTitle()))
-    found.append(("window title", win.windowTitle()))
+    found.append(("window title", win.windowTitle() if within is None else within.windowTitle()))
     for w in win.findChildren(QWidget):
-        if not w.isVisibleTo(win) or isinstance(w, QDockWidget):
+        if not w.isVisibleTo(win) or isinstance(w, QDockWidget) or within is not None and not within.isAncestorOf(w):
             continue
         name = f"{type(w).__name__} {w.objectName()}"
         found.append((name + " tip", w.toolTip()))
@@ -208,7 +209,7 @@ def english_left(text: str, allowed: set[str]) -> list[str]:
     return [w for w in words if w not in allowed and len(w) > 1 and not re.fullmatch(r"q\d+", w)]
 
 
-def untranslated(win) -> list[str]:
+def untranslated(win, within: QWidget | None = None) -> list[str]:
     info = win.controller.info
     allowed = ALLOWED | set(re.findall(WORD, info.name if info else ""))  # the model's name
     # the engine's full description of its decode path ("fused kernels, 2 rows/pass far apart, prefetch 4 KB") is
@@ -218,7 +219,7 @@ def untranslated(win) -> list[str]:
     tokens |= {w for t in (win.controller.prefill_event.tokens if win.controller.prefill_event else ())
                for w in re.findall(r"[A-Za-z]+", t.piece)}
     bad = []
-    for where, text in texts_of(win):
+    for where, text in texts_of(win, within):
         left = english_left(text, allowed | tokens | (engine if where.endswith(" tip") else set()))
         if left:
             bad.append(f"{where}: {left[:6]} in {text[:90]!r}")
@@ -351,3 +352,156 @@ def test_chinese_lines_are_given_their_height_and_wrap_without_spaces(qapp, qtbo
         assert caption.shown_lines(metrics.horizontalAdvance(text) + 10) == [text]
     finally:
         language.set_language("en")
+
+
+# --- the Serving dock and its dialog (issue 39's words, through the same catalogue) --------------------------
+def two_requests():
+    from inference.engine import protocol as p
+    from inference.settings import GenerationSettings, SamplerSettings
+
+    greedy = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=4)
+    system = "You are a friendly teacher. Answer in one short sentence."
+    return (p.ServeRequest("What is the capital of France?", True, system, greedy, 0),
+            p.ServeRequest("What do bees make?", True, system, greedy, 1))
+
+
+def serve_two(win):
+    from app_driver import idle, wait_until
+
+    c = win.controller
+    assert win.serve(two_requests(), block_tokens=16, n_blocks=0, token_budget=24)
+    wait_until(lambda: c.serving.active and not c.serving.running and idle(c))
+    settle(win)
+    QApplication.processEvents()
+
+
+def serving_words(win) -> dict[str, str]:
+    view = win.views["serving"]
+    header = view.table.horizontalHeader()
+    return {"dock": win.docks["serving"].windowTitle(), "serve": view.serve_button.text(),
+            "measure": view.measure_button.text(), "continue": view.continue_button.text(),
+            "curve title": view.curve_title.text(), "numbers": view.numbers.text(),
+            "timeline legend": view.timeline_legend.text(), "grid legend": view.grid_legend.text(),
+            "curve note": view.curve_note.text(),
+            **{f"column {i}": view.table.horizontalHeaderItem(i).text() for i in range(header.count())},
+            **{f"column {i} tip": view.table.horizontalHeaderItem(i).toolTip() for i in range(header.count())},
+            **{f"state of {r}": view.table.item(r, 1).text() for r in range(view.table.rowCount())}}
+
+
+def test_a_served_run_in_chinese_leaves_no_english_in_the_serving_dock_and_its_dialog(in_english):
+    win = in_english
+    win.set_language("zh_CN")
+    QApplication.processEvents()
+    try:
+        serve_two(win)
+        s, view = win.controller.serving, win.views["serving"]
+        assert len(s.tracks) == 2 and all(t.finished for t in s.tracks) and view.isVisible()
+        # every label, button and tooltip of the dock (the other docks: test_a_window_in_chinese_leaves_no_english)
+        bad = untranslated(win, win.docks["serving"])
+        words = serving_words(win)
+        bad += [f"{key}: {english_left(text, ALLOWED)[:6]} in {text[:90]!r}" for key, text in words.items()
+                if english_left(text, ALLOWED)]
+        assert not bad, "left in English:\n" + "\n".join(bad)
+        assert all(CJK.search(text) for text in words.values()), words
+        assert words["state of 0"].startswith("已结束（")  # finished (its stop reason, worded)
+        assert "同时服务 2 个请求" in win.views["explain"].browser.toPlainText()
+        # the status line says the serve ended (it kept "Running…" from while it ran)
+        assert win.status.state.text().startswith("一起服务了 2 个请求"), win.status.state.text()
+        dialog = win.open_serve_dialog()
+        try:
+            QApplication.processEvents()
+            assert dialog.isVisible() and CJK.search(dialog.windowTitle())
+            bad = untranslated(win, dialog)  # its labels, buttons, check boxes, special value…
+            assert not bad, "left in English in the Serve dialog:\n" + "\n".join(bad)
+        finally:
+            dialog.reject()
+    finally:
+        win.set_language("en")
+        QApplication.processEvents()
+
+
+def test_switching_language_live_rewords_the_serving_dock_and_an_open_serve_dialog(in_english):
+    win = in_english
+    c = win.controller
+    if not (c.serving.active and c.serving.done):
+        serve_two(win)
+    dialog = win.open_serve_dialog()
+    try:
+        QApplication.processEvents()
+        english = serving_words(win)
+        english_dialog = (dialog.windowTitle(), dialog.form_labels["budget"].text(), dialog.chat.text(),
+                          dialog.n_blocks.specialValueText())
+        assert english["column 6"] == "TTFT ms" and english["measure"] == "Measure"
+        assert english_dialog == ("Serve several requests", "Token budget", "Chat template",
+                                  "enough for every request at once")
+        win.set_language("zh_CN")
+        QApplication.processEvents()
+        settle(win)
+        chinese = serving_words(win)
+        for key, text in chinese.items():
+            assert text != english[key] and CJK.search(text), f"{key} not worded again: {text[:100]!r}"
+        assert chinese["column 6"] == "首 Token ms" and chinese["measure"] == "测量"
+        chinese_dialog = (dialog.windowTitle(), dialog.form_labels["budget"].text(), dialog.chat.text(),
+                          dialog.n_blocks.specialValueText())
+        assert all(CJK.search(text) for text in chinese_dialog), chinese_dialog
+        win.set_language("en")
+        QApplication.processEvents()
+        settle(win)
+        assert serving_words(win) == english  # and back, word for word
+        assert win.status.state.text().startswith("Served 2 requests together · "), win.status.state.text()
+        assert (dialog.windowTitle(), dialog.form_labels["budget"].text(), dialog.chat.text(),
+                dialog.n_blocks.specialValueText()) == english_dialog
+    finally:
+        dialog.reject()
+
+
+def test_the_schedulers_waiting_reasons_are_worded_in_chinese(qapp):
+    """The engine says why a request waits in its own words (inference/session/batch.py, kept in the trace);
+    the dock words each of them."""
+    from gui.state.serving import waiting_reason
+
+    reasons = ("not arrived yet", "arrives at step 5", "behind request 2, which waits first",
+               "the batch is full (8 requests running)",
+               "the pool is full: 3 blocks free and not promised to running requests, 5 needed")
+    assert [waiting_reason(r) for r in reasons] == list(reasons)
+    language.set_language("zh_CN")
+    try:
+        for reason in reasons:
+            worded = waiting_reason(reason)
+            assert CJK.search(worded) and not english_left(worded, ALLOWED), worded
+            assert set(re.findall(r"\d+", worded)) == set(re.findall(r"\d+", reason))  # its numbers kept
+        assert waiting_reason("something new") == "something new"  # one it does not know: as the engine said it
+    finally:
+        language.set_language("en")
+
+
+def test_the_batch_curves_words_in_chinese_while_measuring_and_measured(in_english):
+    """Measure's progress line, its result and its tooltip (the engine's MeasureBatch replies, as the state keeps
+    them) in 简体中文, with their numbers."""
+    from inference.engine import protocol as p
+    from gui.state.serving import Curve
+
+    win = in_english
+    s, view = win.controller.serving, win.views["serving"]
+    kept = s.curve
+    floor = p.BatchFloor(read_bytes=538_000_000, gb_per_s=12.5, ms=43.0)
+    points = (p.BatchPoint(1, 50.0, 20.0), p.BatchPoint(2, 52.0, 38.5), p.BatchPoint(4, 60.0, 66.7))
+    win.set_language("zh_CN")
+    QApplication.processEvents()
+    try:
+        shown = []
+        for curve in (Curve(None, (), (1, 2, 4), True), Curve(floor, points[:1], (1, 2, 4), True),
+                      Curve(floor, points, (1, 2, 4), False)):
+            s.curve = curve
+            view._curve(s)
+            shown.append((view.curve_note.text(), view.curve_note.toolTip()))
+        for text in [shown[0][0], shown[1][0], shown[2][0], shown[2][1]]:
+            assert CJK.search(text) and not english_left(text, ALLOWED), text
+        assert "2 个请求" in shown[1][0] and "1" in shown[1][0]  # the next size, and how many are done
+        assert "4 个请求" in shown[2][0] and "66.7" not in shown[2][0] and "67 Token/秒" in shown[2][0]
+        assert "538.00 MB" in shown[2][1] or "538 MB" in shown[2][1]
+    finally:
+        s.curve = kept
+        view._curve_key = None
+        win.set_language("en")
+        QApplication.processEvents()
