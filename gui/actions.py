@@ -27,48 +27,73 @@ class ActionSpec:
 
 
 ACTIONS: dict[str, ActionSpec] = {
-    "prefill": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Prefill"), ("Ctrl+P",), QT_TRANSLATE_NOOP("Actions", "Read the whole prompt in one parallel pass")),
-    "step": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Step"), ("Space",), QT_TRANSLATE_NOOP("Actions", "Generate one token (Space pauses while running)")),
-    "run": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Run"), ("Ctrl+Return", "Ctrl+Enter"), QT_TRANSLATE_NOOP("Actions", "Generate until a stop rule fires")),
-    "pause": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Pause"), ("Pause",), QT_TRANSLATE_NOOP("Actions", "Pause a run after the current step (a paced one at the step on screen)")),
-    "stop": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Stop"), ("Esc",), QT_TRANSLATE_NOOP("Actions", "End this generation now (a paced Run at the step on screen)")),
-    "reset": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Reset"), ("Ctrl+R",), QT_TRANSLATE_NOOP("Actions", "Back to the prompt; re-seed: same seed, same tokens")),
+    "prefill": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Prefill"), ("Ctrl+P",),
+                          QT_TRANSLATE_NOOP("Actions", "Read the whole prompt in one parallel pass")),
+    "step": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Step"), ("Space",),
+                       QT_TRANSLATE_NOOP("Actions", "Generate one token (Space pauses while running)")),
+    "run": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Run"), ("Ctrl+Return", "Ctrl+Enter"),
+                      QT_TRANSLATE_NOOP("Actions", "Generate until a stop rule fires")),
+    "pause": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Pause"), ("Pause",),
+                        QT_TRANSLATE_NOOP("Actions", "Pause a run after the current step (a paced one at the step on "
+                                                     "screen)")),
+    "stop": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Stop"), ("Esc",),
+                       QT_TRANSLATE_NOOP("Actions", "End this generation now (a paced Run at the step on screen)")),
+    "reset": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Reset"), ("Ctrl+R",),
+                        QT_TRANSLATE_NOOP("Actions", "Back to the prompt; re-seed: same seed, same tokens")),
     # Window-wide, yet a text field that has the focus keeps its Backspace: editors claim the key first
     # (Qt's ShortcutOverride), so the shortcut fires only while the focus is elsewhere.
-    "backspace": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Remove last token"), ("Backspace",), QT_TRANSLATE_NOOP("Actions", "Take back the last token: its step is "
-                            "pending again (no forward pass); the branch is kept in the tree")),
-    "kv_cache": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Use the KV cache"), ("Ctrl+K",), QT_TRANSLATE_NOOP("Actions", "Off: every step re-reads the whole prefix (same "
-                           "logits, a cost that grows with the context; Timing compares both). Between steps"),
-                           checkable=True),
-    "prev": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Previous step"), ("Alt+Left",), QT_TRANSLATE_NOOP("Actions", "Show the previous step"), icon_text="◀"),
-    "next": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Next step"), ("Alt+Right",), QT_TRANSLATE_NOOP("Actions", "Show the next step"), icon_text="▶"),
-    "dice": ActionSpec(QT_TRANSLATE_NOOP("Actions", "New seed"), ("Ctrl+D",), QT_TRANSLATE_NOOP("Actions", "Pick a random seed")),
-    "paced": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Paced playback"), ("P",), QT_TRANSLATE_NOOP("Actions", "Run shows one step at a time at the pace set in Controls, "
-                        "every view at the same step; off: as fast as possible"), checkable=True),
-    "record": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Record video…"), ("Ctrl+Shift+V",), QT_TRANSLATE_NOOP("Actions", "Record the window as an MP4 or GIF (again: stop)"),
+    "backspace": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Remove last token"), ("Backspace",),
+                            QT_TRANSLATE_NOOP("Actions", "Take back the last token: its step is pending again (no "
+                                                         "forward pass); the branch is kept in the tree")),
+    "kv_cache": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Use the KV cache"), ("Ctrl+K",),
+                           QT_TRANSLATE_NOOP("Actions", "Off: every step re-reads the whole prefix (same logits, a "
+                                                        "cost that grows with the context; Timing compares both). "
+                                                        "Between steps"), checkable=True),
+    "prev": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Previous step"), ("Alt+Left",),
+                       QT_TRANSLATE_NOOP("Actions", "Show the previous step"), icon_text="◀"),
+    "next": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Next step"), ("Alt+Right",),
+                       QT_TRANSLATE_NOOP("Actions", "Show the next step"), icon_text="▶"),
+    "dice": ActionSpec(QT_TRANSLATE_NOOP("Actions", "New seed"), ("Ctrl+D",),
+                       QT_TRANSLATE_NOOP("Actions", "Pick a random seed")),
+    "paced": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Paced playback"), ("P",),
+                        QT_TRANSLATE_NOOP("Actions", "Run shows one step at a time at the pace set in Controls, every"
+                                                     " view at the same step; off: as fast as possible"),
+                        checkable=True),
+    "record": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Record video…"), ("Ctrl+Shift+V",),
+                         QT_TRANSLATE_NOOP("Actions", "Record the window as an MP4 or GIF (again: stop)"),
                          checkable=True),
-    "open_model": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Open…"), ("Ctrl+O",), QT_TRANSLATE_NOOP("Actions", "Choose one of the models you already have: the Hugging Face "
-                             "cache, GGUF files, recent models")),
-    "open_folder": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Open model folder…"), (), QT_TRANSLATE_NOOP("Actions", "Load a Hugging Face model folder")),
-    "open_gguf": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Open GGUF file…"), ("Ctrl+Shift+O",), QT_TRANSLATE_NOOP("Actions", "Convert and load a .gguf file")),
+    "open_model": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Open…"), ("Ctrl+O",),
+                             QT_TRANSLATE_NOOP("Actions", "Choose one of the models you already have: the Hugging "
+                                                          "Face cache, GGUF files, recent models")),
+    "open_folder": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Open model folder…"), (),
+                              QT_TRANSLATE_NOOP("Actions", "Load a Hugging Face model folder")),
+    "open_gguf": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Open GGUF file…"), ("Ctrl+Shift+O",),
+                            QT_TRANSLATE_NOOP("Actions", "Convert and load a .gguf file")),
     "default_model": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Load the default model"), (), "SmolLM2-135M-Instruct"),
-    "connect_server": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Connect to server…"), (), QT_TRANSLATE_NOOP("Actions", "Step a model served by llama.cpp, vLLM or SGLang")),
+    "connect_server": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Connect to server…"), (),
+                                 QT_TRANSLATE_NOOP("Actions", "Step a model served by llama.cpp, vLLM or SGLang")),
     "serve": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Serve several requests…"), ("Ctrl+Shift+S",),
                         QT_TRANSLATE_NOOP("Actions", "Run several requests at once: continuous batching over a paged "
-                                          "KV cache (the Serving view)")),
-    "export_trace": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Export trace…"), ("Ctrl+E",), QT_TRANSLATE_NOOP("Actions", "Save the events as JSON Lines")),
-    "play_script": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Play script…"), ("Ctrl+L",), QT_TRANSLATE_NOOP("Actions", "Play a lesson script, or replay an exported trace")),
-    "export_png": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Export window as PNG…"), ("Ctrl+Shift+E",), QT_TRANSLATE_NOOP("Actions", "Save the whole window as a PNG")),
+                                                     "KV cache (the Serving view)")),
+    "export_trace": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Export trace…"), ("Ctrl+E",),
+                               QT_TRANSLATE_NOOP("Actions", "Save the events as JSON Lines")),
+    "play_script": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Play script…"), ("Ctrl+L",),
+                              QT_TRANSLATE_NOOP("Actions", "Play a lesson script, or replay an exported trace")),
+    "export_png": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Export window as PNG…"), ("Ctrl+Shift+E",),
+                             QT_TRANSLATE_NOOP("Actions", "Save the whole window as a PNG")),
     "quit": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Quit"), ("Ctrl+Q",)),
-    "presentation": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Presentation mode"), ("F5",), QT_TRANSLATE_NOOP("Actions", "Larger text, thicker bars, more contrast for "
-                               "recordings"), checkable=True),
+    "presentation": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Presentation mode"), ("F5",),
+                               QT_TRANSLATE_NOOP("Actions", "Larger text, thicker bars, more contrast for recordings"),
+                               checkable=True),
     "dark": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Dark theme"), ("Ctrl+Shift+D",), checkable=True),
-    "reset_layout": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Reset layout"), (), QT_TRANSLATE_NOOP("Actions", "Put every view back where it started")),
+    "reset_layout": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Reset layout"), (),
+                               QT_TRANSLATE_NOOP("Actions", "Put every view back where it started")),
     "shortcuts": ActionSpec(QT_TRANSLATE_NOOP("Actions", "Keyboard shortcuts"), ("F1",)),
     "about": ActionSpec(QT_TRANSLATE_NOOP("Actions", "About TokenStep")),
 }
-HELP_ORDER = ("prefill", "step", "run", "pause", "stop", "reset", "backspace", "kv_cache", "prev", "next", "dice", "open_model",
-              "open_gguf", "export_trace", "play_script", "export_png", "presentation", "dark", "shortcuts", "quit")
+HELP_ORDER = ("prefill", "step", "run", "pause", "stop", "reset", "backspace", "kv_cache", "prev", "next", "dice",
+              "open_model", "open_gguf", "export_trace", "play_script", "export_png", "presentation", "dark",
+              "shortcuts", "quit")
 
 HELP_ORDER += ("paced", "record", "serve")
 
@@ -181,7 +206,8 @@ def show_shortcuts(parent: QWidget, actions: dict[str, QAction]) -> None:
         action = actions[key]
         keys = ", ".join(s.toString(QKeySequence.NativeText) for s in action.shortcuts())
         rows.append(f"<tr><td><b>{keys}</b></td><td>{action.text()}</td></tr>")
-    QMessageBox.information(parent, translate("Actions", "Keyboard shortcuts"), "<table cellpadding=4>" + "".join(rows) + "</table>")
+    QMessageBox.information(parent, translate("Actions", "Keyboard shortcuts"),
+                            "<table cellpadding=4>" + "".join(rows) + "</table>")
 
 
 def show_about(parent: QWidget) -> None:

@@ -108,19 +108,7 @@ class ServingView(View):
             label.setTextFormat(Qt.RichText)
             label.setWordWrap(True)
 
-        self.table = QTableWidget(0, len(COLUMNS))
-        for i in range(len(COLUMNS)):
-            self.table.setHorizontalHeaderItem(i, QTableWidgetItem())
-        self.table.verticalHeader().setVisible(False)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SingleSelection)
-        self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
-        header = self.table.horizontalHeader()
-        for i in range(len(COLUMNS) - 1):
-            header.setSectionResizeMode(i, QHeaderView.ResizeToContents)
-        header.setSectionResizeMode(len(COLUMNS) - 1, QHeaderView.Stretch)
-        self.table.cellClicked.connect(lambda row, _column: self._select(row))
-
+        self.table = self._request_table()
         self.curve = make_plot(appearance)
         self.curve.getPlotItem().getAxis("bottom").setTicks([[(math.log2(n), str(n)) for n in (1, 2, 4, 8, 16)]])
         self.curve.getPlotItem().setLogMode(x=False, y=True)  # the measured curve's shape beside the floor's line
@@ -131,7 +119,32 @@ class ServingView(View):
         self.curve_note = QLabel()
         self.curve_note.setWordWrap(True)
         self.curve_note.setTextFormat(Qt.RichText)
+        self.curve_title = QLabel()
+        self.curve_title.setObjectName("muted")
+        self._arrange()
+        self._table_key = None
+        self._curve_key = None
+        self.retranslate()
+        self.restyle()
 
+    def _request_table(self) -> QTableWidget:
+        """One line per request: its state, numbers and colour; a click selects it."""
+        table = QTableWidget(0, len(COLUMNS))
+        for i in range(len(COLUMNS)):
+            table.setHorizontalHeaderItem(i, QTableWidgetItem())
+        table.verticalHeader().setVisible(False)
+        table.setSelectionBehavior(QAbstractItemView.SelectRows)
+        table.setSelectionMode(QAbstractItemView.SingleSelection)
+        table.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        header = table.horizontalHeader()
+        for i in range(len(COLUMNS) - 1):
+            header.setSectionResizeMode(i, QHeaderView.ResizeToContents)
+        header.setSectionResizeMode(len(COLUMNS) - 1, QHeaderView.Stretch)
+        table.cellClicked.connect(lambda row, _column: self._select(row))
+        return table
+
+    def _arrange(self) -> None:
+        """Buttons and numbers on top; the timeline beside the block pool; the table beside the curve."""
         buttons = QHBoxLayout()
         buttons.addWidget(self.serve_button)
         buttons.addWidget(self.stop_button)
@@ -144,7 +157,8 @@ class ServingView(View):
         tv.addWidget(self.numbers)
         pictures = QSplitter(Qt.Horizontal)
         pictures.setChildrenCollapsible(False)
-        pictures.addWidget(titled(QT_TRANSLATE_NOOP("Plots", "Scheduler steps (x: the passes' time)"), self.timeline, self.timeline_legend))
+        pictures.addWidget(titled(QT_TRANSLATE_NOOP("Plots", "Scheduler steps (x: the passes' time)"), self.timeline,
+                                  self.timeline_legend))
         pictures.addWidget(titled(QT_TRANSLATE_NOOP("Plots", "KV cache block pool"), self.grid, self.grid_legend))
         pictures.setSizes([560, 300])
         pictures.setStretchFactor(0, 3)
@@ -153,8 +167,6 @@ class ServingView(View):
         cv = QVBoxLayout(curve_box)
         cv.setContentsMargins(0, 0, 0, 0)
         row = QHBoxLayout()
-        self.curve_title = QLabel()
-        self.curve_title.setObjectName("muted")
         row.addWidget(self.curve_title)
         row.addStretch(1)
         row.addWidget(self.measure_button)
@@ -179,10 +191,6 @@ class ServingView(View):
         layout.setContentsMargins(6, 4, 6, 6)
         layout.addWidget(top)
         layout.addWidget(self.split, 1)
-        self._table_key = None
-        self._curve_key = None
-        self.retranslate()
-        self.restyle()
 
     def retranslate(self) -> None:
         self.serve_button.setText(translate("Serving", "Serve several requests…"))
