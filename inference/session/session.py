@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 from dataclasses import replace
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 import torch
 
@@ -43,7 +43,7 @@ from inference.session.context_limit import KEEP_FIRST, ContextWindow
 from inference.session.pending import KeptSteps, PendingStep
 from inference.session.recorder import Recorder
 from inference.session.report import chosen_rank, summarise
-from inference.session.sampling import distribution, draw, draw_seed
+from inference.session.sampling import Distribution, distribution, draw, draw_seed
 from inference.session.server_tail import server_distribution
 from inference.session.speculate import draft_token, keeps, prompt_lookup, read_draft
 from inference.settings import PREFILL_CHUNK, GenerationSettings, SamplerSettings
@@ -52,6 +52,15 @@ from inference.sources.nocache import NoCacheDecoder, fresh_source
 from inference.store.loading import LoadedModel
 from inference.text.stops import match_stop_strings
 from inference.text.tokenizer import ChatMessage
+
+
+class Drawn(NamedTuple):
+    """A pending step's draw made ahead (a verify pass's first draw is known before the pass): what `_draw` takes."""
+
+    dist: Distribution
+    token_id: int
+    u: float | None
+    ms: float  # the distribution's and the draw's time (the step's sample_ms)
 
 
 class GenerationEnded(NotReady):
@@ -330,12 +339,12 @@ class Session:
                 return
             yield from self._take(token_id)
 
-    def _take(self, forced: int | None) -> Iterator[StepDone | Stopped]:
+    def _take(self, forced: int | None, drawn: Drawn | None = None) -> Iterator[StepDone | Stopped]:
         started = time.perf_counter()
         if self.pending is None:
             self._feed_last()
         self._count_outside()
-        event, reason, matched = self._draw(forced, self.source.kv_used_bytes)
+        event, reason, matched = self._draw(forced, self.source.kv_used_bytes, drawn=drawn)
         if reason is None and self.window.must_shift(self.n_window, self.settings):
             event = self._shift(event)
         self._decode_seconds += time.perf_counter() - started
@@ -357,19 +366,29 @@ class Session:
             self.kept.put(self.node, self.pending)
             self._decode_seconds += outside / 1000
 
-    def _draw(self, forced: int | None, kv_used: int, verified_by: int = 0) -> tuple[StepDone, str | None, str | None]:
-        """Take a token from the pending step (drawn, or `forced`): the step's event, and the stop rule it
-        fires (with the stop string matched)."""
-        sampler, index = self.settings.sampler, len(self.generated) + 1
+    def _drawing(self) -> Drawn:
+        """The pending step's draw under the current settings (u = f(seed, step)), its distribution and its ms;
+        nothing taken yet (a server's top-N widened first where the draw could need more)."""
+        sampler = self.settings.sampler
         self._widen(sampler)
-        step = self.pending
         t = time.perf_counter()
-        dist = self._distribution(step.logits, sampler)
+        dist = self._distribution(self.pending.logits, sampler)
+        token_id, u = draw(dist, torch.Generator().manual_seed(draw_seed(self.seed_used, len(self.generated) + 1)))
+        return Drawn(dist, token_id, u, (time.perf_counter() - t) * 1000)
+
+    def _draw(self, forced: int | None, kv_used: int, verified_by: int = 0,
+              drawn: Drawn | None = None) -> tuple[StepDone, str | None, str | None]:
+        """Take a token from the pending step (drawn, `drawn` ahead by `_drawing`, or `forced`): the step's event,
+        and the stop rule it fires (with the stop string matched)."""
+        sampler, index = self.settings.sampler, len(self.generated) + 1
         if forced is None:
-            token_id, u = draw(dist, torch.Generator().manual_seed(draw_seed(self.seed_used, index)))
+            dist, token_id, u, sample_ms = drawn or self._drawing()
         else:
-            token_id, u = forced, None
-        sample_ms = (time.perf_counter() - t) * 1000
+            self._widen(sampler)
+            t = time.perf_counter()
+            dist, token_id, u = self._distribution(self.pending.logits, sampler), forced, None
+            sample_ms = (time.perf_counter() - t) * 1000
+        step = self.pending
         summary = self._summarise(step, dist, sampler, token_id)  # texts read before the token joins
 
         parent, self.node = self.node, self.tree.child(self.node, token_id)
@@ -411,10 +430,11 @@ class Session:
                    self.model.config.context_length - self.n_context) - 1
         record = self.prompt + self.generated
         draft, ngram = prompt_lookup(record, min(self.settings.speculate, room))
-        if not draft or (self.pending is not None and not self._draw_takes(draft[0])):
+        known = self._drawing() if draft and self.pending is not None else None  # after a plain step
+        if not draft or (known is not None and known.token_id != draft[0]):
             # No draft, or the known distribution's draw already rejects its first token: a pass would decide
             # no more than this plain step (which feeds its token in one pass, as plain decoding does)
-            yield from self._take(None)
+            yield from self._take(None, known)
             return
         started, index, before = time.perf_counter(), len(self.generated) + 1, self.node
         rows, positions = read_draft(self.source, record, self.pending, draft, self.recorder.rows_capture())
@@ -423,7 +443,8 @@ class Session:
         events, stop, accepted = [], None, 0
         for i, row in enumerate(rows):
             self.pending = row
-            event, reason, matched = self._draw(None, self.n_context * self.source.kv_bytes_per_token, index)
+            event, reason, matched = self._draw(None, self.n_context * self.source.kv_bytes_per_token, index,
+                                                drawn=known if i == 0 else None)  # row 0: the known step's logits
             events.append(event)
             agreed = keeps(draft, i, event.token.id)
             accepted += agreed
@@ -441,14 +462,6 @@ class Session:
         yield from events
         if stop is not None:
             yield self._stop(*stop)
-
-    def _draw_takes(self, token_id: int) -> bool:
-        """Whether the pending step's draw takes `token_id`: the same draw `_draw` makes (u = f(seed, step)),
-        made ahead (a server's top-N widened first, as `_draw` widens it), with nothing else changed."""
-        self._widen(self.settings.sampler)
-        dist = self._distribution(self.pending.logits, self.settings.sampler)
-        drawn, _ = draw(dist, torch.Generator().manual_seed(draw_seed(self.seed_used, len(self.generated) + 1)))
-        return drawn == token_id
 
     def run(self, max_steps: int = 0, between: Callable[[], None] | None = None) -> Iterator[StepDone | Stopped]:
         """Step until a stop rule fires, `abort()` or `pause()` is called, or `max_steps` were taken
