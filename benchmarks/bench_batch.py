@@ -24,7 +24,6 @@ import argparse
 import dataclasses
 import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,13 +33,12 @@ import results  # noqa: E402  benchmarks/results/: where --json writes
 from bench_decode import BandwidthSide, decode_read_bytes  # noqa: E402
 from paragraph import PARAGRAPH  # noqa: E402
 
-from inference.events import ScheduleDone  # noqa: E402
-from inference.session.batch import BatchRequest, Scheduler, blocks_for_all  # noqa: E402
+from inference.session.batch import BatchRequest  # noqa: E402
+from inference.session.batch_curve import WARM_STEPS, timed_steps  # noqa: E402
 from inference.settings import GenerationSettings, SamplerSettings  # noqa: E402
 from inference.store.loading import load_model  # noqa: E402
 
 PROMPT_TOKENS = 32
-WARM_STEPS = 2  # decode steps after every request decodes, before the timed ones
 # A request's tokens beyond the timed steps: prompts read over several passes (16 x 32 tokens > the token budget)
 # start decoding a few steps apart, and none may finish inside the timed steps.
 SPARE_TOKENS = 16
@@ -58,20 +56,8 @@ def measure(model, n: int, steps: int) -> dict:
     """Time `steps` scheduler steps with n requests all decoding: each step's wall ms and its pass's ms."""
     settings = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=steps + WARM_STEPS + SPARE_TOKENS,
                                   top_n=20)
-    asked = [BatchRequest(prompt, settings) for prompt in _prompts(model.tokenizer.encode, n)]
-    scheduler = Scheduler(model, asked, blocks_for_all(model, asked))
-    warm = 0
-    while warm < WARM_STEPS:  # the prefills (chunks), then a couple of all-decode steps
-        schedule = scheduler.step()[0]
-        warm = warm + 1 if not schedule.prefill_chunks and schedule.tokens_in_pass == n else 0
-    step_ms, pass_ms = [], []
-    for _ in range(steps):
-        started = time.perf_counter()
-        events = scheduler.step()
-        step_ms.append((time.perf_counter() - started) * 1000)
-        schedule = events[0]
-        assert isinstance(schedule, ScheduleDone) and schedule.tokens_in_pass == n and not schedule.prefill_chunks
-        pass_ms.append(schedule.forward_ms)
+    step_ms, pass_ms = timed_steps(model, [BatchRequest(prompt, settings)
+                                           for prompt in _prompts(model.tokenizer.encode, n)], steps)
     return {"step_ms": step_ms, "pass_ms": pass_ms}
 
 

@@ -75,20 +75,28 @@ def prompts(model: LoadedModel, n: int) -> list[list[int]]:
     return [ids[i * step:i * step + PROMPT_TOKENS] for i in range(n)]
 
 
-def measure(model: LoadedModel, n: int, steps: int) -> float:
-    """The median scheduler step (ms) with n requests all decoding."""
-    model = dataclasses.replace(model, config=dataclasses.replace(model.config, eos_ids=()))
-    settings = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=steps + WARM_STEPS + 8, top_n=5)
-    asked = [BatchRequest(prompt, settings) for prompt in prompts(model, n)]
+def timed_steps(model: LoadedModel, asked: list[BatchRequest], steps: int) -> tuple[list[float], list[float]]:
+    """Each of `steps` scheduler steps' wall ms and its pass's ms, once every request of `asked` decodes (the
+    prefills, then WARM_STEPS all-decode steps first). The requests must not finish inside: give them room."""
+    n = len(asked)
     scheduler = Scheduler(model, asked, blocks_for_all(model, asked))
     warm = 0
-    while warm < WARM_STEPS:  # the prefills, then a couple of all-decode steps
+    while warm < WARM_STEPS:  # the prefills (chunks), then a couple of all-decode steps
         schedule = scheduler.step()[0]
         warm = warm + 1 if not schedule.prefill_chunks and schedule.tokens_in_pass == n else 0
-    step_ms = []
+    step_ms, pass_ms = [], []
     for _ in range(steps):
         started = time.perf_counter()
         schedule = scheduler.step()[0]
         step_ms.append((time.perf_counter() - started) * 1000)
-        assert isinstance(schedule, ScheduleDone) and schedule.tokens_in_pass == n
-    return statistics.median(step_ms)
+        assert isinstance(schedule, ScheduleDone) and schedule.tokens_in_pass == n and not schedule.prefill_chunks
+        pass_ms.append(schedule.forward_ms)
+    return step_ms, pass_ms
+
+
+def measure(model: LoadedModel, n: int, steps: int) -> float:
+    """The median scheduler step (ms) with n requests all decoding."""
+    model = dataclasses.replace(model, config=dataclasses.replace(model.config, eos_ids=()))
+    settings = GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=steps + WARM_STEPS + 8, top_n=5)
+    return statistics.median(timed_steps(model, [BatchRequest(prompt, settings) for prompt in prompts(model, n)],
+                                         steps)[0])
