@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from inference.messages import Message, say, what
 from inference.settings import MAX_NEW_TOKENS, GenerationSettings
 
 # Settings keys a script may set, as they are spelled in the JSON (and in the trace's `settings` event).
@@ -67,8 +68,9 @@ class Action:
     def label(self) -> str:
         return f'action {self.index} ("{self.kind}")'
 
-    def error(self, problem: str) -> ScriptError:
-        return ScriptError(f"{self.label()}: {problem}")
+    def error(self, problem: Message | str) -> ScriptError:
+        """`problem` (a Message, or a line of English from elsewhere) as this action's ScriptError."""
+        return ScriptError(say("script.action", index=self.index, kind=self.kind, problem=problem))
 
 
 @dataclass(frozen=True)
@@ -126,16 +128,16 @@ def apply_settings(base: GenerationSettings, overrides: Mapping[str, Any]) -> Ge
 
 def _integer(value: Any, what: str, low: int | None = None, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{what} must be a whole number, got {_show(value)}")
+        raise ValueError(say("script.whole_number", what=what, value=_show(value)))
     if (low is not None and value < low) or (high is not None and value > high):
-        raise ValueError(f"{what} must be {'>= ' + str(low) if high is None else f'in [{low}, {high}]'}, "
-                         f"got {value}")
+        raise ValueError(say("script.at_least", what=what, low=low, value=value) if high is None else
+                         say("script.in_range", what=what, low=low, high=high, value=value))
     return value
 
 
 def _real(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{what} must be a number, got {_show(value)}")
+        raise ValueError(say("script.number", what=what, value=_show(value)))
     return float(value)
 
 
@@ -186,17 +188,17 @@ def read_text(path: Path) -> str:
     """A script's (or trace's, or batch's requests') file as text; a ScriptError naming it when it cannot be."""
     try:
         if not path.exists():
-            raise ScriptError(f"{path.name}: no such file")
+            raise ScriptError(say("script.no_file", file=path.name))
         if not path.is_file():  # a FIFO or a device would be read forever
-            raise ScriptError(f"{path.name}: not a regular file")
+            raise ScriptError(say("script.not_file", file=path.name))
         if path.stat().st_size > MAX_FILE_BYTES:
             raise ScriptError(f"{path.name}: {path.stat().st_size / 1e6:,.0f} MB is more than a script or trace "
                               f"TokenStep reads ({MAX_FILE_BYTES >> 20} MB)")
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise ScriptError(f"{path.name}: not UTF-8 text") from None
+        raise ScriptError(say("script.not_utf8", file=path.name)) from None
     except OSError as e:  # unreadable: permissions, a folder's race
-        raise ScriptError(f"{path.name}: cannot be read ({e.strerror or e})") from None
+        raise ScriptError(say("script.file_unreadable", file=path.name, why=e.strerror or str(e))) from None
 
 
 def decode_json(text: str) -> Any:
@@ -204,9 +206,9 @@ def decode_json(text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise ScriptError(f"not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+        raise ScriptError(say("script.not_json", line=e.lineno, column=e.colno, why=e.msg)) from None
     except RecursionError:
-        raise ScriptError("JSON nested too deeply") from None
+        raise ScriptError(say("script.nested")) from None
 
 
 # --- parsing -------------------------------------------------------------------------------------------
@@ -236,14 +238,14 @@ def _action_value(kind: str, value: Any) -> Any:
         return _integer(value, "wait (milliseconds)", 0, 3_600_000)
     if kind == "caption":
         if not isinstance(value, str):
-            raise ValueError(f"caption must be a text, got {_show(value)}")
+            raise ValueError(say("script.caption", value=_show(value)))
         return value
     if kind == "force":
         if isinstance(value, str) and value:
             return value
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             return value
-        raise ValueError(f"force takes a token id (>= 0) or a non-empty text, got {_show(value)}")
+        raise ValueError(say("script.force", value=_show(value)))
     return parse_settings(value)  # set
 
 
@@ -295,12 +297,12 @@ def parse_action(index: int, data: Any) -> Action:
         raise ScriptError(f"{where}: one action per object, got {keys}")
     (kind, value), = data.items()
     if kind not in ACTION_KINDS:
-        raise ScriptError(f'{where}: unknown action "{kind}" (known: {", ".join(ACTION_KINDS)})')
+        raise ScriptError(say("script.unknown_action", index=index, kind=kind, known=", ".join(ACTION_KINDS)))
     action = Action(index, kind)
     try:
         return Action(index, kind, _action_value(kind, value))
     except ValueError as e:
-        raise action.error(str(e)) from None
+        raise action.error(what(e)) from None
 
 
 def parse_prompt(data: dict, where: str = "script") -> tuple[str | None, tuple[int, ...] | None]:
@@ -334,31 +336,31 @@ def parse_script(data: Any) -> Script:
     try:
         settings = parse_settings(data.get("settings", {}))
     except ValueError as e:
-        raise ScriptError(f"script settings: {e}") from None
+        raise ScriptError(say("script.settings", problem=what(e))) from None
     actions = data.get("actions")
     if not isinstance(actions, list) or not actions:
         raise ScriptError(f'script: "actions" must be a non-empty list, got {_show(actions)}')
     parsed = tuple(parse_action(i, a) for i, a in enumerate(actions))
     reads = next((a for a in parsed if a.kind == "prefill"), None)
     if reads is not None and prompt is None and ids is None:
-        raise reads.error('the script has no "prompt" (or "prompt_ids") to read')
+        raise reads.error(say("script.no_prompt"))
     return Script(prompt=prompt, prompt_ids=ids, chat=chat, system=system or None, settings=settings,
                   actions=parsed, title=title)
 
 
 # --- what depends on the session: checked as each action plays -------------------------------------------
-def refusal(action: Action, prefilled: bool, n_steps: int, blocked: str, served: int = 0) -> ScriptError | None:
+def refusal(action: Action, prefilled: bool, n_steps: int, blocked: Message | None, served: int = 0) -> ScriptError | None:
     """Why `action` cannot play now (None when it can): `blocked` is the session's reason a step would
     be refused ("" when it would be taken); `served`: requests of the serve under way (0: none). Serving steps
     once every request has finished do nothing (a request may end early on its end-of-sequence token)."""
     if action.kind in SERVING_KINDS[1:] and not served:
-        return action.error('no requests are being served: put a {"serve": {"requests": [...]}} before it')
+        return action.error(say("script.not_served"))
     if action.kind == "show_request" and action.value >= served:
-        return action.error(f"request {action.value} is not one of the {served} served")
+        return action.error(say("script.not_a_request", request=action.value, served=served))
     if action.kind in ("step", "run", "force", "rewind", "reset") and not prefilled:
-        return action.error('the prompt has not been read yet: put {"prefill": true} before it')
+        return action.error(say("script.not_prefilled"))
     if action.kind == "rewind" and action.value > n_steps:
-        return action.error(f"rewind {action.value} is past the {n_steps} steps taken so far")
+        return action.error(say("script.rewind_past", step=action.value, steps=n_steps))
     if action.kind in ("step", "run", "force") and blocked:
         return action.error(blocked)
     return None

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from inference.events import ModelInfo, Rewound, SettingsEvent, StepDone, Switched
+from inference.messages import say, what
 from inference.lessons.script import SETTING_KEYS, Script, ScriptError, decode_json, parse_script, read_text
 from inference.settings import GenerationSettings
 
@@ -219,7 +220,7 @@ def load_script(path: str | Path) -> Script:
             return parse_script(script_from_trace(text.splitlines()))
         return parse_script(decode_json(text))
     except ScriptError as e:  # parse_script names the place in the script; the file is named here
-        raise ScriptError(f"{path.name}: {e}") from None
+        raise ScriptError(say("script.in_file", file=path.name, problem=what(e))) from None
 
 
 def _is_trace_line(line: str) -> bool:

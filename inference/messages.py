@@ -1,0 +1,203 @@
+"""The engine's sentences as codes plus values, so that a front-end can word them in its own language.
+
+An error a person can act on (a prompt longer than the window, a model TokenStep cannot load, a lesson script's
+bad action) is raised with a `Message` as its argument: `raise ValueError(say("prompt.too_long", tokens=9000,
+window=8192))`. `str(error)` is then the English sentence below (what `trace`, the logs and the tests read, as
+before), and `said(error)` gives the code and values, which the engine sends next to that English line (the
+protocol's Failed / LoadFailed, a catalog Entry's reason). The GUI words each code from its own table
+(gui/state/engine_words.py, translatable); a code it does not know is shown in the English sent with it.
+
+The shape follows the stop reasons and the progress stages (codes the GUI words): one table of codes here, each
+with its English template. A value that is itself a Message (an optional clause, a nested reason) is worded the
+same way. Format specs in a template say how a number reads: `{n:,}` grouped ("8,192"), `{n:n}` a count the
+GUI groups in its locale but English writes plain ("8192", as `trace` always did), `{x:.1f}` with decimals,
+`{n:bytes}` as a size ("538 MB"); a value without one (an id, a step) is written as it is everywhere.
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+ENGLISH: dict[str, str] = {
+    # the prompt, the steps and the branch moves (inference/session)
+    "prompt.empty": "the prompt is empty: it must contain at least one token",
+    "prompt.too_long": "the prompt is {tokens:n} tokens but the context window holds {window:n}",
+    "prompt.too_long_for_limit": "the prompt is {tokens:n} tokens but the context window holds {window:n} "
+                                 "(the context limit)",
+    "token.outside_vocab": "token id {id} is outside the vocabulary of {vocab:n}",
+    "force.empty": "the text to force is empty: it encodes to no tokens",
+    "session.prefill_first": "prefill the prompt first",
+    "session.prefill_before_rewind": "prefill the prompt before rewinding",
+    "session.prefill_before_step": "prefill the prompt before stepping",
+    "session.running": "a run is in progress: pause it first",
+    "session.ended": "generation ended ({reason}); rewind or reset to go on",
+    "session.max_new_tokens": "the max new tokens limit is reached; raise it, rewind or reset",
+    "rewind.out_of_range": "rewind {step} is outside the {steps} steps taken (1 to {steps})",
+    "context.shifted": "this move cannot follow a context shift: the context was shifted at step {step} (the "
+                       "oldest {dropped:n} tokens were dropped, drop-oldest); reset (re-reads the prompt) or "
+                       "prefill again first",
+    # settings (inference/settings.py)
+    "settings.temperature": "temperature must be >= 0, got {value}",
+    "settings.top_k": "top-k must be >= 0 (0 = off), got {value}",
+    "settings.top_p": "top-p must be in (0, 1], got {value}",
+    "settings.min_p": "min-p must be in [0, 1], got {value}",
+    "settings.max_new_tokens": "max new tokens must be in [1, {high:n}], got {value}",
+    "settings.top_n": "top-n must be >= 1, got {value}",
+    "settings.speculate": "speculate must be in [0, {high}] draft tokens, got {value}",
+    "settings.context_limit": "the context limit must be 0 (the model's window) or >= {low:n} tokens, got {value}",
+    "settings.when_full": "when full must be one of {choices}, got {value}",
+    "settings.speculate_and_shift": "speculation and drop-oldest cannot be combined: turn one of them off",
+    "settings.empty_stop": "stop strings must not be empty",
+    # the engine's own refusals (inference/engine)
+    "engine.no_model": "no model is loaded yet",
+    "serve.remote": "serving many requests needs the weights in this process, not a server's",
+    "serve.count": "serve 1 to {high} requests, not {count}",
+    "serve.pool": "a block holds 1 or more tokens and the pool 1 or more blocks, not {block_tokens} and {n_blocks}",
+    "serve.none": "no requests are being served: serve some first",
+    "serve.full": "a serve holds 1 to {high} requests; it has {count}",
+    "serve.finished": "every request has finished: add one or serve new ones",
+    "batch.remote": "the batch curve needs the weights in this process, not a server's",
+    "batch.sizes": "batch sizes are 1 to 16 requests, and 1 to 64 steps are timed per size",
+    # loading a model (inference/store, inference/model/config.py, inference/host.py)
+    "load.no_cuda": "CUDA was asked for but no CUDA device is available",
+    "load.dtype": "unknown dtype {dtype!r} (choose from {choices})",
+    "load.no_model": "no model given (an empty --model)",
+    "load.missing": "{path}: no such file or folder",
+    "load.not_model": "{path}: expected a model folder or a .gguf file",
+    "load.no_config": "{path}: no config.json",
+    "load.unreadable": "{path}: cannot be read ({why})",
+    "load.not_json": "{path}: not valid JSON ({why})",
+    "load.not_object": "{path}: expected a JSON object",
+    "load.vocab": "{path}: tokenizer has {tokenizer:n} tokens but the model only {model:n}",
+    "load.architecture": "{path}: unsupported architecture {architecture!r}{supported}",
+    "load.supported": " (supported: {names})",
+    "memory.kv": "Not enough memory for a KV cache of {positions:,} positions: it needs {needed:bytes} but only "
+                 "{available:bytes} is available. Ask for fewer new tokens or a shorter prompt.",
+    "memory.refusal": "Not enough memory for {model} at {dtype}: loading needs about {needed:bytes} (weights "
+                      "{weights:bytes}, read as float32 first{converting}; {kv}) but only {available:bytes} is "
+                      "available. Close other programs or choose a smaller model.",
+    "memory.summary": "weights {weights:bytes} at {dtype}, about {needed:bytes} needed while loading{converting}; "
+                      "{kv}; {free}",
+    "memory.converting": " (converting the GGUF first)",
+    "memory.after_converting": ", after converting the GGUF",
+    "memory.kv_cache": "KV cache {kv:bytes} for {tokens:,} tokens",
+    "memory.kv_unknown": "KV cache not known",
+    "memory.free": "free RAM {available:bytes}",
+    "memory.free_unknown": "free RAM unknown",
+    # why the model picker cannot open a model (inference/store/catalog*.py)
+    "catalog.gone": "no longer there (moved or deleted?)",
+    "catalog.not_model": "not a model folder or a .gguf file",
+    "catalog.no_snapshot": "no snapshot downloaded",
+    "catalog.damaged": "damaged in the Hugging Face cache ({detail})",
+    "catalog.damaged_unread": "damaged in the Hugging Face cache (its scan could not read it)",
+    "catalog.unreadable": "could not be read ({error}: {text})",
+    "catalog.file_problem": "{file}: {problem}",
+    "catalog.config_broken_link": "config.json is a broken link (an incomplete download?)",
+    "catalog.no_config": "no config.json",
+    "catalog.config_unreadable": "config.json cannot be read ({why})",
+    "catalog.config_not_json": "config.json is not valid JSON",
+    "catalog.config_not_object": "config.json is not a JSON object",
+    "catalog.shard_missing": "incomplete download: {file} is missing",
+    "catalog.shards_missing": "incomplete download: {file} is missing (and {more:n} more shards)",
+    "catalog.weights_broken_link": "incomplete download: model.safetensors is a broken link",
+    "catalog.pickle_only": "pickle weights only (.bin/.pt); TokenStep reads safetensors only",
+    "catalog.no_weights": "no weights (model.safetensors)",
+    "catalog.quantised_weights": "quantised weights ({dtypes} tensors); TokenStep reads float weights only",
+    "catalog.quantised_checkpoint": "quantised checkpoint; TokenStep reads float weights only",
+    "catalog.quantised_method": "quantised checkpoint ({method}); TokenStep reads float weights only",
+    "catalog.no_tokenizer": "no tokenizer.json (the fast-tokenizer file is required)",
+    "catalog.architecture": "unsupported architecture {architecture!r}{supported}",
+    "catalog.gguf_split": "a GGUF split in {parts} parts: join them first (llama-gguf-split --merge)",
+    "catalog.gguf_no_architecture": "no general.architecture in the GGUF metadata",
+    "catalog.gguf_architecture": "GGUF architecture {architecture!r} is not supported{supported}",
+    # lesson scripts (inference/lessons): where, then what
+    "script.action": "action {index} (\"{kind}\"): {problem}",
+    "script.settings": "script settings: {problem}",
+    "script.in_file": "{file}: {problem}",
+    "script.no_file": "{file}: no such file",
+    "script.not_file": "{file}: not a regular file",
+    "script.not_utf8": "{file}: not UTF-8 text",
+    "script.file_unreadable": "{file}: cannot be read ({why})",
+    "script.not_json": "not valid JSON (line {line}, column {column}: {why})",
+    "script.nested": "JSON nested too deeply",
+    "script.unknown_action": "action {index}: unknown action \"{kind}\" (known: {known})",
+    "script.no_prompt": "the script has no \"prompt\" (or \"prompt_ids\") to read",
+    "script.not_served": "no requests are being served: put a {{\"serve\": {{\"requests\": [...]}}}} before it",
+    "script.not_a_request": "request {request} is not one of the {served} served",
+    "script.not_prefilled": "the prompt has not been read yet: put {{\"prefill\": true}} before it",
+    "script.rewind_past": "rewind {step} is past the {steps} steps taken so far",
+    "script.whole_number": "{what} must be a whole number, got {value}",
+    "script.at_least": "{what} must be >= {low}, got {value}",
+    "script.in_range": "{what} must be in [{low}, {high}], got {value}",
+    "script.number": "{what} must be a number, got {value}",
+    "script.force": "force takes a token id (>= 0) or a non-empty text, got {value}",
+    "script.caption": "caption must be a text, got {value}",
+}
+
+
+@dataclass(frozen=True)
+class Message:
+    """One sentence of the engine's: a code of ENGLISH and the values its template names."""
+
+    code: str
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.code not in ENGLISH:  # a typo fails where it is raised, not as a sentence nobody has words for
+            raise KeyError(f"no message {self.code!r} in inference.messages.ENGLISH")
+
+    def __str__(self) -> str:
+        return render(ENGLISH[self.code], self.values)
+
+
+def say(code: str, **values: Any) -> Message:
+    return Message(code, values)
+
+
+def said(error: BaseException) -> Message | None:
+    """The Message an exception was raised with (`raise ValueError(say(...))`); None for one raised with a text."""
+    return error.args[0] if error.args and isinstance(error.args[0], Message) else None
+
+
+def what(error: BaseException) -> Message | str:
+    """An exception's problem as a value of another Message: its Message, or its first line of English."""
+    found = said(error)
+    return found if found is not None else (str(error).splitlines() or [type(error).__name__])[0]
+
+
+def human_bytes(n: float) -> str:
+    if n >= 1e9:
+        return f"{n / 1e9:.1f} GB"
+    if n >= 1e6:
+        return f"{n / 1e6:.0f} MB"
+    return f"{n / 1e3:.0f} KB" if n >= 1e3 else f"{n:.0f} bytes"
+
+
+def english_number(value: float, spec: str) -> str:
+    return str(value) if spec == "n" else format(value, spec)
+
+
+def render(template: str, values: dict[str, Any], number: Callable[[Any, str], str] = english_number,
+           size: Callable[[float], str] = human_bytes, word: Callable[[Message], str] = str) -> str:
+    """`template` with its fields filled from `values`: a nested Message through `word`, `{x:bytes}` through
+    `size`, another format spec through `number(value, spec)`, `{x!r}` as repr. The GUI passes its own three
+    (its language, QLocale's digits); the English defaults are what str(Message) gives."""
+    out = []
+    for literal, name, spec, conversion in string.Formatter().parse(template):
+        out.append(literal)
+        if name is None:
+            continue
+        value = values.get(name, "")
+        if isinstance(value, Message):
+            out.append(word(value))
+        elif conversion == "r":
+            out.append(repr(value))
+        elif spec == "bytes":
+            out.append(size(value))
+        elif spec and isinstance(value, (int, float)) and not isinstance(value, bool):
+            out.append(number(value, spec))
+        else:
+            out.append(str(value))
+    return "".join(out)
