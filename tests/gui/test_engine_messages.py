@@ -1,0 +1,135 @@
+"""The engine's sentences reach the GUI as codes plus values and are worded there (issue 41, item 4), and the
+numbers the user reads go through QLocale (item 1).
+
+- Every code inference/ can send has its words in gui/state/engine_words.WORDS (the same English), every
+  `say("…")` in inference/ names a code of inference.messages.ENGLISH, and each Chinese translation keeps the
+  placeholders of its English.
+- A real engine error (a prompt longer than the context limit) shows in Chinese in Chinese mode and in English
+  in English mode, in the status bar; a lesson script's error and the model picker's reasons likewise.
+- A code the GUI does not know is shown in the English the engine sent with it.
+- i18n.number is QLocale's: a German locale writes 1234.5 as "1.234,5".
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QLocale
+
+from app_driver import settle, wait_until, window_fixture
+from gui import language
+from gui.state import i18n
+from gui.state.engine_words import WORDS, word
+from gui.state.i18n import translate
+from inference.messages import ENGLISH, Message, say
+
+ROOT = Path(__file__).resolve().parents[2]
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+window = window_fixture("engine_messages")
+
+
+def fields(template: str) -> set[tuple[str, str, str | None]]:
+    return {(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(template)
+            if name is not None}
+
+
+@pytest.fixture
+def chinese(qapp):
+    language.set_language("zh_CN")
+    yield
+    language.set_language("en")
+
+
+def test_every_code_the_engine_sends_has_words_in_the_gui():
+    assert set(WORDS) == set(ENGLISH), set(WORDS) ^ set(ENGLISH)
+    assert WORDS == ENGLISH  # the same English: the GUI in English says what `trace` says
+    said = {m for path in (ROOT / "inference").rglob("*.py")
+            for m in re.findall(r'\bsay\(\s*"([\w.]+)"', path.read_text(encoding="utf-8"))}
+    assert said - set(ENGLISH) == set()  # a code raised somewhere but missing from the table would be a KeyError
+    nested_only = {"load.supported", "memory.converting", "memory.after_converting", "memory.kv_cache",
+                   "memory.kv_unknown", "memory.free", "memory.free_unknown"}
+    assert set(ENGLISH) - said == set(), "a code no engine path sends"
+    assert nested_only <= said
+
+
+def test_each_chinese_translation_keeps_its_placeholders(chinese):
+    for code, english in WORDS.items():
+        chinese_text = translate("Engine", english)
+        assert chinese_text != english, code  # translated ("{file}：{problem}" only by its full-width colon)
+        assert CJK.search(chinese_text) or "：" in chinese_text, code
+        assert fields(chinese_text) == fields(english), code
+
+
+def test_an_unknown_code_keeps_the_engines_english(chinese):
+    assert word(None, "the engine's own line") == "the engine's own line"
+    newer = Message.__new__(Message)  # as an engine newer than this GUI would send it (its code not in WORDS)
+    object.__setattr__(newer, "code", "prompt.from_the_future")
+    object.__setattr__(newer, "values", {})
+    assert word(newer, "a sentence from a newer engine") == "a sentence from a newer engine"
+    assert word(say("prompt.empty"), "the prompt is empty: …") == "提示为空：至少要有一个 Token"
+
+
+def test_values_are_written_in_the_locale_and_nested_messages_worded(chinese, monkeypatch):
+    refusal = say("memory.refusal", model="tiny", dtype="float32", needed=2_500_000_000, weights=538_000_000,
+                  converting=say("memory.after_converting"), kv=say("memory.kv_cache", kv=189_000_000, tokens=4096),
+                  available=1_200_000_000)
+    zh = word(refusal, str(refusal))
+    assert "2.5 GB" in zh and "538 MB" in zh and "4,096 个 Token" in zh and "在转换 GGUF 之后" in zh
+    monkeypatch.setattr(language, "number_locale", QLocale(QLocale.German, QLocale.Germany))
+    assert "2,5 GB" in word(refusal, str(refusal)) and "4.096" in word(refusal, str(refusal))
+
+
+def test_numbers_go_through_qlocale(qapp, monkeypatch):
+    assert i18n.number(1234.5, 1) == "1,234.5" and i18n.number(8192) == "8,192"
+    monkeypatch.setattr(language, "number_locale", QLocale(QLocale.German, QLocale.Germany))
+    assert i18n.number(1234.5, 1) == "1.234,5"
+    assert i18n.number(1234567) == "1.234.567"
+    assert i18n.size(1_234_000_000) == "1,2 GB"
+    assert translate("StatusBar", "%n token(s)", None, 1234) == "1.234 tokens"
+
+
+def _prefill_too_long(win) -> str:
+    """Prefill the default prompt (5 tokens) under a 4-token context limit: the engine refuses it."""
+    c = win.controller
+    win.controls.context_limit.setValue(4)
+    win.controls.prompt.setPlainText("The capital of France is")
+    errors = []
+    c.error.connect(lambda message, details, expected: errors.append((message, expected)))
+    win.actions["prefill"].trigger()
+    wait_until(lambda: errors and not c.busy)
+    settle(win)
+    win.controls.context_limit.setValue(0)
+    return errors[-1]
+
+
+def test_a_real_engine_error_in_english_and_in_chinese(window):
+    message, expected = _prefill_too_long(window)
+    assert expected and message == "the prompt is 5 tokens but the context window holds 4 (the context limit)"
+    assert window.status.state.text() == message
+    window.set_language("zh_CN")
+    try:
+        message, expected = _prefill_too_long(window)
+        assert message == "提示有 5 个 Token，但上下文窗口只能容纳 4 个（上下文上限）"
+        assert window.status.state.text() == message
+        window.status.state.grab().save("/tmp/engine_error_zh.png")
+    finally:
+        window.set_language("en")
+
+
+def test_a_lesson_script_error_in_chinese(window, tmp_path, monkeypatch):
+    shown = []
+    monkeypatch.setattr("gui.lessons.script_player.QMessageBox.warning", lambda parent, title, text: shown.append(text))
+    path = tmp_path / "bad.json"
+    path.write_text('{"prompt": "Hi", "actions": [{"prefill": true}, {"step": 0}]}', encoding="utf-8")
+    window.set_language("zh_CN")
+    try:
+        assert not window.play_script(str(path))
+    finally:
+        window.set_language("en")
+    assert shown == ["bad.json：第 1 个动作（“step”）：step 必须在 [1, 1048576] 之内，收到的是 0"]
+    assert not window.play_script(str(path))
+    assert shown[-1] == 'bad.json: action 1 ("step"): step must be in [1, 1048576], got 0'
