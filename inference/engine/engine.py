@@ -26,12 +26,11 @@ from inference.engine import protocol as p
 from inference.engine.backend_switch import start_build, switch_if_built
 from inference.errors import Cancelled, NotReady, is_expected, one_line
 
-from inference.messages import said, say
+from inference.messages import Message, said, say
 from inference.events import Stopped
 from inference.session import batch_curve
 from inference.session.batch import BatchRequest, Scheduler, blocks_for_all
 from inference.session.session import Session, prompt_ids
-from inference.sources.remote import NO_WEIGHTS
 from inference.store.loading import load_model
 
 
@@ -246,13 +245,13 @@ class Engine:
         if self.session is not None:
             self.need_session().use_kv_cache(command.on)
 
-    def refuse_remote(self, what: str, on: bool) -> None:
+    def refuse_remote(self, what: Message, on: bool) -> None:
         """Views that need the weights in this process cannot be turned on for a remote server."""
         if on and self.model is not None and self.model.remote:
-            raise ValueError(f"{what} {NO_WEIGHTS}: it is off while connected to {self.model.url}")
+            raise ValueError(say("remote.needs_weights", what=what, then=say("remote.off_while", url=self.model.url)))
 
     def capture(self, command: p.CaptureAttention) -> None:
-        self.refuse_remote("the attention view", command.on)
+        self.refuse_remote(say("remote.attention_view"), command.on)
         self.capture_attention = command.on
         if self.session is not None:
             self.session.capture_attention = command.on
@@ -261,7 +260,7 @@ class Engine:
         self.send(p.Recaptured(self.need_session().attention_of(command.node), self.tag))
 
     def capture_logit_lens(self, command: p.CaptureLens) -> None:
-        self.refuse_remote("the logit lens", command.on)
+        self.refuse_remote(say("remote.lens"), command.on)
         self.capture_lens = command.on
         if self.session is not None and self.session.set_capture_lens(command.on):
             self.send_preview()  # the pending step's lens, read again for it

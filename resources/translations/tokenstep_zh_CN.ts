@@ -1279,6 +1279,90 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>所有请求都已结束：请添加一个或服务新的请求</translation>
     </message>
     <message>
+        <source>{what} needs the model&apos;s weights in this process; a remote server sends only its top-N log-probabilities{then}</source>
+        <translation>{what}需要本进程中的模型权重；远程服务器只发送前 N 个对数概率{then}</translation>
+    </message>
+    <message>
+        <source>the attention view</source>
+        <translation>注意力视图</translation>
+    </message>
+    <message>
+        <source>attention capture</source>
+        <translation>记录注意力</translation>
+    </message>
+    <message>
+        <source>the logit lens</source>
+        <translation>Logit 透镜</translation>
+    </message>
+    <message>
+        <source>decoding without the KV cache, or recomputing attention,</source>
+        <translation>不用 KV 缓存解码或重新计算注意力</translation>
+    </message>
+    <message>
+        <source>: it is off while connected to {url}</source>
+        <translation>：连接到 {url} 时它是关闭的</translation>
+    </message>
+    <message>
+        <source>: turn the attention view off</source>
+        <translation>：请关闭注意力视图</translation>
+    </message>
+    <message>
+        <source>: turn it off</source>
+        <translation>：请关闭它</translation>
+    </message>
+    <message>
+        <source> ({url})</source>
+        <translation>（{url}）</translation>
+    </message>
+    <message>
+        <source>{path}: not a tokenizer.json, a folder holding one, or a .gguf file</source>
+        <translation>{path}：不是 tokenizer.json、含有它的文件夹或 .gguf 文件</translation>
+    </message>
+    <message>
+        <source>the {dialect} server does not offer a tokenizer readable here (model path {model_path}): name the served model&apos;s tokenizer.json (or its folder, or .gguf) with --tokenizer PATH</source>
+        <translation>{dialect} 服务器没有提供这里能读取的分词器（模型路径 {model_path}）：请用 --tokenizer PATH 指定所服务模型的 tokenizer.json（或它所在的文件夹，或 .gguf）</translation>
+    </message>
+    <message>
+        <source>not reported</source>
+        <translation>未报告</translation>
+    </message>
+    <message>
+        <source>the {dialect} server&apos;s tokenizer has {theirs} tokens, the local one ({source}) {ours}: not the same tokenizer</source>
+        <translation>{dialect} 服务器的分词器有 {theirs} 个 Token，本地的（{source}）有 {ours} 个：不是同一个分词器</translation>
+    </message>
+    <message>
+        <source>the {dialect} server&apos;s tokenizer splits a probe text differently from the local one ({source}): token {at} is {theirs} there, {ours} here</source>
+        <translation>{dialect} 服务器的分词器切分测试文本的方式与本地的（{source}）不同：第 {at} 个 Token 在那边是 {theirs}，这边是 {ours}</translation>
+    </message>
+    <message>
+        <source>the {dialect} server&apos;s tokenizer has {kind} {text!r}, which the local tokenizer lacks</source>
+        <translation>{dialect} 服务器的分词器有 {kind} {text!r}，本地分词器没有</translation>
+    </message>
+    <message>
+        <source>the {dialect} server&apos;s tokenizer: EOS id {id} is outside the vocabulary of {vocab}</source>
+        <translation>{dialect} 服务器的分词器：EOS id {id} 超出了 {vocab} 个 Token 的词表</translation>
+    </message>
+    <message>
+        <source>the token budget must be &gt;= 1 and the batch 1 to {high} requests, got {budget} and {running}</source>
+        <translation>Token 预算必须 &gt;= 1，批次必须是 1 到 {high} 个请求，收到的是 {budget} 和 {running}</translation>
+    </message>
+    <message>
+        <source>request {request}: a batched request neither speculates nor shifts its context</source>
+        <translation>请求 {request}：批处理中的请求既不做推测解码，也不做上下文平移</translation>
+    </message>
+    <message>
+        <source>request {request}: the prompt must have 1 to {window} tokens</source>
+        <translation>请求 {request}：提示必须有 1 到 {window} 个 Token</translation>
+    </message>
+    <message>
+        <source>request {request}: a token id is outside the vocabulary of {vocab}</source>
+        <translation>请求 {request}：有一个 Token id 超出了 {vocab} 个 Token 的词表</translation>
+    </message>
+    <message>
+        <source>request {request} may need {needed} blocks; the pool has {pool}</source>
+        <translation>请求 {request} 可能需要 {needed} 个块；块池只有 {pool} 个</translation>
+    </message>
+    <message>
         <source>the batch curve needs the weights in this process, not a server&apos;s</source>
         <translation>批次曲线需要本进程中的权重，不能用服务器的</translation>
     </message>
@@ -1525,6 +1609,170 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
     <message>
         <source>rewind {step} is past the {steps} steps taken so far</source>
         <translation>回退到第 {step} 步超出了目前已走的 {steps} 步</translation>
+    </message>
+    <message>
+        <source>script</source>
+        <translation>脚本</translation>
+    </message>
+    <message>
+        <source>request {index}</source>
+        <translation>请求 {index}</translation>
+    </message>
+    <message>
+        <source>the request</source>
+        <translation>这个请求</translation>
+    </message>
+    <message>
+        <source>{where}: {problem}</source>
+        <translation>{where}：{problem}</translation>
+    </message>
+    <message>
+        <source>unknown key &quot;{key}&quot; (known: {known})</source>
+        <translation>未知的键“{key}”（已知：{known}）</translation>
+    </message>
+    <message>
+        <source>unknown setting &quot;{key}&quot; (known: {known})</source>
+        <translation>未知的设置“{key}”（已知：{known}）</translation>
+    </message>
+    <message>
+        <source>{where}: &quot;{key}&quot; must be {kind}</source>
+        <translation>{where}：&quot;{key}&quot; 必须是{kind}</translation>
+    </message>
+    <message>
+        <source>{where}: &quot;{key}&quot; must be {kind}, got {value}</source>
+        <translation>{where}：&quot;{key}&quot; 必须是{kind}，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>true or false</source>
+        <translation> true 或 false</translation>
+    </message>
+    <message>
+        <source>a text</source>
+        <translation>文本</translation>
+    </message>
+    <message>
+        <source>a text or null</source>
+        <translation>文本或 null</translation>
+    </message>
+    <message>
+        <source>a non-empty list</source>
+        <translation>非空列表</translation>
+    </message>
+    <message>
+        <source>a non-empty list of token ids</source>
+        <translation>由 Token id 组成的非空列表</translation>
+    </message>
+    <message>
+        <source>a whole number in [0, {high}]</source>
+        <translation> [0, {high}] 之内的整数</translation>
+    </message>
+    <message>
+        <source>settings must be an object like {{&quot;temperature&quot;: 0.7}}, got {value}</source>
+        <translation>settings 必须是形如 {{&quot;temperature&quot;: 0.7}} 的对象，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>{where} settings: {problem}</source>
+        <translation>{where} 的设置：{problem}</translation>
+    </message>
+    <message>
+        <source>when_full must be &quot;stop&quot; or &quot;drop-oldest&quot;, got {value}</source>
+        <translation>when_full 必须是 &quot;stop&quot; 或 &quot;drop-oldest&quot;，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>greedy must be true or false, got {value}</source>
+        <translation>greedy 必须是 true 或 false，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>stop must be a list of non-empty strings, got {value}</source>
+        <translation>stop 必须是由非空字符串组成的列表，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>{file}: {size:,.0f} MB is more than a script or trace TokenStep reads ({limit} MB)</source>
+        <translation>{file}：{size:,.0f} MB 超过了 TokenStep 读取脚本或事件记录的上限（{limit} MB）</translation>
+    </message>
+    <message>
+        <source>write {{&quot;{kind}&quot;: true}}, got {value}</source>
+        <translation>请写 {{&quot;{kind}&quot;: true}}，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>an added request joins at the next scheduler step: leave out &quot;arrive_at_step&quot;</source>
+        <translation>添加的请求在下一个调度步加入：请去掉 &quot;arrive_at_step&quot;</translation>
+    </message>
+    <message>
+        <source>{where}: a request is an object like {{&quot;prompt&quot;: &quot;Hello&quot;}}</source>
+        <translation>{where}：请求应是形如 {{&quot;prompt&quot;: &quot;Hello&quot;}} 的对象</translation>
+    </message>
+    <message>
+        <source>{where}: it has no &quot;prompt&quot; (or &quot;prompt_ids&quot;)</source>
+        <translation>{where}：没有 &quot;prompt&quot;（或 &quot;prompt_ids&quot;）</translation>
+    </message>
+    <message>
+        <source>{where}: &quot;prompt_ids&quot; are the exact ids read: &quot;chat&quot; cannot apply to them</source>
+        <translation>{where}：&quot;prompt_ids&quot; 是原样读取的 id：不能对它们使用 &quot;chat&quot;</translation>
+    </message>
+    <message>
+        <source>serve takes an object like {{&quot;requests&quot;: [{{&quot;prompt&quot;: &quot;Hello&quot;}}]}}, got {value}</source>
+        <translation>serve 需要形如 {{&quot;requests&quot;: [{{&quot;prompt&quot;: &quot;Hello&quot;}}]}} 的对象，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>&quot;requests&quot; must be a list of 1 to {high} requests</source>
+        <translation>&quot;requests&quot; 必须是包含 1 到 {high} 个请求的列表</translation>
+    </message>
+    <message>
+        <source>script: a lesson script is a JSON object with &quot;actions&quot;, got {value}</source>
+        <translation>脚本：课程脚本是带有 &quot;actions&quot; 的 JSON 对象，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>action {index}: an action is an object like {{&quot;step&quot;: 3}}, got {value}</source>
+        <translation>第 {index} 个动作：动作应是形如 {{&quot;step&quot;: 3}} 的对象，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>action {index}: one action per object, got {keys}</source>
+        <translation>第 {index} 个动作：每个对象只能有一个动作，收到的是 {keys}</translation>
+    </message>
+    <message>
+        <source>the requests must be a non-empty JSON list like [{{&quot;prompt&quot;: &quot;Hello&quot;}}]</source>
+        <translation>请求必须是形如 [{{&quot;prompt&quot;: &quot;Hello&quot;}}] 的非空 JSON 列表</translation>
+    </message>
+    <message>
+        <source>{count} requests are more than a batch trace takes ({high})</source>
+        <translation>{count} 个请求超过了批处理事件记录的上限（{high}）</translation>
+    </message>
+    <message>
+        <source>trace line {line}: not valid JSON</source>
+        <translation>事件记录第 {line} 行：不是有效的 JSON</translation>
+    </message>
+    <message>
+        <source>trace line {line}: not an event (an object with a &quot;type&quot;)</source>
+        <translation>事件记录第 {line} 行：不是事件（带 &quot;type&quot; 的对象）</translation>
+    </message>
+    <message>
+        <source>trace line {line}: a &quot;{type}&quot; event with a number out of range</source>
+        <translation>事件记录第 {line} 行：&quot;{type}&quot; 事件中有超出范围的数字</translation>
+    </message>
+    <message>
+        <source>trace line {line}: {problem}</source>
+        <translation>事件记录第 {line} 行：{problem}</translation>
+    </message>
+    <message>
+        <source>trace line {line}: a &quot;{type}&quot; event without a valid {field}</source>
+        <translation>事件记录第 {line} 行：&quot;{type}&quot; 事件缺少有效的 {field}</translation>
+    </message>
+    <message>
+        <source>the trace reads a second, different prompt: a script reads one</source>
+        <translation>事件记录读取了第二个不同的提示：脚本只读取一个</translation>
+    </message>
+    <message>
+        <source>a step before the prompt was read</source>
+        <translation>在读取提示之前就有一步</translation>
+    </message>
+    <message>
+        <source>step {step} follows step {previous}: the trace is incomplete</source>
+        <translation>第 {step} 步跟在第 {previous} 步之后：事件记录不完整</translation>
+    </message>
+    <message>
+        <source>the trace has no prefill event: there is no prompt to replay</source>
+        <translation>事件记录中没有预填充事件：没有可重放的提示</translation>
     </message>
     <message>
         <source>{what} must be a whole number, got {value}</source>

@@ -28,6 +28,7 @@ from inference.messages import ENGLISH, Message, say
 
 ROOT = Path(__file__).resolve().parents[2]
 CJK = re.compile(r"[\u4e00-\u9fff]")
+FULL_WIDTH = re.compile(r"[\uff01-\uff5e]")  # Chinese punctuation: "：", "（"
 
 window = window_fixture("engine_messages")
 
@@ -47,9 +48,11 @@ def chinese(qapp):
 def test_every_code_the_engine_sends_has_words_in_the_gui():
     assert set(WORDS) == set(ENGLISH), set(WORDS) ^ set(ENGLISH)
     assert WORDS == ENGLISH  # the same English: the GUI in English says what `trace` says
-    said = {m for path in (ROOT / "inference").rglob("*.py")
-            for m in re.findall(r'\bsay\(\s*"([\w.]+)"', path.read_text(encoding="utf-8"))}
+    sources = [path.read_text(encoding="utf-8") for path in (ROOT / "inference").rglob("*.py")
+               if path.name != "messages.py"]
+    said = {m for text in sources for m in re.findall(r'\bsay\(\s*"([\w.]+)"', text)}
     assert said - set(ENGLISH) == set()  # a code raised somewhere but missing from the table would be a KeyError
+    said |= {m for text in sources for m in re.findall(r'"([a-z]+\.[a-z_]+)"', text) if m in ENGLISH}  # passed on
     nested_only = {"load.supported", "memory.converting", "memory.after_converting", "memory.kv_cache",
                    "memory.kv_unknown", "memory.free", "memory.free_unknown"}
     assert set(ENGLISH) - said == set(), "a code no engine path sends"
@@ -60,7 +63,7 @@ def test_each_chinese_translation_keeps_its_placeholders(chinese):
     for code, english in WORDS.items():
         chinese_text = translate("Engine", english)
         assert chinese_text != english, code  # translated ("{file}：{problem}" only by its full-width colon)
-        assert CJK.search(chinese_text) or "：" in chinese_text, code
+        assert CJK.search(chinese_text) or FULL_WIDTH.search(chinese_text), code
         assert fields(chinese_text) == fields(english), code
 
 
@@ -115,7 +118,7 @@ def test_a_real_engine_error_in_english_and_in_chinese(window):
         message, expected = _prefill_too_long(window)
         assert message == "提示有 5 个 Token，但上下文窗口只能容纳 4 个（上下文上限）"
         assert window.status.state.text() == message
-        window.status.state.grab().save("/tmp/engine_error_zh.png")
+        window.status.grab().save("/tmp/engine_error_zh.png")  # looked at: the whole line fits
     finally:
         window.set_language("en")
 
@@ -133,3 +136,13 @@ def test_a_lesson_script_error_in_chinese(window, tmp_path, monkeypatch):
     assert shown == ["bad.json：第 1 个动作（“step”）：step 必须在 [1, 1048576] 之内，收到的是 0"]
     assert not window.play_script(str(path))
     assert shown[-1] == 'bad.json: action 1 ("step"): step must be in [1, 1048576], got 0'
+
+
+def test_a_scripts_nested_parts_are_worded_too(chinese):
+    from inference.lessons.script import ScriptError, parse_script
+    from inference.messages import said
+
+    with pytest.raises(ScriptError) as caught:
+        parse_script({"prompt": "Hi", "chat": "yes", "actions": [{"prefill": True}]})
+    assert str(caught.value) == 'script: "chat" must be true or false, got "yes"'
+    assert word(said(caught.value), str(caught.value)) == '脚本："chat" 必须是 true 或 false，收到的是 "yes"'
