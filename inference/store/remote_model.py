@@ -30,7 +30,7 @@ from inference import cache_dir
 from inference.model.config import ModelConfig
 from inference.errors import EXPECTED, ModelFormatError, one_line
 from inference.events import ModelInfo
-from inference.messages import say
+from inference.messages import as_data, said, say
 from inference.settings import SamplerSettings
 from inference.text.tokenizer import Tokenizer
 from inference.sources.dialects import Dialect, ServerFacts, detect
@@ -196,7 +196,8 @@ def offer(url: str) -> dict:
     try:
         facts = _dialect(url, OFFER_TIMEOUT).facts()
     except EXPECTED as e:
-        return {"error": one_line(e)}
+        found = said(e)
+        return {"error": one_line(e), **({"said": as_data(found)} if found is not None else {})}
     served = served_tokenizer(facts)
     return {"dialect": facts.dialect, "model": facts.model, "model_path": facts.model_path,
             "tokenizer": None if served is None else str(served)}

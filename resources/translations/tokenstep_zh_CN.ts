@@ -1419,6 +1419,94 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>（支持：{names}）</translation>
     </message>
     <message>
+        <source>could not download {wheel} with pip: {why}</source>
+        <translation>无法用 pip 下载 {wheel}：{why}</translation>
+    </message>
+    <message>
+        <source>could not download {wheel} with pip: exit code {code}</source>
+        <translation>无法用 pip 下载 {wheel}：退出码 {code}</translation>
+    </message>
+    <message>
+        <source>{file}: sha256 or size does not match the pinned wheel; refusing it</source>
+        <translation>{file}：sha256 或大小与固定的 wheel 不符；拒绝使用</translation>
+    </message>
+    <message>
+        <source>{path}: does not hold {member} ({why})</source>
+        <translation>{path}：不包含 {member}（{why}）</translation>
+    </message>
+    <message>
+        <source>{url!r}: a server address is http://HOST:PORT or https://HOST:PORT</source>
+        <translation>{url!r}：服务器地址应为 http://HOST:PORT 或 https://HOST:PORT</translation>
+    </message>
+    <message>
+        <source>{url!r}: the port is not a number from 0 to 65535</source>
+        <translation>{url!r}：端口不是 0 到 65535 之间的数字</translation>
+    </message>
+    <message>
+        <source>{where}: the server redirected to {target}; TokenStep does not follow redirects</source>
+        <translation>{where}：服务器重定向到了 {target}；TokenStep 不跟随重定向</translation>
+    </message>
+    <message>
+        <source>{where}: not found (HTTP 404)</source>
+        <translation>{where}：未找到（HTTP 404）</translation>
+    </message>
+    <message>
+        <source>{where}: HTTP {status}</source>
+        <translation>{where}：HTTP 状态码 {status}</translation>
+    </message>
+    <message>
+        <source>{where}: HTTP {status}: {detail}</source>
+        <translation>{where}：HTTP 状态码 {status}：{detail}</translation>
+    </message>
+    <message>
+        <source>{where}: the reply holds a number that is not finite ({text})</source>
+        <translation>{where}：回复中有一个不是有限值的数字（{text}）</translation>
+    </message>
+    <message>
+        <source>{where}: the reply is not JSON (nested too deeply)</source>
+        <translation>{where}：回复不是 JSON（嵌套太深）</translation>
+    </message>
+    <message>
+        <source>{where}: the reply is not JSON</source>
+        <translation>{where}：回复不是 JSON</translation>
+    </message>
+    <message>
+        <source>the request to {url} was stopped while it waited</source>
+        <translation>发往 {url} 的请求在等待时被停止了</translation>
+    </message>
+    <message>
+        <source>the server at {url} did not answer within {seconds} s</source>
+        <translation>{url} 上的服务器在 {seconds} 秒内没有回应</translation>
+    </message>
+    <message>
+        <source>{where}: the reply is {size:,.0f} MB, more than TokenStep reads ({limit} MB)</source>
+        <translation>{where}：回复有 {size:,.0f} MB，超过了 TokenStep 读取的上限（{limit} MB）</translation>
+    </message>
+    <message>
+        <source>{where}: the reply is longer than TokenStep reads ({limit} MB)</source>
+        <translation>{where}：回复超过了 TokenStep 读取的上限（{limit} MB）</translation>
+    </message>
+    <message>
+        <source>the server at {url} went away mid-reply (the reply was cut short)</source>
+        <translation>{url} 上的服务器在回复途中断开了（回复被截断）</translation>
+    </message>
+    <message>
+        <source>the server at {url} went away (it closed the connection)</source>
+        <translation>{url} 上的服务器断开了（它关闭了连接）</translation>
+    </message>
+    <message>
+        <source>the server at {url} did not answer in HTTP ({error})</source>
+        <translation>{url} 上的服务器没有用 HTTP 回应（{error}）</translation>
+    </message>
+    <message>
+        <source>cannot reach the server at {url}: {why}</source>
+        <translation>无法连接 {url} 上的服务器：{why}</translation>
+    </message>
+    <message>
+        <source>the server at {url} went away: {why}</source>
+        <translation>{url} 上的服务器断开了：{why}</translation>
+    </message>
+    <message>
         <source>Not enough memory for a KV cache of {positions:,} positions: it needs {needed:bytes} but only {available:bytes} is available. Ask for fewer new tokens or a shorter prompt.</source>
         <translation>内存不足，放不下 {positions:,} 个位置的 KV 缓存：需要 {needed:bytes}，但只有 {available:bytes} 可用。请减少新 Token 数或缩短提示。</translation>
     </message>

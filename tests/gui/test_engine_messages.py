@@ -146,3 +146,18 @@ def test_a_scripts_nested_parts_are_worded_too(chinese):
         parse_script({"prompt": "Hi", "chat": "yes", "actions": [{"prefill": True}]})
     assert str(caught.value) == 'script: "chat" must be true or false, got "yes"'
     assert word(said(caught.value), str(caught.value)) == '脚本："chat" 必须是 true 或 false，收到的是 "yes"'
+
+
+def test_the_connect_dialog_words_the_probes_error(chinese):
+    """The server probe runs in its own process and prints JSON: the code and values travel as data."""
+    from gui.dialogs.connect_dialog import offer_text
+    from inference.messages import as_data, from_data
+
+    refused = say("http.unreachable", url="http://127.0.0.1:9", why="Connection refused")
+    assert from_data(as_data(refused)) == refused
+    assert offer_text({"error": str(refused), "said": as_data(refused)}) == \
+        "无法连接 http://127.0.0.1:9 上的服务器：Connection refused"
+    newer = {"code": "http.from_the_future", "values": {}}
+    assert from_data(newer) is None
+    assert offer_text({"error": "a newer engine's English", "said": newer}) == "a newer engine's English"
+    assert offer_text({"error": "an uncoded line"}) == "an uncoded line"
