@@ -219,8 +219,9 @@ class ModelPicker(QDialog):
                                       if entry.supported else "")
         else:
             summary = estimate.summary()
-            self.memory_label.setText(translate("Picker", "Memory: {estimate}").format(estimate=word(summary, str(summary)))
-                                      + ("" if on_cpu else translate("Picker", " (loads on CUDA)")))
+            where = "" if on_cpu else translate("Picker", " (loads on CUDA)")
+            self.memory_label.setText(translate("Picker", "Memory: {estimate}").format(
+                estimate=word(summary, str(summary))) + where)
         if not entry.supported:
             return translate("Picker", "TokenStep cannot open {model}: {reason}").format(model=entry.name,
                                                                                         reason=_reason(entry))

@@ -352,7 +352,8 @@ def parse_script(data: Any) -> Script:
 
 
 # --- what depends on the session: checked as each action plays -------------------------------------------
-def refusal(action: Action, prefilled: bool, n_steps: int, blocked: Message | None, served: int = 0) -> ScriptError | None:
+def refusal(action: Action, prefilled: bool, n_steps: int, blocked: Message | None,
+            served: int = 0) -> ScriptError | None:
     """Why `action` cannot play now (None when it can): `blocked` is the session's reason a step would
     be refused ("" when it would be taken); `served`: requests of the serve under way (0: none). Serving steps
     once every request has finished do nothing (a request may end early on its end-of-sequence token)."""

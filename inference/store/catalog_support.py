@@ -21,26 +21,35 @@ _KV_ELEMENT_BYTES = 4  # the estimate's KV cache is float32, as on CPU
 FLOAT_DTYPES = {"F32", "F16", "BF16", "F64"}  # what checkpoint.py reads (its _FLOAT_DTYPES; it imports torch)
 
 
-def _reason(error: Exception, file: str, prefix: str = "") -> Message:
-    """A reader's error about `file`: its own Message, or its English line (less `prefix`) under the file's name."""
+def _reason(error: Exception, prefix: str = "", file: str | None = None) -> Message | str:
+    """A reader's error: its problem without the path it names (`prefix`, for an English line), put under `file`'s
+    name when given. A Message where the reader raised one, else its English line."""
     found = said(error)
     if found is not None and found.code == "load.architecture":  # the picker names the model, not its config.json
-        return say("catalog.architecture", **{k: v for k, v in found.values.items() if k != "path"})
-    if found is not None:
-        return found
-    text = str(error).splitlines()[0] if str(error) else type(error).__name__
-    return say("catalog.file_problem", file=file, problem=text[len(prefix):] if prefix and text.startswith(prefix)
-               else text)
+        problem: Message | str = say("catalog.architecture", **{k: v for k, v in found.values.items() if k != "path"})
+    elif found is not None and found.code == "file.in":  # "{path}: {problem}": the path is the prefix
+        problem = found.values["problem"]
+    elif found is not None:
+        problem = found
+    else:
+        text = str(error).splitlines()[0] if str(error) else type(error).__name__
+        problem = text[len(prefix):] if prefix and text.startswith(prefix) else text
+    return say("catalog.file_problem", file=file, problem=problem) if file else problem
 
 
-def _read_config(folder: Path) -> tuple[dict | None, Message | None]:
+def _why(problem: Message | str | None) -> dict:
+    """Entry's fields for a problem: `said` when it has a code, else `reason` in English."""
+    return {"said": problem} if isinstance(problem, Message) else {"reason": problem or ""}
+
+
+def _read_config(folder: Path) -> tuple[dict | None, Message | str | None]:
     path = folder / "config.json"
     if not path.exists():
         return None, say("catalog.config_broken_link") if path.is_symlink() else say("catalog.no_config")
     try:
         data = read_json_file(path)
     except ModelFormatError as e:
-        return None, _reason(e, "config.json", f"{path}: ")
+        return None, _reason(e, f"{path}: ", "config.json")
     except OSError as e:
         return None, say("catalog.config_unreadable", why=e.strerror or str(e))
     except (ValueError, RecursionError):
@@ -59,15 +68,14 @@ def _raw_facts(d: dict) -> dict:
             "context_length": context}
 
 
-def _weight_files(folder: Path) -> tuple[list[Path], Message | None]:
+def _weight_files(folder: Path) -> tuple[list[Path], Message | str | None]:
     """The safetensors files a folder's weights are in, or why there are none to read."""
     index = folder / "model.safetensors.index.json"
     if index.exists() or index.is_symlink():
         try:
             files = sorted(index_shards(index))
         except ModelFormatError as e:  # index_shards' own words: not an index, or a shard outside the folder
-            return [], say("catalog.file_problem", file="model.safetensors.index.json",
-                           problem=_reason(e, "model.safetensors.index.json", f"{index}: "))
+            return [], _reason(e, f"{index}: ", "model.safetensors.index.json")
         missing = [f.name for f in files if not f.is_file()]
         if missing:
             return files, (say("catalog.shards_missing", file=missing[0], more=len(missing) - 1) if len(missing) > 1
@@ -86,7 +94,7 @@ def _weight_files(folder: Path) -> tuple[list[Path], Message | None]:
     return [], say("catalog.no_weights")
 
 
-def _params(files: list[Path], drop_head: bool) -> tuple[int | None, Message | None]:
+def _params(files: list[Path], drop_head: bool) -> tuple[int | None, Message | str | None]:
     """The parameters the safetensors headers list, or why they cannot be read (quantised ones included)."""
     tensors: dict[str, tuple[tuple[int, ...], str]] = {}
     for file in files:
@@ -95,7 +103,7 @@ def _params(files: list[Path], drop_head: bool) -> tuple[int | None, Message | N
         try:
             tensors.update(safetensors_tensors(file))
         except ModelFormatError as e:
-            return None, _reason(e, file.name, f"{file}: ")
+            return None, _reason(e, f"{file.name}: ", file.name)
     if drop_head:  # a tied head some checkpoints save although it is the embedding table
         tensors = {k: v for k, v in tensors.items() if not k.endswith("lm_head.weight")}
     n_params = count_params(shape for shape, _ in tensors.values()) if tensors else None
@@ -109,13 +117,13 @@ def folder_facts(folder: Path) -> dict:
     """The Entry fields of a Hugging Face model folder (all but name, paths, source and size)."""
     d, problem = _read_config(folder)
     if d is None:
-        return {"supported": False, "said": problem}
+        return {"supported": False, **_why(problem)}
     facts = _raw_facts(d)
     config = None
     try:
         config = ModelConfig.from_hf(d, source="config.json")
     except ModelFormatError as e:
-        problem = _reason(e, "config.json", "config.json: ")
+        problem = _reason(e, "config.json: ")
     quantization = d.get("quantization_config") or d.get("quantization")
     if not problem and quantization:
         method = quantization.get("quant_method") if isinstance(quantization, dict) else None
@@ -124,7 +132,7 @@ def folder_facts(folder: Path) -> dict:
     n_params, header_problem = _params(files, drop_head=bool(config and config.tie_embeddings))
     tokenizer_problem = None if (folder / "tokenizer.json").is_file() else say("catalog.no_tokenizer")
     problem = problem or weights_problem or header_problem or tokenizer_problem
-    facts.update(n_params=n_params, supported=not problem, said=problem)
+    facts.update(n_params=n_params, supported=not problem, **_why(problem))
     if config is not None:
         facts.update(context_length=config.context_length, embed_params=config.vocab * config.hidden,
                      kv_bytes_per_token=2 * config.n_layers * config.kv_dim * _KV_ELEMENT_BYTES)
@@ -136,7 +144,7 @@ def gguf_facts(path: Path, parts: list[Path]) -> dict:
     try:
         header = read_gguf_header(path)
     except ModelFormatError as e:
-        return {"supported": False, "said": _reason(e, path.name, f"{path.name}: ")}
+        return {"supported": False, **_why(_reason(e, f"{path.name}: "))}
     arch = header.architecture
     n_params = header.n_params
     for part in parts:
@@ -158,7 +166,7 @@ def gguf_facts(path: Path, parts: list[Path]) -> dict:
     problem = gguf_support(header, path)
     if not problem and len(parts) > 1:
         problem = say("catalog.gguf_split", parts=len(parts))
-    facts.update(supported=not problem, said=problem)
+    facts.update(supported=not problem, **_why(problem))
     return facts
 
 

@@ -1407,6 +1407,42 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>{path}：应当是一个 JSON 对象</translation>
     </message>
     <message>
+        <source>{path}: {problem}</source>
+        <translation>{path}：{problem}</translation>
+    </message>
+    <message>
+        <source>not a regular file</source>
+        <translation>不是普通文件</translation>
+    </message>
+    <message>
+        <source>cannot be read ({why})</source>
+        <translation>无法读取（{why}）</translation>
+    </message>
+    <message>
+        <source>too short to be a safetensors file</source>
+        <translation>太短，不可能是 safetensors 文件</translation>
+    </message>
+    <message>
+        <source>not a valid safetensors file (bad header)</source>
+        <translation>不是有效的 safetensors 文件（文件头损坏）</translation>
+    </message>
+    <message>
+        <source>not a valid GGUF file (no GGUF magic)</source>
+        <translation>不是有效的 GGUF 文件（没有 GGUF 标识）</translation>
+    </message>
+    <message>
+        <source>the GGUF header is truncated</source>
+        <translation>GGUF 文件头不完整</translation>
+    </message>
+    <message>
+        <source>not a valid GGUF file ({why})</source>
+        <translation>不是有效的 GGUF 文件（{why}）</translation>
+    </message>
+    <message>
+        <source>GGUF version {version} is not supported</source>
+        <translation>不支持 GGUF 版本 {version}</translation>
+    </message>
+    <message>
         <source>{path}: tokenizer has {tokenizer:n} tokens but the model only {model:n}</source>
         <translation>{path}：分词器有 {tokenizer:n} 个 Token，而模型只有 {model:n} 个</translation>
     </message>

@@ -145,7 +145,8 @@ def test_a_scripts_nested_parts_are_worded_too(chinese):
     with pytest.raises(ScriptError) as caught:
         parse_script({"prompt": "Hi", "chat": "yes", "actions": [{"prefill": True}]})
     assert str(caught.value) == 'script: "chat" must be true or false, got "yes"'
-    assert word(said(caught.value), str(caught.value)) == '脚本："chat" 必须是 true 或 false，收到的是 "yes"'
+    worded = word(said(caught.value), str(caught.value))
+    assert worded == '脚本："chat" 必须是 true 或 false，收到的是 "yes"'
 
 
 def test_the_connect_dialog_words_the_probes_error(chinese):
@@ -161,3 +162,24 @@ def test_the_connect_dialog_words_the_probes_error(chinese):
     assert from_data(newer) is None
     assert offer_text({"error": "a newer engine's English", "said": newer}) == "a newer engine's English"
     assert offer_text({"error": "an uncoded line"}) == "an uncoded line"
+
+
+def test_a_bad_model_file_fails_to_load_in_chinese(window, tmp_path):
+    """The engine reads the file, refuses it (LoadFailed with its code) and keeps the model it had."""
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"this is not a GGUF file " * 8)
+    c, finished = window.controller, []
+    c.load_finished.connect(lambda ok, message: finished.append((ok, message)))
+    before = c.info.name
+    window.set_language("zh_CN")
+    try:
+        window.loader.load(str(bad))
+        wait_until(lambda: finished and not c.loading)
+        box = window.loader.error_box
+        assert box is not None and box.text().startswith("broken.gguf：不是有效的 GGUF 文件（没有 GGUF 标识）")
+        box.grab().save("/tmp/load_error_zh.png")
+        box.close()
+    finally:
+        window.set_language("en")
+    assert finished[-1] == (False, "broken.gguf：不是有效的 GGUF 文件（没有 GGUF 标识）")
+    assert c.info.name == before

@@ -25,8 +25,9 @@ def test_the_english_is_the_template_filled_in():
     nested = say("script.action", index=2, kind="rewind", problem=say("script.rewind_past", step=4, steps=1))
     assert str(nested) == 'action 2 ("rewind"): rewind 4 is past the 1 steps taken so far'
     assert str(say("script.not_prefilled")) == 'the prompt has not been read yet: put {"prefill": true} before it'
-    assert render("{n:n} and {x:.2f} and {b:bytes}", {"n": 8192, "x": 0.5, "b": 1500},
-                  number=lambda v, spec: f"<{v}|{spec}>", size=lambda v: f"[{v}]") == "<8192|n> and <0.5|.2f> and [1500]"
+    filled = render("{n:n} and {x:.2f} and {b:bytes}", {"n": 8192, "x": 0.5, "b": 1500},
+                    number=lambda v, spec: f"<{v}|{spec}>", size=lambda v: f"[{v}]")
+    assert filled == "<8192|n> and <0.5|.2f> and [1500]"
 
 
 def test_a_code_not_in_the_table_fails_where_it_is_raised():
