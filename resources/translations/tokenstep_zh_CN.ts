@@ -2766,6 +2766,25 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
     </message>
 </context>
 <context>
+    <name>Recorder</name>
+    <message>
+        <source>{path}: a recording is written to a local file, not to a URL</source>
+        <translation>{path}：录制只能写入本地文件，不能写到 URL</translation>
+    </message>
+    <message>
+        <source>{file}: a recording is an .mp4 or a .gif</source>
+        <translation>{file}：录制文件必须是 .mp4 或 .gif</translation>
+    </message>
+    <message>
+        <source>recording an .{kind} needs the package {package} (pip install {package})</source>
+        <translation>录制 .{kind} 需要 {package} 包（pip install {package}）</translation>
+    </message>
+    <message>
+        <source>a GIF keeps every frame in memory until it is written: stopped at {seconds} s ({limit} MB of frames); record an .mp4 for longer</source>
+        <translation>GIF 在写出之前要把每一帧都留在内存里：已在 {seconds} 秒处停止（{limit} MB 的帧）；更长的录制请用 .mp4</translation>
+    </message>
+</context>
+<context>
     <name>ServeDialog</name>
     <message>
         <source>Serve several requests</source>
