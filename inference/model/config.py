@@ -75,7 +75,7 @@ class ModelConfig:
     def from_hf(cls, d: dict[str, Any], source: str = "config.json") -> "ModelConfig":
         """Validate a config.json dict; any problem is one ModelFormatError line naming `source`."""
         if not isinstance(d, dict):
-            raise ModelFormatError(f"{source}: expected a JSON object")
+            raise ModelFormatError(say("load.not_object", path=source))
         archs = d.get("architectures") or []
         arch = archs[0] if isinstance(archs, list) and archs else None
         if arch is not None and not isinstance(arch, str):

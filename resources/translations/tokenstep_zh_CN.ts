@@ -1443,6 +1443,46 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>不支持 GGUF 版本 {version}</translation>
     </message>
     <message>
+        <source>shard {file} is missing</source>
+        <translation>缺少分片 {file}</translation>
+    </message>
+    <message>
+        <source>only pickle weights (.bin/.pt) found; TokenStep reads safetensors only, because unpickling a file can run arbitrary code</source>
+        <translation>只找到 pickle 格式的权重（.bin/.pt）；TokenStep 只读取 safetensors，因为反序列化 pickle 文件可能执行任意代码</translation>
+    </message>
+    <message>
+        <source>no model.safetensors or model.safetensors.index.json</source>
+        <translation>没有 model.safetensors 或 model.safetensors.index.json</translation>
+    </message>
+    <message>
+        <source>not a valid safetensors file ({why})</source>
+        <translation>不是有效的 safetensors 文件（{why}）</translation>
+    </message>
+    <message>
+        <source>missing tensor {name!r}</source>
+        <translation>缺少张量 {name!r}</translation>
+    </message>
+    <message>
+        <source>missing tensor {name!r} and {more} more</source>
+        <translation>缺少张量 {name!r}，还缺 {more} 个</translation>
+    </message>
+    <message>
+        <source>not a valid tokenizer file ({why})</source>
+        <translation>不是有效的分词器文件（{why}）</translation>
+    </message>
+    <message>
+        <source>the tokenizer has no tokens</source>
+        <translation>分词器中没有任何 Token</translation>
+    </message>
+    <message>
+        <source>the tokenizer failed on this text ({why})</source>
+        <translation>分词器处理这段文本时出错（{why}）</translation>
+    </message>
+    <message>
+        <source>this model has no chat template</source>
+        <translation>这个模型没有对话模板</translation>
+    </message>
+    <message>
         <source>{path}: tokenizer has {tokenizer:n} tokens but the model only {model:n}</source>
         <translation>{path}：分词器有 {tokenizer:n} 个 Token，而模型只有 {model:n} 个</translation>
     </message>
