@@ -25,6 +25,15 @@ i18n.install(lambda context, text, disambiguation: QCoreApplication.translate(co
 
 _installed: list[QTranslator] = []
 _current = "en"
+number_locale = QLocale(QLocale.English, QLocale.UnitedStates)  # the chosen language's digits (set_language)
+
+
+def locale_number(value: float, decimals: int = 0) -> str:
+    """`value` as number_locale writes it: its group separator and decimal point ("1,234.5"; German "1.234,5")."""
+    return number_locale.toString(float(value), "f", decimals)
+
+
+i18n.install_numbers(locale_number)  # every i18n.number() of the views and the state goes through QLocale
 
 
 def normalise(code: str | None) -> str | None:
@@ -62,7 +71,9 @@ def set_language(code: str) -> str:
         if translator.load(name, folder):
             app.installTranslator(translator)
             _installed.append(translator)
+    global number_locale
     _current = code
+    number_locale = QLocale(code)
     i18n.set_language(code)
     return code
 

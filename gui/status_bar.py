@@ -14,7 +14,7 @@ from inference.settings import PREFILL_CHUNK
 from gui.link.controller import Controller
 from gui.state.speculation import counters
 from gui.state.format import fmt_bytes, fmt_params, stop_reason
-from gui.state.i18n import QT_TRANSLATE_NOOP, translate
+from gui.state.i18n import QT_TRANSLATE_NOOP, number, translate
 
 # The engine's usual decode paths (ModelInfo.decode_path, as decode_summary shortens it), worded here; another
 # (a server's) is shown as the engine wrote it.
@@ -89,13 +89,13 @@ class StatusBar(QStatusBar):
             s = c.serving
             n = len(s.tracks)
             self.say(translate("StatusBar", "Served %n request(s) together · {tps} tokens/s in all", None, n).format(
-                tps=f"{s.tokens_per_s:,.1f}") if s.done else
+                tps=number(s.tokens_per_s, 1)) if s.done else
                 translate("StatusBar", "%n request(s) served so far: Continue in the Serving dock goes on", None, n))
         elif c.prefill_event is not None and not c.busy and not c.loading:
             p = c.prefill_event
             spec = counters(c.history)
             read = p.n_tokens
-            self.say(translate("StatusBar", "Prefilled %n token(s) in {ms} ms · {generated} generated", None, read).format(ms=f"{p.ms:.0f}", generated=len(c.steps))
+            self.say(translate("StatusBar", "Prefilled %n token(s) in {ms} ms · {generated} generated", None, read).format(ms=number(p.ms), generated=len(c.steps))
                      + (f" · {spec.text()}" if spec is not None else "")
                      + (" · " + translate("StatusBar", "ended: {reason}").format(reason=stop_reason(c.stopped.reason))
                         if c.stopped else ""))
@@ -106,7 +106,7 @@ class StatusBar(QStatusBar):
             chunk, chunks = -(-done // PREFILL_CHUNK), -(-total // PREFILL_CHUNK)
             self.say(translate("StatusBar", "Reading the prompt: chunk {chunk} of {chunks} read ({done} of {total} "
                                "positions, {size} at a time in one parallel pass each) · Esc cancels").format(
-                chunk=chunk, chunks=chunks, done=f"{done:,}", total=f"{total:,}", size=PREFILL_CHUNK))
+                chunk=chunk, chunks=chunks, done=number(done), total=number(total), size=PREFILL_CHUNK))
 
     def _show_model(self) -> None:
         info = self.controller.info
@@ -144,7 +144,7 @@ class StatusBar(QStatusBar):
         self.model.setToolTip(notes + translate(
             "StatusBar", "Weights fingerprint (sha256 of every weight's bytes)\nat load:      {at_load}\n"
             "re-hashed now: {now} ({ms} ms, in the engine)\n").format(at_load=check.at_load, now=check.now,
-                                                                     ms=f"{check.ms:.0f}")
+                                                                     ms=number(check.ms))
                               + (translate("StatusBar", "equal: generating never changes a weight") if same
                                  else translate("StatusBar", "DIFFERENT")) + decode)
         mark = translate("StatusBar", "= after the run ✓") if same else \

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from inference.attention import PromptAttention
+from inference.messages import Message
 from inference.settings import GenerationSettings, SamplerSettings, Stage
 
 
@@ -381,7 +382,7 @@ class SessionStatus:
 
     prefilled: bool
     running: bool  # inside Session.run()
-    blocked: str  # why a step would be refused now; "" when it would be taken
+    blocked: Message | None  # why a step would be refused now; None when it would be taken
     n_generated: int
     settings: GenerationSettings  # in force: the next draw uses them
 

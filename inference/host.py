@@ -4,6 +4,8 @@ Where free memory cannot be read, nothing is refused."""
 
 from __future__ import annotations
 
+from inference.messages import say
+
 MEMINFO = "/proc/meminfo"
 
 
@@ -23,20 +25,10 @@ def mem_available(path: str = MEMINFO) -> int | None:
     return None
 
 
-def human_bytes(n: float) -> str:
-    if n >= 1e9:
-        return f"{n / 1e9:.1f} GB"
-    if n >= 1e6:
-        return f"{n / 1e6:.0f} MB"
-    return f"{n / 1e3:.0f} KB" if n >= 1e3 else f"{n:.0f} bytes"
-
-
 def ensure_kv_fits(bytes_per_token: int, positions: int, available: int | None = None) -> None:
     """Refuse (NotEnoughMemory, one line) a KV cache of `positions` that would take more than MemAvailable:
     a prompt plus max-new-tokens of 10^7 on a long-context model is refused, not allocated."""
     available = mem_available() if available is None else available
     needed = bytes_per_token * positions
     if available is not None and needed > available:
-        raise NotEnoughMemory(f"Not enough memory for a KV cache of {positions:,} positions: it needs "
-                              f"{human_bytes(needed)} but only {human_bytes(available)} is available. "
-                              "Ask for fewer new tokens or a shorter prompt.")
+        raise NotEnoughMemory(say("memory.kv", positions=positions, needed=needed, available=available))

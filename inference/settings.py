@@ -5,6 +5,8 @@ The GUI builds and sends these before any model is loaded, so importing them mus
 
 from __future__ import annotations
 
+from inference.messages import say
+
 from dataclasses import dataclass
 
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16", "int8")
@@ -32,13 +34,13 @@ class SamplerSettings:
 
     def validate(self) -> "SamplerSettings":
         if not self.temperature >= 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+            raise ValueError(say("settings.temperature", value=self.temperature))
         if self.top_k < 0:
-            raise ValueError(f"top-k must be >= 0 (0 = off), got {self.top_k}")
+            raise ValueError(say("settings.top_k", value=self.top_k))
         if not 0 < self.top_p <= 1:
-            raise ValueError(f"top-p must be in (0, 1], got {self.top_p}")
+            raise ValueError(say("settings.top_p", value=self.top_p))
         if not 0 <= self.min_p <= 1:
-            raise ValueError(f"min-p must be in [0, 1], got {self.min_p}")
+            raise ValueError(say("settings.min_p", value=self.min_p))
         return self
 
 
@@ -63,20 +65,19 @@ class GenerationSettings:
     def validate(self) -> "GenerationSettings":
         self.sampler.validate()
         if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
-            raise ValueError(f"max new tokens must be in [1, {MAX_NEW_TOKENS}], got {self.max_new_tokens}")
+            raise ValueError(say("settings.max_new_tokens", high=MAX_NEW_TOKENS, value=self.max_new_tokens))
         if self.top_n < 1:
-            raise ValueError(f"top-n must be >= 1, got {self.top_n}")
+            raise ValueError(say("settings.top_n", value=self.top_n))
         if not 0 <= self.speculate <= MAX_SPECULATE:
-            raise ValueError(f"speculate must be in [0, {MAX_SPECULATE}] draft tokens, got {self.speculate}")
+            raise ValueError(say("settings.speculate", high=MAX_SPECULATE, value=self.speculate))
         if self.context_limit and self.context_limit < MIN_CONTEXT_LIMIT:
-            raise ValueError(f"the context limit must be 0 (the model's window) or >= {MIN_CONTEXT_LIMIT} "
-                             f"tokens, got {self.context_limit}")
+            raise ValueError(say("settings.context_limit", low=MIN_CONTEXT_LIMIT, value=self.context_limit))
         if self.when_full not in WHEN_FULL:
-            raise ValueError(f"when full must be one of {', '.join(WHEN_FULL)}, got {self.when_full!r}")
+            raise ValueError(say("settings.when_full", choices=", ".join(WHEN_FULL), value=repr(self.when_full)))
         if self.speculate and self.when_full == "drop-oldest":
-            raise ValueError("speculation and drop-oldest cannot be combined: turn one of them off")
+            raise ValueError(say("settings.speculate_and_shift"))
         if any(not s for s in self.stop_strings):
-            raise ValueError("stop strings must not be empty")
+            raise ValueError(say("settings.empty_stop"))
         return self
 
 

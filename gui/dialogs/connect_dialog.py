@@ -18,6 +18,9 @@ from PySide6.QtCore import QProcess, QSettings
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel,
                                QLineEdit, QPushButton, QWidget)
 
+from inference.messages import from_data
+
+from gui.state.engine_words import word
 from gui.state.i18n import translate
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -137,8 +140,8 @@ class ConnectDialog(QDialog):
 
 def offer_text(said: dict) -> str:
     """What the dialog says about a server's `remote_model.offer`."""
-    if said.get("error"):
-        return said["error"]
+    if said.get("error"):  # the engine's sentence, worded here when it came with its code
+        return word(from_data(said["said"]) if "said" in said else None, said["error"])
     where = translate("Connect", "The {dialect} server reports its model at {path}").format(
         dialect=said["dialect"], path=said["model_path"] or translate("Connect", "(no path)"))
     if said.get("tokenizer"):

@@ -14,7 +14,7 @@ from inference.progress import StderrProgress
 from inference.settings import DEVICE_CHOICES, DTYPE_CHOICES
 
 from gui.link.controller import Controller
-from gui.state.i18n import QT_TRANSLATE_NOOP, translate
+from gui.state.i18n import QT_TRANSLATE_NOOP, number, translate
 from gui.status_bar import StatusBar
 
 # What each stage of a load says in the dialog and the status bar, worded here from the engine's stage codes
@@ -38,10 +38,11 @@ def describe(stage: str, done: int, total: int) -> str:
     """A stage of a load in the app's language, with its amount where it has one."""
     text = translate("Loading", PROGRESS_STAGES[stage]) if stage in PROGRESS_STAGES else stage
     if stage == "download" and total > 1:
-        return translate("Loading", "{stage} ({done} of {total} MB)").format(stage=text, done=f"{done / 1e6:.0f}",
-                                                                             total=f"{total / 1e6:.0f}")
+        return translate("Loading", "{stage} ({done} of {total} MB)").format(stage=text, done=number(done / 1e6),
+                                                                             total=number(total / 1e6))
     if total > 1:
-        return translate("Loading", "{stage} ({done} of {total})").format(stage=text, done=f"{done:,}", total=f"{total:,}")
+        return translate("Loading", "{stage} ({done} of {total})").format(stage=text, done=number(done),
+                                                                          total=number(total))
     return text
 
 

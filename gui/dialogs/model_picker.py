@@ -18,10 +18,12 @@ from PySide6.QtWidgets import (QAbstractItemView, QDialog, QDialogButtonBox, QFi
                                QHeaderView, QLabel, QLineEdit, QPushButton, QTableView, QVBoxLayout, QWidget)
 
 from inference.store import catalog, memory, model_settings
+from inference.messages import Message
 from inference.store.catalog import Entry
 
+from gui.state.engine_words import word
 from gui.state.format import fmt_bytes, fmt_count
-from gui.state.i18n import QT_TRANSLATE_NOOP, translate
+from gui.state.i18n import QT_TRANSLATE_NOOP, number, translate
 
 COLUMNS = (QT_TRANSLATE_NOOP("Picker", "Name"), QT_TRANSLATE_NOOP("Picker", "Family"),
            QT_TRANSLATE_NOOP("Picker", "Parameters"), QT_TRANSLATE_NOOP("Picker", "Context"),
@@ -216,13 +218,16 @@ class ModelPicker(QDialog):
             self.memory_label.setText(translate("Picker", "Memory: not known until the model is read")
                                       if entry.supported else "")
         else:
-            self.memory_label.setText(translate("Picker", "Memory: {estimate}").format(estimate=estimate.summary())
-                                      + ("" if on_cpu else translate("Picker", " (loads on CUDA)")))
+            summary = estimate.summary()
+            where = "" if on_cpu else translate("Picker", " (loads on CUDA)")
+            self.memory_label.setText(translate("Picker", "Memory: {estimate}").format(
+                estimate=word(summary, str(summary))) + where)
         if not entry.supported:
             return translate("Picker", "TokenStep cannot open {model}: {reason}").format(model=entry.name,
-                                                                                        reason=entry.reason)
+                                                                                        reason=_reason(entry))
         if estimate is not None and on_cpu and not estimate.fits:
-            return estimate.refusal()
+            refusal = estimate.refusal()
+            return word(refusal, str(refusal))
         return ""
 
     def _selected_changed(self) -> None:
@@ -273,9 +278,13 @@ class ModelPicker(QDialog):
         super().done(result)
 
 
-def _short(reason: str) -> str:
-    """A reason without the list that follows it ("unsupported architecture 'X'" without "(supported: ...)")."""
-    return reason.split(" (supported:")[0]
+def _reason(entry: Entry, short: bool = False) -> str:
+    """Why TokenStep cannot open `entry`, in the app's language; `short`: without the list of what it supports
+    ("unsupported architecture 'X'" without "(supported: ...)"), for the table's column."""
+    said = entry.said
+    if short and said is not None and isinstance(said.values.get("supported"), Message):
+        said = Message(said.code, {**said.values, "supported": ""})
+    return word(said, entry.reason.split(" (supported:")[0] if short else entry.reason)
 
 
 def _html(text: str) -> str:
@@ -287,15 +296,15 @@ def _row(entry: Entry, palette: QPalette) -> list[QStandardItem]:
         (entry.name, entry.name.lower()),
         (entry.family or "?", entry.family or ""),
         (fmt_count(entry.n_params) if entry.n_params else "?", entry.n_params or 0),
-        (f"{entry.context_length:,}" if entry.context_length else "?", entry.context_length or 0),
+        (number(entry.context_length) if entry.context_length else "?", entry.context_length or 0),
         (fmt_bytes(entry.size_bytes) if entry.size_bytes is not None else "?", entry.size_bytes or 0),
         (translate("Picker", "yes") if entry.supported else
-         translate("Picker", "no: {reason}").format(reason=_short(entry.reason)), int(entry.supported)),
+         translate("Picker", "no: {reason}").format(reason=_reason(entry, short=True)), int(entry.supported)),
         (entry.source + (" · " + translate("Picker", "recent") if entry.recent_at and entry.source != "recent" else ""),
          entry.source),
     ]
     tip = f"{entry.path}\n" + (translate("Picker", "TokenStep can open it") if entry.supported else
-                               translate("Picker", "Not supported: {reason}").format(reason=entry.reason))
+                               translate("Picker", "Not supported: {reason}").format(reason=_reason(entry)))
     grey = palette.color(QPalette.Disabled, QPalette.Text)
     items = []
     for column, (text, key) in enumerate(cells):

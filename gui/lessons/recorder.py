@@ -26,6 +26,7 @@ from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication, QLabel, QWidget
 
 from gui.link.playback import DEFAULT_PACE, VirtualClock
+from gui.state.i18n import number, translate
 
 # A GIF's frames stay in memory until it is written (Pillow writes them all at once): distinct frames (a still
 # window is kept once) beyond this many bytes stop the recording. 960x540 frames: about 1000, 100 s at 10 fps.
@@ -53,14 +54,16 @@ class VideoWriter:
 
     def __init__(self, path: str | Path, fps: int):
         if "://" in str(path) or re.match(r"^[a-z][a-z0-9+.-]+:", str(path), re.I):  # FFmpeg would open a URL
-            raise ValueError(f"{path}: a recording is written to a local file, not to a URL")
+            raise ValueError(translate("Recorder", "{path}: a recording is written to a local file, not to a URL")
+                             .format(path=path))
         self.path, self.fps = Path(path), int(fps)
         self.kind = self.path.suffix.lower().lstrip(".")
         if self.kind not in ("mp4", "gif"):
-            raise ValueError(f"{self.path.name}: a recording is an .mp4 or a .gif")
+            raise ValueError(translate("Recorder", "{file}: a recording is an .mp4 or a .gif").format(file=self.path.name))
         package, module = ("av", "av") if self.kind == "mp4" else ("pillow", "PIL")
         if importlib.util.find_spec(module) is None:
-            raise ValueError(f"recording an .{self.kind} needs the package {package} (pip install {package})")
+            raise ValueError(translate("Recorder", "recording an .{kind} needs the package {package} (pip install "
+                                       "{package})").format(kind=self.kind, package=package))
         self.frames = 0
         self._file = self._container = self._stream = None
         self._gif: list = []
@@ -106,9 +109,9 @@ class VideoWriter:
         else:
             if self._gif_bytes + image.width * image.height > GIF_MAX_BYTES:
                 seconds = self.frames / self.fps
-                raise RecordingFull(f"a GIF keeps every frame in memory until it is written: stopped at "
-                                    f"{seconds:.0f} s ({GIF_MAX_BYTES >> 20} MB of frames); record an .mp4 for "
-                                    "longer")
+                raise RecordingFull(translate("Recorder", "a GIF keeps every frame in memory until it is written: "
+                                              "stopped at {seconds} s ({limit} MB of frames); record an .mp4 for "
+                                              "longer").format(seconds=number(seconds), limit=GIF_MAX_BYTES >> 20))
             self._gif_bytes += image.width * image.height
             self._gif.append([image, 1])
 

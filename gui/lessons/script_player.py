@@ -22,9 +22,11 @@ from inference.events import Caption
 from inference.engine.protocol import ServeRequest
 from inference.lessons.script import Action, RequestSpec, Script, ScriptError, apply_settings, refusal
 from inference.lessons.trace import load_script
+from inference.messages import said
 from inference.settings import GenerationSettings
 
 from gui.link.controller import Controller
+from gui.state.engine_words import word
 from gui.state.i18n import translate
 
 POLL_MS = 20  # how often the player looks whether the controller is free again
@@ -62,7 +64,7 @@ class ScriptPlayer(QObject):
         try:
             script = load_script(path)
         except (ValueError, OSError) as e:
-            self.failed.emit(one_line(e))
+            self.failed.emit(word(said(e), one_line(e)))
             return False
         return self.play(script)
 
@@ -71,7 +73,7 @@ class ScriptPlayer(QObject):
         try:
             apply_settings(self.controller.settings, script.overrides)  # checked now, applied when a model is in
         except ValueError as e:
-            self.failed.emit(translate("Lesson", "script settings: {error}").format(error=one_line(e)))
+            self.failed.emit(translate("Lesson", "script settings: {error}").format(error=word(said(e), one_line(e))))
             return False
         self.script, self._next, self._steps_left, self._done = script, 0, 0, None
         self._wait_until, self._gap, self._caption_at = None, False, None
@@ -86,13 +88,13 @@ class ScriptPlayer(QObject):
 
     def _fail(self, error: ScriptError) -> None:
         self.stop()
-        self.failed.emit(str(error))
+        self.failed.emit(word(said(error), str(error)))
 
     def _on_error(self, message: str, details: str, expected: bool) -> None:
         """The engine refused or failed a request of the script's: the script stops there."""
         if self.script is not None and self._next > 0:
             self._fail(self.script.actions[self._next - 1].error(message.splitlines()[0] if message else
-                                                                 "the engine failed"))
+                                                                 translate("Lesson", "the engine failed")))
 
     # --- the loop -------------------------------------------------------------------------------------
     def _idle(self) -> bool:
@@ -155,7 +157,7 @@ class ScriptPlayer(QObject):
         serving = c.serving
         served = len(serving.tracks) if serving.active and serving.tag == c.history.tag else 0
         why = refusal(action, c.prefilled and c.showing_request is None, len(c.steps),
-                      status.blocked if status is not None else "", served)
+                      status.blocked if status is not None else None, served)
         if why is not None:
             raise why
         kind = action.kind
@@ -171,7 +173,7 @@ class ScriptPlayer(QObject):
             try:
                 self._apply(apply_settings(c.settings, action.overrides))
             except ValueError as e:
-                raise action.error(one_line(e)) from None
+                raise action.error(said(e) or one_line(e)) from None
         elif kind == "reset":
             self._request(action, c.reset)
             self._done = lambda: not c.steps
@@ -208,7 +210,7 @@ class ScriptPlayer(QObject):
             try:
                 settings = apply_settings(self.controller.settings, dict(spec.settings))
             except ValueError as e:
-                raise action.error(one_line(e)) from None
+                raise action.error(said(e) or one_line(e)) from None
             out.append(ServeRequest(spec.prompt or "", spec.chat, spec.system or "", settings, spec.arrive_at_step,
                                     tuple(spec.prompt_ids or ())))
         return tuple(out)
@@ -231,7 +233,7 @@ class ScriptPlayer(QObject):
         if not self.controller.busy:
             status = self.controller.history.status
             raise action.error(status.blocked if status is not None and status.blocked else
-                               "the app could not do this now (is a run or a load under way?)")
+                               translate("Lesson", "the app could not do this now (is a run or a load under way?)"))
 
     def _step_again(self) -> None:
         """The next step of a `step N`, unless a stop rule ended the generation inside it."""

@@ -19,7 +19,9 @@ from inference.engine import protocol as p
 from inference.settings import GenerationSettings
 from inference.lessons.trace import trace_lines
 
+from gui.state.engine_words import word
 from gui.state.history import Change, History, Shown
+from gui.state.i18n import translate
 from gui.state.serving import Serving
 from gui.link.playback import Clock, Pacer
 from gui.link.branch_intents import BranchIntents
@@ -411,16 +413,18 @@ class Controller(QObject):
         match reply:
             case p.Progress():
                 self.progress.emit(reply.stage, reply.done, reply.total)
-            case p.LoadFailed():
+            case p.LoadFailed():  # the engine's sentence worded here, once, for every view that shows it
                 self.loading = False
-                self.load_finished.emit(False, reply.message)
+                self.load_finished.emit(False, word(reply.said, reply.message))
             case p.Failed():
                 self.in_flight = None
                 self.pacer.release()  # e.g. a pause that could not take back the steps not shown: show them
+                message = word(reply.said, reply.message)
                 if self.restore.restoring:
                     self.restore.failed = True
-                    reply = p.Failed(f"the model could not be loaded again: {reply.message}", reply.details, True)
-                self.error.emit(reply.message, reply.details, reply.expected)
+                    message = translate("Engine", "the model could not be loaded again: {message}").format(
+                        message=message)
+                self.error.emit(message, reply.details, reply.expected or self.restore.restoring)
                 change |= Change.STATE
             case p.Cancelled():
                 self.in_flight = None

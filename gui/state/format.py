@@ -6,20 +6,20 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from gui.state.i18n import QT_TRANSLATE_NOOP, translate
+from gui.state.i18n import QT_TRANSLATE_NOOP, number, translate
 
 
 def fmt_bytes(n: float) -> str:
     for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if abs(n) >= size:
-            return f"{n / size:,.2f} {unit}" if n / size < 100 else f"{n / size:,.0f} {unit}"
-    return f"{n:,.0f} B"
+            return f"{number(n / size, 2 if abs(n) / size < 100 else 0)} {unit}"
+    return f"{number(n)} B"
 
 
 def fmt_count(n: float) -> str:
     for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
         if n >= size:
-            return f"{n / size:.1f} {unit}"
+            return f"{number(n / size, 1)} {unit}"
     return str(int(n))
 
 
@@ -44,7 +44,7 @@ def stop_reason(code: str) -> str:
 
 def plural(n: int, word: str, many: str | None = None) -> str:
     """ "1 token", "2 tokens", "1,024 tokens" ("branch" → "branches": give `many` where "s" is wrong)."""
-    return f"{n:,} {word if n == 1 else many or word + 's'}"
+    return f"{number(n)} {word if n == 1 else many or word + 's'}"
 
 
 def display(piece: str) -> str:
@@ -66,7 +66,7 @@ def agree(english: str) -> str:
 
 def rank_text(chosen_rank: int) -> str:
     """A rank as a learner reads it: 1 for the model's top token (the trace's `chosen_rank` is 0-based)."""
-    return f"{chosen_rank + 1:,}"
+    return number(chosen_rank + 1)
 
 
 def quoted(piece: str) -> str:

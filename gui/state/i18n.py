@@ -16,7 +16,9 @@ import re
 from typing import Callable
 
 Hook = Callable[[str, str, "str | None"], str]
+NumberHook = Callable[[float, int], str]  # (value, decimals) → the digits in the app's locale
 _hook: Hook | None = None
+_number: NumberHook | None = None
 _language = "en"  # the app's language (gui/language.py sets it): widgets size their lines for its script
 ENGLISH_PLURAL = re.compile(r"\((e?s)\)")
 
@@ -36,10 +38,34 @@ def install(hook: Hook | None) -> None:
     _hook = hook
 
 
+def install_numbers(hook: NumberHook | None) -> None:
+    """Write numbers through `hook` (gui/language.py: QLocale of the chosen language); None: Python's "1,234.5"."""
+    global _number
+    _number = hook
+
+
+def number(value: float, decimals: int = 0) -> str:
+    """A number the user reads, grouped and with the decimal point of the app's locale: 1234.5 → "1,234.5" in
+    English and Chinese, "1.234,5" in a German locale. The one way the views write counts, bytes and times."""
+    return _number(value, decimals) if _number is not None else f"{value:,.{decimals}f}"
+
+
+def size(n_bytes: float) -> str:
+    """Bytes as the user reads them ("538 MB", "1.2 GB"), the thresholds of inference.messages.human_bytes."""
+    # (no f-string around a call here: pyside6-lupdate's Python reader then loses the quotes of the lines after)
+    if n_bytes >= 1e9:
+        return number(n_bytes / 1e9, 1) + " GB"
+    if n_bytes >= 1e6:
+        return number(n_bytes / 1e6) + " MB"
+    if n_bytes >= 1e3:
+        return number(n_bytes / 1e3) + " KB"
+    return translate("Format", "{n} bytes").format(n=number(n_bytes))
+
+
 def translate(context: str, text: str, disambiguation: str | None = None, n: int = -1) -> str:
     out = _hook(context, text, disambiguation) if _hook is not None else text
     if n >= 0:
-        out = ENGLISH_PLURAL.sub("" if n == 1 else r"\1", out).replace("%n", f"{n:,}")
+        out = ENGLISH_PLURAL.sub("" if n == 1 else r"\1", out).replace("%n", number(n))
     return out
 
 

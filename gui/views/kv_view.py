@@ -18,7 +18,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QSplitter, QVBoxLayout, QWidget
 
-from gui.state.i18n import translate
+from gui.state.i18n import number, translate
 from gui.state.intents import Intents
 from gui.theme import Appearance
 from gui.views.base import View
@@ -43,8 +43,8 @@ def window_note(info, n_ctx: int) -> str:
         return per_layer_token * sum(min(w, n) if w else n for w in windows)
 
     sizes = sorted({windows[i] for i in windowed})
-    kind = translate("KV", "a {n}-token window").format(n=f"{sizes[0]:,}") if len(sizes) == 1 else \
-        translate("KV", "windows of {sizes} tokens").format(sizes=", ".join(f"{w:,}" for w in sizes))
+    kind = translate("KV", "a {n}-token window").format(n=number(sizes[0])) if len(sizes) == 1 else \
+        translate("KV", "windows of {sizes} tokens").format(sizes=", ".join(number(w) for w in sizes))
     whole = [i for i, w in enumerate(windows) if not w]  # the global layers
     n_windowed, n_whole = len(windowed), len(whole)
     if len(windowed) <= 6:
@@ -60,7 +60,7 @@ def window_note(info, n_ctx: int) -> str:
     return translate("KV", "<b>{n} of {layers} layers keep {kind}</b> ({which}): at full context ({full} tokens) the "
                      "cache would hold <b>{held}</b> instead of {all}{now}. This cache keeps every position (a rewind "
                      "may need them); those layers read only their window<br>").format(
-        n=len(windowed), layers=info.n_layers, kind=kind, which=which, full=f"{full:,}", held=fmt_bytes(held(full)),
+        n=len(windowed), layers=info.n_layers, kind=kind, which=which, full=number(full), held=fmt_bytes(held(full)),
         all=fmt_bytes(per_layer_token * info.n_layers * full), now=now)
 
 
@@ -250,8 +250,8 @@ class KvView(View):
         text = translate("KV", "<b>{per_token} bytes per token</b> = 2 (K and V) × {layers} layers × {kv_heads} KV heads "
                          "× {head_dim} dims × {element} B ({dtype})<br>{when} {n} tokens → <b>{used}</b> used of "
                          "{allocated} allocated<br>").format(
-            per_token=f"{per_token:,}", layers=info.n_layers, kv_heads=info.n_kv_heads, head_dim=info.head_dim,
-            element=info.kv_element_bytes, dtype=info.kv_dtype, when=when, n=f"{n_ctx:,}", used=fmt_bytes(used),
+            per_token=number(per_token), layers=info.n_layers, kv_heads=info.n_kv_heads, head_dim=info.head_dim,
+            element=info.kv_element_bytes, dtype=info.kv_dtype, when=when, n=number(n_ctx), used=fmt_bytes(used),
             allocated=fmt_bytes(allocated))
         text += window_note(info, n_ctx)
         if past is not None:
@@ -263,12 +263,12 @@ class KvView(View):
             text += translate("KV", "<b style='color:{colour}'>KV cache off</b>: nothing is kept between steps (0 B "
                               "used); each step projects K and V of all {n} positions again in every layer, so its "
                               "forward pass grows with the context (Timing shows both modes)").format(
-                colour=t.chosen, n=f"{n_ctx:,}")
+                colour=t.chosen, n=number(n_ctx))
         elif past is None and not self.intents.steps:  # right after the prefill: it projected them all
             text += translate("KV", "the prefill projected all {n} positions in one pass; <span style='color:{colour}'>"
                               "saves</span> the next step re-projecting them: it projects only its new token and reads "
                               "these {n} from the cache ({used}, +{per_token} per token)").format(
-                n=f"{n_ctx:,}", colour=t.kept, used=fmt_bytes(used), per_token=fmt_bytes(per_token))
+                n=number(n_ctx), colour=t.kept, used=fmt_bytes(used), per_token=fmt_bytes(per_token))
         else:
             text += (translate("KV", "<span style='color:{saves_colour}'>saves</span> re-projecting the {old} older "
                                "positions in every layer; <span style='color:{costs_colour}'>costs</span> memory, and "
@@ -276,7 +276,7 @@ class KvView(View):
                      translate("KV", "<span style='color:{saves_colour}'>saves</span> re-projecting the {old} older "
                                "positions in every layer; <span style='color:{costs_colour}'>costs</span> memory, and "
                                "each step reads all of it ({used} then, +{per_token} per token)")).format(
-                saves_colour=t.kept, old=f"{old:,}", costs_colour=t.chosen, used=fmt_bytes(used),
+                saves_colour=t.kept, old=number(old), costs_colour=t.chosen, used=fmt_bytes(used),
                 per_token=fmt_bytes(per_token))
         self.formula.setText(text)
 
@@ -288,15 +288,15 @@ class KvView(View):
         if note is not None and note.cached_tokens is not None:
             context = shown.context_tokens - 1  # what was sent for the step shown
             said.append(translate("KV", "it took {n} of the context's tokens from its prefix cache").format(
-                n=f"{note.cached_tokens:,}") + (
+                n=number(note.cached_tokens)) + (
                 translate("KV", " and read all {n} again: <b>no cache at work</b> (its prefix cache keeps whole blocks "
-                          "only — vLLM: 16 tokens on a GPU, 128 on a CPU — or is off)").format(n=f"{context:,}")
+                          "only — vLLM: 16 tokens on a GPU, 128 on a CPU — or is off)").format(n=number(context))
                 if note.cached_tokens == 0 and shown.index > 1 else ""))
         if note is not None and note.kv_usage is not None:
             said.append(translate("KV", "its KV cache is {percent} % full (all requests)").format(
-                percent=f"{note.kv_usage * 100:.1f}"))
+                percent=number(note.kv_usage * 100, 1)))
         return (translate("KV", "{n} tokens of context · <b>KV bytes not known</b>: the cache is the server's ({server}), "
-                          "which does not report its size").format(n=f"{n_ctx:,}",
+                          "which does not report its size").format(n=number(n_ctx),
                                                                    server=self.intents.info.device.split(" (")[0])
                 + ("<br>" + translate("KV", "at the step shown {said}").format(said="; ".join(said)) if said else ""))
 
@@ -343,7 +343,7 @@ class KvView(View):
                 label.show_text("")
             self.projection.setText(translate("KV", "<b>{params}</b> on the server · <b>context window {n} tokens</b> · "
                                               "the sizes of its weights and KV cache are not known here").format(
-                params=fmt_params(info.n_params), n=f"{info.context_length:,}"))
+                params=fmt_params(info.n_params), n=number(info.context_length)))
             return
         rows = [(translate("KV", "weights"), info.weights_bytes, t.accent), (used_name, max(used, 1), t.final),
                 (translate("KV", "KV at full window"), full, t.warning),
@@ -359,4 +359,4 @@ class KvView(View):
         self.projection.setText(translate(
             "KV", "<b>{params}</b>: fixed weights shared by all requests · <b>context window {n} tokens</b>: what one "
             "request may hold · <b>KV cache</b>: each request's own notes, {full} when its window is full").format(
-            params=fmt_params(info.n_params), n=f"{info.context_length:,}", full=fmt_bytes(full)))
+            params=fmt_params(info.n_params), n=number(info.context_length), full=fmt_bytes(full)))

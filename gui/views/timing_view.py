@@ -16,7 +16,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QFrame, QHBoxLayout, QProgressBar, QScrollArea, QVBoxLayout
 
 from gui.state import i18n
-from gui.state.i18n import QT_TRANSLATE_NOOP, translate
+from gui.state.i18n import QT_TRANSLATE_NOOP, number, translate
 from gui.state.intents import Intents
 from gui.state.speculation import counters, pass_of
 from gui.theme import Appearance
@@ -192,11 +192,11 @@ class TimingView(View):
             text = translate("Timing", "<b style='color:{colour}'>Prefill</b> of request {request}: {n} positions, "
                              "{ms} ms of batched passes (each shared with the other requests' rows, and counted "
                              "whole)").format(colour=t.accent, request=c.showing_request, n=p.n_tokens,
-                                              ms=f"{p.ms:.1f}")
+                                              ms=number(p.ms, 1))
         else:
             text = translate("Timing", "<b style='color:{colour}'>Prefill</b>: {n} positions in one pass, {ms} ms = "
-                             "<b>{speed} tokens/s</b>").format(colour=t.accent, n=p.n_tokens, ms=f"{p.ms:.1f}",
-                                                              speed=f"{p.tokens_per_s:,.0f}") + self._estimate(p.n_tokens)
+                             "<b>{speed} tokens/s</b>").format(colour=t.accent, n=p.n_tokens, ms=number(p.ms, 1),
+                                                              speed=number(p.tokens_per_s)) + self._estimate(p.n_tokens)
         if len(steps) > 1:
             forward = np.array([s.forward_ms for s in steps[1:]])  # step 1 was drawn from the prefill's logits
             sample = np.array([s.sample_ms for s in steps])
@@ -207,11 +207,11 @@ class TimingView(View):
             text += "<br>" + translate(
                 "Timing", "<b>Decode</b>: {n} tokens, <span style='color:{forward_colour}'>forward</span> {forward} ms + "
                 "<span style='color:{sample_colour}'>sampling</span> {sample} ms ({how}) = <b>{speed} tokens/s</b>").format(
-                n=len(steps), forward_colour=t.final, forward=f"{average(forward):.1f}", sample_colour=t.warning,
-                sample=f"{np.median(sample):.2f}", how=how, speed=f"{1000 / per_token:,.1f}")
+                n=len(steps), forward_colour=t.final, forward=number(average(forward), 1), sample_colour=t.warning,
+                sample=number(np.median(sample), 2), how=how, speed=number(1000 / per_token, 1))
         if c.stopped is not None and c.stopped.decode_tokens_per_s > 0:
             text += " · " + translate("Timing", "session: {speed} tokens/s").format(
-                speed=f"{c.stopped.decode_tokens_per_s:,.1f}")
+                speed=number(c.stopped.decode_tokens_per_s, 1))
         return (text + self._cache_text() + self._counter_text() + self._shown_text(shown, reread)
                 + f"<br><span style='color:{t.muted}'>"
                 + translate("Timing", "Below the steps: every pass to scale in ms (hatched: a re-read)") + "</span>")
@@ -222,7 +222,7 @@ class TimingView(View):
             return ""
         return translate("Timing", "; {n} × one decode step would have taken ≈ <b>{total} ms</b> <span "
                          "style='color:{colour}'>(estimate: × the median cached step measured, {ms} ms)</span>").format(
-            n=n, total=f"{n * self.decode_ms:,.0f}", colour=self.appearance.theme.muted, ms=f"{self.decode_ms:.1f}")
+            n=n, total=number(n * self.decode_ms), colour=self.appearance.theme.muted, ms=number(self.decode_ms, 1))
 
     def _cache_text(self) -> str:
         """The two series' legend, once this prompt has steps in both modes; or that the cache is off."""
@@ -286,7 +286,7 @@ class TimingView(View):
                                   "drafts accepted <b>{accepted}/{drafted} = {rate}</b> · <b>{per_pass} tokens per "
                                   "forward pass</b>", None, passes).format(
             colour=green, accepted=k.accepted, drafted=k.drafted, rate=f"{k.acceptance:.0%}",
-            per_pass=f"{k.tokens_per_pass:.2f}")
+            per_pass=number(k.tokens_per_pass, 2))
 
     def _shown_text(self, shown, reread) -> str:
         """The highlighted step's own times, and the last branch switch's re-read."""
@@ -297,7 +297,7 @@ class TimingView(View):
             source = (translate("Timing", "the prefill's last position") if s.index == 1
                       else translate("Timing", "one new token attending to {n} positions").format(n=s.context_tokens - 1))
             draw = (translate("Timing", "no draw: you chose the token") if s.forced
-                    else translate("Timing", "sampling {ms} ms").format(ms=f"{s.sample_ms:.2f}"))
+                    else translate("Timing", "sampling {ms} ms").format(ms=number(s.sample_ms, 2)))
             heading = translate("Timing", "<b style='color:{colour}'>Step {index}</b>").format(colour=t.selected,
                                                                                               index=s.index)
             verify = pass_of(self.intents.history, s)
@@ -305,16 +305,16 @@ class TimingView(View):
                 v = verify.verified
                 source = translate("Timing", "{role} of the verify pass at step {index}: one forward pass of {ms} ms "
                                    "over {positions} positions for {emitted} tokens").format(
-                    role=translate("Timing", ROLES[verify.role(s)]), index=v.index, ms=f"{v.forward_ms:.1f}",
+                    role=translate("Timing", ROLES[verify.role(s)]), index=v.index, ms=number(v.forward_ms, 1),
                     positions=v.positions, emitted=v.emitted)
                 text += f"<br>{heading}: {source} · {draw}"
             else:
                 text += "<br>" + translate("Timing", "{heading}: forward {ms} ms ({source}) · {draw}").format(
-                    heading=heading, ms=f"{s.forward_ms:.1f}", source=source, draw=draw)
+                    heading=heading, ms=number(s.forward_ms, 1), source=source, draw=draw)
         if reread is not None and reread.reread_tokens > 0:
             text += "<br>" + translate("Timing", "<b style='color:{colour}'>Branch switch</b>: re-read {n} tokens in one "
                                        "parallel pass ({ms} ms), as a prefill does").format(
-                colour=t.accent, n=reread.reread_tokens, ms=f"{reread.ms:.1f}")
+                colour=t.accent, n=reread.reread_tokens, ms=number(reread.ms, 1))
         elif reread is not None:
             text += "<br>" + translate("Timing", "<b>Branch switch</b>: its cache was still held, nothing re-read")
         return text

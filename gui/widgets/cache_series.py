@@ -16,7 +16,7 @@ from inference.events import ModelInfo
 from gui.theme import Appearance
 from gui.state.timing_data import mode_series, work
 from gui.state.format import fmt_bytes, fmt_count
-from gui.state.i18n import translate
+from gui.state.i18n import number, translate
 from gui.widgets.plotting import colour, set_data
 
 
@@ -71,6 +71,6 @@ class CacheSeries:
             "plus reading the past K/V: {per_token} B × {context} = {read}\nwithout it: the K/V projections of every "
             "position again = {on_macs} × {context} = {off_macs} multiply-adds (and the rest of the model for every "
             "position too)").format(context=context, layers=info.n_layers, hidden=info.hidden_size,
-                                    kv_heads=info.n_kv_heads, head_dim=info.head_dim, on_macs=f"{w.kv_macs_cached:,}",
-                                    per_token=f"{info.kv_bytes_per_token:,}", read=fmt_bytes(w.kv_read_cached),
-                                    off_macs=f"{w.kv_macs_no_cache:,}")
+                                    kv_heads=info.n_kv_heads, head_dim=info.head_dim, on_macs=number(w.kv_macs_cached),
+                                    per_token=number(info.kv_bytes_per_token), read=fmt_bytes(w.kv_read_cached),
+                                    off_macs=number(w.kv_macs_no_cache))

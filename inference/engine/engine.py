@@ -25,11 +25,12 @@ from inference import cache_dir
 from inference.engine import protocol as p
 from inference.engine.backend_switch import start_build, switch_if_built
 from inference.errors import Cancelled, NotReady, is_expected, one_line
+
+from inference.messages import Message, said, say
 from inference.events import Stopped
 from inference.session import batch_curve
 from inference.session.batch import BatchRequest, Scheduler, blocks_for_all
 from inference.session.session import Session, prompt_ids
-from inference.sources.remote import NO_WEIGHTS
 from inference.store.loading import load_model
 
 
@@ -131,7 +132,7 @@ class Engine:
         except Cancelled:  # also a request to a server that Cancel or Abort stopped (http.Interrupted)
             self.send(p.Cancelled())
         except Exception as e:  # noqa: BLE001 - every failure becomes a reply, never a dead engine
-            self.send(p.Failed(one_line(e), traceback.format_exc(), is_expected(e)))
+            self.send(p.Failed(one_line(e), traceback.format_exc(), is_expected(e), said(e)))
         finally:
             self.send_status()
             count = self.session.forward_count if self.session is not None else 0
@@ -143,7 +144,7 @@ class Engine:
             try:
                 self.check_weights(p.CheckWeights())
             except Exception as e:  # noqa: BLE001 - as in handle: a reply, never a dead engine
-                self.send(p.Failed(one_line(e), traceback.format_exc(), is_expected(e)))
+                self.send(p.Failed(one_line(e), traceback.format_exc(), is_expected(e), said(e)))
 
     def send_status(self) -> None:
         if self.session is not None:
@@ -186,7 +187,7 @@ class Engine:
             self.send(p.LoadFailed(""))  # an empty message: cancelled on purpose
             return
         except Exception as e:  # noqa: BLE001 - a bad model must never take the engine down
-            self.send(p.LoadFailed(one_line(e)))
+            self.send(p.LoadFailed(one_line(e), said(e)))
             return
         self.send(p.ModelLoaded(self.model.info(), command.tag))
 
@@ -234,7 +235,7 @@ class Engine:
 
     def check_weights(self, command: p.CheckWeights) -> None:
         if self.model is None:
-            raise NotReady("no model is loaded yet")
+            raise NotReady(say("engine.no_model"))
         started = time.perf_counter()
         now = self.model.current_fingerprint()
         self.send(p.WeightsChecked(self.model.fingerprint, now, (time.perf_counter() - started) * 1000))
@@ -244,13 +245,13 @@ class Engine:
         if self.session is not None:
             self.need_session().use_kv_cache(command.on)
 
-    def refuse_remote(self, what: str, on: bool) -> None:
+    def refuse_remote(self, what: Message, on: bool) -> None:
         """Views that need the weights in this process cannot be turned on for a remote server."""
         if on and self.model is not None and self.model.remote:
-            raise ValueError(f"{what} {NO_WEIGHTS}: it is off while connected to {self.model.url}")
+            raise ValueError(say("remote.needs_weights", what=what, then=say("remote.off_while", url=self.model.url)))
 
     def capture(self, command: p.CaptureAttention) -> None:
-        self.refuse_remote("the attention view", command.on)
+        self.refuse_remote(say("remote.attention_view"), command.on)
         self.capture_attention = command.on
         if self.session is not None:
             self.session.capture_attention = command.on
@@ -259,7 +260,7 @@ class Engine:
         self.send(p.Recaptured(self.need_session().attention_of(command.node), self.tag))
 
     def capture_logit_lens(self, command: p.CaptureLens) -> None:
-        self.refuse_remote("the logit lens", command.on)
+        self.refuse_remote(say("remote.lens"), command.on)
         self.capture_lens = command.on
         if self.session is not None and self.session.set_capture_lens(command.on):
             self.send_preview()  # the pending step's lens, read again for it
@@ -341,14 +342,13 @@ class Engine:
         self.need_session()
         model = self.model
         if model.remote:
-            raise ValueError("serving many requests needs the weights in this process, not a server's")
+            raise ValueError(say("serve.remote"))
         self.tag = command.tag
         if not 1 <= len(command.requests) <= 64:
-            raise ValueError(f"serve 1 to 64 requests, not {len(command.requests)}")
+            raise ValueError(say("serve.count", high=64, count=len(command.requests)))
         asked = self._asked(command.requests)
         if command.block_tokens < 1 or command.n_blocks < 0:
-            raise ValueError(f"a block holds 1 or more tokens and the pool 1 or more blocks, "
-                             f"not {command.block_tokens} and {command.n_blocks}")
+            raise ValueError(say("serve.pool", block_tokens=command.block_tokens, n_blocks=command.n_blocks))
         n_blocks = command.n_blocks or blocks_for_all(model, asked, command.block_tokens)
         self.scheduler = None
         scheduler = Scheduler(model, asked, n_blocks, command.block_tokens, command.token_budget)
@@ -370,14 +370,14 @@ class Engine:
     def _serving(self) -> Scheduler:
         self.need_session()
         if self.scheduler is None:
-            raise NotReady("no requests are being served: serve some first")
+            raise NotReady(say("serve.none"))
         return self.scheduler
 
     def add_requests(self, command: p.AddRequests) -> None:
         scheduler = self._serving()
         first = len(scheduler.requests)
         if not command.requests or first + len(command.requests) > 64:
-            raise ValueError(f"a serve holds 1 to 64 requests; it has {first}")
+            raise ValueError(say("serve.full", high=64, count=first))
         added = [scheduler.requests[scheduler.add(asked)].asked for asked in self._asked(command.requests)]
         self.send(p.RequestsAdded(first, tuple(len(a.prompt) for a in added),
                                   tuple(a.settings.max_new_tokens for a in added),
@@ -386,7 +386,7 @@ class Engine:
     def serve_more(self, command: p.ServeMore) -> None:
         scheduler = self._serving()
         if scheduler.done:
-            raise NotReady("every request has finished: add one or serve new ones")
+            raise NotReady(say("serve.finished"))
         self.tag = command.tag
         self._serve_steps(command.max_steps, command.batch_s)
 
@@ -419,9 +419,9 @@ class Engine:
         """The throughput curve on this machine: the floor first, then each size as it is measured."""
         self.need_session()
         if self.model.remote:
-            raise ValueError("the batch curve needs the weights in this process, not a server's")
+            raise ValueError(say("batch.remote"))
         if not command.sizes or not all(1 <= n <= 16 for n in command.sizes) or not 1 <= command.steps <= 64:
-            raise ValueError("batch sizes are 1 to 16 requests, and 1 to 64 steps are timed per size")
+            raise ValueError(say("batch.sizes"))
         self.cancelled = False
         read, gb_per_s, ms = batch_curve.floor_ms(self.model)
         self.send(p.BatchFloor(read, gb_per_s, ms))
@@ -473,7 +473,7 @@ class Engine:
     def reset(self, command: p.Reset) -> None:
         session = self.need_session()
         if not session.prefilled:
-            raise NotReady("prefill the prompt first")
+            raise NotReady(say("session.prefill_first"))
         self.tag = command.tag
         session.update_settings(command.settings)
         self.send(p.RewoundReply(session.reset(), self.tag))
@@ -488,7 +488,7 @@ class Engine:
 
     def need_session(self):
         if self.session is None:
-            raise NotReady("no model is loaded yet")
+            raise NotReady(say("engine.no_model"))
         if self.session.running:
-            raise NotReady("a run is in progress: pause it first")
+            raise NotReady(say("session.running"))
         return self.session

@@ -23,10 +23,12 @@ from dataclasses import dataclass
 from inference.attention import AttentionOf
 from inference.events import (BlocksReport, ModelInfo, Pending, PrefillDone, RequestDone, Rewound, ScheduleDone,
                               SessionStatus, StepDone, Stopped, Switched, Verified)
+from inference.messages import Message
 from inference.settings import GenerationSettings
 
-PROTOCOL_VERSION = 6  # 2: the branch moves (Rewind, Force, Switch); 3: the logit lens (CaptureLens); 4: Restore;
-# 5: Pause/Abort at the step a paced front-end shows (Retracted); 6: many requests at once (Serve, MeasureBatch)
+PROTOCOL_VERSION = 7  # 2: the branch moves (Rewind, Force, Switch); 3: the logit lens (CaptureLens); 4: Restore;
+# 5: Pause/Abort at the step a paced front-end shows (Retracted); 6: many requests at once (Serve, MeasureBatch);
+# 7: Failed / LoadFailed / SessionStatus.blocked carry the sentence's code and values (inference.messages)
 
 
 # --- commands: front-end -> engine ---------------------------------------------------------------------
@@ -272,6 +274,7 @@ class ModelInfoChanged(Reply):
 @dataclass(frozen=True)
 class LoadFailed(Reply):
     message: str  # "" when cancelled on purpose; the previous model stays loaded
+    said: Message | None = None  # `message` as a code and values, for a front-end to word (None: English only)
 
 
 @dataclass(frozen=True)
@@ -403,6 +406,7 @@ class Failed(Reply):
     message: str  # one line a person can act on
     details: str  # the traceback, for a bug report
     expected: bool  # bad input (True) or a bug (False)
+    said: Message | None = None  # `message` as a code and values, for a front-end to word (None: English only)
 
 
 @dataclass(frozen=True)
@@ -441,7 +445,8 @@ def unwrap(envelope: object, kind: type) -> Command | Reply:
     return envelope.message
 
 
-MESSAGE_MODULES = ("inference.engine.protocol", "inference.events", "inference.settings", "inference.attention")
+MESSAGE_MODULES = ("inference.engine.protocol", "inference.events", "inference.settings", "inference.attention",
+                   "inference.messages")
 # what numpy's arrays and scalars pickle as (numpy 2 names its core `numpy._core`, numpy 1 `numpy.core`)
 NUMPY_REBUILDERS = {(core + module, name) for core in ("numpy._core", "numpy.core")
                     for module, name in ((".multiarray", "_reconstruct"), (".multiarray", "scalar"),

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inference.errors import ModelFormatError
+from inference.messages import say
 
 MAX_SAFETENSORS_HEADER = 100 << 20  # the format's own limit
 SAFETENSORS_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
@@ -46,7 +47,7 @@ def open_regular(path: Path):
     descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     try:
         if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise ModelFormatError(f"{path}: not a regular file")
+            raise ModelFormatError(say("file.in", path=str(path), problem=say("file.not_regular")))
         if hasattr(os, "O_NONBLOCK"):
             os.set_blocking(descriptor, True)
     except BaseException:
@@ -71,18 +72,19 @@ def safetensors_tensors(path: Path) -> dict[str, tuple[tuple[int, ...], str]]:
         with open_regular(path) as f:
             head = f.read(8)
             if len(head) < 8:
-                raise ModelFormatError(f"{path.name}: too short to be a safetensors file")
+                raise ModelFormatError(say("file.in", path=path.name, problem=say("file.safetensors_short")))
             (length,) = struct.unpack("<Q", head)
             if length > MAX_SAFETENSORS_HEADER:
                 raise ModelFormatError(f"{path.name}: not a valid safetensors file (header of {length} bytes)")
             header = json.loads(f.read(length).decode("utf-8"))
             room = f.seek(0, 2) - 8 - length  # bytes of tensor data after the header
     except OSError as e:
-        raise ModelFormatError(f"{path.name}: cannot be read ({e.strerror or e})") from None
+        raise ModelFormatError(say("file.in", path=path.name,
+                                   problem=say("file.unreadable", why=e.strerror or str(e)))) from None
     except (UnicodeDecodeError, ValueError, RecursionError):
-        raise ModelFormatError(f"{path.name}: not a valid safetensors file (bad header)") from None
+        raise ModelFormatError(say("file.in", path=path.name, problem=say("file.safetensors_header"))) from None
     if not isinstance(header, dict):
-        raise ModelFormatError(f"{path.name}: not a valid safetensors file (bad header)")
+        raise ModelFormatError(say("file.in", path=path.name, problem=say("file.safetensors_header")))
     shapes = {}
     for name, info in header.items():
         if name == "__metadata__":
@@ -170,7 +172,7 @@ class _Cursor:
     def take(self, fmt: str):
         size = struct.calcsize(fmt)
         if self.at + size > len(self.data):
-            raise ModelFormatError(f"{self.name}: the GGUF header is truncated")
+            raise ModelFormatError(say("file.in", path=self.name, problem=say("file.gguf_truncated")))
         (value,) = struct.unpack_from(fmt, self.data, self.at)
         self.at += size
         return value
@@ -184,7 +186,7 @@ class _Cursor:
     def string(self, keep: bool = True) -> str | None:
         n = self.take("<Q")
         if self.at + n > len(self.data):
-            raise ModelFormatError(f"{self.name}: the GGUF header is truncated")
+            raise ModelFormatError(say("file.in", path=self.name, problem=say("file.gguf_truncated")))
         start, self.at = self.at, self.at + n
         return self.data[start:self.at].decode("utf-8", "replace") if keep else None
 
@@ -221,7 +223,7 @@ def read_gguf_header(path: Path) -> GgufHeader:
     try:
         with open_regular(path) as f:
             if f.read(4) != b"GGUF":
-                raise ModelFormatError(f"{path.name}: not a valid GGUF file (no GGUF magic)")
+                raise ModelFormatError(say("file.in", path=path.name, problem=say("file.gguf_magic")))
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
                 header = _parse(_Cursor(data, path.name))
                 header.file_size = len(data)
@@ -229,16 +231,17 @@ def read_gguf_header(path: Path) -> GgufHeader:
     except ModelFormatError:
         raise
     except OSError as e:
-        raise ModelFormatError(f"{path.name}: cannot be read ({e.strerror or e})") from None
+        raise ModelFormatError(say("file.in", path=path.name,
+                                   problem=say("file.unreadable", why=e.strerror or str(e)))) from None
     except ValueError as e:  # mmap of an empty file, a bad seek
-        raise ModelFormatError(f"{path.name}: not a valid GGUF file ({e})") from None
+        raise ModelFormatError(say("file.in", path=path.name, problem=say("file.gguf_invalid", why=str(e)))) from None
 
 
 def _parse(cursor: _Cursor) -> GgufHeader:
     cursor.at = 4
     version = cursor.take("<I")
     if version not in (2, 3):
-        raise ModelFormatError(f"{cursor.name}: GGUF version {version} is not supported")
+        raise ModelFormatError(say("file.in", path=cursor.name, problem=say("file.gguf_version", version=version)))
     n_tensors, n_keys = cursor.count(), cursor.count()
     header = GgufHeader()
     for _ in range(n_keys):

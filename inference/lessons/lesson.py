@@ -16,6 +16,7 @@ from typing import Iterator
 from inference.errors import NotReady
 from inference.events import (BlocksReport, Caption, PrefillDone, RequestDone, Rewound, ScheduleDone, SettingsEvent,
                               StepDone, Stopped)
+from inference.messages import say, what
 from inference.store.loading import LoadedModel
 from inference.lessons.requests import batch_requests
 from inference.lessons.script import Action, Script, ScriptError, apply_settings, refusal
@@ -52,7 +53,7 @@ def script_settings(session: Session, script: Script) -> SettingsEvent:
     try:
         settings = apply_settings(session.settings, script.overrides)
     except ValueError as e:
-        raise ScriptError(f"script settings: {e}") from None
+        raise ScriptError(say("script.settings", problem=what(e))) from None
     session.update_settings(settings)
     return SettingsEvent(session.settings)
 
@@ -73,7 +74,7 @@ def play(session: Session, model: LoadedModel, script: Script) -> Iterator[Event
         except ScriptError:
             raise
         except (ValueError, NotReady) as e:  # what the session refuses (a prompt too long, an id too big)
-            raise action.error(str(e).splitlines()[0]) from None
+            raise action.error(what(e)) from None
 
 
 def _play(session: Session, model: LoadedModel, script: Script, action: Action, serving: Serving) -> Iterator[Event]:

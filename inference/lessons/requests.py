@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from inference.lessons.script import RequestSpec, ScriptError, apply_settings, decode_json, parse_request, read_text
+from inference.messages import say, what
 from inference.session.batch import BatchRequest
 from inference.session.session import prompt_ids
 from inference.settings import GenerationSettings
@@ -32,16 +33,17 @@ def load_requests(path: str | Path) -> list[RequestSpec]:
     path = Path(path)
     try:
         return parse_requests(decode_json(read_text(path)))
-    except ScriptError as e:
-        message = str(e)
-        raise ScriptError(message if message.startswith(f"{path.name}:") else f"{path.name}: {message}") from None
+    except ScriptError as e:  # named after its file once (read_text's own errors already are)
+        if str(e).startswith(f"{path.name}:"):
+            raise
+        raise ScriptError(say("script.in_file", file=path.name, problem=what(e))) from None
 
 
 def parse_requests(data: Any) -> list[RequestSpec]:
     if not isinstance(data, list) or not data:
-        raise ScriptError('the requests must be a non-empty JSON list like [{"prompt": "Hello"}]')
+        raise ScriptError(say("script.requests_list"))
     if len(data) > MAX_REQUESTS:
-        raise ScriptError(f"{len(data)} requests are more than a batch trace takes ({MAX_REQUESTS})")
+        raise ScriptError(say("script.requests_many", count=len(data), high=MAX_REQUESTS))
     return [parse_request(index, item) for index, item in enumerate(data)]
 
 
@@ -52,7 +54,8 @@ def batch_requests(model: LoadedModel, specs: list[RequestSpec], base: Generatio
         try:
             settings = apply_settings(base, dict(spec.settings))
         except ValueError as e:
-            raise ScriptError(f"request {index} settings: {e}") from None
+            raise ScriptError(say("script.settings_of", where=say("script.request", index=index), problem=what(e))) \
+                from None
         ids = list(spec.prompt_ids) if spec.prompt_ids is not None else \
             prompt_ids(model, spec.prompt, chat=spec.chat, system=spec.system)[0]
         out.append(BatchRequest(ids, settings, spec.arrive_at_step))

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from inference.messages import Message, say, what
 from inference.settings import MAX_NEW_TOKENS, GenerationSettings
 
 # Settings keys a script may set, as they are spelled in the JSON (and in the trace's `settings` event).
@@ -67,8 +68,9 @@ class Action:
     def label(self) -> str:
         return f'action {self.index} ("{self.kind}")'
 
-    def error(self, problem: str) -> ScriptError:
-        return ScriptError(f"{self.label()}: {problem}")
+    def error(self, problem: Message | str) -> ScriptError:
+        """`problem` (a Message, or a line of English from elsewhere) as this action's ScriptError."""
+        return ScriptError(say("script.action", index=self.index, kind=self.kind, problem=problem))
 
 
 @dataclass(frozen=True)
@@ -126,16 +128,16 @@ def apply_settings(base: GenerationSettings, overrides: Mapping[str, Any]) -> Ge
 
 def _integer(value: Any, what: str, low: int | None = None, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{what} must be a whole number, got {_show(value)}")
+        raise ValueError(say("script.whole_number", what=what, value=_show(value)))
     if (low is not None and value < low) or (high is not None and value > high):
-        raise ValueError(f"{what} must be {'>= ' + str(low) if high is None else f'in [{low}, {high}]'}, "
-                         f"got {value}")
+        raise ValueError(say("script.at_least", what=what, low=low, value=value) if high is None else
+                         say("script.in_range", what=what, low=low, high=high, value=value))
     return value
 
 
 def _real(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{what} must be a number, got {_show(value)}")
+        raise ValueError(say("script.number", what=what, value=_show(value)))
     return float(value)
 
 
@@ -147,35 +149,35 @@ def _setting(key: str, value: Any) -> Any:
         return _integer(value, key)  # its range: validate()
     if key == "when_full":
         if value not in ("stop", "drop-oldest"):
-            raise ValueError(f'when_full must be "stop" or "drop-oldest", got {_show(value)}')
+            raise ValueError(say("script.when_full", value=_show(value)))
         return value
     if key == "greedy":
         if not isinstance(value, bool):
-            raise ValueError(f"greedy must be true or false, got {_show(value)}")
+            raise ValueError(say("script.greedy", value=_show(value)))
         return value
     if key == "stop":
         if not isinstance(value, list) or not all(isinstance(s, str) and s for s in value):
-            raise ValueError(f"stop must be a list of non-empty strings, got {_show(value)}")
+            raise ValueError(say("script.stop", value=_show(value)))
         return tuple(value)
     return _real(value, key)
 
 
-def _object_of(data: Any, known, not_object: str, error: type[Exception] = ValueError, where: str = "",
-               unknown_word: str = "key") -> dict:
+def _object_of(data: Any, known, not_object: Message, error: type[Exception] = ValueError,
+               where: Message | None = None, unknown: str = "script.unknown_key") -> dict:
     """`data` checked to be an object holding only `known` keys: else `error` with `not_object`, or naming the
-    first unknown key (after `where`)."""
+    first unknown key (`unknown`: its message's code; after `where`, when given)."""
     if not isinstance(data, dict):
         raise error(not_object)
-    unknown = [k for k in data if k not in known]
-    if unknown:
-        raise error(f'{where}unknown {unknown_word} "{unknown[0]}" (known: {", ".join(known)})')
+    extra = [k for k in data if k not in known]
+    if extra:
+        found = say(unknown, key=extra[0], known=", ".join(known))
+        raise error(found if where is None else say("script.in_place", where=where, problem=found))
     return data
 
 
 def parse_settings(data: Any) -> tuple[tuple[str, Any], ...]:
     """Settings overrides checked for unknown keys, types and ranges (ValueError names the problem)."""
-    _object_of(data, SETTING_KEYS, f"settings must be an object like {{\"temperature\": 0.7}}, got {_show(data)}",
-               unknown_word="setting")
+    _object_of(data, SETTING_KEYS, say("script.settings_object", value=_show(data)), unknown="script.unknown_setting")
     pairs = tuple((k, _setting(k, data[k])) for k in SETTING_KEYS if k in data)
     apply_settings(GenerationSettings(), dict(pairs))  # the ranges: the settings' own rules
     return pairs
@@ -186,17 +188,17 @@ def read_text(path: Path) -> str:
     """A script's (or trace's, or batch's requests') file as text; a ScriptError naming it when it cannot be."""
     try:
         if not path.exists():
-            raise ScriptError(f"{path.name}: no such file")
+            raise ScriptError(say("script.no_file", file=path.name))
         if not path.is_file():  # a FIFO or a device would be read forever
-            raise ScriptError(f"{path.name}: not a regular file")
+            raise ScriptError(say("script.not_file", file=path.name))
         if path.stat().st_size > MAX_FILE_BYTES:
-            raise ScriptError(f"{path.name}: {path.stat().st_size / 1e6:,.0f} MB is more than a script or trace "
-                              f"TokenStep reads ({MAX_FILE_BYTES >> 20} MB)")
+            raise ScriptError(say("script.too_big", file=path.name, size=path.stat().st_size / 1e6,
+                                  limit=MAX_FILE_BYTES >> 20))
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise ScriptError(f"{path.name}: not UTF-8 text") from None
+        raise ScriptError(say("script.not_utf8", file=path.name)) from None
     except OSError as e:  # unreadable: permissions, a folder's race
-        raise ScriptError(f"{path.name}: cannot be read ({e.strerror or e})") from None
+        raise ScriptError(say("script.file_unreadable", file=path.name, why=e.strerror or str(e))) from None
 
 
 def decode_json(text: str) -> Any:
@@ -204,16 +206,16 @@ def decode_json(text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise ScriptError(f"not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+        raise ScriptError(say("script.not_json", line=e.lineno, column=e.colno, why=e.msg)) from None
     except RecursionError:
-        raise ScriptError("JSON nested too deeply") from None
+        raise ScriptError(say("script.nested")) from None
 
 
 # --- parsing -------------------------------------------------------------------------------------------
 def _action_value(kind: str, value: Any) -> Any:
     if kind in MARKERS:
         if value is not True:
-            raise ValueError(f'write {{"{kind}": true}}, got {_show(value)}')
+            raise ValueError(say("script.marker", kind=kind, value=_show(value)))
         return None
     if kind in ("step", "rewind"):
         return _integer(value, kind, 1, MAX_NEW_TOKENS)
@@ -225,61 +227,60 @@ def _action_value(kind: str, value: Any) -> Any:
         return parse_serve(value)
     if kind == "add_request":
         if isinstance(value, dict) and "arrive_at_step" in value:
-            raise ValueError('an added request joins at the next scheduler step: leave out "arrive_at_step"')
+            raise ValueError(say("script.added_arrival"))
         try:
-            return parse_request(0, value, "the request")
+            return parse_request(0, value, say("script.the_request"))
         except ScriptError as e:
-            raise ValueError(str(e)) from None
+            raise ValueError(what(e)) from None
     if kind == "seed":
         return _integer(value, "seed", 0, MAX_SEED)
     if kind == "wait":
         return _integer(value, "wait (milliseconds)", 0, 3_600_000)
     if kind == "caption":
         if not isinstance(value, str):
-            raise ValueError(f"caption must be a text, got {_show(value)}")
+            raise ValueError(say("script.caption", value=_show(value)))
         return value
     if kind == "force":
         if isinstance(value, str) and value:
             return value
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             return value
-        raise ValueError(f"force takes a token id (>= 0) or a non-empty text, got {_show(value)}")
+        raise ValueError(say("script.force", value=_show(value)))
     return parse_settings(value)  # set
 
 
-def parse_request(index: int, data: Any, where: str = "") -> RequestSpec:
+def parse_request(index: int, data: Any, where: Message | None = None) -> RequestSpec:
     """One request object (`--requests` file, `serve`, `add_request`) checked; an error names it."""
-    where = where or f"request {index}"
-    _object_of(data, REQUEST_KEYS, f'{where}: a request is an object like {{"prompt": "Hello"}}', ScriptError,
-               f"{where}: ")
+    where = where or say("script.request", index=index)
+    _object_of(data, REQUEST_KEYS, say("script.request_object", where=where), ScriptError, where)
     prompt, ids = parse_prompt(data, where)
     if prompt is None and ids is None:
-        raise ScriptError(f'{where}: it has no "prompt" (or "prompt_ids")')
+        raise ScriptError(say("script.request_no_prompt", where=where))
     chat, system, arrives = data.get("chat", False), data.get("system"), data.get("arrive_at_step", 0)
     if not isinstance(chat, bool):
-        raise ScriptError(f'{where}: "chat" must be true or false')
+        raise ScriptError(say("script.key", where=where, key="chat", kind=say("script.a_bool")))
     if system is not None and not isinstance(system, str):
-        raise ScriptError(f'{where}: "system" must be a text or null')
+        raise ScriptError(say("script.key", where=where, key="system", kind=say("script.a_text_or_null")))
     if isinstance(arrives, bool) or not isinstance(arrives, int) or not 0 <= arrives <= MAX_ARRIVAL:
-        raise ScriptError(f'{where}: "arrive_at_step" must be a whole number in [0, {MAX_ARRIVAL}]')
+        raise ScriptError(say("script.key", where=where, key="arrive_at_step",
+                              kind=say("script.a_step_number", high=MAX_ARRIVAL)))
     try:
         settings = parse_settings(data.get("settings", {}))
     except ValueError as e:
-        raise ScriptError(f"{where} settings: {e}") from None
+        raise ScriptError(say("script.settings_of", where=where, problem=what(e))) from None
     return RequestSpec(prompt, ids, chat, system or None, settings, arrives)
 
 
 def parse_serve(data: Any) -> ServeSpec:
     """A `serve` action's value checked (ValueError names the problem)."""
-    _object_of(data, SERVE_KEYS,
-               f'serve takes an object like {{"requests": [{{"prompt": "Hello"}}]}}, got {_show(data)}')
+    _object_of(data, SERVE_KEYS, say("script.serve_object", value=_show(data)))
     requests = data.get("requests")
     if not isinstance(requests, list) or not 1 <= len(requests) <= MAX_SERVED:
-        raise ValueError(f'"requests" must be a list of 1 to {MAX_SERVED} requests')
+        raise ValueError(say("script.serve_requests", high=MAX_SERVED))
     try:
         specs = tuple(parse_request(i, r) for i, r in enumerate(requests))
     except ScriptError as e:
-        raise ValueError(str(e)) from None
+        raise ValueError(what(e)) from None
     return ServeSpec(specs, _integer(data.get("block_tokens", 16), "block_tokens", 1, 4096),
                      _integer(data.get("n_blocks", 0), "n_blocks", 0, 1_000_000),
                      _integer(data.get("token_budget", 256), "token_budget", 1, 1_000_000),
@@ -287,78 +288,83 @@ def parse_serve(data: Any) -> ServeSpec:
 
 
 def parse_action(index: int, data: Any) -> Action:
-    where = f"action {index}"
     if not isinstance(data, dict) or not data:
-        raise ScriptError(f'{where}: an action is an object like {{"step": 3}}, got {_show(data)}')
+        raise ScriptError(say("script.action_object", index=index, value=_show(data)))
     if len(data) > 1:
-        keys = ", ".join(f'"{k}"' for k in data)
-        raise ScriptError(f"{where}: one action per object, got {keys}")
+        raise ScriptError(say("script.one_action", index=index, keys=", ".join(f'"{k}"' for k in data)))
     (kind, value), = data.items()
     if kind not in ACTION_KINDS:
-        raise ScriptError(f'{where}: unknown action "{kind}" (known: {", ".join(ACTION_KINDS)})')
+        raise ScriptError(say("script.unknown_action", index=index, kind=kind, known=", ".join(ACTION_KINDS)))
     action = Action(index, kind)
     try:
         return Action(index, kind, _action_value(kind, value))
     except ValueError as e:
-        raise action.error(str(e)) from None
+        raise action.error(what(e)) from None
 
 
-def parse_prompt(data: dict, where: str = "script") -> tuple[str | None, tuple[int, ...] | None]:
+def parse_prompt(data: dict, where: Message | None = None) -> tuple[str | None, tuple[int, ...] | None]:
     """The "prompt" text and the "prompt_ids" of a script (or of a batch's request: requests.py), checked;
     an error names `where`."""
+    where = where or say("script.script")
     prompt, ids = data.get("prompt"), data.get("prompt_ids")
     if prompt is not None and not isinstance(prompt, str):
-        raise ScriptError(f'{where}: "prompt" must be a text, got {_show(prompt)}')
+        raise ScriptError(say("script.key_got", where=where, key="prompt", kind=say("script.a_text"),
+                              value=_show(prompt)))
     if ids is not None:
         if not isinstance(ids, list) or not ids or not all(
                 isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
-            raise ScriptError(f'{where}: "prompt_ids" must be a non-empty list of token ids, got {_show(ids)}')
+            raise ScriptError(say("script.key_got", where=where, key="prompt_ids", kind=say("script.a_list_of_ids"),
+                                  value=_show(ids)))
         if data.get("chat"):
-            raise ScriptError(f'{where}: "prompt_ids" are the exact ids read: "chat" cannot apply to them')
+            raise ScriptError(say("script.ids_and_chat", where=where))
         ids = tuple(ids)
     return prompt, ids
 
 
 def parse_script(data: Any) -> Script:
     """A checked Script from the decoded JSON, or a ScriptError naming the first problem."""
-    _object_of(data, TOP_KEYS, f'script: a lesson script is a JSON object with "actions", got {_show(data)}',
-               ScriptError, "script: ")
+    script = say("script.script")
+    _object_of(data, TOP_KEYS, say("script.not_a_script", value=_show(data)), ScriptError, script)
     prompt, ids = parse_prompt(data)
     chat, system, title = data.get("chat", False), data.get("system"), data.get("title", "")
     if not isinstance(chat, bool):
-        raise ScriptError(f'script: "chat" must be true or false, got {_show(chat)}')
+        raise ScriptError(say("script.key_got", where=script, key="chat", kind=say("script.a_bool"), value=_show(chat)))
     if system is not None and not isinstance(system, str):
-        raise ScriptError(f'script: "system" must be a text or null, got {_show(system)}')
+        raise ScriptError(say("script.key_got", where=script, key="system", kind=say("script.a_text_or_null"),
+                              value=_show(system)))
     if not isinstance(title, str):
-        raise ScriptError(f'script: "title" must be a text, got {_show(title)}')
+        raise ScriptError(say("script.key_got", where=script, key="title", kind=say("script.a_text"),
+                              value=_show(title)))
     try:
         settings = parse_settings(data.get("settings", {}))
     except ValueError as e:
-        raise ScriptError(f"script settings: {e}") from None
+        raise ScriptError(say("script.settings", problem=what(e))) from None
     actions = data.get("actions")
     if not isinstance(actions, list) or not actions:
-        raise ScriptError(f'script: "actions" must be a non-empty list, got {_show(actions)}')
+        raise ScriptError(say("script.key_got", where=script, key="actions", kind=say("script.a_list"),
+                              value=_show(actions)))
     parsed = tuple(parse_action(i, a) for i, a in enumerate(actions))
     reads = next((a for a in parsed if a.kind == "prefill"), None)
     if reads is not None and prompt is None and ids is None:
-        raise reads.error('the script has no "prompt" (or "prompt_ids") to read')
+        raise reads.error(say("script.no_prompt"))
     return Script(prompt=prompt, prompt_ids=ids, chat=chat, system=system or None, settings=settings,
                   actions=parsed, title=title)
 
 
 # --- what depends on the session: checked as each action plays -------------------------------------------
-def refusal(action: Action, prefilled: bool, n_steps: int, blocked: str, served: int = 0) -> ScriptError | None:
+def refusal(action: Action, prefilled: bool, n_steps: int, blocked: Message | None,
+            served: int = 0) -> ScriptError | None:
     """Why `action` cannot play now (None when it can): `blocked` is the session's reason a step would
     be refused ("" when it would be taken); `served`: requests of the serve under way (0: none). Serving steps
     once every request has finished do nothing (a request may end early on its end-of-sequence token)."""
     if action.kind in SERVING_KINDS[1:] and not served:
-        return action.error('no requests are being served: put a {"serve": {"requests": [...]}} before it')
+        return action.error(say("script.not_served"))
     if action.kind == "show_request" and action.value >= served:
-        return action.error(f"request {action.value} is not one of the {served} served")
+        return action.error(say("script.not_a_request", request=action.value, served=served))
     if action.kind in ("step", "run", "force", "rewind", "reset") and not prefilled:
-        return action.error('the prompt has not been read yet: put {"prefill": true} before it')
+        return action.error(say("script.not_prefilled"))
     if action.kind == "rewind" and action.value > n_steps:
-        return action.error(f"rewind {action.value} is past the {n_steps} steps taken so far")
+        return action.error(say("script.rewind_past", step=action.value, steps=n_steps))
     if action.kind in ("step", "run", "force") and blocked:
         return action.error(blocked)
     return None

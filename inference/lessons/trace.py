@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from inference.events import ModelInfo, Rewound, SettingsEvent, StepDone, Switched
+from inference.messages import say, what
 from inference.lessons.script import SETTING_KEYS, Script, ScriptError, decode_json, parse_script, read_text
 from inference.settings import GenerationSettings
 
@@ -91,17 +92,17 @@ def script_from_trace(lines: Iterable[str]) -> dict[str, Any]:
         try:
             event = json.loads(line)
         except (ValueError, RecursionError):
-            raise ScriptError(f"trace line {number}: not valid JSON") from None
+            raise ScriptError(say("trace.not_json", line=number)) from None
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-            raise ScriptError(f'trace line {number}: not an event (an object with a "type")')
+            raise ScriptError(say("trace.not_event", line=number))
         try:
             builder.add(event)
         except OverflowError:  # int() of 1e400
-            raise ScriptError(f'trace line {number}: a "{event["type"]}" event with a number out of range') from None
+            raise ScriptError(say("trace.out_of_range", line=number, type=event["type"])) from None
         except (KeyError, TypeError, ValueError) as e:
             if isinstance(e, ScriptError):
-                raise ScriptError(f"trace line {number}: {e}") from None
-            raise ScriptError(f'trace line {number}: a "{event["type"]}" event without a valid {e}') from None
+                raise ScriptError(say("trace.line", line=number, problem=what(e))) from None
+            raise ScriptError(say("trace.invalid", line=number, type=event["type"], field=str(e))) from None
     return builder.script()
 
 
@@ -139,7 +140,7 @@ class _ScriptBuilder:
     def _prefill(self, event: dict[str, Any]) -> None:
         ids = [int(t["id"]) for t in event["tokens"]]
         if self.prompt_ids is not None and ids != self.prompt_ids:
-            raise ScriptError("the trace reads a second, different prompt: a script reads one")
+            raise ScriptError(say("trace.second_prompt"))
         self.prompt_ids = ids
         self.prompt_text = "".join(str(t["text"]) for t in event["tokens"])
         self.actions.append({"prefill": True})
@@ -147,10 +148,10 @@ class _ScriptBuilder:
 
     def _step(self, event: dict[str, Any]) -> None:
         if self.prompt_ids is None:
-            raise ScriptError("a step before the prompt was read")
+            raise ScriptError(say("trace.step_first"))
         index, token = int(event["index"]), int(event["token"]["id"])
         if index != len(self.path) + 1:
-            raise ScriptError(f"step {index} follows step {len(self.path)}: the trace is incomplete")
+            raise ScriptError(say("trace.gap", step=index, previous=len(self.path)))
         self.path.append(token)
         last = self.actions[-1] if self.actions else {}
         if event.get("forced") or not self.drawable:
@@ -199,7 +200,7 @@ class _ScriptBuilder:
 
     def script(self) -> dict[str, Any]:
         if self.prompt_ids is None:
-            raise ScriptError("the trace has no prefill event: there is no prompt to replay")
+            raise ScriptError(say("trace.no_prefill"))
         data: dict[str, Any] = {"prompt_ids": self.prompt_ids}
         if "\\x" not in self.prompt_text:  # whole characters: the app can send it as text
             data["prompt"] = self.prompt_text
@@ -219,7 +220,7 @@ def load_script(path: str | Path) -> Script:
             return parse_script(script_from_trace(text.splitlines()))
         return parse_script(decode_json(text))
     except ScriptError as e:  # parse_script names the place in the script; the file is named here
-        raise ScriptError(f"{path.name}: {e}") from None
+        raise ScriptError(say("script.in_file", file=path.name, problem=what(e))) from None
 
 
 def _is_trace_line(line: str) -> bool:

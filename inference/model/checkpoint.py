@@ -19,6 +19,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from inference.errors import ModelFormatError
+from inference.messages import say
 from inference.formats.headers import index_shards, safetensors_tensors
 from inference.model.config import ModelConfig
 from inference.model.families import registry
@@ -61,15 +62,15 @@ def _weight_files(folder: Path) -> dict[Path, list[str] | None]:
         files = index_shards(index)
         for file in files:
             if not file.is_file():
-                raise ModelFormatError(f"{index}: shard {file.name} is missing")
+                raise ModelFormatError(say("file.in", path=str(index),
+                                           problem=say("file.shard_missing", file=file.name)))
         return files
     single = folder / "model.safetensors"
     if single.is_file():
         return {single: None}
     if any(folder.glob("*.bin")) or any(folder.glob("*.pt")) or any(folder.glob("*.pth")):
-        raise ModelFormatError(f"{folder}: only pickle weights (.bin/.pt) found; TokenStep reads "
-                               "safetensors only, because unpickling a file can run arbitrary code")
-    raise ModelFormatError(f"{folder}: no model.safetensors or model.safetensors.index.json")
+        raise ModelFormatError(say("file.in", path=str(folder), problem=say("file.pickle_only")))
+    raise ModelFormatError(say("file.in", path=str(folder), problem=say("file.no_weights")))
 
 
 def read_checkpoint(folder: Path, config: ModelConfig) -> tuple[dict[str, torch.Tensor], int]:
@@ -81,13 +82,16 @@ def read_checkpoint(folder: Path, config: ModelConfig) -> tuple[dict[str, torch.
             wanted = _checked_names(file, indexed_names, config, expected, tensors)
             tensors.update(_copied_out(file, wanted))
         except SafetensorError as e:
-            raise ModelFormatError(f"{file}: not a valid safetensors file ({e})") from None
+            raise ModelFormatError(say("file.in", path=str(file),
+                                       problem=say("file.safetensors_invalid", why=str(e)))) from None
         except OSError as e:
-            raise ModelFormatError(f"{file}: cannot be read ({e.strerror or e})") from None
+            raise ModelFormatError(say("file.in", path=str(file),
+                                       problem=say("file.unreadable", why=e.strerror or str(e)))) from None
     missing = [name for name in expected if name not in tensors]
     if missing:
-        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
-        raise ModelFormatError(f"{folder}: missing tensor {missing[0]!r}{more}")
+        problem = say("file.missing_tensors", name=missing[0], more=len(missing) - 1) if len(missing) > 1 else \
+            say("file.missing_tensor", name=missing[0])
+        raise ModelFormatError(say("file.in", path=str(folder), problem=problem))
     n_params = sum(t.numel() for name, t in tensors.items() if name in expected)
     return tensors, n_params
 

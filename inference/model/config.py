@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from inference.errors import ModelFormatError
+
+from inference.messages import say
 from inference.model.families import registry
 from inference.model.families.reading import ConfigReader, RopeScaling
 
@@ -73,7 +75,7 @@ class ModelConfig:
     def from_hf(cls, d: dict[str, Any], source: str = "config.json") -> "ModelConfig":
         """Validate a config.json dict; any problem is one ModelFormatError line naming `source`."""
         if not isinstance(d, dict):
-            raise ModelFormatError(f"{source}: expected a JSON object")
+            raise ModelFormatError(say("load.not_object", path=source))
         archs = d.get("architectures") or []
         arch = archs[0] if isinstance(archs, list) and archs else None
         if arch is not None and not isinstance(arch, str):
@@ -85,7 +87,6 @@ class ModelConfig:
         family = registry.by_architecture(arch)
         if family is None:
             shown = arch or d.get("model_type") or "none given"
-            raise ModelFormatError(
-                f"{source}: unsupported architecture {shown!r} "
-                f"(supported: {', '.join(registry.architectures())})")
+            raise ModelFormatError(say("load.architecture", path=source, architecture=shown,
+                                       supported=say("load.supported", names=", ".join(registry.architectures()))))
         return cls(architecture=arch, family=family.name, **family.read_config(arch, ConfigReader(d, source)))

@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from inference.events import BlocksReport, RequestDone, ScheduleDone, StepDone, Stopped
+from inference.messages import say
 from inference.session.batch_forward import Chunk, forward_chunks
 from inference.session.context_limit import ContextWindow
 from inference.session.paged_cache import BLOCK_TOKENS, BlockPool, PagedView, blocks_for, prefix_hashes
@@ -182,8 +183,7 @@ class Scheduler:
     def __init__(self, model: LoadedModel, requests: list[BatchRequest], n_blocks: int,
                  block_tokens: int = BLOCK_TOKENS, token_budget: int = TOKEN_BUDGET, max_running: int = MAX_RUNNING):
         if token_budget < 1 or not 1 <= max_running <= MAX_RUNNING:
-            raise ValueError(f"the token budget must be >= 1 and the batch 1 to {MAX_RUNNING} requests, "
-                             f"got {token_budget} and {max_running}")
+            raise ValueError(say("batch.budget", high=MAX_RUNNING, budget=token_budget, running=max_running))
         c, decoder = model.config, model.decoder
         self.model, self.token_budget, self.max_running = model, token_budget, max_running
         self.pool = BlockPool(c.n_layers, c.n_kv_heads, c.head_dim, n_blocks, decoder.kv_dtype, decoder.device,
@@ -194,17 +194,17 @@ class Scheduler:
     def _request(self, index: int, asked: BatchRequest) -> Request:
         settings = asked.settings.validate()
         if settings.speculate or settings.when_full != "stop":
-            raise ValueError(f"request {index}: a batched request neither speculates nor shifts its context")
+            raise ValueError(say("batch.plain", request=index))
         source = PagedSource(self.pool, self.model.config.vocab)
         request = Request(index, asked, Session(self.model, settings, source=source), source,
                           prefix_hashes(asked.prompt, self.pool.block_tokens))
         if not asked.prompt or len(asked.prompt) > request.session.context_window:
-            raise ValueError(f"request {index}: the prompt must have 1 to {request.session.context_window} tokens")
+            raise ValueError(say("batch.prompt", request=index, window=request.session.context_window))
         if not all(0 <= i < self.model.config.vocab for i in asked.prompt):
-            raise ValueError(f"request {index}: a token id is outside the vocabulary of {self.model.config.vocab}")
+            raise ValueError(say("batch.vocab", request=index, vocab=self.model.config.vocab))
         if request.worst_case_blocks(self.pool) > self.pool.n_blocks:
-            raise ValueError(f"request {index} may need {request.worst_case_blocks(self.pool)} blocks; "
-                             f"the pool has {self.pool.n_blocks}")
+            raise ValueError(say("batch.blocks", request=index, needed=request.worst_case_blocks(self.pool),
+                                 pool=self.pool.n_blocks))
         return request
 
     @property

@@ -27,6 +27,8 @@ token record it is handed; the session crops its cache and reads through it.
 
 from __future__ import annotations
 
+from inference.messages import Message, say
+
 import time
 from typing import Callable
 
@@ -62,10 +64,10 @@ class ContextWindow:
         dropped = self.dropped if dropped is None else dropped
         return record[:KEEP_FIRST] + record[KEEP_FIRST + dropped:]
 
-    def too_long(self, n_prompt: int, settings: GenerationSettings) -> str:
+    def too_long(self, n_prompt: int, settings: GenerationSettings) -> Message:
         size = self.size(settings)
-        limit = " (the context limit)" if size < self.model_window else ""
-        return f"the prompt is {n_prompt} tokens but the context window holds {size}{limit}"
+        return say("prompt.too_long_for_limit" if size < self.model_window else "prompt.too_long", tokens=n_prompt,
+                   window=size)
 
     def must_stop(self, n_window: int, settings: GenerationSettings, generated_any: bool) -> bool:
         """Whether a context of `n_window` tokens is full and generation must stop (with drop-oldest a step
@@ -96,10 +98,8 @@ class ContextWindow:
         self.shifts = self.shifts + (shift,)
         return shift, PendingStep(pending.logits, pending.attention, forward_ms, pending.residuals)
 
-    def refuse_shifted(self, what: str) -> None:
+    def refuse_shifted(self) -> None:
         """Moves that re-use cached positions of the full record are refused after a shift."""
         if self.shifts:
             s = self.shifts[0]
-            raise NotReady(f"cannot {what}: the context was shifted at step {s.step} (the oldest "
-                           f"{self.dropped} tokens were dropped, drop-oldest); reset (re-reads the prompt) "
-                           f"or prefill again first")
+            raise NotReady(say("context.shifted", step=s.step, dropped=self.dropped))

@@ -25,6 +25,8 @@ what their pass recorded, residual rows included), the stop, and the cache throu
 
 from __future__ import annotations
 
+from inference.messages import Message, say
+
 import sys
 import threading
 import time
@@ -179,16 +181,16 @@ class Session:
         return self.window.must_stop(self.n_window, self.settings, bool(self.generated))
 
     # --- status and settings ----------------------------------------------------------------------------
-    def blocked(self) -> str:
-        """Why a step would be refused now, or "" when it would be taken (the rule `step()` enforces)."""
+    def blocked(self) -> Message | None:
+        """Why a step would be refused now, or None when it would be taken (the rule `step()` enforces)."""
         if not self.prefilled:
-            return "prefill the prompt before stepping"
+            return say("session.prefill_before_step")
         reason = self.stopped.reason if self.stopped is not None else None
         if reason in ("eos", "stop_string") or reason == "context_full" and self._context_full():  # still full
-            return f"generation ended ({reason}); rewind or reset to go on"
+            return say("session.ended", reason=reason)
         if reason == "max_new_tokens" and len(self.generated) >= self.settings.max_new_tokens:
-            return "the max new tokens limit is reached; raise it, rewind or reset"
-        return ""
+            return say("session.max_new_tokens")
+        return None
 
     @property
     def kv_cache(self) -> bool:
@@ -297,7 +299,7 @@ class Session:
 
     def _check_prompt(self, ids: list[int]) -> None:
         if not ids:
-            raise ValueError("the prompt is empty: it must contain at least one token")
+            raise ValueError(say("prompt.empty"))
         if len(ids) > self.context_window:
             raise ValueError(self.window.too_long(len(ids), self.settings))
         self._check_ids(ids)
@@ -305,7 +307,7 @@ class Session:
     def _check_ids(self, ids: list[int]) -> None:
         bad = [i for i in ids if not 0 <= i < self.model.config.vocab]
         if bad:
-            raise ValueError(f"token id {bad[0]} is outside the vocabulary of {self.model.config.vocab}")
+            raise ValueError(say("token.outside_vocab", id=int(bad[0]), vocab=self.model.config.vocab))
 
     # --- one step -------------------------------------------------------------------------------------
     def preview(self, sampler: SamplerSettings | None = None) -> Pending:
@@ -329,7 +331,7 @@ class Session:
         if isinstance(token, str):
             ids = self.model.tokenizer.encode(token, add_special_tokens=False)
             if not ids:
-                raise ValueError("the text to force is empty: it encodes to no tokens")
+                raise ValueError(say("force.empty"))
         else:
             ids = [int(token)]
         self._check_ids(ids)
@@ -504,13 +506,12 @@ class Session:
         """Back to just before step `to_step`: steps 1..to_step-1 stay, the cache is cropped to the prompt
         plus them, and step to_step's distribution is pending again (kept: no forward pass). The branch
         left stays in the tree. The seed in force becomes `settings.seed`."""
-        self.window.refuse_shifted("rewind")
+        self.window.refuse_shifted()
         self._check_idle()
         if not self.prefilled:
-            raise NotReady("prefill the prompt before rewinding")
+            raise NotReady(say("session.prefill_before_rewind"))
         if not 1 <= to_step <= len(self.generated):
-            raise ValueError(f"rewind {to_step} is outside the {len(self.generated)} steps taken "
-                             f"(1 to {len(self.generated)})")
+            raise ValueError(say("rewind.out_of_range", step=to_step, steps=len(self.generated)))
         return self._back_to(self.tree.ancestor(self.node, to_step - 1), reset=False)
 
     def retract(self, shown: int) -> tuple[Rewound, tuple[int, ...]] | None:
@@ -520,7 +521,7 @@ class Session:
         that were there before it stay. (the Rewound, the dropped node ids); None when no step is after `shown`."""
         if not 0 <= shown < len(self.generated):
             return None
-        self.window.refuse_shifted("stop at the step shown")
+        self.window.refuse_shifted()
         self._check_idle()
         path = self.tree.path(self.node)
         target = path[shown - 1] if shown else 0
@@ -543,7 +544,7 @@ class Session:
             self.kept.keep_only_prompt()
             self.window.shifts = ()
         if not self.prefilled:
-            raise NotReady("prefill the prompt first")
+            raise NotReady(say("session.prefill_first"))
         return self._back_to(0, reset=True)
 
     def _back_to(self, node: int, reset: bool) -> Rewound:
@@ -572,10 +573,10 @@ class Session:
     def switch(self, node: int) -> Switched:
         """Make `node` (any node of the tree) current. The positions the cache does not hold for its path
         are re-read in ONE parallel pass, which also gives its pending distribution."""
-        self.window.refuse_shifted("switch branches")
+        self.window.refuse_shifted()
         self._check_idle()
         if not self.prefilled:
-            raise NotReady("prefill the prompt first")
+            raise NotReady(say("session.prefill_first"))
         held = len(self.generated) - (1 if self.pending is None and self.generated else 0)
         target, common = self.tree.common_prefix(node, self.generated, held)  # raises for an unknown node
         kept = self.kept.get(node) if common == len(target) else None
@@ -605,13 +606,13 @@ class Session:
         self._check_idle()
         tokens = self.prompt + self.tree.tokens(node)  # raises for an unknown node
         if not self.prompt:
-            raise ValueError("prefill the prompt first")
+            raise ValueError(say("session.prefill_first"))
         return self.recorder.attention_of(self.model.decoder, tokens, node, chunk)
 
     # --- helpers --------------------------------------------------------------------------------------
     def _check_idle(self) -> None:
         if self.running:
-            raise NotReady("a run is in progress: pause it first")
+            raise NotReady(say("session.running"))
 
     def _resume(self) -> None:
         """Clear a stop that more steps may follow (an abort, a raised limit), or refuse."""

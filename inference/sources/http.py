@@ -22,6 +22,7 @@ import urllib.parse
 from typing import Callable
 
 from inference.errors import Cancelled
+from inference.messages import say
 
 MAX_REPLY_BYTES = 64 << 20  # the largest reply read: a step's top-N logprobs or a model's props are far smaller
 WATCH_S = 0.05  # how often a waiting request asks `Http.watch` whether to stop
@@ -64,11 +65,11 @@ class Http:
     def __init__(self, url: str, timeout: float = 60.0, api_key: str | None = None):
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc or not parsed.hostname:
-            raise ValueError(f"{url!r}: a server address is http://HOST:PORT or https://HOST:PORT")
+            raise ValueError(say("http.address", url=url))
         try:
             port = parsed.port
         except ValueError:
-            raise ValueError(f"{url!r}: the port is not a number from 0 to 65535") from None
+            raise ValueError(say("http.port", url=url)) from None
         self.https = parsed.scheme == "https"
         self.host, self.port = parsed.hostname, port
         self.path = parsed.path.rstrip("/")
@@ -95,22 +96,23 @@ class Http:
         status, headers, body = self._exchange(method, path, data, limit)
         if status in REDIRECTS:
             target = headers.get("Location", "another address")
-            raise ServerError(f"{where}: the server redirected to {target}; TokenStep does not follow redirects")
+            raise ServerError(say("http.redirect", where=where, target=target))
         if status == 404:
-            raise NotFound(f"{where}: not found (HTTP 404)")
+            raise NotFound(say("http.not_found", where=where))
         if status >= 400:
             detail = _error_detail(body)
-            raise ServerError(f"{where}: HTTP {status}{': ' + detail if detail else ''}")
+            raise ServerError(say("http.status_detail", where=where, status=status, detail=detail) if detail
+                              else say("http.status", where=where, status=status))
         if raw:
             return body.decode("utf-8", "replace")
         try:
             return json.loads(body, parse_float=_finite, parse_constant=_no_constant)
         except _NotFinite as e:
-            raise ServerError(f"{where}: the reply holds a number that is not finite ({str(e)[:40]})") from None
+            raise ServerError(say("http.not_finite", where=where, text=str(e)[:40])) from None
         except RecursionError:
-            raise ServerError(f"{where}: the reply is not JSON (nested too deeply)") from None
+            raise ServerError(say("http.nested", where=where)) from None
         except ValueError:
-            raise ServerError(f"{where}: the reply is not JSON") from None
+            raise ServerError(say("http.not_json", where=where)) from None
 
     def _exchange(self, method: str, path: str, data: bytes | None, limit: float):
         """(status, headers, body) of one request, all of it within `limit` seconds."""
@@ -148,9 +150,9 @@ class Http:
             raise
         except Exception as e:  # noqa: BLE001 - each failure becomes one line naming the server
             if stopped.is_set():
-                raise Interrupted(f"the request to {self.base} was stopped while it waited") from None
+                raise Interrupted(say("http.stopped", url=self.base)) from None
             if expired.is_set() or isinstance(e, (socket.timeout, TimeoutError)):
-                raise ServerError(f"the server at {self.base} did not answer within {limit:g} s") from None
+                raise ServerError(say("http.timeout", url=self.base, seconds=f"{limit:g}")) from None
             raise self._failure(e) from None
         finally:
             finished.set()
@@ -162,14 +164,13 @@ class Http:
         reply = connection.getresponse()
         size = reply.getheader("Content-Length")
         if size is not None and size.strip().isdigit() and int(size) > MAX_REPLY_BYTES:
-            raise ServerError(f"{self.base + path}: the reply is {int(size) / 1e6:,.0f} MB, more than TokenStep "
-                              f"reads ({MAX_REPLY_BYTES >> 20} MB)")
+            raise ServerError(say("http.too_big", where=self.base + path, size=int(size) / 1e6,
+                                  limit=MAX_REPLY_BYTES >> 20))
         chunks, total = [], 0
         while chunk := reply.read1(1 << 16):
             total += len(chunk)
             if total > MAX_REPLY_BYTES:
-                raise ServerError(f"{self.base + path}: the reply is longer than TokenStep reads "
-                                  f"({MAX_REPLY_BYTES >> 20} MB)")
+                raise ServerError(say("http.too_long", where=self.base + path, limit=MAX_REPLY_BYTES >> 20))
             chunks.append(chunk)
         if size is not None and size.strip().isdigit() and total < int(size):
             raise http.client.IncompleteRead(b"", int(size) - total)  # read1 ends at a closed socket quietly
@@ -177,15 +178,15 @@ class Http:
 
     def _failure(self, error: Exception) -> ServerError:
         if isinstance(error, http.client.IncompleteRead):
-            return ServerError(f"the server at {self.base} went away mid-reply (the reply was cut short)")
+            return ServerError(say("http.cut_short", url=self.base))
         if isinstance(error, http.client.RemoteDisconnected):
-            return ServerError(f"the server at {self.base} went away (it closed the connection)")
+            return ServerError(say("http.closed", url=self.base))
         if isinstance(error, http.client.HTTPException):
-            return ServerError(f"the server at {self.base} did not answer in HTTP ({type(error).__name__})")
+            return ServerError(say("http.not_http", url=self.base, error=type(error).__name__))
         if isinstance(error, (ConnectionRefusedError, socket.gaierror)):
-            return ServerError(f"cannot reach the server at {self.base}: {error.strerror or error}")
+            return ServerError(say("http.unreachable", url=self.base, why=error.strerror or str(error)))
         if isinstance(error, OSError):  # reset or closed mid-reply: a server that died
-            return ServerError(f"the server at {self.base} went away: {error.strerror or error}")
+            return ServerError(say("http.went_away", url=self.base, why=error.strerror or str(error)))
         raise error
 
 

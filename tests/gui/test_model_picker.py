@@ -129,3 +129,27 @@ def test_the_buttons_ask_for_a_path_and_use_it(qtbot, window, fake_models, monke
     picker.set_entries(picker.entries[:1])
     assert picker.status.text().startswith("1 model found,")
     picker.reject()
+
+
+def test_the_pickers_reasons_and_memory_in_chinese(qtbot, window, fake_models, monkeypatch):
+    """The catalog's reasons and the memory estimate come as codes (inference.messages) and read in Chinese."""
+    window.set_language("zh_CN")
+    try:
+        picker = window.open_model_picker()
+        wait_until(lambda: not picker.scanning and picker.entries)
+        nope = rows(picker)["acme/nope"]
+        assert nope[5].text() == "否：不支持的架构 'NopeForCausalLM'"  # the column: without the supported list
+        assert "不支持的架构 'NopeForCausalLM'（支持：" in nope[0].toolTip()
+        assert picker.select(str(fake_models["nope"]))
+        assert "不支持的架构 'NopeForCausalLM'" in picker.reason_label.text()
+        picker.resize(1100, 560)
+        picker.grab().save("/tmp/picker_zh.png")
+        with monkeypatch.context() as patch:
+            patch.setattr(memory, "mem_available", lambda path=host.MEMINFO: 1000)
+            picker.select(str(fake_models["llama"]))
+            assert picker.open_button.toolTip().startswith("内存不足，无法以 float32 加载 tiny/llama")
+            assert "可用内存 1 KB" in picker.memory_label.text()
+            picker.grab().save("/tmp/picker_zh_memory.png")
+        picker.reject()
+    finally:
+        window.set_language("en")

@@ -40,7 +40,7 @@ def test_run_is_the_session_run_loop_with_batches_and_a_step_limit(folder):
     assert len(of(replies, p.Stepped)[0].events) == 5  # a whole run in one batch: 60 s never passed
     statuses = [r.status for r in of(replies, p.Status)]
     assert any(s.running for s in statuses) and not statuses[-1].running
-    assert statuses[-1] == SessionStatus(True, False, "", 5, GREEDY)
+    assert statuses[-1] == SessionStatus(True, False, None, 5, GREEDY)
     finished = [r.command for r in of(replies, p.Finished)]
     assert finished == ["Load", "Prefill", "Run"]
     assert all(r.tag == 2 for r in of(replies, p.Stepped) + of(replies, p.PendingStep))
