@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsObject, QLabel, QVBoxLayou
 
 from gui.state.i18n import translate
 from gui.theme import Appearance
+from gui.widgets.frame_paint import paints_with_frames
 
 # Bars are axis-aligned rectangles: antialiasing buys nothing there and costs paint time; curves turn it on.
 pg.setConfigOptions(antialias=False, useOpenGL=False)
@@ -202,6 +203,7 @@ def make_plot(appearance: Appearance, title: str = "", rows_axis: bool = False) 
     plot.setMenuEnabled(False)
     plot.setMouseEnabled(x=False, y=False)
     plot.hideButtons()
+    paints_with_frames(plot)
     plot.getPlotItem().setTitle(title)
     # No automatic SI prefix: the units are in the labels, and with it every range change re-set each axis
     # label's HTML (a QTextDocument each time: ~18 a frame of a Run, as the step axes grow)
