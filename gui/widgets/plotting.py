@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt, QTimer
-from PySide6.QtGui import QBrush, QColor, QFontMetricsF, QPainter, QPen
+from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, QSizeF, Qt, QTimer
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainter, QPen
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsObject, QLabel, QVBoxLayout, QWidget
 
 from gui.state.i18n import translate
@@ -274,6 +274,21 @@ def style_plot(plot: pg.PlotWidget, appearance: Appearance) -> None:
 ALIGN = Qt.AlignLeft | Qt.AlignTop  # a label's lines
 
 
+_sizes: dict[tuple[str, str], QSizeF] = {}
+
+
+def text_size(font: QFont, text: str) -> QSizeF:
+    """The size of a label's lines in this font, measured once per text: a step's labels mostly repeat texts
+    shown before ("3e-5 → 3e-5", "50", "1.98 MB"), and each measure is a text layout (~20 a frame)."""
+    key = (font.key(), text)
+    size = _sizes.get(key)
+    if size is None:
+        if len(_sizes) > 4096:
+            _sizes.clear()
+        size = _sizes[key] = QFontMetricsF(font).boundingRect(QRectF(0, 0, 1e6, 1e6), ALIGN, text).size()
+    return QSizeF(size)
+
+
 class Label(QGraphicsObject):
     """Text at a point of a plot, unscaled by the plot's zoom: its anchor (0..1 of its box, as pg.TextItem's)
     sits at the point. Views reposition their labels on every redraw; this touches Qt only when the text,
@@ -325,7 +340,7 @@ class Label(QGraphicsObject):
         if not self._text:
             self._box = QRectF()
         else:
-            size = QFontMetricsF(self._font).boundingRect(QRectF(0, 0, 1e6, 1e6), ALIGN, self._text).size()
+            size = text_size(self._font, self._text)
             w, h = size.width() + 2 * self.MARGIN, size.height() + 2 * self.MARGIN
             self._box = QRectF(-self._anchor[0] * w, -self._anchor[1] * h, w, h)
         self.update()

@@ -177,3 +177,16 @@ def test_a_rows_axis_without_a_fixed_width_widens_to_its_longest_name(appearance
     narrow = axis.minimumWidth()  # what the plot's layout gives it
     axis.setTicks([[(0, "weights"), (1, "KV × 4096 at full window")]])
     assert axis.minimumWidth() > narrow + 40
+
+
+def test_a_labels_text_measured_before_is_measured_again_in_another_font(qapp):
+    small, large = Appearance(), Appearance(presentation=True)
+    label, other = Label(small), Label(small)
+    label.show_text("3e-5 → 3e-5", 0.1, 1.0)
+    other.show_text("3e-5 → 3e-5", 0.2, 2.0)  # the same text: the same box
+    assert other.boundingRect().size() == label.boundingRect().size()
+    other.restyle(large)
+    assert other.boundingRect().width() > label.boundingRect().width()
+    metrics = QFontMetricsF(large.font(0.85)).boundingRect(QRectF(0, 0, 1e6, 1e6), Qt.AlignLeft | Qt.AlignTop,
+                                                          "3e-5 → 3e-5")
+    assert other.boundingRect().width() == metrics.width() + 2 * Label.MARGIN
