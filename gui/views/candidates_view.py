@@ -103,7 +103,7 @@ class CandidatesView(View):
         self._last = ("dirty",)
 
     def _make_bars(self, appearance: Appearance) -> None:
-        self.bars = make_plot(appearance)
+        self.bars = make_plot(appearance, rows_axis=True)
         self.bars.invertY(True)
         self.bars.setXRange(0, 1, padding=0.02)
         self.bars.getAxis("left").setWidth(130)

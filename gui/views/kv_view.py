@@ -137,7 +137,7 @@ class KvView(View):
 
     def _make_compare(self, appearance: Appearance) -> None:
         """Weights vs the KV cache now, at a full window, and for N requests at once."""
-        self.compare = make_plot(appearance, "-")  # titled by retranslate()
+        self.compare = make_plot(appearance, "-", rows_axis=True)  # titled by retranslate()
         self.compare.invertY(True)
         self.compare.getAxis("bottom").setTicks([[(k, unit) for k, unit in
                                                   ((3, "1 KB"), (6, "1 MB"), (9, "1 GB"), (12, "1 TB"))]])

@@ -199,3 +199,21 @@ def test_chips_in_a_scroll_area_that_follows_the_newest_line_show_what_a_full_re
     settle()
     assert same_pixels(on_screen(area), area.grab().toImage())
     area.close()
+
+
+def test_a_frame_processes_the_scenes_of_the_plots_on_screen_and_forgets_deleted_ones(qapp):
+    from shiboken6 import delete
+
+    from gui.widgets.frame_paint import shown_scenes
+    from gui.widgets.plotting import make_plot
+
+    plots = [make_plot(Appearance()) for _ in range(2)]
+    plots[0].show()
+    settle()
+    scenes = shown_scenes()
+    assert plots[0].scene() in scenes and plots[1].scene() not in scenes  # made, not shown
+    plots[1].show()
+    settle()
+    assert plots[1].scene() in shown_scenes()
+    delete(plots[0])
+    assert len(shown_scenes()) == len(scenes)  # the deleted one gone, the shown one in
