@@ -1,0 +1,162 @@
+"""How many tokens to draft (issue 38): the length that maximises expected tokens per unit of time.
+
+A verify pass over M positions costs cost(M) one-position steps and, with a draft of n tokens (M = n + 1: the
+newest token is read with it), yields E(n) = 1 + sum over k = 1..n of P(the first k drafts are kept) tokens.
+A plain step yields 1 token for cost(1) = 1. The chooser drafts the n <= the user's maximum with the highest
+E(n) / cost(n + 1), and nothing (a plain step) when no n beats 1.
+
+Acceptance: per draft position i, the chance the draw keeps draft token i once tokens 0..i-1 were kept, an
+exponentially weighted average over the drafts watched. A watched draft is prompt lookup's draft of the user's
+maximum length, compared with the tokens generated after it whether a pass read it or plain steps took them: so
+acceptance is still measured while the chooser drafts nothing (and it can grow back), and beyond the length
+it drafted. It depends on the tokens alone: the same run watches the same drafts.
+
+Cost: measured online on this machine, per M, from the verify passes' forward ms against the plain steps'
+(exponentially weighted); an M not yet measured follows the slope of those measured, and before any plain
+step is timed the prior, 1 + 0.4 (M - 1) steps (a 5-position pass at 2.6 steps: measured on the 2-vCPU AMD
+EPYC before this, ~32 ms against ~12 ms for a fused 1-token step). Timings vary from run to run, and so would
+the lengths chosen (never the tokens): $TOKENSTEP_VERIFY_COSTS pins the table (tests do), as one number, the
+slope s of cost(M) = 1 + s (M - 1), or a comma-separated list of cost(2), cost(3), ... (the last slope
+extends it).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+ENV = "TOKENSTEP_VERIFY_COSTS"
+PRIOR_SLOPE = 0.4  # cost(M) = 1 + 0.4 (M - 1) steps until measured (see the module's note)
+PRIOR_ACCEPTANCE = 0.5  # a draft position never watched: as likely kept as not
+ACCEPTANCE_WEIGHT = 0.25  # the newest observation's weight: about the last four drafts at a position count
+COST_WEIGHT = 0.2
+
+
+class Choice(NamedTuple):
+    """What the chooser decided before a pass (or a plain step): the draft length and why."""
+
+    n: int  # tokens to draft (0: a plain step)
+    n_max: int  # the most it could draft (the user's maximum, or the room left)
+    acceptance: tuple[float, ...]  # per draft position, the estimated chance it is kept (its predecessors kept)
+    expected_tokens: float  # E(n): tokens the pass is expected to decide
+    cost_steps: float  # cost(n + 1): the pass's expected time in one-position steps
+    step_ms: float | None  # the measured one-position step the costs are multiples of (None: pinned or unmeasured)
+
+
+class PassCosts:
+    """cost(M): a forward pass over M positions in one-position steps, measured or pinned."""
+
+    def __init__(self, pinned: list[float] | None = None):
+        self.pinned = pinned  # cost(2), cost(3), ...; None: measured
+        self.step_ms: float | None = None
+        self.pass_ms: dict[int, float] = {}
+
+    @classmethod
+    def from_env(cls) -> PassCosts:
+        text = os.environ.get(ENV, "").strip()
+        if not text:
+            return cls()
+        try:
+            values = [float(v) for v in text.split(",")]
+        except ValueError:
+            raise ValueError(f"{ENV} must be a slope or a comma-separated list of costs, got {text!r}") from None
+        return cls([1 + values[0]] if len(values) == 1 else values)
+
+    def cost(self, m: int) -> float:
+        if m <= 1:
+            return 1.0
+        if self.pinned is not None:
+            table = self.pinned
+            if m - 2 < len(table):
+                return table[m - 2]
+            slope = table[-1] - (table[-2] if len(table) > 1 else 1.0)
+            return table[-1] + slope * (m - 1 - len(table))
+        if self.step_ms is None:
+            return 1 + PRIOR_SLOPE * (m - 1)
+        if m in self.pass_ms:
+            return max(1.0, self.pass_ms[m] / self.step_ms)
+        slopes = sorted((max(1.0, ms / self.step_ms) - 1) / (k - 1) for k, ms in self.pass_ms.items())
+        slope = slopes[len(slopes) // 2] if slopes else PRIOR_SLOPE
+        return 1 + slope * (m - 1)
+
+    def timed_step(self, ms: float) -> None:
+        """A plain one-position pass took `ms`."""
+        if ms > 0 and self.pinned is None:
+            self.step_ms = ms if self.step_ms is None else self.step_ms + COST_WEIGHT * (ms - self.step_ms)
+
+    def timed_pass(self, m: int, ms: float) -> None:
+        """A verify pass over `m` positions took `ms`."""
+        if ms > 0 and m > 1 and self.pinned is None:
+            before = self.pass_ms.get(m)
+            self.pass_ms[m] = ms if before is None else before + COST_WEIGHT * (ms - before)
+
+
+class DraftLength:
+    """The running acceptance estimate and the cost table; `choose` gives the draft length."""
+
+    def __init__(self, costs: PassCosts | None = None):
+        self.costs = costs if costs is not None else PassCosts.from_env()
+        self.begin()
+
+    def begin(self) -> None:
+        """A new prompt (or a reset to it): acceptance back to its prior; the costs stay (they are the machine's)."""
+        self.acceptance: list[float] = []
+        self.lost_track()
+
+    def lost_track(self) -> None:
+        """The generated tokens changed under the watch (a rewind, a branch switch): the watched draft ends."""
+        self._draft: list[int] = []
+        self._at = self._checked = 0
+
+    @property
+    def watching(self) -> bool:
+        return bool(self._draft)
+
+    def watch(self, draft: list[int], at: int) -> None:
+        """Compare `draft` with the tokens generated from index `at` on (0-based, into the generated tokens)."""
+        self._draft, self._at, self._checked = list(draft), at, 0
+
+    def saw(self, generated: list[int]) -> None:
+        """The generated tokens so far: each new one against the watched draft, until the first that differs."""
+        while self._draft and self._checked < len(self._draft) and self._at + self._checked < len(generated):
+            i = self._checked
+            kept = generated[self._at + i] == self._draft[i]
+            self._observe(i, kept)
+            self._checked += 1
+            if not kept:
+                self.lost_track()
+        if self._draft and self._checked >= len(self._draft):
+            self.lost_track()
+
+    def _observe(self, i: int, kept: bool) -> None:
+        while len(self.acceptance) <= i:
+            self.acceptance.append(PRIOR_ACCEPTANCE)
+        self.acceptance[i] += ACCEPTANCE_WEIGHT * (float(kept) - self.acceptance[i])
+
+    def estimate(self, i: int) -> float:
+        return self.acceptance[i] if i < len(self.acceptance) else PRIOR_ACCEPTANCE
+
+    def expect(self, n: int, positions: int) -> tuple[float, float]:
+        """(E(n), cost(positions)): what a pass of an n-token draft over `positions` positions is expected to give
+        and cost. (The chooser prices every pass at n + 1 positions: after a plain step its newest token is in
+        the cache already and the pass reads n, a little cheaper than priced.)"""
+        reach = expected = 1.0
+        for i in range(n):
+            reach *= self.estimate(i)
+            expected += reach
+        return expected, self.costs.cost(positions)
+
+    def choose(self, n_max: int) -> Choice:
+        """The draft length n <= n_max with the most expected tokens per step of time; 0 unless it beats a plain
+        step (ties: the shorter draft)."""
+        n_max = max(n_max, 0)
+        acceptance = tuple(self.estimate(i) for i in range(n_max))
+        best = (0, 1.0, 1.0)  # (n, E(n), cost(n + 1))
+        reach = expected = 1.0
+        for n in range(1, n_max + 1):
+            reach *= acceptance[n - 1]
+            expected += reach
+            cost = self.costs.cost(n + 1)
+            if expected / cost > best[1] / best[2] * (1 + 1e-9):
+                best = (n, expected, cost)
+        return Choice(best[0], n_max, acceptance, best[1], best[2], self.costs.step_ms)
