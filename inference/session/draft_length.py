@@ -3,7 +3,10 @@
 A verify pass over M positions costs cost(M) one-position steps and, with a draft of n tokens (M = n + 1: the
 newest token is read with it), yields E(n) = 1 + sum over k = 1..n of P(the first k drafts are kept) tokens.
 A plain step yields 1 token for cost(1) = 1. The chooser drafts the n <= the user's maximum with the highest
-E(n) / cost(n + 1), and nothing (a plain step) when no n beats 1.
+E(n) / cost(n + 1), and nothing (a plain step) when no n beats 1. After a plain step the newest token is in the
+cache and its step's distribution known: a draft whose first token that draw rejects costs no pass (a plain step
+takes it), so the pass is priced P(first kept) cost(n + 1) + P(first rejected) 1. (It reads n positions then,
+and leaves its last token to be read with the next draft: n + 1 positions all told.)
 
 Acceptance: per draft position i, the chance the draw keeps draft token i once tokens 0..i-1 were kept, an
 exponentially weighted average over the drafts watched. A watched draft is prompt lookup's draft of the user's
@@ -13,8 +16,10 @@ it drafted. It depends on the tokens alone: the same run watches the same drafts
 
 Cost: measured online on this machine, per M, from the verify passes' forward ms against the plain steps'
 (exponentially weighted); an M not yet measured follows the slope of those measured, and before any plain
-step is timed the prior, 1 + 0.4 (M - 1) steps (a 5-position pass at 2.6 steps: measured on the 2-vCPU AMD
-EPYC before this, ~32 ms against ~12 ms for a fused 1-token step). Timings vary from run to run, and so would
+step is timed the prior, 1.7 + 0.2 (M - 1) steps for M >= 2 (fitted to the 2-vCPU AMD EPYC with AVX-512 where
+this was written, float32 default model at context 150: M = 2, 5, 9, 16 took 2.1, 2.8, 3.4, 4.9 times the 13 ms of
+the fused 1-position step; one position has its own fused path, several go through the small-M kernels). An M not
+measured yet is the prior scaled as the nearest M measured is. Timings vary from run to run, and so would
 the lengths chosen (never the tokens): $TOKENSTEP_VERIFY_COSTS pins the table (tests do), as one number, the
 slope s of cost(M) = 1 + s (M - 1), or a comma-separated list of cost(2), cost(3), ... (the last slope
 extends it).
@@ -26,7 +31,7 @@ import os
 from typing import NamedTuple
 
 ENV = "TOKENSTEP_VERIFY_COSTS"
-PRIOR_SLOPE = 0.4  # cost(M) = 1 + 0.4 (M - 1) steps until measured (see the module's note)
+PRIOR_FIXED, PRIOR_SLOPE = 0.7, 0.2  # cost(M) = 1 + 0.7 + 0.2 (M - 1) steps for M >= 2 until measured
 PRIOR_ACCEPTANCE = 0.5  # a draft position never watched: as likely kept as not
 ACCEPTANCE_WEIGHT = 0.25  # the newest observation's weight: about the last four drafts at a position count
 COST_WEIGHT = 0.2
@@ -39,8 +44,12 @@ class Choice(NamedTuple):
     n_max: int  # the most it could draft (the user's maximum, or the room left)
     acceptance: tuple[float, ...]  # per draft position, the estimated chance it is kept (its predecessors kept)
     expected_tokens: float  # E(n): tokens the pass is expected to decide
-    cost_steps: float  # cost(n + 1): the pass's expected time in one-position steps
+    cost_steps: float  # the pass's expected time in one-position steps (cost(n + 1), less after a plain step)
     step_ms: float | None  # the measured one-position step the costs are multiples of (None: pinned or unmeasured)
+
+
+def prior(m: int) -> float:
+    return 1.0 if m <= 1 else 1 + PRIOR_FIXED + PRIOR_SLOPE * (m - 1)
 
 
 class PassCosts:
@@ -71,13 +80,12 @@ class PassCosts:
                 return table[m - 2]
             slope = table[-1] - (table[-2] if len(table) > 1 else 1.0)
             return table[-1] + slope * (m - 1 - len(table))
-        if self.step_ms is None:
-            return 1 + PRIOR_SLOPE * (m - 1)
+        if self.step_ms is None or not self.pass_ms:
+            return prior(m)
         if m in self.pass_ms:
             return max(1.0, self.pass_ms[m] / self.step_ms)
-        slopes = sorted((max(1.0, ms / self.step_ms) - 1) / (k - 1) for k, ms in self.pass_ms.items())
-        slope = slopes[len(slopes) // 2] if slopes else PRIOR_SLOPE
-        return 1 + slope * (m - 1)
+        near = min(self.pass_ms, key=lambda k: (abs(k - m), k))
+        return max(1.0, prior(m) * self.pass_ms[near] / self.step_ms / prior(near))
 
     def timed_step(self, ms: float) -> None:
         """A plain one-position pass took `ms`."""
@@ -146,17 +154,19 @@ class DraftLength:
             expected += reach
         return expected, self.costs.cost(positions)
 
-    def choose(self, n_max: int) -> Choice:
+    def choose(self, n_max: int, fed: bool = False) -> Choice:
         """The draft length n <= n_max with the most expected tokens per step of time; 0 unless it beats a plain
-        step (ties: the shorter draft)."""
+        step (ties: the shorter draft). `fed`: after a plain step (the first draft token is checked for free)."""
         n_max = max(n_max, 0)
         acceptance = tuple(self.estimate(i) for i in range(n_max))
-        best = (0, 1.0, 1.0)  # (n, E(n), cost(n + 1))
+        best = (0, 1.0, 1.0)  # (n, E(n), the expected cost)
         reach = expected = 1.0
         for n in range(1, n_max + 1):
             reach *= acceptance[n - 1]
             expected += reach
             cost = self.costs.cost(n + 1)
+            if fed:
+                cost = acceptance[0] * cost + (1 - acceptance[0])
             if expected / cost > best[1] / best[2] * (1 + 1e-9):
                 best = (n, expected, cost)
         return Choice(best[0], n_max, acceptance, best[1], best[2], self.costs.step_ms)

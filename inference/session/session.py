@@ -436,7 +436,7 @@ class Session:
                    self.model.config.context_length - self.n_context) - 1
         record = self.prompt + self.generated
         n_max = min(self.settings.speculate, room)
-        choice = self.drafts.choose(n_max)  # how many tokens to draft (draft_length.py)
+        choice = self.drafts.choose(n_max, fed=self.pending is not None)  # how many to draft (draft_length.py)
         if self.drafts.watching:
             draft, ngram = prompt_lookup(record, choice.n)
         else:  # acceptance is measured on drafts of the most it may draft, whether a pass reads them or not

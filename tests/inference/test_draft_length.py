@@ -4,7 +4,7 @@ it watches, the costs it measures, and the same tokens as plain decoding whateve
 import pytest
 
 from inference.events import Verified
-from inference.session.draft_length import ENV, PRIOR_SLOPE, DraftLength, PassCosts
+from inference.session.draft_length import ENV, DraftLength, PassCosts, prior
 from speculate_support import GREEDY, SAMPLED, _generate, _repeating_token, _steps, _verifies, llama  # noqa: F401
 from test_speculate import PROMPTS
 
@@ -26,12 +26,19 @@ def test_low_acceptance_drafts_nothing_and_high_drafts_the_most():
     assert chooser(0.99, 0.25).choose(3).n == 3  # never past the maximum it is given
     assert chooser(0.99, 0.25).choose(0).n == 0
     assert chooser(0.99, 1.5).choose(8).n == 0  # a pass dearer than the tokens it could give: plain steps
+    assert chooser(0.02, 1.1).choose(8, fed=True).n == 0
+    drafts = chooser(0.5, 0.6)
+    assert drafts.choose(8).n == 0  # after a pass, nothing pays
+    assert drafts.choose(8, fed=True).n > 0  # after a plain step, a rejected first draft costs no pass
 
 
 def test_the_length_grows_with_acceptance_and_shrinks_with_cost():
     for slope in SLOPES:
         lengths = [chooser(p / 100, slope).choose(8).n for p in range(0, 101, 2)]
         assert lengths == sorted(lengths), slope
+        fed = [chooser(p / 100, slope).choose(8, fed=True).n for p in range(0, 101, 2)]
+        assert fed == sorted(fed), slope
+        assert all(a >= b for a, b in zip(fed, lengths))  # the first draft checked for free: never shorter
     for p in (0.3, 0.6, 0.9):
         lengths = [chooser(p, slope).choose(8).n for slope in SLOPES]
         assert lengths == sorted(lengths, reverse=True), p
@@ -73,11 +80,15 @@ def test_rejections_shrink_the_draft_and_kept_drafts_grow_it_back():
 
 def test_costs_are_measured_per_positions_read_or_pinned():
     costs = PassCosts()
-    assert costs.cost(1) == 1.0 and costs.cost(5) == pytest.approx(1 + 4 * PRIOR_SLOPE)  # no step timed: the prior
+    assert costs.cost(1) == 1.0 and costs.cost(5) == prior(5) == pytest.approx(2.5)  # nothing timed: the prior
+    assert prior(2) > 1.5 and prior(9) < 2 * prior(2)  # one position has its own fused path: a jump, then less
     costs.timed_step(10.0)
+    assert costs.cost(5) == prior(5)  # no pass timed yet
     costs.timed_pass(5, 20.0)
     assert costs.step_ms == 10.0 and costs.cost(5) == pytest.approx(2.0)
-    assert costs.cost(3) == pytest.approx(1.5)  # an M not measured: the slope of those measured
+    assert costs.cost(3) == pytest.approx(prior(3) * 2.0 / 2.5)  # an M not measured: the prior, scaled as the nearest
+    costs.timed_pass(2, 15.0)
+    assert costs.cost(3) == pytest.approx(prior(3) * 1.5 / prior(2))  # (the nearer, the smaller on a tie)
     costs.timed_pass(5, 30.0)
     assert costs.cost(5) == pytest.approx(2.2)  # weighted towards the newest
     pinned = PassCosts([1.2, 1.3])
