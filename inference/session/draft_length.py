@@ -14,8 +14,9 @@ maximum length, compared with the tokens generated after it whether a pass read 
 acceptance is still measured while the chooser drafts nothing (and it can grow back), and beyond the length
 it drafted. It depends on the tokens alone: the same run watches the same drafts.
 
-Cost: measured online on this machine, per M, from the verify passes' forward ms against the plain steps'
-(exponentially weighted); an M not yet measured follows the slope of those measured, and before any plain
+Cost: measured online on this machine, per M, from the verify passes' forward ms against the plain steps' (the
+median of the last few of each: a first step's one-off costs or another process's burst do not price every later
+pass); an M not yet measured follows the slope of those measured, and before any plain
 step is timed the prior, 1.7 + 0.2 (M - 1) steps for M >= 2 (fitted to the 2-vCPU AMD EPYC with AVX-512 where
 this was written, float32 default model at context 150: M = 2, 5, 9, 16 took 2.1, 2.8, 3.4, 4.9 times the 13 ms of
 the fused 1-position step; one position has its own fused path, several go through the small-M kernels). An M not
@@ -28,13 +29,15 @@ extends it).
 from __future__ import annotations
 
 import os
+import statistics
+from collections import deque
 from typing import NamedTuple
 
 ENV = "TOKENSTEP_VERIFY_COSTS"
 PRIOR_FIXED, PRIOR_SLOPE = 0.7, 0.2  # cost(M) = 1 + 0.7 + 0.2 (M - 1) steps for M >= 2 until measured
 PRIOR_ACCEPTANCE = 0.5  # a draft position never watched: as likely kept as not
 ACCEPTANCE_WEIGHT = 0.25  # the newest observation's weight: about the last four drafts at a position count
-COST_WEIGHT = 0.2
+TIMINGS_KEPT = 9  # the latest passes of each kind whose median is the cost
 
 
 class Choice(NamedTuple):
@@ -57,8 +60,18 @@ class PassCosts:
 
     def __init__(self, pinned: list[float] | None = None):
         self.pinned = pinned  # cost(2), cost(3), ...; None: measured
-        self.step_ms: float | None = None
-        self.pass_ms: dict[int, float] = {}
+        self._steps: deque[float] = deque(maxlen=TIMINGS_KEPT)
+        self._passes: dict[int, deque[float]] = {}
+
+    @property
+    def step_ms(self) -> float | None:
+        """The plain one-position step's ms (the median of the latest; None: none timed, or pinned costs)."""
+        return statistics.median(self._steps) if self._steps else None
+
+    @property
+    def pass_ms(self) -> dict[int, float]:
+        """A verify pass's ms by the positions it read (the median of the latest of each)."""
+        return {m: statistics.median(times) for m, times in self._passes.items()}
 
     @classmethod
     def from_env(cls) -> PassCosts:
@@ -80,23 +93,22 @@ class PassCosts:
                 return table[m - 2]
             slope = table[-1] - (table[-2] if len(table) > 1 else 1.0)
             return table[-1] + slope * (m - 1 - len(table))
-        if self.step_ms is None or not self.pass_ms:
+        step_ms = self.step_ms
+        if step_ms is None or not self._passes:
             return prior(m)
-        if m in self.pass_ms:
-            return max(1.0, self.pass_ms[m] / self.step_ms)
-        near = min(self.pass_ms, key=lambda k: (abs(k - m), k))
-        return max(1.0, prior(m) * self.pass_ms[near] / self.step_ms / prior(near))
+        near = m if m in self._passes else min(self._passes, key=lambda k: (abs(k - m), k))
+        measured = statistics.median(self._passes[near]) / step_ms
+        return max(1.0, measured if near == m else prior(m) * measured / prior(near))
 
     def timed_step(self, ms: float) -> None:
         """A plain one-position pass took `ms`."""
         if ms > 0 and self.pinned is None:
-            self.step_ms = ms if self.step_ms is None else self.step_ms + COST_WEIGHT * (ms - self.step_ms)
+            self._steps.append(ms)
 
     def timed_pass(self, m: int, ms: float) -> None:
         """A verify pass over `m` positions took `ms`."""
         if ms > 0 and m > 1 and self.pinned is None:
-            before = self.pass_ms.get(m)
-            self.pass_ms[m] = ms if before is None else before + COST_WEIGHT * (ms - before)
+            self._passes.setdefault(m, deque(maxlen=TIMINGS_KEPT)).append(ms)
 
 
 class DraftLength:

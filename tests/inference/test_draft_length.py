@@ -90,7 +90,11 @@ def test_costs_are_measured_per_positions_read_or_pinned():
     costs.timed_pass(2, 15.0)
     assert costs.cost(3) == pytest.approx(prior(3) * 1.5 / prior(2))  # (the nearer, the smaller on a tie)
     costs.timed_pass(5, 30.0)
-    assert costs.cost(5) == pytest.approx(2.2)  # weighted towards the newest
+    costs.timed_pass(5, 900.0)  # a burst of another process's work
+    assert costs.cost(5) == pytest.approx(3.0)  # the median of the latest
+    for ms in (1000.0, 11.0, 9.0):  # a first step's one-off cost prices nothing for long
+        costs.timed_step(ms)
+    assert costs.step_ms == pytest.approx(10.5)
     pinned = PassCosts([1.2, 1.3])
     pinned.timed_step(10.0)
     pinned.timed_pass(2, 50.0)
