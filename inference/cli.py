@@ -53,7 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--stop", action="append", default=[], metavar="TEXT", type=utf8_text("--stop"),
                        help="stop when the generated text contains TEXT (repeatable)")
     trace.add_argument("--speculate", type=number(int, 0, 16, what="--speculate"), default=0, metavar="N",
-                       help="draft up to N tokens by prompt lookup and verify them in one forward pass (0 = off)")
+                       help="draft up to N tokens by prompt lookup and verify them in one forward pass (0 = off); each "
+                            "pass drafts the length expected to pay (see the verify events' draft_max, acceptance, "
+                            "expected_tokens, expected_cost, step_ms)")
     trace.add_argument("--context-limit", type=number(int, 0, what="--context-limit"), default=0, metavar="N",
                        help="run in a context window of N tokens (0 = the model's own; at least 4)")
     trace.add_argument("--when-full", choices=("stop", "drop-oldest"), default="stop",

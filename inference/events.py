@@ -323,11 +323,21 @@ class Verified:
     emitted: int  # steps this pass decided: the accepted ones, plus a correction or a bonus token
     positions: int  # tokens the pass read
     forward_ms: float
+    # why this length (draft_length.py): the most it could draft, the estimated chance each draft position is
+    # kept, the tokens and the cost in one-position steps it expected, the measured one-position step's ms
+    # (None: the costs are pinned or no plain step was timed yet)
+    draft_max: int = 0
+    acceptance: tuple[float, ...] = ()
+    expected_tokens: float = 0.0
+    expected_cost: float = 0.0
+    step_ms: float | None = None
 
     def to_json(self) -> str:
         return _dump({"type": "verify", "index": self.index, "drafted": [t.to_dict() for t in self.drafted],
                       "ngram": list(self.ngram), "accepted": self.accepted, "emitted": self.emitted,
-                      "positions": self.positions, "forward_ms": self.forward_ms})
+                      "positions": self.positions, "forward_ms": self.forward_ms, "draft_max": self.draft_max,
+                      "acceptance": list(self.acceptance), "expected_tokens": self.expected_tokens,
+                      "expected_cost": self.expected_cost, "step_ms": self.step_ms})
 
 
 @dataclass(frozen=True)

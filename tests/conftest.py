@@ -8,6 +8,9 @@ if "TOKENSTEP_CONFIG_DIR" not in os.environ:
     import tempfile
 
     os.environ["TOKENSTEP_CONFIG_DIR"] = tempfile.mkdtemp(prefix="tokenstep-test-config-")
+# Speculation's draft lengths follow the verify passes' measured cost, which varies from run to run: pinned, so
+# that runs compare (cost(M) = 1 + 0.25 (M - 1) steps; inference/session/draft_length.py)
+os.environ.setdefault("TOKENSTEP_VERIFY_COSTS", "0.25")
 HERE = Path(__file__).resolve().parent
 # the repository (inference, gui) and the helpers every test group imports (tests/support)
 sys.path[:0] = [str(HERE.parent), str(HERE / "support")]

@@ -68,6 +68,17 @@ class Counters:
                                         per_pass=f"{self.tokens_per_pass:.2f}")
 
 
+def choice_text(verified: Verified) -> str:
+    """Why the pass drafted as many tokens as it did (the engine's chooser, draft_length.py), in one line; "" for
+    a pass that did not say (a trace of an older engine)."""
+    if not verified.draft_max or not verified.acceptance:
+        return ""
+    return translate("Speculation", "drafted {n} of max {most}: acceptance {acceptance}, a {m}-position pass costs "
+                     "{cost} steps").format(n=len(verified.drafted), most=verified.draft_max,
+                                            acceptance=f"{verified.acceptance[0]:.2f}", m=verified.positions,
+                                            cost=f"{verified.expected_cost:.1f}")
+
+
 def pass_of(history, step: StepDone | None) -> Pass | None:
     """The verify pass that decided `step` (a step of the current path), or None for a step of its own."""
     if step is None or not getattr(step, "verified_by", 0):

@@ -32,6 +32,7 @@ class Block:
     label: str  # the token drawn, "prefill", "re-read 12"...
     step: StepDone | None = None  # the (first) step it drew
     positions: int = 0  # positions the pass read
+    cost_steps: float | None = None  # a verify pass's ms in one-position steps (None: no step measured yet)
 
 
 class Folded:
@@ -110,9 +111,10 @@ class _Timeline:
         self.at = 0.0
         self.fed = False
         self.verify: Verified | None = None
+        self.cached_ms: list[float] = []  # the plain cached steps' forward ms, what a verify pass is priced in
 
-    def add(self, kind, ms, label, step=None, positions=0) -> None:
-        self.blocks.append(Block(kind, self.at, max(ms, 0.0), label, step, positions))
+    def add(self, kind, ms, label, step=None, positions=0, cost_steps=None) -> None:
+        self.blocks.append(Block(kind, self.at, max(ms, 0.0), label, step, positions, cost_steps))
         self.at += max(ms, 0.0)
 
 
@@ -139,10 +141,14 @@ def _timeline_step(state: _Timeline, event) -> None:
         text, verify = event.token.shown_text, state.verify
         if verify is not None and event.verified_by == verify.index:
             if event.index == verify.index:
-                add(VERIFY, verify.forward_ms, f"verify {verify.emitted}", event, verify.positions)
+                step_ms = verify_step_ms(verify, state.cached_ms)
+                add(VERIFY, verify.forward_ms, f"verify {verify.emitted}", event, verify.positions,
+                    verify.forward_ms / step_ms if step_ms else None)
             add(SAMPLE, event.sample_ms, text, event)
         elif state.fed:
             kind = NO_CACHE if cache_off(event) else CACHED
+            if kind == CACHED:
+                state.cached_ms.append(event.forward_ms)
             add(kind, event.forward_ms + event.sample_ms, text, event,
                 event.context_tokens - 1 if kind == NO_CACHE else 1)
         else:
@@ -151,6 +157,20 @@ def _timeline_step(state: _Timeline, event) -> None:
 
 
 _timeline = Folded(_Timeline, _timeline_step)
+
+
+def verify_step_ms(verify: Verified, cached_ms) -> float | None:
+    """The one-position step a verify pass's cost is a multiple of: the engine's measure when it sent one (its
+    running average of plain steps), else the median of the plain cached steps `cached_ms` (None: none yet)."""
+    if verify.step_ms:
+        return verify.step_ms
+    return float(np.median(cached_ms)) if len(cached_ms) else None
+
+
+def verify_cost(verify: Verified, log) -> tuple[float, float] | None:
+    """(the pass's cost in one-position steps, the step's ms), from the measured numbers; None: no step yet."""
+    step_ms = verify.step_ms or median_cached_ms(log)
+    return (verify.forward_ms / step_ms, step_ms) if step_ms else None
 
 
 def timeline(log) -> list[Block]:

@@ -21,6 +21,7 @@ from inference.settings import PREFILL_CHUNK
 from gui.state.i18n import translate
 from gui.state.intents import Intents
 from gui.state.speculation import pass_of
+from gui.state.timing_data import verify_cost
 from gui.theme import Appearance
 from gui.views.base import View
 from gui.state.format import agree, display, fmt_bytes, fmt_count, quoted, rank_text
@@ -193,7 +194,18 @@ class ExplainView(View):
                    "accepted": v.accepted, "emitted": v.emitted, "emitted_s": "s" if v.emitted != 1 else "",
                    "k": k + 1, "draft": html.escape(quoted(drafted.piece)) if drafted else ""}
         numbers["role"] = text(f"verify_role_{role}").format(**numbers)
-        return text("verify_note").format(**numbers)
+        return text("verify_note").format(**numbers) + self._verify_cost(v, numbers)
+
+    def _verify_cost(self, v, numbers: dict) -> str:
+        """The pass's measured cost in plain steps, and why the engine drafted this many ("" before a plain step
+        was timed: nothing to measure it against)."""
+        cost = verify_cost(v, self.intents.history.log)
+        if cost is None:
+            return ""
+        choice = text("verify_choice").format(
+            **numbers, draft_max=v.draft_max, acceptance=f"{v.acceptance[0]:.0%}",
+            expected_cost=f"{v.expected_cost:.1f}", expected_tokens=f"{v.expected_tokens:.1f}") if v.draft_max and v.acceptance else ""
+        return text("verify_cost").format(**numbers, cost=f"{cost[0]:.1f}", step_ms=f"{cost[1]:.1f}", choice=choice)
 
     def refresh(self) -> None:
         key, values = self.state_key()

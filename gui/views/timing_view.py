@@ -18,9 +18,9 @@ from PySide6.QtWidgets import QCheckBox, QFrame, QHBoxLayout, QProgressBar, QScr
 from gui.state import i18n
 from gui.state.i18n import QT_TRANSLATE_NOOP, number, translate
 from gui.state.intents import Intents
-from gui.state.speculation import counters, pass_of
+from gui.state.speculation import choice_text, counters, pass_of
 from gui.theme import Appearance
-from gui.state.timing_data import cache_off, median_cached_ms
+from gui.state.timing_data import cache_off, median_cached_ms, verify_cost
 from gui.views.base import View
 from gui.widgets.cache_series import CacheSeries
 from gui.widgets.plotting import (Bars, StyledBars, bar_width, colour, make_plot, set_range, show_axes, snug_ceiling, step_top,
@@ -307,7 +307,12 @@ class TimingView(View):
                                    "over {positions} positions for {emitted} tokens").format(
                     role=translate("Timing", ROLES[verify.role(s)]), index=v.index, ms=number(v.forward_ms, 1),
                     positions=v.positions, emitted=v.emitted)
-                text += f"<br>{heading}: {source} · {draw}"
+                cost = verify_cost(v, self.intents.history.log)
+                if cost is not None:
+                    source += translate("Timing", " = {cost} one-token steps of {step_ms} ms").format(
+                        cost=f"{cost[0]:.1f}", step_ms=f"{cost[1]:.1f}")
+                why = choice_text(v)
+                text += f"<br>{heading}: {source} · {draw}" + (f"<br>{why}" if why else "")
             else:
                 text += "<br>" + translate("Timing", "{heading}: forward {ms} ms ({source}) · {draw}").format(
                     heading=heading, ms=number(s.forward_ms, 1), source=source, draw=draw)

@@ -23,8 +23,16 @@ from gui.widgets.plotting import Bars, StyledBars, colour, make_plot, set_range,
 MAX_LABELS = 24  # text items reused; more blocks than this never have room for their words anyway
 # A pass's words in its block, worded as it is drawn (the log's labels are "prefill 12", "re-read 30"...)
 WORDS = {PREFILL: QT_TRANSLATE_NOOP("Timeline", "prefill {n}"), REREAD: QT_TRANSLATE_NOOP("Timeline", "re-read {n}"),
-         RECOMPUTE: QT_TRANSLATE_NOOP("Timeline", "step {n}"), VERIFY: QT_TRANSLATE_NOOP("Timeline", "verify {n}")}
+         RECOMPUTE: QT_TRANSLATE_NOOP("Timeline", "step {n}")}
 LABEL_PX = 7.0  # about one character of the tick font: a label is shown when its block is this wide per character
+
+
+def verify_words(block: Block) -> str:
+    """A verify pass's words: the positions it read (M) and what it cost in one-position steps, measured."""
+    if block.cost_steps is None:
+        return translate("Timeline", "verify M={m}").format(m=block.positions)
+    return translate("Timeline", "verify M={m}: {cost}× a step").format(m=block.positions,
+                                                                        cost=f"{block.cost_steps:.1f}")
 
 
 class Timeline:
@@ -116,7 +124,8 @@ class Timeline:
         self.plot.setToolTip(translate("Timeline", "Every forward pass since the prompt was read, end to end in ms: the "
                                        "prefill, one block per decode step (its pass and its draw), re-reads hatched (a "
                                        "branch switch's in the prefill's colour, a step without the KV cache in red), a "
-                                       "verify pass in green"))
+                                       "verify pass in green, with the positions it read (M) and its time as a multiple "
+                                       "of one plain step's"))
 
     def _label(self, starts, px: float) -> None:
         """Words in the blocks wide enough for them; the widest blocks first when there are many."""
@@ -125,7 +134,8 @@ class Timeline:
         used = 0
         for width_px, i in room:
             block = self.blocks[i]
-            text = display(block.label) if block.kind in (CACHED, NO_CACHE, SAMPLE) else \
+            text = verify_words(block) if block.kind == VERIFY else \
+                display(block.label) if block.kind in (CACHED, NO_CACHE, SAMPLE) else \
                 translate("Timeline", WORDS[block.kind]).format(n=block.label.rpartition(" ")[2]) \
                 if block.kind in WORDS else block.label
             fits = int(width_px // LABEL_PX)

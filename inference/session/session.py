@@ -42,6 +42,7 @@ from inference.events import (Pending, PrefillDone, Rewound, SessionStatus, Step
 from inference.model.capture import PromptCapture
 from inference.session.branches import BranchTree
 from inference.session.context_limit import KEEP_FIRST, ContextWindow
+from inference.session.draft_length import DraftLength
 from inference.session.pending import KeptSteps, PendingStep
 from inference.session.recorder import Recorder
 from inference.session.report import chosen_rank, summarise
@@ -99,6 +100,7 @@ class Session:
         self.tree = BranchTree()
         self._run_made_from = sys.maxsize  # the first node the last run made (retract drops only those)
         self.kept = KeptSteps()
+        self.drafts = DraftLength()  # with settings.speculate: how many tokens each verify pass drafts
         self._go_to(0)
 
     # --- state ----------------------------------------------------------------------------------------
@@ -107,6 +109,7 @@ class Session:
         when needed). The cache must already hold the prompt and the tokens before the last."""
         self.node = node
         self.generated: list[int] = self.tree.tokens(node)
+        self.drafts.lost_track()
         self.seed_used = self.settings.seed
         self.pending = pending
         self._stream = self.model.tokenizer.stream()
@@ -254,6 +257,7 @@ class Session:
         self.source.start(len(ids) + self.settings.max_new_tokens)
         self.prompt, self.prompt_text, self.window.shifts = [], "", ()
         self.tree, self.kept = BranchTree(), KeptSteps(self.kept.budget)
+        self.drafts.begin()
         self._run_made_from = sys.maxsize
         self._abort.clear()
         started = time.perf_counter()
@@ -357,6 +361,7 @@ class Session:
         started = time.perf_counter()
         if event.shift is None:  # a shift re-read the context, the newest token with it
             self._feed_last()
+            self.drafts.costs.timed_step(self.pending.forward_ms)
         self._decode_seconds += time.perf_counter() - started
 
     def _count_outside(self) -> None:
@@ -395,6 +400,7 @@ class Session:
 
         parent, self.node = self.node, self.tree.child(self.node, token_id)
         self.generated.append(token_id)
+        self.drafts.saw(self.generated)
         token = self._token(self._stream, token_id)
         if token_id not in self.model.config.eos_ids:
             self.text += token.text
@@ -431,7 +437,14 @@ class Session:
         room = min(self.settings.max_new_tokens - len(self.generated),
                    self.model.config.context_length - self.n_context) - 1
         record = self.prompt + self.generated
-        draft, ngram = prompt_lookup(record, min(self.settings.speculate, room))
+        n_max = min(self.settings.speculate, room)
+        choice = self.drafts.choose(n_max, fed=self.pending is not None)  # how many to draft (draft_length.py)
+        if self.drafts.watching:
+            draft, ngram = prompt_lookup(record, choice.n)
+        else:  # acceptance is measured on drafts of the most it may draft, whether a pass reads them or not
+            longest, ngram = prompt_lookup(record, n_max)
+            self.drafts.watch(longest, len(self.generated))
+            draft, ngram = (longest, ngram) if choice.n >= len(longest) else prompt_lookup(record, choice.n)
         known = self._drawing() if draft and self.pending is not None else None  # after a plain step
         if not draft or (known is not None and known.token_id != draft[0]):
             # No draft, or the known distribution's draw already rejects its first token: a pass would decide
@@ -439,6 +452,8 @@ class Session:
             yield from self._take(None, known)
             return
         started, index, before = time.perf_counter(), len(self.generated) + 1, self.node
+        # (lookup may draft fewer than n; the draws below update the estimates: read them first)
+        expected_tokens, expected_cost = self.drafts.expect(len(draft), len(draft) + (self.pending is None))
         rows, positions = read_draft(self.source, record, self.pending, draft, self.recorder.rows_capture())
         if positions > len(draft):  # the pass computed the pending step of the node before it
             self.kept.put(before, rows[0])
@@ -459,8 +474,11 @@ class Session:
         self.source.crop(self.n_context - 1)  # the newest token is read with the next draft
         self.pending = None
         self._decode_seconds += time.perf_counter() - started
+        self.drafts.costs.timed_pass(positions, rows[0].forward_ms)
         yield Verified(index=index, drafted=tuple(draft_token(self.model.tokenizer, t) for t in draft), ngram=ngram,
-                       accepted=accepted, emitted=len(events), positions=positions, forward_ms=rows[0].forward_ms)
+                       accepted=accepted, emitted=len(events), positions=positions, forward_ms=rows[0].forward_ms,
+                       draft_max=choice.n_max, acceptance=choice.acceptance, expected_tokens=expected_tokens,
+                       expected_cost=expected_cost, step_ms=choice.step_ms)
         yield from events
         if stop is not None:
             yield self._stop(*stop)
@@ -545,6 +563,7 @@ class Session:
             self.window.shifts = ()
         if not self.prefilled:
             raise NotReady(say("session.prefill_first"))
+        self.drafts.begin()  # a run after a reset drafts as the first did
         return self._back_to(0, reset=True)
 
     def _back_to(self, node: int, reset: bool) -> Rewound:

@@ -2042,6 +2042,14 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>&lt;p&gt;&lt;b style=&apos;color:{green}&apos;&gt;验证前向&lt;/b&gt;（投机解码）：第 {index} 步由&lt;b&gt;一次&lt;/b&gt;前向传播决定，即第 {first} 步的那一次。提示查找（prompt lookup）在上下文前面找到了上下文最后 {ngram_n} 个 Token {ngram}，于是把它们在那里之后的 {drafted} 个 Token 作为草稿。&lt;b&gt;为什么一次前向能检查多个 Token&lt;/b&gt;：草稿的所有 Token 事先都已知，就像提示一样，所以这次前向并行地读取了它们（{positions} 个位置，{ms} 毫秒，和 Prefill 的读法一样）。在因果掩码下，每个位置只能看到它之前的 Token，所以每个位置的 Logits 恰好就是逐个生成时那一步会得到的分布。{role}&lt;/p&gt;&lt;p&gt;&lt;b&gt;为什么输出不变&lt;/b&gt;：每一步仍然从它自己的分布中抽取，用的随机数与不投机时相同（u 由种子和步数决定；贪心则取最高的 Token）。只有当这次抽取恰好选中草稿 Token 时才保留它；第一次选中别的 Token 时，这次验证就结束。这里 {drafted} 个草稿 Token 中保留了 {accepted} 个：一次前向得到 {emitted} 个 Token。&lt;/p&gt;</translation>
     </message>
     <message>
+        <source>&lt;p&gt;&lt;b&gt;What the check cost&lt;/b&gt;: checking {drafted} draft tokens cost {cost} steps ({ms} ms, where one plain step takes {step_ms} ms here): the weights were read once for all {positions} positions, so {emitted} tokens came for the time of {cost} steps.{choice}&lt;/p&gt;</source>
+        <translation>&lt;p&gt;&lt;b&gt;这次检查花了多少&lt;/b&gt;：检查 {drafted} 个草稿 Token 花了 {cost} 步的时间（{ms} 毫秒，而这里一个普通解码步用 {step_ms} 毫秒）：{positions} 个位置只读取了一次权重，所以用 {cost} 步的时间得到了 {emitted} 个 Token。{choice}&lt;/p&gt;</translation>
+    </message>
+    <message>
+        <source> The draft length was chosen for speed: {drafted} of at most {draft_max}, because recent drafts had their first token kept {acceptance} of the time and a {positions}-position pass was expected to cost {expected_cost} steps for {expected_tokens} tokens.</source>
+        <translation>草稿长度是为了速度而选的：最多 {draft_max} 个中取了 {drafted} 个，因为最近的草稿第一个 Token 被保留的比例是 {acceptance}，而一次 {positions} 个位置的前向传播预计花 {expected_cost} 步的时间、得到 {expected_tokens} 个 Token。</translation>
+    </message>
+    <message>
         <source>{token} is draft token {k} of this pass: the draw picked it, so it was kept (underlined green in Context).</source>
         <translation>{token} 是这次验证的第 {k} 个草稿 Token：抽取选中了它，所以被保留（在“上下文”中带绿色下划线）。</translation>
     </message>
@@ -3220,6 +3228,10 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <source>drafts accepted {accepted}/{drafted} ({rate}) · {per_pass} tokens per forward pass</source>
         <translation>草稿接受 {accepted}/{drafted}（{rate}）· 每次前向 {per_pass} 个 Token</translation>
     </message>
+    <message>
+        <source>drafted {n} of max {most}: acceptance {acceptance}, a {m}-position pass costs {cost} steps</source>
+        <translation>草稿 {n} 个（最多 {most} 个）：保留率 {acceptance}，一次 {m} 个位置的前向传播花 {cost} 步的时间</translation>
+    </message>
 </context>
 <context>
     <name>StatusBar</name>
@@ -3452,12 +3464,16 @@ re-hashed now: {now} ({ms} ms, in the engine)
         <translation>第 {n} 步</translation>
     </message>
     <message>
-        <source>verify {n}</source>
-        <translation>验证 {n}</translation>
+        <source>verify M={m}</source>
+        <translation>验证 M={m}</translation>
     </message>
     <message>
-        <source>Every forward pass since the prompt was read, end to end in ms: the prefill, one block per decode step (its pass and its draw), re-reads hatched (a branch switch&apos;s in the prefill&apos;s colour, a step without the KV cache in red), a verify pass in green</source>
-        <translation>读取提示以来的每一次前向传播，按 ms 首尾相接：预填充，每个解码步一块（前向和抽取），重读的部分带斜线（切换分支的重读用预填充的颜色，不用 KV 缓存的步用红色），验证前向为绿色</translation>
+        <source>verify M={m}: {cost}× a step</source>
+        <translation>验证 M={m}：{cost}× 一步</translation>
+    </message>
+    <message>
+        <source>Every forward pass since the prompt was read, end to end in ms: the prefill, one block per decode step (its pass and its draw), re-reads hatched (a branch switch&apos;s in the prefill&apos;s colour, a step without the KV cache in red), a verify pass in green, with the positions it read (M) and its time as a multiple of one plain step&apos;s</source>
+        <translation>读取提示以来的每一次前向传播，按 ms 首尾相接：预填充，每个解码步一块（前向和抽取），重读的部分带斜线（切换分支的重读用预填充的颜色，不用 KV 缓存的步用红色），验证前向为绿色，标出它读取的位置数（M）和它的耗时相当于几个普通解码步</translation>
     </message>
 </context>
 <context>
@@ -3557,6 +3573,10 @@ re-hashed now: {now} ({ms} ms, in the engine)
     <message>
         <source>{role} of the verify pass at step {index}: one forward pass of {ms} ms over {positions} positions for {emitted} tokens</source>
         <translation>第 {index} 步验证前向中的{role}：一次 {ms} ms的前向传播读取 {positions} 个位置，得到 {emitted} 个 Token</translation>
+    </message>
+    <message>
+        <source> = {cost} one-token steps of {step_ms} ms</source>
+        <translation> = {cost} 个单 Token 步（每步 {step_ms} ms）</translation>
     </message>
     <message>
         <source>{heading}: forward {ms} ms ({source}) · {draw}</source>

@@ -12,6 +12,7 @@ import pytest
 from PySide6.QtWidgets import QApplication
 
 from gui.state.speculation import counters, newest_pass, pass_of
+from gui.state.timing_data import verify_cost
 from inference.events import Token, Verified
 from app_driver import idle, prefill as driver_prefill, settle, step, wait_until, window_fixture
 
@@ -120,7 +121,15 @@ def test_a_verify_pass_shows_ghost_chips_a_block_and_counters(window):
     assert len(widths) == k.verify_passes and max(widths) > 1  # a block wider than one step's bar
     assert "tokens per forward pass" in window.status.state.text()
 
+    # issue 38: why this length, and what the pass cost in plain steps measured in this run
+    newest = pass_of(c.history, c.steps[-1]).verified
+    assert newest.draft_max == 4 and f"drafted {len(newest.drafted)} of max 4: acceptance" in timing.summary.text()
     explain = window.views["explain"]
+    cost = verify_cost(newest, c.history.log)
+    assert ("What the check cost" in explain._html) == (cost is not None)
+    if cost is not None:
+        assert f"cost {cost[0]:.1f} steps ({newest.forward_ms:.0f} ms, where one plain step takes {cost[1]:.1f}" \
+            in explain._html and f"{cost[0]:.1f} one-token steps" in timing.summary.text()
     assert "Verify pass" in explain._html and "causal mask" in explain._html
     assert "same random number" in explain._html
     window.set_language("zh_CN")
@@ -179,7 +188,7 @@ def test_a_run_with_speculation_then_a_rewind_into_a_pass(window):
     k = window.views["timing"].counters
     assert k.steps == 24 and k.tokens_per_pass > 2 and k.acceptance > 0.9
     assert sum(window.views["timing"].verify_bars.opts["width"]) > 0
-    newest = pass_of(c.history, c.steps[-1])
+    newest = newest_pass(c.history)  # (the last step may be a plain one: near the end the room left is short)
     c.rewind(newest.index + 1)  # back into the newest pass: its first step stays, the rest leave the path
     wait_until(lambda: len(c.steps) == newest.index and idle(c))
     settle(window)

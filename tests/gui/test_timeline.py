@@ -183,3 +183,59 @@ def test_the_default_layout_has_no_stale_dock_tab_bars(window):
     shown = [tuple(bar.tabText(i) for i in range(bar.count())) for bar in window.findChildren(QTabBar)
              if bar.parent() is window and bar.isVisible() and bar.geometry().bottom() >= 0]
     assert sorted(shown) == [("Context", "Branches"), ("Stop", "Compare")]
+
+
+def _verify_log(step_ms):
+    """A prefill, two plain cached steps of 20 and 30 ms, then a pass over 4 positions of 50 ms."""
+    prefill_event = PrefillDone(tokens=(), n_tokens=5, ms=100.0, kv_used_bytes=10, kv_allocated_bytes=10,
+                                prompt_text="")
+    verified = Verified(index=4, drafted=(Token(2, "a", "a"), Token(3, "b", "b"), Token(4, "c", "c")), ngram=(1,),
+                        accepted=3, emitted=4, positions=4, forward_ms=50.0, draft_max=8,
+                        acceptance=(0.31,) * 8, expected_tokens=2.4, expected_cost=1.6, step_ms=step_ms)
+    return [prefill_event, _step(1, 100.0), _step(2, 20.0), _step(3, 30.0), verified,
+            *[_step(i, 50.0 if i == 4 else 0.0, verified_by=4) for i in range(4, 8)]], verified
+
+
+@pytest.mark.parametrize("step_ms, cost", [(None, 2.0), (12.5, 4.0)])
+def test_a_verify_block_is_labelled_with_its_positions_and_its_cost_in_steps(qapp, step_ms, cost):
+    """Issue 38 item 3: the pass's M and its ms over one plain step's, the engine's measured step when it sent one,
+    else the median of the plain cached steps the log holds (25 ms here)."""
+    from gui.theme import Appearance
+    from gui.widgets.timeline import Timeline
+
+    log, verified = _verify_log(step_ms)
+    block = next(b for b in timeline(log) if b.kind == VERIFY)
+    assert block.positions == 4 and block.cost_steps == pytest.approx(cost)
+    strip = Timeline(Appearance())
+    strip.plot.resize(3000, 80)  # room for the words whole
+    strip.plot.show()
+    qapp.processEvents()  # laid out: the view box's width is the plot's
+    strip.update(log)
+    words = [label.toPlainText() for label in strip.labels]
+    assert f"verify M=4: {cost:.1f}× a step" in words
+    no_step = [e for e in log if not (isinstance(e, StepDone) and e.index in (2, 3))]  # no plain step measured
+    if step_ms is None:
+        assert next(b for b in timeline(no_step) if b.kind == VERIFY).cost_steps is None
+        strip.update(no_step)
+        assert "verify M=4" in [label.toPlainText() for label in strip.labels]
+    strip.plot.close()
+
+
+@pytest.mark.parametrize("step_ms, cost", [(None, "2.0"), (12.5, "4.0")])
+def test_explain_words_a_verify_pass_with_its_measured_cost_and_why_this_length(qapp, step_ms, cost):
+    from types import SimpleNamespace
+
+    from gui.state.speculation import choice_text
+    from gui.views.explain_view import ExplainView
+
+    log, verified = _verify_log(step_ms)
+    view = SimpleNamespace(intents=SimpleNamespace(history=SimpleNamespace(log=log)))
+    numbers = {"drafted": 3, "positions": 4, "ms": "50", "emitted": 4, "emitted_s": "s"}
+    words = ExplainView._verify_cost(view, verified, numbers)
+    assert f"checking 3 draft tokens cost {cost} steps (50 ms, where one plain step takes " \
+           f"{50 / float(cost):.1f} ms here)" in words
+    assert "3 of at most 8, because recent drafts had their first token kept 31% of the time and a 4-position " \
+           "pass was expected to cost 1.6 steps for 2.4 tokens" in words
+    assert choice_text(verified) == "drafted 3 of max 8: acceptance 0.31, a 4-position pass costs 1.6 steps"
+    unmeasured = SimpleNamespace(intents=SimpleNamespace(history=SimpleNamespace(log=log[:2] + log[4:])))
+    assert ExplainView._verify_cost(unmeasured, verified, numbers) == ("" if step_ms is None else words)

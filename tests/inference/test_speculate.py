@@ -238,7 +238,14 @@ def test_verified_events_match_the_steps_they_decided(model):
             assert v.positions in (len(ids), len(ids) + 1)
             data = json.loads(v.to_json())
             assert set(data) == {"type", "index", "drafted", "ngram", "accepted", "emitted", "positions",
-                                 "forward_ms"} and data["type"] == "verify"
+                                 "forward_ms", "draft_max", "acceptance", "expected_tokens", "expected_cost",
+                                 "step_ms"} and data["type"] == "verify"
+            # why this length: at most the user's maximum, each position's estimate a probability, the pass
+            # expected to beat a plain step (1 token per step) at the pinned cost 1 + 0.25 (M - 1)
+            assert len(ids) <= v.draft_max <= 4 and len(v.acceptance) == v.draft_max
+            assert all(0 <= a <= 1 for a in v.acceptance) and data["step_ms"] is None
+            assert v.expected_cost == pytest.approx(1 + 0.25 * (len(ids) + (v.positions > len(ids)) - 1))
+            assert 1 < v.expected_tokens <= 1 + len(ids)
             assert data["drafted"] == [{"id": t.id, "text": t.shown_text} for t in v.drafted]
         assert passes >= sum(isinstance(e, Verified) for e in events)
     assert verifies >= 1
