@@ -1719,6 +1719,114 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>不支持 GGUF 架构 {architecture!r}{supported}</translation>
     </message>
     <message>
+        <source>{path}: no such file</source>
+        <translation>{path}：没有这个文件</translation>
+    </message>
+    <message>
+        <source>{path}: GGUF metadata {key!r} {problem}</source>
+        <translation>{path}：GGUF 元数据 {key!r} {problem}</translation>
+    </message>
+    <message>
+        <source>{path}: GGUF metadata {key!r} is missing</source>
+        <translation>{path}：缺少 GGUF 元数据 {key!r}</translation>
+    </message>
+    <message>
+        <source>{path}: metadata {key!r} is unreadable ({why})</source>
+        <translation>{path}：元数据 {key!r} 无法读取（{why}）</translation>
+    </message>
+    <message>
+        <source>must be an integer, got {value}</source>
+        <translation>必须是整数，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>must be from {low} to {high:,}, got {value}</source>
+        <translation>必须在 {low} 到 {high:,} 之间，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>must be a finite number, got {value}</source>
+        <translation>必须是有限的数字，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>must be true or false, got {value}</source>
+        <translation>必须是 true 或 false，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>must be a non-empty list of strings</source>
+        <translation>必须是非空的字符串列表</translation>
+    </message>
+    <message>
+        <source>must be a list of {length} finite numbers (one per token)</source>
+        <translation>必须是 {length} 个有限数字的列表（每个 Token 一个）</translation>
+    </message>
+    <message>
+        <source>must be a string</source>
+        <translation>必须是字符串</translation>
+    </message>
+    <message>
+        <source>must hold pairs of tokens separated by one space</source>
+        <translation>必须是以一个空格分隔的 Token 对</translation>
+    </message>
+    <message>
+        <source>cannot build a BPE tokenizer ({why})</source>
+        <translation>无法构建 BPE 分词器（{why}）</translation>
+    </message>
+    <message>
+        <source>lists {token} twice</source>
+        <translation>把 {token} 列了两次</translation>
+    </message>
+    <message>
+        <source>{path}: GGUF tokenizer {kind!r} is not supported (byte-level BPE &apos;gpt2&apos; only)</source>
+        <translation>{path}：不支持 GGUF 分词器 {kind!r}（只支持字节级 BPE &apos;gpt2&apos;）</translation>
+    </message>
+    <message>
+        <source>{path}: GGUF tokenizer {kind!r} is not supported here (SentencePiece &apos;llama&apos; only)</source>
+        <translation>{path}：这里不支持 GGUF 分词器 {kind!r}（只支持 SentencePiece &apos;llama&apos;）</translation>
+    </message>
+    <message>
+        <source>{path}: GGUF pre-tokenizer {pre!r} is not supported</source>
+        <translation>{path}：不支持 GGUF 预分词器 {pre!r}</translation>
+    </message>
+    <message>
+        <source>{path}: {rotary} rotary dims of {head_dim} cannot be written as a partial_rotary_factor</source>
+        <translation>{path}：{head_dim} 维中的 {rotary} 个旋转维度无法写成 partial_rotary_factor</translation>
+    </message>
+    <message>
+        <source>{path}: rope scaling {kind!r} is not supported</source>
+        <translation>{path}：不支持 RoPE 缩放 {kind!r}</translation>
+    </message>
+    <message>
+        <source>{path}: longrope needs both rope_factors_long and _short</source>
+        <translation>{path}：longrope 需要 rope_factors_long 和 _short 两者</translation>
+    </message>
+    <message>
+        <source>{path}: its rope_freqs factors are not llama3 rope scaling over {positions} positions (factor {factor}); not supported</source>
+        <translation>{path}：它的 rope_freqs 系数不是 {positions} 个位置上的 llama3 RoPE 缩放（系数 {factor}）；不支持</translation>
+    </message>
+    <message>
+        <source>{path}: sliding_window_pattern has {flags} flags for {layers} layers</source>
+        <translation>{path}：sliding_window_pattern 有 {flags} 个标志，而模型有 {layers} 层</translation>
+    </message>
+    <message>
+        <source>{path}: tensor {name!r} has shape {shape} but its metadata implies {want}</source>
+        <translation>{path}：张量 {name!r} 的形状是 {shape}，但元数据意味着 {want}</translation>
+    </message>
+    <message>
+        <source>{path}: tensor {name!r} cannot be read ({why})</source>
+        <translation>{path}：张量 {name!r} 无法读取（{why}）</translation>
+    </message>
+    <message>
+        <source>{path}: tensor {name!r} holds {count:,} NaN or infinite values</source>
+        <translation>{path}：张量 {name!r} 含有 {count:,} 个 NaN 或无穷大的值</translation>
+    </message>
+    <message>
+        <source>{path}: unexpected tensor {name!r}</source>
+        <translation>{path}：意外的张量 {name!r}</translation>
+    </message>
+    <message>
+        <source>{path}: tensor {name!r} is not part of the model its metadata describes ({layers} layers)</source>
+        <translation>{path}：张量 {name!r} 不属于元数据描述的模型（{layers} 层）</translation>
+    </message>
+    <message>
         <source>action {index} (&quot;{kind}&quot;): {problem}</source>
         <translation>第 {index} 个动作（“{kind}”）：{problem}</translation>
     </message>

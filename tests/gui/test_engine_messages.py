@@ -183,3 +183,30 @@ def test_a_bad_model_file_fails_to_load_in_chinese(window, tmp_path):
         window.set_language("en")
     assert finished[-1] == (False, "broken.gguf：不是有效的 GGUF 文件（没有 GGUF 标识）")
     assert c.info.name == before
+
+
+def test_a_malformed_gguf_is_refused_in_chinese(chinese, tmp_path):
+    """GGUF metadata and tensor errors (inference/store/gguf) are codes: the picker and the load box word them."""
+    import fuzz_mutations as fm
+    from gguf_writer import write_gguf
+    from inference.errors import ModelFormatError
+    from inference.messages import said
+    from inference.store.gguf.convert import convert
+    from tiny import make_hf_model, save_hf_model
+
+    hf = make_hf_model("llama", seed=5)
+    data = write_gguf(hf, save_hf_model(hf, tmp_path / "hf"), tmp_path / "tiny.gguf").read_bytes()
+    spot = next(spot for spot in fm.gguf_fields(data) if spot.what == "llama.block_count value")
+    worded = []
+    for layers in (0, 1):
+        bad = tmp_path / f"layers{layers}.gguf"
+        bad.write_bytes(fm.overwrite(data, spot, layers))
+        (tmp_path / f"out{layers}").mkdir()
+        with pytest.raises(ModelFormatError) as caught:
+            convert(bad, tmp_path / f"out{layers}")
+        worded.append((str(caught.value), word(said(caught.value), str(caught.value))))
+    assert worded == [
+        ("layers0.gguf: GGUF metadata 'llama.block_count' must be from 1 to 1,024, got 0",
+         "layers0.gguf：GGUF 元数据 'llama.block_count' 必须在 1 到 1,024 之间，收到的是 0"),
+        ("layers1.gguf: tensor 'blk.1.attn_q.weight' is not part of the model its metadata describes (1 layers)",
+         "layers1.gguf：张量 'blk.1.attn_q.weight' 不属于元数据描述的模型（1 层）")]

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from inference.errors import ModelFormatError
+from inference.messages import say
 from inference.model.families import llama
 from inference.model.families.parts import BlockTraits, GgufArch, Layout, TensorSpec, head_vector, vector
 from inference.model.families.reading import MAX_THETA, ConfigReader, RopeScaling, attention_shape, read_rope
@@ -193,8 +194,8 @@ def gguf_config(meta, arch: str, tied: bool, n_vocab: int) -> dict:
     pattern = meta.get(p + "attention.sliding_window_pattern", 2 if arch == "gemma2" else 6)
     if isinstance(pattern, (list, tuple)):  # one flag per layer: True for a sliding-window layer
         if len(pattern) != n_layers:
-            raise ModelFormatError(f"{meta.path.name}: sliding_window_pattern has {len(pattern)} flags for "
-                                   f"{n_layers} layers")
+            raise ModelFormatError(say("gguf.sliding_pattern", path=meta.path.name, flags=len(pattern),
+                                       layers=n_layers))
         sliding = [bool(flag) for flag in pattern]
     else:  # every pattern-th layer is global
         pattern = meta.size(p + "attention.sliding_window_pattern", "layers", pattern)
@@ -229,7 +230,7 @@ def gguf_config(meta, arch: str, tied: bool, n_vocab: int) -> dict:
         if rope_type == "linear":
             config["rope_scaling"] = {"rope_type": "linear", "factor": meta.number(p + "rope.scaling.factor", math.nan)}
         elif rope_type not in ("none", None):
-            raise ModelFormatError(f"{meta.path.name}: rope scaling {rope_type!r} is not supported")
+            raise ModelFormatError(say("gguf.rope_scaling", path=meta.path.name, kind=rope_type))
     for key, name in (("bos_token_id", "tokenizer.ggml.bos_token_id"),
                       ("eos_token_id", "tokenizer.ggml.eos_token_id"),
                       ("pad_token_id", "tokenizer.ggml.padding_token_id")):
