@@ -1483,6 +1483,10 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>这个模型没有对话模板</translation>
     </message>
     <message>
+        <source>{path}: &apos;chat_template&apos; must be a string</source>
+        <translation>{path}：&apos;chat_template&apos; 必须是字符串</translation>
+    </message>
+    <message>
         <source>{path}: tokenizer has {tokenizer:n} tokens but the model only {model:n}</source>
         <translation>{path}：分词器有 {tokenizer:n} 个 Token，而模型只有 {model:n} 个</translation>
     </message>
@@ -1825,6 +1829,126 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
     <message>
         <source>{path}: tensor {name!r} is not part of the model its metadata describes ({layers} layers)</source>
         <translation>{path}：张量 {name!r} 不属于元数据描述的模型（{layers} 层）</translation>
+    </message>
+    <message>
+        <source>{where}: chat template refused: {problem}</source>
+        <translation>{where}：对话模板被拒绝：{problem}</translation>
+    </message>
+    <message>
+        <source>{where}: chat template failed: {error}: {why}</source>
+        <translation>{where}：对话模板出错：{error}：{why}</translation>
+    </message>
+    <message>
+        <source>it recursed too deeply</source>
+        <translation>它的递归太深</translation>
+    </message>
+    <message>
+        <source>it ran out of memory</source>
+        <translation>它耗尽了内存</translation>
+    </message>
+    <message>
+        <source>the template is {size:,} characters (limit {limit:,})</source>
+        <translation>模板有 {size:,} 个字符（上限 {limit:,}）</translation>
+    </message>
+    <message>
+        <source>the template has {parts:,} parts (limit {limit:,})</source>
+        <translation>模板有 {parts:,} 个组成部分（上限 {limit:,}）</translation>
+    </message>
+    <message>
+        <source>`{word}` is not allowed (a chat template must be one self-contained file)</source>
+        <translation>不允许使用 `{word}`（对话模板必须是一个自成一体的文件）</translation>
+    </message>
+    <message>
+        <source>the output passed {limit:,} characters</source>
+        <translation>输出超过了 {limit:,} 个字符</translation>
+    </message>
+    <message>
+        <source>rendering took longer than {seconds:g} s</source>
+        <translation>渲染用时超过 {seconds:g} 秒</translation>
+    </message>
+    <message>
+        <source>rendering allocated more than {mb} MB</source>
+        <translation>渲染分配的内存超过 {mb} MB</translation>
+    </message>
+    <message>
+        <source>{what} would build {size:,} {unit} (limit {limit:,})</source>
+        <translation>{what} 会生成 {size:,} 个{unit}（上限 {limit:,}）</translation>
+    </message>
+    <message>
+        <source>characters</source>
+        <translation>字符</translation>
+    </message>
+    <message>
+        <source>items</source>
+        <translation>元素</translation>
+    </message>
+    <message>
+        <source>item copies</source>
+        <translation>元素副本</translation>
+    </message>
+    <message>
+        <source>`sum` of sequences</source>
+        <translation>对序列的 `sum`</translation>
+    </message>
+    <message>
+        <source>a macro&apos;s or block&apos;s output</source>
+        <translation>宏或块的输出</translation>
+    </message>
+    <message>
+        <source>an integer of about {bits:,} bits is over the limit of {limit:,} bits</source>
+        <translation>约 {bits:,} 位的整数超过了 {limit:,} 位的上限</translation>
+    </message>
+    <message>
+        <source>the template built a string of {size:,} characters (limit {limit:,})</source>
+        <translation>模板生成了 {size:,} 个字符的字符串（上限 {limit:,}）</translation>
+    </message>
+    <message>
+        <source>the template built a value of {size:,} items (limit {limit:,})</source>
+        <translation>模板生成了含 {size:,} 个元素的值（上限 {limit:,}）</translation>
+    </message>
+    <message>
+        <source>the template built a value holding {size:,} characters (limit {limit:,})</source>
+        <translation>模板生成了含 {size:,} 个字符的值（上限 {limit:,}）</translation>
+    </message>
+    <message>
+        <source>a size argument of {value:,} is over the limit of {limit:,}</source>
+        <translation>大小参数 {value:,} 超过了上限 {limit:,}</translation>
+    </message>
+    <message>
+        <source>a format {kind} of {digits} digits is over the limit of {limit:,}</source>
+        <translation>{digits} 位数字的格式 {kind} 超过了上限 {limit:,}</translation>
+    </message>
+    <message>
+        <source>a format {kind} of {value:,} is over the limit of {limit:,}</source>
+        <translation>格式 {kind} {value:,} 超过了上限 {limit:,}</translation>
+    </message>
+    <message>
+        <source>a % format key with parentheses in it</source>
+        <translation>% 格式的键中含有括号</translation>
+    </message>
+    <message>
+        <source>a format spec the box cannot size: {spec}</source>
+        <translation>沙箱无法估算大小的格式说明：{spec}</translation>
+    </message>
+    <message>
+        <source>joining with ~ would build {size:,} characters (limit {limit:,})</source>
+        <translation>用 ~ 拼接会生成 {size:,} 个字符（上限 {limit:,}）</translation>
+    </message>
+    <message>
+        <source>printing a value of {size:,} characters (limit {limit:,})</source>
+        <translation>输出一个 {size:,} 个字符的值（上限 {limit:,}）</translation>
+    </message>
+    <message>
+        <source>an exponent of {value} is over the limit of 64</source>
+        <translation>指数 {value} 超过了上限 64</translation>
+    </message>
+    <message>
+        <source>repeating {size:,} items {times:,} times is over the limit of {limit:,}</source>
+        <translation>把 {size:,} 个元素重复 {times:,} 次超过了上限 {limit:,}</translation>
+    </message>
+    <message>
+        <source>repeating a value holding {size:,} characters {times:,} times is over the limit of {limit:,}</source>
+        <translation>把含 {size:,} 个字符的值重复 {times:,} 次超过了上限 {limit:,}</translation>
     </message>
     <message>
         <source>action {index} (&quot;{kind}&quot;): {problem}</source>

@@ -210,3 +210,23 @@ def test_a_malformed_gguf_is_refused_in_chinese(chinese, tmp_path):
          "layers0.gguf：GGUF 元数据 'llama.block_count' 必须在 1 到 1,024 之间，收到的是 0"),
         ("layers1.gguf: tensor 'blk.1.attn_q.weight' is not part of the model its metadata describes (1 layers)",
          "layers1.gguf：张量 'blk.1.attn_q.weight' 不属于元数据描述的模型（1 层）")]
+
+
+def test_a_chat_templates_refusal_in_chinese(chinese):
+    """The sandbox's limits (inference/text/template_box) are codes: the refusal reads in the chosen language."""
+    from inference.errors import ModelFormatError
+    from inference.messages import said
+    from inference.text.template_box import render
+
+    worded = []
+    for source in ("{% include 'other.jinja' %}", "x" * 300_000, "{{ 'ab' * 3000000 }}"):
+        with pytest.raises(ModelFormatError) as caught:
+            render(source, {}, "tokenizer_config.json")
+        worded.append((str(caught.value), word(said(caught.value), str(caught.value))))
+    assert worded == [
+        ("tokenizer_config.json: chat template refused: `include` is not allowed (a chat template must be one "
+         "self-contained file)", "tokenizer_config.json：对话模板被拒绝：不允许使用 `include`（对话模板必须是一个自成一体的文件）"),
+        ("tokenizer_config.json: chat template refused: the template is 300,000 characters (limit 256,000)",
+         "tokenizer_config.json：对话模板被拒绝：模板有 300,000 个字符（上限 256,000）"),
+        ("tokenizer_config.json: chat template refused: repeating 2 items 3,000,000 times is over the limit of "
+         "4,000,000", "tokenizer_config.json：对话模板被拒绝：把 2 个元素重复 3,000,000 次超过了上限 4,000,000")]
