@@ -1723,6 +1723,98 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>不支持 GGUF 架构 {architecture!r}{supported}</translation>
     </message>
     <message>
+        <source>&apos;architectures&apos; must list class names, got {value}</source>
+        <translation>&apos;architectures&apos; 必须列出类名，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>&apos;model_type&apos; must be a string, got {value}</source>
+        <translation>&apos;model_type&apos; 必须是字符串，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>missing {key!r}</source>
+        <translation>缺少 {key!r}</translation>
+    </message>
+    <message>
+        <source>{key!r} must be an integer, got {value}</source>
+        <translation>{key!r} 必须是整数，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>{key!r} must be at least {low}, got {value}</source>
+        <translation>{key!r} 至少应为 {low}，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>{key!r} of {value} is beyond the largest supported ({high:,})</source>
+        <translation>{key!r} 为 {value}，超过了支持的最大值（{high:,}）</translation>
+    </message>
+    <message>
+        <source>{where} must be a positive number, got {value}</source>
+        <translation>{where} 必须是正数，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>{where} must be a positive number (finite, at most {high:g}), got {value}</source>
+        <translation>{where} 必须是正数（有限，最大 {high:g}），收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>{key!r} must be true or false, got {value}</source>
+        <translation>{key!r} 必须是 true 或 false，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>{key!r} must be a token id or a list of them, got {value}</source>
+        <translation>{key!r} 必须是一个 Token id 或由它们组成的列表，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>unsupported activation {name}</source>
+        <translation>不支持的激活函数 {name}</translation>
+    </message>
+    <message>
+        <source>{heads} attention heads cannot be grouped over {kv_heads} key/value heads</source>
+        <translation>{heads} 个注意力头无法分组到 {kv_heads} 个 Key/Value 头上</translation>
+    </message>
+    <message>
+        <source>hidden size {hidden} is not divisible by {heads} heads</source>
+        <translation>隐藏层大小 {hidden} 不能被 {heads} 个头整除</translation>
+    </message>
+    <message>
+        <source>head_dim {dim} must be even for rotary embeddings</source>
+        <translation>head_dim {dim} 必须是偶数才能使用旋转位置编码</translation>
+    </message>
+    <message>
+        <source>{key!r} must be an object</source>
+        <translation>{key!r} 必须是一个对象</translation>
+    </message>
+    <message>
+        <source>partial_rotary_factor {partial} of head_dim {head_dim} gives {rotary} rotary dims; an even number from 2 to head_dim is needed</source>
+        <translation>head_dim {head_dim} 的 partial_rotary_factor {partial} 得到 {rotary} 个旋转维度；需要 2 到 head_dim 之间的偶数</translation>
+    </message>
+    <message>
+        <source>rope scaling type must be a string, got {value}</source>
+        <translation>RoPE 缩放类型必须是字符串，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>llama3 rope &apos;high_freq_factor&apos; {high} must be above &apos;low_freq_factor&apos; {low}</source>
+        <translation>llama3 RoPE 的 &apos;high_freq_factor&apos; {high} 必须大于 &apos;low_freq_factor&apos; {low}</translation>
+    </message>
+    <message>
+        <source>unsupported rope_scaling type {kind!r} (supported: linear, llama3, longrope)</source>
+        <translation>不支持的 rope_scaling 类型 {kind!r}（支持：linear、llama3、longrope）</translation>
+    </message>
+    <message>
+        <source>longrope needs &apos;{key}&apos; as a list of {count} numbers (one per rotary frequency), got {value}</source>
+        <translation>longrope 需要 &apos;{key}&apos; 是 {count} 个数字的列表（每个旋转频率一个），收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>longrope needs a &apos;original_max_position_embeddings&apos; from 2 to {high:,}, got {value}</source>
+        <translation>longrope 需要 2 到 {high:,} 之间的 &apos;original_max_position_embeddings&apos;，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>&apos;layer_types&apos; must be a list</source>
+        <translation>&apos;layer_types&apos; 必须是列表</translation>
+    </message>
+    <message>
+        <source>per-layer sliding-window attention is not supported</source>
+        <translation>不支持按层设置的滑动窗口注意力</translation>
+    </message>
+    <message>
         <source>{path}: no such file</source>
         <translation>{path}：没有这个文件</translation>
     </message>

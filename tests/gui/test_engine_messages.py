@@ -230,3 +230,25 @@ def test_a_chat_templates_refusal_in_chinese(chinese):
          "tokenizer_config.json：对话模板被拒绝：模板有 300,000 个字符（上限 256,000）"),
         ("tokenizer_config.json: chat template refused: repeating 2 items 3,000,000 times is over the limit of "
          "4,000,000", "tokenizer_config.json：对话模板被拒绝：把 2 个元素重复 3,000,000 次超过了上限 4,000,000")]
+
+
+def test_a_bad_config_json_is_refused_in_chinese(chinese):
+    """config.json's type checks (the families' ConfigReader) are codes, in the "{path}: {problem}" shape."""
+    from inference.errors import ModelFormatError
+    from inference.messages import said
+    from inference.model.config import ModelConfig
+
+    llama = {"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_attention_heads": 4,
+             "num_hidden_layers": 2, "intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 64}
+    worded = []
+    for config in ({**llama, "hidden_size": "big"}, {**llama, "rope_scaling": {"rope_type": "yarn", "factor": 2.0}},
+                   {"architectures": [3]}):
+        with pytest.raises(ModelFormatError) as caught:
+            ModelConfig.from_hf(config)
+        worded.append((str(caught.value), word(said(caught.value), str(caught.value))))
+    assert worded == [
+        ("config.json: 'hidden_size' must be an integer, got 'big'", "config.json：'hidden_size' 必须是整数，收到的是 'big'"),
+        ("config.json: unsupported rope_scaling type 'yarn' (supported: linear, llama3, longrope)",
+         "config.json：不支持的 rope_scaling 类型 'yarn'（支持：linear、llama3、longrope）"),
+        ("config.json: 'architectures' must list class names, got [3]",
+         "config.json：'architectures' 必须列出类名，收到的是 [3]")]

@@ -65,7 +65,7 @@ def _text_config(arch: str, r: ConfigReader) -> ConfigReader:
     if arch == "Gemma3ForConditionalGeneration":
         text = d.get("text_config")
         if not isinstance(text, dict):
-            raise r.fail("'text_config' must be an object")
+            raise r.fail(say("config.an_object", key="text_config"))
         outer = {k: d[k] for k in ("bos_token_id", "eos_token_id", "tie_word_embeddings") if k in d}
         d = {**outer, **text}
     return ConfigReader({**_DEFAULTS[arch], **d}, r.source)

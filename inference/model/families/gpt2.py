@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from inference.messages import say
 from inference.model.families.parts import BlockTraits, Layout, TensorSpec, table, untied, vector
 from inference.model.families.reading import ConfigReader
 
@@ -20,7 +21,7 @@ def read_config(arch: str, r: ConfigReader) -> dict[str, Any]:
     hidden = r.size("hidden", "n_embd", "hidden_size")
     n_heads = r.size("heads", "n_head", "num_attention_heads")
     if hidden % n_heads:
-        raise r.fail(f"hidden size {hidden} is not divisible by {n_heads} heads")
+        raise r.fail(say("config.heads_divide", hidden=hidden, heads=n_heads))
     return dict(
         n_layers=r.size("layers", "n_layer", "num_hidden_layers"), hidden=hidden,
         n_heads=n_heads, n_kv_heads=n_heads, head_dim=hidden // n_heads,

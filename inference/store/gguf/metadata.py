@@ -17,14 +17,8 @@ import gguf
 
 from inference.errors import ModelFormatError
 from inference.messages import Message, say
-from inference.model.families.reading import LIMITS, MAX_INT
+from inference.model.families.reading import LIMITS, MAX_INT, shown
 from inference.formats.headers import check_gguf_tensors, read_gguf_header
-
-
-def shown(value) -> str:
-    """A metadata value as an error shows it: its repr, cut at 100 characters (a value may be a whole list)."""
-    text = repr(value)
-    return text if len(text) <= 100 else text[:100] + "…"
 
 
 class _Metadata:
