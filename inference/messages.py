@@ -104,6 +104,34 @@ ENGLISH: dict[str, str] = {
     "file.gguf_truncated": "the GGUF header is truncated",
     "file.gguf_invalid": "not a valid GGUF file ({why})",
     "file.gguf_version": "GGUF version {version} is not supported",
+    "file.json_too_big": "larger than {mb} MB, more than a model's JSON file holds",
+    "file.safetensors_header_size": "not a valid safetensors file (header of {length} bytes)",
+    "file.index_invalid": "not a valid safetensors index (needs a 'weight_map' object)",
+    "file.shard_outside": "shard {shard} is outside the model folder; refusing it",
+    "file.tensor_no_shape": "tensor {name!r} has no valid shape",
+    "file.tensor_offsets": "tensor {name!r} has data_offsets {offsets} outside the file's {room:,} bytes of data",
+    "file.tensor_size": "tensor {name!r} of shape {shape} and dtype {dtype} needs {needed:,} bytes but its "
+                        "data_offsets give {given:,}",
+    "file.gguf_in_key": " in {key!r}",
+    "file.gguf_count": "not a valid GGUF file (a count of {n:,}{where})",
+    "file.gguf_bool": "not a valid GGUF file (a bool of {byte}{where})",
+    "file.gguf_value_type": "not a valid GGUF file (value type {kind}{where})",
+    "file.gguf_array": "not a valid GGUF file (an array of {n:,} items{where} overruns the file)",
+    "file.gguf_alignment": "not a valid GGUF file (alignment {alignment})",
+    "file.tensor_dims": "tensor {name!r} has {n} dimensions",
+    "file.tensor_twice": "tensor {name!r} appears twice",
+    "file.tensor_dimensions": "tensor {name!r} has dimensions {shape}",
+    "file.tensor_unaligned": "tensor {name!r} at offset {offset:,} is not aligned to {alignment}",
+    "file.tensor_overlaps": "tensor {name!r} at offset {offset:,} is inside tensor {previous!r}",
+    "file.tensor_type": "tensor {name!r} has unknown type {kind}",
+    "file.tensor_blocks": "tensor {name!r} rows of {row} do not hold whole blocks of {block} ({type})",
+    "file.tensor_beyond": "tensor {name!r} ({size:,} bytes at offset {offset:,}) lies beyond the end of the file "
+                          "(truncated or corrupt)",
+    "file.index_absent": "the index lists {name!r} here but the file does not hold it",
+    "file.tensor_unexpected": "unexpected tensor {name!r} for {architecture} with this config.json",
+    "file.tensor_shape": "tensor {name!r} has shape {shape} but config.json implies {want}",
+    "file.tensor_dtype": "tensor {name!r} has dtype {dtype}; expected a float type",
+    "file.tensor_not_finite": "tensor {name!r} holds {count:,} NaN or infinite values",
     "file.shard_missing": "shard {file} is missing",
     "file.pickle_only": "only pickle weights (.bin/.pt) found; TokenStep reads safetensors only, because unpickling "
                         "a file can run arbitrary code",
@@ -385,6 +413,12 @@ def from_data(data: Any) -> Message | None:
         return Message(data["code"], values)
     except (KeyError, TypeError, AttributeError):
         return None
+
+
+def shown(value: Any) -> str:
+    """A value from a file as an error names it: its repr, cut at 100 characters (it may be a whole list)."""
+    text = repr(value)
+    return text if len(text) <= 100 else text[:100] + "…"
 
 
 def human_bytes(n: float) -> str:

@@ -12,9 +12,9 @@ from typing import Any
 
 from inference.errors import ModelFormatError
 
-from inference.messages import say
+from inference.messages import say, shown
 from inference.model.families import registry
-from inference.model.families.reading import ConfigReader, RopeScaling, shown
+from inference.model.families.reading import ConfigReader, RopeScaling
 
 
 @dataclass(frozen=True)

@@ -1443,6 +1443,110 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>不支持 GGUF 版本 {version}</translation>
     </message>
     <message>
+        <source>larger than {mb} MB, more than a model&apos;s JSON file holds</source>
+        <translation>大于 {mb} MB，超过了模型 JSON 文件应有的大小</translation>
+    </message>
+    <message>
+        <source>not a valid safetensors file (header of {length} bytes)</source>
+        <translation>不是有效的 safetensors 文件（文件头有 {length} 字节）</translation>
+    </message>
+    <message>
+        <source>not a valid safetensors index (needs a &apos;weight_map&apos; object)</source>
+        <translation>不是有效的 safetensors 索引（需要一个 &apos;weight_map&apos; 对象）</translation>
+    </message>
+    <message>
+        <source>shard {shard} is outside the model folder; refusing it</source>
+        <translation>分片 {shard} 在模型文件夹之外；拒绝读取</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} has no valid shape</source>
+        <translation>张量 {name!r} 没有有效的形状</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} has data_offsets {offsets} outside the file&apos;s {room:,} bytes of data</source>
+        <translation>张量 {name!r} 的 data_offsets {offsets} 超出了文件中 {room:,} 字节的数据</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} of shape {shape} and dtype {dtype} needs {needed:,} bytes but its data_offsets give {given:,}</source>
+        <translation>形状为 {shape}、dtype 为 {dtype} 的张量 {name!r} 需要 {needed:,} 字节，但它的 data_offsets 给出的是 {given:,}</translation>
+    </message>
+    <message>
+        <source> in {key!r}</source>
+        <translation>，位于 {key!r}</translation>
+    </message>
+    <message>
+        <source>not a valid GGUF file (a count of {n:,}{where})</source>
+        <translation>不是有效的 GGUF 文件（数量为 {n:,}{where}）</translation>
+    </message>
+    <message>
+        <source>not a valid GGUF file (a bool of {byte}{where})</source>
+        <translation>不是有效的 GGUF 文件（布尔值为 {byte}{where}）</translation>
+    </message>
+    <message>
+        <source>not a valid GGUF file (value type {kind}{where})</source>
+        <translation>不是有效的 GGUF 文件（值类型 {kind}{where}）</translation>
+    </message>
+    <message>
+        <source>not a valid GGUF file (an array of {n:,} items{where} overruns the file)</source>
+        <translation>不是有效的 GGUF 文件（{n:,} 个元素的数组{where}超出了文件末尾）</translation>
+    </message>
+    <message>
+        <source>not a valid GGUF file (alignment {alignment})</source>
+        <translation>不是有效的 GGUF 文件（对齐值 {alignment}）</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} has {n} dimensions</source>
+        <translation>张量 {name!r} 有 {n} 个维度</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} appears twice</source>
+        <translation>张量 {name!r} 出现了两次</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} has dimensions {shape}</source>
+        <translation>张量 {name!r} 的维度是 {shape}</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} at offset {offset:,} is not aligned to {alignment}</source>
+        <translation>偏移 {offset:,} 处的张量 {name!r} 没有按 {alignment} 对齐</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} at offset {offset:,} is inside tensor {previous!r}</source>
+        <translation>偏移 {offset:,} 处的张量 {name!r} 落在张量 {previous!r} 之内</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} has unknown type {kind}</source>
+        <translation>张量 {name!r} 的类型 {kind} 未知</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} rows of {row} do not hold whole blocks of {block} ({type})</source>
+        <translation>张量 {name!r} 每行 {row} 个值，不是 {block} 个一块的整数倍（{type}）</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} ({size:,} bytes at offset {offset:,}) lies beyond the end of the file (truncated or corrupt)</source>
+        <translation>张量 {name!r}（偏移 {offset:,} 处的 {size:,} 字节）超出了文件末尾（文件不完整或已损坏）</translation>
+    </message>
+    <message>
+        <source>the index lists {name!r} here but the file does not hold it</source>
+        <translation>索引说 {name!r} 在这个文件里，但文件中没有它</translation>
+    </message>
+    <message>
+        <source>unexpected tensor {name!r} for {architecture} with this config.json</source>
+        <translation>张量 {name!r} 不应出现在使用这个 config.json 的 {architecture} 中</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} has shape {shape} but config.json implies {want}</source>
+        <translation>张量 {name!r} 的形状是 {shape}，但 config.json 意味着 {want}</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} has dtype {dtype}; expected a float type</source>
+        <translation>张量 {name!r} 的 dtype 是 {dtype}；应当是浮点类型</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} holds {count:,} NaN or infinite values</source>
+        <translation>张量 {name!r} 含有 {count:,} 个 NaN 或无穷大的值</translation>
+    </message>
+    <message>
         <source>shard {file} is missing</source>
         <translation>缺少分片 {file}</translation>
     </message>

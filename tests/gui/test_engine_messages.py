@@ -252,3 +252,26 @@ def test_a_bad_config_json_is_refused_in_chinese(chinese):
          "config.json：不支持的 rope_scaling 类型 'yarn'（支持：linear、llama3、longrope）"),
         ("config.json: 'architectures' must list class names, got [3]",
          "config.json：'architectures' 必须列出类名，收到的是 [3]")]
+
+
+def test_a_bad_safetensors_header_is_refused_in_chinese(chinese, tmp_path):
+    """Tensor-level header details (inference/formats/headers.py) are codes inside the "{path}: {problem}" shape."""
+    import fuzz_mutations as fm
+    from inference.errors import ModelFormatError
+    from inference.formats.headers import safetensors_tensors
+    from inference.messages import said
+    from tiny import make_hf_model, save_hf_model
+
+    data = (save_hf_model(make_hf_model("llama", seed=5), tmp_path / "hf") / "model.safetensors").read_bytes()
+    name = sorted(k for k in fm.split_safetensors(data)[0] if k != "__metadata__")[0]
+    worded = []
+    for field, value in (("data_offsets", [0, 2**40]), ("shape", ["a"])):
+        bad = tmp_path / f"{field}.safetensors"
+        bad.write_bytes(fm.mutate_safetensors(data, 0, field, value))
+        with pytest.raises(ModelFormatError) as caught:
+            safetensors_tensors(bad)
+        worded.append(word(said(caught.value), str(caught.value)))
+    room = len(fm.split_safetensors(data)[1])
+    assert worded == [
+        f"data_offsets.safetensors：张量 {name!r} 的 data_offsets [0, 1099511627776] 超出了文件中 {room:,} 字节的数据",
+        f"shape.safetensors：张量 {name!r} 没有有效的形状"]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from inference.errors import ModelFormatError
-from inference.messages import Message, say
+from inference.messages import Message, say, shown
 
 # The most any size in a config may be: far above every real model, low enough that nothing is allocated
 # from a corrupt or hostile number (a 2^31-layer model is refused here, not when its tensors are listed).
@@ -49,12 +49,6 @@ class RopeScaling:
     short_factor: tuple[float, ...] = ()
     long_factor: tuple[float, ...] = ()
     attention_factor: float = 1.0
-
-
-def shown(value) -> str:
-    """A config or metadata value as an error shows it: its repr, cut at 100 characters (it may be a whole list)."""
-    text = repr(value)
-    return text if len(text) <= 100 else text[:100] + "…"
 
 
 class ConfigReader:

@@ -16,8 +16,8 @@ from pathlib import Path
 import gguf
 
 from inference.errors import ModelFormatError
-from inference.messages import Message, say
-from inference.model.families.reading import LIMITS, MAX_INT, shown
+from inference.messages import Message, say, shown
+from inference.model.families.reading import LIMITS, MAX_INT
 from inference.formats.headers import check_gguf_tensors, read_gguf_header
 
 
