@@ -235,6 +235,20 @@ ENGLISH: dict[str, str] = {
     "config.longrope_original": "longrope needs a 'original_max_position_embeddings' from 2 to {high:,}, got {value}",
     "config.layer_types": "'layer_types' must be a list",
     "config.layer_windows": "per-layer sliding-window attention is not supported",
+    "config.activation_only": "{arch} with activation {name} is not supported ({only} only)",
+    "config.partial_rotary": "partial rotary embeddings are not supported for {arch}",
+    "config.qwen2_windows": "Qwen2 per-layer sliding-window attention is not supported",
+    "config.layer_types_count": "'layer_types' must list one type for each of the {layers} layers",
+    "config.qwen3_windows": "a sliding window on some layers only ({sliding} of {layers}, from layer {first}) is not "
+                            "supported for Qwen3; only one window on every layer or none",
+    "config.layer_types_of": "'layer_types' must list {layers} of {kinds}",
+    "config.gemma_rope": "Gemma with partial rotary or longrope is not supported",
+    "config.rope_parameters_of": "'rope_parameters' {kind!r} must be an object",
+    "config.bidirectional": "bidirectional attention is not supported",
+    "tokenizer.probe_fails": "{path}: its pre-tokenizer fails on {length} repeated {seed!r} characters ({why}); the "
+                             "split regex probably backtracks catastrophically",
+    "tokenizer.probe_slow": "{path}: its pre-tokenizer takes {seconds:.2f} s on {length} repeated {seed!r} characters; "
+                            "the split regex backtracks catastrophically",
     # a GGUF file's metadata and tensors (inference/store/gguf, the GGUF readers of model/families)
     "gguf.no_file": "{path}: no such file",
     "gguf.metadata": "{path}: GGUF metadata {key!r} {problem}",

@@ -1919,6 +1919,50 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>不支持按层设置的滑动窗口注意力</translation>
     </message>
     <message>
+        <source>{arch} with activation {name} is not supported ({only} only)</source>
+        <translation>不支持激活函数为 {name} 的 {arch}（只支持 {only}）</translation>
+    </message>
+    <message>
+        <source>partial rotary embeddings are not supported for {arch}</source>
+        <translation>{arch} 不支持部分旋转位置编码</translation>
+    </message>
+    <message>
+        <source>Qwen2 per-layer sliding-window attention is not supported</source>
+        <translation>不支持 Qwen2 按层设置的滑动窗口注意力</translation>
+    </message>
+    <message>
+        <source>&apos;layer_types&apos; must list one type for each of the {layers} layers</source>
+        <translation>&apos;layer_types&apos; 必须为 {layers} 层中的每一层列出一个类型</translation>
+    </message>
+    <message>
+        <source>a sliding window on some layers only ({sliding} of {layers}, from layer {first}) is not supported for Qwen3; only one window on every layer or none</source>
+        <translation>Qwen3 不支持只在部分层上使用滑动窗口（{layers} 层中的 {sliding} 层，从第 {first} 层开始）；只能每层都用同一个窗口，或者都不用</translation>
+    </message>
+    <message>
+        <source>&apos;layer_types&apos; must list {layers} of {kinds}</source>
+        <translation>&apos;layer_types&apos; 必须列出 {layers} 个 {kinds} 中的类型</translation>
+    </message>
+    <message>
+        <source>Gemma with partial rotary or longrope is not supported</source>
+        <translation>不支持使用部分旋转位置编码或 longrope 的 Gemma</translation>
+    </message>
+    <message>
+        <source>&apos;rope_parameters&apos; {kind!r} must be an object</source>
+        <translation>&apos;rope_parameters&apos; {kind!r} 必须是一个对象</translation>
+    </message>
+    <message>
+        <source>bidirectional attention is not supported</source>
+        <translation>不支持双向注意力</translation>
+    </message>
+    <message>
+        <source>{path}: its pre-tokenizer fails on {length} repeated {seed!r} characters ({why}); the split regex probably backtracks catastrophically</source>
+        <translation>{path}：它的预分词器在 {length} 个重复的 {seed!r} 字符上出错（{why}）；切分用的正则表达式很可能发生了灾难性回溯</translation>
+    </message>
+    <message>
+        <source>{path}: its pre-tokenizer takes {seconds:.2f} s on {length} repeated {seed!r} characters; the split regex backtracks catastrophically</source>
+        <translation>{path}：它的预分词器处理 {length} 个重复的 {seed!r} 字符用了 {seconds:.2f} 秒；切分用的正则表达式发生了灾难性回溯</translation>
+    </message>
+    <message>
         <source>{path}: no such file</source>
         <translation>{path}：没有这个文件</translation>
     </message>

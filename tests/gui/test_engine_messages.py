@@ -242,7 +242,7 @@ def test_a_bad_config_json_is_refused_in_chinese(chinese):
              "num_hidden_layers": 2, "intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 64}
     worded = []
     for config in ({**llama, "hidden_size": "big"}, {**llama, "rope_scaling": {"rope_type": "yarn", "factor": 2.0}},
-                   {"architectures": [3]}):
+                   {"architectures": [3]}, {**llama, "hidden_act": "gelu"}):
         with pytest.raises(ModelFormatError) as caught:
             ModelConfig.from_hf(config)
         worded.append((str(caught.value), word(said(caught.value), str(caught.value))))
@@ -251,7 +251,9 @@ def test_a_bad_config_json_is_refused_in_chinese(chinese):
         ("config.json: unsupported rope_scaling type 'yarn' (supported: linear, llama3, longrope)",
          "config.json：不支持的 rope_scaling 类型 'yarn'（支持：linear、llama3、longrope）"),
         ("config.json: 'architectures' must list class names, got [3]",
-         "config.json：'architectures' 必须列出类名，收到的是 [3]")]
+         "config.json：'architectures' 必须列出类名，收到的是 [3]"),
+        ("config.json: LlamaForCausalLM with activation 'gelu' is not supported (SwiGLU only)",
+         "config.json：不支持激活函数为 'gelu' 的 LlamaForCausalLM（只支持 SwiGLU）")]
 
 
 def test_a_bad_safetensors_header_is_refused_in_chinese(chinese, tmp_path):

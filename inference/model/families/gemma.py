@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from inference.errors import ModelFormatError
-from inference.messages import say
+from inference.messages import say, shown
 from inference.model.families import llama
 from inference.model.families.parts import BlockTraits, GgufArch, Layout, TensorSpec, head_vector, vector
 from inference.model.families.reading import MAX_THETA, ConfigReader, RopeScaling, attention_shape, read_rope
@@ -81,7 +81,7 @@ def _layer_windows(r: ConfigReader, n_layers: int) -> tuple[int, ...]:
     if types is not None:
         kinds = {"sliding_attention", "full_attention"}
         if not isinstance(types, list) or len(types) != n_layers or not all(t in kinds for t in types):
-            raise r.fail(f"'layer_types' must list {n_layers} of {sorted(kinds)}")
+            raise r.fail(say("config.layer_types_of", layers=n_layers, kinds=sorted(kinds)))
         sliding = [t == "sliding_attention" for t in types]
     else:
         pattern = r.size("layers", "sliding_window_pattern")
@@ -94,7 +94,7 @@ def _whole_head_rope(r: ConfigReader, head_dim: int) -> tuple[float, RopeScaling
     """(theta, scaling) of rotary over whole heads, as Gemma has it."""
     theta, scaling, rotary_dim = read_rope(r, head_dim)
     if rotary_dim is not None or (scaling is not None and scaling.kind == "longrope"):
-        raise r.fail("Gemma with partial rotary or longrope is not supported")
+        raise r.fail(say("config.gemma_rope"))
     return theta, scaling
 
 
@@ -109,7 +109,7 @@ def _ropes(arch: str, r: ConfigReader, head_dim: int) -> tuple[tuple[float, Rope
         def of(kind: str, theta_key: str) -> tuple[float, RopeScaling | None]:
             sub = params.get(kind) or {}
             if not isinstance(sub, dict):
-                raise r.fail(f"'rope_parameters' {kind!r} must be an object")
+                raise r.fail(say("config.rope_parameters_of", kind=kind))
             return _whole_head_rope(ConfigReader({"rope_parameters": sub, "rope_theta": r.d.get(theta_key)},
                                                  r.source), head_dim)
 
@@ -121,11 +121,11 @@ def _ropes(arch: str, r: ConfigReader, head_dim: int) -> tuple[tuple[float, Rope
 def read_config(arch: str, outer: ConfigReader) -> dict[str, Any]:
     r = _text_config(arch, outer)
     if r.d.get("use_bidirectional_attention"):
-        raise r.fail("bidirectional attention is not supported")
+        raise r.fail(say("config.bidirectional"))
     hidden, n_heads, n_kv_heads, head_dim = attention_shape(r)
     activation = r.activation("hidden_activation", r.d.get("hidden_act") or "gelu_pytorch_tanh")
     if activation not in ("gelu_tanh", "gelu"):
-        raise r.fail(f"{arch} with activation {activation!r} is not supported (GeGLU only)")
+        raise r.fail(say("config.activation_only", arch=arch, name=shown(activation), only="GeGLU"))
     n_layers = r.size("layers", "num_hidden_layers")
     (theta, scaling), local = _ropes(arch, r, head_dim)
     bias = r.bool("attention_bias", False)
