@@ -31,6 +31,8 @@ ENGLISH: dict[str, str] = {
     "session.prefill_first": "prefill the prompt first",
     "session.prefill_before_rewind": "prefill the prompt before rewinding",
     "session.prefill_before_step": "prefill the prompt before stepping",
+    "logits.not_finite": "the model's logits are not numbers (NaN) or all infinite: its weights or an activation "
+                         "overflowed; nothing can be drawn from them",
     "session.running": "a run is in progress: pause it first",
     "session.ended": "generation ended ({reason}); rewind or reset to go on",
     "session.max_new_tokens": "the max new tokens limit is reached; raise it, rewind or reset",
@@ -242,6 +244,7 @@ ENGLISH: dict[str, str] = {
     "config.qwen3_windows": "a sliding window on some layers only ({sliding} of {layers}, from layer {first}) is not "
                             "supported for Qwen3; only one window on every layer or none",
     "config.layer_types_of": "'layer_types' must list {layers} of {kinds}",
+    "config.gpt2_flag": "GPT-2 with {key}={value} is not supported",
     "config.gemma_rope": "Gemma with partial rotary or longrope is not supported",
     "config.rope_parameters_of": "'rope_parameters' {kind!r} must be an object",
     "config.bidirectional": "bidirectional attention is not supported",

@@ -1187,6 +1187,10 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>单步之前请先预填充提示</translation>
     </message>
     <message>
+        <source>the model&apos;s logits are not numbers (NaN) or all infinite: its weights or an activation overflowed; nothing can be drawn from them</source>
+        <translation>模型的 Logits 不是数字（NaN）或全是无穷大：它的权重或某个激活值溢出了；无法从中抽取</translation>
+    </message>
+    <message>
         <source>a run is in progress: pause it first</source>
         <translation>正在运行：请先暂停</translation>
     </message>
@@ -1941,6 +1945,10 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
     <message>
         <source>&apos;layer_types&apos; must list {layers} of {kinds}</source>
         <translation>&apos;layer_types&apos; 必须列出 {layers} 个 {kinds} 中的类型</translation>
+    </message>
+    <message>
+        <source>GPT-2 with {key}={value} is not supported</source>
+        <translation>不支持 {key}={value} 的 GPT-2</translation>
     </message>
     <message>
         <source>Gemma with partial rotary or longrope is not supported</source>

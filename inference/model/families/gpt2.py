@@ -17,7 +17,7 @@ def read_config(arch: str, r: ConfigReader) -> dict[str, Any]:
     for key, wanted in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
                         ("add_cross_attention", False)):
         if r.bool(key, wanted) != wanted:
-            raise r.fail(f"GPT-2 with {key}={not wanted} is not supported")
+            raise r.fail(say("config.gpt2_flag", key=key, value=not wanted))
     hidden = r.size("hidden", "n_embd", "hidden_size")
     n_heads = r.size("heads", "n_head", "num_attention_heads")
     if hidden % n_heads:
