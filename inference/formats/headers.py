@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inference.errors import ModelFormatError
-from inference.messages import say
+from inference.messages import say, shown
 
 MAX_SAFETENSORS_HEADER = 100 << 20  # the format's own limit
 SAFETENSORS_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
@@ -62,7 +62,7 @@ def read_json_file(path: Path, limit: int = MAX_JSON_BYTES):
     with open_regular(path) as f:
         data = f.read(limit + 1)
     if len(data) > limit:
-        raise ModelFormatError(f"{path}: larger than {limit >> 20} MB, more than a model's JSON file holds")
+        raise ModelFormatError(say("file.in", path=str(path), problem=say("file.json_too_big", mb=limit >> 20)))
     return json.loads(data.decode("utf-8"))
 
 
@@ -75,7 +75,8 @@ def safetensors_tensors(path: Path) -> dict[str, tuple[tuple[int, ...], str]]:
                 raise ModelFormatError(say("file.in", path=path.name, problem=say("file.safetensors_short")))
             (length,) = struct.unpack("<Q", head)
             if length > MAX_SAFETENSORS_HEADER:
-                raise ModelFormatError(f"{path.name}: not a valid safetensors file (header of {length} bytes)")
+                raise ModelFormatError(say("file.in", path=path.name,
+                                           problem=say("file.safetensors_header_size", length=length)))
             header = json.loads(f.read(length).decode("utf-8"))
             room = f.seek(0, 2) - 8 - length  # bytes of tensor data after the header
     except OSError as e:
@@ -91,7 +92,7 @@ def safetensors_tensors(path: Path) -> dict[str, tuple[tuple[int, ...], str]]:
             continue
         shape = info.get("shape") if isinstance(info, dict) else None
         if not isinstance(shape, list) or not all(isinstance(n, int) and n >= 0 for n in shape):
-            raise ModelFormatError(f"{path.name}: tensor {name!r} has no valid shape")
+            raise ModelFormatError(say("file.in", path=path.name, problem=say("file.tensor_no_shape", name=name)))
         shapes[name] = (tuple(shape), str(info.get("dtype")))
         _check_extent(path.name, name, shapes[name], info.get("data_offsets"), room)
     return shapes
@@ -108,12 +109,13 @@ def index_shards(index: Path) -> dict[Path, list[str]]:
     except ModelFormatError:
         raise
     except (OSError, ValueError, KeyError, TypeError, RecursionError):
-        raise ModelFormatError(f"{index}: not a valid safetensors index (needs a 'weight_map' object)") from None
+        raise ModelFormatError(say("file.in", path=str(index), problem=say("file.index_invalid"))) from None
     files: dict[Path, list[str]] = {}
     for name, file in weight_map.items():
         shard = Path(str(file))
         if shard.is_absolute() or ".." in shard.parts or not shard.parts:
-            raise ModelFormatError(f"{index}: shard {str(file)[:200]!r} is outside the model folder; refusing it")
+            raise ModelFormatError(say("file.in", path=str(index),
+                                       problem=say("file.shard_outside", shard=repr(str(file)[:200]))))
         files.setdefault(index.parent / shard, []).append(name)
     return files
 
@@ -124,13 +126,13 @@ def _check_extent(file: str, name: str, shape_dtype: tuple[tuple[int, ...], str]
     if not (isinstance(offsets, list) and len(offsets) == 2
             and all(isinstance(n, int) and not isinstance(n, bool) for n in offsets)
             and 0 <= offsets[0] <= offsets[1] <= room):
-        raise ModelFormatError(f"{file}: tensor {name!r} has data_offsets {offsets!r} outside the file's "
-                               f"{room:,} bytes of data"[:300])
+        raise ModelFormatError(say("file.in", path=file, problem=say("file.tensor_offsets", name=name,
+                                                                        offsets=shown(offsets), room=room)))
     size = SAFETENSORS_DTYPE_BYTES.get(dtype)
     if size is not None and offsets[1] - offsets[0] != math.prod(shape) * size:
-        raise ModelFormatError(f"{file}: tensor {name!r} of shape {list(shape)} and dtype {dtype} needs "
-                               f"{math.prod(shape) * size:,} bytes but its data_offsets give "
-                               f"{offsets[1] - offsets[0]:,}"[:300])
+        raise ModelFormatError(say("file.in", path=file, problem=say(
+            "file.tensor_size", name=name, shape=shown(list(shape)), dtype=dtype[:40], needed=math.prod(shape) * size,
+            given=offsets[1] - offsets[0])))
 
 
 def count_params(shapes) -> int:
@@ -180,7 +182,8 @@ class _Cursor:
     def count(self) -> int:
         n = self.take("<Q")
         if n > _MAX_COUNT:
-            raise ModelFormatError(f"{self.name}: not a valid GGUF file (a count of {n:,}{self.where})")
+            raise ModelFormatError(say("file.in", path=self.name,
+                                       problem=say("file.gguf_count", n=n, where=self.where)))
         return n
 
     def string(self, keep: bool = True) -> str | None:
@@ -195,18 +198,19 @@ class _Cursor:
         if kind in _SCALARS:
             value = self.take(_SCALARS[kind])
             if kind == _BOOL and self.data[self.at - 1] > 1:  # struct reads any non-zero byte as True
-                raise ModelFormatError(f"{self.name}: not a valid GGUF file (a bool of {self.data[self.at - 1]}"
-                                       f"{self.where})")
+                raise ModelFormatError(say("file.in", path=self.name, problem=say(
+                    "file.gguf_bool", byte=self.data[self.at - 1], where=self.where)))
             return value
         if kind == _STRING:
             return self.string()
         if kind != _ARRAY or nested:  # arrays of arrays: no model key has them
-            raise ModelFormatError(f"{self.name}: not a valid GGUF file (value type {kind}{self.where})")
+            raise ModelFormatError(say("file.in", path=self.name,
+                                       problem=say("file.gguf_value_type", kind=kind, where=self.where)))
         item, n = self.take("<I"), self.count()
         smallest = struct.calcsize(_SCALARS[item]) if item in _SCALARS else 8  # a string: its length at least
         if n * smallest > len(self.data) - self.at:
-            raise ModelFormatError(f"{self.name}: not a valid GGUF file (an array of {n:,} items"
-                                   f"{self.where} overruns the file)")
+            raise ModelFormatError(say("file.in", path=self.name,
+                                       problem=say("file.gguf_array", n=n, where=self.where)))
         if item in _SCALARS:
             self.at += n * smallest
         else:
@@ -246,7 +250,7 @@ def _parse(cursor: _Cursor) -> GgufHeader:
     header = GgufHeader()
     for _ in range(n_keys):
         key = cursor.string()
-        cursor.where = f" in {key[:80]!r}"
+        cursor.where = say("file.gguf_in_key", key=key[:80])
         value = cursor.value(cursor.take("<I"))
         cursor.where = ""
         if isinstance(value, tuple):
@@ -257,18 +261,21 @@ def _parse(cursor: _Cursor) -> GgufHeader:
         name = cursor.string()
         n_dims = cursor.take("<I")
         if n_dims > 8:
-            raise ModelFormatError(f"{cursor.name}: tensor {name!r} has {n_dims} dimensions")
+            raise ModelFormatError(say("file.in", path=cursor.name,
+                                       problem=say("file.tensor_dims", name=name, n=n_dims)))
         shape = tuple(cursor.take("<Q") for _ in range(n_dims))
         if name in header.tensor_shapes:
-            raise ModelFormatError(f"{cursor.name}: tensor {name!r} appears twice")
+            raise ModelFormatError(say("file.in", path=cursor.name, problem=say("file.tensor_twice", name=name)))
         if not all(0 < n <= _MAX_DIM for n in shape):
-            raise ModelFormatError(f"{cursor.name}: tensor {name!r} has dimensions {list(shape)}")
+            raise ModelFormatError(say("file.in", path=cursor.name,
+                                       problem=say("file.tensor_dimensions", name=name, shape=list(shape))))
         kind, offset = cursor.take("<I"), cursor.take("<Q")  # its quantisation type, offset in the data
         header.tensor_shapes[name] = tuple(reversed(shape))  # GGUF lists the fastest dimension first
         header.tensor_data[name] = (kind, offset)
     alignment = header.metadata.get("general.alignment", 32)
     if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment < 1 or alignment & (alignment - 1):
-        raise ModelFormatError(f"{cursor.name}: not a valid GGUF file (alignment {alignment!r})")
+        raise ModelFormatError(say("file.in", path=cursor.name,
+                                   problem=say("file.gguf_alignment", alignment=shown(alignment))))
     header.data_start = -(-cursor.at // alignment) * alignment
     header.alignment = alignment
     return header
@@ -280,23 +287,25 @@ def check_gguf_tensors(header: GgufHeader, name: str) -> None:
 
     room = header.file_size - header.data_start
     if room < 0:
-        raise ModelFormatError(f"{name}: the GGUF header is truncated")
+        raise ModelFormatError(say("file.in", path=name, problem=say("file.gguf_truncated")))
     end, previous = 0, None  # tensors lie one after another: none may overlap the one before
     for tensor, (kind, offset) in sorted(header.tensor_data.items(), key=lambda item: item[1][1]):
         if offset % header.alignment or offset < end:
-            raise ModelFormatError(f"{name}: tensor {tensor!r} at offset {offset:,} is "
-                                   + (f"not aligned to {header.alignment}" if offset % header.alignment
-                                      else f"inside tensor {previous!r}"))
+            problem = (say("file.tensor_unaligned", name=tensor, offset=offset, alignment=header.alignment)
+                       if offset % header.alignment else
+                       say("file.tensor_overlaps", name=tensor, offset=offset, previous=previous))
+            raise ModelFormatError(say("file.in", path=name, problem=problem))
         try:
             block, block_bytes = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
         except (ValueError, KeyError):
-            raise ModelFormatError(f"{name}: tensor {tensor!r} has unknown type {kind}") from None
+            raise ModelFormatError(say("file.in", path=name,
+                                       problem=say("file.tensor_type", name=tensor, kind=kind))) from None
         shape = header.tensor_shapes[tensor]
         if shape and shape[-1] % block:
-            raise ModelFormatError(f"{name}: tensor {tensor!r} rows of {shape[-1]} do not hold whole blocks "
-                                   f"of {block} ({GGMLQuantizationType(kind).name})")
+            raise ModelFormatError(say("file.in", path=name, problem=say(
+                "file.tensor_blocks", name=tensor, row=shape[-1], block=block, type=GGMLQuantizationType(kind).name)))
         size = math.prod(shape) // block * block_bytes
         if offset + size > room:
-            raise ModelFormatError(f"{name}: tensor {tensor!r} ({size:,} bytes at offset {offset:,}) lies beyond "
-                                   f"the end of the file (truncated or corrupt)")
+            raise ModelFormatError(say("file.in", path=name,
+                                       problem=say("file.tensor_beyond", name=tensor, size=size, offset=offset)))
         end, previous = offset + size, tensor

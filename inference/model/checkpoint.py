@@ -106,26 +106,25 @@ def _checked_names(file: Path, indexed_names: list[str] | None, config: ModelCon
         names = list(f.keys())
         absent = sorted(set(indexed_names or ()) - set(names))
         if absent:
-            raise ModelFormatError(f"{file.name}: the index lists {absent[0]!r} here but the file does not "
-                                   "hold it")
+            raise ModelFormatError(say("file.in", path=file.name, problem=say("file.index_absent", name=absent[0])))
         for stored in names:
             name = canonical_name(stored, config.family)
             if _IGNORED.search(name):
                 continue
             if name not in expected and name not in optional:
-                raise ModelFormatError(f"{file.name}: unexpected tensor {stored!r} for "
-                                       f"{config.architecture} with this config.json")
+                raise ModelFormatError(say("file.in", path=file.name, problem=say(
+                    "file.tensor_unexpected", name=stored, architecture=config.architecture)))
             tensor_slice = f.get_slice(stored)
             shape = tuple(tensor_slice.get_shape())
             want = expected.get(name, (config.vocab, config.hidden))
             if shape != want:
-                raise ModelFormatError(f"{file.name}: tensor {stored!r} has shape {list(shape)} but "
-                                       f"config.json implies {list(want)}")
+                raise ModelFormatError(say("file.in", path=file.name, problem=say(
+                    "file.tensor_shape", name=stored, shape=list(shape), want=list(want))))
             if tensor_slice.get_dtype() not in _FLOAT_DTYPES:
-                raise ModelFormatError(f"{file.name}: tensor {stored!r} has dtype "
-                                       f"{tensor_slice.get_dtype()}; expected a float type")
+                raise ModelFormatError(say("file.in", path=file.name, problem=say(
+                    "file.tensor_dtype", name=stored, dtype=tensor_slice.get_dtype())))
             if name in already or any(name == seen for _, seen in wanted):
-                raise ModelFormatError(f"{file.name}: tensor {stored!r} appears twice")
+                raise ModelFormatError(say("file.in", path=file.name, problem=say("file.tensor_twice", name=stored)))
             wanted.append((stored, name))
     return wanted
 
@@ -161,7 +160,7 @@ def _copied_out(file: Path, wanted: list[tuple[str, str]]):
                 del view
                 if not _finite(copy):
                     bad = int((~torch.isfinite(copy)).sum())
-                    raise ModelFormatError(f"{file.name}: tensor {stored!r} holds {bad:,} NaN or infinite "
-                                           "values")
+                    raise ModelFormatError(say("file.in", path=file.name,
+                                               problem=say("file.tensor_not_finite", name=stored, count=bad)))
                 yield name, copy
                 at += 1

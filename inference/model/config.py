@@ -12,7 +12,7 @@ from typing import Any
 
 from inference.errors import ModelFormatError
 
-from inference.messages import say
+from inference.messages import say, shown
 from inference.model.families import registry
 from inference.model.families.reading import ConfigReader, RopeScaling
 
@@ -79,14 +79,16 @@ class ModelConfig:
         archs = d.get("architectures") or []
         arch = archs[0] if isinstance(archs, list) and archs else None
         if arch is not None and not isinstance(arch, str):
-            raise ModelFormatError(f"{source}: 'architectures' must list class names, got {archs!r}"[:200])
+            raise ModelFormatError(say("file.in", path=source,
+                                       problem=say("config.architectures", value=shown(archs))))
         if arch is None and not isinstance(d.get("model_type"), (str, type(None))):
-            raise ModelFormatError(f"{source}: 'model_type' must be a string, got {d.get('model_type')!r}"[:200])
+            raise ModelFormatError(say("file.in", path=source,
+                                       problem=say("config.model_type", value=shown(d.get("model_type")))))
         if arch is None:
             arch = registry.architecture_of_model_type(d.get("model_type"))
         family = registry.by_architecture(arch)
         if family is None:
-            shown = arch or d.get("model_type") or "none given"
-            raise ModelFormatError(say("load.architecture", path=source, architecture=shown,
+            named = arch or d.get("model_type") or "none given"
+            raise ModelFormatError(say("load.architecture", path=source, architecture=named,
                                        supported=say("load.supported", names=", ".join(registry.architectures()))))
         return cls(architecture=arch, family=family.name, **family.read_config(arch, ConfigReader(d, source)))

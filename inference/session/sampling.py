@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from inference import kernels
+from inference.messages import say
 from inference.settings import SamplerSettings, Stage
 
 
@@ -95,8 +96,7 @@ def check_finite(logits: torch.Tensor, top: float) -> None:
     """Refuse logits with a NaN or with no finite value, given their maximum `top` (a maximum propagates
     NaN, and a finite one proves a finite value): a second pass only when the maximum is infinite."""
     if top != top or (math.isinf(top) and not bool(torch.isfinite(logits).any())):
-        raise ValueError("the model's logits are not numbers (NaN) or all infinite: its weights or an "
-                         "activation overflowed; nothing can be drawn from them")
+        raise ValueError(say("logits.not_finite"))
 
 
 @dataclass

@@ -57,6 +57,7 @@ from jinja2.utils import _PassArg, generate_lorem_ipsum, pass_context
 from markupsafe import Markup
 
 from inference.errors import ModelFormatError
+from inference.messages import Message, say, what as what_of
 
 MAX_SECONDS = 2.0  # a real template renders a long chat in milliseconds
 MAX_MEMORY = 128 << 20  # bytes a render may hold beyond what it began with; a 4M-character chat needs a fraction
@@ -69,11 +70,13 @@ TEMPLATE_FILE = "<template>"
 
 
 class TemplateLimit(TemplateError):
-    """The template went past one of the box's limits."""
+    """The template went past one of the box's limits (its argument a Message: str() gives the English)."""
 
 
-def _over(what: str, size: int, unit: str = "characters", limit: int = MAX_CHARS) -> TemplateLimit:
-    return TemplateLimit(f"{what} would build {size:,} {unit} (limit {limit:,})")
+def _over(what: str | Message, size: int, unit: str = "characters", limit: int = MAX_CHARS) -> TemplateLimit:
+    """`what` (a filter's or method's name in backticks, or a Message) would build `size` characters or items."""
+    units = {"characters": "template.characters", "items": "template.items", "item copies": "template.item_copies"}
+    return TemplateLimit(say("template.would_build", what=what, size=size, unit=say(units[unit]), limit=limit))
 
 
 # --- sizes ----------------------------------------------------------------------------------------------------
@@ -164,7 +167,7 @@ def _json(value: Any, indent: int | str | None) -> int:
 
 def _int_bits(bits: int) -> None:
     if bits > MAX_INT_BITS:
-        raise TemplateLimit(f"an integer of about {bits:,} bits is over the limit of {MAX_INT_BITS:,} bits")
+        raise TemplateLimit(say("template.integer", bits=bits, limit=MAX_INT_BITS))
 
 
 def _checked(value: Any) -> Any:
@@ -172,13 +175,13 @@ def _checked(value: Any) -> Any:
     by item as it is consumed."""
     if isinstance(value, (str, bytes)):
         if len(value) > MAX_CHARS:
-            raise TemplateLimit(f"the template built a string of {len(value):,} characters (limit {MAX_CHARS:,})")
+            raise TemplateLimit(say("template.built_string", size=len(value), limit=MAX_CHARS))
     elif isinstance(value, (list, tuple, dict, set, frozenset)):
         if len(value) > MAX_COUNT:
-            raise TemplateLimit(f"the template built a value of {len(value):,} items (limit {MAX_COUNT:,})")
+            raise TemplateLimit(say("template.built_items", size=len(value), limit=MAX_COUNT))
         held = _content(value)
         if held > MAX_CHARS:
-            raise TemplateLimit(f"the template built a value holding {held:,} characters (limit {MAX_CHARS:,})")
+            raise TemplateLimit(say("template.built_holding", size=held, limit=MAX_CHARS))
     elif isinstance(value, types.GeneratorType):
         return map(_checked, value)
     return value
@@ -187,7 +190,7 @@ def _checked(value: Any) -> Any:
 def _counts_ok(args, kwargs) -> None:
     for value in (*args, *kwargs.values()):
         if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_COUNT:
-            raise TemplateLimit(f"a size argument of {value:,} is over the limit of {MAX_COUNT:,}")
+            raise TemplateLimit(say("template.size_argument", value=value, limit=MAX_COUNT))
 
 
 def _items_ok(what: str, value: Any) -> None:
@@ -218,10 +221,10 @@ def _spec_number(value: Any, kind: str) -> int:
     """A width or precision, as digits in a format or as an argument (`%*s`): at most MAX_COUNT."""
     if isinstance(value, str):
         if len(value) > 6:
-            raise TemplateLimit(f"a format {kind} of {len(value)} digits is over the limit of {MAX_COUNT:,}")
+            raise TemplateLimit(say("template.format_digits", kind=kind, digits=len(value), limit=MAX_COUNT))
         value = int(value or 0)
     if isinstance(value, int) and abs(value) > MAX_COUNT:
-        raise TemplateLimit(f"a format {kind} of {value:,} is over the limit of {MAX_COUNT:,}")
+        raise TemplateLimit(say("template.format_number", kind=kind, value=value, limit=MAX_COUNT))
     return abs(value) if isinstance(value, int) else 0
 
 
@@ -253,7 +256,7 @@ def _printf_size(fmt: str, args: Any) -> int:
         match = _PRINTF.match(fmt, position)
         if match is None:
             if fmt.startswith("%(", position):
-                raise TemplateLimit("a % format key with parentheses in it")
+                raise TemplateLimit(say("template.percent_key"))
             return total  # Python refuses an incomplete format
         position = match.end()
         key, width, precision, kind = match.groups()
@@ -296,7 +299,7 @@ class _SizedFormat:
     def format_field(self, value, format_spec):
         spec = _FORMAT_SPEC.fullmatch(format_spec)
         if spec is None:
-            raise TemplateLimit(f"a format spec the box cannot size: {format_spec[:40]!r}")
+            raise TemplateLimit(say("template.format_spec", spec=repr(format_spec[:40])))
         width, precision, kind = spec.groups()
         width = _spec_number(width, "width") if width else None
         precision = _spec_number(precision, "precision") if precision else None
@@ -401,7 +404,7 @@ def _filter_sum(env, iterable, attribute=None, start=0):
         lengths = [len(v) for v in (start, *values) if hasattr(v, "__len__")]
         copies = len(values) * sum(lengths)
         if copies > MAX_CHARS:
-            raise _over("`sum` of sequences", copies, "item copies")
+            raise _over(say("template.sum"), copies, "item copies")
     return values, (), {"start": start}
 
 
@@ -473,7 +476,7 @@ class _Budget:
 
     def __init__(self):
         self.deadline = time.monotonic() + MAX_SECONDS
-        self.spent: str | None = None
+        self.spent: Message | None = None
         self.owns_tracemalloc, self.base = False, 0
         self.hook, self.line_hook = self._call, self._line  # bound once: sys.gettrace() is compared by identity
         _Budget.running = self
@@ -490,9 +493,9 @@ class _Budget:
     def check(self) -> None:
         if self.spent is None:
             if time.monotonic() > self.deadline:
-                self.spent = f"rendering took longer than {MAX_SECONDS:g} s"
+                self.spent = say("template.too_slow", seconds=MAX_SECONDS)
             elif tracemalloc.get_traced_memory()[0] - self.base > MAX_MEMORY:
-                self.spent = f"rendering allocated more than {MAX_MEMORY >> 20} MB"
+                self.spent = say("template.too_much_memory", mb=MAX_MEMORY >> 20)
         if self.spent is not None:
             raise TemplateLimit(self.spent)
 
@@ -609,7 +612,7 @@ class BoxedEnvironment(ImmutableSandboxedEnvironment):
         pieces = pieces if isinstance(pieces, list) else list(pieces)
         size = sum(map(len, pieces))
         if size > MAX_CHARS:
-            raise _over("a macro's or block's output", size)
+            raise _over(say("template.macro_output"), size)
         return "".join(pieces)
 
     def checked(self, value: Any) -> Any:
@@ -621,7 +624,7 @@ class BoxedEnvironment(ImmutableSandboxedEnvironment):
         self.budget.rearm()
         total = sum(map(_text, parts))
         if total > MAX_CHARS:
-            raise TemplateLimit(f"joining with ~ would build {total:,} characters (limit {MAX_CHARS:,})")
+            raise TemplateLimit(say("template.join", size=total, limit=MAX_CHARS))
         return "".join(map(str, parts))
 
     @pass_context  # so that Jinja never prints a constant at compile time either
@@ -630,7 +633,7 @@ class BoxedEnvironment(ImmutableSandboxedEnvironment):
         self.budget.rearm()
         size = _text(value)
         if size > MAX_CHARS:
-            raise TemplateLimit(f"printing a value of {size:,} characters (limit {MAX_CHARS:,})")
+            raise TemplateLimit(say("template.printing", size=size, limit=MAX_CHARS))
         return value
 
     def _lipsum(self, n=5, html=True, min=20, max=100):
@@ -642,7 +645,7 @@ class BoxedEnvironment(ImmutableSandboxedEnvironment):
     def call_binop(self, context, operator: str, left, right):
         self.budget.rearm()
         if operator == "**" and isinstance(right, (int, float)) and abs(right) > 64:
-            raise TemplateLimit(f"an exponent of {right} is over the limit of 64")
+            raise TemplateLimit(say("template.exponent", value=right))
         if operator == "**" and isinstance(left, int) and isinstance(right, int) and right > 0:
             _int_bits(left.bit_length() * right)
         if operator == "*":
@@ -661,11 +664,11 @@ class BoxedEnvironment(ImmutableSandboxedEnvironment):
             if isinstance(seq, (str, list, tuple)) and isinstance(n, int):
                 limit = MAX_CHARS if isinstance(seq, str) else MAX_COUNT
                 if len(seq) * n > limit:
-                    raise TemplateLimit(f"repeating {len(seq):,} items {n:,} times is over the limit of {limit:,}")
+                    raise TemplateLimit(say("template.repeating", size=len(seq), times=n, limit=limit))
                 held = 0 if isinstance(seq, str) else _content(seq)
                 if held * n > MAX_CHARS:
-                    raise TemplateLimit(f"repeating a value holding {held:,} characters {n:,} times is over the "
-                                        f"limit of {MAX_CHARS:,}")
+                    raise TemplateLimit(say("template.repeating_holding", size=held, times=n,
+                                            limit=MAX_CHARS))
 
     def call(__self, __context, __obj, *args, **kwargs):
         __self.budget.rearm()
@@ -714,21 +717,22 @@ def render(source: str, variables: dict[str, Any], where: str, globals_: dict[st
         with _ONE_AT_A_TIME:
             return _render(source, variables, globals_ or {}, filters or {})
     except TemplateLimit as e:
-        raise ModelFormatError(f"{where}: chat template refused: {e}") from None
+        raise ModelFormatError(say("template.refused", where=where, problem=what_of(e))) from None
     except RecursionError:
-        raise ModelFormatError(f"{where}: chat template refused: it recursed too deeply") from None
+        raise ModelFormatError(say("template.refused", where=where, problem=say("template.recursed"))) from None
     except MemoryError:
-        raise ModelFormatError(f"{where}: chat template refused: it ran out of memory") from None
+        raise ModelFormatError(say("template.refused", where=where, problem=say("template.out_of_memory"))) from None
     except TemplateError as e:  # SecurityError (a reach for Python internals) is a TemplateError
-        raise ModelFormatError(f"{where}: chat template failed: {type(e).__name__}: {e}") from None
+        # Jinja's own sentence (a syntax error, an unsafe attribute) stays as Jinja wrote it, in English
+        raise ModelFormatError(say("template.failed", where=where, error=type(e).__name__, why=str(e))) from None
     except (TypeError, ValueError, ArithmeticError, LookupError, AttributeError) as e:
-        raise ModelFormatError(f"{where}: chat template failed: {type(e).__name__}: {e}") from None
+        raise ModelFormatError(say("template.failed", where=where, error=type(e).__name__, why=str(e))) from None
 
 
 def _render(source: str, variables: dict[str, Any], globals_: dict[str, Callable],
             filters: dict[str, Callable]) -> str:
     if len(source) > MAX_SOURCE:
-        raise TemplateLimit(f"the template is {len(source):,} characters (limit {MAX_SOURCE:,})")
+        raise TemplateLimit(say("template.too_long", size=len(source), limit=MAX_SOURCE))
     budget = _Budget()  # the clock starts now: parsing and compiling count
     previous = sys.gettrace()
     try:
@@ -741,9 +745,9 @@ def _render(source: str, variables: dict[str, Any], globals_: dict[str, Callable
         for parts, node in enumerate(tree.find_all(nodes.Node), 1):
             if type(node) in _REFUSED_NODES:
                 word = _REFUSED_NODES[type(node)]
-                raise TemplateLimit(f"`{word}` is not allowed (a chat template must be one self-contained file)")
+                raise TemplateLimit(say("template.not_allowed", word=word))
         if parts > MAX_NODES:
-            raise TemplateLimit(f"the template has {parts:,} parts (limit {MAX_NODES:,})")
+            raise TemplateLimit(say("template.too_many_parts", parts=parts, limit=MAX_NODES))
         template = env.from_string(tree)  # untraced: no filter runs at compile time, and the parts are bounded
         budget.start()
         out, size = [], 0
@@ -751,7 +755,7 @@ def _render(source: str, variables: dict[str, Any], globals_: dict[str, Callable
             budget.rearm()  # output written as it stands in the template runs no hook of its own
             size += len(chunk)
             if size > MAX_CHARS:
-                raise TemplateLimit(f"the output passed {MAX_CHARS:,} characters")
+                raise TemplateLimit(say("template.output", limit=MAX_CHARS))
             out.append(chunk)
         return "".join(out)
     finally:

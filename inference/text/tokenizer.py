@@ -87,10 +87,10 @@ class Tokenizer:
             try:
                 config = json.loads(config_path.read_text(encoding="utf-8"))
             except (OSError, ValueError, RecursionError) as e:
-                raise ModelFormatError(f"{config_path}: not valid JSON ({str(e) or 'nested too deeply'})") \
-                    from None
+                raise ModelFormatError(say("load.not_json", path=str(config_path),
+                                           why=str(e) or "nested too deeply")) from None
             if not isinstance(config, dict):
-                raise ModelFormatError(f"{config_path}: expected a JSON object")
+                raise ModelFormatError(say("load.not_object", path=str(config_path)))
         template = config.get("chat_template")
         if isinstance(template, list):  # named templates: take the default one
             template = next((t.get("template") for t in template
@@ -99,7 +99,7 @@ class Tokenizer:
         if template is None and jinja_file.is_file():
             template = jinja_file.read_text(encoding="utf-8")
         if template is not None and not isinstance(template, str):
-            raise ModelFormatError(f"{config_path}: 'chat_template' must be a string")
+            raise ModelFormatError(say("load.chat_template_type", path=str(config_path)))
         return cls(backend, config, template, str(folder))
 
     # --- ids and text ---------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import time
 from contextlib import contextmanager
 
 from inference.errors import ModelFormatError
+from inference.messages import say
 
 PROBE_SECONDS = 0.25  # one probe encode slower than this: the regex backtracks
 PROBE_LENGTHS = tuple(8 << k for k in range(9))  # 8 ... 2048 characters
@@ -75,12 +76,10 @@ def probe(backend, source: str) -> None:
                     except BaseException as e:  # noqa: B036 - a Rust panic is a BaseException
                         if not is_panic(e) and not isinstance(e, Exception):
                             raise
-                        raise ModelFormatError(
-                            f"{source}: its pre-tokenizer fails on {length} repeated {seed!r} characters "
-                            f"({str(e).splitlines()[0][:80] if str(e) else type(e).__name__}); the split "
-                            "regex probably backtracks catastrophically") from None
+                        why = str(e).splitlines()[0][:80] if str(e) else type(e).__name__
+                        raise ModelFormatError(say("tokenizer.probe_fails", path=source, length=length, seed=seed,
+                                                   why=why)) from None
                     spent = time.perf_counter() - started
                     if spent > PROBE_SECONDS:
-                        raise ModelFormatError(
-                            f"{source}: its pre-tokenizer takes {spent:.2f} s on {length} repeated {seed!r} "
-                            "characters; the split regex backtracks catastrophically")
+                        raise ModelFormatError(say("tokenizer.probe_slow", path=source, seconds=spent,
+                                                   length=length, seed=seed))

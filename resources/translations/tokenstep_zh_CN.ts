@@ -1187,6 +1187,10 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>单步之前请先预填充提示</translation>
     </message>
     <message>
+        <source>the model&apos;s logits are not numbers (NaN) or all infinite: its weights or an activation overflowed; nothing can be drawn from them</source>
+        <translation>模型的 Logits 不是数字（NaN）或全是无穷大：它的权重或某个激活值溢出了；无法从中抽取</translation>
+    </message>
+    <message>
         <source>a run is in progress: pause it first</source>
         <translation>正在运行：请先暂停</translation>
     </message>
@@ -1443,6 +1447,110 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>不支持 GGUF 版本 {version}</translation>
     </message>
     <message>
+        <source>larger than {mb} MB, more than a model&apos;s JSON file holds</source>
+        <translation>大于 {mb} MB，超过了模型 JSON 文件应有的大小</translation>
+    </message>
+    <message>
+        <source>not a valid safetensors file (header of {length} bytes)</source>
+        <translation>不是有效的 safetensors 文件（文件头有 {length} 字节）</translation>
+    </message>
+    <message>
+        <source>not a valid safetensors index (needs a &apos;weight_map&apos; object)</source>
+        <translation>不是有效的 safetensors 索引（需要一个 &apos;weight_map&apos; 对象）</translation>
+    </message>
+    <message>
+        <source>shard {shard} is outside the model folder; refusing it</source>
+        <translation>分片 {shard} 在模型文件夹之外；拒绝读取</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} has no valid shape</source>
+        <translation>张量 {name!r} 没有有效的形状</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} has data_offsets {offsets} outside the file&apos;s {room:,} bytes of data</source>
+        <translation>张量 {name!r} 的 data_offsets {offsets} 超出了文件中 {room:,} 字节的数据</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} of shape {shape} and dtype {dtype} needs {needed:,} bytes but its data_offsets give {given:,}</source>
+        <translation>形状为 {shape}、dtype 为 {dtype} 的张量 {name!r} 需要 {needed:,} 字节，但它的 data_offsets 给出的是 {given:,}</translation>
+    </message>
+    <message>
+        <source> in {key!r}</source>
+        <translation>，位于 {key!r}</translation>
+    </message>
+    <message>
+        <source>not a valid GGUF file (a count of {n:,}{where})</source>
+        <translation>不是有效的 GGUF 文件（数量为 {n:,}{where}）</translation>
+    </message>
+    <message>
+        <source>not a valid GGUF file (a bool of {byte}{where})</source>
+        <translation>不是有效的 GGUF 文件（布尔值为 {byte}{where}）</translation>
+    </message>
+    <message>
+        <source>not a valid GGUF file (value type {kind}{where})</source>
+        <translation>不是有效的 GGUF 文件（值类型 {kind}{where}）</translation>
+    </message>
+    <message>
+        <source>not a valid GGUF file (an array of {n:,} items{where} overruns the file)</source>
+        <translation>不是有效的 GGUF 文件（{n:,} 个元素的数组{where}超出了文件末尾）</translation>
+    </message>
+    <message>
+        <source>not a valid GGUF file (alignment {alignment})</source>
+        <translation>不是有效的 GGUF 文件（对齐值 {alignment}）</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} has {n} dimensions</source>
+        <translation>张量 {name!r} 有 {n} 个维度</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} appears twice</source>
+        <translation>张量 {name!r} 出现了两次</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} has dimensions {shape}</source>
+        <translation>张量 {name!r} 的维度是 {shape}</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} at offset {offset:,} is not aligned to {alignment}</source>
+        <translation>偏移 {offset:,} 处的张量 {name!r} 没有按 {alignment} 对齐</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} at offset {offset:,} is inside tensor {previous!r}</source>
+        <translation>偏移 {offset:,} 处的张量 {name!r} 落在张量 {previous!r} 之内</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} has unknown type {kind}</source>
+        <translation>张量 {name!r} 的类型 {kind} 未知</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} rows of {row} do not hold whole blocks of {block} ({type})</source>
+        <translation>张量 {name!r} 每行 {row} 个值，不是 {block} 个一块的整数倍（{type}）</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} ({size:,} bytes at offset {offset:,}) lies beyond the end of the file (truncated or corrupt)</source>
+        <translation>张量 {name!r}（偏移 {offset:,} 处的 {size:,} 字节）超出了文件末尾（文件不完整或已损坏）</translation>
+    </message>
+    <message>
+        <source>the index lists {name!r} here but the file does not hold it</source>
+        <translation>索引说 {name!r} 在这个文件里，但文件中没有它</translation>
+    </message>
+    <message>
+        <source>unexpected tensor {name!r} for {architecture} with this config.json</source>
+        <translation>张量 {name!r} 不应出现在使用这个 config.json 的 {architecture} 中</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} has shape {shape} but config.json implies {want}</source>
+        <translation>张量 {name!r} 的形状是 {shape}，但 config.json 意味着 {want}</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} has dtype {dtype}; expected a float type</source>
+        <translation>张量 {name!r} 的 dtype 是 {dtype}；应当是浮点类型</translation>
+    </message>
+    <message>
+        <source>tensor {name!r} holds {count:,} NaN or infinite values</source>
+        <translation>张量 {name!r} 含有 {count:,} 个 NaN 或无穷大的值</translation>
+    </message>
+    <message>
         <source>shard {file} is missing</source>
         <translation>缺少分片 {file}</translation>
     </message>
@@ -1481,6 +1589,10 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
     <message>
         <source>this model has no chat template</source>
         <translation>这个模型没有对话模板</translation>
+    </message>
+    <message>
+        <source>{path}: &apos;chat_template&apos; must be a string</source>
+        <translation>{path}：&apos;chat_template&apos; 必须是字符串</translation>
     </message>
     <message>
         <source>{path}: tokenizer has {tokenizer:n} tokens but the model only {model:n}</source>
@@ -1717,6 +1829,374 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
     <message>
         <source>GGUF architecture {architecture!r} is not supported{supported}</source>
         <translation>不支持 GGUF 架构 {architecture!r}{supported}</translation>
+    </message>
+    <message>
+        <source>&apos;architectures&apos; must list class names, got {value}</source>
+        <translation>&apos;architectures&apos; 必须列出类名，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>&apos;model_type&apos; must be a string, got {value}</source>
+        <translation>&apos;model_type&apos; 必须是字符串，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>missing {key!r}</source>
+        <translation>缺少 {key!r}</translation>
+    </message>
+    <message>
+        <source>{key!r} must be an integer, got {value}</source>
+        <translation>{key!r} 必须是整数，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>{key!r} must be at least {low}, got {value}</source>
+        <translation>{key!r} 至少应为 {low}，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>{key!r} of {value} is beyond the largest supported ({high:,})</source>
+        <translation>{key!r} 为 {value}，超过了支持的最大值（{high:,}）</translation>
+    </message>
+    <message>
+        <source>{where} must be a positive number, got {value}</source>
+        <translation>{where} 必须是正数，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>{where} must be a positive number (finite, at most {high:g}), got {value}</source>
+        <translation>{where} 必须是正数（有限，最大 {high:g}），收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>{key!r} must be true or false, got {value}</source>
+        <translation>{key!r} 必须是 true 或 false，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>{key!r} must be a token id or a list of them, got {value}</source>
+        <translation>{key!r} 必须是一个 Token id 或由它们组成的列表，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>unsupported activation {name}</source>
+        <translation>不支持的激活函数 {name}</translation>
+    </message>
+    <message>
+        <source>{heads} attention heads cannot be grouped over {kv_heads} key/value heads</source>
+        <translation>{heads} 个注意力头无法分组到 {kv_heads} 个 Key/Value 头上</translation>
+    </message>
+    <message>
+        <source>hidden size {hidden} is not divisible by {heads} heads</source>
+        <translation>隐藏层大小 {hidden} 不能被 {heads} 个头整除</translation>
+    </message>
+    <message>
+        <source>head_dim {dim} must be even for rotary embeddings</source>
+        <translation>head_dim {dim} 必须是偶数才能使用旋转位置编码</translation>
+    </message>
+    <message>
+        <source>{key!r} must be an object</source>
+        <translation>{key!r} 必须是一个对象</translation>
+    </message>
+    <message>
+        <source>partial_rotary_factor {partial} of head_dim {head_dim} gives {rotary} rotary dims; an even number from 2 to head_dim is needed</source>
+        <translation>head_dim {head_dim} 的 partial_rotary_factor {partial} 得到 {rotary} 个旋转维度；需要 2 到 head_dim 之间的偶数</translation>
+    </message>
+    <message>
+        <source>rope scaling type must be a string, got {value}</source>
+        <translation>RoPE 缩放类型必须是字符串，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>llama3 rope &apos;high_freq_factor&apos; {high} must be above &apos;low_freq_factor&apos; {low}</source>
+        <translation>llama3 RoPE 的 &apos;high_freq_factor&apos; {high} 必须大于 &apos;low_freq_factor&apos; {low}</translation>
+    </message>
+    <message>
+        <source>unsupported rope_scaling type {kind!r} (supported: linear, llama3, longrope)</source>
+        <translation>不支持的 rope_scaling 类型 {kind!r}（支持：linear、llama3、longrope）</translation>
+    </message>
+    <message>
+        <source>longrope needs &apos;{key}&apos; as a list of {count} numbers (one per rotary frequency), got {value}</source>
+        <translation>longrope 需要 &apos;{key}&apos; 是 {count} 个数字的列表（每个旋转频率一个），收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>longrope needs a &apos;original_max_position_embeddings&apos; from 2 to {high:,}, got {value}</source>
+        <translation>longrope 需要 2 到 {high:,} 之间的 &apos;original_max_position_embeddings&apos;，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>&apos;layer_types&apos; must be a list</source>
+        <translation>&apos;layer_types&apos; 必须是列表</translation>
+    </message>
+    <message>
+        <source>per-layer sliding-window attention is not supported</source>
+        <translation>不支持按层设置的滑动窗口注意力</translation>
+    </message>
+    <message>
+        <source>{arch} with activation {name} is not supported ({only} only)</source>
+        <translation>不支持激活函数为 {name} 的 {arch}（只支持 {only}）</translation>
+    </message>
+    <message>
+        <source>partial rotary embeddings are not supported for {arch}</source>
+        <translation>{arch} 不支持部分旋转位置编码</translation>
+    </message>
+    <message>
+        <source>Qwen2 per-layer sliding-window attention is not supported</source>
+        <translation>不支持 Qwen2 按层设置的滑动窗口注意力</translation>
+    </message>
+    <message>
+        <source>&apos;layer_types&apos; must list one type for each of the {layers} layers</source>
+        <translation>&apos;layer_types&apos; 必须为 {layers} 层中的每一层列出一个类型</translation>
+    </message>
+    <message>
+        <source>a sliding window on some layers only ({sliding} of {layers}, from layer {first}) is not supported for Qwen3; only one window on every layer or none</source>
+        <translation>Qwen3 不支持只在部分层上使用滑动窗口（{layers} 层中的 {sliding} 层，从第 {first} 层开始）；只能每层都用同一个窗口，或者都不用</translation>
+    </message>
+    <message>
+        <source>&apos;layer_types&apos; must list {layers} of {kinds}</source>
+        <translation>&apos;layer_types&apos; 必须列出 {layers} 个 {kinds} 中的类型</translation>
+    </message>
+    <message>
+        <source>GPT-2 with {key}={value} is not supported</source>
+        <translation>不支持 {key}={value} 的 GPT-2</translation>
+    </message>
+    <message>
+        <source>Gemma with partial rotary or longrope is not supported</source>
+        <translation>不支持使用部分旋转位置编码或 longrope 的 Gemma</translation>
+    </message>
+    <message>
+        <source>&apos;rope_parameters&apos; {kind!r} must be an object</source>
+        <translation>&apos;rope_parameters&apos; {kind!r} 必须是一个对象</translation>
+    </message>
+    <message>
+        <source>bidirectional attention is not supported</source>
+        <translation>不支持双向注意力</translation>
+    </message>
+    <message>
+        <source>{path}: its pre-tokenizer fails on {length} repeated {seed!r} characters ({why}); the split regex probably backtracks catastrophically</source>
+        <translation>{path}：它的预分词器在 {length} 个重复的 {seed!r} 字符上出错（{why}）；切分用的正则表达式很可能发生了灾难性回溯</translation>
+    </message>
+    <message>
+        <source>{path}: its pre-tokenizer takes {seconds:.2f} s on {length} repeated {seed!r} characters; the split regex backtracks catastrophically</source>
+        <translation>{path}：它的预分词器处理 {length} 个重复的 {seed!r} 字符用了 {seconds:.2f} 秒；切分用的正则表达式发生了灾难性回溯</translation>
+    </message>
+    <message>
+        <source>{path}: no such file</source>
+        <translation>{path}：没有这个文件</translation>
+    </message>
+    <message>
+        <source>{path}: GGUF metadata {key!r} {problem}</source>
+        <translation>{path}：GGUF 元数据 {key!r} {problem}</translation>
+    </message>
+    <message>
+        <source>{path}: GGUF metadata {key!r} is missing</source>
+        <translation>{path}：缺少 GGUF 元数据 {key!r}</translation>
+    </message>
+    <message>
+        <source>{path}: metadata {key!r} is unreadable ({why})</source>
+        <translation>{path}：元数据 {key!r} 无法读取（{why}）</translation>
+    </message>
+    <message>
+        <source>must be an integer, got {value}</source>
+        <translation>必须是整数，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>must be from {low} to {high:,}, got {value}</source>
+        <translation>必须在 {low} 到 {high:,} 之间，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>must be a finite number, got {value}</source>
+        <translation>必须是有限的数字，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>must be true or false, got {value}</source>
+        <translation>必须是 true 或 false，收到的是 {value}</translation>
+    </message>
+    <message>
+        <source>must be a non-empty list of strings</source>
+        <translation>必须是非空的字符串列表</translation>
+    </message>
+    <message>
+        <source>must be a list of {length} finite numbers (one per token)</source>
+        <translation>必须是 {length} 个有限数字的列表（每个 Token 一个）</translation>
+    </message>
+    <message>
+        <source>must be a string</source>
+        <translation>必须是字符串</translation>
+    </message>
+    <message>
+        <source>must hold pairs of tokens separated by one space</source>
+        <translation>必须是以一个空格分隔的 Token 对</translation>
+    </message>
+    <message>
+        <source>cannot build a BPE tokenizer ({why})</source>
+        <translation>无法构建 BPE 分词器（{why}）</translation>
+    </message>
+    <message>
+        <source>lists {token} twice</source>
+        <translation>把 {token} 列了两次</translation>
+    </message>
+    <message>
+        <source>{path}: GGUF tokenizer {kind!r} is not supported (byte-level BPE &apos;gpt2&apos; only)</source>
+        <translation>{path}：不支持 GGUF 分词器 {kind!r}（只支持字节级 BPE &apos;gpt2&apos;）</translation>
+    </message>
+    <message>
+        <source>{path}: GGUF tokenizer {kind!r} is not supported here (SentencePiece &apos;llama&apos; only)</source>
+        <translation>{path}：这里不支持 GGUF 分词器 {kind!r}（只支持 SentencePiece &apos;llama&apos;）</translation>
+    </message>
+    <message>
+        <source>{path}: GGUF pre-tokenizer {pre!r} is not supported</source>
+        <translation>{path}：不支持 GGUF 预分词器 {pre!r}</translation>
+    </message>
+    <message>
+        <source>{path}: {rotary} rotary dims of {head_dim} cannot be written as a partial_rotary_factor</source>
+        <translation>{path}：{head_dim} 维中的 {rotary} 个旋转维度无法写成 partial_rotary_factor</translation>
+    </message>
+    <message>
+        <source>{path}: rope scaling {kind!r} is not supported</source>
+        <translation>{path}：不支持 RoPE 缩放 {kind!r}</translation>
+    </message>
+    <message>
+        <source>{path}: longrope needs both rope_factors_long and _short</source>
+        <translation>{path}：longrope 需要 rope_factors_long 和 _short 两者</translation>
+    </message>
+    <message>
+        <source>{path}: its rope_freqs factors are not llama3 rope scaling over {positions} positions (factor {factor}); not supported</source>
+        <translation>{path}：它的 rope_freqs 系数不是 {positions} 个位置上的 llama3 RoPE 缩放（系数 {factor}）；不支持</translation>
+    </message>
+    <message>
+        <source>{path}: sliding_window_pattern has {flags} flags for {layers} layers</source>
+        <translation>{path}：sliding_window_pattern 有 {flags} 个标志，而模型有 {layers} 层</translation>
+    </message>
+    <message>
+        <source>{path}: tensor {name!r} has shape {shape} but its metadata implies {want}</source>
+        <translation>{path}：张量 {name!r} 的形状是 {shape}，但元数据意味着 {want}</translation>
+    </message>
+    <message>
+        <source>{path}: tensor {name!r} cannot be read ({why})</source>
+        <translation>{path}：张量 {name!r} 无法读取（{why}）</translation>
+    </message>
+    <message>
+        <source>{path}: tensor {name!r} holds {count:,} NaN or infinite values</source>
+        <translation>{path}：张量 {name!r} 含有 {count:,} 个 NaN 或无穷大的值</translation>
+    </message>
+    <message>
+        <source>{path}: unexpected tensor {name!r}</source>
+        <translation>{path}：意外的张量 {name!r}</translation>
+    </message>
+    <message>
+        <source>{path}: tensor {name!r} is not part of the model its metadata describes ({layers} layers)</source>
+        <translation>{path}：张量 {name!r} 不属于元数据描述的模型（{layers} 层）</translation>
+    </message>
+    <message>
+        <source>{where}: chat template refused: {problem}</source>
+        <translation>{where}：对话模板被拒绝：{problem}</translation>
+    </message>
+    <message>
+        <source>{where}: chat template failed: {error}: {why}</source>
+        <translation>{where}：对话模板出错：{error}：{why}</translation>
+    </message>
+    <message>
+        <source>it recursed too deeply</source>
+        <translation>它的递归太深</translation>
+    </message>
+    <message>
+        <source>it ran out of memory</source>
+        <translation>它耗尽了内存</translation>
+    </message>
+    <message>
+        <source>the template is {size:,} characters (limit {limit:,})</source>
+        <translation>模板有 {size:,} 个字符（上限 {limit:,}）</translation>
+    </message>
+    <message>
+        <source>the template has {parts:,} parts (limit {limit:,})</source>
+        <translation>模板有 {parts:,} 个组成部分（上限 {limit:,}）</translation>
+    </message>
+    <message>
+        <source>`{word}` is not allowed (a chat template must be one self-contained file)</source>
+        <translation>不允许使用 `{word}`（对话模板必须是一个自成一体的文件）</translation>
+    </message>
+    <message>
+        <source>the output passed {limit:,} characters</source>
+        <translation>输出超过了 {limit:,} 个字符</translation>
+    </message>
+    <message>
+        <source>rendering took longer than {seconds:g} s</source>
+        <translation>渲染用时超过 {seconds:g} 秒</translation>
+    </message>
+    <message>
+        <source>rendering allocated more than {mb} MB</source>
+        <translation>渲染分配的内存超过 {mb} MB</translation>
+    </message>
+    <message>
+        <source>{what} would build {size:,} {unit} (limit {limit:,})</source>
+        <translation>{what} 会生成 {size:,} 个{unit}（上限 {limit:,}）</translation>
+    </message>
+    <message>
+        <source>characters</source>
+        <translation>字符</translation>
+    </message>
+    <message>
+        <source>items</source>
+        <translation>元素</translation>
+    </message>
+    <message>
+        <source>item copies</source>
+        <translation>元素副本</translation>
+    </message>
+    <message>
+        <source>`sum` of sequences</source>
+        <translation>对序列的 `sum`</translation>
+    </message>
+    <message>
+        <source>a macro&apos;s or block&apos;s output</source>
+        <translation>宏或块的输出</translation>
+    </message>
+    <message>
+        <source>an integer of about {bits:,} bits is over the limit of {limit:,} bits</source>
+        <translation>约 {bits:,} 位的整数超过了 {limit:,} 位的上限</translation>
+    </message>
+    <message>
+        <source>the template built a string of {size:,} characters (limit {limit:,})</source>
+        <translation>模板生成了 {size:,} 个字符的字符串（上限 {limit:,}）</translation>
+    </message>
+    <message>
+        <source>the template built a value of {size:,} items (limit {limit:,})</source>
+        <translation>模板生成了含 {size:,} 个元素的值（上限 {limit:,}）</translation>
+    </message>
+    <message>
+        <source>the template built a value holding {size:,} characters (limit {limit:,})</source>
+        <translation>模板生成了含 {size:,} 个字符的值（上限 {limit:,}）</translation>
+    </message>
+    <message>
+        <source>a size argument of {value:,} is over the limit of {limit:,}</source>
+        <translation>大小参数 {value:,} 超过了上限 {limit:,}</translation>
+    </message>
+    <message>
+        <source>a format {kind} of {digits} digits is over the limit of {limit:,}</source>
+        <translation>{digits} 位数字的格式 {kind} 超过了上限 {limit:,}</translation>
+    </message>
+    <message>
+        <source>a format {kind} of {value:,} is over the limit of {limit:,}</source>
+        <translation>格式 {kind} {value:,} 超过了上限 {limit:,}</translation>
+    </message>
+    <message>
+        <source>a % format key with parentheses in it</source>
+        <translation>% 格式的键中含有括号</translation>
+    </message>
+    <message>
+        <source>a format spec the box cannot size: {spec}</source>
+        <translation>沙箱无法估算大小的格式说明：{spec}</translation>
+    </message>
+    <message>
+        <source>joining with ~ would build {size:,} characters (limit {limit:,})</source>
+        <translation>用 ~ 拼接会生成 {size:,} 个字符（上限 {limit:,}）</translation>
+    </message>
+    <message>
+        <source>printing a value of {size:,} characters (limit {limit:,})</source>
+        <translation>输出一个 {size:,} 个字符的值（上限 {limit:,}）</translation>
+    </message>
+    <message>
+        <source>an exponent of {value} is over the limit of 64</source>
+        <translation>指数 {value} 超过了上限 64</translation>
+    </message>
+    <message>
+        <source>repeating {size:,} items {times:,} times is over the limit of {limit:,}</source>
+        <translation>把 {size:,} 个元素重复 {times:,} 次超过了上限 {limit:,}</translation>
+    </message>
+    <message>
+        <source>repeating a value holding {size:,} characters {times:,} times is over the limit of {limit:,}</source>
+        <translation>把含 {size:,} 个字符的值重复 {times:,} 次超过了上限 {limit:,}</translation>
     </message>
     <message>
         <source>action {index} (&quot;{kind}&quot;): {problem}</source>

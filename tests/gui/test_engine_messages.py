@@ -183,3 +183,97 @@ def test_a_bad_model_file_fails_to_load_in_chinese(window, tmp_path):
         window.set_language("en")
     assert finished[-1] == (False, "broken.gguf：不是有效的 GGUF 文件（没有 GGUF 标识）")
     assert c.info.name == before
+
+
+def test_a_malformed_gguf_is_refused_in_chinese(chinese, tmp_path):
+    """GGUF metadata and tensor errors (inference/store/gguf) are codes: the picker and the load box word them."""
+    import fuzz_mutations as fm
+    from gguf_writer import write_gguf
+    from inference.errors import ModelFormatError
+    from inference.messages import said
+    from inference.store.gguf.convert import convert
+    from tiny import make_hf_model, save_hf_model
+
+    hf = make_hf_model("llama", seed=5)
+    data = write_gguf(hf, save_hf_model(hf, tmp_path / "hf"), tmp_path / "tiny.gguf").read_bytes()
+    spot = next(spot for spot in fm.gguf_fields(data) if spot.what == "llama.block_count value")
+    worded = []
+    for layers in (0, 1):
+        bad = tmp_path / f"layers{layers}.gguf"
+        bad.write_bytes(fm.overwrite(data, spot, layers))
+        (tmp_path / f"out{layers}").mkdir()
+        with pytest.raises(ModelFormatError) as caught:
+            convert(bad, tmp_path / f"out{layers}")
+        worded.append((str(caught.value), word(said(caught.value), str(caught.value))))
+    assert worded == [
+        ("layers0.gguf: GGUF metadata 'llama.block_count' must be from 1 to 1,024, got 0",
+         "layers0.gguf：GGUF 元数据 'llama.block_count' 必须在 1 到 1,024 之间，收到的是 0"),
+        ("layers1.gguf: tensor 'blk.1.attn_q.weight' is not part of the model its metadata describes (1 layers)",
+         "layers1.gguf：张量 'blk.1.attn_q.weight' 不属于元数据描述的模型（1 层）")]
+
+
+def test_a_chat_templates_refusal_in_chinese(chinese):
+    """The sandbox's limits (inference/text/template_box) are codes: the refusal reads in the chosen language."""
+    from inference.errors import ModelFormatError
+    from inference.messages import said
+    from inference.text.template_box import render
+
+    worded = []
+    for source in ("{% include 'other.jinja' %}", "x" * 300_000, "{{ 'ab' * 3000000 }}"):
+        with pytest.raises(ModelFormatError) as caught:
+            render(source, {}, "tokenizer_config.json")
+        worded.append((str(caught.value), word(said(caught.value), str(caught.value))))
+    assert worded == [
+        ("tokenizer_config.json: chat template refused: `include` is not allowed (a chat template must be one "
+         "self-contained file)", "tokenizer_config.json：对话模板被拒绝：不允许使用 `include`（对话模板必须是一个自成一体的文件）"),
+        ("tokenizer_config.json: chat template refused: the template is 300,000 characters (limit 256,000)",
+         "tokenizer_config.json：对话模板被拒绝：模板有 300,000 个字符（上限 256,000）"),
+        ("tokenizer_config.json: chat template refused: repeating 2 items 3,000,000 times is over the limit of "
+         "4,000,000", "tokenizer_config.json：对话模板被拒绝：把 2 个元素重复 3,000,000 次超过了上限 4,000,000")]
+
+
+def test_a_bad_config_json_is_refused_in_chinese(chinese):
+    """config.json's type checks (the families' ConfigReader) are codes, in the "{path}: {problem}" shape."""
+    from inference.errors import ModelFormatError
+    from inference.messages import said
+    from inference.model.config import ModelConfig
+
+    llama = {"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_attention_heads": 4,
+             "num_hidden_layers": 2, "intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 64}
+    worded = []
+    for config in ({**llama, "hidden_size": "big"}, {**llama, "rope_scaling": {"rope_type": "yarn", "factor": 2.0}},
+                   {"architectures": [3]}, {**llama, "hidden_act": "gelu"}):
+        with pytest.raises(ModelFormatError) as caught:
+            ModelConfig.from_hf(config)
+        worded.append((str(caught.value), word(said(caught.value), str(caught.value))))
+    assert worded == [
+        ("config.json: 'hidden_size' must be an integer, got 'big'", "config.json：'hidden_size' 必须是整数，收到的是 'big'"),
+        ("config.json: unsupported rope_scaling type 'yarn' (supported: linear, llama3, longrope)",
+         "config.json：不支持的 rope_scaling 类型 'yarn'（支持：linear、llama3、longrope）"),
+        ("config.json: 'architectures' must list class names, got [3]",
+         "config.json：'architectures' 必须列出类名，收到的是 [3]"),
+        ("config.json: LlamaForCausalLM with activation 'gelu' is not supported (SwiGLU only)",
+         "config.json：不支持激活函数为 'gelu' 的 LlamaForCausalLM（只支持 SwiGLU）")]
+
+
+def test_a_bad_safetensors_header_is_refused_in_chinese(chinese, tmp_path):
+    """Tensor-level header details (inference/formats/headers.py) are codes inside the "{path}: {problem}" shape."""
+    import fuzz_mutations as fm
+    from inference.errors import ModelFormatError
+    from inference.formats.headers import safetensors_tensors
+    from inference.messages import said
+    from tiny import make_hf_model, save_hf_model
+
+    data = (save_hf_model(make_hf_model("llama", seed=5), tmp_path / "hf") / "model.safetensors").read_bytes()
+    name = sorted(k for k in fm.split_safetensors(data)[0] if k != "__metadata__")[0]
+    worded = []
+    for field, value in (("data_offsets", [0, 2**40]), ("shape", ["a"])):
+        bad = tmp_path / f"{field}.safetensors"
+        bad.write_bytes(fm.mutate_safetensors(data, 0, field, value))
+        with pytest.raises(ModelFormatError) as caught:
+            safetensors_tensors(bad)
+        worded.append(word(said(caught.value), str(caught.value)))
+    room = len(fm.split_safetensors(data)[1])
+    assert worded == [
+        f"data_offsets.safetensors：张量 {name!r} 的 data_offsets [0, 1099511627776] 超出了文件中 {room:,} 字节的数据",
+        f"shape.safetensors：张量 {name!r} 没有有效的形状"]

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from inference.errors import ModelFormatError
+from inference.messages import say, shown
 from inference.model.families import llama
 from inference.model.families.parts import BlockTraits, GgufArch, Layout, TensorSpec, head_vector, vector
 from inference.model.families.reading import MAX_THETA, ConfigReader, RopeScaling, attention_shape, read_rope
@@ -64,7 +65,7 @@ def _text_config(arch: str, r: ConfigReader) -> ConfigReader:
     if arch == "Gemma3ForConditionalGeneration":
         text = d.get("text_config")
         if not isinstance(text, dict):
-            raise r.fail("'text_config' must be an object")
+            raise r.fail(say("config.an_object", key="text_config"))
         outer = {k: d[k] for k in ("bos_token_id", "eos_token_id", "tie_word_embeddings") if k in d}
         d = {**outer, **text}
     return ConfigReader({**_DEFAULTS[arch], **d}, r.source)
@@ -80,7 +81,7 @@ def _layer_windows(r: ConfigReader, n_layers: int) -> tuple[int, ...]:
     if types is not None:
         kinds = {"sliding_attention", "full_attention"}
         if not isinstance(types, list) or len(types) != n_layers or not all(t in kinds for t in types):
-            raise r.fail(f"'layer_types' must list {n_layers} of {sorted(kinds)}")
+            raise r.fail(say("config.layer_types_of", layers=n_layers, kinds=sorted(kinds)))
         sliding = [t == "sliding_attention" for t in types]
     else:
         pattern = r.size("layers", "sliding_window_pattern")
@@ -93,7 +94,7 @@ def _whole_head_rope(r: ConfigReader, head_dim: int) -> tuple[float, RopeScaling
     """(theta, scaling) of rotary over whole heads, as Gemma has it."""
     theta, scaling, rotary_dim = read_rope(r, head_dim)
     if rotary_dim is not None or (scaling is not None and scaling.kind == "longrope"):
-        raise r.fail("Gemma with partial rotary or longrope is not supported")
+        raise r.fail(say("config.gemma_rope"))
     return theta, scaling
 
 
@@ -108,7 +109,7 @@ def _ropes(arch: str, r: ConfigReader, head_dim: int) -> tuple[tuple[float, Rope
         def of(kind: str, theta_key: str) -> tuple[float, RopeScaling | None]:
             sub = params.get(kind) or {}
             if not isinstance(sub, dict):
-                raise r.fail(f"'rope_parameters' {kind!r} must be an object")
+                raise r.fail(say("config.rope_parameters_of", kind=kind))
             return _whole_head_rope(ConfigReader({"rope_parameters": sub, "rope_theta": r.d.get(theta_key)},
                                                  r.source), head_dim)
 
@@ -120,11 +121,11 @@ def _ropes(arch: str, r: ConfigReader, head_dim: int) -> tuple[tuple[float, Rope
 def read_config(arch: str, outer: ConfigReader) -> dict[str, Any]:
     r = _text_config(arch, outer)
     if r.d.get("use_bidirectional_attention"):
-        raise r.fail("bidirectional attention is not supported")
+        raise r.fail(say("config.bidirectional"))
     hidden, n_heads, n_kv_heads, head_dim = attention_shape(r)
     activation = r.activation("hidden_activation", r.d.get("hidden_act") or "gelu_pytorch_tanh")
     if activation not in ("gelu_tanh", "gelu"):
-        raise r.fail(f"{arch} with activation {activation!r} is not supported (GeGLU only)")
+        raise r.fail(say("config.activation_only", arch=arch, name=shown(activation), only="GeGLU"))
     n_layers = r.size("layers", "num_hidden_layers")
     (theta, scaling), local = _ropes(arch, r, head_dim)
     bias = r.bool("attention_bias", False)
@@ -193,8 +194,8 @@ def gguf_config(meta, arch: str, tied: bool, n_vocab: int) -> dict:
     pattern = meta.get(p + "attention.sliding_window_pattern", 2 if arch == "gemma2" else 6)
     if isinstance(pattern, (list, tuple)):  # one flag per layer: True for a sliding-window layer
         if len(pattern) != n_layers:
-            raise ModelFormatError(f"{meta.path.name}: sliding_window_pattern has {len(pattern)} flags for "
-                                   f"{n_layers} layers")
+            raise ModelFormatError(say("gguf.sliding_pattern", path=meta.path.name, flags=len(pattern),
+                                       layers=n_layers))
         sliding = [bool(flag) for flag in pattern]
     else:  # every pattern-th layer is global
         pattern = meta.size(p + "attention.sliding_window_pattern", "layers", pattern)
@@ -229,7 +230,7 @@ def gguf_config(meta, arch: str, tied: bool, n_vocab: int) -> dict:
         if rope_type == "linear":
             config["rope_scaling"] = {"rope_type": "linear", "factor": meta.number(p + "rope.scaling.factor", math.nan)}
         elif rope_type not in ("none", None):
-            raise ModelFormatError(f"{meta.path.name}: rope scaling {rope_type!r} is not supported")
+            raise ModelFormatError(say("gguf.rope_scaling", path=meta.path.name, kind=rope_type))
     for key, name in (("bos_token_id", "tokenizer.ggml.bos_token_id"),
                       ("eos_token_id", "tokenizer.ggml.eos_token_id"),
                       ("pad_token_id", "tokenizer.ggml.padding_token_id")):

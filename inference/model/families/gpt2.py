@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from inference.messages import say
 from inference.model.families.parts import BlockTraits, Layout, TensorSpec, table, untied, vector
 from inference.model.families.reading import ConfigReader
 
@@ -16,11 +17,11 @@ def read_config(arch: str, r: ConfigReader) -> dict[str, Any]:
     for key, wanted in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
                         ("add_cross_attention", False)):
         if r.bool(key, wanted) != wanted:
-            raise r.fail(f"GPT-2 with {key}={not wanted} is not supported")
+            raise r.fail(say("config.gpt2_flag", key=key, value=not wanted))
     hidden = r.size("hidden", "n_embd", "hidden_size")
     n_heads = r.size("heads", "n_head", "num_attention_heads")
     if hidden % n_heads:
-        raise r.fail(f"hidden size {hidden} is not divisible by {n_heads} heads")
+        raise r.fail(say("config.heads_divide", hidden=hidden, heads=n_heads))
     return dict(
         n_layers=r.size("layers", "n_layer", "num_hidden_layers"), hidden=hidden,
         n_heads=n_heads, n_kv_heads=n_heads, head_dim=hidden // n_heads,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from inference.messages import say, shown
 from inference.model.families.parts import (BlockTraits, GgufArch, Layout, TensorSpec, head_vector, projection,
                                             table, untied, vector)
 from inference.model.families.reading import (ConfigReader, attention_shape, no_layer_windows, one_window,
@@ -31,10 +32,10 @@ def read_config(arch: str, r: ConfigReader, partial_rotary: bool = False,
     hidden, n_heads, n_kv_heads, head_dim = attention_shape(r)
     activation = r.activation("hidden_act", "silu")
     if activation != "silu":
-        raise r.fail(f"{arch} with activation {r.d.get('hidden_act')!r} is not supported (SwiGLU only)")
+        raise r.fail(say("config.activation_only", arch=arch, name=shown(r.d.get("hidden_act")), only="SwiGLU"))
     theta, scaling, rotary_dim = read_rope(r, head_dim)
     if rotary_dim is not None and not partial_rotary:  # transformers turns the whole head there
-        raise r.fail(f"partial rotary embeddings are not supported for {arch}")
+        raise r.fail(say("config.partial_rotary", arch=arch))
     attention_bias = r.bool("attention_bias", False)
     n_layers = r.size("layers", "num_hidden_layers")
     return dict(
@@ -54,7 +55,7 @@ def _window(r: ConfigReader, arch: str, n_layers: int) -> int | None:
     if arch == "MistralForCausalLM":  # one window on every layer
         return one_window(r)
     if arch == "Qwen2ForCausalLM" and r.d.get("use_sliding_window"):
-        raise r.fail("Qwen2 per-layer sliding-window attention is not supported")
+        raise r.fail(say("config.qwen2_windows"))
     no_layer_windows(r)
     return None
 
@@ -74,13 +75,12 @@ def _qwen3_window(r: ConfigReader, arch: str, n_layers: int) -> int | None:
         first = r.int("max_window_layers", default=28, minimum=0)
         types = ["sliding_attention" if i >= first else "full_attention" for i in range(n_layers)]
     if not isinstance(types, list) or len(types) != n_layers:
-        raise r.fail(f"'layer_types' must list one type for each of the {n_layers} layers")
+        raise r.fail(say("config.layer_types_count", layers=n_layers))
     sliding = [i for i, t in enumerate(types) if t == "sliding_attention"]
     if not sliding:
         return None
     if len(sliding) < n_layers:
-        raise r.fail(f"a sliding window on some layers only ({len(sliding)} of {n_layers}, from layer "
-                     f"{sliding[0]}) is not supported for Qwen3; only one window on every layer or none")
+        raise r.fail(say("config.qwen3_windows", sliding=len(sliding), layers=n_layers, first=sliding[0]))
     return window
 
 

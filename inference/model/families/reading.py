@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from inference.errors import ModelFormatError
+from inference.messages import Message, say, shown
 
 # The most any size in a config may be: far above every real model, low enough that nothing is allocated
 # from a corrupt or hostile number (a 2^31-layer model is refused here, not when its tensors are listed).
@@ -56,8 +57,9 @@ class ConfigReader:
     def __init__(self, d: dict[str, Any], source: str):
         self.d, self.source = d, source
 
-    def fail(self, message: str) -> ModelFormatError:
-        return ModelFormatError(f"{self.source}: {message}")
+    def fail(self, problem: Message | str) -> ModelFormatError:
+        """`problem` (a Message; a family's rarer refusal may still be English) in the "{source}: {problem}" shape."""
+        return ModelFormatError(say("file.in", path=self.source, problem=problem))
 
     def int(self, *keys: str, default: int | None = None, minimum: int = 1, maximum: int = MAX_INT) -> int:
         for key in keys:
@@ -66,14 +68,14 @@ class ConfigReader:
                 break
         else:
             if default is None:
-                raise self.fail(f"missing {keys[0]!r}")
+                raise self.fail(say("config.missing", key=keys[0]))
             return default
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(f"{key!r} must be an integer, got {value!r}")
+            raise self.fail(say("config.integer", key=key, value=shown(value)))
         if value < minimum:
-            raise self.fail(f"{key!r} must be at least {minimum}, got {value}")
+            raise self.fail(say("config.at_least", key=key, low=minimum, value=value))
         if value > maximum:
-            raise self.fail(f"{key!r} of {value} is beyond the largest supported ({maximum:,})")
+            raise self.fail(say("config.too_large", key=key, value=value, high=maximum))
         return value
 
     def size(self, kind: str, *keys: str, default: int | None = None) -> int:
@@ -87,13 +89,13 @@ class ConfigReader:
     def number(self, where: str, value, maximum: float = MAX_FACTOR) -> float:
         """A finite number above 0 and at most `maximum` (NaN, inf, 0 and negatives refused)."""
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(f"{where} must be a positive number, got {value!r}"[:200])
+            raise self.fail(say("config.positive", where=where, value=shown(value)))
         try:
             number = float(value)
         except OverflowError:  # an integer too large for a float
             number = math.inf
         if not (math.isfinite(number) and 0 < number <= maximum):
-            raise self.fail(f"{where} must be a positive number (finite, at most {maximum:g}), got {value!r}"[:200])
+            raise self.fail(say("config.positive_at_most", where=where, high=maximum, value=shown(value)))
         return number
 
     def bool(self, key: str, default: bool) -> bool:
@@ -101,7 +103,7 @@ class ConfigReader:
         if value is None:
             return default
         if not isinstance(value, bool):
-            raise self.fail(f"{key!r} must be true or false, got {value!r}")
+            raise self.fail(say("config.bool", key=key, value=shown(value)))
         return value
 
     def token_ids(self, key: str) -> tuple[int, ...]:
@@ -111,7 +113,7 @@ class ConfigReader:
         values = value if isinstance(value, list) else [value]
         if len(values) > 1024 or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < MAX_INT
                                          for v in values):
-            raise self.fail(f"{key!r} must be a token id or a list of them, got {value!r}")
+            raise self.fail(say("config.token_ids", key=key, value=shown(value)))
         return tuple(values)
 
     def special_tokens(self) -> dict[str, Any]:
@@ -121,18 +123,18 @@ class ConfigReader:
     def activation(self, key: str, default: str) -> str:
         name = self.d.get(key) or default
         if not isinstance(name, str) or name not in ACTIVATIONS:
-            raise self.fail(f"unsupported activation {name!r}")
+            raise self.fail(say("config.activation", name=shown(name)))
         return ACTIVATIONS[name]
 
 
 def head_dim(r: ConfigReader, hidden: int, n_heads: int, n_kv_heads: int) -> int:
     """`head_dim` where the config gives it, else hidden / heads; the heads checked to group."""
     if n_heads % n_kv_heads:
-        raise r.fail(f"{n_heads} attention heads cannot be grouped over {n_kv_heads} key/value heads")
+        raise r.fail(say("config.heads_group", heads=n_heads, kv_heads=n_kv_heads))
     if r.d.get("head_dim") is not None:
         return r.size("head_dim", "head_dim")
     if hidden % n_heads:
-        raise r.fail(f"hidden size {hidden} is not divisible by {n_heads} heads")
+        raise r.fail(say("config.heads_divide", hidden=hidden, heads=n_heads))
     return hidden // n_heads
 
 
@@ -143,7 +145,7 @@ def attention_shape(r: ConfigReader) -> tuple[int, int, int, int]:
     n_kv_heads = r.size("heads", "num_key_value_heads", default=n_heads)
     dim = head_dim(r, hidden, n_heads, n_kv_heads)
     if dim % 2:
-        raise r.fail(f"head_dim {dim} must be even for rotary embeddings")
+        raise r.fail(say("config.head_dim_odd", dim=dim))
     return hidden, n_heads, n_kv_heads, dim
 
 
@@ -152,22 +154,21 @@ def read_rope(r: ConfigReader, head_dim: int) -> tuple[float, RopeScaling | None
     put theta and partial_rotary_factor at the top level and the scaling in `rope_scaling`."""
     params = r.d.get("rope_parameters")
     if params is not None and not isinstance(params, dict):
-        raise r.fail("'rope_parameters' must be an object")
+        raise r.fail(say("config.an_object", key="rope_parameters"))
     params = params or {}
     theta = params.get("rope_theta", r.d.get("rope_theta"))
     theta = r.number("'rope_theta'", 10000.0 if theta is None else theta, MAX_THETA)
     scaling = r.d.get("rope_scaling") or params
     if not isinstance(scaling, dict):
-        raise r.fail("'rope_scaling' must be an object")
+        raise r.fail(say("config.an_object", key="rope_scaling"))
     partial = r.number("'partial_rotary_factor'",
                        scaling.get("partial_rotary_factor", r.d.get("partial_rotary_factor", 1.0)), 1.0)
     rotary_dim = int(head_dim * partial)
     if partial > 1.0 or rotary_dim < 2 or rotary_dim % 2:
-        raise r.fail(f"partial_rotary_factor {partial} of head_dim {head_dim} gives {rotary_dim} rotary dims; "
-                     "an even number from 2 to head_dim is needed")
+        raise r.fail(say("config.rotary", partial=partial, head_dim=head_dim, rotary=rotary_dim))
     kind = scaling.get("rope_type", scaling.get("type", "default"))
     if kind is not None and not isinstance(kind, str):
-        raise r.fail(f"rope scaling type must be a string, got {kind!r}"[:200])
+        raise r.fail(say("config.rope_type", value=shown(kind)))
     kind = "longrope" if kind == "su" else kind  # Phi-3's early name for it
     rotary = None if rotary_dim == head_dim else rotary_dim
     if kind in (None, "default"):
@@ -181,11 +182,11 @@ def read_rope(r: ConfigReader, head_dim: int) -> tuple[float, RopeScaling | None
         low = r.number("llama3 rope 'low_freq_factor'", scaling.get("low_freq_factor"))
         high = r.number("llama3 rope 'high_freq_factor'", scaling.get("high_freq_factor"))
         if high <= low:
-            raise r.fail(f"llama3 rope 'high_freq_factor' {high} must be above 'low_freq_factor' {low}")
+            raise r.fail(say("config.llama3_order", high=high, low=low))
         original = ConfigReader(scaling, r.source).size("context", "original_max_position_embeddings")
         return theta, RopeScaling("llama3", factor, low_freq_factor=low, high_freq_factor=high,
                                   original_context=original), rotary
-    raise r.fail(f"unsupported rope_scaling type {kind!r} (supported: linear, llama3, longrope)")
+    raise r.fail(say("config.rope_unsupported", kind=kind))
 
 
 def _longrope(r: ConfigReader, scaling: dict, rotary_dim: int) -> RopeScaling:
@@ -196,13 +197,11 @@ def _longrope(r: ConfigReader, scaling: dict, rotary_dim: int) -> RopeScaling:
     for key in ("short_factor", "long_factor"):
         values = scaling.get(key)
         if not isinstance(values, list) or len(values) != rotary_dim // 2:
-            raise r.fail(f"longrope needs '{key}' as a list of {rotary_dim // 2} numbers (one per rotary "
-                         f"frequency), got {values!r}"[:200])
+            raise r.fail(say("config.longrope_factors", key=key, count=rotary_dim // 2, value=shown(values)))
         factors[key] = tuple(r.number(f"longrope '{key}' entries", v) for v in values)
     original = scaling.get("original_max_position_embeddings", r.d.get("original_max_position_embeddings"))
     if isinstance(original, bool) or not isinstance(original, int) or not 1 < original <= LIMITS["context"]:
-        raise r.fail(f"longrope needs a 'original_max_position_embeddings' from 2 to {LIMITS['context']:,}, "
-                     f"got {original!r}"[:200])
+        raise r.fail(say("config.longrope_original", high=LIMITS["context"], value=shown(original)))
     factor = scaling.get("factor")
     factor = r.size("context", "max_position_embeddings") / original if factor is None else \
         r.number("'factor'", factor)
@@ -223,6 +222,6 @@ def no_layer_windows(r: ConfigReader) -> None:
     """Refuse `layer_types` that put a window on some layers (a family without per-layer windows)."""
     layer_types = r.d.get("layer_types")
     if layer_types is not None and not isinstance(layer_types, list):
-        raise r.fail("'layer_types' must be a list")
+        raise r.fail(say("config.layer_types"))
     if isinstance(layer_types, list) and any(t != "full_attention" for t in layer_types):
-        raise r.fail("per-layer sliding-window attention is not supported")
+        raise r.fail(say("config.layer_windows"))

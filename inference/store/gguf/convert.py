@@ -31,6 +31,7 @@ from safetensors.numpy import save_file
 
 from inference import cache_dir
 from inference.errors import ModelFormatError
+from inference.messages import say
 from inference.store.gguf.metadata import _Metadata, open_gguf
 from inference.store.gguf.sentencepiece import sentencepiece_tokenizer_files
 from inference.store.gguf.tokenizer import byte_level_tokenizer_files, checked_tokens
@@ -101,19 +102,18 @@ def _rope_config(meta: _Metadata, arch: str, head_dim: int, extra: dict) -> dict
     if rotary_dim != head_dim:
         config["partial_rotary_factor"] = rotary_dim / head_dim
         if int(head_dim * config["partial_rotary_factor"]) != rotary_dim:
-            raise ModelFormatError(f"{meta.path.name}: {rotary_dim} rotary dims of {head_dim} cannot be "
-                                   "written as a partial_rotary_factor")
+            raise ModelFormatError(say("gguf.rotary_dims", path=meta.path.name, rotary=rotary_dim, head_dim=head_dim))
     rope_type = meta.get(p + "rope.scaling.type", "none")
     if rope_type == "linear":
         config["rope_scaling"] = {"rope_type": "linear", "factor": meta.number(p + "rope.scaling.factor", math.nan)}
     elif rope_type not in ("none", None):
-        raise ModelFormatError(f"{meta.path.name}: rope scaling {rope_type!r} is not supported")
+        raise ModelFormatError(say("gguf.rope_scaling", path=meta.path.name, kind=rope_type))
     if "llama3_factors" in extra:
         config["rope_scaling"] = _llama3_from_factors(meta, config["rope_theta"], rotary_dim, extra["llama3_factors"])
     factors = {key: extra[key] for key in ("long_factor", "short_factor") if key in extra}
     if factors:
         if len(factors) != 2:
-            raise ModelFormatError(f"{meta.path.name}: longrope needs both rope_factors_long and _short")
+            raise ModelFormatError(say("gguf.longrope", path=meta.path.name))
         scaling = {"rope_type": "longrope", **factors,
                    "original_max_position_embeddings": meta.size(p + "rope.scaling.original_context_length",
                                                                  "context")}
@@ -140,8 +140,7 @@ def _llama3_from_factors(meta: _Metadata, theta: float, dim: int, factors: list[
         if len(factors) == len(expected) and np.allclose(factors, expected, rtol=1e-5, atol=0):
             return {"rope_type": "llama3", "factor": factor, "low_freq_factor": low, "high_freq_factor": high,
                     "original_max_position_embeddings": original}
-    raise ModelFormatError(f"{meta.path.name}: its rope_freqs factors are not llama3 rope scaling over "
-                           f"{_LLAMA3_SHAPES[0][2]} positions (factor {factor}); not supported")
+    raise ModelFormatError(say("gguf.llama3", path=meta.path.name, positions=_LLAMA3_SHAPES[0][2], factor=factor))
 
 
 def _described(meta: _Metadata, arch: str, reader, names: set[str]) -> tuple[str, dict, dict]:
@@ -164,15 +163,15 @@ def _float_array(path: Path, t, want: tuple[int, ...] | None) -> np.ndarray:
     one its metadata implies (`want`) first, every value finite."""
     shape = tuple(int(n) for n in reversed(t.shape))
     if want is not None and shape != want:
-        raise ModelFormatError(f"{path.name}: tensor {t.name!r} has shape {list(shape)} but its metadata "
-                               f"implies {list(want)}")
+        raise ModelFormatError(say("gguf.tensor_shape", path=path.name, name=t.name, shape=list(shape),
+                                   want=list(want)))
     try:
         array = np.array(dequantize(t.data, t.tensor_type), dtype=np.float32)
     except Exception as e:
-        raise ModelFormatError(f"{path.name}: tensor {t.name!r} cannot be read ({e})") from None
+        raise ModelFormatError(say("gguf.tensor_unreadable", path=path.name, name=t.name, why=str(e)[:200])) from None
     if not np.isfinite(array).all():
-        raise ModelFormatError(f"{path.name}: tensor {t.name!r} holds {int((~np.isfinite(array)).sum()):,} "
-                               "NaN or infinite values")
+        raise ModelFormatError(say("gguf.tensor_not_finite", path=path.name, name=t.name,
+                                   count=int((~np.isfinite(array)).sum())))
     return array if array.shape == shape else array.reshape(shape)
 
 
@@ -185,8 +184,9 @@ def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
     arch = meta.require("general.architecture")
     found = registry.by_gguf(arch)
     if found is None:
-        raise ModelFormatError(f"{path.name}: GGUF architecture {arch!r} is not supported "
-                               f"(supported: {', '.join(registry.gguf_architectures())})")
+        supported = say("load.supported", names=", ".join(registry.gguf_architectures()))
+        raise ModelFormatError(say("file.in", path=path.name,
+                                   problem=say("catalog.gguf_architecture", architecture=arch, supported=supported)))
     family, gguf_arch = found
     names = {t.name for t in reader.tensors}
     tokenizer_json, tokenizer_config, config = _described(meta, arch, reader, names)
@@ -203,11 +203,11 @@ def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
             continue
         known = family.layout.gguf_spec(t.name)
         if known is None:
-            raise ModelFormatError(f"{path.name}: unexpected tensor {t.name!r}")
+            raise ModelFormatError(say("gguf.tensor_unexpected", path=path.name, name=t.name))
         spec, name = known
         if name not in shapes and name != "lm_head.weight":  # a head beside a tied embedding is only unused
-            raise ModelFormatError(f"{path.name}: tensor {t.name!r} is not part of the model its metadata "
-                                   f"describes ({config['num_hidden_layers']} layers)")
+            raise ModelFormatError(say("gguf.tensor_not_in_model", path=path.name, name=t.name,
+                                       layers=config["num_hidden_layers"]))
         array = _float_array(path, t, shapes.get(name))
         if gguf_arch.permuted_rotary and spec.role == "q":
             array = unpermute_rotary(array, config["num_attention_heads"])
@@ -234,7 +234,7 @@ def convert(path: Path, out: Path, progress: Progress | None = None) -> dict:
 def convert_cached(path: Path, progress: Progress | None = None, name: str | None = None) -> Path:
     """The HF folder for this GGUF in the user cache, converted once and keyed by the file's hash."""
     if not path.is_file():
-        raise ModelFormatError(f"{path}: no such file")
+        raise ModelFormatError(say("gguf.no_file", path=str(path)))
     if progress:
         progress("hash", 0, 1)
     digest = cache_dir.file_sha256(path)

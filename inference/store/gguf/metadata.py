@@ -16,6 +16,7 @@ from pathlib import Path
 import gguf
 
 from inference.errors import ModelFormatError
+from inference.messages import Message, say, shown
 from inference.model.families.reading import LIMITS, MAX_INT
 from inference.formats.headers import check_gguf_tensors, read_gguf_header
 
@@ -31,24 +32,25 @@ class _Metadata:
         try:
             return field.contents()
         except Exception as e:
-            raise ModelFormatError(f"{self.path.name}: metadata {key!r} is unreadable ({e})") from None
+            raise ModelFormatError(say("gguf.metadata_unreadable", path=self.path.name, key=key,
+                                       why=str(e)[:200])) from None
 
     def require(self, key):
         value = self.get(key)
         if value is None:
-            raise ModelFormatError(f"{self.path.name}: GGUF metadata {key!r} is missing")
+            raise ModelFormatError(say("gguf.metadata_missing", path=self.path.name, key=key))
         return value
 
-    def fail(self, key, message: str) -> ModelFormatError:
-        return ModelFormatError(f"{self.path.name}: GGUF metadata {key!r} {message}"[:300])
+    def fail(self, key, problem: Message) -> ModelFormatError:
+        return ModelFormatError(say("gguf.metadata", path=self.path.name, key=key, problem=problem))
 
     def count(self, key, default=None, minimum: int = 1, maximum: int = MAX_INT) -> int:
         """An integer from `minimum` to `maximum` (a size, an id); missing: `default`, else an error."""
         value = self.require(key) if default is None else self.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(key, f"must be an integer, got {value!r}")
+            raise self.fail(key, say("gguf.an_integer", value=shown(value)))
         if not minimum <= value <= maximum:
-            raise self.fail(key, f"must be from {minimum} to {maximum:,}, got {value}")
+            raise self.fail(key, say("gguf.from_to", low=minimum, high=maximum, value=value))
         return value
 
     def size(self, key, kind: str, default=None) -> int:
@@ -59,13 +61,13 @@ class _Metadata:
         """A finite float (range checks: ModelConfig.from_hf on the config built from it)."""
         value = self.get(key, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise self.fail(key, f"must be a finite number, got {value!r}")
+            raise self.fail(key, say("gguf.a_finite_number", value=shown(value)))
         return float(value)
 
     def flag(self, key, default: bool) -> bool:
         value = self.get(key, default)
         if not isinstance(value, bool):
-            raise self.fail(key, f"must be true or false, got {value!r}")
+            raise self.fail(key, say("gguf.a_bool", value=shown(value)))
         return value
 
     def strings(self, key, required: bool = True) -> list[str] | None:
@@ -74,7 +76,7 @@ class _Metadata:
         if value is None:
             return None
         if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-            raise self.fail(key, "must be a non-empty list of strings")
+            raise self.fail(key, say("gguf.strings"))
         return value
 
     def numbers(self, key, length: int, default: float | None = None) -> list:
@@ -86,17 +88,17 @@ class _Metadata:
             value = self.require(key)
         if not isinstance(value, list) or len(value) != length or not all(
                 isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value):
-            raise self.fail(key, f"must be a list of {length} finite numbers (one per token)")
+            raise self.fail(key, say("gguf.numbers", length=length))
         return value
 
 
 def open_gguf(path: Path):
     if not path.is_file():
-        raise ModelFormatError(f"{path}: no such file")
+        raise ModelFormatError(say("gguf.no_file", path=str(path)))
     header = read_gguf_header(path)  # counts, strings and tensor extents checked before gguf allocates
     check_gguf_tensors(header, path.name)
     try:
         return gguf.GGUFReader(str(path))
     except Exception as e:  # truncated or corrupt files fail deep inside numpy/memmap parsing
-        raise ModelFormatError(f"{path.name}: not a valid GGUF file ({type(e).__name__}: "
-                               f"{str(e).splitlines()[0] if str(e) else 'unreadable'})") from None
+        why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'unreadable'}"
+        raise ModelFormatError(say("file.in", path=path.name, problem=say("file.gguf_invalid", why=why))) from None

@@ -9,6 +9,7 @@ from __future__ import annotations
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers
 
 from inference.errors import ModelFormatError
+from inference.messages import say
 from inference.store.gguf.tokenizer import checked_tokens, special_tokens_config, with_template
 
 _NORMAL, _CONTROL, _USER_DEFINED, _BYTE = 1, 3, 4, 6  # llama.cpp token types
@@ -32,8 +33,7 @@ def sentencepiece_tokenizer_files(meta) -> tuple[str, dict]:
     """tokenizer.json text and tokenizer_config.json dict of a SentencePiece BPE GGUF vocabulary."""
     kind = meta.require("tokenizer.ggml.model")
     if kind != "llama":
-        raise ModelFormatError(f"{meta.path.name}: GGUF tokenizer {kind!r} is not supported here "
-                               "(SentencePiece 'llama' only)")
+        raise ModelFormatError(say("gguf.tokenizer_sentencepiece", path=meta.path.name, kind=kind))
     tokens = checked_tokens(meta)
     scores = meta.numbers("tokenizer.ggml.scores", len(tokens))
     types = meta.numbers("tokenizer.ggml.token_type", len(tokens), _NORMAL)
@@ -48,7 +48,7 @@ def sentencepiece_tokenizer_files(meta) -> tuple[str, dict]:
         tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=_merges(tokens, scores, types), unk_token=unk,
                                          fuse_unk=True, byte_fallback=True))
     except Exception as e:  # the Rust side: an unknown token of a bad unk id
-        raise meta.fail("tokenizer.ggml.tokens", f"cannot build a BPE tokenizer ({str(e)[:100]})") from None
+        raise meta.fail("tokenizer.ggml.tokens", say("gguf.bpe", why=str(e)[:100])) from None
     prefix = [normalizers.Prepend("▁")] if meta.flag("tokenizer.ggml.add_space_prefix", True) else []
     tokenizer.normalizer = normalizers.Sequence([*prefix, normalizers.Replace(" ", "▁")])
     tokenizer.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])

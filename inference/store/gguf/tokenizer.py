@@ -7,6 +7,7 @@ from __future__ import annotations
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors
 
 from inference.errors import ModelFormatError
+from inference.messages import say
 
 # Pre-tokenizer regexes of the byte-level BPE families llama.cpp names in `tokenizer.ggml.pre`.
 _LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+"
@@ -28,13 +29,12 @@ def byte_level_tokenizer_files(meta) -> tuple[str, dict]:
     """tokenizer.json text and tokenizer_config.json dict from a byte-level BPE GGUF vocabulary."""
     kind = meta.require("tokenizer.ggml.model")
     if kind != "gpt2":
-        raise ModelFormatError(f"{meta.path.name}: GGUF tokenizer {kind!r} is not supported "
-                               "(byte-level BPE 'gpt2' only)")
+        raise ModelFormatError(say("gguf.tokenizer", path=meta.path.name, kind=kind))
     tokens = checked_tokens(meta)
     types = meta.numbers("tokenizer.ggml.token_type", len(tokens), 1)
     merges = [tuple(m.split(" ", 1)) for m in meta.strings("tokenizer.ggml.merges")]
     if any(len(m) != 2 or not m[0] or not m[1] for m in merges):
-        raise meta.fail("tokenizer.ggml.merges", "must hold pairs of tokens separated by one space")
+        raise meta.fail("tokenizer.ggml.merges", say("gguf.merges"))
     pre = meta.get("tokenizer.ggml.pre", "default")
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     if pre == "smollm":
@@ -47,12 +47,12 @@ def byte_level_tokenizer_files(meta) -> tuple[str, dict]:
             pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     else:
-        raise ModelFormatError(f"{meta.path.name}: GGUF pre-tokenizer {pre!r} is not supported")
+        raise ModelFormatError(say("gguf.pre_tokenizer", path=meta.path.name, pre=pre))
     vocab = {token: i for i, token in enumerate(tokens)}
     try:
         tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
     except Exception as e:  # the Rust side: a merge of tokens not in the vocabulary
-        raise meta.fail("tokenizer.ggml.merges", f"cannot build a BPE tokenizer ({str(e)[:100]})") from None
+        raise meta.fail("tokenizer.ggml.merges", say("gguf.bpe", why=str(e)[:100])) from None
     tokenizer.pre_tokenizer = pre_tokenizer
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.add_tokens([AddedToken(tokens[i], special=False, normalized=False)
@@ -96,7 +96,7 @@ def checked_tokens(meta) -> list[str]:
     if len(set(tokens)) != len(tokens):
         seen: set[str] = set()
         twice = next(t for t in tokens if t in seen or seen.add(t))
-        raise meta.fail("tokenizer.ggml.tokens", f"lists {twice!r} twice")
+        raise meta.fail("tokenizer.ggml.tokens", say("gguf.token_twice", token=repr(twice)[:100]))
     return tokens
 
 
@@ -104,7 +104,7 @@ def with_template(meta, config: dict) -> dict:
     """tokenizer_config.json: `config` without its None values, and the chat template where there is one."""
     template = meta.get("tokenizer.chat_template")
     if template is not None and not isinstance(template, str):
-        raise meta.fail("tokenizer.chat_template", "must be a string")
+        raise meta.fail("tokenizer.chat_template", say("gguf.a_string"))
     if template:
         config["chat_template"] = template
     return {k: v for k, v in config.items() if v is not None}
