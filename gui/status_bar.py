@@ -4,6 +4,7 @@ an export) or the last error. Unexpected errors also open a dialog with the deta
 from __future__ import annotations
 
 import html
+import sys
 
 from PySide6.QtCore import QEvent
 from PySide6.QtWidgets import QLabel, QMessageBox, QSizePolicy, QStatusBar
@@ -15,6 +16,7 @@ from gui.link.controller import Controller
 from gui.state.speculation import counters
 from gui.state.format import fmt_bytes, fmt_params, stop_reason
 from gui.state.i18n import QT_TRANSLATE_NOOP, number, translate
+from gui.widgets.wrap_label import ElidedLabel
 
 # The engine's usual decode paths (ModelInfo.decode_path, as decode_summary shortens it), worded here; another
 # (a server's) is shown as the engine wrote it.
@@ -44,12 +46,14 @@ class StatusBar(QStatusBar):
         self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
         self.controller = controller
         self.model = QLabel(translate("StatusBar", "no model"))
-        self.state = QLabel()
+        self.state = ElidedLabel()  # cut short with "…" before the model line is pushed off the window
         self.hint = QLabel()  # a standing hint (no font for the chosen language), shown only when there is one
         self.hint.setObjectName("warning")
         self.hint.hide()
         self.addPermanentWidget(self.hint)
         self._error = ""  # the last error, shown until the next request
+        self._forms: list[str] = []  # the model line, whole first, then shorter (_fit_model shows one that fits)
+        self._tip = self._whole = ""
         self.addPermanentWidget(self.model)
         self.addWidget(self.state, 1)
         controller.model_changed.connect(self._show_model)
@@ -111,6 +115,8 @@ class StatusBar(QStatusBar):
     def _show_model(self) -> None:
         info = self.controller.info
         if info is None:
+            self._forms = []
+            self.model.setToolTip("")
             self.model.setText(translate("StatusBar", "no model"))
             return
         # How a decode step runs: the whole layer in one kernels call, each product on the kernels (a family
@@ -125,9 +131,36 @@ class StatusBar(QStatusBar):
             translate("StatusBar", "weights {size}").format(size=fmt_bytes(info.weights_bytes))
         length = info.context_length
         window = translate("StatusBar", "context window %n token(s)", None, length)
-        self.model.setText(
-            f"<b>{info.name}</b> · {fmt_params(info.n_params)} · {info.dtype} · {info.device}{decode} · "
-            f"{window} · {weights}" + self._fingerprint())
+        name = f"<b>{html.escape(info.name)}</b>"
+        # The longest form that fits beside the left line's few characters: a narrow window (1024 px) drops the
+        # decode path, then the dtype and device, then the parameter count (the tooltip keeps everything);
+        # the context window, the weights and their fingerprint are what the line is for.
+        full = (fmt_params(info.n_params), info.dtype, info.device) + ((decode[3:],) if decode else ()) + (window, weights)
+        fingerprint = self._fingerprint()
+        self._tip = self.model.toolTip()
+        self._whole = html.unescape(" · ".join((info.name,) + full)) + fingerprint  # the tooltip's first line when cut
+        self._forms = [" · ".join(parts) + fingerprint for parts in (
+            (name,) + full,
+            (name, fmt_params(info.n_params), info.dtype, info.device, window, weights),
+            (name, fmt_params(info.n_params), window, weights),
+            (name, window, weights))]
+        self._fit_model()
+
+    def _fit_model(self) -> None:
+        if not self._forms:
+            return
+        room = sys.maxsize if not self.isVisible() else self.width() - self.state.minimumSizeHint().width() - (self.hint.sizeHint().width()
+                                                                      if self.hint.isVisible() else 0) - 40
+        for form in self._forms:
+            if form != self.model.text():
+                self.model.setText(form)
+            if self.model.sizeHint().width() <= room:
+                break
+        self.model.setToolTip(self._tip if form == self._forms[0] else f"{self._whole}\n{self._tip}")
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._fit_model()
 
     def _fingerprint(self) -> str:
         """The weights' fingerprint at load, and as re-hashed after the last run: equal (inference never

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsObject, QLabel, QVBoxLayou
 from gui.state.i18n import translate
 from gui.theme import Appearance
 from gui.widgets.frame_paint import paints_with_frames
+from gui.widgets.wrap_label import ElidedLabel
 
 # Bars are axis-aligned rectangles: antialiasing buys nothing there and costs paint time; curves turn it on.
 pg.setConfigOptions(antialias=False, useOpenGL=False)
@@ -460,36 +461,25 @@ def bar_width(plot: pg.PlotWidget, span: float, width: float = 0.7) -> float:
     return width if width * px >= 2.0 else 1.0
 
 
-class PlotTitle(QLabel):
+class PlotTitle(ElidedLabel):
     """A plot's title on one line, cut short with "…" where the plot is narrower than it (the whole title in
-    its tooltip). A wrapped title took a second line that splitters and layouts do not reserve (they ask a
+    its tooltip, cut short or not). A wrapped title took a second line that splitters and layouts do not reserve (they ask a
     label for one line): in a short dock it was drawn over the plot under it."""
 
     def __init__(self, title: str):
         super().__init__()
         self.source = title  # the English source (marked with QT_TRANSLATE_NOOP("Plots", …) where it is written)
         self.setObjectName("muted")
+        self.always_tip = True
         self._word()
 
     def _word(self) -> None:
-        title = translate("Plots", self.source)
-        self.setText(title)
-        self.setToolTip(title)
+        self.setText(translate("Plots", self.source))
 
     def changeEvent(self, event) -> None:
         super().changeEvent(event)
         if event.type() == QEvent.LanguageChange:
             self._word()
-
-    def minimumSizeHint(self) -> QSize:
-        return QSize(self.fontMetrics().averageCharWidth() * 8, super().minimumSizeHint().height())
-
-    def paintEvent(self, event) -> None:
-        rect = self.contentsRect()
-        text = self.fontMetrics().elidedText(self.text(), Qt.ElideRight, rect.width())
-        painter = QPainter(self)
-        self.style().drawItemText(painter, rect, int(self.alignment()), self.palette(), self.isEnabled(), text,
-                                  self.foregroundRole())
 
 
 def titled(title, plot, extra=None) -> QWidget:

@@ -156,6 +156,39 @@ class CaptionLabel(QLabel):
                                       self.palette(), self.isEnabled(), line, self.foregroundRole())
 
 
+class ElidedLabel(QLabel):
+    """One line of plain text that lets its neighbours have the room: it may be squeezed to a few characters,
+    and then paints its text cut short with "…" (the whole text in its tooltip). A plain QLabel asks for its
+    whole text as its minimum, so a long line pushed the widgets beside it (the status bar's model line) off the
+    window's edge."""
+
+    always_tip = False  # the text in the tooltip even when it is shown whole
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(self.fontMetrics().averageCharWidth() * 8, super().minimumSizeHint().height())
+
+    def is_elided(self) -> bool:
+        return self.fontMetrics().horizontalAdvance(self.text()) > self.contentsRect().width()
+
+    def setText(self, text: str) -> None:
+        super().setText(text)
+        self._tip()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._tip()
+
+    def _tip(self) -> None:
+        self.setToolTip(self.text() if self.always_tip or self.is_elided() else "")
+
+    def paintEvent(self, event) -> None:
+        rect = self.contentsRect()
+        text = self.fontMetrics().elidedText(self.text(), Qt.ElideRight, rect.width())
+        painter = QPainter(self)
+        self.style().drawItemText(painter, rect, int(self.alignment()), self.palette(), self.isEnabled(), text,
+                                  self.foregroundRole())
+
+
 class SteadyLabel(QLabel):
     """A one-line label whose size is that of the longest of its `widest` texts (in its current font): a
     text that changes at every frame (the history's "step 12 of 40") repaints the label alone. Qt passes a

@@ -232,3 +232,31 @@ def test_leaving_presentation_mode_gives_back_the_run_pace(stepped):
     assert pacer.paced  # F5 paces (at the last pace chosen)
     _presentation(win, False)
     assert not pacer.paced and controls.pace.currentData() == 0.0
+
+
+@pytest.mark.parametrize("size", [QSize(1264, 672), QSize(1008, 652)], ids=["1280x720", "1024x700"])
+def test_a_long_status_line_is_cut_short_not_the_model_line(stepped, size):
+    """A long line on the left of the status bar (an error, a finished run's summary in Chinese) is cut with "…"
+    and its whole text goes to the tooltip; the model line on the right (name, size, window, weights,
+    fingerprint) stays whole and inside the window. A plain label pushed the fingerprint off a 1280 px window."""
+    win = stepped
+    status = win.status
+    try:
+        _at(win, size)
+        long_line = ("this move cannot follow a context shift: the context was shifted at step 12 (the oldest 300 "
+                     "tokens were dropped, drop-oldest); reset (re-reads the prompt) or prefill again first")
+        status.say(long_line)
+        QApplication.processEvents()
+        model = status.model
+        assert model.width() >= model.sizeHint().width(), (model.width(), model.sizeHint().width())
+        assert _rect_in(model, win).right() <= win.width(), (_rect_in(model, win), win.width())
+        assert "fingerprint" in model.text() and "context window" in model.text(), model.text()
+        assert win.controller.info.name in model.toolTip() or model.text().count(" · ") >= 6
+        assert status.state.text() == long_line and status.state.is_elided()
+        assert status.state.toolTip() == long_line
+        status.say("ready")
+        QApplication.processEvents()
+        assert not status.state.is_elided() and status.state.toolTip() == ""
+    finally:
+        _at(win, QSize(1600, 1000))
+        win.status.show_generation()

@@ -23,6 +23,7 @@ def window_on(qtbot, fake, tokenizer_dir, tmp_path):
     win = MainWindow(settings=QSettings(str(tmp_path / "t.ini"), QSettings.IniFormat), appearance=Appearance(),
                      model=f"{fake.url}#tokenizer={tokenizer_dir}")
     qtbot.addWidget(win)
+    win.resize(1600, 1000)  # the model line is whole at the app's size (a narrow window shortens it)
     win.show()
     return win
 

@@ -120,6 +120,7 @@ def test_the_app_says_the_kernels_did_not_build_in_the_status_bar_and_explain(qt
     settings = QSettings(str(tmp_path / "settings.ini"), QSettings.IniFormat)
     win = MainWindow(settings=settings, appearance=Appearance(), model=str(folder), device="cpu", dtype="float32")
     qtbot.addWidget(win)
+    win.resize(1600, 1000)  # the app's size: the model line whole (a narrow window shortens it)
     win.show()
     try:
         c = win.controller
