@@ -132,7 +132,7 @@ class StatusBar(QStatusBar):
         length = info.context_length
         window = translate("StatusBar", "context window %n token(s)", None, length)
         name = f"<b>{html.escape(info.name)}</b>"
-        # The longest form that fits beside the left line's few characters: a narrow window (1024 px) drops the
+        # The longest form that fits beside the left line's first words: a narrow window (1024 px) drops the
         # decode path, then the dtype and device, then the parameter count (the tooltip keeps everything);
         # the context window, the weights and their fingerprint are what the line is for.
         full = (fmt_params(info.n_params), info.dtype, info.device) + ((decode[3:],) if decode else ()) + (window, weights)
@@ -149,8 +149,10 @@ class StatusBar(QStatusBar):
     def _fit_model(self) -> None:
         if not self._forms:
             return
-        room = sys.maxsize if not self.isVisible() else self.width() - self.state.minimumSizeHint().width() - (self.hint.sizeHint().width()
-                                                                      if self.hint.isVisible() else 0) - 40
+        # the left line keeps about 24 characters (what is happening: "Prefilled 10 tokens in 59 ms · 64 …")
+        left = max(self.state.minimumSizeHint().width(), self.state.fontMetrics().averageCharWidth() * 24)
+        hint = self.hint.sizeHint().width() if self.hint.isVisible() else 0
+        room = self.width() - left - hint - 40 if self.isVisible() else sys.maxsize
         for form in self._forms:
             if form != self.model.text():
                 self.model.setText(form)
