@@ -43,6 +43,7 @@ STAGES_TIP = QT_TRANSLATE_NOOP("Candidates", "raw: the model's softmax · T (tem
 EMPTY = QT_TRANSLATE_NOOP("Candidates", "After Prefill the candidates for the first new token appear here.")
 MAX_BARS = 22  # top-N (20), the chosen token when it ranks lower, a server's tail
 MAX_SEGMENT_LABELS = 8
+DRAW_BAR_TOP = 0.46  # the draw's segments fill y 0.02 .. 0.46; the u label goes above them
 SIDE_BY_SIDE = 560  # px (× the type scale): narrower than this, the waterfall and the draw go under the bars
 PLOT_AXES = 50  # px of a plot's minimum height that are axes, tick labels and title: they grow with the type
 
@@ -331,6 +332,15 @@ class CandidatesView(View):
             + (cut.format(percent=f"{removed[i] * 100:.2f}") if removed[i] else "")
             for i, title in enumerate(titles)))
 
+    def _draw_top(self) -> float:
+        """The draw's y range top: 1, or more where the plot is short, so that the u label's line fits between
+        the top and the bars (which end at DRAW_BAR_TOP)."""
+        height = max(self.draw.getPlotItem().getViewBox().height(), 1.0)
+        need = min(self._label_metrics.lineSpacing() + 2 * Label.MARGIN + 2, 0.6 * height)
+        top = max(1.0, DRAW_BAR_TOP / (1 - need / height))
+        set_range(self.draw, y=(0, top))
+        return top
+
     def _stage_names(self, names: list[str], titles: list[str]) -> list[str]:
         """The stages' names under their bars, or their symbols where a name would run into its neighbour's."""
         room = self.waterfall.getPlotItem().getViewBox().width() / max(len(names), 1)
@@ -355,7 +365,8 @@ class CandidatesView(View):
             styles.append(3)
         edge = pg.mkPen(t.panel, width=1)
         palette = [(edge, colour(fill)) for fill in (t.final, t.temp, t.chosen)] + [(edge, colour(t.raw, 120))]
-        self.segments.set_bars(styles, palette, x0=x0, y0=[0.02] * len(x0), height=[0.44] * len(x0), width=w)
+        self.segments.set_bars(styles, palette, x0=x0, y0=[0.02] * len(x0), height=[DRAW_BAR_TOP - 0.02] * len(x0),
+                               width=w)
         # Name the widest segments, only where the name fits inside its segment (pixels, not axis units:
         # narrow neighbours' names would run into each other).
         order = np.argsort(-widths)[:MAX_SEGMENT_LABELS] if len(widths) else []
@@ -371,10 +382,11 @@ class CandidatesView(View):
         if step is not None and step.random_u is not None:
             self.u_line.setPos(step.random_u)
             self.u_line.show()
-            # The label sits beside the line, on the side with room (it never runs over the line).
+            # The label sits beside the line, on the side with room (it never runs over the line), above the
+            # bars: the y range grows as far as its line needs (a short plot, 1024x700, drew it over the bars).
             right = step.random_u <= 0.55
             self.u_label.show_text(f"u = {step.random_u:.4f} → {display(step.token.piece)}",
-                                   step.random_u + (0.01 if right else -0.01), 0.98,
+                                   step.random_u + (0.01 if right else -0.01), self._draw_top(),
                                    anchor=(0, 0) if right else (1, 0))
         else:
             self.u_line.hide()

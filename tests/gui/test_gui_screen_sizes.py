@@ -12,6 +12,7 @@ from PySide6.QtCore import QPoint, QPointF, QRect, QSize, Qt
 from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QApplication
 
+from gui.views.candidates_view import DRAW_BAR_TOP
 from gui.widgets.plotting import PlotTitle
 from app_driver import prefill, settle, step, wait_until, window_fixture
 
@@ -114,6 +115,11 @@ def test_at_each_screen_size_the_window_fits_and_every_view_gets_room(stepped, p
                 if label.toPlainText():
                     bottom = label.boundingRect().translated(label.mapToScene(QPointF(0, 0))).bottom()
                     assert bottom <= bar_top + 1, (label.toPlainText(), bottom, bar_top, width, height)
+            # the draw's "u = … → token" line sits above its segments, not over them
+            assert cv.u_label.toPlainText()
+            segments_top = cv.draw.getPlotItem().getViewBox().mapViewToScene(QPointF(0, DRAW_BAR_TOP)).y()
+            u_bottom = cv.u_label.boundingRect().translated(cv.u_label.mapToScene(QPointF(0, 0))).bottom()
+            assert u_bottom <= segments_top + 1, (u_bottom, segments_top, width, height)
             # Controls: no sideways scroll bar, at every size
             assert d["controls"].widget().horizontalScrollBar().maximum() == 0, (width, height)
     finally:
@@ -260,3 +266,27 @@ def test_a_long_status_line_is_cut_short_not_the_model_line(stepped, size):
     finally:
         _at(win, QSize(1600, 1000))
         win.status.show_generation()
+
+
+def test_the_draws_u_line_stays_above_its_segments_in_a_short_plot(stepped):
+    """Under Xvfb at 1024x700 in Chinese the draw's plot had ~35 px of view: "u = 0.4398 → 怎", anchored at 0.98
+    of a fixed 0..1 range, ran down over the segments. The range now grows so the line fits above them."""
+    win = stepped
+    cv = win.views["candidates"]
+    low, high = cv.draw.minimumHeight(), cv.draw.maximumHeight()
+    try:
+        cv.draw.setMinimumHeight(0)
+        cv.draw.setFixedHeight(84)
+        QApplication.processEvents()
+        step(win, 1)
+        settle(win)
+        view = cv.draw.getPlotItem().getViewBox()
+        assert view.height() < 45, view.height()  # the short plot the screen had
+        assert cv.u_label.toPlainText()
+        segments_top = view.mapViewToScene(QPointF(0, DRAW_BAR_TOP)).y()
+        u_bottom = cv.u_label.boundingRect().translated(cv.u_label.mapToScene(QPointF(0, 0))).bottom()
+        assert u_bottom <= segments_top + 1, (u_bottom, segments_top, view.height())
+    finally:
+        cv.draw.setMinimumHeight(low)
+        cv.draw.setMaximumHeight(high)
+        settle(win)
