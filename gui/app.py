@@ -171,9 +171,26 @@ def _refuse_record(args: argparse.Namespace) -> int:
     return 0
 
 
+def lesson_language(args: argparse.Namespace) -> int:
+    """A recording without --lang is filmed in the language its lesson declares ("language": "zh_CN"), so the
+    Chinese lesson's video shows the Chinese window. 2 (after one line on stderr) for a language the app lacks."""
+    if not (args.record and args.script) or args.lang is not None:
+        return 0
+    declared = load_script(args.script).language
+    if declared is None:
+        return 0
+    chosen = language.normalise(declared)
+    if chosen is None:
+        print(f"error: the lesson's language {declared!r} is not one of {', '.join(language.LANGUAGES)}",
+              file=sys.stderr)
+        return 2
+    args.lang = chosen
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    refused = _refuse_record(args)
+    refused = _refuse_record(args) or lesson_language(args)
     if refused:
         return refused
     app = QApplication.instance() or QApplication([sys.argv[0]])

@@ -43,7 +43,7 @@ REQUEST_KEYS = ("prompt", "prompt_ids", "chat", "system", "settings", "arrive_at
 SERVE_KEYS = ("requests", "block_tokens", "n_blocks", "token_budget", "steps")
 MAX_ARRIVAL = 1_000_000  # scheduler steps
 MAX_SERVED = 64  # requests of one serve (they queue for the batch's 16 places)
-TOP_KEYS = ("title", "prompt", "prompt_ids", "chat", "system", "settings", "actions")
+TOP_KEYS = ("title", "language", "prompt", "prompt_ids", "chat", "system", "settings", "actions")
 MAX_SEED = 2**63 - 1
 MAX_FILE_BYTES = 256 << 20  # a trace of 10 000 steps with 20 candidates each is about 50 MB
 
@@ -105,6 +105,7 @@ class Script:
     settings: tuple[tuple[str, Any], ...]  # overrides of the player's base settings, as in the JSON
     actions: tuple[Action, ...]
     title: str = ""
+    language: str | None = None  # the app's language the lesson is written for ("zh_CN"): a recording uses it
 
     @property
     def overrides(self) -> dict[str, Any]:
@@ -335,6 +336,10 @@ def parse_script(data: Any) -> Script:
     if not isinstance(title, str):
         raise ScriptError(say("script.key_got", where=script, key="title", kind=say("script.a_text"),
                               value=_show(title)))
+    language = data.get("language")
+    if language is not None and not (isinstance(language, str) and language):
+        raise ScriptError(say("script.key_got", where=script, key="language", kind=say("script.a_text_or_null"),
+                              value=_show(language)))
     try:
         settings = parse_settings(data.get("settings", {}))
     except ValueError as e:
@@ -348,7 +353,7 @@ def parse_script(data: Any) -> Script:
     if reads is not None and prompt is None and ids is None:
         raise reads.error(say("script.no_prompt"))
     return Script(prompt=prompt, prompt_ids=ids, chat=chat, system=system or None, settings=settings,
-                  actions=parsed, title=title)
+                  actions=parsed, title=title, language=language)
 
 
 # --- what depends on the session: checked as each action plays -------------------------------------------

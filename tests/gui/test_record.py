@@ -186,3 +186,24 @@ def test_a_gif_by_hand_that_fills_its_budget_stops_itself_and_says_why(window, t
     wait_until(lambda: not recorder.recording)
     text = window.status.state.text()
     assert "record an .mp4 for longer" in text and "long.gif" in text and not window.actions["record"].isChecked()
+
+
+def test_a_recording_is_filmed_in_the_language_its_lesson_declares(tmp_path):
+    """The Chinese lesson says "language": "zh_CN": `--record` without --lang films the Chinese window, --lang
+    still wins, a lesson without one keeps the default, and a language the app lacks is one line and exit 2."""
+    from gui.app import lesson_language, parse_args
+
+    chinese = ROOT / "resources" / "lessons" / "capital_of_france.zh-CN.json"
+    args = parse_args(["--record", str(tmp_path / "a.mp4"), "--script", str(chinese)])
+    assert lesson_language(args) == 0 and args.lang == "zh_CN"
+    args = parse_args(["--record", str(tmp_path / "a.mp4"), "--script", str(chinese), "--lang", "en"])
+    assert lesson_language(args) == 0 and args.lang == "en"
+    args = parse_args(["--record", str(tmp_path / "a.mp4"), "--script", str(LESSON)])
+    assert lesson_language(args) == 0 and args.lang is None
+    klingon = tmp_path / "tlh.json"
+    klingon.write_text('{"language": "tlh", "prompt": "x", "actions": [{"prefill": true}]}')
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    done = subprocess.run([sys.executable, str(ROOT / "main.py"), "--record", str(tmp_path / "a.mp4"), "--script",
+                           str(klingon)], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2 and done.stderr.startswith("error: ") and len(done.stderr.splitlines()) == 1
+    assert "'tlh'" in done.stderr and not list(tmp_path.glob("a.*"))

@@ -66,6 +66,8 @@ def test_a_bad_action_is_one_line_naming_its_index(actions, message):
     ({"prompt": "x", "settings": {"top_k": -1}, "actions": [{"run": True}]},
      r"^script settings: top-k must be >= 0"),
     ({"prompt": "x", "chat": "no", "actions": [{"run": True}]}, r'^script: "chat" must be true or false'),
+    ({"prompt": "x", "language": 7, "actions": [{"run": True}]}, r'^script: "language" must be a text or null'),
+    ({"prompt": "x", "language": "", "actions": [{"run": True}]}, r'^script: "language" must be a text or null'),
 ])
 def test_a_bad_script_is_one_line(data, message):
     with pytest.raises(ScriptError, match=message):
@@ -140,6 +142,7 @@ def test_both_lessons_play_the_same_actions():
     english, chinese = (load_script(LESSONS / n) for n in ("capital_of_france.json", "capital_of_france.zh-CN.json"))
     strip = lambda s: [(a.kind, a.value) for a in s.actions if a.kind != "caption"]  # noqa: E731
     assert strip(english) == strip(chinese) and english.overrides == chinese.overrides
+    assert (english.language, chinese.language) == (None, "zh_CN")  # the Chinese one is filmed in Chinese
 
 
 # --- playing -------------------------------------------------------------------------------------------
