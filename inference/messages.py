@@ -80,6 +80,42 @@ ENGLISH: dict[str, str] = {
                     "token {at} is {theirs} there, {ours} here",
     "remote.lacks": "the {dialect} server's tokenizer has {kind} {text!r}, which the local tokenizer lacks",
     "remote.eos": "the {dialect} server's tokenizer: EOS id {id} is outside the vocabulary of {vocab}",
+    # a server's replies as the dialects read them (inference/sources/dialects.py, remote.py)
+    "remote.server": "{label} at {url}",
+    "remote.outside_vocab": "{server} sent token id {id}, outside the vocabulary of {vocab}: its tokenizer is not "
+                            "the one named",
+    "reply.refused": "{server} sent {field} = {value}: {wanted}",
+    "reply.no_top_llama_cpp": "{server} sent no top_logprobs with token ids (is it llama.cpp's llama-server, and "
+                              "recent?)",
+    "reply.no_top_vllm": "{server} sent no top_logprobs keyed by token id (it needs return_tokens_as_token_ids: "
+                         "vLLM 0.6 or later)",
+    "reply.no_top_sglang": "{server} sent no output_top_logprobs (send return_logprob)",
+    "reply.empty_list": "{server} answered /generate with an empty list",
+    "reply.no_tokens": "{server} listed no tokens in {field}",
+    "reply.twice": "{server} listed token id {id} twice in {field}: not one distribution's top-N",
+    "reply.sum": "{server} sent log-probabilities in {field} whose probabilities sum to {total:.4g}, more than 1: "
+                 "not log-probabilities of one distribution",
+    "reply.unknown_server": "{url} answers none of llama.cpp's /props, SGLang's /get_model_info or vLLM's "
+                            "/v1/models: not an inference server TokenStep knows",
+    "reply.text_keyed": "this server keys its log-probabilities by token text only (llama-cpp-python's server does: "
+                        "many tokens share a text and EOS reads \"\"); TokenStep needs token ids: serve the model "
+                        "with llama.cpp's llama-server, vLLM or SGLang",
+    "reply.model_id": "the model id",
+    "reply.entry_of": "an entry of {field}",
+    "reply.key_of": "a key of {field}",
+    "reply.token_id_in": "a token id in {field}",
+    "reply.logprob_in": "a log-probability in {field}",
+    "reply.reply_to": "the reply to {path}",
+    "reply.whole": "not a whole number from {low} to {high}",
+    "reply.number_from": "not a number of {low:g} or more",
+    "reply.number_between": "not a number from {low:g} to {high:g}",
+    "reply.logprob": "not a log-probability (a number at most 0)",
+    "reply.string": "not a string",
+    "reply.object": "not an object",
+    "reply.list": "not a list",
+    "reply.token_id_key": "not token_id:<id> (it needs return_tokens_as_token_ids: vLLM 0.6 or later)",
+    "reply.meta_info": "not an object holding meta_info",
+    "reply.sglang_entry": "not [log-probability, token id, text]",
     "batch.budget": "the token budget must be >= 1 and the batch 1 to {high} requests, got {budget} and {running}",
     "batch.plain": "request {request}: a batched request neither speculates nor shifts its context",
     "batch.prompt": "request {request}: the prompt must have 1 to {window} tokens",
@@ -87,6 +123,7 @@ ENGLISH: dict[str, str] = {
     "batch.blocks": "request {request} may need {needed} blocks; the pool has {pool}",
     "batch.remote": "the batch curve needs the weights in this process, not a server's",
     "batch.sizes": "batch sizes are 1 to 16 requests, and 1 to 64 steps are timed per size",
+    "batch.longrope": "a batch cannot run a longrope model (Phi-3 long context) yet",
     # loading a model (inference/store, inference/model/config.py, inference/host.py)
     "load.no_cuda": "CUDA was asked for but no CUDA device is available",
     "load.dtype": "unknown dtype {dtype!r} (choose from {choices})",

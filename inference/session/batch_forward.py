@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
+from inference.messages import say
 from inference.model.decoder import Decoder
 from inference.session.paged_cache import PagedView
 
@@ -62,7 +63,7 @@ def paged_rows(decoder: Decoder, chunks: list[Chunk]) -> int:
 def forward_chunks(decoder: Decoder, chunks: list[Chunk]) -> torch.Tensor:
     """Every chunk's K/V into its cache; the float logits of each chunk's last row: (len(chunks), V)."""
     if decoder.longrope is not None:
-        raise ValueError("a batch cannot run a longrope model (Phi-3 long context) yet")
+        raise ValueError(say("batch.longrope"))
     c, w, block = decoder.config, decoder.weights, decoder.block
     for chunk in chunks:
         if chunk.end > c.context_length:

@@ -26,6 +26,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from inference.messages import ENGLISH, Message, say
 from inference.sources.http import Http, NotFound, ServerError
 
 MAX_CONTEXT = 1 << 24  # the longest window believed (the longest served today are ~10M tokens)
@@ -33,6 +34,10 @@ MAX_VOCAB = 1 << 24  # likewise for a vocabulary (the largest today are ~260k to
 MAX_PARAMS = 10 ** 15
 LOGPROB_ROUNDING = 1e-4  # a float32 log-softmax may give a token at p ~ 1 a hair above 0
 SUM_ROUNDING = 1e-3  # and the listed probabilities a little more than 1 in all (float32 over up to 1280)
+
+
+Server = Message | str  # a server as a message names it: say("remote.server", ...), or its address
+Field = Message | str  # a field of its reply: its JSON name ("n_ctx"), or a Message ("an entry of top_logprobs")
 
 
 @dataclass
@@ -66,8 +71,8 @@ class Dialect:
         self.http = http
 
     @property
-    def server(self) -> str:
-        return f"{self.label} at {self.http.base}"
+    def server(self) -> Message:
+        return say("remote.server", label=self.label, url=self.http.base)
 
     def tokenized(self, reply) -> list[int]:
         """The ids of a /tokenize reply (every dialect names them `tokens`), checked."""
@@ -90,7 +95,7 @@ class LlamaCpp(Dialect):
         meta = mapping(model.get("meta"), server, "meta")
         settings = mapping(self.props.get("default_generation_settings"), server, "default_generation_settings")
         context = whole(settings.get("n_ctx") or meta.get("n_ctx"), server, "n_ctx", 1, MAX_CONTEXT)
-        name = (string(model.get("id"), server, "the model id")
+        name = (string(model.get("id"), server, say("reply.model_id"))
                 or string(self.props.get("model_alias"), server, "model_alias") or "llama-server")
         return ServerFacts("llama.cpp", name.replace("\\", "/").rsplit("/", 1)[-1],  # a path: its file name
                            string(self.props.get("model_path"), server, "model_path") or "",
@@ -113,13 +118,13 @@ class LlamaCpp(Dialect):
         return None
 
 
-def parse_llama_cpp(reply, server: str) -> TopReply:
+def parse_llama_cpp(reply, server: Server) -> TopReply:
     try:
         top = reply["completion_probabilities"][0]["top_logprobs"]
     except (KeyError, IndexError, TypeError):
-        raise ServerError(f"{server} sent no top_logprobs with token ids "
-                          "(is it llama.cpp's llama-server, and recent?)") from None
-    entries = [mapping(e, server, "an entry of top_logprobs") for e in listing(top, server, "top_logprobs")]
+        raise ServerError(say("reply.no_top_llama_cpp", server=server)) from None
+    entries = [mapping(e, server, say("reply.entry_of", field="top_logprobs"))
+               for e in listing(top, server, "top_logprobs")]
     ids, logprobs = ranked([(e.get("id"), e.get("logprob")) for e in entries], server, "top_logprobs")
     timings = mapping(reply.get("timings"), server, "timings")
     cached = (whole(timings["cache_n"], server, "timings.cache_n", 0, MAX_CONTEXT) if "cache_n" in timings
@@ -140,7 +145,7 @@ class Vllm(Dialect):
 
     def facts(self) -> ServerFacts:
         server = self.server
-        return ServerFacts("vllm", string(self.model.get("id"), server, "the model id") or "",
+        return ServerFacts("vllm", string(self.model.get("id"), server, say("reply.model_id")) or "",
                            string(self.model.get("root"), server, "root") or "", None,
                            whole(self.model.get("max_model_len"), server, "max_model_len", 1, MAX_CONTEXT))
 
@@ -213,12 +218,11 @@ def _metric(text: str, name: str) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def parse_vllm(reply, server: str) -> TopReply:
+def parse_vllm(reply, server: Server) -> TopReply:
     try:
         top = reply["choices"][0]["logprobs"]["top_logprobs"][0]
     except (KeyError, IndexError, TypeError):
-        raise ServerError(f"{server} sent no top_logprobs keyed by token id "
-                          "(it needs return_tokens_as_token_ids: vLLM 0.6 or later)") from None
+        raise ServerError(say("reply.no_top_vllm", server=server)) from None
     listed = mapping(top, server, "top_logprobs[0]").items()
     ids, logprobs = ranked([(_vllm_id(k, server), v) for k, v in listed], server, "top_logprobs")
     usage = mapping(reply.get("usage"), server, "usage")
@@ -226,11 +230,10 @@ def parse_vllm(reply, server: str) -> TopReply:
     return TopReply(ids, logprobs, whole(details.get("cached_tokens"), server, "cached_tokens", 0, MAX_CONTEXT), None)
 
 
-def _vllm_id(key: str, server: str) -> int:
+def _vllm_id(key: str, server: Server) -> int:
     found = re.fullmatch(r"token_id:([0-9]{1,9})", key)
     if found is None:
-        raise refused(server, "a key of top_logprobs", key, "not token_id:<id> (it needs "
-                      "return_tokens_as_token_ids: vLLM 0.6 or later)")
+        raise refused(server, say("reply.key_of", field="top_logprobs"), key, say("reply.token_id_key"))
     return int(found.group(1))
 
 
@@ -280,22 +283,23 @@ class Sglang(Dialect):
         return None
 
 
-def parse_sglang(reply, server: str) -> TopReply:
+def parse_sglang(reply, server: Server) -> TopReply:
     if isinstance(reply, list):  # a batch of one
         if not reply:
-            raise ServerError(f"{server} answered /generate with an empty list")
+            raise ServerError(say("reply.empty_list", server=server))
         reply = reply[0]
     if not isinstance(reply, dict):
-        raise refused(server, "the reply to /generate", reply, "not an object holding meta_info")
+        raise refused(server, say("reply.reply_to", path="/generate"), reply, say("reply.meta_info"))
     try:
         meta = reply["meta_info"]
         top = meta["output_top_logprobs"][0]
     except (KeyError, IndexError, TypeError):
-        raise ServerError(f"{server} sent no output_top_logprobs (send return_logprob)") from None
+        raise ServerError(say("reply.no_top_sglang", server=server)) from None
     pairs = []
     for entry in listing(top, server, "output_top_logprobs"):
         if not isinstance(entry, list) or len(entry) < 2:
-            raise refused(server, "an entry of output_top_logprobs", entry, "not [log-probability, token id, text]")
+            raise refused(server, say("reply.entry_of", field="output_top_logprobs"), entry,
+                          say("reply.sglang_entry"))
         pairs.append((entry[1], entry[0]))
     ids, logprobs = ranked(pairs, server, "output_top_logprobs")
     latency = number(meta.get("e2e_latency"), server, "e2e_latency", 0.0, math.inf)
@@ -303,24 +307,25 @@ def parse_sglang(reply, server: str) -> TopReply:
                     latency * 1000 if latency is not None else None)
 
 
-def refused(server: str, field: str, value, wanted: str) -> ServerError:
-    """The one line for a field of `server`'s reply that is not what `wanted` says."""
+def refused(server: Server, field: Field, value, wanted: Message) -> ServerError:
+    """The one line for a field of `server`'s reply that is not what `wanted` says (the value as sent, cut short)."""
     shown = repr(value)
-    return ServerError(f"{server} sent {field} = {shown if len(shown) <= 40 else shown[:37] + '...'}: {wanted}")
+    return ServerError(say("reply.refused", server=server, field=field,
+                           value=shown if len(shown) <= 40 else shown[:37] + "...", wanted=wanted))
 
 
-def whole(value, server: str, field: str, low: int, high: int, optional: bool = True) -> int | None:
+def whole(value, server: Server, field: Field, low: int, high: int, optional: bool = True) -> int | None:
     """`value` as an integer from `low` to `high` (None when absent and `optional`)."""
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) \
             or (isinstance(value, float) and not value.is_integer()) or not low <= value <= high:
-        raise refused(server, field, value, f"not a whole number from {low} to {high}")
+        raise refused(server, field, value, say("reply.whole", low=low, high=high))
     return int(value)
 
 
-def number(value, server: str, field: str, low: float, high: float, optional: bool = True,
-           wanted: str = "") -> float | None:
+def number(value, server: Server, field: Field, low: float, high: float, optional: bool = True,
+           wanted: Message | None = None) -> float | None:
     """`value` as a float from `low` to `high` (None when absent and `optional`)."""
     if value is None and optional:
         return None
@@ -329,68 +334,66 @@ def number(value, server: str, field: str, low: float, high: float, optional: bo
     except OverflowError:  # an integer beyond float range
         x = math.nan
     if not low <= x <= high:  # NaN: never
-        span = f"of {low:g} or more" if high == math.inf else f"from {low:g} to {high:g}"
-        raise refused(server, field, value, wanted or f"not a number {span}")
+        span = (say("reply.number_from", low=low) if high == math.inf
+                else say("reply.number_between", low=low, high=high))
+        raise refused(server, field, value, wanted or span)
     return x
 
 
-def string(value, server: str, field: str) -> str | None:
+def string(value, server: Server, field: Field) -> str | None:
     if value is None or isinstance(value, str):
         return value
-    raise refused(server, field, value, "not a string")
+    raise refused(server, field, value, say("reply.string"))
 
 
-def mapping(value, server: str, field: str) -> dict:
+def mapping(value, server: Server, field: Field) -> dict:
     """`value` as a JSON object ({} when absent)."""
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise refused(server, field, value, "not an object")
+        raise refused(server, field, value, say("reply.object"))
     return value
 
 
-def listing(value, server: str, field: str) -> list:
+def listing(value, server: Server, field: Field) -> list:
     if not isinstance(value, list):
-        raise refused(server, field, value, "not a list")
+        raise refused(server, field, value, say("reply.list"))
     return value
 
 
-def token_ids(value, server: str, field: str) -> list[int]:
-    return [whole(i, server, f"a token id in {field}", 0, MAX_VOCAB, optional=False)
+def token_ids(value, server: Server, field: Field) -> list[int]:
+    return [whole(i, server, say("reply.token_id_in", field=field), 0, MAX_VOCAB, optional=False)
             for i in listing(value, server, field)]
 
 
-def first_model(models, server: str) -> dict:
+def first_model(models, server: Server) -> dict:
     """The first model a `/v1/models` reply lists ({} when it lists none)."""
     data = listing(mapping(models, server, "/v1/models").get("data") or [{}], server, "/v1/models data")
     return mapping(data[0], server, "/v1/models data[0]")
 
 
-def ranked(pairs: list[tuple], server: str, field: str) -> tuple[list[int], list[float]]:
+def ranked(pairs: list[tuple], server: Server, field: Field) -> tuple[list[int], list[float]]:
     """(ids, log-probabilities), most likely first, from the (id, log-probability) pairs `server` listed in
     `field`: one distribution's top-N, so ids whole and distinct (a token listed twice would count its mass
     twice and hide the tail), log-probabilities at most 0, their probabilities summing to at most 1."""
     if not pairs:
-        raise ServerError(f"{server} listed no tokens in {field}")
-    ids = [whole(i, server, f"a token id in {field}", 0, MAX_VOCAB, optional=False) for i, _ in pairs]
-    logprobs = [number(lp, server, f"a log-probability in {field}", -math.inf, LOGPROB_ROUNDING, optional=False,
-                       wanted="not a log-probability (a number at most 0)") for _, lp in pairs]
+        raise ServerError(say("reply.no_tokens", server=server, field=field))
+    ids = [whole(i, server, say("reply.token_id_in", field=field), 0, MAX_VOCAB, optional=False) for i, _ in pairs]
+    logprobs = [number(lp, server, say("reply.logprob_in", field=field), -math.inf, LOGPROB_ROUNDING,
+                       optional=False, wanted=say("reply.logprob")) for _, lp in pairs]
     seen: set[int] = set()
     for i in ids:
         if i in seen:
-            raise ServerError(f"{server} listed token id {i} twice in {field}: not one distribution's top-N")
+            raise ServerError(say("reply.twice", server=server, id=i, field=field))
         seen.add(i)
     total = math.fsum(math.exp(lp) for lp in logprobs)
     if total > 1.0 + SUM_ROUNDING:
-        raise ServerError(f"{server} sent log-probabilities in {field} whose probabilities sum to {total:.4g}, "
-                          "more than 1: not log-probabilities of one distribution")
+        raise ServerError(say("reply.sum", server=server, field=field, total=total))
     order = sorted(range(len(ids)), key=lambda k: -logprobs[k])
     return [ids[k] for k in order], [logprobs[k] for k in order]
 
 
-TEXT_KEYED = ("this server keys its log-probabilities by token text only (llama-cpp-python's server does: "
-              "many tokens share a text and EOS reads \"\"); TokenStep needs token ids: serve the model with "
-              "llama.cpp's llama-server, vLLM or SGLang")
+TEXT_KEYED = ENGLISH["reply.text_keyed"]  # what a text-keyed server is refused with (a test reads it)
 
 
 def detect(http: Http):
@@ -411,12 +414,11 @@ def detect(http: Http):
     try:
         model = first_model(http.get("/v1/models"), http.base)
     except NotFound:
-        raise ServerError(f"{http.base} answers none of llama.cpp's /props, SGLang's /get_model_info or "
-                          "vLLM's /v1/models: not an inference server TokenStep knows") from None
+        raise ServerError(say("reply.unknown_server", url=http.base)) from None
     try:
         http.get("/version")
         if model.get("owned_by") == "vllm" or "max_model_len" in model:
             return Vllm(http, model)
     except NotFound:
         pass
-    raise ServerError(TEXT_KEYED)
+    raise ServerError(say("reply.text_keyed"))

@@ -69,8 +69,7 @@ class RemoteSource(KeepsNoKv):
         # The reply's ids are whole, distinct and non-negative (dialects.ranked); the vocabulary is known here.
         past = [i for i in reply.ids if i >= self.vocab]
         if past:
-            raise ServerError(f"{self.dialect.server} sent token id {past[0]}, outside the vocabulary of "
-                              f"{self.vocab}: its tokenizer is not the one named")
+            raise ServerError(say("remote.outside_vocab", server=self.dialect.server, id=past[0], vocab=self.vocab))
         logits = torch.full((self.vocab,), -math.inf, dtype=torch.float64)
         logits[torch.tensor(reply.ids)] = torch.tensor(reply.logprobs, dtype=torch.float64)
         listed = float(torch.exp(logits[torch.tensor(reply.ids)]).sum())

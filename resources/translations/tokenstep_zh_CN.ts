@@ -1347,6 +1347,118 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
         <translation>{dialect} 服务器的分词器：EOS id {id} 超出了 {vocab} 个 Token 的词表</translation>
     </message>
     <message>
+        <source>{label} at {url}</source>
+        <translation>{url} 上的 {label}</translation>
+    </message>
+    <message>
+        <source>{server} sent token id {id}, outside the vocabulary of {vocab}: its tokenizer is not the one named</source>
+        <translation>{server} 发来的 Token id {id} 超出了 {vocab} 个 Token 的词表：它的分词器不是所指定的那个</translation>
+    </message>
+    <message>
+        <source>{server} sent {field} = {value}: {wanted}</source>
+        <translation>{server} 发来的 {field} = {value}：{wanted}</translation>
+    </message>
+    <message>
+        <source>{server} sent no top_logprobs with token ids (is it llama.cpp&apos;s llama-server, and recent?)</source>
+        <translation>{server} 没有发来带 Token id 的 top_logprobs（它是 llama.cpp 的 llama-server 吗？版本够新吗？）</translation>
+    </message>
+    <message>
+        <source>{server} sent no top_logprobs keyed by token id (it needs return_tokens_as_token_ids: vLLM 0.6 or later)</source>
+        <translation>{server} 没有发来以 Token id 为键的 top_logprobs（需要 return_tokens_as_token_ids：vLLM 0.6 或更新版本）</translation>
+    </message>
+    <message>
+        <source>{server} sent no output_top_logprobs (send return_logprob)</source>
+        <translation>{server} 没有发来 output_top_logprobs（请发送 return_logprob）</translation>
+    </message>
+    <message>
+        <source>{server} answered /generate with an empty list</source>
+        <translation>{server} 对 /generate 的回复是一个空列表</translation>
+    </message>
+    <message>
+        <source>{server} listed no tokens in {field}</source>
+        <translation>{server} 在 {field} 中没有列出任何 Token</translation>
+    </message>
+    <message>
+        <source>{server} listed token id {id} twice in {field}: not one distribution&apos;s top-N</source>
+        <translation>{server} 在 {field} 中把 Token id {id} 列了两次：这不是同一个分布的前 N 个</translation>
+    </message>
+    <message>
+        <source>{server} sent log-probabilities in {field} whose probabilities sum to {total:.4g}, more than 1: not log-probabilities of one distribution</source>
+        <translation>{server} 在 {field} 中发来的对数概率，其概率之和为 {total:.4g}，大于 1：不是同一个分布的对数概率</translation>
+    </message>
+    <message>
+        <source>{url} answers none of llama.cpp&apos;s /props, SGLang&apos;s /get_model_info or vLLM&apos;s /v1/models: not an inference server TokenStep knows</source>
+        <translation>{url} 对 llama.cpp 的 /props、SGLang 的 /get_model_info 和 vLLM 的 /v1/models 都没有回应：不是 TokenStep 认识的推理服务器</translation>
+    </message>
+    <message>
+        <source>this server keys its log-probabilities by token text only (llama-cpp-python&apos;s server does: many tokens share a text and EOS reads &quot;&quot;); TokenStep needs token ids: serve the model with llama.cpp&apos;s llama-server, vLLM or SGLang</source>
+        <translation>这个服务器只按 Token 文本给出对数概率（llama-cpp-python 的服务器就是这样：许多 Token 的文本相同，EOS 读作 &quot;&quot;）；TokenStep 需要 Token id：请用 llama.cpp 的 llama-server、vLLM 或 SGLang 来服务模型</translation>
+    </message>
+    <message>
+        <source>the model id</source>
+        <translation>模型 id</translation>
+    </message>
+    <message>
+        <source>an entry of {field}</source>
+        <translation>{field} 的一个条目</translation>
+    </message>
+    <message>
+        <source>a key of {field}</source>
+        <translation>{field} 的一个键</translation>
+    </message>
+    <message>
+        <source>a token id in {field}</source>
+        <translation>{field} 中的一个 Token id</translation>
+    </message>
+    <message>
+        <source>a log-probability in {field}</source>
+        <translation>{field} 中的一个对数概率</translation>
+    </message>
+    <message>
+        <source>the reply to {path}</source>
+        <translation>对 {path} 的回复</translation>
+    </message>
+    <message>
+        <source>not a whole number from {low} to {high}</source>
+        <translation>不是从 {low} 到 {high} 的整数</translation>
+    </message>
+    <message>
+        <source>not a number of {low:g} or more</source>
+        <translation>不是大于等于 {low:g} 的数</translation>
+    </message>
+    <message>
+        <source>not a number from {low:g} to {high:g}</source>
+        <translation>不是从 {low:g} 到 {high:g} 的数</translation>
+    </message>
+    <message>
+        <source>not a log-probability (a number at most 0)</source>
+        <translation>不是对数概率（至多为 0 的数）</translation>
+    </message>
+    <message>
+        <source>not a string</source>
+        <translation>不是字符串</translation>
+    </message>
+    <message>
+        <source>not an object</source>
+        <translation>不是对象</translation>
+    </message>
+    <message>
+        <source>not a list</source>
+        <translation>不是列表</translation>
+    </message>
+    <message>
+        <source>not token_id:&lt;id&gt; (it needs return_tokens_as_token_ids: vLLM 0.6 or later)</source>
+        <translation>不是 token_id:&lt;id&gt;（需要 return_tokens_as_token_ids：vLLM 0.6 或更新版本）</translation>
+    </message>
+    <message>
+        <source>not an object holding meta_info</source>
+        <translation>不是包含 meta_info 的对象</translation>
+    </message>
+    <message>
+        <source>not [log-probability, token id, text]</source>
+        <translation>不是 [对数概率, Token id, 文本]</translation>
+    </message>
+    <message>
         <source>the token budget must be &gt;= 1 and the batch 1 to {high} requests, got {budget} and {running}</source>
         <translation>Token 预算必须 &gt;= 1，批次必须是 1 到 {high} 个请求，收到的是 {budget} 和 {running}</translation>
     </message>
@@ -1373,6 +1485,10 @@ So the tokens are exactly those without speculation, in fewer forward passes whe
     <message>
         <source>batch sizes are 1 to 16 requests, and 1 to 64 steps are timed per size</source>
         <translation>批次大小为 1 到 16 个请求，每种大小计时 1 到 64 步</translation>
+    </message>
+    <message>
+        <source>a batch cannot run a longrope model (Phi-3 long context) yet</source>
+        <translation>批次还不能运行 longrope 模型（Phi-3 长上下文）</translation>
     </message>
     <message>
         <source>CUDA was asked for but no CUDA device is available</source>

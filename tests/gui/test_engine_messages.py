@@ -24,7 +24,7 @@ from gui import language
 from gui.state import i18n
 from gui.state.engine_words import WORDS, word
 from gui.state.i18n import translate
-from inference.messages import ENGLISH, Message, say
+from inference.messages import ENGLISH, Message, said, say
 
 ROOT = Path(__file__).resolve().parents[2]
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -277,3 +277,23 @@ def test_a_bad_safetensors_header_is_refused_in_chinese(chinese, tmp_path):
     assert worded == [
         f"data_offsets.safetensors：张量 {name!r} 的 data_offsets [0, 1099511627776] 超出了文件中 {room:,} 字节的数据",
         f"shape.safetensors：张量 {name!r} 没有有效的形状"]
+
+
+def test_a_servers_bad_field_is_worded_with_its_nested_parts(chinese):
+    """The dialects' checks nest: the server, the field ("a key of top_logprobs") and what it should be are codes."""
+    from inference.sources.dialects import parse_vllm
+    from inference.sources.http import ServerError
+
+    server = say("remote.server", label="vLLM", url="http://127.0.0.1:8000")
+    reply = {"choices": [{"logprobs": {"top_logprobs": [{"Paris": -0.1}]}}]}  # keyed by text, not token_id:<id>
+    with pytest.raises(ServerError) as caught:
+        parse_vllm(reply, server)
+    assert str(caught.value) == ("vLLM at http://127.0.0.1:8000 sent a key of top_logprobs = 'Paris': not "
+                                 "token_id:<id> (it needs return_tokens_as_token_ids: vLLM 0.6 or later)")
+    assert word(said(caught.value), str(caught.value)) == (
+        "http://127.0.0.1:8000 上的 vLLM 发来的 top_logprobs 的一个键 = 'Paris'：不是 token_id:<id>"
+        "（需要 return_tokens_as_token_ids：vLLM 0.6 或更新版本）")
+    with pytest.raises(ServerError) as caught:
+        parse_vllm({"choices": [{"logprobs": {"top_logprobs": [{"token_id:5": 0.5}]}}]}, server)
+    assert word(said(caught.value), str(caught.value)) == (
+        "http://127.0.0.1:8000 上的 vLLM 发来的 top_logprobs 中的一个对数概率 = 0.5：不是对数概率（至多为 0 的数）")

@@ -234,3 +234,41 @@ def test_a_server_that_took_nothing_from_its_cache_is_the_cache_off_lesson(qtbot
     finally:
         win.close()
         fake.stop()
+
+
+def test_a_servers_malformed_reply_is_worded_in_chinese(qtbot, tokenizer_dir, tmp_path):
+    """Issue 41 item 4: a server's bad reply reaches the GUI as a code, so Chinese mode words it in Chinese (the
+    server's name, the field and the reason are nested codes), English mode as `trace` says it."""
+    routes = llama_cpp_routes(tokenizer_dir)
+    good = routes[("POST", "/completion")]
+
+    def twice(body):  # the most likely token listed twice: not one distribution's top-N
+        status, reply = good(body)
+        listed = reply["completion_probabilities"][0]["top_logprobs"]
+        return status, {**reply, "completion_probabilities": [{"top_logprobs": [listed[0], *listed]}]}
+
+    routes[("POST", "/completion")] = twice
+    fake = Fake(routes)
+    errors = []
+    win = window_on(qtbot, fake, tokenizer_dir, tmp_path)
+    c = win.controller
+    c.error.connect(lambda message, details, expected: errors.append((message, expected)))
+    try:
+        qtbot.waitUntil(lambda: c.info is not None, timeout=60_000)
+        win.controls.prompt.setPlainText("the tin")
+        for code in ("zh_CN", "en"):
+            win.set_language(code)
+            win.actions["prefill"].trigger()
+            qtbot.waitUntil(lambda: bool(errors) and not c.busy, timeout=60_000)
+            message, expected = errors.pop()
+            assert expected and not c.prefilled and win.status.state.text() == message
+            if code == "zh_CN":
+                assert message.startswith(f"{fake.url} 上的 llama-server 在 top_logprobs 中把 Token id ")
+                assert message.endswith("列了两次：这不是同一个分布的前 N 个")
+            else:
+                assert message.startswith(f"llama-server at {fake.url} listed token id ")
+                assert message.endswith(" twice in top_logprobs: not one distribution's top-N")
+    finally:
+        win.set_language("en")
+        win.close()
+        fake.stop()

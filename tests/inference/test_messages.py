@@ -63,3 +63,14 @@ def test_trace_says_an_engine_error_in_english(tmp_path, capsys):
     assert err.startswith("error: the prompt is ") and err.endswith(" tokens but the context window holds 4 "
                                                                     "(the context limit)"), err
     assert all(code.count(".") == 1 for code in ENGLISH)  # "area.what": stable names, one level
+
+
+def test_a_batch_refuses_a_longrope_model_with_a_code():
+    from types import SimpleNamespace
+
+    from inference.session.batch_forward import forward_chunks
+
+    with pytest.raises(ValueError) as caught:
+        forward_chunks(SimpleNamespace(longrope=object()), [])  # checked before anything else is read
+    assert said(caught.value) == say("batch.longrope")
+    assert str(caught.value) == "a batch cannot run a longrope model (Phi-3 long context) yet"
