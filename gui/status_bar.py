@@ -125,25 +125,21 @@ class StatusBar(QStatusBar):
         # the fingerprint off a 1600 px window.
         summary = decode_summary(info.decode_path)
         summary = translate("StatusBar", DECODE_WORDS[summary]) if summary in DECODE_WORDS else summary
-        decode = (" · " + translate("StatusBar", "decode: {path}").format(path=html.escape(summary))
-                  if info.decode_path else "")
+        decode = translate("StatusBar", "decode: {path}").format(path=summary) if info.decode_path else ""
         weights = translate("StatusBar", "weights on the server") if info.dtype == "remote" else \
             translate("StatusBar", "weights {size}").format(size=fmt_bytes(info.weights_bytes))
         length = info.context_length
         window = translate("StatusBar", "context window %n token(s)", None, length)
-        name = f"<b>{html.escape(info.name)}</b>"
+        fingerprint, self._tip = self._fingerprint()
         # The longest form that fits beside the left line's first words: a narrow window (1024 px) drops the
-        # decode path, then the dtype and device, then the parameter count (the tooltip keeps everything);
-        # the context window, the weights and their fingerprint are what the line is for.
-        full = (fmt_params(info.n_params), info.dtype, info.device) + ((decode[3:],) if decode else ()) + (window, weights)
-        fingerprint = self._fingerprint()
-        self._tip = self.model.toolTip()
-        self._whole = html.unescape(" · ".join((info.name,) + full)) + fingerprint  # the tooltip's first line when cut
-        self._forms = [" · ".join(parts) + fingerprint for parts in (
-            (name,) + full,
-            (name, fmt_params(info.n_params), info.dtype, info.device, window, weights),
-            (name, fmt_params(info.n_params), window, weights),
-            (name, window, weights))]
+        # decode path (form 1), then the dtype and device (2), then the parameter count (3); the tooltip keeps
+        # everything. The name, the context window, the weights and their fingerprint are what the line is for.
+        parts = ((info.name, 4), (fmt_params(info.n_params), 3), (info.dtype, 2), (info.device, 2), (decode, 1),
+                 (window, 4), (weights, 4))
+        self._whole = " · ".join(text for text, _ in parts if text) + fingerprint  # the tooltip's first line when cut
+        self._forms = [" · ".join(f"<b>{html.escape(text)}</b>" if i == 0 else html.escape(text)
+                                  for i, (text, kept_until) in enumerate(parts) if text and kept_until > form)
+                       + fingerprint for form in range(4)]
         self._fit_model()
 
     def _fit_model(self) -> None:
@@ -164,27 +160,27 @@ class StatusBar(QStatusBar):
         super().resizeEvent(event)
         self._fit_model()
 
-    def _fingerprint(self) -> str:
+    def _fingerprint(self) -> tuple[str, str]:
         """The weights' fingerprint at load, and as re-hashed after the last run: equal (inference never
-        changes a weight)."""
+        changes a weight). (The model line's end, the model line's tooltip.)"""
         check, info = self.controller.weights_check, self.controller.info
         notes = f"{info.dtype}: {info.decode_notes}\n" if info.decode_notes else ""  # int8: its head, its path
         decode = "\n" + translate("StatusBar", "Decode: {path}").format(path=info.decode_path) if info.decode_path else ""
         fingerprint = translate("StatusBar", "fingerprint {hash}")
         if check is None:
-            self.model.setToolTip(notes + translate("StatusBar", "Weights fingerprint at load: {hash}").format(
-                hash=info.weights_fingerprint) + decode)
-            return " · " + fingerprint.format(hash=info.weights_fingerprint[:8])
+            tip = notes + translate("StatusBar", "Weights fingerprint at load: {hash}").format(
+                hash=info.weights_fingerprint) + decode
+            return " · " + fingerprint.format(hash=info.weights_fingerprint[:8]), tip
         same = check.now == check.at_load
-        self.model.setToolTip(notes + translate(
+        tip = (notes + translate(
             "StatusBar", "Weights fingerprint (sha256 of every weight's bytes)\nat load:      {at_load}\n"
             "re-hashed now: {now} ({ms} ms, in the engine)\n").format(at_load=check.at_load, now=check.now,
                                                                      ms=number(check.ms))
-                              + (translate("StatusBar", "equal: generating never changes a weight") if same
-                                 else translate("StatusBar", "DIFFERENT")) + decode)
+               + (translate("StatusBar", "equal: generating never changes a weight") if same
+                  else translate("StatusBar", "DIFFERENT")) + decode)
         mark = translate("StatusBar", "= after the run ✓") if same else \
             translate("StatusBar", "≠ {hash} after the run ✗").format(hash=check.now[:8])
-        return " · " + fingerprint.format(hash=check.at_load[:8]) + " " + mark
+        return " · " + fingerprint.format(hash=check.at_load[:8]) + " " + mark, tip
 
     def _show_error(self, message: str, details: str, expected: bool) -> None:
         self._error = message

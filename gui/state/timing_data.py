@@ -141,9 +141,9 @@ def _timeline_step(state: _Timeline, event) -> None:
         text, verify = event.token.shown_text, state.verify
         if verify is not None and event.verified_by == verify.index:
             if event.index == verify.index:
-                step_ms = verify_step_ms(verify, state.cached_ms)
+                cost = verify_cost(verify, float(np.median(state.cached_ms)) if state.cached_ms else None)
                 add(VERIFY, verify.forward_ms, f"verify {verify.emitted}", event, verify.positions,
-                    verify.forward_ms / step_ms if step_ms else None)
+                    cost[0] if cost else None)
             add(SAMPLE, event.sample_ms, text, event)
         elif state.fed:
             kind = NO_CACHE if cache_off(event) else CACHED
@@ -159,17 +159,11 @@ def _timeline_step(state: _Timeline, event) -> None:
 _timeline = Folded(_Timeline, _timeline_step)
 
 
-def verify_step_ms(verify: Verified, cached_ms) -> float | None:
-    """The one-position step a verify pass's cost is a multiple of: the engine's measure when it sent one (its
-    running average of plain steps), else the median of the plain cached steps `cached_ms` (None: none yet)."""
-    if verify.step_ms:
-        return verify.step_ms
-    return float(np.median(cached_ms)) if len(cached_ms) else None
-
-
-def verify_cost(verify: Verified, log) -> tuple[float, float] | None:
-    """(the pass's cost in one-position steps, the step's ms), from the measured numbers; None: no step yet."""
-    step_ms = verify.step_ms or median_cached_ms(log)
+def verify_cost(verify: Verified, plain_ms: float | None) -> tuple[float, float] | None:
+    """(the pass's cost in one-position steps, the step's ms): the step is the engine's measure when it sent one
+    (the median of its latest plain steps), else `plain_ms` (the median plain cached step seen here: the caller's
+    median_cached_ms); None while neither exists."""
+    step_ms = verify.step_ms or plain_ms
     return (verify.forward_ms / step_ms, step_ms) if step_ms else None
 
 

@@ -21,7 +21,7 @@ from inference.settings import PREFILL_CHUNK
 from gui.state.i18n import translate
 from gui.state.intents import Intents
 from gui.state.speculation import pass_of
-from gui.state.timing_data import verify_cost
+from gui.state.timing_data import median_cached_ms, verify_cost
 from gui.theme import Appearance
 from gui.views.base import View
 from gui.state.format import agree, display, fmt_bytes, fmt_count, quoted, rank_text
@@ -199,7 +199,7 @@ class ExplainView(View):
     def _verify_cost(self, v, numbers: dict) -> str:
         """The pass's measured cost in plain steps, and why the engine drafted this many ("" before a plain step
         was timed: nothing to measure it against)."""
-        cost = verify_cost(v, self.intents.history.log)
+        cost = verify_cost(v, median_cached_ms(self.intents.history.log))
         if cost is None:
             return ""
         choice = text("verify_choice").format(

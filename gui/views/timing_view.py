@@ -212,7 +212,7 @@ class TimingView(View):
         if c.stopped is not None and c.stopped.decode_tokens_per_s > 0:
             text += " · " + translate("Timing", "session: {speed} tokens/s").format(
                 speed=number(c.stopped.decode_tokens_per_s, 1))
-        return (text + self._cache_text() + self._counter_text() + self._shown_text(shown, reread)
+        return (text + self._cache_text() + self._counter_text() + self._shown_text(shown, reread, median)
                 + f"<br><span style='color:{t.muted}'>"
                 + translate("Timing", "Below the steps: every pass to scale in ms (hatched: a re-read)") + "</span>")
 
@@ -288,8 +288,9 @@ class TimingView(View):
             colour=green, accepted=k.accepted, drafted=k.drafted, rate=f"{k.acceptance:.0%}",
             per_pass=number(k.tokens_per_pass, 2))
 
-    def _shown_text(self, shown, reread) -> str:
-        """The highlighted step's own times, and the last branch switch's re-read."""
+    def _shown_text(self, shown, reread, median: float | None) -> str:
+        """The highlighted step's own times, and the last branch switch's re-read (`median`: this prompt's median
+        plain cached step, what a verify pass is priced in when the engine sent no step time)."""
         t = self.appearance.theme
         text = ""
         if shown is not None and shown.step is not None:
@@ -307,7 +308,7 @@ class TimingView(View):
                                    "over {positions} positions for {emitted} tokens").format(
                     role=translate("Timing", ROLES[verify.role(s)]), index=v.index, ms=number(v.forward_ms, 1),
                     positions=v.positions, emitted=v.emitted)
-                cost = verify_cost(v, self.intents.history.log)
+                cost = verify_cost(v, median)
                 if cost is not None:
                     source += translate("Timing", " = {cost} one-token steps of {step_ms} ms").format(
                         cost=f"{cost[0]:.1f}", step_ms=f"{cost[1]:.1f}")

@@ -12,7 +12,7 @@ import pytest
 from PySide6.QtWidgets import QApplication
 
 from gui.state.speculation import counters, newest_pass, pass_of
-from gui.state.timing_data import verify_cost
+from gui.state.timing_data import median_cached_ms, verify_cost
 from inference.events import Token, Verified
 from app_driver import idle, prefill as driver_prefill, settle, step, wait_until, window_fixture
 
@@ -125,7 +125,7 @@ def test_a_verify_pass_shows_ghost_chips_a_block_and_counters(window):
     newest = pass_of(c.history, c.steps[-1]).verified
     assert newest.draft_max == 4 and f"drafted {len(newest.drafted)} of max 4: acceptance" in timing.summary.text()
     explain = window.views["explain"]
-    cost = verify_cost(newest, c.history.log)
+    cost = verify_cost(newest, median_cached_ms(c.history.log))
     assert ("What the check cost" in explain._html) == (cost is not None)
     if cost is not None:
         assert f"cost {cost[0]:.1f} steps ({newest.forward_ms:.0f} ms, where one plain step takes {cost[1]:.1f}" \
