@@ -314,10 +314,8 @@ class CandidatesView(View):
         # plot keeps one line: the red part of its bar shows the cut, the tooltip says it). The y range grows
         # above 1 as far as the labels need, so they never reach into the bars.
         height = self.waterfall.getPlotItem().getViewBox().height()
-        def room(lines: int) -> float:  # px a label of that many lines takes (its margins included), and a gap
-            return lines * self._label_metrics.lineSpacing() + 2 * Label.MARGIN + 2
-        lines = 2 if any(removed) and room(2) <= 0.5 * height else 1
-        top = max(1.4, 1 / (1 - min(room(lines), 0.6 * height) / max(height, 1.0)))
+        lines = 2 if any(removed) and self._label_px(2) <= 0.5 * height else 1
+        top = max(1.4, 1 / (1 - min(self._label_px(lines), 0.6 * height) / max(height, 1.0)))
         set_range(self.waterfall, x=(-0.5, len(names) - 0.5), y=(0, top))
         for i, label in enumerate(self.stage_labels):
             if i < len(names):
@@ -332,11 +330,15 @@ class CandidatesView(View):
             + (cut.format(percent=f"{removed[i] * 100:.2f}") if removed[i] else "")
             for i, title in enumerate(titles)))
 
+    def _label_px(self, lines: int) -> float:
+        """The px a plot label of that many lines takes (its margins included), and a gap."""
+        return lines * self._label_metrics.lineSpacing() + 2 * Label.MARGIN + 2
+
     def _draw_top(self) -> float:
         """The draw's y range top: 1, or more where the plot is short, so that the u label's line fits between
         the top and the bars (which end at DRAW_BAR_TOP)."""
         height = max(self.draw.getPlotItem().getViewBox().height(), 1.0)
-        need = min(self._label_metrics.lineSpacing() + 2 * Label.MARGIN + 2, 0.6 * height)
+        need = min(self._label_px(1), 0.6 * height)
         top = max(1.0, DRAW_BAR_TOP / (1 - need / height))
         set_range(self.draw, y=(0, top))
         return top

@@ -172,11 +172,8 @@ class DraftLength:
         n_max = max(n_max, 0)
         acceptance = tuple(self.estimate(i) for i in range(n_max))
         best = (0, 1.0, 1.0)  # (n, E(n), the expected cost)
-        reach = expected = 1.0
         for n in range(1, n_max + 1):
-            reach *= acceptance[n - 1]
-            expected += reach
-            cost = self.costs.cost(n + 1)
+            expected, cost = self.expect(n, n + 1)
             if fed:
                 cost = acceptance[0] * cost + (1 - acceptance[0])
             if expected / cost > best[1] / best[2] * (1 + 1e-9):
