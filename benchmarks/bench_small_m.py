@@ -1,19 +1,19 @@
-"""What a forward pass over M positions costs against a one-position step (issue 38), before and after the
-small-M kernels, side by side in one process.
+"""What a forward pass over M positions costs against a one-position step (issue 38), layer by layer through Python
+and in one kernels call, side by side in one process.
 
     PYTHONPATH=. python benchmarks/bench_small_m.py [--rounds 12] [--reps 5] [--contexts 16 128 512]
         [--sizes 1 2 4 5 8 16] [--dtype float32] [--products] [--json benchmarks/results/small_m/<machine>_<date>.json]
 
 The default model is loaded once; for each context length c the cache holds c positions of a prompt, and a
 pass of M positions (a verify pass: every row's logits, `all_logits=True`) runs at positions c..c+M-1, then
-the cache is cropped back to c. Every round runs both sides, in alternating order: "before" with the
-kernels' products for one row only (KernelLinear.most_rows = 1: M > 1 goes to BLAS, today's path) and
-"after" with the small-M products (most_rows as the loaded model chose it). Each figure is the fastest
+the cache is cropped back to c. Every round runs both sides, in alternating order: "before" runs the pass layer by
+layer through Python, each product on the small-M kernels (Decoder.most_fused_rows = 1), "after" every layer in one
+kernels call (csrc/rows.h decode_rows; most_fused_rows as the decoder has it). Each figure is the fastest
 of `reps` passes (a shared machine: the fastest pass is the least disturbed one); reported per (side,
 context, M): the median ms over the rounds, the median of the per-round ratios to the same side's
 one-position step, and the spread of that ratio (min and max over the rounds). `--products` also times the
 first layer's products and the head alone, M rows (--sizes) on the kernels against BLAS: the crossover.
-The rows' logits of the two sides must agree within 1e-4 (they are not the same bits: BLAS sums otherwise).
+The rows' logits of the two sides must agree within 1e-4 (not the same bits: "before" attends through SDPA).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from inference.model import layers  # noqa: E402
+from inference.model.decoder import Decoder  # noqa: E402
 from inference.store.loading import load_model  # noqa: E402
 import results  # noqa: E402  (benchmarks/results/: where --json writes)
 
@@ -49,7 +50,7 @@ def timed_pass(decoder, cache, ids: torch.Tensor, context: int, reps: int) -> tu
 
 def run(decoder, contexts, sizes, rounds: int, reps: int, most_rows: int) -> dict:
     """{side: {context: {M: [ms per round]}}} for the two sides, and the largest logit difference seen."""
-    sides = {"before": 1, "after": most_rows}
+    sides = {"before": 1, "after": most_rows}  # Decoder.most_fused_rows
     times = {side: {c: {m: [] for m in sizes} for c in contexts} for side in sides}
     worst = 0.0
     with torch.inference_mode():
@@ -60,14 +61,14 @@ def run(decoder, contexts, sizes, rounds: int, reps: int, most_rows: int) -> dic
                 order = list(sides) if r % 2 == 0 else list(sides)[::-1]
                 logits = {}
                 for side in order:
-                    layers.KernelLinear.most_rows = sides[side]
+                    Decoder.most_fused_rows = sides[side]
                     for m in sizes:
                         ms, logits[(side, m)] = timed_pass(decoder, cache, torch.arange(7, 7 + m), c, reps)
                         times[side][c][m].append(ms)
                 for m in sizes:
                     worst = max(worst, (logits[("before", m)] - logits[("after", m)]).abs().max().item())
                 print(f"[bench] context {c}: round {r + 1}/{rounds} done", file=sys.stderr)
-    layers.KernelLinear.most_rows = most_rows
+    Decoder.most_fused_rows = most_rows
     return {"times": times, "worst_logit_difference": worst}
 
 
@@ -131,7 +132,7 @@ def main(argv=None) -> int:
     decoder = load_model("default", device="cpu", dtype=args.dtype).decoder
     if decoder.backend.kernels is None:
         sys.exit("the decode kernels are not in use here: nothing to compare")
-    most_rows = getattr(layers.KernelLinear, "most_rows", 1)
+    most_rows = Decoder.most_fused_rows
     product_times = products(decoder, args.sizes, args.rounds, args.reps) if args.products else None
     measured = run(decoder, args.contexts, args.sizes, args.rounds, args.reps, most_rows)
     if measured["worst_logit_difference"] > 1e-4:

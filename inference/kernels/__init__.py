@@ -11,9 +11,11 @@ The ops by group (csrc/ops.cpp registers them; each group's header named):
   BLAS); their activations for the tests: quantize_activations_int16, quantize_activations; what runs here:
   int16_groups, integer_code;
 - the kernel shape (shape.h): set_shape, get_shape (rows per pass and prefetch, kernel_shape.py's choice);
-- attention, layers, steps (attention.h, layer.h, step.h): attend_one, attend_paged (one decode row of each of
-  several requests over its own blocks of the paged cache), decode_layer, decode_layers (every layer
-  of a step in one parallel region), products_region (a step's products alone, as kernel_shape.py times them);
+- attention, layers, steps (attention.h, layer.h, step.h, rows.h): attend_one, attend_paged (one decode row of each
+  of several requests over its own blocks of the paged cache), decode_layer, decode_layers (every layer
+  of a step in one parallel region), decode_rows (every layer of a pass over 2 to 16 positions in one region: a
+  verify pass over one sequence's cache, or a scheduler step over each request's blocks), products_region (a step's
+  products alone, as kernel_shape.py times them);
 - the int8 mode's head (head.h): gemv_int4 (the 4-bit ranking product), quantize_activations_int4 (for the
   tests), head_rescored (rank, then the best logits again in float32);
 - the vocabulary (vocab.h): vocab_stats (softmax, entropy, top n, argmax in one call), exp_nonpositive (its exp,

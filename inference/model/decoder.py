@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -44,7 +44,8 @@ from inference.model.families import registry
 from inference.model.families.parts import BlockTraits
 from inference.events import STOCK_DECODE
 from inference.model.kv_cache import KVCache, kv_bytes_per_token
-from inference.model.layers import Backend, Linear, Norm, decode_arguments, decode_layer, decode_layers, slot_value, weight_slots
+from inference.model.layers import (SMALL_M_ROWS, Backend, Linear, Norm, decode_arguments, decode_layer, decode_layers,
+                                    decode_rows, slot_value, weight_slots)
 from inference.host import ensure_kv_fits
 from inference.model.rope import LongropeCaches, RotaryTable, rotate
 
@@ -259,19 +260,36 @@ class Block:
                             c.sliding_window or 0)  # (1, C)
 
     def decode_all(self, x, layers: list[Layer], position: int, cache: KVCache, rope) -> torch.Tensor:
-        """decode_fused over every layer in one kernels call. The layers' arguments are gathered once per
-        list of layers and int8 path (a block lives until Decoder.rebind, which replaces the linears and the block;
-        a benchmark may switch the linears' path in place)."""
+        """decode_fused over every layer in one kernels call."""
         c = self.config
+        kvs = cache.layers()[:len(layers)]  # a model cut after some layers (tests) has a cache of all
+        return decode_layers(self.kernels, x, self.arguments(layers), kvs, position, rope, c.n_heads,
+                             c.sliding_window or 0)  # (1, C)
+
+    def rows_all(self, x, layers: list[Layer], positions: torch.Tensor, kvs, tables: torch.Tensor | None,
+                 rope) -> torch.Tensor:
+        """decode_all for 2 to 16 rows (float32 weights): row m at positions[m] over kvs, each layer's cache (a
+        verify pass: one sequence), or each layer's paged pool with the rows' block `tables` (a scheduler step).
+        rope: (M, hd / 2, 2) cos, sin of each row's position."""
+        c = self.config
+        return decode_rows(self.kernels, x, self.arguments(layers), kvs, positions, tables, rope, c.n_heads,
+                           c.sliding_window or 0)  # (M, C)
+
+    def arguments(self, layers: list[Layer]) -> tuple:
+        """decode_layers' arguments for `layers`, gathered once per list of layers and int8 path (a block lives
+        until Decoder.rebind, which replaces the linears and the block; a benchmark may switch the linears' path
+        in place)."""
         path = layers[0].qkv.path
         if self._arguments is None or self._arguments[0] is not layers or self._arguments[1][-1] != path:
             self._arguments = (layers, decode_arguments(layers))
-        kvs = cache.layers()[:len(layers)]  # a model cut after some layers (tests) has a cache of all
-        return decode_layers(self.kernels, x, self._arguments[1], kvs, position, rope, c.n_heads,
-                             c.sliding_window or 0)  # (1, C)
+        return self._arguments[1]
 
 
 class Decoder:
+    # The most rows a forward runs in one kernels call (takes_rows); 1: none, each layer through Python (a benchmark's
+    # "before": benchmarks/bench_small_m.py).
+    most_fused_rows: ClassVar[int] = SMALL_M_ROWS
+
     def __init__(self, config: ModelConfig, weights: DecoderWeights, backend: Backend):
         self.config, self.weights, self.backend = config, weights, backend
         self.dtype, self.device = backend.dtype, backend.device
@@ -360,6 +378,11 @@ class Decoder:
                 for index, layer in enumerate(w.layers):
                     x = self.block.decode_fused(x, layer, index, start, cache, cos_sin)  # (1, C)
                     residuals.record(index, x)
+        elif self.takes_rows(ids.shape[0]) and capture is None and residuals is None:  # every layer in one call
+            rows = ids.shape[0]
+            positions = torch.arange(start, start + rows)
+            cos_sin = torch.view_as_real(self.rotary(start, start + rows))  # (rows, hd/2, 2)
+            x = self.block.rows_all(x, w.layers, positions, cache.layers()[:len(w.layers)], None, cos_sin)  # (T, C)
         else:
             rope = self.rotary(start, end)[:, None, :] if self.rotary is not None else None  # (T, 1, hd/2)
             for index, layer in enumerate(self.layers_for(ids.shape[0])):
@@ -369,6 +392,12 @@ class Decoder:
         cache.length = end
         x = x[-T:] if all_logits else x[-1:]  # (T or 1, C): the rows asked for (the last one predicts the next)
         return self.head_logits(x)  # (T or 1, V)
+
+    def takes_rows(self, rows: int) -> bool:
+        """Whether a forward of `rows` (2 to 16) rows runs every layer in one kernels call (csrc/rows.h): the
+        fused decode's families, float32 weights, not the bfloat16 copies of long prefills."""
+        return (self.fused_decode and self.backend.dtype == torch.float32 and 1 < rows <= self.most_fused_rows
+                and self.layers_for(rows) is self.weights.layers)
 
     def layers_for(self, rows: int) -> list[Layer]:
         """The layers a forward of `rows` rows runs: bfloat16 products for a long one where attached."""

@@ -281,6 +281,17 @@ def decode_layers(kernels, x: torch.Tensor, arguments: tuple, kvs, position: int
                                  window, path)  # (1, C)
 
 
+def decode_rows(kernels, x: torch.Tensor, arguments: tuple, kvs, positions: torch.Tensor, tables: torch.Tensor | None,
+                rope: torch.Tensor, n_heads: int, window: int) -> torch.Tensor:
+    """decode_layers for 2 to 16 rows of x in one kernels call (csrc/rows.h; float32 weights): row m at
+    positions[m] writes its K/V there and attends over its cache up to it. kvs: each layer's cache (2, KV,
+    capacity, hd), which all rows share (tables None: one sequence, a verify pass), or each layer's paged pool
+    (blocks, 2, KV, B, hd) with `tables` (M, width) int64, row m's block table. rope: (M, hd / 2, 2)."""
+    mats, scales, biases, norms, attn_eps, mlp_eps, _ = arguments
+    return kernels.decode_rows(x, mats, scales, biases, norms, kvs, positions, tables, rope, n_heads, attn_eps,
+                               mlp_eps, window)  # (M, C)
+
+
 @dataclass
 class Norm:
     """RMSNorm or LayerNorm. weight/bias are None when folded into the next projection."""

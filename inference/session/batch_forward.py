@@ -60,6 +60,32 @@ def paged_rows(decoder: Decoder, chunks: list[Chunk]) -> int:
     return rows
 
 
+def in_one_call(decoder: Decoder, chunks: list[Chunk], rows: int) -> bool:
+    """Whether the pass runs every layer for all its rows in one kernels call (csrc/rows.h decode_rows): the fused
+    decode's families on float32 weights, at most 16 rows, and no row writing into a block another request shares
+    (the scheduler never plans one)."""
+    if not decoder.takes_rows(max(rows, 2)):  # one row too: over its blocks, the bits of a solo decode step
+        return False
+    for chunk in chunks:
+        pool, table = chunk.cache.pool, chunk.cache.table
+        if any(pool.refs[table[p // pool.block_tokens]] != 1 for p in range(chunk.start, chunk.end)):
+            return False
+    return True
+
+
+def rows_in_one_call(decoder: Decoder, chunks: list[Chunk], x: torch.Tensor) -> torch.Tensor:
+    """Every layer for the rows x (M, C) of `chunks` in one kernels call, each row over its request's blocks where
+    they lie in the pool: the residual stream after the last layer, (M, C)."""
+    pool = chunks[0].cache.pool
+    widest = max(len(chunk.cache.table) for chunk in chunks)
+    tables = torch.tensor([chunk.cache.table + [0] * (widest - len(chunk.cache.table))
+                           for chunk in chunks for _ in chunk.ids], dtype=torch.int64)  # (M, widest)
+    positions = torch.tensor([p for chunk in chunks for p in range(chunk.start, chunk.end)], dtype=torch.int64)
+    rope = torch.cat([torch.view_as_real(decoder.rotary(chunk.start, chunk.end)) for chunk in chunks])  # (M, hd/2, 2)
+    kvs = pool.data.unbind(0)  # each layer's pool (blocks, 2, KV, B, hd)
+    return decoder.block.rows_all(x, decoder.weights.layers, positions, kvs, tables, rope)
+
+
 def forward_chunks(decoder: Decoder, chunks: list[Chunk]) -> torch.Tensor:
     """Every chunk's K/V into its cache; the float logits of each chunk's last row: (len(chunks), V)."""
     if decoder.longrope is not None:
@@ -77,6 +103,9 @@ def forward_chunks(decoder: Decoder, chunks: list[Chunk]) -> torch.Tensor:
     x = block.embed(w.embed, ids)  # (M, C)
     if w.pos_embed is not None:
         x = x + torch.cat([w.pos_embed[chunk.start:chunk.end] for chunk in chunks])  # (M, C)
+    last_rows = torch.tensor([last - 1 for _, last in bounds], device=decoder.device)
+    if in_one_call(decoder, chunks, len(ids)):
+        return decoder.head_logits(rows_in_one_call(decoder, chunks, x)[last_rows])  # (len(chunks), V)
     ropes = [decoder.rotary(chunk.start, chunk.end)[:, None, :] if decoder.rotary is not None else None
              for chunk in chunks]  # (T, 1, hd/2) each
     D = paged_rows(decoder, chunks)  # the decode rows 0..D-1, one per request, attended in one call a layer
@@ -103,5 +132,4 @@ def forward_chunks(decoder: Decoder, chunks: list[Chunk]) -> torch.Tensor:
             attended.append(block.attend(rows, index, chunk.start, chunk.cache, None))  # (T, q_dim)
         x = block.residual(x, layer.o, torch.cat(attended), layer.post_attn_norm)  # (M, C)
         x = block.residual(x, layer.mlp_out, block.mlp(x, layer), layer.post_mlp_norm)  # (M, C)
-    last_rows = torch.tensor([last - 1 for _, last in bounds], device=decoder.device)
     return decoder.head_logits(x[last_rows])  # (len(chunks), V)

@@ -325,28 +325,35 @@ def test_default_model_requests_equal_solo_runs(default_model):
 
 
 def test_decode_rows_attend_over_their_blocks_in_one_call(model, monkeypatch):
-    """Where the kernels run a model's attention (no soft-cap, no sliding window), a pass's decode rows attend in
-    one attend_paged call a layer, over the blocks where they lie; Gemma 2's capped, windowed layers take the
-    per-request route. Either way each request equals its solo run (the tests above)."""
+    """The fused decode's families on float32 run a whole pass, every layer and every request's rows, in one
+    decode_rows call over the blocks where they lie; where the kernels run only a model's attention (no soft-cap, no
+    sliding window), a pass's decode rows attend in one attend_paged call a layer; Gemma 2's capped, windowed layers
+    take the per-request route. Either way each request equals its solo run (the tests above)."""
     kernels = model.decoder.block.kernels
     if kernels is None:
         pytest.skip("the own kernels do not run on this machine")
-    rows_per_call = []
+    rows_per_call = {"decode_rows": [], "attend_paged": []}
 
     class Counting:
         def __getattr__(self, name):
             return getattr(kernels, name)
 
         def attend_paged(self, qkv, *rest):
-            rows_per_call.append(qkv.shape[0])
+            rows_per_call["attend_paged"].append(qkv.shape[0])
             return kernels.attend_paged(qkv, *rest)
+
+        def decode_rows(self, x, *rest):
+            rows_per_call["decode_rows"].append(x.shape[0])
+            return kernels.decode_rows(x, *rest)
 
     monkeypatch.setattr(model.decoder.block, "kernels", Counting())
     asked = [BatchRequest(list(range(3 + i, 20 + 3 * i)), _settings(i, 6, 20, greedy=True)) for i in range(3)]
     steps = _by_request(_run(Scheduler(model, asked, n_blocks=16, block_tokens=B)), StepDone)
     assert all(len(steps[i]) == 6 for i in range(3))
     c = model.config
-    if c.attn_softcap is not None or any(c.window_of(i) for i in range(c.n_layers)):
-        assert rows_per_call == []
+    if model.decoder.takes_rows(2):
+        assert max(rows_per_call["decode_rows"]) == 3 and rows_per_call["attend_paged"] == []
+    elif c.attn_softcap is not None or any(c.window_of(i) for i in range(c.n_layers)):
+        assert rows_per_call == {"decode_rows": [], "attend_paged": []}
     else:
-        assert max(rows_per_call) == 3 and len(rows_per_call) % c.n_layers == 0
+        assert max(rows_per_call["attend_paged"]) == 3 and len(rows_per_call["attend_paged"]) % c.n_layers == 0

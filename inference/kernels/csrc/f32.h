@@ -231,18 +231,56 @@ inline void dot_tile_any_f32(const float* w, const float* x, int64_t K, int64_t 
 // over them.
 constexpr int64_t kTileBytes = 96 << 10;
 
+// The products of weight rows w[0..n) (K apart) with T rows of x (xp, K apart): products[i * T + t], formed as
+// dot_f32 forms each (the bits a row of x gets alone). The rows lie in an L2 tile (kTileBytes): the first block of x
+// (kXBlock rows) reads them from memory, each row streamed once past the block (dot_block_f32: four accumulators a
+// product); the other blocks find them in L2, kWRows weight rows times a block of x at a time (dot_tile_f32, phase by
+// phase). Row by row over all T rows of x instead, T = 16 rows of K = 576 (37 KB) no longer fit L1 and were read
+// from L2 for every weight row.
+inline void fill_many_f32(const float* wp, int64_t n, const float* xp, int64_t K, int64_t T, float* products) {
+  for (int64_t t = 0; t < T; t += kXBlock) {
+    const int64_t b = std::min(kXBlock, T - t);
+    if (t == 0) {
+      for (int64_t i = 0; i < n; ++i) {
+        const float* w = wp + i * K;
+        float* out = products + i * T;
+        int64_t u = 0;
+        for (; u + kStreamBlock <= b; u += kStreamBlock) {
+          if (u == 0) dot_block_f32<kStreamBlock, kPrefetchBytes>(w, xp, K, K, out, 1);
+          else dot_block_f32<kStreamBlock, 0>(w, xp + u * K, K, K, out + u, 1);
+        }
+        for (; u < b; ++u) {
+          if (u == 0) dot_block_f32<1, kPrefetchBytes>(w, xp, K, K, out, 1);
+          else dot_block_f32<1, 0>(w, xp + u * K, K, K, out + u, 1);
+        }
+      }
+      continue;
+    }
+    for (int64_t i = 0; i < n;) {
+      const float* w = wp + i * K;
+      float* out = products + i * T + t;
+      const int64_t rows = i + kWRows <= n ? kWRows : 1;
+      if (rows == kWRows) dot_tile_any_f32<kWRows>(w, xp + t * K, K, b, out, T);
+      else dot_tile_any_f32<1>(w, xp + t * K, K, b, out, T);
+      i += rows;
+    }
+  }
+}
+
+// Weight rows per L2 tile for rows K floats wide: about kTileBytes, a whole number of kWRows.
+inline int64_t tile_rows(int64_t K) {
+  return std::max<int64_t>(kWRows, kTileBytes / (K * int64_t(sizeof(float))) / kWRows * kWRows);
+}
+
 // y = alpha_t * (W x_t) + bias + residual_t for T rows of x (2 <= T <= kMostRows): rows of W split over the
-// threads as the one-row products split them. A thread's rows go in L2 tiles (kTileBytes): the first block of x
-// (kXBlock rows) reads a tile from memory, the others find it in L2; within, kWRows weight rows times a block of
-// x at a time (dot_tile_f32). Row by row over all T rows of x instead, T = 16 rows of K = 576 (37 KB) no longer
-// fit L1 and were read from L2 for every weight row.
+// threads as the one-row products split them, a thread's rows in L2 tiles (fill_many_f32).
 at::Tensor gemv_f32_many(const float* wp, int64_t N, int64_t K, const at::Tensor& x, const std::vector<float>& alphas,
                          const float* h, const std::optional<at::Tensor>& bias,
                          const std::optional<at::Tensor>& residual) {
   const int64_t T = x.size(0);
   std::vector<float> x_copy;
   const float* xp = staggered(h, T * K, x_copy);  // each row at the same offset where K * 4 is a multiple of 64
-  const int64_t tile = std::max<int64_t>(kWRows, kTileBytes / (K * int64_t(sizeof(float))) / kWRows * kWRows);
+  const int64_t tile = tile_rows(K);
   at::Tensor y = at::empty({T, N}, x.options());
   const float* bp = bias.has_value() ? bias->data_ptr<float>() : nullptr;
   const float* rp = residual.has_value() ? residual->data_ptr<float>() : nullptr;
@@ -251,33 +289,7 @@ at::Tensor gemv_f32_many(const float* wp, int64_t N, int64_t K, const at::Tensor
     std::vector<float> products(tile * kMostRows);  // (rows of the tile, T)
     for (int64_t r0 = begin; r0 < end; r0 += tile) {
       const int64_t n = std::min(tile, end - r0);
-      for (int64_t t = 0; t < T; t += kXBlock) {
-        const int64_t b = std::min(kXBlock, T - t);
-        if (t == 0) {  // the tile from memory: each row streamed once past the block (four accumulators a product)
-          for (int64_t i = 0; i < n; ++i) {
-            const float* w = wp + (r0 + i) * K;
-            float* out = products.data() + i * T;
-            int64_t u = 0;
-            for (; u + kStreamBlock <= b; u += kStreamBlock) {
-              if (u == 0) dot_block_f32<kStreamBlock, kPrefetchBytes>(w, xp, K, K, out, 1);
-              else dot_block_f32<kStreamBlock, 0>(w, xp + u * K, K, K, out + u, 1);
-            }
-            for (; u < b; ++u) {
-              if (u == 0) dot_block_f32<1, kPrefetchBytes>(w, xp, K, K, out, 1);
-              else dot_block_f32<1, 0>(w, xp + u * K, K, K, out + u, 1);
-            }
-          }
-          continue;
-        }
-        for (int64_t i = 0; i < n;) {  // the tile from L2: kWRows rows at a time past the block, phase by phase
-          const float* w = wp + (r0 + i) * K;
-          float* out = products.data() + i * T + t;
-          const int64_t rows = i + kWRows <= n ? kWRows : 1;
-          if (rows == kWRows) dot_tile_any_f32<kWRows>(w, xp + t * K, K, b, out, T);
-          else dot_tile_any_f32<1>(w, xp + t * K, K, b, out, T);
-          i += rows;
-        }
-      }
+      fill_many_f32(wp + r0 * K, n, xp, K, T, products.data());
       // Row by row, every row of x within (as rows() writes them): the compiler contracts product * alpha + bias
       // into one fma or not by the loop's shape, and a row of a pass must get the bits it gets alone
       // (tests/kernels/test_small_m.py).

@@ -28,6 +28,7 @@
 //                   quantize_activations_int4, head_rescored)
 //   layer.h         a decoder layer in one call (decode_layer)
 //   step.h          every layer of a step in one parallel region (decode_layers, products_region)
+//   rows.h          every layer of a pass over 2 to 16 positions in one parallel region (decode_rows)
 //   vocab.h         one step's vocabulary statistics (vocab_stats, exp_nonpositive)
 // The op list of inference/kernels/__init__.py's docstring follows the groups below.
 
@@ -44,6 +45,7 @@
 #include "head.h"
 #include "layer.h"
 #include "step.h"
+#include "rows.h"
 #include "vocab.h"
 
 TORCH_LIBRARY(tokenstep, m) {
@@ -73,6 +75,8 @@ TORCH_LIBRARY(tokenstep, m) {
         "int position, Tensor rope, int heads, float attn_eps, float mlp_eps, int window, int int8_path=0) -> Tensor");
   m.def("decode_layers(Tensor x, Tensor[] mats, Tensor?[] scales, Tensor?[] biases, Tensor?[] norms, Tensor[] kv, "
         "int position, Tensor rope, int heads, float attn_eps, float mlp_eps, int window, int int8_path=0) -> Tensor");
+  m.def("decode_rows(Tensor x, Tensor[] mats, Tensor?[] scales, Tensor?[] biases, Tensor?[] norms, Tensor[] kv, "
+        "Tensor positions, Tensor? tables, Tensor rope, int heads, float attn_eps, float mlp_eps, int window) -> Tensor");
   m.def("products_region(Tensor[] mats, Tensor?[] scales, Tensor[] xs, int int8_path=0) -> Tensor[]");
   // the head
   m.def("gemv_int4(Tensor packed, Tensor scale, Tensor x, float alpha) -> Tensor");
@@ -96,6 +100,7 @@ TORCH_LIBRARY_IMPL(tokenstep, CPU, m) {
   m.impl("attend_paged", attend_paged);
   m.impl("decode_layer", decode_layer);
   m.impl("decode_layers", decode_layers);
+  m.impl("decode_rows", decode_rows);
   m.impl("products_region", products_region);
   m.impl("gemv_int4", gemv_int4);
   m.impl("quantize_activations_int4", quantize_activations_int4);

@@ -1,0 +1,304 @@
+// Every layer of a pass over several positions in one parallel region (decode_rows): a verify pass of one request
+// (its positions over its own cache, each under the causal mask) or one scheduler step of several requests (each
+// row over its own blocks of the paged pool), M = 2..16 rows, float32 weights.
+//
+// Per layer, as decode_layers (step.h) runs one position, with each weight row read once for all M rows of x:
+//   1. the qkv rows: each thread claims L2 tiles of weight rows (fill_many_f32) for all M rows of x;
+//   2. each row's heads: Qwen3's q/k norms, rotary at the row's position; its K and V into its cache;
+//   3. attention: every row's (KV head, chunk) tasks, row m over positions [first, p_m] of its cache (or blocks),
+//      chunked as attend_one chunks that many positions;
+//   4. each thread merges the chunks of its share of the rows; 5. the o rows plus the residual;
+//   6. the gate/up rows -> silu(gate) * up;  7. the down rows plus the residual.
+// Each product, head and chunk is formed as the one-position step forms it (dot_f32's sums, rows_into's
+// epilogue, attend_one's chunking and merge), so each row gets the bits it gets in a step of its own
+// (tests/kernels/test_decode_rows.py): a verify pass and a batch change no logit of the tokens they check.
+//
+// Why: a pass of M positions through Python, layer by layer, paid four product calls, rotary, the cache write,
+// SDPA with a mask and silu * up in torch per layer (about 150 calls a pass) on top of the products, where one
+// position is one call (issue 38: a 2-position pass cost 1.37-1.53x a step).
+
+#pragma once
+
+#include <ATen/ATen.h>
+#include <omp.h>
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "simd.h"
+#include "f32.h"
+#include "attention.h"
+#include "layer.h"
+#include "step.h"
+
+namespace {  // included by ops.cpp only, the one translation unit: internal linkage
+
+namespace many {
+
+// Where each row's K/V go and its attention reads: one cache per layer ((2, KV, capacity, hd), rows `hd` apart)
+// shared by every row, or the paged pool per layer ((blocks, 2, KV, B, hd)) with a block table per row.
+struct Caches {
+  std::vector<float*> base;  // per layer: the cache's keys, or the pool's first block
+  int64_t value_offset = 0;  // cache: floats from a key to its value (stride 0); pool: unused (KV heads after K)
+  int64_t head_stride = 0;   // cache: floats between KV heads; pool: B * hd
+  const int64_t* tables = nullptr;  // pool: (M, width) block ids; null: one cache
+  int64_t width = 0, B = 0, block_stride = 0;
+
+  bool paged() const { return tables != nullptr; }
+  // Key (part 0) or value (part 1) of KV head g at position p of row m, in layer l.
+  float* at(int64_t l, int64_t m, int64_t part, int64_t g, int64_t p, int64_t KV, int64_t hd) const {
+    if (!paged()) return base[l] + part * value_offset + g * head_stride + p * hd;
+    return base[l] + tables[m * width + p / B] * block_stride + (part * KV + g) * B * hd + (p % B) * hd;
+  }
+};
+
+// This thread's claimed tiles of y[t, r] = alphas[t] * (W h_t)[r] + bias[r] + residual[t, r] over T rows (glu:
+// silu(gate) * up, gate rows [0, N/2), up rows [N/2, N)); xp: the T rows of h, staggered. The epilogue is
+// rows_into's (step.h), row by row.
+void products_into(const step::Matrix& m, const float* xp, const float* alphas, int64_t T, bool glu,
+                   const float* residual, float* y, std::atomic<int64_t>* claims, std::vector<float>& first,
+                   std::vector<float>& second) {
+  const int64_t K = m.K, F = m.N / 2, rows = glu ? F : m.N, out = rows, tile = tile_rows(K);
+  const float* bp = m.bias;
+  first.resize(tile * T);
+  if (glu) second.resize(tile * T);
+  for (int64_t b = claims->fetch_add(tile, std::memory_order_relaxed); b < rows;
+       b = claims->fetch_add(tile, std::memory_order_relaxed)) {
+    const int64_t n = std::min(tile, rows - b);
+    fill_many_f32(m.w + b * K, n, xp, K, T, first.data());
+    if (glu) {
+      fill_many_f32(m.w + (F + b) * K, n, xp, K, T, second.data());
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t t = 0; t < T; ++t) {
+          const float g = first[i * T + t] * alphas[t] + (bp ? bp[b + i] : 0.0f);
+          const float u = second[i * T + t] * alphas[t] + (bp ? bp[F + b + i] : 0.0f);
+          y[t * out + b + i] = g / (1.0f + std::exp(-g)) * u;
+        }
+      }
+      continue;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t t = 0; t < T; ++t) {
+        float v = first[i * T + t] * alphas[t];
+        if (bp) v += bp[b + i];
+        if (residual) v += residual[t * out + b + i];
+        y[t * out + b + i] = v;
+      }
+    }
+  }
+}
+
+// Per thread, for one call.
+struct Scratch {
+  std::vector<float> alphas, normed, copy, first, second, scores;
+};
+
+// This thread's share of y = gain_t * (W (x_t * norm)) + bias + residual_t for the T rows of x (K = m.K floats
+// apart): each thread forms the gains and its own staggered copy of the rows (T K floats, no wait).
+void product(const step::Matrix& m, const float* x, int64_t T, double eps, const float* norm, bool glu,
+             const float* residual, float* y, std::atomic<int64_t>* claims, Scratch& s) {
+  const int64_t K = m.K;
+  s.alphas.resize(T);
+  for (int64_t t = 0; t < T; ++t) s.alphas[t] = step::gain_of(x + t * K, K, eps);
+  const float* h = x;
+  if (norm != nullptr) {
+    s.normed.resize(T * K);
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t k = 0; k < K; ++k) s.normed[t * K + k] = x[t * K + k] * norm[k];
+    }
+    h = s.normed.data();
+  }
+  const float* xp = staggered(h, T * K, s.copy);
+  products_into(m, xp, s.alphas.data(), T, glu, residual, y, claims, s.first, s.second);
+}
+
+}  // namespace many
+
+// decode_layers for M rows (2..16) of x at `positions` (int64, M): row m's K/V go to position p_m of its cache and it
+// attends over positions [max(0, p_m + 1 - window), p_m] (window 0: all). kv: per layer, one cache (2, KV, capacity,
+// hd) that every row shares (tables None: the positions of one sequence, a verify pass), or the layer's paged pool
+// (blocks, 2, KV, B, hd) with `tables` (M, width) int64, row m's blocks (a scheduler step: a row per request, or
+// several rows of one request's chunk). rope: (M, hd / 2, 2) cos and sin of each row's position. The rows' K/V are all
+// written before any row attends, so rows of one sequence see each other under the causal mask. Float32 matrices only.
+at::Tensor decode_rows(const at::Tensor& x, at::TensorList mats, const c10::List<std::optional<at::Tensor>>& scales,
+                       const c10::List<std::optional<at::Tensor>>& biases,
+                       const c10::List<std::optional<at::Tensor>>& norms, at::TensorList kv, const at::Tensor& positions,
+                       const std::optional<at::Tensor>& tables, const at::Tensor& rope, int64_t heads, double attn_eps,
+                       double mlp_eps, int64_t window) {
+  const int64_t L = static_cast<int64_t>(kv.size());
+  TORCH_CHECK(L > 0 && static_cast<int64_t>(mats.size()) == 4 * L && static_cast<int64_t>(scales.size()) == 4 * L &&
+                  static_cast<int64_t>(biases.size()) == 4 * L && norms.size() % L == 0,
+              "four matrices, scales and biases per layer, the same number of norms per layer, one cache per layer");
+  const int64_t per = static_cast<int64_t>(norms.size()) / L;
+  TORCH_CHECK(per == 2 || per == 4, "two norms per layer (or four: q/k norms)");
+  TORCH_CHECK(x.dim() == 2 && x.size(0) >= 1 && x.size(0) <= kMostRows && x.is_contiguous() &&
+                  x.scalar_type() == at::kFloat, "x: 1 to ", kMostRows, " contiguous float32 rows");
+  const int64_t M = x.size(0), C = x.size(1);
+  TORCH_CHECK(positions.dim() == 1 && positions.size(0) == M && positions.is_contiguous() &&
+                  positions.scalar_type() == at::kLong, "positions: int64 (rows,)");
+  const int64_t* pos = positions.data_ptr<int64_t>();
+  many::Caches caches;
+  caches.base.resize(L);
+  int64_t KV = 0, hd = 0;
+  if (tables.has_value()) {
+    const at::Tensor& pool = kv[0];
+    TORCH_CHECK(pool.dim() == 5 && pool.size(1) == 2, "kv with tables: each layer's pool (blocks, 2, kv_heads, B, hd)");
+    KV = pool.size(2), hd = pool.size(4), caches.B = pool.size(3);
+    caches.head_stride = caches.B * hd, caches.block_stride = 2 * KV * caches.B * hd;
+    TORCH_CHECK(tables->dim() == 2 && tables->size(0) == M && tables->is_contiguous() &&
+                    tables->scalar_type() == at::kLong, "tables: int64 (rows, blocks per row)");
+    caches.tables = tables->data_ptr<int64_t>(), caches.width = tables->size(1);
+    for (int64_t m = 0; m < M; ++m) {
+      TORCH_CHECK(pos[m] >= 0 && pos[m] / caches.B < caches.width, "row ", m, ": position ", pos[m],
+                  " outside its block table");
+      for (int64_t b = 0; b <= pos[m] / caches.B; ++b) {
+        const int64_t id = caches.tables[m * caches.width + b];
+        TORCH_CHECK(id >= 0 && id < pool.size(0), "row ", m, ": block ", id, " outside the pool of ", pool.size(0));
+      }
+    }
+    for (int64_t l = 0; l < L; ++l) {
+      TORCH_CHECK(kv[l].sizes() == pool.sizes() && kv[l].is_contiguous() && kv[l].scalar_type() == at::kFloat,
+                  "kv: contiguous float32 pools of one shape");
+      caches.base[l] = kv[l].data_ptr<float>();
+    }
+  } else {
+    TORCH_CHECK(kv[0].dim() == 4, "kv: float32 (2, kv_heads, capacity, head_dim) per layer, or pools with tables");
+    KV = kv[0].size(1), hd = kv[0].size(3);
+    caches.value_offset = kv[0].stride(0), caches.head_stride = kv[0].stride(1);
+    for (int64_t l = 0; l < L; ++l) {
+      const at::Tensor& c = kv[l];
+      TORCH_CHECK(c.dim() == 4 && c.size(0) == 2 && c.size(1) == KV && c.size(3) == hd &&
+                      c.scalar_type() == at::kFloat && c.stride(3) == 1 && c.stride(2) == hd &&
+                      c.stride(0) == caches.value_offset && c.stride(1) == caches.head_stride,
+                  "kv: float32 (2, kv_heads, capacity, head_dim) of one layout every layer");
+      for (int64_t m = 0; m < M; ++m) {
+        TORCH_CHECK(pos[m] >= 0 && pos[m] < c.size(2), "row ", m, ": position ", pos[m], " outside the cache");
+      }
+      caches.base[l] = c.data_ptr<float>();
+    }
+  }
+  TORCH_CHECK(heads > 0 && KV > 0 && heads % KV == 0, "heads: a multiple of the cache's kv_heads");
+  TORCH_CHECK(hd % 2 == 0 && hd <= attention::kMostHeadDim, "head_dim: even, at most ", attention::kMostHeadDim);
+  TORCH_CHECK(rope.is_contiguous() && rope.scalar_type() == at::kFloat && rope.numel() == M * hd,
+              "rope: float32 (rows, head_dim / 2, 2)");
+  const int64_t q_dim = heads * hd, kv_dim = KV * hd, width = q_dim + 2 * kv_dim, group = heads / KV;
+  std::vector<step::Layer> layers(L);
+  int64_t F = 0;
+  for (int64_t l = 0; l < L; ++l) {
+    step::Layer& layer = layers[l];
+    const int64_t i = 4 * l;
+    layer.qkv = step::matrix_of(mats[i], scales.get(i), biases.get(i), C, width);
+    layer.o = step::matrix_of(mats[i + 1], scales.get(i + 1), biases.get(i + 1), q_dim, C);
+    layer.glu = step::matrix_of(mats[i + 2], scales.get(i + 2), biases.get(i + 2), C, -1);
+    TORCH_CHECK(layer.glu.N % 2 == 0, "glu: an even number of rows (gate, then up)");
+    layer.down = step::matrix_of(mats[i + 3], scales.get(i + 3), biases.get(i + 3), layer.glu.N / 2, C);
+    for (const step::Matrix* m : {&layer.qkv, &layer.o, &layer.glu, &layer.down}) {
+      TORCH_CHECK(m->w != nullptr, "decode_rows: float32 matrices");
+    }
+    F = std::max(F, layer.glu.N / 2);
+    layer.attn_norm = step::vector_of(norms.get(per * l), C, "attention norm");
+    layer.mlp_norm = step::vector_of(norms.get(per * l + 1), C, "MLP norm");
+    for (int64_t j = 0; per == 4 && j < 2; ++j) {
+      layer.head_norm[j] = step::vector_of(norms.get(per * l + 2 + j), hd, "q/k norms");
+      TORCH_CHECK(layer.head_norm[j] != nullptr, "q/k norms: float32 (head_dim,)");
+    }
+  }
+  // Each row's attention: its first position, count, chunks (as attend_one cuts `count` positions) and where its
+  // tasks and partial sums begin.
+  std::vector<int64_t> first(M), count(M), chunks(M), size(M), task_at(M + 1, 0), partial_at(M + 1, 0);
+  int64_t widest = 0;
+  for (int64_t m = 0; m < M; ++m) {
+    const int64_t n = pos[m] + 1;
+    first[m] = (window > 0 && n > window) ? n - window : 0;
+    count[m] = n - first[m];
+    std::tie(chunks[m], size[m]) = attention::chunking(count[m], KV, hd);
+    task_at[m + 1] = task_at[m] + KV * chunks[m];
+    partial_at[m + 1] = partial_at[m] + heads * chunks[m] * (hd + 2);
+    widest = std::max(widest, size[m]);
+  }
+  const float scale = static_cast<float>(1.0 / std::sqrt(double(hd)));
+  at::Tensor out = x.clone();  // the residual stream, layer after layer
+  float* cur = out.data_ptr<float>();
+  const float* r = rope.data_ptr<float>();
+  std::vector<float> qkv(M * width), mid(M * C), gated(M * F), attended(M * q_dim), partial(partial_at[M]);
+  std::unique_ptr<std::atomic<int64_t>[]> claims(new std::atomic<int64_t>[4 * L]);
+  for (int64_t i = 0; i < 4 * L; ++i) claims[i] = 0;
+#pragma omp parallel num_threads(at::get_num_threads())
+  {
+    const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
+    std::atomic<int64_t>* claim = claims.get();  // each product's tile counter, in order
+    many::Scratch s;
+    const int64_t stride = attention::score_stride(widest);
+    s.scores.resize(attention::kMostHeads * stride);
+    for (int64_t l = 0; l < L; ++l) {
+      const step::Layer& layer = layers[l];
+      many::product(layer.qkv, cur, M, attn_eps, layer.attn_norm, false, nullptr, qkv.data(), claim++, s);
+#pragma omp barrier
+      {  // each row's heads: norms, rotary at its position, its K and V to its cache
+        const auto [begin, end] = step::share(M * (heads + KV), tid, nt);
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t m = t / (heads + KV), h = t % (heads + KV);
+          float* row = qkv.data() + m * width;
+          rotate_head(row + h * hd, r + m * hd, hd, layer.head_norm[h < heads ? 0 : 1], attn_eps);
+          if (h >= heads) {
+            const int64_t g = h - heads;
+            std::copy_n(row + h * hd, hd, caches.at(l, m, 0, g, pos[m], KV, hd));
+            std::copy_n(row + (heads + KV + g) * hd, hd, caches.at(l, m, 1, g, pos[m], KV, hd));
+          }
+        }
+      }
+#pragma omp barrier
+      {  // every row's (KV head, chunk) tasks, as decode_layers runs one row's
+        const auto [begin, end] = step::share(task_at[M], tid, nt);
+        int64_t m = std::upper_bound(task_at.begin(), task_at.end(), begin) - task_at.begin() - 1;
+        for (int64_t t = begin; t < end; ++t) {
+          while (t >= task_at[m + 1]) ++m;
+          const int64_t local = t - task_at[m], g = local / chunks[m], j = local % chunks[m], at = j * size[m];
+          const int64_t len = std::min(size[m], count[m] - at);
+          if (len <= 0) continue;
+          const float* q = qkv.data() + m * width;
+          float* part = partial.data() + partial_at[m];
+          const int64_t from = first[m] + at;
+          if (caches.paged()) {
+            const int64_t* table = caches.tables + m * caches.width;
+            const float* base = caches.base[l];
+            attention::chunk_group(q, g * group, (g + 1) * group,
+                                   attention::BlockRows{base + g * caches.B * hd, table, from, caches.B,
+                                                        caches.block_stride, hd},
+                                   attention::BlockRows{base + (KV + g) * caches.B * hd, table, from, caches.B,
+                                                        caches.block_stride, hd},
+                                   len, hd, scale, s.scores.data(), stride, part, chunks[m], j);
+          } else {
+            const float* keys = caches.at(l, m, 0, g, from, KV, hd);
+            const float* values = caches.at(l, m, 1, g, from, KV, hd);
+            attention::chunk_group(q, g * group, (g + 1) * group, attention::Rows{keys, hd},
+                                   attention::Rows{values, hd}, len, hd, scale, s.scores.data(), stride, part,
+                                   chunks[m], j);
+          }
+        }
+      }
+#pragma omp barrier
+      {
+        const auto [begin, end] = step::share(M, tid, nt);
+        for (int64_t m = begin; m < end; ++m) {
+          attention::merge(partial.data() + partial_at[m], heads, hd, count[m], chunks[m], size[m],
+                           attended.data() + m * q_dim);
+        }
+      }
+#pragma omp barrier
+      many::product(layer.o, attended.data(), M, -1.0, nullptr, false, cur, mid.data(), claim++, s);
+#pragma omp barrier
+      many::product(layer.glu, mid.data(), M, mlp_eps, layer.mlp_norm, true, nullptr, gated.data(), claim++, s);
+#pragma omp barrier
+      many::product(layer.down, gated.data(), M, -1.0, nullptr, false, mid.data(), cur, claim++, s);
+#pragma omp barrier
+    }
+  }
+  return out;
+}
+
+}  // namespace
