@@ -58,7 +58,8 @@ struct Caches {
 
 // This thread's claimed tiles of y[t, r] = alphas[t] * (W h_t)[r] + bias[r] + residual[t, r] over T rows (glu:
 // silu(gate) * up, gate rows [0, N/2), up rows [N/2, N)); xp: the T rows of h, staggered. The epilogue is
-// rows_into's (step.h), row by row.
+// rows_into's (step.h), row by row. A thread claims its next tile before it computes the one it has, so that tile's
+// rows come into L2 meanwhile (fill_many_f32's `ahead`; a gated product's gate rows fetch its up rows).
 void products_into(const step::Matrix& m, const float* xp, const float* alphas, int64_t T, bool glu,
                    const float* residual, float* y, std::atomic<int64_t>* claims, std::vector<float>& first,
                    std::vector<float>& second) {
@@ -66,12 +67,17 @@ void products_into(const step::Matrix& m, const float* xp, const float* alphas, 
   const float* bp = m.bias;
   first.resize(tile * T);
   if (glu) second.resize(tile * T);
-  for (int64_t b = claims->fetch_add(tile, std::memory_order_relaxed); b < rows;
-       b = claims->fetch_add(tile, std::memory_order_relaxed)) {
-    const int64_t n = std::min(tile, rows - b);
-    fill_many_f32(m.w + b * K, n, xp, K, T, first.data());
+  auto fill = [&](int64_t r, int64_t n, int64_t next, int64_t next_n, float* out) {
+    fill_many_f32(m.w + r * K, n, xp, K, T, out, ahead_of(next < 0 ? nullptr : m.w + next * K, next_n, K, T, tile));
+  };
+  int64_t b = claims->fetch_add(tile, std::memory_order_relaxed);
+  while (b < rows) {
+    const int64_t n = std::min(tile, rows - b), nb = claims->fetch_add(tile, std::memory_order_relaxed);
+    const int64_t nn = nb < rows ? std::min(tile, rows - nb) : 0;
+    if (glu) fill(b, n, F + b, n, first.data());
+    else fill(b, n, nb < rows ? nb : -1, nn, first.data());
     if (glu) {
-      fill_many_f32(m.w + (F + b) * K, n, xp, K, T, second.data());
+      fill(F + b, n, nb < rows ? nb : -1, nn, second.data());
       for (int64_t i = 0; i < n; ++i) {
         for (int64_t t = 0; t < T; ++t) {
           const float g = first[i * T + t] * alphas[t] + (bp ? bp[b + i] : 0.0f);
@@ -79,6 +85,7 @@ void products_into(const step::Matrix& m, const float* xp, const float* alphas, 
           y[t * out + b + i] = g / (1.0f + std::exp(-g)) * u;
         }
       }
+      b = nb;
       continue;
     }
     for (int64_t i = 0; i < n; ++i) {
@@ -89,6 +96,7 @@ void products_into(const step::Matrix& m, const float* xp, const float* alphas, 
         y[t * out + b + i] = v;
       }
     }
+    b = nb;
   }
 }
 
@@ -208,17 +216,30 @@ at::Tensor decode_rows(const at::Tensor& x, at::TensorList mats, const c10::List
     }
   }
   // Each row's attention: its first position, count, chunks (as attend_one cuts `count` positions) and where its
-  // tasks and partial sums begin.
-  std::vector<int64_t> first(M), count(M), chunks(M), size(M), task_at(M + 1, 0), partial_at(M + 1, 0);
-  int64_t widest = 0;
+  // partial sums begin; the tasks (row, KV head, chunk) ordered by KV head and chunk, then row: the rows of one
+  // sequence read nearly the same positions in their chunk j, so a thread's next task finds that chunk's keys and
+  // values in L1/L2 (by row first, at 512 positions every row read the layer's whole cache from memory again).
+  std::vector<int64_t> first(M), count(M), chunks(M), size(M), partial_at(M + 1, 0);
+  int64_t widest = 0, most_chunks = 0;
   for (int64_t m = 0; m < M; ++m) {
     const int64_t n = pos[m] + 1;
     first[m] = (window > 0 && n > window) ? n - window : 0;
     count[m] = n - first[m];
     std::tie(chunks[m], size[m]) = attention::chunking(count[m], KV, hd);
-    task_at[m + 1] = task_at[m] + KV * chunks[m];
     partial_at[m + 1] = partial_at[m] + heads * chunks[m] * (hd + 2);
     widest = std::max(widest, size[m]);
+    most_chunks = std::max(most_chunks, chunks[m]);
+  }
+  struct Task {
+    int64_t m, g, j;
+  };
+  std::vector<Task> tasks;
+  for (int64_t g = 0; g < KV; ++g) {
+    for (int64_t j = 0; j < most_chunks; ++j) {
+      for (int64_t m = 0; m < M; ++m) {
+        if (j < chunks[m]) tasks.push_back({m, g, j});
+      }
+    }
   }
   const float scale = static_cast<float>(1.0 / std::sqrt(double(hd)));
   at::Tensor out = x.clone();  // the residual stream, layer after layer
@@ -253,11 +274,10 @@ at::Tensor decode_rows(const at::Tensor& x, at::TensorList mats, const c10::List
       }
 #pragma omp barrier
       {  // every row's (KV head, chunk) tasks, as decode_layers runs one row's
-        const auto [begin, end] = step::share(task_at[M], tid, nt);
-        int64_t m = std::upper_bound(task_at.begin(), task_at.end(), begin) - task_at.begin() - 1;
+        const auto [begin, end] = step::share(static_cast<int64_t>(tasks.size()), tid, nt);
         for (int64_t t = begin; t < end; ++t) {
-          while (t >= task_at[m + 1]) ++m;
-          const int64_t local = t - task_at[m], g = local / chunks[m], j = local % chunks[m], at = j * size[m];
+          const auto [m, g, j] = tasks[t];
+          const int64_t at = j * size[m];
           const int64_t len = std::min(size[m], count[m] - at);
           if (len <= 0) continue;
           const float* q = qkv.data() + m * width;
