@@ -9,18 +9,20 @@ takes it), so the pass is priced P(first kept) cost(n + 1) + P(first rejected) 1
 and leaves its last token to be read with the next draft: n + 1 positions all told.)
 
 Acceptance: per draft position i, the chance the draw keeps draft token i once tokens 0..i-1 were kept, an
-exponentially weighted average over the drafts watched. A watched draft is prompt lookup's draft of the user's
+exponentially weighted average over the drafts watched, whose first observations are a running mean with the prior
+as one (a weight of 1 / (count + 1), never below ACCEPTANCE_WEIGHT): a text the drafts match is drafted after two or
+three watched drafts, not after the ten plain steps an average from 0.5 at a weight of 0.25 took. A watched draft is prompt lookup's draft of the user's
 maximum length, compared with the tokens generated after it whether a pass read it or plain steps took them: so
 acceptance is still measured while the chooser drafts nothing (and it can grow back), and beyond the length
 it drafted. It depends on the tokens alone: the same run watches the same drafts.
 
 Cost: measured online on this machine, per M, from the verify passes' forward ms against the plain steps' (the
 median of the last few of each: a first step's one-off costs or another process's burst do not price every later
-pass); an M not yet measured follows the slope of those measured, and before any plain
-step is timed the prior, 1.7 + 0.2 (M - 1) steps for M >= 2 (fitted to the 2-vCPU AMD EPYC with AVX-512 where
-this was written, float32 default model at context 150: M = 2, 5, 9, 16 took 2.1, 2.8, 3.4, 4.9 times the 13 ms of
-the fused 1-position step; one position has its own fused path, several go through the small-M kernels). An M not
-measured yet is the prior scaled as the nearest M measured is. Timings vary from run to run, and so would
+pass). An M timed fewer than MEASURED_AT times is the prior scaled by the median of measured / prior over every M
+timed (one noisy pass at M = 6 once priced every longer pass from it alone); before any plain step is timed, the
+prior: 1.07 + 0.12 (M - 1) steps for M >= 2 (fitted to the 2-vCPU AMD EPYC with AVX-512 where this was written,
+float32 default model at 16 positions, a pass of M positions in one kernels call, csrc/rows.h: M = 2, 4, 5, 8, 16 took
+1.19, 1.41, 1.63, 1.84, 2.86 times the fused 1-position step). Timings vary from run to run, and so would
 the lengths chosen (never the tokens): $TOKENSTEP_VERIFY_COSTS pins the table (tests do), as one number, the
 slope s of cost(M) = 1 + s (M - 1), or a comma-separated list of cost(2), cost(3), ... (the last slope
 extends it).
@@ -34,10 +36,11 @@ from collections import deque
 from typing import NamedTuple
 
 ENV = "TOKENSTEP_VERIFY_COSTS"
-PRIOR_FIXED, PRIOR_SLOPE = 0.7, 0.2  # cost(M) = 1 + 0.7 + 0.2 (M - 1) steps for M >= 2 until measured
+PRIOR_FIXED, PRIOR_SLOPE = 0.07, 0.12  # cost(M) = 1 + 0.07 + 0.12 (M - 1) steps for M >= 2 until measured
 PRIOR_ACCEPTANCE = 0.5  # a draft position never watched: as likely kept as not
-ACCEPTANCE_WEIGHT = 0.25  # the newest observation's weight: about the last four drafts at a position count
+ACCEPTANCE_WEIGHT = 0.25  # the newest observation's weight, once a few were seen: about the last four drafts count
 TIMINGS_KEPT = 9  # the latest passes of each kind whose median is the cost
+MEASURED_AT = 3  # timings of an M from which its own median is its cost
 
 
 class Choice(NamedTuple):
@@ -96,9 +99,10 @@ class PassCosts:
         step_ms = self.step_ms
         if step_ms is None or not self._passes:
             return prior(m)
-        near = m if m in self._passes else min(self._passes, key=lambda k: (abs(k - m), k))
-        measured = statistics.median(self._passes[near]) / step_ms
-        return max(1.0, measured if near == m else prior(m) * measured / prior(near))
+        if len(self._passes.get(m, ())) >= MEASURED_AT:
+            return max(1.0, statistics.median(self._passes[m]) / step_ms)
+        scale = statistics.median(statistics.median(times) / step_ms / prior(k) for k, times in self._passes.items())
+        return max(1.0, prior(m) * scale)
 
     def timed_step(self, ms: float) -> None:
         """A plain one-position pass took `ms`."""
@@ -121,6 +125,7 @@ class DraftLength:
     def begin(self) -> None:
         """A new prompt (or a reset to it): acceptance back to its prior; the costs stay (they are the machine's)."""
         self.acceptance: list[float] = []
+        self.seen: list[int] = []  # observations per draft position
         self.lost_track()
 
     def lost_track(self) -> None:
@@ -151,7 +156,10 @@ class DraftLength:
     def _observe(self, i: int, kept: bool) -> None:
         while len(self.acceptance) <= i:
             self.acceptance.append(PRIOR_ACCEPTANCE)
-        self.acceptance[i] += ACCEPTANCE_WEIGHT * (float(kept) - self.acceptance[i])
+            self.seen.append(0)
+        self.seen[i] += 1
+        weight = max(ACCEPTANCE_WEIGHT, 1 / (self.seen[i] + 1))  # the prior counts as one observation
+        self.acceptance[i] += weight * (float(kept) - self.acceptance[i])
 
     def estimate(self, i: int) -> float:
         return self.acceptance[i] if i < len(self.acceptance) else PRIOR_ACCEPTANCE
