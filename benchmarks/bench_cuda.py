@@ -1,5 +1,5 @@
 """Decode and prefill on a CUDA device: TokenStep's Session against transformers `generate`, side by
-side in one process, as ratios.
+side in one process, as ratios; TokenStep's steps as CUDA graphs (issue 43), eager, and its forwards alone.
 
     PYTHONPATH=. python benchmarks/bench_cuda.py --tokenizer FOLDER [--shapes default,llama-1b]
         [--dtypes bfloat16,float32] [--json benchmarks/results/cuda/<machine>_<date>.json]
@@ -15,6 +15,9 @@ repeat; the report gives medians and each side's device memory: what its model k
 load, and the most a run adds on top (cache, activations; both models stay loaded). The floor line is the weight
 bytes a step reads over the device's copy bandwidth measured in the same run: at these sizes a step is
 bound by kernel launches, not by memory, and the ratio to the floor says how far.
+Four sides: "tokenstep" (the Session with its per-step report, decode steps replayed as CUDA graphs where the
+family allows: inference/model/graph_step.py), "eager" (the same with graphs off), "forward" (the graph steps
+alone: Decoder.forward and an argmax on the device, no report), and transformers.
 """
 
 from __future__ import annotations
@@ -101,14 +104,19 @@ def copy_gb_per_s() -> float:
 
 
 class TokenStepSide:
+    graphs = True  # decode steps as graphs where the decoder allows (graph_step.py); EagerSide: never
+
     def __init__(self, folder: Path, dtype: str):
         from inference.store.loading import load_model
 
         loaded = load_model(folder, device=DEVICE, dtype=dtype)
+        if not self.graphs:
+            loaded.decoder.use_graphs(None)
         self.model = replace(loaded, config=replace(loaded.config, eos_ids=()))
         self.weights_bytes = loaded.weights_bytes
         self.info = {"dtype": loaded.dtype, "weights_bytes": loaded.weights_bytes,
-                     "decode_path": loaded.decoder.decode_path, "device": loaded.info().device}
+                     "decode_path": loaded.decoder.decode_path, "device": loaded.info().device,
+                     "graphs": loaded.decoder.graphs.replayer.name if loaded.decoder.graphs else "none"}
 
     def run(self, ids: list[int], n_decode: int) -> dict:
         from inference.session.sampling import SamplerSettings
@@ -129,6 +137,30 @@ class TokenStepSide:
                 "tokens": tokens[:8]}
 
 
+class EagerSide(TokenStepSide):
+    graphs = False
+
+
+class ForwardSide(TokenStepSide):
+    """The decoder's steps alone: a prefill, then Decoder.forward of the argmax, which stays on the device."""
+
+    def run(self, ids: list[int], n_decode: int) -> dict:
+        decoder = self.model.decoder
+        with torch.inference_mode():
+            cache = decoder.new_cache(len(ids) + n_decode + 1)
+            sync()
+            started = time.perf_counter()
+            logits = decoder.forward(torch.tensor(ids, device=DEVICE), 0, cache)
+            token = logits.argmax(-1)
+            sync()
+            prefill_s, first = time.perf_counter() - started, time.perf_counter()
+            for i in range(n_decode):
+                token = decoder.forward(token, len(ids) + i, cache).argmax(-1)
+            sync()
+        return {"prefill_ms": prefill_s * 1000, "decode_ms": (time.perf_counter() - first) / n_decode * 1000,
+                "tokens": []}
+
+
 class TransformersSide:
     def __init__(self, folder: Path, dtype: str):
         import transformers
@@ -147,7 +179,8 @@ def measure_shape(folder: Path, dtype: str, args) -> dict:
     rows = {}
     sides = {}
     resident, working = {}, {}
-    for name, cls in (("tokenstep", TokenStepSide), ("transformers", TransformersSide)):
+    for name, cls in (("tokenstep", TokenStepSide), ("eager", EagerSide), ("forward", ForwardSide),
+                      ("transformers", TransformersSide)):
         before = allocated_bytes()
         sides[name] = cls(folder, dtype)
         resident[name], working[name] = allocated_bytes() - before, 0
@@ -180,9 +213,9 @@ def measure_shape(folder: Path, dtype: str, args) -> dict:
 
 def table(report: dict) -> str:
     lines = [f"device: {report['device']}, torch {report['torch']}, copy {report['copy_gb_per_s']:.0f} GB/s",
-             "| shape | dtype | prompt | TokenStep decode ms | transformers decode ms | ratio | floor ms | "
-             "prefill ratio | MB resident, ours / theirs | MB a run adds, ours / theirs |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| shape | dtype | prompt | TokenStep decode ms | eager ms | forward ms | transformers decode ms | ratio | "
+             "floor ms | prefill ratio | MB resident, ours / theirs | MB a run adds, ours / theirs |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for key, result in report["results"].items():
         shape, dtype = key.split(":")
         floor_ms = result["weights_bytes"] / (report["copy_gb_per_s"] * 1e9) * 1000
@@ -190,6 +223,7 @@ def table(report: dict) -> str:
               for key in ("resident_bytes", "run_peak_extra_bytes")}
         for n, row in result["rows"].items():
             lines.append(f"| {shape} | {dtype} | {n} | {row['tokenstep']['decode_ms']:.2f} | "
+                         f"{row['eager']['decode_ms']:.2f} | {row['forward']['decode_ms']:.2f} | "
                          f"{row['transformers']['decode_ms']:.2f} | {row['decode_ratio']:.2f} | "
                          f"{floor_ms:.3f} | {row['prefill_ratio']:.2f} | {mb['resident_bytes']} | "
                          f"{mb['run_peak_extra_bytes']} |")

@@ -31,6 +31,7 @@ heads, KV = key/value heads, hd = head_dim.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, replace
 from typing import ClassVar, Protocol
 
@@ -43,6 +44,7 @@ from inference.model.config import ModelConfig
 from inference.model.families import registry
 from inference.model.families.parts import BlockTraits
 from inference.events import STOCK_DECODE
+from inference.model.graph_step import GRAPHS_ENV, CudaGraphs, GraphSteps, Replayer, graphs_refusal
 from inference.model.kv_cache import KVCache, kv_bytes_per_token
 from inference.model.layers import (SMALL_M_ROWS, Backend, Linear, Norm, decode_arguments, decode_layer, decode_layers,
                                     decode_rows, slot_value, weight_slots)
@@ -305,6 +307,18 @@ class Decoder:
         # prefill_dtype.py: bfloat16 copies of the layers' products for forwards of many rows (None: off)
         self.prefill_weights: DecoderWeights | None = None
         self.prefill_min_rows = 0  # forwards of at least this many rows read them
+        # Decode steps captured once per cache and size class and replayed (graph_step.py): on CUDA unless
+        # TOKENSTEP_CUDA_GRAPHS=0 or the family's layers take routes a graph cannot (graphs_refusal).
+        self.graphs: GraphSteps | None = None
+        if self.device.type == "cuda" and os.environ.get(GRAPHS_ENV, "1") != "0":
+            self.use_graphs(CudaGraphs())
+
+    def use_graphs(self, replayer: Replayer | None) -> str | None:
+        """Decode steps through `replayer` from the next step on (None: eager steps); returns why not when this
+        decoder's steps cannot be captured (and leaves them eager)."""
+        refusal = graphs_refusal(self) if replayer is not None else None
+        self.graphs = GraphSteps(self, replayer) if replayer is not None and refusal is None else None
+        return refusal
 
     @property
     def decode_path(self) -> str:
@@ -340,6 +354,8 @@ class Decoder:
         w.lm_head = backend.linear(w.lm_head.weight, w.lm_head.bias)
         self.backend, self.block = backend, Block(self.config, backend, self.traits)
         self.fused_decode = backend.kernels is not None and self.block.fuses_on_kernels
+        if self.graphs is not None:  # captured around the old linears: captured again
+            self.use_graphs(self.graphs.replayer)
 
     def new_cache(self, capacity: int) -> KVCache:
         c = self.config
@@ -367,6 +383,10 @@ class Decoder:
             if ids.shape[0] > T:
                 capture, residuals = _LastRows.of(capture, T), _LastRows.of(residuals, T)
         self.forward_count += 1
+        if ids.shape[0] == 1 and capture is None and residuals is None and self.graphs is not None:
+            logits = self.graphs.step(ids, start, cache)  # a captured step, replayed (graph_step.py)
+            cache.length = end
+            return logits  # (1, V)
         x = self.block.embed(w.embed, ids)  # (T, C)
         if w.pos_embed is not None:
             x = x + w.pos_embed[start:end]  # (T, C)

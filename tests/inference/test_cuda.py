@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from inference.model.graph_step import graphs_refusal
 from inference.store.loading import load_model, resolve_dtype
 from inference.session.sampling import SamplerSettings
 from inference.session.session import GenerationSettings, Session
@@ -63,3 +64,27 @@ def test_session_runs_on_cuda(folder):
     session = Session(model, GenerationSettings(SamplerSettings(greedy=True), max_new_tokens=5))
     events = list(session.generate(IDS))
     assert events[-1].n_generated >= 1 and model.info().device.startswith("cuda")
+
+
+def test_decode_steps_on_cuda_are_graphs_equal_to_eager_steps(folder, monkeypatch):
+    """Issue 43: a CUDA decoder replays each cache's captured step (graph_step.py) where its family allows, with the
+    eager steps' numbers; one capture per cache and size class."""
+    monkeypatch.setenv("TOKENSTEP_CUDA_GRAPHS", "0")
+    eager = load_model(folder, device="cuda", dtype="float32").decoder
+    monkeypatch.delenv("TOKENSTEP_CUDA_GRAPHS")
+    graphed = load_model(folder, device="cuda", dtype="float32").decoder
+    assert eager.graphs is None
+    if graphs_refusal(graphed) is not None:  # GPT-2's learned positions
+        assert graphed.graphs is None
+        return
+    assert graphed.graphs is not None and graphed.graphs.replayer.name == "cuda graphs"
+    with torch.inference_mode():
+        a, b = eager.new_cache(8), graphed.new_cache(8)
+        ids = torch.tensor(IDS, device="cuda")
+        eager.forward(ids, 0, a), graphed.forward(ids, 0, b)
+        token = torch.tensor([7], device="cuda")
+        for i in range(len(IDS), len(IDS) + 12):
+            want, got = eager.forward(token, i, a), graphed.forward(token, i, b)
+            assert (got - want).abs().max().item() <= 1e-4, i
+            token = want.argmax(-1)
+    assert graphed.graphs.captures == 1 and graphed.graphs.replays == 12
