@@ -23,6 +23,7 @@ from inference.messages import say
 from inference.formats.headers import index_shards, safetensors_tensors
 from inference.model.config import ModelConfig
 from inference.model.families import registry
+from inference.model.packing import copy_releasing
 
 
 def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
@@ -156,7 +157,8 @@ def _copied_out(file: Path, wanted: list[tuple[str, str]]):
                 stored, name = wanted[at]
                 view = f.get_tensor(stored)
                 mapped += view.numel() * view.element_size()
-                copy = view.to(torch.float32, copy=True)
+                copy = torch.empty(view.shape, dtype=torch.float32)
+                copy_releasing(copy, view, release=True)  # the file's pages, read back from it if touched again
                 del view
                 if not _finite(copy):
                     bad = int((~torch.isfinite(copy)).sum())

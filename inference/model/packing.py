@@ -1,7 +1,8 @@
 """Where the built weights live in memory, and what identifies them.
 
 - `pack`: every runtime tensor moved into one aligned block (on transparent huge pages where the OS
-  offers them), in the order a decode step reads them, with freed memory handed back to the OS as it goes;
+  offers them), in the order a decode step reads them, with freed memory handed back to the OS as it goes (a
+  large tensor's pages as each part is copied: `copy_releasing`, which the checkpoint reader uses too);
 - `fingerprint`: a hash over every runtime tensor, which proves a run left the weights untouched;
 - `weights_bytes`: what they occupy.
 """
@@ -28,6 +29,55 @@ def release_freed_memory() -> None:
         ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: nothing to do
         pass
+
+
+def _madvise():
+    """libc's madvise(addr, length, advice), or None (not glibc / no MADV_DONTNEED): pages are then kept."""
+    if not hasattr(mmap, "MADV_DONTNEED"):
+        return None
+    try:
+        call = ctypes.CDLL(None).madvise
+    except (OSError, AttributeError):
+        return None
+    call.argtypes, call.restype = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int), ctypes.c_int
+    return call
+
+
+_MADVISE = _madvise()
+
+
+def release_pages(t: torch.Tensor, start: int, end: int) -> None:
+    """Hand back to the OS the whole pages within bytes [start, end) of t's memory. Their contents are gone: only
+    for memory nothing reads again, or a read-only file mapping (which reads them from the file if touched)."""
+    if _MADVISE is None:
+        return
+    first = -(-(t.data_ptr() + start) // mmap.PAGESIZE) * mmap.PAGESIZE
+    last = (t.data_ptr() + end) // mmap.PAGESIZE * mmap.PAGESIZE
+    if last > first:
+        _MADVISE(first, last - first, mmap.MADV_DONTNEED)
+
+
+def sole_owner(t: torch.Tensor) -> bool:
+    """Whether t is the only tensor on its memory, and all of it: its pages may be released as they are copied.
+    (torch's storage use count, where this torch has it; else never.)"""
+    use_count = getattr(torch._C, "_storage_Use_Count", None)
+    if use_count is None or t.device.type != "cpu" or not t.is_contiguous() or t.storage_offset() != 0:
+        return False
+    storage = t.untyped_storage()
+    return storage.nbytes() == t.numel() * t.element_size() and use_count(storage._cdata) == 2  # t's and `storage`
+
+
+def copy_releasing(dst: torch.Tensor, src: torch.Tensor, release: bool) -> None:
+    """dst.copy_(src) for tensors of one shape (any dtypes), RELEASE_BYTES of src at a time, each part's pages of src
+    released once copied when `release`: a large tensor and its copy are never both resident (the float32 embedding
+    table of Gemma 3 270M is 671 MB: whole, it set the load's peak)."""
+    flat_dst, flat_src = dst.view(-1), src.reshape(-1)
+    step = max(1, RELEASE_BYTES // src.element_size())
+    for at in range(0, flat_src.numel(), step):
+        end = min(at + step, flat_src.numel())
+        flat_dst[at:end].copy_(flat_src[at:end])
+        if release:
+            release_pages(src, at * src.element_size(), end * src.element_size())
 
 
 def _arena(nbytes: int) -> torch.Tensor:
@@ -78,7 +128,7 @@ def pack(weights) -> None:
     for group, size in zip(groups, sizes):
         t = group[0]
         view = block[offset:offset + t.numel() * t.element_size()].view(t.dtype).view(t.shape)
-        view.copy_(t)
+        copy_releasing(view, t, release=sole_owner(t))  # the original's pages go as they are copied
         for owner, key in group[1:]:
             if isinstance(owner, list):
                 owner[key] = view

@@ -163,6 +163,7 @@ def build_weights(c: ModelConfig, hf: dict[str, torch.Tensor], backend: Backend)
     head = embed if c.tie_embeddings else parts.place(ends["head"])
     lm_head = quant.int8_head(head, backend) if parts.quantized else backend.linear(head)
     weights = DecoderWeights(embed, pos_embed, layers, final_norm, lm_head)
+    del ends, embed, pos_embed, head  # the weights hold them now: pack frees each original once it is copied
     if backend.device.type == "cpu":
         pack(weights)
     return weights
