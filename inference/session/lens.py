@@ -43,19 +43,23 @@ class ResidualRows:
 
 
 def lens_log_probs(head_logits, residuals: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
-    """(n_layers, V) float64 log-softmax per layer: `residuals` through `head_logits` (the decoder's final
-    norm and head), then the step's own `logits` (V,) for the last layer, so that it equals the step."""
-    rows = [head_logits(residuals).to("cpu", torch.float64)] if residuals.numel() else []
-    return torch.cat([*rows, logits.to("cpu", torch.float64)[None]]).log_softmax(-1)
+    """(n_layers, V) float64 log-softmax per layer, on the step's device: `residuals` through `head_logits` (the
+    decoder's final norm and head), then the step's own `logits` (V,) for the last layer, so that it equals the
+    step. It stays where it was computed (issue 43: on a GPU, 30 layers x 49,152 float64 were 11.8 MB copied to the
+    host every step); lens_report copies back only what the view draws."""
+    last = logits.to(torch.float64).reshape(1, -1)
+    rows = [head_logits(residuals).to(last.device, torch.float64)] if residuals.numel() else []
+    return torch.cat([*rows, last]).log_softmax(-1)
 
 
 def lens_report(log_probs: torch.Tensor, k: int, text_of, chosen: int | None) -> LogitLens:
-    """Each layer's top k tokens with p (and p of `chosen` when the step has taken it)."""
+    """Each layer's top k tokens with p (and p of `chosen` when the step has taken it): ranked where log_probs
+    are, and only those (layers x k, and a column) copied to the host."""
     top = torch.topk(log_probs, min(k, log_probs.shape[1]), dim=-1)
-    ids = top.indices.numpy().astype(np.int64)  # (layers, k)
+    ids = top.indices.cpu().numpy().astype(np.int64)  # (layers, k)
     texts: dict[int, str] = {}
     for i in np.unique(ids):
         texts[int(i)] = text_of(int(i))
-    p_chosen = None if chosen is None else log_probs[:, chosen].exp().numpy()
-    return LogitLens(ids=ids, p=top.values.exp().numpy(), texts=tuple(tuple(texts[int(i)] for i in row) for row in ids),
-                     p_chosen=p_chosen)
+    p_chosen = None if chosen is None else log_probs[:, chosen].exp().cpu().numpy()
+    return LogitLens(ids=ids, p=top.values.exp().cpu().numpy(),
+                     texts=tuple(tuple(texts[int(i)] for i in row) for row in ids), p_chosen=p_chosen)

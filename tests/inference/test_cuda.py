@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from inference.model.graph_step import graphs_refusal
+from inference.session.lens import lens_log_probs, lens_report
 from inference.store.loading import load_model, resolve_dtype
 from inference.session.sampling import SamplerSettings
 from inference.session.session import GenerationSettings, Session
@@ -88,3 +89,18 @@ def test_decode_steps_on_cuda_are_graphs_equal_to_eager_steps(folder, monkeypatc
             assert (got - want).abs().max().item() <= 1e-4, i
             token = want.argmax(-1)
     assert graphed.graphs.captures == 1 and graphed.graphs.replays == 12
+
+
+def test_the_logit_lens_ranks_on_the_device_and_copies_back_what_it_draws(folder):
+    """Issue 43 item 3: the lens's (layers, V) log-probs stay on the GPU; only each layer's top k and the chosen
+    token's column come to the host, the same as ranking on the CPU."""
+    model = load_model(folder, device="cuda", dtype="float32")
+    head = model.decoder.head_logits
+    g = torch.Generator().manual_seed(2)
+    residuals, logits = torch.randn(3, model.config.hidden, generator=g), torch.randn(model.config.vocab, generator=g)
+    with torch.inference_mode():
+        on_device = lens_log_probs(head, residuals.cuda(), logits.cuda())
+        on_host = lens_log_probs(lambda r: head(r.cuda()).cpu(), residuals, logits)
+    assert on_device.device.type == "cuda" and on_host.device.type == "cpu"
+    a, b = lens_report(on_device, 5, str, 3), lens_report(on_host, 5, str, 3)
+    assert (a.ids == b.ids).all() and abs(a.p - b.p).max() <= 1e-9 and abs(a.p_chosen - b.p_chosen).max() <= 1e-9

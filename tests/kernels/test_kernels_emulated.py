@@ -25,10 +25,10 @@ SIMDE = [Path(p) / "simde" / "x86" / "avx512.h" for p in ("/usr/include", "/usr/
 OTHER = {"AVX2": (f"-mavx2 -mfma -include {shlex.quote(str(HEADER))}", "vnni"),
          "AVX512": ("-mavx2 -mfma", "avx2"), "AMX": ("-mavx2 -mfma", "avx2")}
 CAPABILITY = torch.backends.cpu.get_cpu_capability()
-# The kernel tests: products (of one row and of small M), attention, the fused step, the int8 paths, the 4-bit
-# head, the tuner, and the fused layers of the families whose shapes are not multiples of 16 (Qwen3's head_dim 24,
+# The kernel tests: products (of one row and of small M), attention, the fused step, a pass of 2-16 rows in one
+# call, the int8 paths, the 4-bit head, the tuner, and the fused layers of the families whose shapes are not multiples of 16 (Qwen3's head_dim 24,
 # Phi-3's partial rotary).
-SUITE = ["kernels/test_kernels.py", "kernels/test_small_m.py", "kernels/test_attend_paged.py",
+SUITE = ["kernels/test_kernels.py", "kernels/test_small_m.py", "kernels/test_decode_rows.py", "kernels/test_attend_paged.py",
          "kernels/test_int8_int16.py", "kernels/test_int8_integer.py", "kernels/test_int4_head.py",
          "kernels/test_kernel_shape.py", "inference/test_families_qwen_phi.py", "inference/test_families_gemma.py"]
 
