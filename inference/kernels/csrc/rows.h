@@ -138,11 +138,7 @@ at::Tensor decode_rows(const at::Tensor& x, at::TensorList mats, const c10::List
                        const std::optional<at::Tensor>& tables, const at::Tensor& rope, int64_t heads, double attn_eps,
                        double mlp_eps, int64_t window) {
   const int64_t L = static_cast<int64_t>(kv.size());
-  TORCH_CHECK(L > 0 && static_cast<int64_t>(mats.size()) == 4 * L && static_cast<int64_t>(scales.size()) == 4 * L &&
-                  static_cast<int64_t>(biases.size()) == 4 * L && norms.size() % L == 0,
-              "four matrices, scales and biases per layer, the same number of norms per layer, one cache per layer");
-  const int64_t per = static_cast<int64_t>(norms.size()) / L;
-  TORCH_CHECK(per == 2 || per == 4, "two norms per layer (or four: q/k norms)");
+  step::norms_per_layer(L, mats, scales, biases, norms);
   TORCH_CHECK(x.dim() == 2 && x.size(0) >= 1 && x.size(0) <= kMostRows && x.is_contiguous() &&
                   x.scalar_type() == at::kFloat, "x: 1 to ", kMostRows, " contiguous float32 rows");
   const int64_t M = x.size(0), C = x.size(1);
@@ -194,25 +190,11 @@ at::Tensor decode_rows(const at::Tensor& x, at::TensorList mats, const c10::List
   TORCH_CHECK(rope.is_contiguous() && rope.scalar_type() == at::kFloat && rope.numel() == M * hd,
               "rope: float32 (rows, head_dim / 2, 2)");
   const int64_t q_dim = heads * hd, kv_dim = KV * hd, width = q_dim + 2 * kv_dim, group = heads / KV;
-  std::vector<step::Layer> layers(L);
   int64_t F = 0;
-  for (int64_t l = 0; l < L; ++l) {
-    step::Layer& layer = layers[l];
-    const int64_t i = 4 * l;
-    layer.qkv = step::matrix_of(mats[i], scales.get(i), biases.get(i), C, width);
-    layer.o = step::matrix_of(mats[i + 1], scales.get(i + 1), biases.get(i + 1), q_dim, C);
-    layer.glu = step::matrix_of(mats[i + 2], scales.get(i + 2), biases.get(i + 2), C, -1);
-    TORCH_CHECK(layer.glu.N % 2 == 0, "glu: an even number of rows (gate, then up)");
-    layer.down = step::matrix_of(mats[i + 3], scales.get(i + 3), biases.get(i + 3), layer.glu.N / 2, C);
+  const std::vector<step::Layer> layers = step::layers_of(L, mats, scales, biases, norms, C, heads, KV, hd, 0, &F);
+  for (const step::Layer& layer : layers) {
     for (const step::Matrix* m : {&layer.qkv, &layer.o, &layer.glu, &layer.down}) {
       TORCH_CHECK(m->w != nullptr, "decode_rows: float32 matrices");
-    }
-    F = std::max(F, layer.glu.N / 2);
-    layer.attn_norm = step::vector_of(norms.get(per * l), C, "attention norm");
-    layer.mlp_norm = step::vector_of(norms.get(per * l + 1), C, "MLP norm");
-    for (int64_t j = 0; per == 4 && j < 2; ++j) {
-      layer.head_norm[j] = step::vector_of(norms.get(per * l + 2 + j), hd, "q/k norms");
-      TORCH_CHECK(layer.head_norm[j] != nullptr, "q/k norms: float32 (head_dim,)");
     }
   }
   // Each row's attention: its first position, count, chunks (as attend_one cuts `count` positions) and where its

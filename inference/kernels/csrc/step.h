@@ -201,6 +201,49 @@ void rotate_heads(const Layer& layer, float* qkv, const float* rope, int64_t hea
     }
   }
 }
+
+// Norms per layer in decode_layers' lists (checked with the list lengths): 2, or 4 with Qwen3's q/k norms.
+int64_t norms_per_layer(int64_t L, at::TensorList mats, const c10::List<std::optional<at::Tensor>>& scales,
+                        const c10::List<std::optional<at::Tensor>>& biases,
+                        const c10::List<std::optional<at::Tensor>>& norms) {
+  TORCH_CHECK(L > 0 && static_cast<int64_t>(mats.size()) == 4 * L && static_cast<int64_t>(scales.size()) == 4 * L &&
+                  static_cast<int64_t>(biases.size()) == 4 * L && norms.size() % L == 0,
+              "four matrices, scales and biases per layer, the same number of norms per layer, one cache per layer");
+  const int64_t per = static_cast<int64_t>(norms.size()) / L;
+  TORCH_CHECK(per == 2 || per == 4, "two norms per layer (or four: q/k norms)");
+  return per;
+}
+
+// The L layers' matrices (qkv, o, gate+up, down) and norms from decode_layers' lists, checked against the widths
+// (hidden C, heads query and KV KV heads of hd); their caches are the caller's. *F: the widest MLP.
+std::vector<Layer> layers_of(int64_t L, at::TensorList mats, const c10::List<std::optional<at::Tensor>>& scales,
+                             const c10::List<std::optional<at::Tensor>>& biases,
+                             const c10::List<std::optional<at::Tensor>>& norms, int64_t C, int64_t heads, int64_t KV,
+                             int64_t hd, int64_t path, int64_t* F) {
+  const int64_t per = norms_per_layer(L, mats, scales, biases, norms), q_dim = heads * hd, kv_dim = KV * hd;
+  std::vector<Layer> layers(L);
+  *F = 0;
+  for (int64_t l = 0; l < L; ++l) {
+    Layer& layer = layers[l];
+    const int64_t i = 4 * l;
+    layer.qkv = matrix_of(mats[i], scales.get(i), biases.get(i), C, q_dim + 2 * kv_dim);
+    layer.o = matrix_of(mats[i + 1], scales.get(i + 1), biases.get(i + 1), q_dim, C);
+    layer.glu = matrix_of(mats[i + 2], scales.get(i + 2), biases.get(i + 2), C, -1);
+    TORCH_CHECK(layer.glu.N % 2 == 0, "glu: an even number of rows (gate, then up)");
+    layer.down = matrix_of(mats[i + 3], scales.get(i + 3), biases.get(i + 3), layer.glu.N / 2, C);
+    *F = std::max(*F, layer.glu.N / 2);
+    for (Matrix* m : {&layer.qkv, &layer.o, &layer.glu, &layer.down}) {
+      if (integer_path(path) && m->q != nullptr) m->act = activation_group(path, m->K, m->G);
+    }
+    layer.attn_norm = vector_of(norms.get(per * l), C, "attention norm");
+    layer.mlp_norm = vector_of(norms.get(per * l + 1), C, "MLP norm");
+    for (int64_t j = 0; per == 4 && j < 2; ++j) {
+      layer.head_norm[j] = vector_of(norms.get(per * l + 2 + j), hd, "q/k norms");
+      TORCH_CHECK(layer.head_norm[j] != nullptr, "q/k norms: float32 (head_dim,)");
+    }
+  }
+  return layers;
+}
 }  // namespace step
 
 // decode_layer over every layer for one new position, in one parallel region (see the top of this file). The
@@ -213,11 +256,7 @@ at::Tensor decode_layers(const at::Tensor& x, at::TensorList mats, const c10::Li
                          const at::Tensor& rope, int64_t heads, double attn_eps, double mlp_eps, int64_t window,
                          int64_t int8_path) {
   const int64_t L = static_cast<int64_t>(kv.size());
-  TORCH_CHECK(L > 0 && static_cast<int64_t>(mats.size()) == 4 * L && static_cast<int64_t>(scales.size()) == 4 * L &&
-                  static_cast<int64_t>(biases.size()) == 4 * L && norms.size() % L == 0,
-              "four matrices, scales and biases per layer, the same number of norms per layer, one cache per layer");
-  const int64_t per = static_cast<int64_t>(norms.size()) / L;
-  TORCH_CHECK(per == 2 || per == 4, "two norms per layer (or four: q/k norms)");
+  step::norms_per_layer(L, mats, scales, biases, norms);
   TORCH_CHECK(x.dim() == 2 && x.size(0) == 1 && x.is_contiguous() && x.scalar_type() == at::kFloat,
               "x: one contiguous float32 row");
   const int64_t C = x.size(1), KV = kv[0].dim() == 4 ? kv[0].size(1) : 0, hd = kv[0].dim() == 4 ? kv[0].size(3) : 0;
@@ -226,33 +265,16 @@ at::Tensor decode_layers(const at::Tensor& x, at::TensorList mats, const c10::Li
               "rope: float32 (head_dim / 2, 2)");
   const int64_t q_dim = heads * hd, kv_dim = KV * hd;
   const int64_t path = path_in_use(int8_path);
-  std::vector<step::Layer> layers(L);
   int64_t F = 0;
+  std::vector<step::Layer> layers = step::layers_of(L, mats, scales, biases, norms, C, heads, KV, hd, path, &F);
   for (int64_t l = 0; l < L; ++l) {
     const at::Tensor& c = kv[l];
     TORCH_CHECK(c.dim() == 4 && c.size(0) == 2 && c.size(1) == KV && c.size(3) == hd && c.scalar_type() == at::kFloat &&
                     c.stride(3) == 1 && c.stride(2) == hd && position >= 0 && position < c.size(2),
                 "kv: float32 (2, kv_heads, capacity, head_dim) with room at `position`, the same heads every layer");
-    step::Layer& layer = layers[l];
-    const int64_t i = 4 * l;
-    layer.qkv = step::matrix_of(mats[i], scales.get(i), biases.get(i), C, q_dim + 2 * kv_dim);
-    layer.o = step::matrix_of(mats[i + 1], scales.get(i + 1), biases.get(i + 1), q_dim, C);
-    layer.glu = step::matrix_of(mats[i + 2], scales.get(i + 2), biases.get(i + 2), C, -1);
-    TORCH_CHECK(layer.glu.N % 2 == 0, "glu: an even number of rows (gate, then up)");
-    layer.down = step::matrix_of(mats[i + 3], scales.get(i + 3), biases.get(i + 3), layer.glu.N / 2, C);
-    F = std::max(F, layer.glu.N / 2);
-    for (step::Matrix* m : {&layer.qkv, &layer.o, &layer.glu, &layer.down}) {
-      if (integer_path(path) && m->q != nullptr) m->act = activation_group(path, m->K, m->G);
-    }
-    layer.attn_norm = step::vector_of(norms.get(per * l), C, "attention norm");
-    layer.mlp_norm = step::vector_of(norms.get(per * l + 1), C, "MLP norm");
-    for (int64_t j = 0; per == 4 && j < 2; ++j) {
-      layer.head_norm[j] = step::vector_of(norms.get(per * l + 2 + j), hd, "q/k norms");
-      TORCH_CHECK(layer.head_norm[j] != nullptr, "q/k norms: float32 (head_dim,)");
-    }
-    layer.keys = c.data_ptr<float>();
-    layer.values = layer.keys + c.stride(0);
-    layer.head_stride = c.stride(1);
+    layers[l].keys = c.data_ptr<float>();
+    layers[l].values = layers[l].keys + c.stride(0);
+    layers[l].head_stride = c.stride(1);
   }
   const int64_t n = position + 1, first = (window > 0 && n > window) ? n - window : 0, count = n - first;
   const std::pair<int64_t, int64_t> chunking = attention::chunking(count, KV, hd);
