@@ -15,9 +15,12 @@ repeat; the report gives medians and each side's device memory: what its model k
 load, and the most a run adds on top (cache, activations; both models stay loaded). The floor line is the weight
 bytes a step reads over the device's copy bandwidth measured in the same run: at these sizes a step is
 bound by kernel launches, not by memory, and the ratio to the floor says how far.
-Four sides: "tokenstep" (the Session with its per-step report, decode steps replayed as CUDA graphs where the
+Five sides: "tokenstep" (the Session with its per-step report, decode steps replayed as CUDA graphs where the
 family allows: inference/model/graph_step.py), "eager" (the same with graphs off), "forward" (the graph steps
-alone: Decoder.forward and an argmax on the device, no report), and transformers.
+alone: Decoder.forward and an argmax on the device, no report), "transformers" (`generate`, its default dynamic
+cache) and "transformers static" (a static cache and, on CUDA, the forward compiled by torch.compile in
+"reduce-overhead" mode, its CUDA graphs: the best configuration transformers offers; `--no-compile` leaves it out).
+A side that cannot run on that machine's versions is reported with its error and left out of the ratios.
 """
 
 from __future__ import annotations
@@ -174,22 +177,44 @@ class TransformersSide:
         return timed_generate(self.model, torch.tensor([ids], device=DEVICE), n_decode)
 
 
+class TransformersStaticSide(TransformersSide):
+    compile = True  # main() clears it for --no-compile and off CUDA
+
+    def __init__(self, folder: Path, dtype: str):
+        super().__init__(folder, dtype)
+        self.model.generation_config.cache_implementation = "static"
+        if self.compile:
+            self.model.forward = torch.compile(self.model.forward, mode="reduce-overhead", fullgraph=True)
+        self.info = {**self.info, "cache": "static", "compiled": self.compile}
+
+
+SIDES = (("tokenstep", TokenStepSide), ("eager", EagerSide), ("forward", ForwardSide),
+         ("transformers", TransformersSide), ("transformers static", TransformersStaticSide))
+
+
 def measure_shape(folder: Path, dtype: str, args) -> dict:
     """Both sides on one checkpoint and dtype: medians per prompt length, the ratio, device memory."""
     rows = {}
     sides = {}
-    resident, working = {}, {}
-    for name, cls in (("tokenstep", TokenStepSide), ("eager", EagerSide), ("forward", ForwardSide),
-                      ("transformers", TransformersSide)):
+    resident, working, failed = {}, {}, {}
+    for name, cls in SIDES:
         before = allocated_bytes()
-        sides[name] = cls(folder, dtype)
+        try:
+            sides[name] = cls(folder, dtype)
+        except Exception as e:  # noqa: BLE001 - a side this machine's versions cannot run: said, not fatal
+            failed[name] = f"{type(e).__name__}: {e}"[:300]
+            continue
         resident[name], working[name] = allocated_bytes() - before, 0
     generator = torch.Generator().manual_seed(1)
     for n in args.prefill:
         ids = torch.randint(3, 40000, (n,), generator=generator).tolist()
+        for name, side in list(sides.items()):  # one warm-up each (kernel selection, allocator, a compile)
+            try:
+                side.run(ids, 8)
+            except Exception as e:  # noqa: BLE001 - as above
+                failed[name] = f"{type(e).__name__}: {e}"[:300]
+                del sides[name]
         runs = {name: [] for name in sides}
-        for name, side in sides.items():  # one warm-up each (kernel selection, allocator)
-            side.run(ids, 8)
         for repeat in range(args.repeats):
             order = list(sides) if repeat % 2 == 0 else list(reversed(sides))
             for name in order:
@@ -200,33 +225,40 @@ def measure_shape(folder: Path, dtype: str, args) -> dict:
                           "prefill_ms": statistics.median(r["prefill_ms"] for r in rs),
                           "decode_ms_all": [round(r["decode_ms"], 3) for r in rs],
                           "tokens": rs[-1]["tokens"]} for name, rs in runs.items()}
-        rows[n]["decode_ratio"] = rows[n]["tokenstep"]["decode_ms"] / rows[n]["transformers"]["decode_ms"]
-        rows[n]["prefill_ratio"] = rows[n]["tokenstep"]["prefill_ms"] / rows[n]["transformers"]["prefill_ms"]
+        theirs = [name for name in rows[n] if name.startswith("transformers")]
+        best = min(theirs, key=lambda name: rows[n][name]["decode_ms"])  # the best transformers configuration
+        rows[n]["best_transformers"] = best
+        rows[n]["decode_ratio"] = rows[n]["tokenstep"]["decode_ms"] / rows[n][best]["decode_ms"]
+        rows[n]["prefill_ratio"] = rows[n]["tokenstep"]["prefill_ms"] / rows[n].get("transformers", rows[n][best])["prefill_ms"]
     info = {name: side.info for name, side in sides.items()}
     weights_bytes = sides["tokenstep"].weights_bytes
     del sides
     if DEVICE == "cuda":
         torch.cuda.empty_cache()
-    return {"rows": rows, "info": info, "weights_bytes": weights_bytes,
+    return {"rows": rows, "info": info, "weights_bytes": weights_bytes, "failed_sides": failed,
             "resident_bytes": resident, "run_peak_extra_bytes": working}
 
 
 def table(report: dict) -> str:
     lines = [f"device: {report['device']}, torch {report['torch']}, copy {report['copy_gb_per_s']:.0f} GB/s",
-             "| shape | dtype | prompt | TokenStep decode ms | eager ms | forward ms | transformers decode ms | ratio | "
-             "floor ms | prefill ratio | MB resident, ours / theirs | MB a run adds, ours / theirs |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| shape | dtype | prompt | TokenStep decode ms | eager ms | forward ms | transformers decode ms | "
+             "static ms | ratio to the best | floor ms | prefill ratio | MB resident, ours / theirs | "
+             "MB a run adds, ours / theirs |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for key, result in report["results"].items():
         shape, dtype = key.split(":")
         floor_ms = result["weights_bytes"] / (report["copy_gb_per_s"] * 1e9) * 1000
         mb = {key: "{:.0f} / {:.0f}".format(*(result[key][side] / 2**20 for side in ("tokenstep", "transformers")))
               for key in ("resident_bytes", "run_peak_extra_bytes")}
         for n, row in result["rows"].items():
+            ms = {name: f"{row[name]['decode_ms']:.2f}" if name in row else "-"
+                  for name in ("eager", "forward", "transformers", "transformers static")}
             lines.append(f"| {shape} | {dtype} | {n} | {row['tokenstep']['decode_ms']:.2f} | "
-                         f"{row['eager']['decode_ms']:.2f} | {row['forward']['decode_ms']:.2f} | "
-                         f"{row['transformers']['decode_ms']:.2f} | {row['decode_ratio']:.2f} | "
+                         f"{ms['eager']} | {ms['forward']} | "
+                         f"{ms['transformers']} | {ms['transformers static']} | {row['decode_ratio']:.2f} | "
                          f"{floor_ms:.3f} | {row['prefill_ratio']:.2f} | {mb['resident_bytes']} | "
                          f"{mb['run_peak_extra_bytes']} |")
+        lines += [f"{shape} {dtype}: {name} did not run ({why})" for name, why in result.get("failed_sides", {}).items()]
     return "\n".join(lines)
 
 
@@ -240,9 +272,11 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     results.json_option(parser, "cuda")
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--no-compile", action="store_true", help="transformers' static-cache side without torch.compile")
     args = parser.parse_args(argv)
     global DEVICE
     DEVICE = args.device
+    TransformersStaticSide.compile = DEVICE == "cuda" and not args.no_compile
     args.prefill = [int(n) for n in args.prefill.split(",")]
     if DEVICE == "cuda" and not torch.cuda.is_available():
         print("bench_cuda: no CUDA device here")
