@@ -16,8 +16,11 @@ soft-capped scores take it for many queries) and a soft-capped decode step (`cap
 kernels a layer whose traits say `fused_decode` (Llama, Mistral, Qwen2/3, Phi-3) runs a decode step of every
 layer in one kernels call and one parallel region (`layers.decode_layers`, csrc/step.h; a captured
 step, one call per layer: `layers.decode_layer`, the same bits); that too is decided once, at construction, and
-`Decoder.decode_path` says which way a step runs. Every route hands the residual stream between layers
-to a `ResidualCapture` when one is given (the logit lens), so capturing it never leaves the fused path.
+`Decoder.decode_path` says which way a step runs. A forward of 2 to 16 rows on those families and float32 weights
+(a verify pass, a short prompt) runs every layer in one kernels call too (`Block.rows_all`, csrc/rows.h: each row
+gets the bits of its own decode step); on CUDA a decode step is a captured graph, replayed (graph_step.py). Every
+route hands the residual stream between layers to a `ResidualCapture` when one is given (the logit lens), so
+capturing it never leaves the fused path (a capture takes the rows and the graph steps layer by layer).
 
 How a product runs (stock torch, the own CPU kernels, CUDA; float or int8) is the backend's business
 (layers.py, quant.py): here every projection is a call. Weights are laid out for speed when loaded
