@@ -20,7 +20,8 @@ step, one call per layer: `layers.decode_layer`, the same bits); that too is dec
 (a verify pass, a short prompt) runs every layer in one kernels call too (`Block.rows_all`, csrc/rows.h: each row
 gets the bits of its own decode step); on CUDA a decode step is a captured graph, replayed (graph_step.py). Every
 route hands the residual stream between layers to a `ResidualCapture` when one is given (the logit lens), so
-capturing it never leaves the fused path (a capture takes the rows and the graph steps layer by layer).
+capturing it never leaves the fused path of one position (a pass of several rows or a graph step with a capture
+runs layer by layer through torch instead).
 
 How a product runs (stock torch, the own CPU kernels, CUDA; float or int8) is the backend's business
 (layers.py, quant.py): here every projection is a call. Weights are laid out for speed when loaded
