@@ -23,8 +23,8 @@ from gui.state.intents import Intents
 from gui.theme import Appearance
 from gui.views.base import View
 from gui.state.format import fmt_bytes, fmt_params
-from gui.widgets.plotting import (Bars, colour, covering, make_plot, nice_ceiling, set_data, set_range, set_ticks, style_plot,
-                       text_item)
+from gui.widgets.bar_chart import BarChart, ChartText, bar_set
+from gui.widgets.plotting import colour, covering, make_plot, nice_ceiling, set_data, set_range, style_plot
 from gui.widgets.wrap_label import WrapLabel
 
 
@@ -78,11 +78,8 @@ class KvView(View):
         self.allocated_curve = self.growth.plot([], [], name="allocated", antialias=True)
         self.later_curve = self.growth.plot([], [], name="later", antialias=True)  # after a past step shown
 
-        self.layers = make_plot(appearance, "-")  # titled by retranslate()
-        self.k_bars = Bars(x=[], height=[], width=0.8)
-        self.v_bars = Bars(x=[], y0=[], height=[], width=0.8)
-        self.layers.addItem(self.k_bars)
-        self.layers.addItem(self.v_bars)
+        # painted charts (bar_chart.py): a pyqtgraph plot cost a Run's frame ~1 ms each where their bars changed
+        self.layers = BarChart(appearance)  # titled by retranslate()
 
         self._make_compare(appearance)
 
@@ -125,9 +122,9 @@ class KvView(View):
     def retranslate(self) -> None:
         self.growth.getPlotItem().setLabel("bottom", translate("KV", "tokens in the context"))
         self.growth.getPlotItem().setLabel("left", "MB")
-        self.layers.getPlotItem().setTitle(translate("KV", "each layer's K (dark) and V (light), KB"))
-        self.layers.getPlotItem().setLabel("bottom", translate("KV", "layer"))
-        self.compare.getPlotItem().setTitle(translate("KV", "weights vs KV cache (log scale)"))
+        self.layers.set_title(translate("KV", "each layer's K (dark) and V (light), KB"))
+        self.layers.set_bottom_label(translate("KV", "layer"))
+        self.compare.set_title(translate("KV", "weights vs KV cache (log scale)"))
         self.project_to.setText(translate("KV", "Project to"))
         self.requests.setSuffix(translate("KV", " concurrent requests"))
         self.requests.setToolTip(translate("KV", "How many requests a server holds at once, each with its own KV cache"))
@@ -137,15 +134,8 @@ class KvView(View):
 
     def _make_compare(self, appearance: Appearance) -> None:
         """Weights vs the KV cache now, at a full window, and for N requests at once."""
-        self.compare = make_plot(appearance, "-", rows_axis=True)  # titled by retranslate()
-        self.compare.invertY(True)
-        self.compare.getAxis("bottom").setTicks([[(k, unit) for k, unit in
-                                                  ((3, "1 KB"), (6, "1 MB"), (9, "1 GB"), (12, "1 TB"))]])
-        self.compare_bars = Bars(x0=[], y=[], height=0.6, width=[])
-        self.compare.addItem(self.compare_bars)
-        self.compare_labels = [text_item(appearance) for _ in range(4)]
-        for label in self.compare_labels:
-            self.compare.addItem(label)
+        self.compare = BarChart(appearance, rows=True)  # titled by retranslate(); x: log10 of the bytes
+        self.compare.set_x_ticks([(3, "1 KB"), (6, "1 MB"), (9, "1 GB"), (12, "1 TB")])
         self.requests = QSpinBox()
         self.requests.setRange(1, 4096)
         self.requests.setValue(16)
@@ -184,9 +174,10 @@ class KvView(View):
 
     def restyle(self) -> None:
         a, t = self.appearance, self.appearance.theme
+        style_plot(self.growth, a)
         for plot in (self.growth, self.layers, self.compare):
-            style_plot(plot, a)
             plot.setMinimumHeight(int(90 * a.scale))  # room for the axes under bigger type
+            plot.update()  # the painted charts read the theme as they paint
         self.updateGeometry()
         self.used_curve.setPen(pg.mkPen(t.final, width=2.5 * a.scale))
         self.used_curve.setSymbol("o")
@@ -200,8 +191,6 @@ class KvView(View):
             translate("KV", "<span style='color:{used_colour}'>━ used</span> and <span style='color:{allocated_colour}'>"
                       "╌ allocated</span> vs context").format(used_colour=t.final, allocated_colour=t.warning),
             color=t.text, size=f"{a.font(0.85).pointSizeF():.0f}pt")
-        for label in self.compare_labels:
-            label.restyle(a)
         self._key = None
 
     def _force_refresh(self) -> None:
@@ -229,11 +218,10 @@ class KvView(View):
         t = self.appearance.theme
         layers = np.arange(info.n_layers, dtype=float)
         per_tensor = used / (2 * info.n_layers) if info.n_layers else 0
-        self.k_bars.setOpts(x=layers, height=np.full(info.n_layers, per_tensor / 1e3), width=0.8,
-                            brush=colour(t.final), pen=None)
-        self.v_bars.setOpts(x=layers, y0=np.full(info.n_layers, per_tensor / 1e3),
-                            height=np.full(info.n_layers, per_tensor / 1e3), width=0.8, brush=colour(t.temp), pen=None)
-        set_range(self.layers, x=(-1, info.n_layers), y=(0, nice_ceiling(max(2 * per_tensor / 1e3, 1) * 1.1)))
+        kb = per_tensor / 1e3
+        self.layers.set_bars("K", bar_set(t.final, layers - 0.4, 0.0, 0.8, np.full(info.n_layers, kb)))
+        self.layers.set_bars("V", bar_set(t.temp, layers - 0.4, kb, 0.8, np.full(info.n_layers, kb)))
+        self.layers.set_range(x=(-1, info.n_layers), y=(0, nice_ceiling(max(2 * kb, 1) * 1.1)))
         self._compare(info, used, translate("KV", "KV now") if past is None else
                       translate("KV", "KV at step {index}").format(index=past.index))
         self._paragraphs_changed()  # new text may wrap to more lines
@@ -338,9 +326,8 @@ class KvView(View):
         n = self.requests.value()
         full = info.kv_bytes_per_token * info.context_length
         if info.dtype == "remote":  # no byte figures from a server: no bars that would read as 1 B
-            self.compare_bars.setOpts(x0=[], y=[], width=[])
-            for label in self.compare_labels:
-                label.show_text("")
+            self.compare.clear_bars()
+            self.compare.set_labels([])
             self.projection.setText(translate("KV", "<b>{params}</b> on the server · <b>context window {n} tokens</b> · "
                                               "the sizes of its weights and KV cache are not known here").format(
                 params=fmt_params(info.n_params), n=number(info.context_length)))
@@ -349,13 +336,14 @@ class KvView(View):
                 (translate("KV", "KV at full window"), full, t.warning),
                 (translate("KV", "KV × {n} at full window").format(n=n), full * n, t.chosen)]
         values = np.array([max(v, 1) for _, v, _ in rows], dtype=float)
-        self.compare_bars.setOpts(x0=np.zeros(4), y=np.arange(4), width=np.log10(values), height=0.6,
-                                  brushes=[colour(col) for _, _, col in rows], pen=None)
-        set_ticks(self.compare.getAxis("left"), [[(i, name) for i, (name, _, _) in enumerate(rows)]])
+        for i, (_, _, col) in enumerate(rows):  # a bar a row, each in its colour
+            self.compare.set_bars(str(i), bar_set(col, 0.0, i - 0.3, np.log10(values[i]), 0.6))
+        self.compare.set_y_ticks([(i, name) for i, (name, _, _) in enumerate(rows)])
         top = np.log10(values.max())
-        set_range(self.compare, x=(0, float(np.ceil(top + 2.4))), y=(-0.6, 3.6))
-        for i, label in enumerate(self.compare_labels):  # the log scale's floor of 1 B is not a size: 0 B
-            label.show_text(fmt_bytes(rows[i][1] if i != 1 else used), round(float(np.log10(values[i])) + 0.05, 2), i)
+        self.compare.set_range(x=(0, float(np.ceil(top + 2.4))), y=(-0.6, 3.6))
+        # the log scale's floor of 1 B is not a size: 0 B
+        self.compare.set_labels([ChartText(fmt_bytes(rows[i][1] if i != 1 else used),
+                                           round(float(np.log10(values[i])) + 0.05, 2), i) for i in range(4)])
         self.projection.setText(translate(
             "KV", "<b>{params}</b>: fixed weights shared by all requests · <b>context window {n} tokens</b>: what one "
             "request may hold · <b>KV cache</b>: each request's own notes, {full} when its window is full").format(

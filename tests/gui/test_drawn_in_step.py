@@ -28,8 +28,8 @@ def drawn(win) -> dict:
         "u_line": cand.u_line.value() if cand.u_line.isVisible() else None,
         "u_label": cand.u_label.toPlainText(),
         "draw_caption": cand.draw_caption.text(),
-        "kv_label": kv.compare_labels[1].toPlainText(),
-        "kv_bar_bytes": 2 * float(np.sum(kv.k_bars.opts["height"])) * 1e3,  # each layer's K + V, KB
+        "kv_label": kv.compare.labels[1].text,
+        "kv_bar_bytes": 2 * float(np.sum(kv.layers.bars["K"].height)) * 1e3,  # each layer's K + V, KB
         "kv_text": kv.formula.text(),
         "kv_curve_end": float(kv.used_curve.getData()[0][-1]) if kv.used_curve.getData()[0] is not None
         and len(kv.used_curve.getData()[0]) else None,
@@ -63,7 +63,7 @@ class Paints(QObject):
         cand, kv, timing = (win.views[k] for k in ("candidates", "kv", "timing"))
         self.win, self.frame, self.paint = win, 0, 0
         self.watched = {cand.header: "header", cand.draw.viewport(): "draw strip", kv.formula: "KV text",
-                        kv.layers.viewport(): "KV bars", timing.plot.viewport(): "Timing bars"}
+                        kv.layers: "KV bars", timing.plot.viewport(): "Timing bars"}
         self.painted: list[tuple[int, int, str]] = []  # (frame, paint, what)
         win.controller.redraw.connect(self._redrawn)
         QApplication.instance().installEventFilter(self)

@@ -38,7 +38,7 @@ def test_before_a_prompt_the_views_say_how_to_start(window):
     cands, timing = window.views["candidates"], window.views["timing"]
     for plot in (cands.bars, cands.waterfall, cands.draw, timing.plot, timing.timeline.plot):
         assert not plot.getPlotItem().getAxis("left").isVisible()
-    assert window.views["kv"].compare_labels[1].toPlainText() == "0 B"  # not the log scale's floor of "1 B"
+    assert window.views["kv"].compare.labels[1].text == "0 B"  # not the log scale's floor of "1 B"
 
 
 def test_a_new_prefill_clears_the_last_run_at_once(window):
