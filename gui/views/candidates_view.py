@@ -26,7 +26,8 @@ from gui.theme import Appearance
 from gui.views.base import View
 from gui.widgets.candidate_labels import compact, legend_tip, header_text, legend, row_label, row_tooltip
 from gui.state.format import byte_label, display, partial_note, quoted, rank_text
-from gui.widgets.plotting import Bars, Label, StyledBars, colour, make_plot, set_range, set_ticks, show_axes, style_plot, text_item, titled
+from gui.widgets.bar_chart import LABEL_MARGIN, BarChart, ChartText, bar_set
+from gui.widgets.plotting import Bars, StyledBars, colour, make_plot, set_range, set_ticks, show_axes, style_plot, text_item, titled
 from gui.widgets.token_picker import TokenPicker
 from gui.widgets.wrap_label import CaptionLabel, WrapLabel
 
@@ -41,7 +42,6 @@ STAGES_TIP = QT_TRANSLATE_NOOP("Candidates", "raw: the model's softmax · T (tem
                                "tokens the sampler would keep, cut because the draw is among the listed ones · Σ=1 "
                                "(renorm.): what is kept, renormalised")
 EMPTY = QT_TRANSLATE_NOOP("Candidates", "After Prefill the candidates for the first new token appear here.")
-MAX_BARS = 22  # top-N (20), the chosen token when it ranks lower, a server's tail
 MAX_SEGMENT_LABELS = 8
 DRAW_BAR_TOP = 0.46  # the draw's segments fill y 0.02 .. 0.46; the u label goes above them
 SIDE_BY_SIDE = 560  # px (× the type scale): narrower than this, the waterfall and the draw go under the bars
@@ -99,25 +99,17 @@ class CandidatesView(View):
     def retranslate(self) -> None:
         self.legend.setToolTip(legend_tip())
         self.legend.setText(legend(self.appearance.theme, None if self._drawn is None else self._drawn.dist.settings))
-        self.bars.getPlotItem().setLabel("bottom", translate("Candidates", "probability"))
+        self.bars.set_bottom_label(translate("Candidates", "probability"))
         self.waterfall.getPlotItem().setLabel("left", translate("Candidates", "mass"))
         self._last = ("dirty",)
 
     def _make_bars(self, appearance: Appearance) -> None:
-        self.bars = make_plot(appearance, rows_axis=True)
-        self.bars.invertY(True)
-        self.bars.setXRange(0, 1, padding=0.02)
-        self.bars.getAxis("left").setWidth(130)
-        self.bar_items = [Bars(x0=[], y=[], height=0.26, width=[]) for _ in range(3)]
-        for item in self.bar_items:
-            self.bars.addItem(item)
-        self.chosen_outline = Bars(x0=[], y=[], height=0.9, width=[])
-        self.bars.addItem(self.chosen_outline)
-        self.tail_bar = Bars(x0=[], y=[], height=0.26, width=[])  # a server's unlisted tokens
-        self.bars.addItem(self.tail_bar)
-        self.value_labels = [text_item(appearance) for _ in range(MAX_BARS)]
-        for label in self.value_labels:
-            self.bars.addItem(label)
+        """A painted chart of rows (bar_chart.py): the bars change at every step of a Run, and as a pyqtgraph plot
+        they were the costliest part of a frame. Its bar sets, top to bottom of the paint: "raw", "temp", "final"
+        (each stage's p), "chosen" (the drawn token's row outlined), "tail" (a server's unlisted tokens)."""
+        self.bars = BarChart(appearance, rows=True)
+        self.bars.set_range(x=(-0.02, 1.02))
+        self.bars.left_axis_px = 130.0  # the tokens' names: a width that does not change with them
 
     def _make_waterfall(self, appearance: Appearance) -> None:
         self.waterfall = make_plot(appearance)
@@ -153,13 +145,15 @@ class CandidatesView(View):
         a, t = self.appearance, self.appearance.theme
         stacked = self.split.orientation() == Qt.Vertical  # three plots in a column: each a little lower
         for plot, height in ((self.bars, 120 if stacked else 150), (self.waterfall, 90), (self.draw, 80)):
-            style_plot(plot, a)
+            if plot is not self.bars:  # the painted chart reads the theme as it paints
+                style_plot(plot, a)
             # ~50 px of each are axes and labels, which grow with the type; the data area need not (F5 at
             # 1024x700 has no room for the whole plot grown by the type's factor)
             plot.setMinimumHeight(int(height + PLOT_AXES * (a.scale - 1)))
         self._label_metrics = QFontMetricsF(a.font(0.85))  # the plot labels' font, measured once
-        for label in self.value_labels + self.stage_labels + self.segment_labels + [self.u_label]:
+        for label in self.stage_labels + self.segment_labels + [self.u_label]:
             label.restyle(a)
+        self.bars.update()
         self.u_line.setPen(pg.mkPen(t.chosen, width=3 * a.scale))
         self.legend.setText(legend(t, None if self._drawn is None else self._drawn.dist.settings))
         self._last = ("dirty",)
@@ -190,15 +184,16 @@ class CandidatesView(View):
             self.legend.setText(legend(self.appearance.theme, None if shown is None else shown.dist.settings))
         if shown is None:
             self.header.setText(translate("Candidates", EMPTY))
-            for item in self.bar_items + [self.chosen_outline, self.tail_bar]:
-                item.setOpts(x0=[], y=[], width=[])
+            self.bars.clear_bars()
+            self.bars.set_labels([])
+            self.bars.set_y_ticks([])
             self.kept_bars.setOpts(x=[], height=[])
             self.removed_bars.setOpts(x=[], y0=[], height=[])
             self.segments.set_bars([], [], x0=[], y0=[], height=[], width=[])
-            for label in self.value_labels + self.stage_labels + self.segment_labels + [self.u_label]:
+            for label in self.stage_labels + self.segment_labels + [self.u_label]:
                 label.show_text("")
             self.u_line.hide()
-        for plot in (self.bars, self.waterfall, self.draw):
+        for plot in (self.waterfall, self.draw):  # the painted bars show axes only with bars
             show_axes(plot, shown is not None)
         if shown is None:
             return
@@ -211,7 +206,7 @@ class CandidatesView(View):
         """The candidates to draw: as many rows as fit at the labels' line height (they would overlap),
         the chosen one kept in place of the last when it ranks lower."""
         line = self._label_metrics.lineSpacing() * 1.1
-        fit = max(3, int(self.bars.getPlotItem().getViewBox().height() / line) - extra)
+        fit = max(3, int(self.bars.data_size().height() / line) - extra)
         rows = np.arange(min(n, fit))
         if chosen is not None and chosen >= len(rows):
             rows[-1] = chosen
@@ -228,54 +223,47 @@ class CandidatesView(View):
         y = np.arange(n, dtype=float)
         greedy = settings.is_greedy  # no temperature stage: two bars a row
         h = a.bar_width(0.3 if greedy else 0.26)
-        stages = [(self.bar_items[0], c.p_raw, -h / 2 if greedy else -h, t.raw),
-                  (self.bar_items[1], c.p_temp, 0.0, t.temp),
-                  (self.bar_items[2], c.p_final, h / 2 if greedy else h, t.final)]
-        for item, values, offset, col in stages:
-            shown_values = np.zeros(0) if greedy and item is self.bar_items[1] else values[rows]
-            item.setOpts(x0=np.zeros(len(shown_values)), y=y[:len(shown_values)] + offset, height=h,
-                         width=shown_values, brush=colour(col), pen=None)
+        stages = [("raw", c.p_raw, -h / 2 if greedy else -h, t.raw), ("temp", c.p_temp, 0.0, t.temp),
+                  ("final", c.p_final, h / 2 if greedy else h, t.final)]
+        for key, values, offset, col in stages:  # each row's bars centred on its row, side by side
+            shown_values = np.zeros(0) if greedy and key == "temp" else values[rows]
+            self.bars.set_bars(key, bar_set(col, 0.0, y[:len(shown_values)] + offset - h / 2, shown_values, h))
         at = None if chosen is None else int(np.nonzero(rows == chosen)[0][0])
-        if at is None:
-            self.chosen_outline.setOpts(x0=[], y=[], width=[])
-        else:
-            self.chosen_outline.setOpts(x0=[-0.004], y=[at], width=[1.0], height=(2.4 if greedy else 3.6) * h,
-                                        brush=colour(t.chosen, 40), pen=pg.mkPen(t.chosen, width=2 * a.scale))
+        outline = (2.4 if greedy else 3.6) * h
+        self.bars.set_bars("chosen", bar_set(t.chosen, -0.004, [] if at is None else [at - outline / 2], 1.0, outline,
+                                             alpha=40, outline=t.chosen, outline_width=2 * a.scale))
         ticks = [(i, f"{'▶ ' if r == chosen else ''}{byte_label(display(c.texts[r]))[:18]}")
                  for i, r in enumerate(rows)]
         if tail is not None:  # the server's unlisted tokens: their raw mass as one bar, never drawn from
             ticks.append((n, translate("Candidates", "other ({n} tokens)").format(n=compact(tail.tail_count))))
-            self.tail_bar.setOpts(x0=[0], y=[n - h], height=h, width=[tail.tail_p], brush=colour(t.raw, 110), pen=None)
+            self.bars.set_bars("tail", bar_set(t.raw, 0.0, n - 1.5 * h, [tail.tail_p], h, alpha=110))
         else:
-            self.tail_bar.setOpts(x0=[], y=[], width=[])
-        set_ticks(self.bars.getAxis("left"), [ticks])
-        set_range(self.bars, y=(-0.6, max(len(ticks), min(10, n + 1)) - 0.4))
+            self.bars.set_bars("tail", bar_set(t.raw, 0.0, [], [], h))
+        self.bars.set_y_ticks(ticks)
+        self.bars.set_range(y=(-0.6, max(len(ticks), min(10, n + 1)) - 0.4))
         self._bar_labels(shown, rows)
 
     def _bar_labels(self, shown: Shown, rows: np.ndarray) -> None:
         """Each row's stages in words beside its longest bar, or inside it where the words would run off."""
         t, c, settings = self.appearance.theme, shown.dist.candidates, shown.dist.settings
         tail = shown.dist.server
-        n = len(rows)
-        axis_px = max(self.bars.getPlotItem().getViewBox().width(), 1.0) / 1.04  # the x range is 0..1 + padding
-        for i, label in enumerate(self.value_labels):
-            if tail is not None and i == n:
-                cut = shown.dist.tail_kept
-                said = translate("Candidates", "{p} not listed by the server").format(p=f"{tail.tail_p:.3f}") + (
-                    translate("Candidates", "; {p} of the final p would fall here: cut").format(p=f"{cut[0]:.3f}")
-                    if cut is not None and cut[0] > 0 else "")
-                label.show_text(said, round(tail.tail_p + 0.01, 3), n, anchor=(0, 0.5), color=t.text)
-            elif i < n:
-                r = rows[i]
-                text = row_label(c.p_raw[r], c.p_temp[r], c.p_final[r], settings,
-                                 None if c.p_temp_bounds is None else c.p_temp_bounds[r])
-                end = max(c.p_raw[r], c.p_final[r], 0.0 if settings.is_greedy else c.p_temp[r])
-                room = (self._label_metrics.horizontalAdvance(text) + 10) / axis_px
-                inside = end + 0.01 + room > 1.02 and end >= room  # no room to the right: inside the bar's end
-                label.show_text(text, round(end - 0.01 if inside else min(end + 0.01, 1.02 - room), 3), i,
-                                anchor=(1, 0.5) if inside else (0, 0.5), color="#ffffff" if inside else t.text)
-            else:
-                label.show_text("")
+        axis_px = max(self.bars.data_size().width(), 1.0) / 1.04  # the x range is 0..1 + padding
+        labels = []
+        for i, r in enumerate(rows):
+            text = row_label(c.p_raw[r], c.p_temp[r], c.p_final[r], settings,
+                             None if c.p_temp_bounds is None else c.p_temp_bounds[r])
+            end = max(c.p_raw[r], c.p_final[r], 0.0 if settings.is_greedy else c.p_temp[r])
+            room = (self._label_metrics.horizontalAdvance(text) + 10) / axis_px
+            inside = end + 0.01 + room > 1.02 and end >= room  # no room to the right: inside the bar's end
+            labels.append(ChartText(text, round(end - 0.01 if inside else min(end + 0.01, 1.02 - room), 3), i,
+                                    (1, 0.5) if inside else (0, 0.5), "#ffffff" if inside else None))
+        if tail is not None:
+            cut = shown.dist.tail_kept
+            said = translate("Candidates", "{p} not listed by the server").format(p=f"{tail.tail_p:.3f}") + (
+                translate("Candidates", "; {p} of the final p would fall here: cut").format(p=f"{cut[0]:.3f}")
+                if cut is not None and cut[0] > 0 else "")
+            labels.append(ChartText(said, round(tail.tail_p + 0.01, 3), len(rows)))
+        self.bars.set_labels(labels)
 
     def _redraw_after_resize(self) -> None:
         if not self.intents.running:  # a run redraws every view at its next frame anyway
@@ -332,7 +320,7 @@ class CandidatesView(View):
 
     def _label_px(self, lines: int) -> float:
         """The px a plot label of that many lines takes (its margins included), and a gap."""
-        return lines * self._label_metrics.lineSpacing() + 2 * Label.MARGIN + 2
+        return lines * self._label_metrics.lineSpacing() + 2 * LABEL_MARGIN + 2
 
     def _draw_top(self) -> float:
         """The draw's y range top: 1, or more where the plot is short, so that the u label's line fits between

@@ -18,13 +18,15 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from PySide6.QtCore import QPointF, QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QFontMetricsF, QPainter, QPen
+from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, QSizeF, Qt
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from gui.theme import Appearance
+from gui.widgets.plotting import text_size
 
 TICK = 5.0  # px a tick mark reaches out of its axis
+LABEL_MARGIN = 4.0  # px around a label's text (as plotting.Label's)
 GAP = 3.0  # px between a tick mark and its text, and around the title and the axis label
 
 
@@ -37,24 +39,29 @@ class BarSet:
     height: np.ndarray
     colour: str
     alpha: int = 255
+    outline: str | None = None  # a pen's colour around each bar (None: no outline)
+    outline_width: float = 1.0
 
     def same(self, other: BarSet | None) -> bool:
         return (other is not None and self.colour == other.colour and self.alpha == other.alpha
+                and self.outline == other.outline and self.outline_width == other.outline_width
                 and all(np.array_equal(a, b) for a, b in ((self.x0, other.x0), (self.y0, other.y0),
                                                           (self.width, other.width), (self.height, other.height))))
 
 
-def bar_set(colour: str, x0, y0, width, height, alpha: int = 255) -> BarSet:
-    """Scalars are repeated for every bar (as pyqtgraph's BarGraphItem takes them)."""
+def bar_set(colour: str, x0, y0, width, height, alpha: int = 255, outline: str | None = None,
+            outline_width: float = 1.0) -> BarSet:
+    """Scalars are repeated for every bar (as pyqtgraph's BarGraphItem takes them); no width, no bars."""
     arrays = [np.atleast_1d(np.asarray(v, dtype=float)) for v in (x0, y0, width, height)]
-    n = max(len(a) for a in arrays)
-    x0, y0, width, height = (np.full(n, a[0]) if len(a) == 1 and n > 1 else a for a in arrays)
-    return BarSet(x0, y0, width, height, colour, alpha)
+    n = 0 if min(len(a) for a in arrays) == 0 else max(len(a) for a in arrays)
+    x0, y0, width, height = (np.full(n, a[0]) if len(a) == 1 and n != 1 else a[:n] for a in arrays)
+    return BarSet(x0, y0, width, height, colour, alpha, outline, outline_width)
 
 
 @dataclass(frozen=True)
 class ChartText:
-    """Text at a data point; `anchor` (0..1 of its box) sits at the point, as a plot label's."""
+    """Text at a data point; `anchor` (0..1 of its box, LABEL_MARGIN px around the text) sits at the point, as
+    a plot label's (plotting.Label)."""
     text: str
     x: float
     y: float
@@ -67,8 +74,7 @@ def round_ticks(lo: float, hi: float, px: float, room_px: float) -> list[float]:
     span = hi - lo
     if span <= 0 or px <= 0:
         return []
-    most = max(1, int(px / max(room_px, 1.0)))
-    raw = span / most
+    raw = span * max(room_px, 1.0) / px  # the smallest step that keeps ticks room_px apart
     base = 10 ** math.floor(math.log10(raw))
     step = next(m * base for m in (1, 2, 5, 10) if m * base >= raw)
     first = math.ceil(lo / step - 1e-9)
@@ -91,9 +97,15 @@ class BarChart(QWidget):
         self.y_ticks: list[tuple[float, str]] | None = None  # the rows' names where `rows`
         self.bars: dict[str, BarSet] = {}
         self.labels: list[ChartText] = []
+        self.left_axis_px: float | None = None  # a fixed width for the y axis's names (None: the widest name's)
         self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Expanding)
         self.setAttribute(Qt.WA_OpaquePaintEvent)  # the paint fills the whole widget
+        self._label_font: QFont | None = None
         self._font_key, self._font_metrics = "", None
+        appearance.changed.connect(self._restyled)
+        self._widths: dict[str, float] = {}
+        self._elisions: dict[tuple[str, float], str] = {}
+        self._rect_key, self._rect = None, QRectF()
 
     def sizeHint(self) -> QSize:
         return QSize(300, 160)
@@ -143,24 +155,50 @@ class BarChart(QWidget):
         return self.holds_data()
 
     # --- geometry -------------------------------------------------------------------------------------
-    def _metrics(self) -> QFontMetricsF:
-        """The labels' font measured, once per type size (the appearance's font changes with presentation mode)."""
-        font = self.appearance.font(0.85)
-        if self._font_key != font.key():
+    def _font(self) -> QFont:
+        """The labels' font (the plots' tick font), made once per appearance (presentation mode makes it bigger)."""
+        if self._label_font is None:
+            font = self._label_font = self.appearance.font(0.85)
             self._font_key, self._font_metrics = font.key(), QFontMetricsF(font)
+            self._widths, self._elisions = {}, {}
+        return self._label_font
+
+    def _metrics(self) -> QFontMetricsF:
+        self._font()
         return self._font_metrics
 
+    def _restyled(self) -> None:
+        self._label_font = None
+        self.update()
+
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() in (QEvent.FontChange, QEvent.ApplicationFontChange):
+            self._restyled()
+
     def plot_rect(self) -> QRectF:
-        """The data area, in the widget's pixels."""
+        """The data area, in the widget's pixels (measured again only when what it depends on changed: a frame
+        asks several times)."""
         m = self._metrics()
+        names = None if self.left_axis_px is not None else (self.y_ticks, self.y_range)  # what the axis is as wide as
+        key = (self.width(), self.height(), bool(self.title), bool(self.bottom_label), self._font_key,
+               self.left_axis_px, names)
+        if key != self._rect_key:
+            self._rect_key, self._rect = key, self._measure_plot_rect(m)
+        return QRectF(self._rect)
+
+    def _measure_plot_rect(self, m: QFontMetricsF) -> QRectF:
         line = m.height()
         top = GAP + (line + GAP if self.title else 0) + line / 2  # the top tick's text reaches above the area
         bottom = self.height() - GAP - line - TICK - GAP - (line + GAP if self.bottom_label else 0)
-        if self.rows_axis:
+        if self.left_axis_px is not None:
+            names = []
+        elif self.rows_axis:
             names = [t for _, t in self.y_ticks or []]
         else:
             names = [t for _, t in self._y_ticks(QRectF(0, top, 1, max(bottom - top, 1)))]
-        left = GAP + max((m.horizontalAdvance(t) for t in names), default=0.0) + GAP + TICK
+        widest = max((m.horizontalAdvance(t) for t in names), default=0.0)
+        left = (GAP + widest if self.left_axis_px is None else self.left_axis_px) + GAP + TICK
         right = self.width() - GAP - m.horizontalAdvance("0") * 2  # the last x tick's text is centred on it
         return QRectF(left, top, max(right - left, 1.0), max(bottom - top, 1.0))
 
@@ -173,6 +211,20 @@ class BarChart(QWidget):
         py = area.top() + fraction * area.height() if self.rows_axis else area.bottom() - fraction * area.height()
         return QPointF(px, py)
 
+    def to_data(self, pos: QPointF) -> QPointF | None:
+        """The data point at a place in the widget (None outside the data area)."""
+        area = self.plot_rect()
+        if not area.contains(pos):
+            return None
+        (x_lo, x_hi), (y_lo, y_hi) = self.x_range, self.y_range
+        x = x_lo + (pos.x() - area.left()) / area.width() * (x_hi - x_lo)
+        fraction = (pos.y() - area.top()) / area.height() if self.rows_axis else (area.bottom() - pos.y()) / area.height()
+        return QPointF(x, y_lo + fraction * (y_hi - y_lo))
+
+    def data_size(self) -> QSizeF:
+        """The data area's size in px."""
+        return self.plot_rect().size()
+
     def _y_ticks(self, area: QRectF) -> list[tuple[float, str]]:
         if self.y_ticks is not None:
             return self.y_ticks
@@ -183,8 +235,8 @@ class BarChart(QWidget):
         if self.x_ticks is not None:
             return self.x_ticks
         lo, hi = self.x_range
-        widest = self._metrics().horizontalAdvance(tick_text(max(abs(lo), abs(hi))) + "  ")
-        return [(v, tick_text(v)) for v in round_ticks(lo, hi, area.width(), max(widest, 30.0))]
+        widest = self._metrics().horizontalAdvance(tick_text(max(abs(lo), abs(hi))))
+        return [(v, tick_text(v)) for v in round_ticks(lo, hi, area.width(), max(2 * widest, 40.0))]
 
     # --- paint ----------------------------------------------------------------------------------------
     def paintEvent(self, event) -> None:
@@ -192,7 +244,7 @@ class BarChart(QWidget):
         painter = QPainter(self)
         painter.fillRect(self.rect(), QColor(t.panel))
         m = self._metrics()
-        painter.setFont(a.font(0.85))
+        painter.setFont(self._font())
         line = m.height()
         text = QColor(t.text)
         if self.title:
@@ -227,12 +279,30 @@ class BarChart(QWidget):
             top = bottom - bars.height * sy
         x1, y1 = np.minimum(left, right), np.minimum(top, bottom)
         w, h = np.abs(right - left), np.abs(bottom - top)
-        painter.setPen(Qt.NoPen)
+        painter.setPen(Qt.NoPen if bars.outline is None else QPen(QColor(bars.outline), bars.outline_width))
         painter.setBrush(colour)
         painter.drawRects([QRectF(*r) for r in zip(x1.tolist(), y1.tolist(), w.tolist(), h.tolist())])
 
+    def _advance(self, text: str) -> float:
+        """A text's width in the labels' font, measured once per text (a step's names and labels mostly repeat)."""
+        width = self._widths.get(text)
+        if width is None:
+            if len(self._widths) > 4096:
+                self._widths.clear()
+            width = self._widths[text] = self._metrics().horizontalAdvance(text)
+        return width
+
+    def _elided(self, text: str, room: float) -> str:
+        key = (text, room)
+        elided = self._elisions.get(key)
+        if elided is None:
+            if len(self._elisions) > 4096:
+                self._elisions.clear()
+            elided = self._elisions[key] = self._metrics().elidedText(text, Qt.ElideRight, room)
+        return elided
+
     def _paint_axes(self, painter: QPainter, area: QRectF, m: QFontMetricsF, text: QColor) -> None:
-        line = m.height()
+        line, ascent = m.height(), m.ascent()
         painter.setPen(QPen(QColor(self.appearance.theme.grid)))
         painter.drawLine(area.bottomLeft(), area.bottomRight())
         painter.drawLine(area.topLeft(), area.bottomLeft())
@@ -246,22 +316,36 @@ class BarChart(QWidget):
             painter.drawLine(QPointF(area.left() - TICK, y), QPointF(area.left(), y))
         painter.setPen(text)
         below = area.bottom() + TICK + GAP
-        for x, s in x_ticks:
-            w = m.horizontalAdvance(s) + 2
-            painter.drawText(QRectF(x - w / 2, below, w, line), Qt.AlignCenter, s)
+        for x, s in x_ticks:  # at the baseline: a point, no layout flags (one call per text, each frame)
+            painter.drawText(QPointF(x - self._advance(s) / 2, below + ascent), s)
         right = area.left() - TICK - GAP
         for y, s in y_ticks:
-            painter.drawText(QRectF(0, y - line / 2, right, line), Qt.AlignRight | Qt.AlignVCenter, s)
+            s = self._elided(s, right - GAP) if self.left_axis_px is not None else s
+            painter.drawText(QPointF(right - self._advance(s), y - line / 2 + ascent), s)
         if self.bottom_label:
             painter.drawText(QRectF(area.left(), below + line + GAP, area.width(), line), Qt.AlignCenter,
                              self.bottom_label)
 
     def _paint_labels(self, painter: QPainter, area: QRectF, m: QFontMetricsF, text: QColor) -> None:
+        ascent = m.ascent()
         for label in self.labels:
             if not label.text:
                 continue
-            at = self.map(label.x, label.y, area)
-            w, h = m.horizontalAdvance(label.text) + 2, m.height()
-            box = QRectF(at.x() - label.anchor[0] * w, at.y() - label.anchor[1] * h, w, h)
+            box = self.label_rect(label, area)
             painter.setPen(text if label.colour is None else QColor(label.colour))
-            painter.drawText(box, Qt.AlignLeft | Qt.AlignVCenter, label.text)
+            if "\n" in label.text:
+                painter.drawText(box.adjusted(LABEL_MARGIN, LABEL_MARGIN, -LABEL_MARGIN, -LABEL_MARGIN),
+                                 Qt.AlignLeft | Qt.AlignTop, label.text)
+            else:
+                painter.drawText(QPointF(box.left() + LABEL_MARGIN, box.top() + LABEL_MARGIN + ascent), label.text)
+
+    def label_rect(self, label: ChartText, area: QRectF | None = None) -> QRectF:
+        """Where a label is drawn (its margin included), in the widget's pixels."""
+        at = self.map(label.x, label.y, area)
+        if "\n" in label.text:
+            size = text_size(self._font(), label.text)
+            w, h = size.width(), size.height()
+        else:
+            w, h = self._advance(label.text), self._metrics().height()
+        w, h = w + 2 * LABEL_MARGIN, h + 2 * LABEL_MARGIN
+        return QRectF(at.x() - label.anchor[0] * w, at.y() - label.anchor[1] * h, w, h)
