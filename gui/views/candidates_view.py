@@ -27,7 +27,7 @@ from gui.views.base import View
 from gui.widgets.candidate_labels import compact, legend_tip, header_text, legend, row_label, row_tooltip
 from gui.state.format import byte_label, display, partial_note, quoted, rank_text
 from gui.widgets.bar_chart import LABEL_MARGIN, BarChart, ChartText, bar_set
-from gui.widgets.plotting import Bars, StyledBars, colour, make_plot, set_range, set_ticks, show_axes, style_plot, text_item, titled
+from gui.widgets.plotting import StyledBars, colour, make_plot, set_range, show_axes, style_plot, text_item, titled
 from gui.widgets.token_picker import TokenPicker
 from gui.widgets.wrap_label import CaptionLabel, WrapLabel
 
@@ -100,7 +100,7 @@ class CandidatesView(View):
         self.legend.setToolTip(legend_tip())
         self.legend.setText(legend(self.appearance.theme, None if self._drawn is None else self._drawn.dist.settings))
         self.bars.set_bottom_label(translate("Candidates", "probability"))
-        self.waterfall.getPlotItem().setLabel("left", translate("Candidates", "mass"))
+        self.waterfall.set_left_label(translate("Candidates", "mass"))
         self._last = ("dirty",)
 
     def _make_bars(self, appearance: Appearance) -> None:
@@ -112,16 +112,11 @@ class CandidatesView(View):
         self.bars.left_axis_px = 130.0  # the tokens' names: a width that does not change with them
 
     def _make_waterfall(self, appearance: Appearance) -> None:
-        self.waterfall = make_plot(appearance)
-        self.waterfall.setYRange(0, 1.4, padding=0)  # until a step is drawn: then as its labels need (_draw_waterfall)
-        self.waterfall.getAxis("left").setTicks([[(0, "0"), (0.5, "0.5"), (1, "1")]])
-        self.kept_bars = Bars(x=[], height=[], width=0.6)
-        self.removed_bars = Bars(x=[], y0=[], height=[], width=0.6)
-        self.waterfall.addItem(self.kept_bars)
-        self.waterfall.addItem(self.removed_bars)
-        self.stage_labels = [text_item(appearance, anchor=(0.5, 0)) for _ in range(7)]  # raw, 5 stages, renorm.
-        for label in self.stage_labels:
-            self.waterfall.addItem(label)
+        """A painted chart (bar_chart.py): bar sets "kept" (the mass each stage keeps) and "removed" (what it cut,
+        above); its labels are the tokens kept (and the mass cut) over each stage."""
+        self.waterfall = BarChart(appearance)
+        self.waterfall.set_range(y=(0, 1.4))  # until a step is drawn: then as its labels need (_draw_waterfall)
+        self.waterfall.set_y_ticks([(0, "0"), (0.5, "0.5"), (1, "1")])
 
     def _make_draw(self, appearance: Appearance) -> None:
         self.draw = make_plot(appearance)
@@ -145,15 +140,14 @@ class CandidatesView(View):
         a, t = self.appearance, self.appearance.theme
         stacked = self.split.orientation() == Qt.Vertical  # three plots in a column: each a little lower
         for plot, height in ((self.bars, 120 if stacked else 150), (self.waterfall, 90), (self.draw, 80)):
-            if plot is not self.bars:  # the painted chart reads the theme as it paints
+            if plot is self.draw:  # the painted charts read the theme as they paint
                 style_plot(plot, a)
             # ~50 px of each are axes and labels, which grow with the type; the data area need not (F5 at
             # 1024x700 has no room for the whole plot grown by the type's factor)
             plot.setMinimumHeight(int(height + PLOT_AXES * (a.scale - 1)))
         self._label_metrics = QFontMetricsF(a.font(0.85))  # the plot labels' font, measured once
-        for label in self.stage_labels + self.segment_labels + [self.u_label]:
+        for label in self.segment_labels + [self.u_label]:
             label.restyle(a)
-        self.bars.update()
         self.u_line.setPen(pg.mkPen(t.chosen, width=3 * a.scale))
         self.legend.setText(legend(t, None if self._drawn is None else self._drawn.dist.settings))
         self._last = ("dirty",)
@@ -187,14 +181,13 @@ class CandidatesView(View):
             self.bars.clear_bars()
             self.bars.set_labels([])
             self.bars.set_y_ticks([])
-            self.kept_bars.setOpts(x=[], height=[])
-            self.removed_bars.setOpts(x=[], y0=[], height=[])
+            self.waterfall.clear_bars()
+            self.waterfall.set_labels([])
             self.segments.set_bars([], [], x0=[], y0=[], height=[], width=[])
-            for label in self.stage_labels + self.segment_labels + [self.u_label]:
+            for label in self.segment_labels + [self.u_label]:
                 label.show_text("")
             self.u_line.hide()
-        for plot in (self.waterfall, self.draw):  # the painted bars show axes only with bars
-            show_axes(plot, shown is not None)
+        show_axes(self.draw, shown is not None)  # the painted charts show axes only with bars
         if shown is None:
             return
         self.header.setText(header_text(shown))
@@ -294,23 +287,19 @@ class CandidatesView(View):
         removed.append(0.0)
         counts.append(stages[-1].kept)
         x = np.arange(len(names), dtype=float)
-        self.kept_bars.setOpts(x=x, height=kept_mass, width=0.6, brush=colour(t.kept), pen=None)
-        self.removed_bars.setOpts(x=x, y0=kept_mass, height=removed, width=0.6, brush=colour(t.removed), pen=None)
+        self.waterfall.set_bars("kept", bar_set(t.kept, x - 0.3, 0.0, 0.6, kept_mass))
+        self.waterfall.set_bars("removed", bar_set(t.removed, x - 0.3, kept_mass, 0.6, removed))
         titles = [translate("Candidates", STAGE_TITLES[name]) for name in names]
-        set_ticks(self.waterfall.getAxis("bottom"), [list(enumerate(self._stage_names(names, titles)))])
+        self.waterfall.set_x_ticks(list(enumerate(self._stage_names(names, titles))))
         # Above the bars: the tokens kept and, where the plot has room for a second line, the mass cut (a short
         # plot keeps one line: the red part of its bar shows the cut, the tooltip says it). The y range grows
         # above 1 as far as the labels need, so they never reach into the bars.
-        height = self.waterfall.getPlotItem().getViewBox().height()
+        height = self.waterfall.data_size().height()
         lines = 2 if any(removed) and self._label_px(2) <= 0.5 * height else 1
         top = max(1.4, 1 / (1 - min(self._label_px(lines), 0.6 * height) / max(height, 1.0)))
-        set_range(self.waterfall, x=(-0.5, len(names) - 0.5), y=(0, top))
-        for i, label in enumerate(self.stage_labels):
-            if i < len(names):
-                cut = f"\n−{removed[i] * 100:.1f}%" if removed[i] > 0 and lines == 2 else ""
-                label.show_text(f"{compact(counts[i])}{cut}", i, top)
-            else:
-                label.show_text("")
+        self.waterfall.set_range(x=(-0.5, len(names) - 0.5), y=(0, top))
+        cuts = [f"\n−{cut * 100:.1f}%" if cut > 0 and lines == 2 else "" for cut in removed]
+        self.waterfall.set_labels([ChartText(compact(counts[i]) + cuts[i], i, top, (0.5, 0)) for i in range(len(names))])
         kept = translate("Candidates", "{stage}: {n} tokens kept")
         cut = translate("Candidates", ", {percent}% of the mass cut")
         self.waterfall.setToolTip(translate("Candidates", STAGES_TIP) + "".join(
@@ -333,7 +322,7 @@ class CandidatesView(View):
 
     def _stage_names(self, names: list[str], titles: list[str]) -> list[str]:
         """The stages' names under their bars, or their symbols where a name would run into its neighbour's."""
-        room = self.waterfall.getPlotItem().getViewBox().width() / max(len(names), 1)
+        room = self.waterfall.data_size().width() / max(len(names), 1)
         # the axes' tick font is the plot labels' (style_plot: appearance.font(0.85)), measured once in restyle
         if max(self._label_metrics.horizontalAdvance(title) for title in titles) + 6 <= room:
             return titles

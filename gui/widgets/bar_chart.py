@@ -92,6 +92,7 @@ class BarChart(QWidget):
         self.rows_axis = rows
         self.title = ""
         self.bottom_label = ""
+        self.left_label = ""  # written up the left edge
         self.x_range, self.y_range = (0.0, 1.0), (0.0, 1.0)
         self.x_ticks: list[tuple[float, str]] | None = None  # None: round values
         self.y_ticks: list[tuple[float, str]] | None = None  # the rows' names where `rows`
@@ -121,6 +122,9 @@ class BarChart(QWidget):
 
     def set_bottom_label(self, label: str) -> None:
         self._set("bottom_label", label)
+
+    def set_left_label(self, label: str) -> None:
+        self._set("left_label", label)
 
     def set_range(self, x: tuple[float, float] | None = None, y: tuple[float, float] | None = None) -> None:
         if x is not None:
@@ -163,7 +167,7 @@ class BarChart(QWidget):
             self._widths, self._elisions = {}, {}
         return self._label_font
 
-    def _metrics(self) -> QFontMetricsF:
+    def metrics(self) -> QFontMetricsF:
         self._font()
         return self._font_metrics
 
@@ -179,9 +183,9 @@ class BarChart(QWidget):
     def plot_rect(self) -> QRectF:
         """The data area, in the widget's pixels (measured again only when what it depends on changed: a frame
         asks several times)."""
-        m = self._metrics()
+        m = self.metrics()
         names = None if self.left_axis_px is not None else (self.y_ticks, self.y_range)  # what the axis is as wide as
-        key = (self.width(), self.height(), bool(self.title), bool(self.bottom_label), self._font_key,
+        key = (self.width(), self.height(), bool(self.title), bool(self.bottom_label), bool(self.left_label), self._font_key,
                self.left_axis_px, names)
         if key != self._rect_key:
             self._rect_key, self._rect = key, self._measure_plot_rect(m)
@@ -199,6 +203,7 @@ class BarChart(QWidget):
             names = [t for _, t in self._y_ticks(QRectF(0, top, 1, max(bottom - top, 1)))]
         widest = max((m.horizontalAdvance(t) for t in names), default=0.0)
         left = (GAP + widest if self.left_axis_px is None else self.left_axis_px) + GAP + TICK
+        left += line + GAP if self.left_label else 0
         right = self.width() - GAP - m.horizontalAdvance("0") * 2  # the last x tick's text is centred on it
         return QRectF(left, top, max(right - left, 1.0), max(bottom - top, 1.0))
 
@@ -229,13 +234,13 @@ class BarChart(QWidget):
         if self.y_ticks is not None:
             return self.y_ticks
         lo, hi = self.y_range
-        return [(v, tick_text(v)) for v in round_ticks(lo, hi, area.height(), 2.5 * self._metrics().height())]
+        return [(v, tick_text(v)) for v in round_ticks(lo, hi, area.height(), 2.5 * self.metrics().height())]
 
     def _x_ticks(self, area: QRectF) -> list[tuple[float, str]]:
         if self.x_ticks is not None:
             return self.x_ticks
         lo, hi = self.x_range
-        widest = self._metrics().horizontalAdvance(tick_text(max(abs(lo), abs(hi))))
+        widest = self.metrics().horizontalAdvance(tick_text(max(abs(lo), abs(hi))))
         return [(v, tick_text(v)) for v in round_ticks(lo, hi, area.width(), max(2 * widest, 40.0))]
 
     # --- paint ----------------------------------------------------------------------------------------
@@ -243,7 +248,7 @@ class BarChart(QWidget):
         a, t = self.appearance, self.appearance.theme
         painter = QPainter(self)
         painter.fillRect(self.rect(), QColor(t.panel))
-        m = self._metrics()
+        m = self.metrics()
         painter.setFont(self._font())
         line = m.height()
         text = QColor(t.text)
@@ -289,7 +294,7 @@ class BarChart(QWidget):
         if width is None:
             if len(self._widths) > 4096:
                 self._widths.clear()
-            width = self._widths[text] = self._metrics().horizontalAdvance(text)
+            width = self._widths[text] = self.metrics().horizontalAdvance(text)
         return width
 
     def _elided(self, text: str, room: float) -> str:
@@ -298,7 +303,7 @@ class BarChart(QWidget):
         if elided is None:
             if len(self._elisions) > 4096:
                 self._elisions.clear()
-            elided = self._elisions[key] = self._metrics().elidedText(text, Qt.ElideRight, room)
+            elided = self._elisions[key] = self.metrics().elidedText(text, Qt.ElideRight, room)
         return elided
 
     def _paint_axes(self, painter: QPainter, area: QRectF, m: QFontMetricsF, text: QColor) -> None:
@@ -325,6 +330,12 @@ class BarChart(QWidget):
         if self.bottom_label:
             painter.drawText(QRectF(area.left(), below + line + GAP, area.width(), line), Qt.AlignCenter,
                              self.bottom_label)
+        if self.left_label:  # turned a quarter left, centred on the data area's height
+            painter.save()
+            painter.translate(GAP, area.center().y())
+            painter.rotate(-90)
+            painter.drawText(QRectF(-area.height() / 2, 0, area.height(), line), Qt.AlignCenter, self.left_label)
+            painter.restore()
 
     def _paint_labels(self, painter: QPainter, area: QRectF, m: QFontMetricsF, text: QColor) -> None:
         ascent = m.ascent()
@@ -346,6 +357,6 @@ class BarChart(QWidget):
             size = text_size(self._font(), label.text)
             w, h = size.width(), size.height()
         else:
-            w, h = self._advance(label.text), self._metrics().height()
+            w, h = self._advance(label.text), self.metrics().height()
         w, h = w + 2 * LABEL_MARGIN, h + 2 * LABEL_MARGIN
         return QRectF(at.x() - label.anchor[0] * w, at.y() - label.anchor[1] * h, w, h)

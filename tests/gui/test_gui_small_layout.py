@@ -163,7 +163,7 @@ def test_each_stage_labelled_and_greedy_without_temperature(window):
         view = window.views["candidates"]
         assert view.bars.bars["temp"].width.size == 0  # the temperature bars
         assert "after T" not in view.legend.text()
-        names = [name for _, name in view.waterfall.getAxis("bottom")._tickLevels[0]]
+        names = [name for _, name in view.waterfall.x_ticks]
         assert "temp." not in names and "argmax" in names
         assert len(view.bars.bars["raw"].width) == len(view._rows) > 0
     finally:

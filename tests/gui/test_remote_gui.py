@@ -177,7 +177,7 @@ def test_a_top_p_into_a_capped_servers_tail_is_shown_cut_with_bounds(qtbot, toke
         view = win.views["candidates"]
         view.refresh()
         assert "cut (server cap), drawn among the 20 listed" in view.header.text()
-        stages = [label for _, label in view.waterfall.getAxis("bottom")._tickLevels[0]]
+        stages = [label for _, label in view.waterfall.x_ticks]
         assert "server cap" in stages or "cap" in stages  # its symbol where the plot is narrow
         assert step.token.id in step.dist.candidates.ids[:20].tolist()
         tip = view._describe_take(int(step.dist.candidates.ids[0]))
