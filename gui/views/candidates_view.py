@@ -14,7 +14,6 @@ session forks there (rewind, then force), keeping the branch it leaves.
 from __future__ import annotations
 
 import numpy as np
-import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout
@@ -26,8 +25,8 @@ from gui.theme import Appearance
 from gui.views.base import View
 from gui.widgets.candidate_labels import compact, legend_tip, header_text, legend, row_label, row_tooltip
 from gui.state.format import byte_label, display, partial_note, quoted, rank_text
-from gui.widgets.bar_chart import LABEL_MARGIN, BarChart, ChartText, bar_set
-from gui.widgets.plotting import StyledBars, colour, make_plot, set_range, show_axes, style_plot, text_item, titled
+from gui.widgets.bar_chart import LABEL_MARGIN, BarChart, ChartText, Marker, bar_set
+from gui.widgets.plotting import titled
 from gui.widgets.token_picker import TokenPicker
 from gui.widgets.wrap_label import CaptionLabel, WrapLabel
 
@@ -119,20 +118,12 @@ class CandidatesView(View):
         self.waterfall.set_y_ticks([(0, "0"), (0.5, "0.5"), (1, "1")])
 
     def _make_draw(self, appearance: Appearance) -> None:
-        self.draw = make_plot(appearance)
-        self.draw.setXRange(0, 1, padding=0.01)
-        self.draw.setYRange(0, 1, padding=0)
-        self.draw.getAxis("left").setTicks([[]])
-        self.segments = StyledBars(x0=[], y0=[], height=[], width=[])
-        self.draw.addItem(self.segments)
-        self.u_line = pg.InfiniteLine(angle=90, movable=False)
-        self.draw.addItem(self.u_line)
-        self.u_line.hide()  # shown once a step has drawn u
-        self.u_label = text_item(appearance, anchor=(0, 0))
-        self.draw.addItem(self.u_label)
-        self.segment_labels = [text_item(appearance, anchor=(0.5, 0.5)) for _ in range(MAX_SEGMENT_LABELS)]
-        for label in self.segment_labels:
-            self.draw.addItem(label)
+        """A painted chart (bar_chart.py): the kept tokens' segments end to end (bar sets "0".."3": the two
+        alternating colours, the drawn token, the tokens beyond those carried), u as a marker, and labels: the
+        u label first ("" before a draw), then the widest segments' names."""
+        self.draw = BarChart(appearance)
+        self.draw.set_range(x=(-0.01, 1.01), y=(0, 1))
+        self.draw.set_y_ticks([])
         self.draw_caption = CaptionLabel(lines=2)  # what the draw did, in two lines (whole in its tooltip)
         self.draw_caption.setObjectName("muted")
 
@@ -140,15 +131,10 @@ class CandidatesView(View):
         a, t = self.appearance, self.appearance.theme
         stacked = self.split.orientation() == Qt.Vertical  # three plots in a column: each a little lower
         for plot, height in ((self.bars, 120 if stacked else 150), (self.waterfall, 90), (self.draw, 80)):
-            if plot is self.draw:  # the painted charts read the theme as they paint
-                style_plot(plot, a)
             # ~50 px of each are axes and labels, which grow with the type; the data area need not (F5 at
             # 1024x700 has no room for the whole plot grown by the type's factor)
             plot.setMinimumHeight(int(height + PLOT_AXES * (a.scale - 1)))
         self._label_metrics = QFontMetricsF(a.font(0.85))  # the plot labels' font, measured once
-        for label in self.segment_labels + [self.u_label]:
-            label.restyle(a)
-        self.u_line.setPen(pg.mkPen(t.chosen, width=3 * a.scale))
         self.legend.setText(legend(t, None if self._drawn is None else self._drawn.dist.settings))
         self._last = ("dirty",)
 
@@ -181,14 +167,10 @@ class CandidatesView(View):
             self.bars.clear_bars()
             self.bars.set_labels([])
             self.bars.set_y_ticks([])
-            self.waterfall.clear_bars()
-            self.waterfall.set_labels([])
-            self.segments.set_bars([], [], x0=[], y0=[], height=[], width=[])
-            for label in self.segment_labels + [self.u_label]:
-                label.show_text("")
-            self.u_line.hide()
-        show_axes(self.draw, shown is not None)  # the painted charts show axes only with bars
-        if shown is None:
+            for chart in (self.waterfall, self.draw):
+                chart.clear_bars()
+                chart.set_labels([])
+            self.draw.set_markers([])
             return
         self.header.setText(header_text(shown))
         self._draw_bars(shown)
@@ -314,16 +296,16 @@ class CandidatesView(View):
     def _draw_top(self) -> float:
         """The draw's y range top: 1, or more where the plot is short, so that the u label's line fits between
         the top and the bars (which end at DRAW_BAR_TOP)."""
-        height = max(self.draw.getPlotItem().getViewBox().height(), 1.0)
+        height = max(self.draw.data_size().height(), 1.0)
         need = min(self._label_px(1), 0.6 * height)
         top = max(1.0, DRAW_BAR_TOP / (1 - need / height))
-        set_range(self.draw, y=(0, top))
+        self.draw.set_range(y=(0, top))
         return top
 
     def _stage_names(self, names: list[str], titles: list[str]) -> list[str]:
         """The stages' names under their bars, or their symbols where a name would run into its neighbour's."""
         room = self.waterfall.data_size().width() / max(len(names), 1)
-        # the axes' tick font is the plot labels' (style_plot: appearance.font(0.85)), measured once in restyle
+        # the charts' tick font is their labels' (appearance.font(0.85)), measured once in restyle
         if max(self._label_metrics.horizontalAdvance(title) for title in titles) + 6 <= room:
             return titles
         return [translate("Candidates", SHORT_STAGE_TITLES[name]) for name in names]
@@ -342,34 +324,33 @@ class CandidatesView(View):
             x0.append(float(cdf[-1]))
             w.append(1.0 - float(cdf[-1]))
             styles.append(3)
-        edge = pg.mkPen(t.panel, width=1)
-        palette = [(edge, colour(fill)) for fill in (t.final, t.temp, t.chosen)] + [(edge, colour(t.raw, 120))]
-        self.segments.set_bars(styles, palette, x0=x0, y0=[0.02] * len(x0), height=[DRAW_BAR_TOP - 0.02] * len(x0),
-                               width=w)
+        x0, w, styles = np.array(x0), np.array(w), np.array(styles, dtype=int)
+        fills = [(t.final, 255), (t.temp, 255), (t.chosen, 255), (t.raw, 120)]
+        for style, (fill, alpha) in enumerate(fills):  # a later style over an earlier one, each outlined in the panel's colour
+            at = styles == style
+            self.draw.set_bars(str(style), bar_set(fill, x0[at], 0.02, w[at], DRAW_BAR_TOP - 0.02, alpha=alpha,
+                                                   outline=t.panel))
         # Name the widest segments, only where the name fits inside its segment (pixels, not axis units:
         # narrow neighbours' names would run into each other).
         order = np.argsort(-widths)[:MAX_SEGMENT_LABELS] if len(widths) else []
-        axis_px = max(self.draw.getPlotItem().getViewBox().width(), 1.0) / 1.02  # the x range is 0..1.02
-        for i, label in enumerate(self.segment_labels):
-            name = display(kept.texts[order[i]])[:10] if i < len(order) else ""
-            if name and widths[order[i]] * axis_px >= self._label_metrics.horizontalAdvance(name) + 8:
-                j = order[i]
-                label.show_text(name, round(starts[j] + widths[j] / 2, 3), 0.24)
-            else:
-                label.show_text("")
+        axis_px = max(self.draw.data_size().width(), 1.0) / 1.02  # the x range is 0..1.02
+        labels = []
+        for j in order:
+            name = display(kept.texts[j])[:10]
+            if name and widths[j] * axis_px >= self._label_metrics.horizontalAdvance(name) + 8:
+                labels.append(ChartText(name, round(starts[j] + widths[j] / 2, 3), 0.24, (0.5, 0.5)))
         step = shown.step
         if step is not None and step.random_u is not None:
-            self.u_line.setPos(step.random_u)
-            self.u_line.show()
+            self.draw.set_markers([Marker(step.random_u, t.chosen, 3 * self.appearance.scale)])
             # The label sits beside the line, on the side with room (it never runs over the line), above the
             # bars: the y range grows as far as its line needs (a short plot, 1024x700, drew it over the bars).
             right = step.random_u <= 0.55
-            self.u_label.show_text(f"u = {step.random_u:.4f} → {display(step.token.piece)}",
-                                   step.random_u + (0.01 if right else -0.01), self._draw_top(),
-                                   anchor=(0, 0) if right else (1, 0))
+            u_label = ChartText(f"u = {step.random_u:.4f} → {display(step.token.piece)}",
+                                step.random_u + (0.01 if right else -0.01), self._draw_top(), (0, 0) if right else (1, 0))
         else:
-            self.u_line.hide()
-            self.u_label.show_text("")
+            self.draw.set_markers([])
+            u_label = ChartText("", 0.0, 0.0)
+        self.draw.set_labels([u_label] + labels)
         n = kept.n_kept
         if step is not None and step.forced:
             caption = translate("Candidates", "No draw: you chose {token} (rank {rank} by logit). The distribution is "

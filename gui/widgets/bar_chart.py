@@ -69,6 +69,14 @@ class ChartText:
     colour: str | None = None  # None: the theme's text colour
 
 
+@dataclass(frozen=True)
+class Marker:
+    """A vertical line across the data area at x (the draw's u)."""
+    x: float
+    colour: str
+    width: float = 1.0
+
+
 def round_ticks(lo: float, hi: float, px: float, room_px: float) -> list[float]:
     """Values at a round step (1, 2, 5 x 10^k) in lo..hi, at least room_px apart on an axis px long."""
     span = hi - lo
@@ -98,6 +106,7 @@ class BarChart(QWidget):
         self.y_ticks: list[tuple[float, str]] | None = None  # the rows' names where `rows`
         self.bars: dict[str, BarSet] = {}
         self.labels: list[ChartText] = []
+        self.markers: list[Marker] = []
         self.left_axis_px: float | None = None  # a fixed width for the y axis's names (None: the widest name's)
         self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Expanding)
         self.setAttribute(Qt.WA_OpaquePaintEvent)  # the paint fills the whole widget
@@ -151,6 +160,9 @@ class BarChart(QWidget):
 
     def set_labels(self, labels: list[ChartText]) -> None:
         self._set("labels", list(labels))
+
+    def set_markers(self, markers: list[Marker]) -> None:
+        self._set("markers", list(markers))
 
     def holds_data(self) -> bool:
         return any(len(b.x0) for b in self.bars.values())
@@ -264,6 +276,10 @@ class BarChart(QWidget):
         painter.setClipRect(area.adjusted(-1, -1, 1, 1))
         for bars in self.bars.values():
             self._paint_bars(painter, bars, area)
+        for marker in self.markers:
+            x = self.map(marker.x, 0.0, area).x()
+            painter.setPen(QPen(QColor(marker.colour), marker.width))
+            painter.drawLine(QPointF(x, area.top()), QPointF(x, area.bottom()))
         painter.restore()
         self._paint_axes(painter, area, m, text)
         self._paint_labels(painter, area, m, text)

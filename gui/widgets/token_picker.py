@@ -1,19 +1,18 @@
 """Taking a token by clicking it in a chart: the candidate bars, or a segment of the draw strip.
 
-A `TokenPicker` watches the mouse over one widget: a painted chart (bar_chart.BarChart) or a pyqtgraph plot's
-viewport. Hovering over something that names a token shows a tooltip about it and, where a click may take it,
-a hand cursor (the tooltip then says what a click does); a left click emits `picked(token_id)`. What lies
-under a point is the view's business (`token_at`, in the chart's data coordinates); what a click does (take
-the token at the pending step, or fork at a past one) is the controller's.
+A `TokenPicker` watches the mouse over one painted chart (bar_chart.BarChart). Hovering over something that
+names a token shows a tooltip about it and, where a click may take it, a hand cursor (the tooltip then says
+what a click does); a left click emits `picked(token_id)`. What lies under a point is the view's business
+(`token_at`, in the chart's data coordinates); what a click does (take the token at the pending step, or fork
+at a past one) is the controller's.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject, QPoint, QPointF, Qt, Signal
-from PySide6.QtWidgets import QToolTip, QWidget
+from PySide6.QtWidgets import QToolTip
 
 from gui.widgets.bar_chart import BarChart
 
@@ -21,33 +20,21 @@ from gui.widgets.bar_chart import BarChart
 class TokenPicker(QObject):
     picked = Signal(int)  # a token id the user clicked
 
-    def __init__(self, chart: BarChart | pg.PlotWidget, token_at: Callable[[QPointF], int | None],
+    def __init__(self, chart: BarChart, token_at: Callable[[QPointF], int | None],
                  describe: Callable[[int], str], enabled: Callable[[], bool]):
         super().__init__(chart)
         self.chart, self.token_at, self.describe, self.enabled = chart, token_at, describe, enabled
-        # the widget the mouse is over: a plot's events go to its viewport
-        self.widget: QWidget = chart if isinstance(chart, BarChart) else chart.viewport()
-        self.widget.setMouseTracking(True)
-        self.widget.installEventFilter(self)
+        chart.setMouseTracking(True)
+        chart.installEventFilter(self)
         self._hovered: tuple[int | None, bool] = (None, False)  # the token under the mouse, and if a click takes it
 
-    def to_data(self, pos: QPointF) -> QPointF | None:
-        """The data point at a place in `widget` (None outside the chart's data area)."""
-        if isinstance(self.chart, BarChart):
-            return self.chart.to_data(pos)
-        box = self.chart.getPlotItem().getViewBox()
-        scene = self.chart.mapToScene(pos.toPoint())
-        return box.mapSceneToView(scene) if box.sceneBoundingRect().contains(scene) else None
-
     def widget_pos(self, data_point: QPointF) -> QPoint:
-        """Where a point in data coordinates lies in `widget` (what a test clicks)."""
-        if isinstance(self.chart, BarChart):
-            return self.chart.map(data_point.x(), data_point.y()).toPoint()
-        return self.chart.mapFromScene(self.chart.getPlotItem().getViewBox().mapViewToScene(data_point))
+        """Where a point in data coordinates lies in the chart (what a test clicks)."""
+        return self.chart.map(data_point.x(), data_point.y()).toPoint()
 
     def token_at_pos(self, pos: QPointF | QPoint) -> int | None:
-        """The token under a place in `widget` (None outside the data area or on nothing)."""
-        point = self.to_data(QPointF(pos))
+        """The token under a place in the chart (None outside its data area or on nothing)."""
+        point = self.chart.to_data(QPointF(pos))
         return None if point is None else self.token_at(point)
 
     def eventFilter(self, obj, event) -> bool:
@@ -69,11 +56,11 @@ class TokenPicker(QObject):
             return
         self._hovered = (token_id, clickable)
         if token_id is None:
-            self.widget.unsetCursor()
+            self.chart.unsetCursor()
             QToolTip.hideText()
             return
         if clickable:
-            self.widget.setCursor(Qt.PointingHandCursor)
+            self.chart.setCursor(Qt.PointingHandCursor)
         else:
-            self.widget.unsetCursor()
-        QToolTip.showText(self.widget.mapToGlobal(QPointF(pos).toPoint()), self.describe(token_id), self.widget)
+            self.chart.unsetCursor()
+        QToolTip.showText(self.chart.mapToGlobal(QPointF(pos).toPoint()), self.describe(token_id), self.chart)

@@ -25,8 +25,8 @@ def drawn(win) -> dict:
     blocks = [b for b in timing.timeline.blocks if b.step is not None]
     return {
         "header": cand.header.text(),
-        "u_line": cand.u_line.value() if cand.u_line.isVisible() else None,
-        "u_label": cand.u_label.toPlainText(),
+        "u_line": cand.draw.markers[0].x if cand.draw.markers else None,
+        "u_label": cand.draw.labels[0].text if cand.draw.labels else "",  # the u label first
         "draw_caption": cand.draw_caption.text(),
         "kv_label": kv.compare.labels[1].text,
         "kv_bar_bytes": 2 * float(np.sum(kv.layers.bars["K"].height)) * 1e3,  # each layer's K + V, KB
@@ -62,7 +62,7 @@ class Paints(QObject):
         super().__init__()
         cand, kv, timing = (win.views[k] for k in ("candidates", "kv", "timing"))
         self.win, self.frame, self.paint = win, 0, 0
-        self.watched = {cand.header: "header", cand.draw.viewport(): "draw strip", kv.formula: "KV text",
+        self.watched = {cand.header: "header", cand.draw: "draw strip", kv.formula: "KV text",
                         kv.layers: "KV bars", timing.plot.viewport(): "Timing bars"}
         self.painted: list[tuple[int, int, str]] = []  # (frame, paint, what)
         win.controller.redraw.connect(self._redrawn)

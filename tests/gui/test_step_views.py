@@ -40,7 +40,7 @@ def test_clicking_a_candidate_bar_or_a_draw_segment_takes_it(qtbot, window):
     middle = float(kept.cdf[0] + (kept.cdf[1] - kept.cdf[0]) / 2)  # the second segment of the draw strip
     at = view.draw_picker.widget_pos(QPointF(middle, 0.25))
     assert view.draw_picker.token_at_pos(at) == int(kept.ids[1])
-    qtbot.mouseClick(view.draw.viewport(), Qt.LeftButton, pos=at)
+    qtbot.mouseClick(view.draw, Qt.LeftButton, pos=at)
     wait_until(lambda: len(c.steps) == 2 and idle(c))
     assert c.steps[1].token.id == int(kept.ids[1]) and c.steps[1].forced
     settle(window)
