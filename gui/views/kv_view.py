@@ -14,7 +14,6 @@ stays on the curve, greyed. For a model whose layers attend through a sliding wi
 from __future__ import annotations
 
 import numpy as np
-import pyqtgraph as pg
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QSplitter, QVBoxLayout, QWidget
 
@@ -23,8 +22,8 @@ from gui.state.intents import Intents
 from gui.theme import Appearance
 from gui.views.base import View
 from gui.state.format import fmt_bytes, fmt_params
-from gui.widgets.bar_chart import BarChart, ChartText, bar_set
-from gui.widgets.plotting import colour, covering, make_plot, nice_ceiling, set_data, set_range, style_plot
+from gui.widgets.bar_chart import BarChart, ChartText, bar_set, series
+from gui.widgets.plotting import covering, nice_ceiling
 from gui.widgets.wrap_label import WrapLabel
 
 
@@ -73,12 +72,8 @@ class KvView(View):
         self.formula.setTextFormat(Qt.RichText)
         self.formula.setTextInteractionFlags(Qt.TextSelectableByMouse)
 
-        self.growth = make_plot(appearance)
-        self.used_curve = self.growth.plot([], [], name="used", antialias=True)
-        self.allocated_curve = self.growth.plot([], [], name="allocated", antialias=True)
-        self.later_curve = self.growth.plot([], [], name="later", antialias=True)  # after a past step shown
-
-        # painted charts (bar_chart.py): a pyqtgraph plot cost a Run's frame ~1 ms each where their bars changed
+        # painted charts (bar_chart.py): as pyqtgraph plots they cost a Run's frame a graphics scene each
+        self.growth = BarChart(appearance)  # series "used", "allocated" and "later" (after a past step shown)
         self.layers = BarChart(appearance)  # titled by retranslate()
 
         self._make_compare(appearance)
@@ -120,8 +115,8 @@ class KvView(View):
         self.retranslate()
 
     def retranslate(self) -> None:
-        self.growth.getPlotItem().setLabel("bottom", translate("KV", "tokens in the context"))
-        self.growth.getPlotItem().setLabel("left", "MB")
+        self.growth.set_bottom_label(translate("KV", "tokens in the context"))
+        self.growth.set_left_label("MB")
         self.layers.set_title(translate("KV", "each layer's K (dark) and V (light), KB"))
         self.layers.set_bottom_label(translate("KV", "layer"))
         self.compare.set_title(translate("KV", "weights vs KV cache (log scale)"))
@@ -174,23 +169,14 @@ class KvView(View):
 
     def restyle(self) -> None:
         a, t = self.appearance, self.appearance.theme
-        style_plot(self.growth, a)
         for plot in (self.growth, self.layers, self.compare):
             plot.setMinimumHeight(int(90 * a.scale))  # room for the axes under bigger type
             plot.update()  # the painted charts read the theme as they paint
         self.updateGeometry()
-        self.used_curve.setPen(pg.mkPen(t.final, width=2.5 * a.scale))
-        self.used_curve.setSymbol("o")
-        self.used_curve.setSymbolSize(5 * a.scale)
-        self.used_curve.setSymbolBrush(colour(t.final))
-        self.used_curve.setSymbolPen(None)
-        self.allocated_curve.setPen(pg.mkPen(t.warning, width=1.5 * a.scale, style=Qt.DashLine))
-        self.later_curve.setPen(pg.mkPen(colour(t.muted, 110), width=2 * a.scale))
         # The key is the title (a legend inside the plot would sit on the allocated line).
-        self.growth.getPlotItem().setTitle(
+        self.growth.set_title(
             translate("KV", "<span style='color:{used_colour}'>━ used</span> and <span style='color:{allocated_colour}'>"
-                      "╌ allocated</span> vs context").format(used_colour=t.final, allocated_colour=t.warning),
-            color=t.text, size=f"{a.font(0.85).pointSizeF():.0f}pt")
+                      "╌ allocated</span> vs context").format(used_colour=t.final, allocated_colour=t.warning))
         self._key = None
 
     def _force_refresh(self) -> None:
@@ -290,22 +276,22 @@ class KvView(View):
 
     def _growth(self, points: list[tuple[int, int, int]], upto: int) -> None:
         """Used and allocated bytes after prefill and each step; after a shown past step, greyed."""
+        a, t = self.appearance, self.appearance.theme
         if not points:
-            for curve in (self.used_curve, self.allocated_curve, self.later_curve):
-                set_data(curve, [], [])
+            for key, colour in (("used", t.final), ("allocated", t.warning), ("later", t.muted)):
+                self.growth.set_series(key, series(colour, [], []))
             return
         x = np.array([p[0] for p in points], dtype=float)
         used_mb = np.array([p[1] for p in points]) / 1e6
-        set_data(self.used_curve, x[:upto], used_mb[:upto])
-        set_data(self.allocated_curve, x, np.array([p[2] for p in points]) / 1e6)
-        if upto < len(points):
-            set_data(self.later_curve, x[upto - 1:], used_mb[upto - 1:])
-        else:
-            set_data(self.later_curve, [], [])
+        self.growth.set_series("used", series(t.final, x[:upto], used_mb[:upto], 2.5 * a.scale, dots=5 * a.scale))
+        self.growth.set_series("allocated", series(t.warning, x, np.array([p[2] for p in points]) / 1e6, 1.5 * a.scale,
+                                                   dashed=True))
+        later = slice(upto - 1, None) if upto < len(points) else slice(0, 0)
+        self.growth.set_series("later", series(t.muted, x[later], used_mb[later], 2 * a.scale, alpha=110))
         top = max(p[2] for p in points) / 1e6
         horizon = self.intents.run_horizon  # steps; the axis is in context tokens, the window at most
         end = None if horizon is None else min(x[0] + horizon, self.intents.info.context_length)
-        set_range(self.growth, x=covering(float(x[0]), float(x[-1]), 16, end), y=(0, nice_ceiling(top * 1.15)))
+        self.growth.set_range(x=covering(float(x[0]), float(x[-1]), 16, end), y=(0, nice_ceiling(top * 1.15)))
 
     def _points(self) -> list[tuple[int, int, int]]:
         """(context tokens, used bytes, allocated bytes) after prefill and after every step."""

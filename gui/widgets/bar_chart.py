@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, QSizeF, Qt
-from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPen
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPen, QPolygonF, QTextDocument
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from gui.theme import Appearance
@@ -70,6 +70,27 @@ class ChartText:
 
 
 @dataclass(frozen=True)
+class Series:
+    """A line through points (x[i], y[i]), dashed or solid, with a dot of `dots` px at each point (0: none)."""
+    x: np.ndarray
+    y: np.ndarray
+    colour: str
+    width: float = 1.0
+    alpha: int = 255
+    dashed: bool = False
+    dots: float = 0.0
+
+    def same(self, other: Series | None) -> bool:
+        return (other is not None and (self.colour, self.width, self.alpha, self.dashed, self.dots)
+                == (other.colour, other.width, other.alpha, other.dashed, other.dots)
+                and np.array_equal(self.x, other.x) and np.array_equal(self.y, other.y))
+
+
+def series(colour: str, x, y, width: float = 1.0, alpha: int = 255, dashed: bool = False, dots: float = 0.0) -> Series:
+    return Series(np.asarray(x, dtype=float), np.asarray(y, dtype=float), colour, width, alpha, dashed, dots)
+
+
+@dataclass(frozen=True)
 class Marker:
     """A vertical line across the data area at x (the draw's u)."""
     x: float
@@ -107,6 +128,8 @@ class BarChart(QWidget):
         self.bars: dict[str, BarSet] = {}
         self.labels: list[ChartText] = []
         self.markers: list[Marker] = []
+        self.series: dict[str, Series] = {}
+        self._title_text: tuple[str, QTextDocument] | None = None  # a rich-text title, laid out once
         self.left_axis_px: float | None = None  # a fixed width for the y axis's names (None: the widest name's)
         self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Expanding)
         self.setAttribute(Qt.WA_OpaquePaintEvent)  # the paint fills the whole widget
@@ -161,11 +184,16 @@ class BarChart(QWidget):
     def set_labels(self, labels: list[ChartText]) -> None:
         self._set("labels", list(labels))
 
+    def set_series(self, key: str, line: Series) -> None:
+        if not line.same(self.series.get(key)):
+            self.series[key] = line
+            self.update()
+
     def set_markers(self, markers: list[Marker]) -> None:
         self._set("markers", list(markers))
 
     def holds_data(self) -> bool:
-        return any(len(b.x0) for b in self.bars.values())
+        return any(len(b.x0) for b in self.bars.values()) or any(len(s.x) for s in self.series.values())
 
     def axes_shown(self) -> bool:
         return self.holds_data()
@@ -185,6 +213,7 @@ class BarChart(QWidget):
 
     def _restyled(self) -> None:
         self._label_font = None
+        self._title_text = None
         self.update()
 
     def changeEvent(self, event) -> None:
@@ -264,7 +293,22 @@ class BarChart(QWidget):
         painter.setFont(self._font())
         line = m.height()
         text = QColor(t.text)
-        if self.title:
+        if self.title.startswith("<"):  # rich text (coloured words): laid out once per title, font and colour
+            html = f"<span style='color:{t.text}'>{self.title}</span>"
+            if self._title_text is None or self._title_text[0] != html:
+                document = QTextDocument()
+                document.setDocumentMargin(0)
+                document.setDefaultFont(self._font())
+                document.setHtml(html)
+                self._title_text = (html, document)
+            document = self._title_text[1]
+            width = document.idealWidth()  # one line, centred; cut at the chart's edges where it is wider
+            painter.save()
+            painter.setClipRect(self.rect())
+            painter.translate(max(GAP, (self.width() - width) / 2), GAP)
+            document.drawContents(painter)
+            painter.restore()
+        elif self.title:
             painter.setPen(text)
             title = m.elidedText(self.title, Qt.ElideRight, self.width() - 2 * GAP)
             painter.drawText(QRectF(0, GAP, self.width(), line), Qt.AlignHCenter | Qt.AlignVCenter, title)
@@ -276,6 +320,8 @@ class BarChart(QWidget):
         painter.setClipRect(area.adjusted(-1, -1, 1, 1))
         for bars in self.bars.values():
             self._paint_bars(painter, bars, area)
+        for line in self.series.values():
+            self._paint_series(painter, line, area)
         for marker in self.markers:
             x = self.map(marker.x, 0.0, area).x()
             painter.setPen(QPen(QColor(marker.colour), marker.width))
@@ -284,6 +330,28 @@ class BarChart(QWidget):
         self._paint_axes(painter, area, m, text)
         self._paint_labels(painter, area, m, text)
         painter.end()
+
+    def _paint_series(self, painter: QPainter, line: Series, area: QRectF) -> None:
+        if not len(line.x):
+            return
+        (x_lo, x_hi), (y_lo, y_hi) = self.x_range, self.y_range
+        px = (area.left() + (line.x - x_lo) / (x_hi - x_lo or 1.0) * area.width()).tolist()
+        py = (area.bottom() - (line.y - y_lo) / (y_hi - y_lo or 1.0) * area.height()).tolist()
+        points = QPolygonF([QPointF(x, y) for x, y in zip(px, py)])
+        colour = QColor(line.colour)
+        colour.setAlpha(line.alpha)
+        painter.setRenderHint(QPainter.Antialiasing, True)
+        pen = QPen(colour, line.width)
+        if line.dashed:
+            pen.setStyle(Qt.DashLine)
+        painter.setPen(pen)
+        painter.drawPolyline(points)
+        if line.dots:  # round dots: points drawn with a pen as wide as a dot, round-capped
+            dot = QPen(colour, line.dots)
+            dot.setCapStyle(Qt.RoundCap)
+            painter.setPen(dot)
+            painter.drawPoints(points)
+        painter.setRenderHint(QPainter.Antialiasing, False)
 
     def _paint_bars(self, painter: QPainter, bars: BarSet, area: QRectF) -> None:
         colour = QColor(bars.colour)

@@ -31,8 +31,7 @@ def drawn(win) -> dict:
         "kv_label": kv.compare.labels[1].text,
         "kv_bar_bytes": 2 * float(np.sum(kv.layers.bars["K"].height)) * 1e3,  # each layer's K + V, KB
         "kv_text": kv.formula.text(),
-        "kv_curve_end": float(kv.used_curve.getData()[0][-1]) if kv.used_curve.getData()[0] is not None
-        and len(kv.used_curve.getData()[0]) else None,
+        "kv_curve_end": float(kv.growth.series["used"].x[-1]) if len(kv.growth.series["used"].x) else None,
         "timing_bars": len(timing.forward_bars.opts["x"]),
         "timing_selected": list(timing.selected_bar.opts["x"]),
         "timeline_last": blocks[-1].step.index if blocks else None,

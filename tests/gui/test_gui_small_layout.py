@@ -114,8 +114,8 @@ def test_a_layout_from_a_large_screen_falls_back_when_it_does_not_fit(qtbot, tmp
 def test_the_kv_curve_holds_every_point_and_timing_its_bars(window):
     _prefill_and_step(window, 3)
     kv = window.views["kv"]
-    xs, _ = kv.used_curve.getData()
-    low, high = kv.growth.getViewBox().viewRange()[0]
+    xs = kv.growth.series["used"].x
+    low, high = kv.growth.x_range
     assert len(xs) >= 2 and low < float(np.min(xs)) and float(np.max(xs)) < high
     timing = window.views["timing"]
     steps = window.controller.steps
