@@ -79,15 +79,17 @@ class Series:
     alpha: int = 255
     dashed: bool = False
     dots: float = 0.0
+    fill: str | None = None  # the area down to y = 0 filled in this colour
 
     def same(self, other: Series | None) -> bool:
-        return (other is not None and (self.colour, self.width, self.alpha, self.dashed, self.dots)
-                == (other.colour, other.width, other.alpha, other.dashed, other.dots)
+        return (other is not None and (self.colour, self.width, self.alpha, self.dashed, self.dots, self.fill)
+                == (other.colour, other.width, other.alpha, other.dashed, other.dots, other.fill)
                 and np.array_equal(self.x, other.x) and np.array_equal(self.y, other.y))
 
 
-def series(colour: str, x, y, width: float = 1.0, alpha: int = 255, dashed: bool = False, dots: float = 0.0) -> Series:
-    return Series(np.asarray(x, dtype=float), np.asarray(y, dtype=float), colour, width, alpha, dashed, dots)
+def series(colour: str, x, y, width: float = 1.0, alpha: int = 255, dashed: bool = False, dots: float = 0.0,
+           fill: str | None = None) -> Series:
+    return Series(np.asarray(x, dtype=float), np.asarray(y, dtype=float), colour, width, alpha, dashed, dots, fill)
 
 
 @dataclass(frozen=True)
@@ -235,7 +237,8 @@ class BarChart(QWidget):
     def _measure_plot_rect(self, m: QFontMetricsF) -> QRectF:
         line = m.height()
         top = GAP + (line + GAP if self.title else 0) + line / 2  # the top tick's text reaches above the area
-        bottom = self.height() - GAP - line - TICK - GAP - (line + GAP if self.bottom_label else 0)
+        tick_texts = 0.0 if self.x_ticks == [] else line + GAP  # none where the x axis is given no ticks
+        bottom = self.height() - GAP - tick_texts - TICK - (line + GAP if self.bottom_label else 0)
         if self.left_axis_px is not None:
             names = []
         elif self.rows_axis:
@@ -341,6 +344,11 @@ class BarChart(QWidget):
         colour = QColor(line.colour)
         colour.setAlpha(line.alpha)
         painter.setRenderHint(QPainter.Antialiasing, True)
+        if line.fill is not None:
+            base = area.bottom() - (0.0 - y_lo) / (y_hi - y_lo or 1.0) * area.height()
+            painter.setPen(Qt.NoPen)
+            painter.setBrush(QColor(line.fill))
+            painter.drawPolygon(QPolygonF([QPointF(px[0], base), *points, QPointF(px[-1], base)]))
         pen = QPen(colour, line.width)
         if line.dashed:
             pen.setStyle(Qt.DashLine)

@@ -38,7 +38,7 @@ def drawn(win) -> dict:
         "timeline_outlined": outlined(timing.timeline),
         "stop_limit": stop.limit.caption,
         "stop_context": stop.gauge.parts,
-        "stop_eos": len(stop.eos_curve.getData()[0]) if stop.eos_curve.getData()[0] is not None else 0,
+        "stop_eos": len(stop.eos_plot.series["eos"].x) if "eos" in stop.eos_plot.series else 0,
     }
 
 

@@ -31,7 +31,7 @@ def test_before_a_prompt_the_views_say_how_to_start(window):
     stop = window.views["stop"]
     stop.refresh()
     assert stop.status.text() == EMPTY and "Prefill (Ctrl+P)" in EMPTY
-    (x_low, x_high), _ = stop.eos_plot.getViewBox().viewRange()
+    x_low, x_high = stop.eos_plot.x_range
     assert x_low >= 0.5 - 1e-9 and x_high > 10  # the axis of the steps to come, not -0.4 ... 0.5
     assert "Prefill (Ctrl+P)" in explain_text(window)
     # the plots with nothing to show show no axes (ranges like -0.4 ... 0.5 meant nothing)
