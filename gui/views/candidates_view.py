@@ -14,7 +14,6 @@ session forks there (rewind, then force), keeping the branch it leaves.
 from __future__ import annotations
 
 import numpy as np
-import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout
@@ -26,7 +25,8 @@ from gui.theme import Appearance
 from gui.views.base import View
 from gui.widgets.candidate_labels import compact, legend_tip, header_text, legend, row_label, row_tooltip
 from gui.state.format import byte_label, display, partial_note, quoted, rank_text
-from gui.widgets.plotting import Bars, Label, StyledBars, colour, make_plot, set_range, set_ticks, show_axes, style_plot, text_item, titled
+from gui.widgets.bar_chart import LABEL_MARGIN, BarChart, ChartText, Marker, bar_set
+from gui.widgets.plotting import titled
 from gui.widgets.token_picker import TokenPicker
 from gui.widgets.wrap_label import CaptionLabel, WrapLabel
 
@@ -41,7 +41,6 @@ STAGES_TIP = QT_TRANSLATE_NOOP("Candidates", "raw: the model's softmax · T (tem
                                "tokens the sampler would keep, cut because the draw is among the listed ones · Σ=1 "
                                "(renorm.): what is kept, renormalised")
 EMPTY = QT_TRANSLATE_NOOP("Candidates", "After Prefill the candidates for the first new token appear here.")
-MAX_BARS = 22  # top-N (20), the chosen token when it ranks lower, a server's tail
 MAX_SEGMENT_LABELS = 8
 DRAW_BAR_TOP = 0.46  # the draw's segments fill y 0.02 .. 0.46; the u label goes above them
 SIDE_BY_SIDE = 560  # px (× the type scale): narrower than this, the waterfall and the draw go under the bars
@@ -99,53 +98,32 @@ class CandidatesView(View):
     def retranslate(self) -> None:
         self.legend.setToolTip(legend_tip())
         self.legend.setText(legend(self.appearance.theme, None if self._drawn is None else self._drawn.dist.settings))
-        self.bars.getPlotItem().setLabel("bottom", translate("Candidates", "probability"))
-        self.waterfall.getPlotItem().setLabel("left", translate("Candidates", "mass"))
+        self.bars.set_bottom_label(translate("Candidates", "probability"))
+        self.waterfall.set_left_label(translate("Candidates", "mass"))
         self._last = ("dirty",)
 
     def _make_bars(self, appearance: Appearance) -> None:
-        self.bars = make_plot(appearance, rows_axis=True)
-        self.bars.invertY(True)
-        self.bars.setXRange(0, 1, padding=0.02)
-        self.bars.getAxis("left").setWidth(130)
-        self.bar_items = [Bars(x0=[], y=[], height=0.26, width=[]) for _ in range(3)]
-        for item in self.bar_items:
-            self.bars.addItem(item)
-        self.chosen_outline = Bars(x0=[], y=[], height=0.9, width=[])
-        self.bars.addItem(self.chosen_outline)
-        self.tail_bar = Bars(x0=[], y=[], height=0.26, width=[])  # a server's unlisted tokens
-        self.bars.addItem(self.tail_bar)
-        self.value_labels = [text_item(appearance) for _ in range(MAX_BARS)]
-        for label in self.value_labels:
-            self.bars.addItem(label)
+        """A painted chart of rows (bar_chart.py): the bars change at every step of a Run, and as a pyqtgraph plot
+        they were the costliest part of a frame. Its bar sets, top to bottom of the paint: "raw", "temp", "final"
+        (each stage's p), "chosen" (the drawn token's row outlined), "tail" (a server's unlisted tokens)."""
+        self.bars = BarChart(appearance, rows=True)
+        self.bars.set_range(x=(-0.02, 1.02))
+        self.bars.left_axis_px = 130.0  # the tokens' names: a width that does not change with them
 
     def _make_waterfall(self, appearance: Appearance) -> None:
-        self.waterfall = make_plot(appearance)
-        self.waterfall.setYRange(0, 1.4, padding=0)  # until a step is drawn: then as its labels need (_draw_waterfall)
-        self.waterfall.getAxis("left").setTicks([[(0, "0"), (0.5, "0.5"), (1, "1")]])
-        self.kept_bars = Bars(x=[], height=[], width=0.6)
-        self.removed_bars = Bars(x=[], y0=[], height=[], width=0.6)
-        self.waterfall.addItem(self.kept_bars)
-        self.waterfall.addItem(self.removed_bars)
-        self.stage_labels = [text_item(appearance, anchor=(0.5, 0)) for _ in range(7)]  # raw, 5 stages, renorm.
-        for label in self.stage_labels:
-            self.waterfall.addItem(label)
+        """A painted chart (bar_chart.py): bar sets "kept" (the mass each stage keeps) and "removed" (what it cut,
+        above); its labels are the tokens kept (and the mass cut) over each stage."""
+        self.waterfall = BarChart(appearance)
+        self.waterfall.set_range(y=(0, 1.4))  # until a step is drawn: then as its labels need (_draw_waterfall)
+        self.waterfall.set_y_ticks([(0, "0"), (0.5, "0.5"), (1, "1")])
 
     def _make_draw(self, appearance: Appearance) -> None:
-        self.draw = make_plot(appearance)
-        self.draw.setXRange(0, 1, padding=0.01)
-        self.draw.setYRange(0, 1, padding=0)
-        self.draw.getAxis("left").setTicks([[]])
-        self.segments = StyledBars(x0=[], y0=[], height=[], width=[])
-        self.draw.addItem(self.segments)
-        self.u_line = pg.InfiniteLine(angle=90, movable=False)
-        self.draw.addItem(self.u_line)
-        self.u_line.hide()  # shown once a step has drawn u
-        self.u_label = text_item(appearance, anchor=(0, 0))
-        self.draw.addItem(self.u_label)
-        self.segment_labels = [text_item(appearance, anchor=(0.5, 0.5)) for _ in range(MAX_SEGMENT_LABELS)]
-        for label in self.segment_labels:
-            self.draw.addItem(label)
+        """A painted chart (bar_chart.py): the kept tokens' segments end to end (bar sets "0".."3": the two
+        alternating colours, the drawn token, the tokens beyond those carried), u as a marker, and labels: the
+        u label first ("" before a draw), then the widest segments' names."""
+        self.draw = BarChart(appearance)
+        self.draw.set_range(x=(-0.01, 1.01), y=(0, 1))
+        self.draw.set_y_ticks([])
         self.draw_caption = CaptionLabel(lines=2)  # what the draw did, in two lines (whole in its tooltip)
         self.draw_caption.setObjectName("muted")
 
@@ -153,14 +131,10 @@ class CandidatesView(View):
         a, t = self.appearance, self.appearance.theme
         stacked = self.split.orientation() == Qt.Vertical  # three plots in a column: each a little lower
         for plot, height in ((self.bars, 120 if stacked else 150), (self.waterfall, 90), (self.draw, 80)):
-            style_plot(plot, a)
             # ~50 px of each are axes and labels, which grow with the type; the data area need not (F5 at
             # 1024x700 has no room for the whole plot grown by the type's factor)
             plot.setMinimumHeight(int(height + PLOT_AXES * (a.scale - 1)))
         self._label_metrics = QFontMetricsF(a.font(0.85))  # the plot labels' font, measured once
-        for label in self.value_labels + self.stage_labels + self.segment_labels + [self.u_label]:
-            label.restyle(a)
-        self.u_line.setPen(pg.mkPen(t.chosen, width=3 * a.scale))
         self.legend.setText(legend(t, None if self._drawn is None else self._drawn.dist.settings))
         self._last = ("dirty",)
 
@@ -190,17 +164,13 @@ class CandidatesView(View):
             self.legend.setText(legend(self.appearance.theme, None if shown is None else shown.dist.settings))
         if shown is None:
             self.header.setText(translate("Candidates", EMPTY))
-            for item in self.bar_items + [self.chosen_outline, self.tail_bar]:
-                item.setOpts(x0=[], y=[], width=[])
-            self.kept_bars.setOpts(x=[], height=[])
-            self.removed_bars.setOpts(x=[], y0=[], height=[])
-            self.segments.set_bars([], [], x0=[], y0=[], height=[], width=[])
-            for label in self.value_labels + self.stage_labels + self.segment_labels + [self.u_label]:
-                label.show_text("")
-            self.u_line.hide()
-        for plot in (self.bars, self.waterfall, self.draw):
-            show_axes(plot, shown is not None)
-        if shown is None:
+            self.bars.clear_bars()
+            self.bars.set_labels([])
+            self.bars.set_y_ticks([])
+            for chart in (self.waterfall, self.draw):
+                chart.clear_bars()
+                chart.set_labels([])
+            self.draw.set_markers([])
             return
         self.header.setText(header_text(shown))
         self._draw_bars(shown)
@@ -211,7 +181,7 @@ class CandidatesView(View):
         """The candidates to draw: as many rows as fit at the labels' line height (they would overlap),
         the chosen one kept in place of the last when it ranks lower."""
         line = self._label_metrics.lineSpacing() * 1.1
-        fit = max(3, int(self.bars.getPlotItem().getViewBox().height() / line) - extra)
+        fit = max(3, int(self.bars.data_size().height() / line) - extra)
         rows = np.arange(min(n, fit))
         if chosen is not None and chosen >= len(rows):
             rows[-1] = chosen
@@ -228,54 +198,47 @@ class CandidatesView(View):
         y = np.arange(n, dtype=float)
         greedy = settings.is_greedy  # no temperature stage: two bars a row
         h = a.bar_width(0.3 if greedy else 0.26)
-        stages = [(self.bar_items[0], c.p_raw, -h / 2 if greedy else -h, t.raw),
-                  (self.bar_items[1], c.p_temp, 0.0, t.temp),
-                  (self.bar_items[2], c.p_final, h / 2 if greedy else h, t.final)]
-        for item, values, offset, col in stages:
-            shown_values = np.zeros(0) if greedy and item is self.bar_items[1] else values[rows]
-            item.setOpts(x0=np.zeros(len(shown_values)), y=y[:len(shown_values)] + offset, height=h,
-                         width=shown_values, brush=colour(col), pen=None)
+        stages = [("raw", c.p_raw, -h / 2 if greedy else -h, t.raw), ("temp", c.p_temp, 0.0, t.temp),
+                  ("final", c.p_final, h / 2 if greedy else h, t.final)]
+        for key, values, offset, col in stages:  # each row's bars centred on its row, side by side
+            shown_values = np.zeros(0) if greedy and key == "temp" else values[rows]
+            self.bars.set_bars(key, bar_set(col, 0.0, y[:len(shown_values)] + offset - h / 2, shown_values, h))
         at = None if chosen is None else int(np.nonzero(rows == chosen)[0][0])
-        if at is None:
-            self.chosen_outline.setOpts(x0=[], y=[], width=[])
-        else:
-            self.chosen_outline.setOpts(x0=[-0.004], y=[at], width=[1.0], height=(2.4 if greedy else 3.6) * h,
-                                        brush=colour(t.chosen, 40), pen=pg.mkPen(t.chosen, width=2 * a.scale))
+        outline = (2.4 if greedy else 3.6) * h
+        self.bars.set_bars("chosen", bar_set(t.chosen, -0.004, [] if at is None else [at - outline / 2], 1.0, outline,
+                                             alpha=40, outline=t.chosen, outline_width=2 * a.scale))
         ticks = [(i, f"{'▶ ' if r == chosen else ''}{byte_label(display(c.texts[r]))[:18]}")
                  for i, r in enumerate(rows)]
         if tail is not None:  # the server's unlisted tokens: their raw mass as one bar, never drawn from
             ticks.append((n, translate("Candidates", "other ({n} tokens)").format(n=compact(tail.tail_count))))
-            self.tail_bar.setOpts(x0=[0], y=[n - h], height=h, width=[tail.tail_p], brush=colour(t.raw, 110), pen=None)
+            self.bars.set_bars("tail", bar_set(t.raw, 0.0, n - 1.5 * h, [tail.tail_p], h, alpha=110))
         else:
-            self.tail_bar.setOpts(x0=[], y=[], width=[])
-        set_ticks(self.bars.getAxis("left"), [ticks])
-        set_range(self.bars, y=(-0.6, max(len(ticks), min(10, n + 1)) - 0.4))
+            self.bars.set_bars("tail", bar_set(t.raw, 0.0, [], [], h))
+        self.bars.set_y_ticks(ticks)
+        self.bars.set_range(y=(-0.6, max(len(ticks), min(10, n + 1)) - 0.4))
         self._bar_labels(shown, rows)
 
     def _bar_labels(self, shown: Shown, rows: np.ndarray) -> None:
         """Each row's stages in words beside its longest bar, or inside it where the words would run off."""
         t, c, settings = self.appearance.theme, shown.dist.candidates, shown.dist.settings
         tail = shown.dist.server
-        n = len(rows)
-        axis_px = max(self.bars.getPlotItem().getViewBox().width(), 1.0) / 1.04  # the x range is 0..1 + padding
-        for i, label in enumerate(self.value_labels):
-            if tail is not None and i == n:
-                cut = shown.dist.tail_kept
-                said = translate("Candidates", "{p} not listed by the server").format(p=f"{tail.tail_p:.3f}") + (
-                    translate("Candidates", "; {p} of the final p would fall here: cut").format(p=f"{cut[0]:.3f}")
-                    if cut is not None and cut[0] > 0 else "")
-                label.show_text(said, round(tail.tail_p + 0.01, 3), n, anchor=(0, 0.5), color=t.text)
-            elif i < n:
-                r = rows[i]
-                text = row_label(c.p_raw[r], c.p_temp[r], c.p_final[r], settings,
-                                 None if c.p_temp_bounds is None else c.p_temp_bounds[r])
-                end = max(c.p_raw[r], c.p_final[r], 0.0 if settings.is_greedy else c.p_temp[r])
-                room = (self._label_metrics.horizontalAdvance(text) + 10) / axis_px
-                inside = end + 0.01 + room > 1.02 and end >= room  # no room to the right: inside the bar's end
-                label.show_text(text, round(end - 0.01 if inside else min(end + 0.01, 1.02 - room), 3), i,
-                                anchor=(1, 0.5) if inside else (0, 0.5), color="#ffffff" if inside else t.text)
-            else:
-                label.show_text("")
+        axis_px = max(self.bars.data_size().width(), 1.0) / 1.04  # the x range is 0..1 + padding
+        labels = []
+        for i, r in enumerate(rows):
+            text = row_label(c.p_raw[r], c.p_temp[r], c.p_final[r], settings,
+                             None if c.p_temp_bounds is None else c.p_temp_bounds[r])
+            end = max(c.p_raw[r], c.p_final[r], 0.0 if settings.is_greedy else c.p_temp[r])
+            room = (self._label_metrics.horizontalAdvance(text) + 10) / axis_px
+            inside = end + 0.01 + room > 1.02 and end >= room  # no room to the right: inside the bar's end
+            labels.append(ChartText(text, round(end - 0.01 if inside else min(end + 0.01, 1.02 - room), 3), i,
+                                    (1, 0.5) if inside else (0, 0.5), "#ffffff" if inside else None))
+        if tail is not None:
+            cut = shown.dist.tail_kept
+            said = translate("Candidates", "{p} not listed by the server").format(p=f"{tail.tail_p:.3f}") + (
+                translate("Candidates", "; {p} of the final p would fall here: cut").format(p=f"{cut[0]:.3f}")
+                if cut is not None and cut[0] > 0 else "")
+            labels.append(ChartText(said, round(tail.tail_p + 0.01, 3), len(rows)))
+        self.bars.set_labels(labels)
 
     def _redraw_after_resize(self) -> None:
         if not self.intents.running:  # a run redraws every view at its next frame anyway
@@ -306,23 +269,19 @@ class CandidatesView(View):
         removed.append(0.0)
         counts.append(stages[-1].kept)
         x = np.arange(len(names), dtype=float)
-        self.kept_bars.setOpts(x=x, height=kept_mass, width=0.6, brush=colour(t.kept), pen=None)
-        self.removed_bars.setOpts(x=x, y0=kept_mass, height=removed, width=0.6, brush=colour(t.removed), pen=None)
+        self.waterfall.set_bars("kept", bar_set(t.kept, x - 0.3, 0.0, 0.6, kept_mass))
+        self.waterfall.set_bars("removed", bar_set(t.removed, x - 0.3, kept_mass, 0.6, removed))
         titles = [translate("Candidates", STAGE_TITLES[name]) for name in names]
-        set_ticks(self.waterfall.getAxis("bottom"), [list(enumerate(self._stage_names(names, titles)))])
+        self.waterfall.set_x_ticks(list(enumerate(self._stage_names(names, titles))))
         # Above the bars: the tokens kept and, where the plot has room for a second line, the mass cut (a short
         # plot keeps one line: the red part of its bar shows the cut, the tooltip says it). The y range grows
         # above 1 as far as the labels need, so they never reach into the bars.
-        height = self.waterfall.getPlotItem().getViewBox().height()
+        height = self.waterfall.data_size().height()
         lines = 2 if any(removed) and self._label_px(2) <= 0.5 * height else 1
         top = max(1.4, 1 / (1 - min(self._label_px(lines), 0.6 * height) / max(height, 1.0)))
-        set_range(self.waterfall, x=(-0.5, len(names) - 0.5), y=(0, top))
-        for i, label in enumerate(self.stage_labels):
-            if i < len(names):
-                cut = f"\n−{removed[i] * 100:.1f}%" if removed[i] > 0 and lines == 2 else ""
-                label.show_text(f"{compact(counts[i])}{cut}", i, top)
-            else:
-                label.show_text("")
+        self.waterfall.set_range(x=(-0.5, len(names) - 0.5), y=(0, top))
+        cuts = [f"\n−{cut * 100:.1f}%" if cut > 0 and lines == 2 else "" for cut in removed]
+        self.waterfall.set_labels([ChartText(compact(counts[i]) + cuts[i], i, top, (0.5, 0)) for i in range(len(names))])
         kept = translate("Candidates", "{stage}: {n} tokens kept")
         cut = translate("Candidates", ", {percent}% of the mass cut")
         self.waterfall.setToolTip(translate("Candidates", STAGES_TIP) + "".join(
@@ -332,21 +291,21 @@ class CandidatesView(View):
 
     def _label_px(self, lines: int) -> float:
         """The px a plot label of that many lines takes (its margins included), and a gap."""
-        return lines * self._label_metrics.lineSpacing() + 2 * Label.MARGIN + 2
+        return lines * self._label_metrics.lineSpacing() + 2 * LABEL_MARGIN + 2
 
     def _draw_top(self) -> float:
         """The draw's y range top: 1, or more where the plot is short, so that the u label's line fits between
         the top and the bars (which end at DRAW_BAR_TOP)."""
-        height = max(self.draw.getPlotItem().getViewBox().height(), 1.0)
+        height = max(self.draw.data_size().height(), 1.0)
         need = min(self._label_px(1), 0.6 * height)
         top = max(1.0, DRAW_BAR_TOP / (1 - need / height))
-        set_range(self.draw, y=(0, top))
+        self.draw.set_range(y=(0, top))
         return top
 
     def _stage_names(self, names: list[str], titles: list[str]) -> list[str]:
         """The stages' names under their bars, or their symbols where a name would run into its neighbour's."""
-        room = self.waterfall.getPlotItem().getViewBox().width() / max(len(names), 1)
-        # the axes' tick font is the plot labels' (style_plot: appearance.font(0.85)), measured once in restyle
+        room = self.waterfall.data_size().width() / max(len(names), 1)
+        # the charts' tick font is their labels' (appearance.font(0.85)), measured once in restyle
         if max(self._label_metrics.horizontalAdvance(title) for title in titles) + 6 <= room:
             return titles
         return [translate("Candidates", SHORT_STAGE_TITLES[name]) for name in names]
@@ -365,34 +324,33 @@ class CandidatesView(View):
             x0.append(float(cdf[-1]))
             w.append(1.0 - float(cdf[-1]))
             styles.append(3)
-        edge = pg.mkPen(t.panel, width=1)
-        palette = [(edge, colour(fill)) for fill in (t.final, t.temp, t.chosen)] + [(edge, colour(t.raw, 120))]
-        self.segments.set_bars(styles, palette, x0=x0, y0=[0.02] * len(x0), height=[DRAW_BAR_TOP - 0.02] * len(x0),
-                               width=w)
+        x0, w, styles = np.array(x0), np.array(w), np.array(styles, dtype=int)
+        fills = [(t.final, 255), (t.temp, 255), (t.chosen, 255), (t.raw, 120)]
+        for style, (fill, alpha) in enumerate(fills):  # a later style over an earlier one, each outlined in the panel's colour
+            at = styles == style
+            self.draw.set_bars(str(style), bar_set(fill, x0[at], 0.02, w[at], DRAW_BAR_TOP - 0.02, alpha=alpha,
+                                                   outline=t.panel))
         # Name the widest segments, only where the name fits inside its segment (pixels, not axis units:
         # narrow neighbours' names would run into each other).
         order = np.argsort(-widths)[:MAX_SEGMENT_LABELS] if len(widths) else []
-        axis_px = max(self.draw.getPlotItem().getViewBox().width(), 1.0) / 1.02  # the x range is 0..1.02
-        for i, label in enumerate(self.segment_labels):
-            name = display(kept.texts[order[i]])[:10] if i < len(order) else ""
-            if name and widths[order[i]] * axis_px >= self._label_metrics.horizontalAdvance(name) + 8:
-                j = order[i]
-                label.show_text(name, round(starts[j] + widths[j] / 2, 3), 0.24)
-            else:
-                label.show_text("")
+        axis_px = max(self.draw.data_size().width(), 1.0) / 1.02  # the x range is 0..1.02
+        labels = []
+        for j in order:
+            name = display(kept.texts[j])[:10]
+            if name and widths[j] * axis_px >= self._label_metrics.horizontalAdvance(name) + 8:
+                labels.append(ChartText(name, round(starts[j] + widths[j] / 2, 3), 0.24, (0.5, 0.5)))
         step = shown.step
         if step is not None and step.random_u is not None:
-            self.u_line.setPos(step.random_u)
-            self.u_line.show()
+            self.draw.set_markers([Marker(step.random_u, t.chosen, 3 * self.appearance.scale)])
             # The label sits beside the line, on the side with room (it never runs over the line), above the
             # bars: the y range grows as far as its line needs (a short plot, 1024x700, drew it over the bars).
             right = step.random_u <= 0.55
-            self.u_label.show_text(f"u = {step.random_u:.4f} → {display(step.token.piece)}",
-                                   step.random_u + (0.01 if right else -0.01), self._draw_top(),
-                                   anchor=(0, 0) if right else (1, 0))
+            u_label = ChartText(f"u = {step.random_u:.4f} → {display(step.token.piece)}",
+                                step.random_u + (0.01 if right else -0.01), self._draw_top(), (0, 0) if right else (1, 0))
         else:
-            self.u_line.hide()
-            self.u_label.show_text("")
+            self.draw.set_markers([])
+            u_label = ChartText("", 0.0, 0.0)
+        self.draw.set_labels([u_label] + labels)
         n = kept.n_kept
         if step is not None and step.forced:
             caption = translate("Candidates", "No draw: you chose {token} (rank {rank} by logit). The distribution is "

@@ -14,7 +14,6 @@ stays on the curve, greyed. For a model whose layers attend through a sliding wi
 from __future__ import annotations
 
 import numpy as np
-import pyqtgraph as pg
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QSplitter, QVBoxLayout, QWidget
 
@@ -23,8 +22,8 @@ from gui.state.intents import Intents
 from gui.theme import Appearance
 from gui.views.base import View
 from gui.state.format import fmt_bytes, fmt_params
-from gui.widgets.plotting import (Bars, colour, covering, make_plot, nice_ceiling, set_data, set_range, set_ticks, style_plot,
-                       text_item)
+from gui.widgets.bar_chart import BarChart, ChartText, bar_set, series
+from gui.widgets.plotting import covering, nice_ceiling
 from gui.widgets.wrap_label import WrapLabel
 
 
@@ -73,16 +72,9 @@ class KvView(View):
         self.formula.setTextFormat(Qt.RichText)
         self.formula.setTextInteractionFlags(Qt.TextSelectableByMouse)
 
-        self.growth = make_plot(appearance)
-        self.used_curve = self.growth.plot([], [], name="used", antialias=True)
-        self.allocated_curve = self.growth.plot([], [], name="allocated", antialias=True)
-        self.later_curve = self.growth.plot([], [], name="later", antialias=True)  # after a past step shown
-
-        self.layers = make_plot(appearance, "-")  # titled by retranslate()
-        self.k_bars = Bars(x=[], height=[], width=0.8)
-        self.v_bars = Bars(x=[], y0=[], height=[], width=0.8)
-        self.layers.addItem(self.k_bars)
-        self.layers.addItem(self.v_bars)
+        # painted charts (bar_chart.py): as pyqtgraph plots they cost a Run's frame a graphics scene each
+        self.growth = BarChart(appearance)  # series "used", "allocated" and "later" (after a past step shown)
+        self.layers = BarChart(appearance)  # titled by retranslate()
 
         self._make_compare(appearance)
 
@@ -123,11 +115,11 @@ class KvView(View):
         self.retranslate()
 
     def retranslate(self) -> None:
-        self.growth.getPlotItem().setLabel("bottom", translate("KV", "tokens in the context"))
-        self.growth.getPlotItem().setLabel("left", "MB")
-        self.layers.getPlotItem().setTitle(translate("KV", "each layer's K (dark) and V (light), KB"))
-        self.layers.getPlotItem().setLabel("bottom", translate("KV", "layer"))
-        self.compare.getPlotItem().setTitle(translate("KV", "weights vs KV cache (log scale)"))
+        self.growth.set_bottom_label(translate("KV", "tokens in the context"))
+        self.growth.set_left_label("MB")
+        self.layers.set_title(translate("KV", "each layer's K (dark) and V (light), KB"))
+        self.layers.set_bottom_label(translate("KV", "layer"))
+        self.compare.set_title(translate("KV", "weights vs KV cache (log scale)"))
         self.project_to.setText(translate("KV", "Project to"))
         self.requests.setSuffix(translate("KV", " concurrent requests"))
         self.requests.setToolTip(translate("KV", "How many requests a server holds at once, each with its own KV cache"))
@@ -137,15 +129,8 @@ class KvView(View):
 
     def _make_compare(self, appearance: Appearance) -> None:
         """Weights vs the KV cache now, at a full window, and for N requests at once."""
-        self.compare = make_plot(appearance, "-", rows_axis=True)  # titled by retranslate()
-        self.compare.invertY(True)
-        self.compare.getAxis("bottom").setTicks([[(k, unit) for k, unit in
-                                                  ((3, "1 KB"), (6, "1 MB"), (9, "1 GB"), (12, "1 TB"))]])
-        self.compare_bars = Bars(x0=[], y=[], height=0.6, width=[])
-        self.compare.addItem(self.compare_bars)
-        self.compare_labels = [text_item(appearance) for _ in range(4)]
-        for label in self.compare_labels:
-            self.compare.addItem(label)
+        self.compare = BarChart(appearance, rows=True)  # titled by retranslate(); x: log10 of the bytes
+        self.compare.set_x_ticks([(3, "1 KB"), (6, "1 MB"), (9, "1 GB"), (12, "1 TB")])
         self.requests = QSpinBox()
         self.requests.setRange(1, 4096)
         self.requests.setValue(16)
@@ -185,23 +170,13 @@ class KvView(View):
     def restyle(self) -> None:
         a, t = self.appearance, self.appearance.theme
         for plot in (self.growth, self.layers, self.compare):
-            style_plot(plot, a)
             plot.setMinimumHeight(int(90 * a.scale))  # room for the axes under bigger type
+            plot.update()  # the painted charts read the theme as they paint
         self.updateGeometry()
-        self.used_curve.setPen(pg.mkPen(t.final, width=2.5 * a.scale))
-        self.used_curve.setSymbol("o")
-        self.used_curve.setSymbolSize(5 * a.scale)
-        self.used_curve.setSymbolBrush(colour(t.final))
-        self.used_curve.setSymbolPen(None)
-        self.allocated_curve.setPen(pg.mkPen(t.warning, width=1.5 * a.scale, style=Qt.DashLine))
-        self.later_curve.setPen(pg.mkPen(colour(t.muted, 110), width=2 * a.scale))
         # The key is the title (a legend inside the plot would sit on the allocated line).
-        self.growth.getPlotItem().setTitle(
+        self.growth.set_title(
             translate("KV", "<span style='color:{used_colour}'>━ used</span> and <span style='color:{allocated_colour}'>"
-                      "╌ allocated</span> vs context").format(used_colour=t.final, allocated_colour=t.warning),
-            color=t.text, size=f"{a.font(0.85).pointSizeF():.0f}pt")
-        for label in self.compare_labels:
-            label.restyle(a)
+                      "╌ allocated</span> vs context").format(used_colour=t.final, allocated_colour=t.warning))
         self._key = None
 
     def _force_refresh(self) -> None:
@@ -229,11 +204,10 @@ class KvView(View):
         t = self.appearance.theme
         layers = np.arange(info.n_layers, dtype=float)
         per_tensor = used / (2 * info.n_layers) if info.n_layers else 0
-        self.k_bars.setOpts(x=layers, height=np.full(info.n_layers, per_tensor / 1e3), width=0.8,
-                            brush=colour(t.final), pen=None)
-        self.v_bars.setOpts(x=layers, y0=np.full(info.n_layers, per_tensor / 1e3),
-                            height=np.full(info.n_layers, per_tensor / 1e3), width=0.8, brush=colour(t.temp), pen=None)
-        set_range(self.layers, x=(-1, info.n_layers), y=(0, nice_ceiling(max(2 * per_tensor / 1e3, 1) * 1.1)))
+        kb = per_tensor / 1e3
+        self.layers.set_bars("K", bar_set(t.final, layers - 0.4, 0.0, 0.8, np.full(info.n_layers, kb)))
+        self.layers.set_bars("V", bar_set(t.temp, layers - 0.4, kb, 0.8, np.full(info.n_layers, kb)))
+        self.layers.set_range(x=(-1, info.n_layers), y=(0, nice_ceiling(max(2 * kb, 1) * 1.1)))
         self._compare(info, used, translate("KV", "KV now") if past is None else
                       translate("KV", "KV at step {index}").format(index=past.index))
         self._paragraphs_changed()  # new text may wrap to more lines
@@ -302,22 +276,22 @@ class KvView(View):
 
     def _growth(self, points: list[tuple[int, int, int]], upto: int) -> None:
         """Used and allocated bytes after prefill and each step; after a shown past step, greyed."""
+        a, t = self.appearance, self.appearance.theme
         if not points:
-            for curve in (self.used_curve, self.allocated_curve, self.later_curve):
-                set_data(curve, [], [])
+            for key, colour in (("used", t.final), ("allocated", t.warning), ("later", t.muted)):
+                self.growth.set_series(key, series(colour, [], []))
             return
         x = np.array([p[0] for p in points], dtype=float)
         used_mb = np.array([p[1] for p in points]) / 1e6
-        set_data(self.used_curve, x[:upto], used_mb[:upto])
-        set_data(self.allocated_curve, x, np.array([p[2] for p in points]) / 1e6)
-        if upto < len(points):
-            set_data(self.later_curve, x[upto - 1:], used_mb[upto - 1:])
-        else:
-            set_data(self.later_curve, [], [])
+        self.growth.set_series("used", series(t.final, x[:upto], used_mb[:upto], 2.5 * a.scale, dots=5 * a.scale))
+        self.growth.set_series("allocated", series(t.warning, x, np.array([p[2] for p in points]) / 1e6, 1.5 * a.scale,
+                                                   dashed=True))
+        later = slice(upto - 1, None) if upto < len(points) else slice(0, 0)
+        self.growth.set_series("later", series(t.muted, x[later], used_mb[later], 2 * a.scale, alpha=110))
         top = max(p[2] for p in points) / 1e6
         horizon = self.intents.run_horizon  # steps; the axis is in context tokens, the window at most
         end = None if horizon is None else min(x[0] + horizon, self.intents.info.context_length)
-        set_range(self.growth, x=covering(float(x[0]), float(x[-1]), 16, end), y=(0, nice_ceiling(top * 1.15)))
+        self.growth.set_range(x=covering(float(x[0]), float(x[-1]), 16, end), y=(0, nice_ceiling(top * 1.15)))
 
     def _points(self) -> list[tuple[int, int, int]]:
         """(context tokens, used bytes, allocated bytes) after prefill and after every step."""
@@ -338,9 +312,8 @@ class KvView(View):
         n = self.requests.value()
         full = info.kv_bytes_per_token * info.context_length
         if info.dtype == "remote":  # no byte figures from a server: no bars that would read as 1 B
-            self.compare_bars.setOpts(x0=[], y=[], width=[])
-            for label in self.compare_labels:
-                label.show_text("")
+            self.compare.clear_bars()
+            self.compare.set_labels([])
             self.projection.setText(translate("KV", "<b>{params}</b> on the server · <b>context window {n} tokens</b> · "
                                               "the sizes of its weights and KV cache are not known here").format(
                 params=fmt_params(info.n_params), n=number(info.context_length)))
@@ -349,13 +322,14 @@ class KvView(View):
                 (translate("KV", "KV at full window"), full, t.warning),
                 (translate("KV", "KV × {n} at full window").format(n=n), full * n, t.chosen)]
         values = np.array([max(v, 1) for _, v, _ in rows], dtype=float)
-        self.compare_bars.setOpts(x0=np.zeros(4), y=np.arange(4), width=np.log10(values), height=0.6,
-                                  brushes=[colour(col) for _, _, col in rows], pen=None)
-        set_ticks(self.compare.getAxis("left"), [[(i, name) for i, (name, _, _) in enumerate(rows)]])
+        for i, (_, _, col) in enumerate(rows):  # a bar a row, each in its colour
+            self.compare.set_bars(str(i), bar_set(col, 0.0, i - 0.3, np.log10(values[i]), 0.6))
+        self.compare.set_y_ticks([(i, name) for i, (name, _, _) in enumerate(rows)])
         top = np.log10(values.max())
-        set_range(self.compare, x=(0, float(np.ceil(top + 2.4))), y=(-0.6, 3.6))
-        for i, label in enumerate(self.compare_labels):  # the log scale's floor of 1 B is not a size: 0 B
-            label.show_text(fmt_bytes(rows[i][1] if i != 1 else used), round(float(np.log10(values[i])) + 0.05, 2), i)
+        self.compare.set_range(x=(0, float(np.ceil(top + 2.4))), y=(-0.6, 3.6))
+        # the log scale's floor of 1 B is not a size: 0 B
+        self.compare.set_labels([ChartText(fmt_bytes(rows[i][1] if i != 1 else used),
+                                           round(float(np.log10(values[i])) + 0.05, 2), i) for i in range(4)])
         self.projection.setText(translate(
             "KV", "<b>{params}</b>: fixed weights shared by all requests · <b>context window {n} tokens</b>: what one "
             "request may hold · <b>KV cache</b>: each request's own notes, {full} when its window is full").format(

@@ -12,7 +12,6 @@ from __future__ import annotations
 import html
 
 import numpy as np
-import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
@@ -22,7 +21,8 @@ from gui.state.intents import Intents
 from gui.theme import Appearance
 from gui.views.base import View
 from gui.state.format import display
-from gui.widgets.plotting import make_plot, set_range, step_top, style_plot
+from gui.widgets.bar_chart import BarChart, Series, series
+from gui.widgets.plotting import step_top
 
 REASONS = {  # the engine's stop.reason codes, worded here (the trace keeps the codes)
     "eos": QT_TRANSLATE_NOOP("Stop", "the model wrote its end-of-sequence token"),
@@ -118,12 +118,11 @@ class StopView(View):
             self.rows[key] = label
 
         row(0, "eos")
-        self.eos_plot = make_plot(appearance)
+        self.eos_plot = BarChart(appearance)  # painted (bar_chart.py): its series "eos" grows at every step of a Run
         self.eos_plot.setFixedHeight(int(56 * appearance.scale))
-        self.eos_plot.setYRange(0, 1, padding=0)
-        self.eos_plot.getAxis("left").setTicks([[(0, "0"), (1, "1")]])
-        self.eos_plot.getAxis("bottom").setStyle(showValues=False)
-        self.eos_curve = self.eos_plot.plot([], [], antialias=True)
+        self.eos_plot.set_range(y=(0, 1))
+        self.eos_plot.set_y_ticks([(0, "0"), (1, "1")])
+        self.eos_plot.set_x_ticks([])  # the steps: under Length limit's gauge
         self.eos_text = QLabel()
         self.eos_text.setObjectName("muted")
         self.eos_text.setWordWrap(True)
@@ -160,10 +159,6 @@ class StopView(View):
         return grid
 
     def restyle(self) -> None:
-        style_plot(self.eos_plot, self.appearance)
-        self.eos_curve.setPen(pg.mkPen(self.appearance.theme.chosen, width=2 * self.appearance.scale))
-        self.eos_curve.setFillLevel(0)
-        self.eos_curve.setBrush(pg.mkBrush(self.appearance.theme.removed))
         self.gauge.update()
         self.limit.update()
         self._key = None
@@ -214,16 +209,20 @@ class StopView(View):
         if with_pending and c.pending is not None and c.pending.index == len(steps) + 1:
             eos_p.append(c.pending.dist.eos_p)
         if eos_p:
-            self.eos_curve.setData(np.arange(1, len(eos_p) + 1, dtype=float), np.array(eos_p))
-            set_range(self.eos_plot, x=(0.5, step_top(max(len(eos_p), len(c.steps)), 16, c.run_horizon) + 0.5))
+            self.eos_plot.set_series("eos", self._eos_series(np.arange(1, len(eos_p) + 1, dtype=float), eos_p))
+            self.eos_plot.set_range(x=(0.5, step_top(max(len(eos_p), len(c.steps)), 16, c.run_horizon) + 0.5))
             now = eos_p[-1]
             self.eos_text.setText(translate("Stop", "p(end of sequence) at step {index}: {p}").format(
                 index=len(eos_p), p=f"{now:.4f}")
                 + ("  · " + translate("Stop", "the step drawn as EOS ends generation") if now > 0.5 else ""))
         else:  # no steps: the axis the steps will have, not an autorange around nothing (-0.4 ... 0.5)
-            self.eos_curve.setData([], [])
-            set_range(self.eos_plot, x=(0.5, 16.5))
+            self.eos_plot.set_series("eos", self._eos_series([], []))
+            self.eos_plot.set_range(x=(0.5, 16.5))
             self.eos_text.setText(translate("Stop", "p(end of sequence) at each step: drawn here from the first Step on."))
+
+    def _eos_series(self, x, y) -> Series:
+        t = self.appearance.theme
+        return series(t.chosen, x, y, 2 * self.appearance.scale, fill=t.removed)
 
     def _status(self, past) -> None:
         c = self.intents

@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, QSizeF, Qt, QTimer
-from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainter, QPen
-from PySide6.QtWidgets import QGraphicsItem, QGraphicsObject, QLabel, QVBoxLayout, QWidget
+from PySide6.QtCore import QEvent, QRectF, QSizeF, Qt, QTimer
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPen
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsObject, QVBoxLayout, QWidget
 
 from gui.state.i18n import translate
 from gui.theme import Appearance
@@ -124,68 +124,6 @@ class StyledBars(Bars):
                 painter.drawRects([rects[i] for i in chosen])
 
 
-class RowsAxis(pg.AxisItem):
-    """A left axis of named rows (Candidates' tokens, KV's sizes), its names drawn where the rows are at each
-    paint: a few drawText calls, no layout.
-
-    pg.AxisItem lays its whole axis out again (generateDrawSpecs: every label measured, ~1 ms of Python a
-    time) into a picture whenever its ticks change, and Candidates' tokens change at every step. The rows'
-    names are right-aligned beside the axis line with the same offsets, tick marks, pens and font as
-    pg.AxisItem's; `_tickLevels` holds the ticks as pg.AxisItem keeps them. Without a fixed width the axis
-    widens to its longest name, as pg.AxisItem's does.
-    """
-
-    def __init__(self, orientation: str = "left", **kwargs):
-        super().__init__(orientation, **kwargs)
-        self._rows: list[tuple[float, str]] = []
-
-    def setTicks(self, ticks) -> None:
-        self._tickLevels = ticks
-        self._rows = [(float(v), str(text)) for v, text in ticks[0]] if ticks else []
-        self._fit_width()
-        self.update()
-
-    def setTickFont(self, font) -> None:
-        super().setTickFont(font)
-        self._fit_width()
-
-    def _fit_width(self) -> None:
-        if self.fixedWidth is not None or not self._rows:
-            return
-        metrics = QFontMetricsF(self.style["tickFont"] or self.font())
-        self._updateMaxTextSize(int(math.ceil(max(metrics.horizontalAdvance(text) for _, text in self._rows))))
-
-    def paint(self, p, opt, widget) -> None:
-        view = self.linkedView()
-        if view is None:
-            return
-        bounds = self.mapRectFromParent(self.geometry())
-        p.setRenderHint(QPainter.Antialiasing, False)
-        p.setRenderHint(QPainter.TextAntialiasing, True)
-        x = bounds.right()
-        p.setPen(self.pen())
-        p.drawLine(QPointF(x, bounds.top()), QPointF(x, bounds.bottom()))
-        if not self._rows:
-            return
-        at_0 = self.mapFromScene(view.mapViewToScene(QPointF(0, 0))).y()  # a row's y in the axis's pixels
-        per_row = self.mapFromScene(view.mapViewToScene(QPointF(0, 1))).y() - at_0
-        inward = -min(0, self.style["tickLength"])  # pg.AxisItem's marks point into the plot (tickLength < 0)
-        outward = max(0, self.style["tickLength"])
-        shown = [(at_0 + v * per_row, text) for v, text in self._rows]
-        shown = [(y, text) for y, text in shown if bounds.top() <= y <= bounds.bottom()]
-        for y, _ in shown:
-            p.drawLine(QPointF(x - outward, y), QPointF(x + inward, y))
-        if self.style["tickFont"] is not None:
-            p.setFont(self.style["tickFont"])
-        p.setPen(self.textPen())
-        p.setClipRect(self.boundingRect().toAlignedRect())
-        right = x - outward - self.style["tickTextOffset"][0]
-        height = QFontMetricsF(p.font()).height()
-        for y, text in shown:
-            p.drawText(QRectF(bounds.left(), y - height / 2, right - bounds.left(), height),
-                       int(Qt.AlignRight | Qt.AlignVCenter), text)
-
-
 def set_data(curve: pg.PlotDataItem, x, y, **opts) -> None:
     """curve.setData, skipped when the points and options are the ones it shows: each setData builds the curve
     again and repaints its plot's area under it (Timing's series, empty while one mode has steps, were set
@@ -198,9 +136,8 @@ def set_data(curve: pg.PlotDataItem, x, y, **opts) -> None:
     curve.setData(x, y, **opts)
 
 
-def make_plot(appearance: Appearance, title: str = "", rows_axis: bool = False) -> pg.PlotWidget:
-    """rows_axis: a left axis of named rows that change often (RowsAxis)."""
-    plot = pg.PlotWidget(axisItems={"left": RowsAxis("left")} if rows_axis else None)
+def make_plot(appearance: Appearance, title: str = "") -> pg.PlotWidget:
+    plot = pg.PlotWidget()
     plot.setMenuEnabled(False)
     plot.setMouseEnabled(x=False, y=False)
     plot.hideButtons()
@@ -376,15 +313,6 @@ def set_range(plot: pg.PlotWidget, x: tuple[float, float] | None = None, y: tupl
         plot.setXRange(*x, padding=padding)
     if y is not None:
         plot.setYRange(*y, padding=padding)
-
-
-def set_ticks(axis: pg.AxisItem, ticks: list) -> None:
-    """axis.setTicks, skipped when the ticks are the ones shown: every setTicks drops the axis's cached
-    picture, and laying an axis out again took ~1.4 ms of the GUI thread per redraw."""
-    if getattr(axis, "_tokenstep_ticks", None) == ticks:
-        return
-    axis._tokenstep_ticks = ticks
-    axis.setTicks(ticks)
 
 
 def nice_ceiling(value: float) -> float:

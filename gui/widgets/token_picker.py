@@ -1,67 +1,66 @@
-"""Taking a token by clicking it in a plot: the candidate bars, or a segment of the draw strip.
+"""Taking a token by clicking it in a chart: the candidate bars, or a segment of the draw strip.
 
-A `TokenPicker` watches one pyqtgraph plot's scene. Hovering over something that names a token shows a
-tooltip about it and, where a click may take it, a hand cursor (the tooltip then says what a click does);
-a left click emits `picked(token_id)`. What lies under a point is the view's business (`token_at`, in the
-plot's data coordinates); what a click does (take the token at the pending step, or fork at a past one) is
-the controller's.
+A `TokenPicker` watches the mouse over one painted chart (bar_chart.BarChart). Hovering over something that
+names a token shows a tooltip about it and, where a click may take it, a hand cursor (the tooltip then says
+what a click does); a left click emits `picked(token_id)`. What lies under a point is the view's business
+(`token_at`, in the chart's data coordinates); what a click does (take the token at the pending step, or fork
+at a past one) is the controller's.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-import pyqtgraph as pg
-from PySide6.QtCore import QObject, QPointF, Qt, Signal, Slot
+from PySide6.QtCore import QEvent, QObject, QPoint, QPointF, Qt, Signal
 from PySide6.QtWidgets import QToolTip
+
+from gui.widgets.bar_chart import BarChart
 
 
 class TokenPicker(QObject):
     picked = Signal(int)  # a token id the user clicked
 
-    def __init__(self, plot: pg.PlotWidget, token_at: Callable[[QPointF], int | None],
+    def __init__(self, chart: BarChart, token_at: Callable[[QPointF], int | None],
                  describe: Callable[[int], str], enabled: Callable[[], bool]):
-        super().__init__(plot)
-        self.plot, self.token_at, self.describe, self.enabled = plot, token_at, describe, enabled
+        super().__init__(chart)
+        self.chart, self.token_at, self.describe, self.enabled = chart, token_at, describe, enabled
+        chart.setMouseTracking(True)
+        chart.installEventFilter(self)
         self._hovered: tuple[int | None, bool] = (None, False)  # the token under the mouse, and if a click takes it
-        plot.scene().sigMouseClicked.connect(self._on_click)
-        plot.scene().sigMouseMoved.connect(self._on_move)
 
-    def token_at_scene(self, scene_pos: QPointF) -> int | None:
-        """The token under a point of the plot's scene (None outside the plot's data area or on nothing)."""
-        box = self.plot.getPlotItem().getViewBox()
-        if not box.sceneBoundingRect().contains(scene_pos):
-            return None
-        return self.token_at(box.mapSceneToView(scene_pos))
+    def widget_pos(self, data_point: QPointF) -> QPoint:
+        """Where a point in data coordinates lies in the chart (what a test clicks)."""
+        return self.chart.map(data_point.x(), data_point.y()).toPoint()
 
-    def scene_pos(self, view_point: QPointF) -> QPointF:
-        """Where a point in data coordinates lies in the scene (what a test clicks)."""
-        return self.plot.getPlotItem().getViewBox().mapViewToScene(view_point)
+    def token_at_pos(self, pos: QPointF | QPoint) -> int | None:
+        """The token under a place in the chart (None outside its data area or on nothing)."""
+        point = self.chart.to_data(QPointF(pos))
+        return None if point is None else self.token_at(point)
 
-    @Slot(object)
-    def _on_click(self, event) -> None:
-        if event.button() != Qt.LeftButton or not self.enabled():
-            return
-        token_id = self.token_at_scene(event.scenePos())
-        if token_id is not None:
-            event.accept()
-            self.picked.emit(token_id)
+    def eventFilter(self, obj, event) -> bool:
+        kind = event.type()
+        if kind == QEvent.MouseMove:
+            self._on_move(event.position())
+        elif kind == QEvent.MouseButtonRelease and event.button() == Qt.LeftButton and self.enabled():
+            token_id = self.token_at_pos(event.position())
+            if token_id is not None:
+                self.picked.emit(token_id)
+        elif kind == QEvent.Leave:
+            self._on_move(None)
+        return False
 
-    @Slot(object)
-    def _on_move(self, scene_pos: QPointF) -> None:
-        token_id = self.token_at_scene(scene_pos)  # named even where no click may take it (a run, a stop)
+    def _on_move(self, pos: QPointF | QPoint | None) -> None:
+        token_id = None if pos is None else self.token_at_pos(pos)  # named even where no click may take it
         clickable = token_id is not None and self.enabled()
         if (token_id, clickable) == self._hovered:
             return
         self._hovered = (token_id, clickable)
-        viewport = self.plot.viewport()
         if token_id is None:
-            viewport.unsetCursor()
+            self.chart.unsetCursor()
             QToolTip.hideText()
             return
         if clickable:
-            viewport.setCursor(Qt.PointingHandCursor)
+            self.chart.setCursor(Qt.PointingHandCursor)
         else:
-            viewport.unsetCursor()
-        at = self.plot.mapToGlobal(self.plot.mapFromScene(scene_pos))
-        QToolTip.showText(at, self.describe(token_id), viewport)
+            self.chart.unsetCursor()
+        QToolTip.showText(self.chart.mapToGlobal(QPointF(pos).toPoint()), self.describe(token_id), self.chart)

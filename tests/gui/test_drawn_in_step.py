@@ -25,21 +25,20 @@ def drawn(win) -> dict:
     blocks = [b for b in timing.timeline.blocks if b.step is not None]
     return {
         "header": cand.header.text(),
-        "u_line": cand.u_line.value() if cand.u_line.isVisible() else None,
-        "u_label": cand.u_label.toPlainText(),
+        "u_line": cand.draw.markers[0].x if cand.draw.markers else None,
+        "u_label": cand.draw.labels[0].text if cand.draw.labels else "",  # the u label first
         "draw_caption": cand.draw_caption.text(),
-        "kv_label": kv.compare_labels[1].toPlainText(),
-        "kv_bar_bytes": 2 * float(np.sum(kv.k_bars.opts["height"])) * 1e3,  # each layer's K + V, KB
+        "kv_label": kv.compare.labels[1].text,
+        "kv_bar_bytes": 2 * float(np.sum(kv.layers.bars["K"].height)) * 1e3,  # each layer's K + V, KB
         "kv_text": kv.formula.text(),
-        "kv_curve_end": float(kv.used_curve.getData()[0][-1]) if kv.used_curve.getData()[0] is not None
-        and len(kv.used_curve.getData()[0]) else None,
+        "kv_curve_end": float(kv.growth.series["used"].x[-1]) if len(kv.growth.series["used"].x) else None,
         "timing_bars": len(timing.forward_bars.opts["x"]),
         "timing_selected": list(timing.selected_bar.opts["x"]),
         "timeline_last": blocks[-1].step.index if blocks else None,
         "timeline_outlined": outlined(timing.timeline),
         "stop_limit": stop.limit.caption,
         "stop_context": stop.gauge.parts,
-        "stop_eos": len(stop.eos_curve.getData()[0]) if stop.eos_curve.getData()[0] is not None else 0,
+        "stop_eos": len(stop.eos_plot.series["eos"].x) if "eos" in stop.eos_plot.series else 0,
     }
 
 
@@ -62,8 +61,8 @@ class Paints(QObject):
         super().__init__()
         cand, kv, timing = (win.views[k] for k in ("candidates", "kv", "timing"))
         self.win, self.frame, self.paint = win, 0, 0
-        self.watched = {cand.header: "header", cand.draw.viewport(): "draw strip", kv.formula: "KV text",
-                        kv.layers.viewport(): "KV bars", timing.plot.viewport(): "Timing bars"}
+        self.watched = {cand.header: "header", cand.draw: "draw strip", kv.formula: "KV text",
+                        kv.layers: "KV bars", timing.plot.viewport(): "Timing bars"}
         self.painted: list[tuple[int, int, str]] = []  # (frame, paint, what)
         win.controller.redraw.connect(self._redrawn)
         QApplication.instance().installEventFilter(self)

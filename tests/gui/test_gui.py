@@ -60,7 +60,7 @@ def test_three_steps_show_in_context_and_candidates(qtbot, window):
     view = window.views["candidates"]
     third = window.controller.steps[2]
     assert view.header.text().startswith("Step 3 drew")
-    heights = view.bar_items[0].opts["width"]
+    heights = view.bars.bars["raw"].width
     assert np.allclose(heights, third.dist.candidates.p_raw)
 
 
@@ -90,14 +90,14 @@ def test_temperature_redraws_pending_bars_without_a_forward(qtbot, window):
     forwards = c.forward_count
     assert forwards >= 1  # the prefill ran one
     view = window.views["candidates"]
-    before = np.array(view.bar_items[1].opts["width"])  # after-temperature bars
+    before = np.array(view.bars.bars["temp"].width)  # after-temperature bars
     window.controls.temperature.setValue(2.0)
     qtbot.waitUntil(lambda: c.pending is not None and c.pending.dist.settings.temperature == 2.0, timeout=WAIT)
     settle(window)
-    after = np.array(view.bar_items[1].opts["width"])
+    after = np.array(view.bars.bars["temp"].width)
     assert c.shown().pending and view.header.text().startswith("Step 1 (next")
     assert after[0] < before[0] - 0.05  # a hotter temperature flattens the top bar
-    assert np.allclose(view.bar_items[0].opts["width"], c.pending.dist.candidates.p_raw)  # raw bars unchanged
+    assert np.allclose(view.bars.bars["raw"].width, c.pending.dist.candidates.p_raw)  # raw bars unchanged
     assert c.forward_count == forwards
 
 
@@ -109,7 +109,7 @@ def test_scrubbing_to_step_one_shows_its_candidates(qtbot, window):
     first = window.controller.steps[0]
     view = window.views["candidates"]
     assert view.header.text().startswith("Step 1 drew")
-    assert np.allclose(view.bar_items[2].opts["width"], first.dist.candidates.p_final)
+    assert np.allclose(view.bars.bars["final"].width, first.dist.candidates.p_final)
     assert window.views["context"].canvas.selected_step == 1
 
 
@@ -215,13 +215,14 @@ def test_during_a_run_the_step_axes_hold_the_whole_run_from_the_start(qtbot, win
     prefill(window, "Count to one thousand: 1, 2, 3,")
     n_prompt = c.prefill_event.n_tokens
     views = window.views
-    plots = {"timing": lambda: views["timing"].plot, "stop": lambda: views["stop"].eos_plot,
-             "kv": lambda: views["kv"].growth}
+    plots = {"timing": lambda: views["timing"].plot.getViewBox().viewRange()[0],
+             "stop": lambda: views["stop"].eos_plot.x_range,  # painted charts
+             "kv": lambda: views["kv"].growth.x_range}
 
     def ranges():
         for name in plots:
             views[name].refresh()
-        return {name: tuple(plot().getViewBox().viewRange()[0]) for name, plot in plots.items()}
+        return {name: tuple(x_range()) for name, x_range in plots.items()}
 
     window.actions["run"].trigger()
     qtbot.waitUntil(lambda: len(c.steps) >= 3 and c.running, timeout=WAIT)

@@ -8,8 +8,7 @@ The offscreen platform's fonts are a little smaller than a desktop's: the real s
 under Xvfb (the issue's closing note lists the screenshots)."""
 
 import pytest
-from PySide6.QtCore import QPoint, QPointF, QRect, QSize, Qt
-from PySide6.QtGui import QFontMetricsF
+from PySide6.QtCore import QPoint, QRect, QSize, Qt
 from PySide6.QtWidgets import QApplication
 
 from gui.views.candidates_view import DRAW_BAR_TOP
@@ -104,21 +103,21 @@ def test_at_each_screen_size_the_window_fits_and_every_view_gets_room(stepped, p
                 for plot in (cv.bars, cv.waterfall, cv.draw):
                     assert not _rect_in(label, cv).intersects(_rect_in(plot, cv)), (label.text(), width, height)
             # the sampler stages' names under the waterfall's bars do not run into each other
-            axis = cv.waterfall.getAxis("bottom")
-            names = [text for _, text in axis._tickLevels[0]]
-            room = cv.waterfall.getPlotItem().getViewBox().width() / len(names)
-            widest = max(QFontMetricsF(axis.style["tickFont"]).horizontalAdvance(n) for n in names)
+            names = [text for _, text in cv.waterfall.x_ticks]
+            room = cv.waterfall.data_size().width() / len(names)
+            widest = max(cv.waterfall.metrics().horizontalAdvance(n) for n in names)
             assert len(names) >= 5 and widest < room, (names, widest, room, width, height)
             # and the counts above them keep clear of the bars (their tops are at most 1: the whole mass)
-            bar_top = cv.waterfall.getPlotItem().getViewBox().mapViewToScene(QPointF(0, 1.0)).y()
-            for label in cv.stage_labels:  # in pixels at their point (sceneBoundingRect ignores the flag)
-                if label.toPlainText():
-                    bottom = label.boundingRect().translated(label.mapToScene(QPointF(0, 0))).bottom()
-                    assert bottom <= bar_top + 1, (label.toPlainText(), bottom, bar_top, width, height)
+            bar_top = cv.waterfall.map(0, 1.0).y()
+            for label in cv.waterfall.labels:  # in the chart's pixels, as drawn
+                if label.text:
+                    bottom = cv.waterfall.label_rect(label).bottom()
+                    assert bottom <= bar_top + 1, (label.text, bottom, bar_top, width, height)
             # the draw's "u = … → token" line sits above its segments, not over them
-            assert cv.u_label.toPlainText()
-            segments_top = cv.draw.getPlotItem().getViewBox().mapViewToScene(QPointF(0, DRAW_BAR_TOP)).y()
-            u_bottom = cv.u_label.boundingRect().translated(cv.u_label.mapToScene(QPointF(0, 0))).bottom()
+            u_label = cv.draw.labels[0]  # the draw's labels: u's first
+            assert u_label.text.startswith("u = ")
+            segments_top = cv.draw.map(0, DRAW_BAR_TOP).y()
+            u_bottom = cv.draw.label_rect(u_label).bottom()
             assert u_bottom <= segments_top + 1, (u_bottom, segments_top, width, height)
             # Controls: no sideways scroll bar, at every size
             assert d["controls"].widget().horizontalScrollBar().maximum() == 0, (width, height)
@@ -276,16 +275,17 @@ def test_the_draws_u_line_stays_above_its_segments_in_a_short_plot(stepped):
     low, high = cv.draw.minimumHeight(), cv.draw.maximumHeight()
     try:
         cv.draw.setMinimumHeight(0)
-        cv.draw.setFixedHeight(84)
+        cv.draw.setFixedHeight(76)
         QApplication.processEvents()
         step(win, 1)
         settle(win)
-        view = cv.draw.getPlotItem().getViewBox()
-        assert view.height() < 45, view.height()  # the short plot the screen had
-        assert cv.u_label.toPlainText()
-        segments_top = view.mapViewToScene(QPointF(0, DRAW_BAR_TOP)).y()
-        u_bottom = cv.u_label.boundingRect().translated(cv.u_label.mapToScene(QPointF(0, 0))).bottom()
-        assert u_bottom <= segments_top + 1, (u_bottom, segments_top, view.height())
+        height = cv.draw.data_size().height()
+        assert height < 45, height  # the short plot the screen had
+        u_label = cv.draw.labels[0]  # the draw's labels: u's first
+        assert u_label.text.startswith("u = ")
+        segments_top = cv.draw.map(0, DRAW_BAR_TOP).y()
+        u_bottom = cv.draw.label_rect(u_label).bottom()
+        assert u_bottom <= segments_top + 1, (u_bottom, segments_top, height)
     finally:
         cv.draw.setMinimumHeight(low)
         cv.draw.setMaximumHeight(high)

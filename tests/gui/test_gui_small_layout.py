@@ -114,8 +114,8 @@ def test_a_layout_from_a_large_screen_falls_back_when_it_does_not_fit(qtbot, tmp
 def test_the_kv_curve_holds_every_point_and_timing_its_bars(window):
     _prefill_and_step(window, 3)
     kv = window.views["kv"]
-    xs, _ = kv.used_curve.getData()
-    low, high = kv.growth.getViewBox().viewRange()[0]
+    xs = kv.growth.series["used"].x
+    low, high = kv.growth.x_range
     assert len(xs) >= 2 and low < float(np.min(xs)) and float(np.max(xs)) < high
     timing = window.views["timing"]
     steps = window.controller.steps
@@ -161,16 +161,16 @@ def test_each_stage_labelled_and_greedy_without_temperature(window):
     try:
         _prefill_and_step(window, 1)
         view = window.views["candidates"]
-        assert view.bar_items[1].opts["width"].size == 0  # the temperature bars
+        assert view.bars.bars["temp"].width.size == 0  # the temperature bars
         assert "after T" not in view.legend.text()
-        names = [name for _, name in view.waterfall.getAxis("bottom")._tickLevels[0]]
+        names = [name for _, name in view.waterfall.x_ticks]
         assert "temp." not in names and "argmax" in names
-        assert len(view.bar_items[0].opts["width"]) == len(view._rows) > 0
+        assert len(view.bars.bars["raw"].width) == len(view._rows) > 0
     finally:
         c.greedy.setChecked(False)
     _prefill_and_step(window, 1)
     view = window.views["candidates"]
-    assert "after T" in view.legend.text() and view.bar_items[1].opts["width"].size > 0
+    assert "after T" in view.legend.text() and view.bars.bars["temp"].width.size > 0
 
 
 def test_the_three_stage_colours_are_distinct_in_every_theme():

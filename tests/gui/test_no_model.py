@@ -6,6 +6,7 @@ import pytest
 from PySide6.QtCore import QSettings
 
 from app_driver import prefill, wait_until
+from gui.widgets.bar_chart import BarChart
 from tiny import make_hf_model, save_hf_model
 
 
@@ -14,11 +15,14 @@ def folder(tmp_path_factory):
     return save_hf_model(make_hf_model("llama", seed=11), tmp_path_factory.mktemp("no_model"))
 
 
-def plots(win) -> list[pg.PlotWidget]:
-    return [p for view in win.views.values() for p in view.findChildren(pg.PlotWidget)]
+def plots(win) -> list:
+    """The pyqtgraph plots and the painted bar charts."""
+    return [p for view in win.views.values() for kind in (pg.PlotWidget, BarChart) for p in view.findChildren(kind)]
 
 
 def axes_shown(plot) -> bool:
+    if isinstance(plot, BarChart):
+        return plot.axes_shown()
     item = plot.getPlotItem()
     return item.getAxis("bottom").isVisible()
 

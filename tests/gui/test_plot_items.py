@@ -11,7 +11,7 @@ from PySide6.QtGui import QColor, QFontMetricsF, QImage, QPainter
 from PySide6.QtWidgets import QLabel
 
 from gui.theme import Appearance
-from gui.widgets.plotting import Bars, Label, RowsAxis, StyledBars
+from gui.widgets.plotting import Bars, Label, StyledBars
 from gui.widgets.wrap_label import WrapLabel
 
 
@@ -127,56 +127,6 @@ def test_a_wrap_label_asks_for_the_height_qlabel_would_at_every_width(qapp):
     assert ours.heightForWidth(300) == theirs.heightForWidth(300)  # the cache follows the text
     assert ours.sizeHint().height() == theirs.heightForWidth(ours.sizeHint().width())
     assert ours.minimumSizeHint().height() >= ours.fontMetrics().lineSpacing()
-
-
-def rows_plot(axis: pg.AxisItem, ticks, appearance) -> tuple[pg.PlotWidget, QImage]:
-    plot = pg.PlotWidget(axisItems={"left": axis})
-    plot.resize(300, 240)
-    plot.getPlotItem().hideAxis("bottom")
-    plot.invertY(True)
-    plot.setYRange(-0.6, len(ticks) - 0.4, padding=0)
-    axis.setTickFont(appearance.font(0.85))
-    axis.setWidth(130)
-    axis.setTicks([ticks])
-    image = QImage(plot.size(), QImage.Format_ARGB32)
-    image.fill(0)
-    painter = QPainter(image)
-    plot.render(painter)
-    painter.end()
-    return plot, image
-
-
-def ink_rows(image: QImage, right: int) -> list[int]:
-    """The pixel rows of the image's left `right` columns that hold any ink (the axis's names)."""
-    pixels = np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.bytesPerLine() // 4, 4)
-    return [int(y) for y in np.flatnonzero((pixels[:, :right, 3] > 0).any(axis=1))]
-
-
-def test_a_rows_axis_draws_its_names_where_pyqtgraphs_axis_does_without_laying_out(appearance, monkeypatch):
-    ticks = [(i, f"▶ token {i}" if i == 2 else f"·tok{i}") for i in range(8)]
-    _, plain = rows_plot(pg.AxisItem("left"), ticks, appearance)
-    axis = RowsAxis("left")
-    plot, rows = rows_plot(axis, ticks, appearance)
-    assert ink_rows(rows, 120) == ink_rows(plain, 120) and ink_rows(rows, 120)  # the same lines of text
-    assert axis._tickLevels == [ticks]
-    laid_out = []
-    monkeypatch.setattr(pg.AxisItem, "generateDrawSpecs", lambda *a: laid_out.append(a))
-    axis.setTicks([[(i, f"other {i}") for i in range(8)]])  # the next step's tokens
-    image = QImage(plot.size(), QImage.Format_ARGB32)
-    painter = QPainter(image)
-    plot.render(painter)
-    painter.end()
-    assert not laid_out
-
-
-def test_a_rows_axis_without_a_fixed_width_widens_to_its_longest_name(appearance):
-    plot = pg.PlotWidget(axisItems={"left": RowsAxis("left")})
-    axis = plot.getAxis("left")
-    axis.setTickFont(appearance.font(0.85))
-    axis.setTicks([[(0, "weights"), (1, "KV now")]])
-    narrow = axis.minimumWidth()  # what the plot's layout gives it
-    axis.setTicks([[(0, "weights"), (1, "KV × 4096 at full window")]])
-    assert axis.minimumWidth() > narrow + 40
 
 
 def test_a_labels_text_measured_before_is_measured_again_in_another_font(qapp):

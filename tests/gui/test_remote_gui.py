@@ -45,10 +45,10 @@ def test_the_app_steps_a_server_shows_the_tail_and_survives_its_death(qtbot, tok
         qtbot.waitUntil(lambda: len(c.steps) == 1 and idle(), timeout=60_000)
         qtbot.waitUntil(lambda: not c.scheduler.redraw_due, timeout=60_000)
         view, step = win.views["candidates"], c.steps[0]
-        ticks = [label for _, label in view.bars.getAxis("left")._tickLevels[0]]
+        ticks = [label for _, label in view.bars.y_ticks]
         note = step.dist.server  # the app's sampler (top-k 50 > 20) had the server asked for 80
         assert note.n_top == 80 and ticks[-1] == f"other ({V - 80} tokens)" == f"other ({note.tail_count} tokens)"
-        assert view.tail_bar.opts["width"] == [note.tail_p] and "server listed top 80" in view.header.text()
+        assert list(view.bars.bars["tail"].width) == [note.tail_p] and "server listed top 80" in view.header.text()
         kv = win.views["kv"]
         kv._force_refresh()
         assert "KV bytes not known" in kv.formula.text() and f"took {note.cached_tokens}" in kv.formula.text()
@@ -177,7 +177,7 @@ def test_a_top_p_into_a_capped_servers_tail_is_shown_cut_with_bounds(qtbot, toke
         view = win.views["candidates"]
         view.refresh()
         assert "cut (server cap), drawn among the 20 listed" in view.header.text()
-        stages = [label for _, label in view.waterfall.getAxis("bottom")._tickLevels[0]]
+        stages = [label for _, label in view.waterfall.x_ticks]
         assert "server cap" in stages or "cap" in stages  # its symbol where the plot is narrow
         assert step.token.id in step.dist.candidates.ids[:20].tolist()
         tip = view._describe_take(int(step.dist.candidates.ids[0]))

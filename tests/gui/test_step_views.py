@@ -17,8 +17,7 @@ window = window_fixture("views")
 
 def click_bar(qtbot, view, row):
     """A real left click in the middle of a candidate's row of bars."""
-    scene = view.bar_picker.scene_pos(QPointF(0.3, row))
-    qtbot.mouseClick(view.bars.viewport(), Qt.LeftButton, pos=view.bars.mapFromScene(scene))
+    qtbot.mouseClick(view.bars, Qt.LeftButton, pos=view.bar_picker.widget_pos(QPointF(0.3, row)))
 
 
 def test_clicking_a_candidate_bar_or_a_draw_segment_takes_it(qtbot, window):
@@ -27,9 +26,9 @@ def test_clicking_a_candidate_bar_or_a_draw_segment_takes_it(qtbot, window):
     view = window.views["candidates"]
     assert c.shown().pending and view._can_take()
     cands = c.pending.dist.candidates
-    assert view.bar_picker.token_at_scene(view.bar_picker.scene_pos(QPointF(0.3, 2))) == int(cands.ids[2])
-    view.bar_picker._on_move(view.bar_picker.scene_pos(QPointF(0.3, 2)))  # hovering says a click takes it
-    assert view.bars.viewport().cursor().shape() == Qt.PointingHandCursor
+    assert view.bar_picker.token_at_pos(view.bar_picker.widget_pos(QPointF(0.3, 2))) == int(cands.ids[2])
+    view.bar_picker._on_move(view.bar_picker.widget_pos(QPointF(0.3, 2)))  # hovering says a click takes it
+    assert view.bars.cursor().shape() == Qt.PointingHandCursor
     assert view._describe_take(int(cands.ids[2])).startswith("Click to take")
     click_bar(qtbot, view, 2)
     wait_until(lambda: len(c.steps) == 1 and idle(c))
@@ -39,9 +38,9 @@ def test_clicking_a_candidate_bar_or_a_draw_segment_takes_it(qtbot, window):
     kept = c.pending.dist.kept
     assert len(kept.ids) > 1
     middle = float(kept.cdf[0] + (kept.cdf[1] - kept.cdf[0]) / 2)  # the second segment of the draw strip
-    scene = view.draw_picker.scene_pos(QPointF(middle, 0.25))
-    assert view.draw_picker.token_at_scene(scene) == int(kept.ids[1])
-    qtbot.mouseClick(view.draw.viewport(), Qt.LeftButton, pos=view.draw.mapFromScene(scene))
+    at = view.draw_picker.widget_pos(QPointF(middle, 0.25))
+    assert view.draw_picker.token_at_pos(at) == int(kept.ids[1])
+    qtbot.mouseClick(view.draw, Qt.LeftButton, pos=at)
     wait_until(lambda: len(c.steps) == 2 and idle(c))
     assert c.steps[1].token.id == int(kept.ids[1]) and c.steps[1].forced
     settle(window)

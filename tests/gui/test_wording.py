@@ -31,14 +31,15 @@ def test_before_a_prompt_the_views_say_how_to_start(window):
     stop = window.views["stop"]
     stop.refresh()
     assert stop.status.text() == EMPTY and "Prefill (Ctrl+P)" in EMPTY
-    (x_low, x_high), _ = stop.eos_plot.getViewBox().viewRange()
+    x_low, x_high = stop.eos_plot.x_range
     assert x_low >= 0.5 - 1e-9 and x_high > 10  # the axis of the steps to come, not -0.4 ... 0.5
     assert "Prefill (Ctrl+P)" in explain_text(window)
     # the plots with nothing to show show no axes (ranges like -0.4 ... 0.5 meant nothing)
     cands, timing = window.views["candidates"], window.views["timing"]
-    for plot in (cands.bars, cands.waterfall, cands.draw, timing.plot, timing.timeline.plot):
+    for plot in (timing.plot, timing.timeline.plot):
         assert not plot.getPlotItem().getAxis("left").isVisible()
-    assert window.views["kv"].compare_labels[1].toPlainText() == "0 B"  # not the log scale's floor of "1 B"
+    assert not any(chart.axes_shown() for chart in (cands.bars, cands.waterfall, cands.draw))
+    assert window.views["kv"].compare.labels[1].text == "0 B"  # not the log scale's floor of "1 B"
 
 
 def test_a_new_prefill_clears_the_last_run_at_once(window):
@@ -202,7 +203,7 @@ def test_a_byte_token_reads_one_way_in_every_view_and_tooltip(window):
     tips = [tooltip(p) for p in branches.placed]
     assert not any("\\x" in tip or "'" in tip.split("\n")[0] for tip in tips)
     cands = window.views["candidates"]
-    ticks = [label for _, label in cands.bars.getAxis("left")._tickLevels[0]]
+    ticks = [label for _, label in cands.bars.y_ticks]
     assert not any("\\x" in tick for tick in ticks)
     assert "\\x" not in explain_text(window) and "\\x" not in cands.header.text()
     window.controls.chat.setChecked(False)
@@ -242,14 +243,14 @@ def test_ranks_read_from_1_and_bars_and_segments_have_tooltips(window):
     tip = view._describe_take(top)
     assert tip.startswith(f"“{view._text_of(top)}” · id {top} · rank 1 by logit") and "Click" not in tip
     assert "model (softmax of the logits): p = " in tip
-    view.bar_picker._on_move(view.bar_picker.scene_pos(QPointF(0.3, 0)))  # hover the top bar
+    view.bar_picker._on_move(view.bar_picker.widget_pos(QPointF(0.3, 0)))  # hover the top bar
     assert QToolTip.isVisible() and QToolTip.text() == tip
-    assert view.bars.viewport().cursor().shape() != Qt.PointingHandCursor  # nothing to click
+    assert view.bars.cursor().shape() != Qt.PointingHandCursor  # nothing to click
     kept = shown.dist.kept
     middle = float(kept.cdf[0] / 2)  # the first segment of the draw strip
-    view.draw_picker._on_move(view.draw_picker.scene_pos(QPointF(middle, 0.25)))
+    view.draw_picker._on_move(view.draw_picker.widget_pos(QPointF(middle, 0.25)))
     assert QToolTip.text() == view._describe_take(int(kept.ids[0]))
-    view.bar_picker._on_move(view.bar_picker.scene_pos(QPointF(0.3, -5)))  # off the bars
+    view.bar_picker._on_move(view.bar_picker.widget_pos(QPointF(0.3, -5)))  # off the bars
     window.controls.max_new.setValue(64)
     c.pause()
     wait_until(lambda: idle(c))
