@@ -144,13 +144,38 @@ def pack(weights) -> None:
     release_freed_memory()
 
 
+DIGEST_WORDS = 1 << 24  # 32-bit words a device digest sums at a time (a 64 MB chunk, its index ramp 128 MB)
+
+
+def device_digest(t: torch.Tensor) -> tuple[int, int, int]:
+    """Three 64-bit sums over t's bytes as 32-bit words, computed where t is: the words, the words times their
+    position (1-based), the words times their position squared, each modulo 2^64. Any one changed word, and any
+    two words swapped, change it; computing it copies three numbers to the host, not the tensor."""
+    flat = t.detach().contiguous().view(-1).view(torch.uint8)
+    flat = torch.cat([flat, flat.new_zeros(-flat.numel() % 4)]) if flat.numel() % 4 else flat
+    words = flat.view(torch.int32)
+    sums = torch.zeros(3, dtype=torch.int64, device=t.device)
+    for at in range(0, words.numel(), DIGEST_WORDS):
+        part = words[at:at + DIGEST_WORDS].to(torch.int64)
+        place = torch.arange(at + 1, at + 1 + part.numel(), dtype=torch.int64, device=t.device)
+        sums[0] += part.sum()
+        sums[1] += (part * place).sum()  # int64 wraps: sums modulo 2^64
+        sums[2] += (part * place * place).sum()
+    return tuple(int(v) for v in sums.cpu())
+
+
 def fingerprint(weights) -> str:
-    """sha256 over every runtime tensor's bytes: proves a run left the weights untouched."""
+    """sha256 over every runtime tensor's bytes: proves a run left the weights untouched. On a GPU over each tensor's
+    device_digest instead (issue 43: a re-check copied every weight to the host, 0.5-16 GB); the same weights always
+    give the same fingerprint on one device."""
     digest = hashlib.sha256()
     for t in weights.tensors():
         digest.update(str((tuple(t.shape), t.dtype)).encode())
+        if t.device.type != "cpu":
+            digest.update(str(device_digest(t)).encode())
+            continue
         flat = t.detach().contiguous().view(-1)
-        digest.update(flat.view(torch.uint8).cpu().numpy().data)
+        digest.update(flat.view(torch.uint8).numpy().data)
     return digest.hexdigest()[:16]
 
 

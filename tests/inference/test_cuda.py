@@ -104,3 +104,14 @@ def test_the_logit_lens_ranks_on_the_device_and_copies_back_what_it_draws(folder
     assert on_device.device.type == "cuda" and on_host.device.type == "cpu"
     a, b = lens_report(on_device, 5, str, 3), lens_report(on_host, 5, str, 3)
     assert (a.ids == b.ids).all() and abs(a.p - b.p).max() <= 1e-9 and abs(a.p_chosen - b.p_chosen).max() <= 1e-9
+
+
+def test_the_weights_fingerprint_is_checked_on_the_device(folder):
+    """Issue 43 item 3: a CUDA model's fingerprint sums its weights on the GPU (packing.device_digest): the same
+    after a run, another after one weight changes."""
+    model = load_model(folder, device="cuda", dtype="float32")
+    _logits(model)
+    assert model.current_fingerprint() == model.fingerprint
+    with torch.inference_mode():
+        model.decoder.weights.embed[3, 5] += 1.0
+    assert model.current_fingerprint() != model.fingerprint

@@ -72,3 +72,25 @@ def test_a_loaded_model_has_the_numbers_of_its_checkpoint(tmp_path, monkeypatch)
         monkeypatch.setattr(packing, "RELEASE_BYTES", 4096)
         parts = load_model(folder, device="cpu", dtype="float32").decoder
         assert torch.equal(parts.forward(ids, 0, parts.new_cache(8), all_logits=True), want)
+
+
+def test_a_device_digest_sees_one_changed_word_and_two_swapped():
+    """The GPU's fingerprint sums the weights where they are (packing.device_digest): run here on the CPU."""
+    g = torch.Generator().manual_seed(5)
+    t = torch.randn(1001, generator=g)
+    digest = packing.device_digest(t)
+    assert packing.device_digest(t.clone()) == digest
+    flipped = t.clone()
+    flipped.view(torch.int32)[500] ^= 1  # one bit of one weight
+    swapped = t.clone()
+    swapped[[3, 7]] = t[[7, 3]]
+    assert len({digest, packing.device_digest(flipped), packing.device_digest(swapped)}) == 3
+    odd = torch.arange(7, dtype=torch.int8)  # not a whole number of 32-bit words
+    assert packing.device_digest(odd) != packing.device_digest(odd.flip(0))
+
+
+def test_a_digest_in_parts_equals_one_in_a_single_part(monkeypatch):
+    t = torch.randn(10_000)
+    whole = packing.device_digest(t)
+    monkeypatch.setattr(packing, "DIGEST_WORDS", 999)
+    assert packing.device_digest(t) == whole
