@@ -35,9 +35,9 @@ from inference.store.loading import load_model  # noqa: E402
 import results  # noqa: E402  (benchmarks/results/: where --json writes)
 
 
-def per_layer(self, x, layers, position, cache, rope):
+def per_layer(self, x, layers, position, cache, rope, local_rope):
     for index, layer in enumerate(layers):
-        x = self.decode_fused(x, layer, index, position, cache, rope)
+        x = self.decode_fused(x, layer, index, position, cache, rope, local_rope)
     return x
 
 

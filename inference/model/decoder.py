@@ -13,9 +13,10 @@ branch too, and soft-capped scores and logits where the config has caps (Gemma 2
 shares `Block.attend`, whose routes are: decode (one query, the backend's `attend_one`), prefill
 (many queries under the causal mask, SDPA), captured (the weights written out for the attention view;
 soft-capped scores take it for many queries) and a soft-capped decode step (`capped_step`). On the own
-kernels a layer whose traits say `fused_decode` (Llama, Mistral, Qwen2/3, Phi-3) runs a decode step of every
-layer in one kernels call and one parallel region (`layers.decode_layers`, csrc/step.h; a captured
-step, one call per layer: `layers.decode_layer`, the same bits); that too is decided once, at construction, and
+kernels a layer whose traits say `fused_decode` (Llama, Mistral, Qwen2/3, Phi-3, Gemma 3; not soft-capped
+scores) runs a decode step of every layer in one kernels call and one parallel region (`layers.decode_layers`,
+csrc/step.h; a captured step, one call per layer: `layers.decode_layer`, or decode_layers over one layer for
+Gemma's, the same bits); that too is decided once, at construction, and
 `Decoder.decode_path` says which way a step runs. A forward of 2 to 16 rows on those families and float32 weights
 (a verify pass, a short prompt) runs every layer in one kernels call too (`Block.rows_all`, csrc/rows.h: each row
 gets the bits of its own decode step); on CUDA a decode step is a captured graph, replayed (graph_step.py). Every
@@ -50,8 +51,8 @@ from inference.model.families.parts import BlockTraits
 from inference.events import STOCK_DECODE
 from inference.model.graph_step import GRAPHS_ENV, CudaGraphs, GraphSteps, Replayer, graphs_refusal
 from inference.model.kv_cache import KVCache, kv_bytes_per_token
-from inference.model.layers import (SMALL_M_ROWS, Backend, Linear, Norm, decode_arguments, decode_layer, decode_layers,
-                                    decode_rows, slot_value, weight_slots)
+from inference.model.layers import (ACTIVATION_CODES, SMALL_M_ROWS, Backend, DecodeArguments, Linear, Norm,
+                                    decode_arguments, decode_layer, decode_layers, decode_rows, slot_value, weight_slots)
 from inference.host import ensure_kv_fits
 from inference.model.rope import LongropeCaches, RotaryTable, rotate
 
@@ -126,14 +127,25 @@ class Block:
     def __init__(self, config: ModelConfig, backend: Backend, traits: BlockTraits):
         self.config, self.traits, self.device = config, traits, backend.device
         self.attend_one, self.kernels = backend.attend_one, backend.kernels
-        self.fuses_on_kernels = traits.fused_decode  # whether layers.decode_layer computes exactly this layer
         self.softcap = config.attn_softcap  # scores capped as cap * tanh(s / cap): explicit attention
         self.activation = ACTIVATIONS[config.activation]
         self.local_rotary = None  # a windowed layer's own rotary base
         if config.local_rope_theta is not None:
             local = replace(config, rope_theta=config.local_rope_theta, rope_scaling=config.local_rope_scaling)
             self.local_rotary = RotaryTable(local, backend.device)
+        # Whether decode_layers (csrc/step.h) computes exactly this layer for one position: the family says so, and
+        # the config asks nothing the kernels lack (soft-capped scores, an activation other than silu / gelu, Q
+        # scaled with no q norm to carry the scale).
+        self.fuses_on_kernels = (traits.fused_decode and traits.gated_mlp and self.softcap is None
+                                 and config.activation in ACTIVATION_CODES
+                                 and (config.query_scale == 1.0 or config.qk_norm))
+        # Gemma's layers (norms after each branch, GeGLU, windows on some layers, their own rotary base) are beyond
+        # decode_layer (csrc/layer.h, one layer of Llama's kind): a step whose residual stream is captured runs
+        # decode_layers over one layer at a time instead.
+        self.one_layer_calls = (traits.norms_after or config.activation != "silu" or self.local_rotary is not None
+                                or config.query_scale != 1.0 or bool(config.layer_windows))
         self._arguments = None  # (layers, their decode_layers arguments), gathered at the first fused step
+        self._layer_arguments: dict[int, tuple[Layer, DecodeArguments]] = {}  # one_layer_calls: per layer index
 
     def embed(self, table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """The embedding rows of `ids`: (T, C)."""
@@ -259,36 +271,59 @@ class Block:
         out = probs @ v  # (H, T, hd)
         return out.transpose(0, 1).reshape(T, c.q_dim).to(q.dtype)  # (T, H * hd)
 
-    def decode_fused(self, x, layer: Layer, index: int, position: int, cache: KVCache, rope) -> torch.Tensor:
-        """The same steps for one new position as one kernels call. rope: (hd / 2, 2) cos, sin."""
+    def windows(self, first: int, count: int) -> list[int]:
+        """The windows of layers first..first+count-1 (0: every position), as decode_layers takes them."""
+        return [self.config.window_of(i) or 0 for i in range(first, first + count)]
+
+    def local_cos_sin(self, start: int, end: int) -> torch.Tensor | None:
+        """cos and sin of positions start..end-1 in the windowed layers' own rotary base: (T, hd / 2, 2), or None
+        where they rotate as the others do."""
+        return None if self.local_rotary is None else torch.view_as_real(self.local_rotary(start, end))
+
+    def decode_fused(self, x, layer: Layer, index: int, position: int, cache: KVCache, rope,
+                     local_rope) -> torch.Tensor:
+        """The same steps for one new position as one kernels call. rope, local_rope: (hd / 2, 2) cos, sin."""
         c = self.config
+        if self.one_layer_calls:
+            kvs = [cache.layer(index)]
+            return decode_layers(self.kernels, x, self.layer_arguments(layer, index), kvs, position, rope, local_rope,
+                                 c.n_heads)  # (1, C)
         return decode_layer(self.kernels, x, layer, cache.layer(index), position, rope, c.n_heads,
                             c.sliding_window or 0)  # (1, C)
 
-    def decode_all(self, x, layers: list[Layer], position: int, cache: KVCache, rope) -> torch.Tensor:
+    def decode_all(self, x, layers: list[Layer], position: int, cache: KVCache, rope, local_rope) -> torch.Tensor:
         """decode_fused over every layer in one kernels call."""
-        c = self.config
         kvs = cache.layers()[:len(layers)]  # a model cut after some layers (tests) has a cache of all
-        return decode_layers(self.kernels, x, self.arguments(layers), kvs, position, rope, c.n_heads,
-                             c.sliding_window or 0)  # (1, C)
+        return decode_layers(self.kernels, x, self.arguments(layers), kvs, position, rope, local_rope,
+                             self.config.n_heads)  # (1, C)
 
     def rows_all(self, x, layers: list[Layer], positions: torch.Tensor, kvs, tables: torch.Tensor | None,
-                 rope) -> torch.Tensor:
+                 rope, local_rope) -> torch.Tensor:
         """decode_all for 2 to 16 rows (float32 weights): row m at positions[m] over kvs, each layer's cache (a
         verify pass: one sequence), or each layer's paged pool with the rows' block `tables` (a scheduler step).
-        rope: (M, hd / 2, 2) cos, sin of each row's position."""
-        c = self.config
-        return decode_rows(self.kernels, x, self.arguments(layers), kvs, positions, tables, rope, c.n_heads,
-                           c.sliding_window or 0)  # (M, C)
+        rope, local_rope: (M, hd / 2, 2) cos, sin of each row's position."""
+        return decode_rows(self.kernels, x, self.arguments(layers), kvs, positions, tables, rope, local_rope,
+                           self.config.n_heads)  # (M, C)
 
-    def arguments(self, layers: list[Layer]) -> tuple:
+    def _gathered(self, layers: list[Layer], first: int) -> DecodeArguments:
+        c = self.config
+        return decode_arguments(layers, self.windows(first, len(layers)), c.activation, c.query_scale)
+
+    def arguments(self, layers: list[Layer]) -> DecodeArguments:
         """decode_layers' arguments for `layers`, gathered once per list of layers and int8 path (a block lives
         until Decoder.rebind, which replaces the linears and the block; a benchmark may switch the linears' path
         in place)."""
         path = layers[0].qkv.path
-        if self._arguments is None or self._arguments[0] is not layers or self._arguments[1][-1] != path:
-            self._arguments = (layers, decode_arguments(layers))
+        if self._arguments is None or self._arguments[0] is not layers or self._arguments[1].path != path:
+            self._arguments = (layers, self._gathered(layers, 0))
         return self._arguments[1]
+
+    def layer_arguments(self, layer: Layer, index: int) -> DecodeArguments:
+        """decode_layers' arguments for layer `index` alone (one_layer_calls), gathered once per layer and path."""
+        known = self._layer_arguments.get(index)
+        if known is None or known[0] is not layer or known[1].path != layer.qkv.path:
+            known = self._layer_arguments[index] = (layer, self._gathered([layer], index))
+        return known[1]
 
 
 class Decoder:
@@ -396,17 +431,20 @@ class Decoder:
             x = x + w.pos_embed[start:end]  # (T, C)
         if ids.shape[0] == 1 and capture is None and self.fused_decode:
             cos_sin = torch.view_as_real(self.rotary(start, end))[0]  # (hd/2, 2)
+            local = self.block.local_cos_sin(start, end)
+            local = None if local is None else local[0]
             if residuals is None:  # every layer in one call
-                x = self.block.decode_all(x, w.layers, start, cache, cos_sin)  # (1, C)
+                x = self.block.decode_all(x, w.layers, start, cache, cos_sin, local)  # (1, C)
             else:  # layer by layer, each one's output recorded
                 for index, layer in enumerate(w.layers):
-                    x = self.block.decode_fused(x, layer, index, start, cache, cos_sin)  # (1, C)
+                    x = self.block.decode_fused(x, layer, index, start, cache, cos_sin, local)  # (1, C)
                     residuals.record(index, x)
         elif self.takes_rows(ids.shape[0]) and capture is None and residuals is None:  # every layer in one call
             rows = ids.shape[0]
             positions = torch.arange(start, start + rows)
             cos_sin = torch.view_as_real(self.rotary(start, start + rows))  # (rows, hd/2, 2)
-            x = self.block.rows_all(x, w.layers, positions, cache.layers()[:len(w.layers)], None, cos_sin)  # (T, C)
+            x = self.block.rows_all(x, w.layers, positions, cache.layers()[:len(w.layers)], None, cos_sin,
+                                    self.block.local_cos_sin(start, start + rows))  # (T, C)
         else:
             rope = self.rotary(start, end)[:, None, :] if self.rotary is not None else None  # (T, 1, hd/2)
             for index, layer in enumerate(self.layers_for(ids.shape[0])):

@@ -241,12 +241,24 @@ class KernelLinear(Linear):
         return self.kernels.gemv_f32(self.weight, x, alpha, self.bias, residual, rms_eps, glu, norm_weight)
 
 
-def _layer_args(layer) -> tuple[list, list, list, list]:
-    """A layer's (matrices, scales, biases, norms) as csrc/layer.h's decode_layer takes them."""
+ACTIVATION_CODES = {"silu": 0, "gelu_tanh": 1, "gelu": 2}  # decode_layers' `activation` (csrc/step.h Activation)
+
+
+def _layer_args(layer, query_scale: float = 1.0) -> tuple[list, list, list, list]:
+    """A layer's (matrices, scales, biases, norms) as csrc/step.h's decode_layers takes them: the norms before
+    attention and the MLP (None where folded into the next matrix), then the q/k norms over each head where the
+    layer has them (Qwen3, Gemma 3; Q's scaled by the config's query_scale), then the norms after attention and the
+    MLP where it has them (Gemma; the q/k slots None without q/k norms)."""
     linears = (layer.qkv, layer.o, layer.mlp_in, layer.mlp_out)
     norms = [layer.attn_norm.weight, layer.mlp_norm.weight]
-    if layer.q_norm is not None:  # Qwen3: an RMSNorm over each Q and K head (eps as attn_norm's)
-        norms += [layer.q_norm.weight, layer.k_norm.weight]
+    post = layer.post_attn_norm is not None
+    if layer.q_norm is not None:  # an RMSNorm over each Q and K head (eps as attn_norm's)
+        q = layer.q_norm.weight if query_scale == 1.0 else layer.q_norm.weight * query_scale
+        norms += [q, layer.k_norm.weight]
+    elif post:
+        norms += [None, None]
+    if post:
+        norms += [layer.post_attn_norm.weight, layer.post_mlp_norm.weight]
     return [lin.weight for lin in linears], [lin.scale for lin in linears], [lin.bias for lin in linears], norms
 
 
@@ -259,37 +271,50 @@ def decode_layer(kernels, x: torch.Tensor, layer, kv: torch.Tensor, position: in
                                 layer.mlp_norm.eps, window, layer.qkv.path)  # (1, C)
 
 
-def decode_arguments(layers: list) -> tuple:
-    """decode_layers' per-layer arguments for `layers`: (matrices, scales, biases, norms, the norms' eps and the
-    int8 path, the first layer's: one config for all). A block builds them once (Block.decode_all): the
-    lists of 120 tensors of a 30-layer model took ~0.1 ms a step to gather."""
+@dataclass(frozen=True)
+class DecodeArguments:
+    """decode_layers' and decode_rows' per-model arguments for a list of layers, gathered once (Block.arguments:
+    the lists of 120 tensors of a 30-layer model took ~0.1 ms a step to gather)."""
+    mats: list
+    scales: list
+    biases: list
+    norms: list
+    attn_eps: float  # the first layer's: one config for all
+    mlp_eps: float
+    path: int  # the int8 path
+    windows: list[int]  # each layer's (0: every position)
+    activation: int  # ACTIVATION_CODES
+
+
+def decode_arguments(layers: list, windows: list[int], activation: str = "silu",
+                     query_scale: float = 1.0) -> DecodeArguments:
+    """decode_layers' per-layer arguments for `layers`, each with its window (0: all positions)."""
     mats, scales, biases, norms = [], [], [], []
     for layer in layers:
-        for into, part in zip((mats, scales, biases, norms), _layer_args(layer)):
+        for into, part in zip((mats, scales, biases, norms), _layer_args(layer, query_scale)):
             into += part
     first = layers[0]
-    return mats, scales, biases, norms, first.attn_norm.eps, first.mlp_norm.eps, first.qkv.path
+    return DecodeArguments(mats, scales, biases, norms, first.attn_norm.eps, first.mlp_norm.eps, first.qkv.path,
+                           list(windows), ACTIVATION_CODES[activation])
 
 
-def decode_layers(kernels, x: torch.Tensor, arguments: tuple, kvs, position: int, rope: torch.Tensor, n_heads: int,
-                  window: int) -> torch.Tensor:
+def decode_layers(kernels, x: torch.Tensor, a: DecodeArguments, kvs, position: int, rope: torch.Tensor,
+                  local_rope: torch.Tensor | None, n_heads: int) -> torch.Tensor:
     """decode_layer over every layer in one kernels call, in one parallel region (csrc/step.h: no
-    Python, dispatch or thread start-up between layers or products). arguments: decode_arguments(layers);
-    kvs: each layer's cache."""
-    mats, scales, biases, norms, attn_eps, mlp_eps, path = arguments
-    return kernels.decode_layers(x, mats, scales, biases, norms, kvs, position, rope, n_heads, attn_eps, mlp_eps,
-                                 window, path)  # (1, C)
+    Python, dispatch or thread start-up between layers or products). kvs: each layer's cache; rope: (hd / 2, 2)
+    cos and sin of `position`; local_rope: the same for the windowed layers where they have their own base."""
+    return kernels.decode_layers(x, a.mats, a.scales, a.biases, a.norms, kvs, position, rope, local_rope, n_heads,
+                                 a.attn_eps, a.mlp_eps, a.windows, a.activation, a.path)  # (1, C)
 
 
-def decode_rows(kernels, x: torch.Tensor, arguments: tuple, kvs, positions: torch.Tensor, tables: torch.Tensor | None,
-                rope: torch.Tensor, n_heads: int, window: int) -> torch.Tensor:
+def decode_rows(kernels, x: torch.Tensor, a: DecodeArguments, kvs, positions: torch.Tensor, tables: torch.Tensor | None,
+                rope: torch.Tensor, local_rope: torch.Tensor | None, n_heads: int) -> torch.Tensor:
     """decode_layers for 2 to 16 rows of x in one kernels call (csrc/rows.h; float32 weights): row m at
     positions[m] writes its K/V there and attends over its cache up to it. kvs: each layer's cache (2, KV,
     capacity, hd), which all rows share (tables None: one sequence, a verify pass), or each layer's paged pool
-    (blocks, 2, KV, B, hd) with `tables` (M, width) int64, row m's block table. rope: (M, hd / 2, 2)."""
-    mats, scales, biases, norms, attn_eps, mlp_eps, _ = arguments
-    return kernels.decode_rows(x, mats, scales, biases, norms, kvs, positions, tables, rope, n_heads, attn_eps,
-                               mlp_eps, window)  # (M, C)
+    (blocks, 2, KV, B, hd) with `tables` (M, width) int64, row m's block table. rope, local_rope: (M, hd / 2, 2)."""
+    return kernels.decode_rows(x, a.mats, a.scales, a.biases, a.norms, kvs, positions, tables, rope, local_rope,
+                               n_heads, a.attn_eps, a.mlp_eps, a.windows, a.activation)  # (M, C)
 
 
 @dataclass

@@ -82,8 +82,11 @@ def rows_in_one_call(decoder: Decoder, chunks: list[Chunk], x: torch.Tensor) -> 
                            for chunk in chunks for _ in chunk.ids], dtype=torch.int64)  # (M, widest)
     positions = torch.tensor([p for chunk in chunks for p in range(chunk.start, chunk.end)], dtype=torch.int64)
     rope = torch.cat([torch.view_as_real(decoder.rotary(chunk.start, chunk.end)) for chunk in chunks])  # (M, hd/2, 2)
+    block = decoder.block
+    local = None if block.local_rotary is None else torch.cat([block.local_cos_sin(chunk.start, chunk.end)
+                                                               for chunk in chunks])  # (M, hd/2, 2)
     kvs = pool.data.unbind(0)  # each layer's pool (blocks, 2, KV, B, hd)
-    return decoder.block.rows_all(x, decoder.weights.layers, positions, kvs, tables, rope)
+    return block.rows_all(x, decoder.weights.layers, positions, kvs, tables, rope, local)
 
 
 def forward_chunks(decoder: Decoder, chunks: list[Chunk]) -> torch.Tensor:

@@ -3,11 +3,14 @@ gets the bits it gets in a decode step of its own (logits and the K/V written), 
 pass, a short prompt) or over each request's blocks of a paged pool (a scheduler step), and matches the same pass
 layer by layer through torch (SDPA under the causal mask) within float32 rounding."""
 
+import dataclasses
+
 import pytest
 import torch
 from tiny import make_hf_model, save_hf_model
 
 from inference import kernels
+from inference.model import layers as layers_module
 from inference.store.loading import load_model
 from inference.session.paged_cache import BlockPool
 
@@ -27,10 +30,13 @@ def _model(tmp_path, arch):
 
 
 @pytest.mark.parametrize("arch, prompt, threads", [
-    ("llama", 3, 2), ("qwen3", 5, 2), ("qwen2", 4, 2), ("mistral", 9, 2), ("llama", 80, 1), ("llama", 70, 3)])
+    ("llama", 3, 2), ("qwen3", 5, 2), ("qwen2", 4, 2), ("mistral", 9, 2), ("llama", 80, 1), ("llama", 70, 3),
+    ("gemma3", 6, 2), ("gemma3", 70, 3)])
 def test_each_row_of_a_pass_has_the_bits_of_its_own_decode_step(tmp_path, arch, prompt, threads):
-    """Biases (Qwen2), q/k norms (Qwen3), a sliding window shorter than the pass (Mistral's 6), contexts whose
-    attention runs in several chunks (70-96 positions), one, two or three threads; every M from 2 to 16."""
+    """Biases (Qwen2), q/k norms (Qwen3), a sliding window shorter than the pass (Mistral's 6), Gemma 3's layers
+    (norms after each branch, GeGLU, windows of 4 on every other layer with their own rotary base, Q scaled),
+    contexts whose attention runs in several chunks (70-96 positions), one, two or three threads; every M from 2
+    to 16."""
     decoder = _model(tmp_path, arch)
     g = torch.Generator().manual_seed(prompt)
     ids = torch.randint(0, 300, (prompt + 16,), generator=g)
@@ -88,7 +94,8 @@ def test_rows_over_a_paged_pool_equal_rows_over_their_own_caches(tmp_path):
         x = decoder.block.embed(decoder.weights.embed, ids)
         rope = torch.stack([torch.view_as_real(decoder.rotary(p, p + 1))[0] for p in positions])
         kvs = [pool.data[layer] for layer in range(c.n_layers)]
-        got = decoder.head_logits(decoder.block.rows_all(x, layers, torch.tensor(positions), kvs, row_tables, rope))
+        got = decoder.head_logits(decoder.block.rows_all(x, layers, torch.tensor(positions), kvs, row_tables, rope,
+                                                         None))
     assert torch.equal(got, torch.cat(solo_logits))
     for table, cache, (ids, _) in zip(tables, caches, requests):
         for layer in range(c.n_layers):
@@ -104,14 +111,25 @@ def test_bad_rows_are_refused_in_one_line(tmp_path):
     rope = torch.zeros(2, c.head_dim // 2, 2)
     kvs = list(cache.layers())
     with pytest.raises(RuntimeError, match="outside the cache"):
-        decoder.block.rows_all(x, layers, torch.tensor([7, 8]), kvs, None, rope)
+        decoder.block.rows_all(x, layers, torch.tensor([7, 8]), kvs, None, rope, None)
     with pytest.raises(RuntimeError, match="1 to 16 contiguous float32 rows"):
         decoder.block.rows_all(torch.zeros(17, c.hidden), layers, torch.arange(17), kvs, None,
-                               torch.zeros(17, c.head_dim // 2, 2))
+                               torch.zeros(17, c.head_dim // 2, 2), None)
     pool = BlockPool(c.n_layers, c.n_kv_heads, c.head_dim, 2, torch.float32, block_tokens=4)
     with pytest.raises(RuntimeError, match="outside its block table"):
         decoder.block.rows_all(x, layers, torch.tensor([3, 8]), [pool.data[i] for i in range(c.n_layers)],
-                               torch.tensor([[0, 1], [1, 0]]), rope)
+                               torch.tensor([[0, 1], [1, 0]]), rope, None)
     with pytest.raises(RuntimeError, match="outside the pool"):
         decoder.block.rows_all(x, layers, torch.tensor([3, 5]), [pool.data[i] for i in range(c.n_layers)],
-                               torch.tensor([[0, 1], [1, 2]]), rope)
+                               torch.tensor([[0, 1], [1, 2]]), rope, None)
+    arguments = decoder.block.arguments(layers)
+    for change, message in ((dict(windows=[0] * (c.n_layers + 1)), "one for every layer, or one per layer"),
+                            (dict(windows=[-1]), "a positive number of positions"),
+                            (dict(activation=3), "0 silu, 1 gelu_tanh, 2 gelu")):
+        bad = dataclasses.replace(arguments, **change)
+        with pytest.raises(RuntimeError, match=message):
+            layers_module.decode_rows(ops, x, bad, kvs, torch.tensor([3, 4]), None, rope, None, c.n_heads)
+        with pytest.raises(RuntimeError, match=message):
+            layers_module.decode_layers(ops, x[:1], bad, kvs, 3, rope[0], None, c.n_heads)
+    with pytest.raises(RuntimeError, match="rope: float32"):
+        decoder.block.rows_all(x, layers, torch.tensor([3, 4]), kvs, None, rope, torch.zeros(3, c.head_dim // 2, 2))

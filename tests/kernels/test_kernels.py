@@ -301,14 +301,16 @@ def test_checkpoint_is_read_whole_in_any_batch_size(tmp_path, batch_bytes, monke
 @pytest.mark.parametrize("arch, dtype, path, prompt, threads", [
     ("llama", "float32", "float", 3, 2), ("qwen3", "float32", "float", 3, 2), ("qwen2", "int8", "float", 3, 2),
     ("qwen3", "int8", "integer", 3, 2), ("llama", "float32", "float", 100, 2), ("llama", "int8", "float", 100, 3),
-    ("qwen2", "int8", "integer", 90, 2), ("mistral", "float32", "float", 20, 2), ("llama", "float32", "float", 70, 1)])
+    ("qwen2", "int8", "integer", 90, 2), ("mistral", "float32", "float", 20, 2), ("llama", "float32", "float", 70, 1),
+    ("gemma3", "float32", "float", 20, 2), ("gemma3", "int8", "float", 70, 2)])
 def test_all_layers_in_one_call_equal_one_call_per_layer_bit_for_bit(tmp_path, monkeypatch, arch, dtype, path,
                                                                      prompt, threads):
     """A fused decode step runs every layer in one parallel region (decode_layers, csrc/step.h); a step
     whose residual stream is captured (the logit lens) runs one decode_layer call per layer, each product its
     own parallel region. The logits and every layer's K/V written are the same bits either way, step
     after step: short contexts, contexts long enough for attention in several chunks per head (70-105
-    positions), a sliding window (Mistral's 6), biases (Qwen2), q/k norms (Qwen3), one, two or three threads."""
+    positions), a sliding window (Mistral's 6), biases (Qwen2), q/k norms (Qwen3), one, two or three threads.
+    Gemma 3's layers (beyond decode_layer) are captured one decode_layers call per layer."""
     monkeypatch.setenv("TOKENSTEP_INT8_PATH", path)
     folder = save_hf_model(make_hf_model(arch), tmp_path)
     decoder = load_model(folder, device="cpu", dtype=dtype).decoder

@@ -8,7 +8,9 @@
 //   3. attention: every row's (KV head, chunk) tasks, row m over positions [first, p_m] of its cache (or blocks),
 //      chunked as attend_one chunks that many positions;
 //   4. each thread merges the chunks of its share of the rows; 5. the o rows plus the residual;
-//   6. the gate/up rows -> silu(gate) * up;  7. the down rows plus the residual.
+//   6. the gate/up rows -> act(gate) * up;  7. the down rows plus the residual.
+// Gemma's norms after attention and the MLP, GeGLU, per-layer windows and the windowed layers' rotary base as
+// decode_layers has them (step.h).
 // Each product, head and chunk is formed as the one-position step forms it (dot_f32's sums, rows_into's
 // epilogue, attend_one's chunking and merge), so each row gets the bits it gets in a step of its own
 // (tests/kernels/test_decode_rows.py): a verify pass and a batch change no logit of the tokens they check.
@@ -57,11 +59,11 @@ struct Caches {
 };
 
 // This thread's claimed tiles of y[t, r] = alphas[t] * (W h_t)[r] + bias[r] + residual[t, r] over T rows (glu:
-// silu(gate) * up, gate rows [0, N/2), up rows [N/2, N)); xp: the T rows of h, staggered. The epilogue is
+// act(gate) * up, gate rows [0, N/2), up rows [N/2, N)); xp: the T rows of h, staggered. The epilogue is
 // rows_into's (step.h), row by row. A thread claims its next tile before it computes the one it has, so that tile's
 // rows come into L2 meanwhile (fill_many_f32's `ahead`; a gated product's gate rows fetch its up rows).
 void products_into(const step::Matrix& m, const float* xp, const float* alphas, int64_t T, bool glu,
-                   const float* residual, float* y, std::atomic<int64_t>* claims, std::vector<float>& first,
+                   int64_t activation, const float* residual, float* y, std::atomic<int64_t>* claims, std::vector<float>& first,
                    std::vector<float>& second) {
   const int64_t K = m.K, F = m.N / 2, rows = glu ? F : m.N, out = rows, tile = tile_rows(K);
   const float* bp = m.bias;
@@ -82,7 +84,7 @@ void products_into(const step::Matrix& m, const float* xp, const float* alphas, 
         for (int64_t t = 0; t < T; ++t) {
           const float g = first[i * T + t] * alphas[t] + (bp ? bp[b + i] : 0.0f);
           const float u = second[i * T + t] * alphas[t] + (bp ? bp[F + b + i] : 0.0f);
-          y[t * out + b + i] = g / (1.0f + std::exp(-g)) * u;
+          y[t * out + b + i] = step::gated(g, u, activation);
         }
       }
       b = nb;
@@ -108,7 +110,7 @@ struct Scratch {
 // This thread's share of y = gain_t * (W (x_t * norm)) + bias + residual_t for the T rows of x (K = m.K floats
 // apart): each thread forms the gains and its own staggered copy of the rows (T K floats, no wait).
 void product(const step::Matrix& m, const float* x, int64_t T, double eps, const float* norm, bool glu,
-             const float* residual, float* y, std::atomic<int64_t>* claims, Scratch& s) {
+             int64_t activation, const float* residual, float* y, std::atomic<int64_t>* claims, Scratch& s) {
   const int64_t K = m.K;
   s.alphas.resize(T);
   for (int64_t t = 0; t < T; ++t) s.alphas[t] = step::gain_of(x + t * K, K, eps);
@@ -121,7 +123,7 @@ void product(const step::Matrix& m, const float* x, int64_t T, double eps, const
     h = s.normed.data();
   }
   const float* xp = staggered(h, T * K, s.copy);
-  products_into(m, xp, s.alphas.data(), T, glu, residual, y, claims, s.first, s.second);
+  products_into(m, xp, s.alphas.data(), T, glu, activation, residual, y, claims, s.first, s.second);
 }
 
 }  // namespace many
@@ -130,15 +132,20 @@ void product(const step::Matrix& m, const float* x, int64_t T, double eps, const
 // attends over positions [max(0, p_m + 1 - window), p_m] (window 0: all). kv: per layer, one cache (2, KV, capacity,
 // hd) that every row shares (tables None: the positions of one sequence, a verify pass), or the layer's paged pool
 // (blocks, 2, KV, B, hd) with `tables` (M, width) int64, row m's blocks (a scheduler step: a row per request, or
-// several rows of one request's chunk). rope: (M, hd / 2, 2) cos and sin of each row's position. The rows' K/V are all
-// written before any row attends, so rows of one sequence see each other under the causal mask. Float32 matrices only.
+// several rows of one request's chunk). rope: (M, hd / 2, 2) cos and sin of each row's position (local_rope: the
+// windowed layers', where they have their own base); windows, activation: as decode_layers takes them. The rows' K/V
+// are all written before any row attends, so rows of one sequence see each other under the causal mask. Float32
+// matrices only.
 at::Tensor decode_rows(const at::Tensor& x, at::TensorList mats, const c10::List<std::optional<at::Tensor>>& scales,
                        const c10::List<std::optional<at::Tensor>>& biases,
                        const c10::List<std::optional<at::Tensor>>& norms, at::TensorList kv, const at::Tensor& positions,
-                       const std::optional<at::Tensor>& tables, const at::Tensor& rope, int64_t heads, double attn_eps,
-                       double mlp_eps, int64_t window) {
+                       const std::optional<at::Tensor>& tables, const at::Tensor& rope,
+                       const std::optional<at::Tensor>& local_rope, int64_t heads, double attn_eps, double mlp_eps,
+                       at::IntArrayRef windows, int64_t activation) {
   const int64_t L = static_cast<int64_t>(kv.size());
   step::norms_per_layer(L, mats, scales, biases, norms);
+  step::check_activation(activation);
+  const std::vector<int64_t> window = step::windows_of(windows, L);
   TORCH_CHECK(x.dim() == 2 && x.size(0) >= 1 && x.size(0) <= kMostRows && x.is_contiguous() &&
                   x.scalar_type() == at::kFloat, "x: 1 to ", kMostRows, " contiguous float32 rows");
   const int64_t M = x.size(0), C = x.size(1);
@@ -187,8 +194,7 @@ at::Tensor decode_rows(const at::Tensor& x, at::TensorList mats, const c10::List
   }
   TORCH_CHECK(heads > 0 && KV > 0 && heads % KV == 0, "heads: a multiple of the cache's kv_heads");
   TORCH_CHECK(hd % 2 == 0 && hd <= attention::kMostHeadDim, "head_dim: even, at most ", attention::kMostHeadDim);
-  TORCH_CHECK(rope.is_contiguous() && rope.scalar_type() == at::kFloat && rope.numel() == M * hd,
-              "rope: float32 (rows, head_dim / 2, 2)");
+  const step::Ropes ropes = step::ropes_of(rope, local_rope, M, hd);
   const int64_t q_dim = heads * hd, kv_dim = KV * hd, width = q_dim + 2 * kv_dim, group = heads / KV;
   int64_t F = 0;
   const std::vector<step::Layer> layers = step::layers_of(L, mats, scales, biases, norms, C, heads, KV, hd, 0, &F);
@@ -197,37 +203,56 @@ at::Tensor decode_rows(const at::Tensor& x, at::TensorList mats, const c10::List
       TORCH_CHECK(m->w != nullptr, "decode_rows: float32 matrices");
     }
   }
-  // Each row's attention: its first position, count, chunks (as attend_one cuts `count` positions) and where its
-  // partial sums begin; the tasks (row, KV head, chunk) ordered by KV head and chunk, then row: the rows of one
-  // sequence read nearly the same positions in their chunk j, so a thread's next task finds that chunk's keys and
-  // values in L1/L2 (by row first, at 512 positions every row read the layer's whole cache from memory again).
-  std::vector<int64_t> first(M), count(M), chunks(M), size(M), partial_at(M + 1, 0);
-  int64_t widest = 0, most_chunks = 0;
-  for (int64_t m = 0; m < M; ++m) {
-    const int64_t n = pos[m] + 1;
-    first[m] = (window > 0 && n > window) ? n - window : 0;
-    count[m] = n - first[m];
-    std::tie(chunks[m], size[m]) = attention::chunking(count[m], KV, hd);
-    partial_at[m + 1] = partial_at[m] + heads * chunks[m] * (hd + 2);
-    widest = std::max(widest, size[m]);
-    most_chunks = std::max(most_chunks, chunks[m]);
-  }
+  // Each row's attention under a window: its first position, count, chunks (as attend_one cuts `count` positions)
+  // and where its partial sums begin; the tasks (row, KV head, chunk) ordered by KV head and chunk, then row: the
+  // rows of one sequence read nearly the same positions in their chunk j, so a thread's next task finds that chunk's
+  // keys and values in L1/L2 (by row first, at 512 positions every row read the layer's whole cache from memory
+  // again). One plan per distinct window (Gemma's layers have two).
   struct Task {
     int64_t m, g, j;
   };
-  std::vector<Task> tasks;
-  for (int64_t g = 0; g < KV; ++g) {
-    for (int64_t j = 0; j < most_chunks; ++j) {
-      for (int64_t m = 0; m < M; ++m) {
-        if (j < chunks[m]) tasks.push_back({m, g, j});
+  struct Plan {
+    int64_t window;
+    std::vector<int64_t> first, count, chunks, size, partial_at;
+    std::vector<Task> tasks;
+  };
+  std::vector<Plan> plans;
+  std::vector<int64_t> plan_of(L);
+  int64_t widest = 0, most_partial = 0;
+  for (int64_t l = 0; l < L; ++l) {
+    auto known = std::find_if(plans.begin(), plans.end(), [&](const Plan& p) { return p.window == window[l]; });
+    if (known != plans.end()) {
+      plan_of[l] = known - plans.begin();
+      continue;
+    }
+    Plan p{window[l], std::vector<int64_t>(M), std::vector<int64_t>(M), std::vector<int64_t>(M),
+           std::vector<int64_t>(M), std::vector<int64_t>(M + 1, 0), {}};
+    int64_t most_chunks = 0;
+    for (int64_t m = 0; m < M; ++m) {
+      const int64_t n = pos[m] + 1;
+      p.first[m] = (p.window > 0 && n > p.window) ? n - p.window : 0;
+      p.count[m] = n - p.first[m];
+      std::tie(p.chunks[m], p.size[m]) = attention::chunking(p.count[m], KV, hd);
+      p.partial_at[m + 1] = p.partial_at[m] + heads * p.chunks[m] * (hd + 2);
+      widest = std::max(widest, p.size[m]);
+      most_chunks = std::max(most_chunks, p.chunks[m]);
+    }
+    for (int64_t g = 0; g < KV; ++g) {
+      for (int64_t j = 0; j < most_chunks; ++j) {
+        for (int64_t m = 0; m < M; ++m) {
+          if (j < p.chunks[m]) p.tasks.push_back({m, g, j});
+        }
       }
     }
+    most_partial = std::max(most_partial, p.partial_at[M]);
+    plan_of[l] = static_cast<int64_t>(plans.size());
+    plans.push_back(std::move(p));
   }
   const float scale = static_cast<float>(1.0 / std::sqrt(double(hd)));
   at::Tensor out = x.clone();  // the residual stream, layer after layer
   float* cur = out.data_ptr<float>();
-  const float* r = rope.data_ptr<float>();
-  std::vector<float> qkv(M * width), mid(M * C), gated(M * F), attended(M * q_dim), partial(partial_at[M]);
+  std::vector<float> qkv(M * width), mid(M * C), gated(M * F), attended(M * q_dim), partial(most_partial);
+  std::vector<float> branch(layers[0].post_norm[0] != nullptr ? M * C : 0);  // a branch's output before its norm
   std::unique_ptr<std::atomic<int64_t>[]> claims(new std::atomic<int64_t>[4 * L]);
   for (int64_t i = 0; i < 4 * L; ++i) claims[i] = 0;
 #pragma omp parallel num_threads(at::get_num_threads())
@@ -239,7 +264,9 @@ at::Tensor decode_rows(const at::Tensor& x, at::TensorList mats, const c10::List
     s.scores.resize(attention::kMostHeads * stride);
     for (int64_t l = 0; l < L; ++l) {
       const step::Layer& layer = layers[l];
-      many::product(layer.qkv, cur, M, attn_eps, layer.attn_norm, false, nullptr, qkv.data(), claim++, s);
+      const Plan& plan = plans[plan_of[l]];
+      const float* r = ropes.of(window[l]);
+      many::product(layer.qkv, cur, M, attn_eps, layer.attn_norm, false, activation, nullptr, qkv.data(), claim++, s);
 #pragma omp barrier
       {  // each row's heads: norms, rotary at its position, its K and V to its cache
         const auto [begin, end] = step::share(M * (heads + KV), tid, nt);
@@ -256,15 +283,15 @@ at::Tensor decode_rows(const at::Tensor& x, at::TensorList mats, const c10::List
       }
 #pragma omp barrier
       {  // every row's (KV head, chunk) tasks, as decode_layers runs one row's
-        const auto [begin, end] = step::share(static_cast<int64_t>(tasks.size()), tid, nt);
+        const auto [begin, end] = step::share(static_cast<int64_t>(plan.tasks.size()), tid, nt);
         for (int64_t t = begin; t < end; ++t) {
-          const auto [m, g, j] = tasks[t];
-          const int64_t at = j * size[m];
-          const int64_t len = std::min(size[m], count[m] - at);
+          const auto [m, g, j] = plan.tasks[t];
+          const int64_t at = j * plan.size[m];
+          const int64_t len = std::min(plan.size[m], plan.count[m] - at);
           if (len <= 0) continue;
           const float* q = qkv.data() + m * width;
-          float* part = partial.data() + partial_at[m];
-          const int64_t from = first[m] + at;
+          float* part = partial.data() + plan.partial_at[m];
+          const int64_t from = plan.first[m] + at;
           if (caches.paged()) {
             const int64_t* table = caches.tables + m * caches.width;
             const float* base = caches.base[l];
@@ -273,13 +300,13 @@ at::Tensor decode_rows(const at::Tensor& x, at::TensorList mats, const c10::List
                                                         caches.block_stride, hd},
                                    attention::BlockRows{base + (KV + g) * caches.B * hd, table, from, caches.B,
                                                         caches.block_stride, hd},
-                                   len, hd, scale, s.scores.data(), stride, part, chunks[m], j);
+                                   len, hd, scale, s.scores.data(), stride, part, plan.chunks[m], j);
           } else {
             const float* keys = caches.at(l, m, 0, g, from, KV, hd);
             const float* values = caches.at(l, m, 1, g, from, KV, hd);
             attention::chunk_group(q, g * group, (g + 1) * group, attention::Rows{keys, hd},
                                    attention::Rows{values, hd}, len, hd, scale, s.scores.data(), stride, part,
-                                   chunks[m], j);
+                                   plan.chunks[m], j);
           }
         }
       }
@@ -287,16 +314,31 @@ at::Tensor decode_rows(const at::Tensor& x, at::TensorList mats, const c10::List
       {
         const auto [begin, end] = step::share(M, tid, nt);
         for (int64_t m = begin; m < end; ++m) {
-          attention::merge(partial.data() + partial_at[m], heads, hd, count[m], chunks[m], size[m],
-                           attended.data() + m * q_dim);
+          attention::merge(partial.data() + plan.partial_at[m], heads, hd, plan.count[m], plan.chunks[m],
+                           plan.size[m], attended.data() + m * q_dim);
         }
       }
 #pragma omp barrier
-      many::product(layer.o, attended.data(), M, -1.0, nullptr, false, cur, mid.data(), claim++, s);
+      if (layer.post_norm[0] == nullptr) {
+        many::product(layer.o, attended.data(), M, -1.0, nullptr, false, activation, cur, mid.data(), claim++, s);
+      } else {  // Gemma: mid = cur + norm(W_o attended), row by row
+        many::product(layer.o, attended.data(), M, -1.0, nullptr, false, activation, nullptr, branch.data(), claim++,
+                      s);
 #pragma omp barrier
-      many::product(layer.glu, mid.data(), M, mlp_eps, layer.mlp_norm, true, nullptr, gated.data(), claim++, s);
+        step::add_normed(branch.data(), layer.post_norm[0], attn_eps, cur, mid.data(), M, C, tid, nt);
+      }
 #pragma omp barrier
-      many::product(layer.down, gated.data(), M, -1.0, nullptr, false, mid.data(), cur, claim++, s);
+      many::product(layer.glu, mid.data(), M, mlp_eps, layer.mlp_norm, true, activation, nullptr, gated.data(),
+                    claim++, s);
+#pragma omp barrier
+      if (layer.post_norm[1] == nullptr) {
+        many::product(layer.down, gated.data(), M, -1.0, nullptr, false, activation, mid.data(), cur, claim++, s);
+      } else {  // cur = mid + norm(W_down gated)
+        many::product(layer.down, gated.data(), M, -1.0, nullptr, false, activation, nullptr, branch.data(),
+                      claim++, s);
+#pragma omp barrier
+        step::add_normed(branch.data(), layer.post_norm[1], mlp_eps, mid.data(), cur, M, C, tid, nt);
+      }
 #pragma omp barrier
     }
   }

@@ -14,7 +14,11 @@
 //   3. attention: the (head, chunk) tasks of attend_one, split between the threads;
 //   4. every thread merges the chunks of all heads into its own copy (hd * heads floats), then its share of
 //      the o rows, plus the residual;
-//   5. its share of the gate/up rows -> silu(gate) * up;  6. its share of the down rows, plus the residual.
+//   5. its share of the gate/up rows -> act(gate) * up;  6. its share of the down rows, plus the residual.
+// Gemma's layers add to that (the `Layer` fields set only for them): a norm over each branch's output before it
+// joins the residual stream (post_attn_norm, post_mlp_norm: the product goes to a scratch row, then after a barrier
+// each thread adds its share of the normed row, one more barrier), GeGLU (gelu_tanh(gate) * up, `activation`), a
+// window on some layers only (`windows`, one per layer) and their own rotary base (`local_rope`).
 // Each row, head and chunk is computed exactly as in decode_layer (the same fill functions, gains, chunking
 // and merge), so both give the same bits; only who computes what and when changes.
 
@@ -58,7 +62,8 @@ struct Layer {
   Matrix qkv, o, glu, down;
   const float* attn_norm = nullptr;  // RMSNorm weights not folded into the next matrix (int8), else null
   const float* mlp_norm = nullptr;
-  const float* head_norm[2] = {nullptr, nullptr};  // Qwen3: q, k (head_dim weights)
+  const float* head_norm[2] = {nullptr, nullptr};  // Qwen3, Gemma 3: q, k (head_dim weights)
+  const float* post_norm[2] = {nullptr, nullptr};  // Gemma: RMSNorm weights over attention's, the MLP's output
   float* keys = nullptr;  // the cache: KV heads `head_stride` floats apart, positions hd apart
   float* values = nullptr;
   int64_t head_stride = 0;
@@ -104,6 +109,24 @@ inline std::pair<int64_t, int64_t> share(int64_t n, int tid, int nt) {
   return {begin, std::min(n, begin + size)};
 }
 
+// A gated MLP's activation (decode_layers' `activation`): silu (Llama's SwiGLU), gelu with tanh (Gemma's GeGLU),
+// gelu with erf, each as torch computes it in float32.
+enum Activation : int64_t { kSilu = 0, kGeluTanh = 1, kGelu = 2 };
+
+inline void check_activation(int64_t activation) {
+  TORCH_CHECK(activation >= kSilu && activation <= kGelu, "activation: 0 silu, 1 gelu_tanh, 2 gelu");
+}
+
+// act(g) * u.
+inline float gated(float g, float u, int64_t activation) {
+  if (activation == kSilu) return g / (1.0f + std::exp(-g)) * u;
+  if (activation == kGeluTanh) {
+    constexpr float kBeta = 0.7978845608028654f, kKappa = 0.044715f;  // sqrt(2 / pi)
+    return 0.5f * g * (1.0f + std::tanh(kBeta * (g + kKappa * g * g * g))) * u;
+  }
+  return g * 0.5f * (1.0f + std::erf(g * 0.7071067811865476f)) * u;
+}
+
 // The gain row_alphas gives one row (alpha 1): 1 / rms(x) when eps >= 0, else 1.
 inline float gain_of(const float* x, int64_t K, double eps) {
   return eps < 0 ? 1.0f : static_cast<float>(1.0 * rms_gain(x, K, eps));
@@ -112,8 +135,8 @@ inline float gain_of(const float* x, int64_t K, double eps) {
 // This thread's rows of y = alpha * (M h) + bias + residual (glu: rows of silu(gate) * up, the gate rows
 // [0, N/2), the up rows [N/2, N)); fill(r, n, out): the products of rows r..r+n-1 with h.
 template <typename Fill>
-void rows_into(const Matrix& m, Fill fill, float alpha, bool glu, const float* residual, float* y,
-               std::atomic<int64_t>* claims, int tid, int nt) {
+void rows_into(const Matrix& m, Fill fill, float alpha, bool glu, int64_t activation, const float* residual,
+               float* y, std::atomic<int64_t>* claims, int tid, int nt) {
   const float* bp = m.bias;
   const int64_t F = m.N / 2;
   const int64_t rows = glu ? F : m.N;
@@ -134,7 +157,7 @@ void rows_into(const Matrix& m, Fill fill, float alpha, bool glu, const float* r
       for (int64_t i = 0; i < n; ++i) {
         const float g = first[i] * alpha + (bp ? bp[b + i] : 0.0f);
         const float u = second[i] * alpha + (bp ? bp[F + b + i] : 0.0f);
-        y[b + i] = g / (1.0f + std::exp(-g)) * u;
+        y[b + i] = gated(g, u, activation);
       }
       continue;
     }
@@ -151,7 +174,8 @@ void rows_into(const Matrix& m, Fill fill, float alpha, bool glu, const float* r
 // gemv_int8_int16 / gemv_int8_integer form them (each fill a lambda of its own: no std::function, no
 // allocation per product).
 void product_rows(const Matrix& m, const float* x, double eps, const float* norm, int64_t path, bool glu,
-                  const float* residual, float* y, std::atomic<int64_t>* claims, int tid, int nt, Scratch& s) {
+                  int64_t activation, const float* residual, float* y, std::atomic<int64_t>* claims, int tid, int nt,
+                  Scratch& s) {
   const int64_t K = m.K;
   const float alpha = gain_of(x, K, eps);
   const float* h = x;
@@ -164,25 +188,25 @@ void product_rows(const Matrix& m, const float* x, double eps, const float* norm
     const float* xp = staggered(h, K, s.copy);
     const FillF32 in_shape = f32_in_shape();
     auto fill = [&](int64_t r, int64_t n, float* out) { in_shape(m.w + r * K, xp, K, n, out); };
-    return rows_into(m, fill, alpha, glu, residual, y, claims, tid, nt);
+    return rows_into(m, fill, alpha, glu, activation, residual, y, claims, tid, nt);
   }
   if (path == kInt16Path && int16_fits(m.G)) {  // each thread quantises its own copy of x: no wait
     quantize_int16(h, K, m.G, s.int16);
     const FillInt16 in_shape = int16_in_shape();
     auto fill = [&](int64_t r, int64_t n, float* out) { in_shape(m.q, m.scale, K, s.int16, r, n, out); };
-    return rows_into(m, fill, alpha, glu, residual, y, claims, tid, nt);
+    return rows_into(m, fill, alpha, glu, activation, residual, y, claims, tid, nt);
   }
   if (integer_path(path)) {
     quantize_row(h, K, m.G, m.act, s.quantised);
     const FillInteger in_shape = integer_in_shape();
     auto fill = [&](int64_t r, int64_t n, float* out) { in_shape(m.q, m.scale, K, s.quantised, r, n, out); };
-    return rows_into(m, fill, alpha, glu, residual, y, claims, tid, nt);
+    return rows_into(m, fill, alpha, glu, activation, residual, y, claims, tid, nt);
   }
   const FillInt8 in_shape = int8_in_shape();
   auto fill = [&](int64_t r, int64_t n, float* out) {
     in_shape(m.q + r * K, h, K, m.scale + r * m.S, m.S, m.G, n, out);
   };
-  rows_into(m, fill, alpha, glu, residual, y, claims, tid, nt);
+  rows_into(m, fill, alpha, glu, activation, residual, y, claims, tid, nt);
 }
 
 // Phase 2 for this thread's heads of qkv (heads query heads, then KV key heads): the head's RMSNorm (Qwen3),
@@ -202,7 +226,22 @@ void rotate_heads(const Layer& layer, float* qkv, const float* rope, int64_t hea
   }
 }
 
-// Norms per layer in decode_layers' lists (checked with the list lengths): 2, or 4 with Qwen3's q/k norms.
+// This thread's share of out = residual + rmsnorm(branch) * w over T rows of C (Gemma's norm after a branch, as
+// transformers computes it in float32: branch * (1 / rms(branch)) * w): each thread forms the gain of each row
+// it touches (the same bits whoever forms it), no wait.
+void add_normed(const float* branch, const float* w, double eps, const float* residual, float* out, int64_t T,
+                int64_t C, int tid, int nt) {
+  const auto [begin, end] = share(T * C, tid, nt);
+  int64_t row = -1;
+  float gain = 1.0f;
+  for (int64_t i = begin; i < end; ++i) {
+    if (i / C != row) row = i / C, gain = gain_of(branch + row * C, C, eps);
+    out[i] = residual[i] + branch[i] * gain * w[i % C];
+  }
+}
+
+// Norms per layer in decode_layers' lists (checked with the list lengths): 2, 4 with q/k norms (Qwen3), or 6 with
+// the norms after attention and after the MLP too (Gemma; its q/k norms None where a config has none).
 int64_t norms_per_layer(int64_t L, at::TensorList mats, const c10::List<std::optional<at::Tensor>>& scales,
                         const c10::List<std::optional<at::Tensor>>& biases,
                         const c10::List<std::optional<at::Tensor>>& norms) {
@@ -210,7 +249,8 @@ int64_t norms_per_layer(int64_t L, at::TensorList mats, const c10::List<std::opt
                   static_cast<int64_t>(biases.size()) == 4 * L && norms.size() % L == 0,
               "four matrices, scales and biases per layer, the same number of norms per layer, one cache per layer");
   const int64_t per = static_cast<int64_t>(norms.size()) / L;
-  TORCH_CHECK(per == 2 || per == 4, "two norms per layer (or four: q/k norms)");
+  TORCH_CHECK(per == 2 || per == 4 || per == 6, "two norms per layer (four: q/k norms; six: and the norms after "
+              "attention and the MLP)");
   return per;
 }
 
@@ -237,32 +277,74 @@ std::vector<Layer> layers_of(int64_t L, at::TensorList mats, const c10::List<std
     }
     layer.attn_norm = vector_of(norms.get(per * l), C, "attention norm");
     layer.mlp_norm = vector_of(norms.get(per * l + 1), C, "MLP norm");
-    for (int64_t j = 0; per == 4 && j < 2; ++j) {
+    for (int64_t j = 0; per >= 4 && j < 2; ++j) {
       layer.head_norm[j] = vector_of(norms.get(per * l + 2 + j), hd, "q/k norms");
-      TORCH_CHECK(layer.head_norm[j] != nullptr, "q/k norms: float32 (head_dim,)");
+      TORCH_CHECK(layer.head_norm[j] != nullptr || per == 6, "q/k norms: float32 (head_dim,)");
+    }
+    TORCH_CHECK((layer.head_norm[0] == nullptr) == (layer.head_norm[1] == nullptr), "q/k norms: both or neither");
+    for (int64_t j = 0; per == 6 && j < 2; ++j) {
+      layer.post_norm[j] = vector_of(norms.get(per * l + 4 + j), C, "norms after a branch");
+      TORCH_CHECK(layer.post_norm[j] != nullptr, "norms after attention and the MLP: float32 (hidden,)");
     }
   }
   return layers;
 }
 }  // namespace step
 
+namespace step {
+
+// Each layer's window from decode_layers' `windows`: one for every layer, or one per layer (0: all positions).
+std::vector<int64_t> windows_of(at::IntArrayRef windows, int64_t L) {
+  TORCH_CHECK(windows.size() == 1 || static_cast<int64_t>(windows.size()) == L,
+              "windows: one for every layer, or one per layer");
+  std::vector<int64_t> out(L);
+  for (int64_t l = 0; l < L; ++l) {
+    out[l] = windows[windows.size() == 1 ? 0 : l];
+    TORCH_CHECK(out[l] >= 0, "windows: 0 (every position) or a positive number of positions");
+  }
+  return out;
+}
+
+// The rotary tables of a call: cos and sin of each row's position (rows * hd / 2 pairs), and the windowed layers'
+// own (Gemma 3's local base), where given.
+struct Ropes {
+  const float* global = nullptr;
+  const float* local = nullptr;
+  const float* of(int64_t window) const { return window > 0 && local != nullptr ? local : global; }
+};
+
+Ropes ropes_of(const at::Tensor& rope, const std::optional<at::Tensor>& local_rope, int64_t rows, int64_t hd) {
+  for (const at::Tensor* t : {&rope, local_rope.has_value() ? &*local_rope : nullptr}) {
+    TORCH_CHECK(t == nullptr || (t->is_contiguous() && t->scalar_type() == at::kFloat && t->numel() == rows * hd),
+                rows == 1 ? "rope: float32 (head_dim / 2, 2)" : "rope: float32 (rows, head_dim / 2, 2)");
+  }
+  return Ropes{rope.data_ptr<float>(), local_rope.has_value() ? local_rope->data_ptr<float>() : nullptr};
+}
+
+}  // namespace step
+
 // decode_layer over every layer for one new position, in one parallel region (see the top of this file). The
 // arguments as decode_layer's, four matrices, scales and biases per layer, the same number of norms per layer
-// (two, or four with Qwen3's q/k norms), one cache per layer; the norms' eps, the window and the int8 path
-// hold for every layer.
+// (two; four with q/k norms; six with Gemma's norms after attention and the MLP), one cache per layer; the norms'
+// eps and the int8 path hold for every layer (the post-attention norm's eps is attn_eps, the post-MLP's mlp_eps).
+// windows: one for every layer or one per layer; local_rope: cos and sin for the windowed layers (None: `rope`);
+// activation: the gated MLP's (step::Activation).
 at::Tensor decode_layers(const at::Tensor& x, at::TensorList mats, const c10::List<std::optional<at::Tensor>>& scales,
                          const c10::List<std::optional<at::Tensor>>& biases,
                          const c10::List<std::optional<at::Tensor>>& norms, at::TensorList kv, int64_t position,
-                         const at::Tensor& rope, int64_t heads, double attn_eps, double mlp_eps, int64_t window,
+                         const at::Tensor& rope, const std::optional<at::Tensor>& local_rope, int64_t heads,
+                         double attn_eps, double mlp_eps, at::IntArrayRef windows, int64_t activation,
                          int64_t int8_path) {
   const int64_t L = static_cast<int64_t>(kv.size());
   step::norms_per_layer(L, mats, scales, biases, norms);
+  step::check_activation(activation);
   TORCH_CHECK(x.dim() == 2 && x.size(0) == 1 && x.is_contiguous() && x.scalar_type() == at::kFloat,
               "x: one contiguous float32 row");
   const int64_t C = x.size(1), KV = kv[0].dim() == 4 ? kv[0].size(1) : 0, hd = kv[0].dim() == 4 ? kv[0].size(3) : 0;
   TORCH_CHECK(heads > 0 && KV > 0 && heads % KV == 0, "heads: a multiple of the cache's kv_heads");
-  TORCH_CHECK(hd % 2 == 0 && rope.is_contiguous() && rope.scalar_type() == at::kFloat && rope.numel() == hd,
-              "rope: float32 (head_dim / 2, 2)");
+  TORCH_CHECK(hd % 2 == 0, "head_dim: even");
+  const step::Ropes ropes = step::ropes_of(rope, local_rope, 1, hd);
+  const std::vector<int64_t> window = step::windows_of(windows, L);
   const int64_t q_dim = heads * hd, kv_dim = KV * hd;
   const int64_t path = path_in_use(int8_path);
   int64_t F = 0;
@@ -276,14 +358,24 @@ at::Tensor decode_layers(const at::Tensor& x, at::TensorList mats, const c10::Li
     layers[l].values = layers[l].keys + c.stride(0);
     layers[l].head_stride = c.stride(1);
   }
-  const int64_t n = position + 1, first = (window > 0 && n > window) ? n - window : 0, count = n - first;
-  const std::pair<int64_t, int64_t> chunking = attention::chunking(count, KV, hd);
-  const int64_t chunks = chunking.first, size = chunking.second;  // as attend_one cuts them
+  // Each layer's positions [first, n) and their chunks as attend_one cuts them (its window's).
+  struct Reach {
+    int64_t first, count, chunks, size;
+  };
+  std::vector<Reach> reach(L);
+  int64_t most_chunks = 1, widest = 1;
+  const int64_t n = position + 1;
+  for (int64_t l = 0; l < L; ++l) {
+    const int64_t first = (window[l] > 0 && n > window[l]) ? n - window[l] : 0;
+    const std::pair<int64_t, int64_t> chunking = attention::chunking(n - first, KV, hd);
+    reach[l] = Reach{first, n - first, chunking.first, chunking.second};
+    most_chunks = std::max(most_chunks, chunking.first), widest = std::max(widest, chunking.second);
+  }
   const float scale = static_cast<float>(1.0 / std::sqrt(double(hd)));
   at::Tensor out = x.clone();  // the residual stream, layer after layer
   float* cur = out.data_ptr<float>();
-  const float* r = rope.data_ptr<float>();
-  std::vector<float> qkv(q_dim + 2 * kv_dim), mid(C), gated(F), partial(heads * chunks * (hd + 2));
+  std::vector<float> qkv(q_dim + 2 * kv_dim), mid(C), gated(F), partial(heads * most_chunks * (hd + 2));
+  std::vector<float> branch(layers[0].post_norm[0] != nullptr ? C : 0);  // a branch's output before its norm
   const int64_t group = heads / KV;
   std::unique_ptr<std::atomic<int64_t>[]> claims(new std::atomic<int64_t>[4 * L]);
   for (int64_t i = 0; i < 4 * L; ++i) claims[i] = 0;
@@ -294,35 +386,50 @@ at::Tensor decode_layers(const at::Tensor& x, at::TensorList mats, const c10::Li
     thread_local step::Scratch s;
     auto product = [&](const step::Matrix& m, const float* in, double eps, const float* norm, bool glu,
                        const float* residual, float* y) {
-      step::product_rows(m, in, eps, norm, path, glu, residual, y, claim++, tid, nt, s);
+      step::product_rows(m, in, eps, norm, path, glu, activation, residual, y, claim++, tid, nt, s);
     };
-    const int64_t stride = attention::score_stride(size);
+    const int64_t stride = attention::score_stride(widest);
     s.scores.resize(attention::kMostHeads * stride);
     s.attended.resize(q_dim);
-    for (const step::Layer& layer : layers) {
+    for (int64_t l = 0; l < L; ++l) {
+      const step::Layer& layer = layers[l];
+      const Reach& at_l = reach[l];
       product(layer.qkv, cur, attn_eps, layer.attn_norm, false, nullptr, qkv.data());
 #pragma omp barrier
-      step::rotate_heads(layer, qkv.data(), r, heads, KV, hd, attn_eps, position, tid, nt);
+      step::rotate_heads(layer, qkv.data(), ropes.of(window[l]), heads, KV, hd, attn_eps, position, tid, nt);
 #pragma omp barrier
       // Tasks of (KV head, chunk): the query heads of a group go through the chunk's keys and values together
       // (chunk_group; per (head, chunk) tasks read them once a head: at 2000 positions a KV head's K and V, 1 MB,
       // no longer fit L2). Each (head, chunk) gives the numbers it gives alone: the same bits.
-      const auto [begin, end] = step::share(KV * chunks, tid, nt);
+      const auto [begin, end] = step::share(KV * at_l.chunks, tid, nt);
       for (int64_t t = begin; t < end; ++t) {
-        const int64_t g = t / chunks, j = t % chunks, at = j * size;
-        const int64_t len = std::min(size, count - at);
-        const int64_t offset = g * layer.head_stride + (first + at) * hd;
+        const int64_t g = t / at_l.chunks, j = t % at_l.chunks, at = j * at_l.size;
+        const int64_t len = std::min(at_l.size, at_l.count - at);
+        const int64_t offset = g * layer.head_stride + (at_l.first + at) * hd;
         if (len <= 0) continue;
         attention::chunk_group(qkv.data(), g * group, (g + 1) * group, attention::Rows{layer.keys + offset, hd},
-                               attention::Rows{layer.values + offset, hd}, len, hd, scale, s.scores.data(), stride, partial.data(), chunks, j);
+                               attention::Rows{layer.values + offset, hd}, len, hd, scale, s.scores.data(), stride,
+                               partial.data(), at_l.chunks, j);
       }
 #pragma omp barrier
-      attention::merge(partial.data(), heads, hd, count, chunks, size, s.attended.data());
-      product(layer.o, s.attended.data(), -1.0, nullptr, false, cur, mid.data());
+      attention::merge(partial.data(), heads, hd, at_l.count, at_l.chunks, at_l.size, s.attended.data());
+      if (layer.post_norm[0] == nullptr) {
+        product(layer.o, s.attended.data(), -1.0, nullptr, false, cur, mid.data());
+      } else {  // Gemma: mid = cur + norm(W_o attended)
+        product(layer.o, s.attended.data(), -1.0, nullptr, false, nullptr, branch.data());
+#pragma omp barrier
+        step::add_normed(branch.data(), layer.post_norm[0], attn_eps, cur, mid.data(), 1, C, tid, nt);
+      }
 #pragma omp barrier
       product(layer.glu, mid.data(), mlp_eps, layer.mlp_norm, true, nullptr, gated.data());
 #pragma omp barrier
-      product(layer.down, gated.data(), -1.0, nullptr, false, mid.data(), cur);
+      if (layer.post_norm[1] == nullptr) {
+        product(layer.down, gated.data(), -1.0, nullptr, false, mid.data(), cur);
+      } else {  // cur = mid + norm(W_down gated)
+        product(layer.down, gated.data(), -1.0, nullptr, false, nullptr, branch.data());
+#pragma omp barrier
+        step::add_normed(branch.data(), layer.post_norm[1], mlp_eps, mid.data(), cur, 1, C, tid, nt);
+      }
 #pragma omp barrier
     }
   }
@@ -356,7 +463,7 @@ std::vector<at::Tensor> products_region(at::TensorList mats, const c10::List<std
     const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
     thread_local step::Scratch s;
     for (int64_t i = 0; i < P; ++i) {
-      step::product_rows(ms[i], xs[i].data_ptr<float>(), -1.0, nullptr, path, false, nullptr,
+      step::product_rows(ms[i], xs[i].data_ptr<float>(), -1.0, nullptr, path, false, step::kSilu, nullptr,
                          out[i].data_ptr<float>(), &claims[i], tid, nt, s);
 #pragma omp barrier
     }

@@ -17,9 +17,10 @@ What differs from Llama, as transformers computes it (decoder.Block and weights.
 - Gemma 3 normalises Q and K per head (RMSNorm, 1 + w) before rotary, and rotates local layers with
   `rope_local_base_freq` and global ones with `rope_theta` (plus its scaling, linear in the 4B-27B models).
 An image-text Gemma 3 checkpoint (Gemma3ForConditionalGeneration) is read for its text tower: the config
-under `text_config`, the tensors under `language_model.` (`canonical`); the vision tower is not read. No
-Gemma layer runs as one kernels call (`fused_decode` stays False): its projections and norms still run on
-the backend's linears. From GGUF (store/gguf/convert.py): its config from llama.cpp's metadata (`gguf_config`),
+under `text_config`, the tensors under `language_model.` (`canonical`); the vision tower is not read. On the
+own kernels a Gemma 3 decode step runs every layer in one call (`fused_decode`; csrc/step.h has the norms after
+each branch, GeGLU, the per-layer windows and the local rotary base; Q's scale rides on its q norm); Gemma 2's
+soft-capped scores keep it on the backend's linears, layer by layer. From GGUF (store/gguf/convert.py): its config from llama.cpp's metadata (`gguf_config`),
 its SentencePiece vocabulary, its norms' 1 + w back to w.
 """
 
@@ -38,7 +39,7 @@ from inference.model.families.reading import MAX_THETA, ConfigReader, RopeScalin
 
 ARCHITECTURES = {"Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3_text",
                  "Gemma3ForConditionalGeneration": "gemma3"}  # its text tower; the vision tower is not read
-BLOCK = BlockTraits(gated_mlp=True, norms_after=True, float32_norms=True, scaled_embeddings=True)
+BLOCK = BlockTraits(gated_mlp=True, norms_after=True, float32_norms=True, scaled_embeddings=True, fused_decode=True)
 
 # transformers' defaults for keys a config.json may leave out (the Gemma 3 image-text configs keep only
 # what differs in `text_config`).

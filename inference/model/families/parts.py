@@ -99,7 +99,8 @@ class BlockTraits:
     norms_after: bool = False  # a norm after attention and after the MLP too, before each joins the residual
     float32_norms: bool = False  # the norms not folded into a product run in float32 (or wider), scale 1 + w
     scaled_embeddings: bool = False  # the embedding rows times sqrt(hidden), in the table's dtype
-    fused_decode: bool = False  # layers.decode_layer computes exactly this layer for one position (own kernels)
+    fused_decode: bool = False  # layers.decode_layers computes this layer for one position (own kernels; the
+    # config may still rule it out: decoder.Block.fuses_on_kernels)
 
 
 @dataclass(frozen=True)
