@@ -17,7 +17,7 @@ kernels a layer whose traits say `fused_decode` (Llama, Mistral, Qwen2/3, Phi-3,
 scores) runs a decode step of every layer in one kernels call and one parallel region (`layers.decode_layers`,
 csrc/step.h; a captured step, one call per layer: `layers.decode_layer`, or decode_layers over one layer for
 Gemma's, the same bits); that too is decided once, at construction, and
-`Decoder.decode_path` says which way a step runs. A forward of 2 to 16 rows on those families and float32 weights
+`Decoder.decode_path` says which way a step runs. A forward of 2 to 16 rows on those families (float32 or int8)
 (a verify pass, a short prompt) runs every layer in one kernels call too (`Block.rows_all`, csrc/rows.h: each row
 gets the bits of its own decode step); on CUDA a decode step is a captured graph, replayed (graph_step.py). Every
 route hands the residual stream between layers to a `ResidualCapture` when one is given (the logit lens), so
@@ -299,7 +299,7 @@ class Block:
 
     def rows_all(self, x, layers: list[Layer], positions: torch.Tensor, kvs, tables: torch.Tensor | None,
                  rope, local_rope) -> torch.Tensor:
-        """decode_all for 2 to 16 rows (float32 weights): row m at positions[m] over kvs, each layer's cache (a
+        """decode_all for 2 to 16 rows: row m at positions[m] over kvs, each layer's cache (a
         verify pass: one sequence), or each layer's paged pool with the rows' block `tables` (a scheduler step).
         rope, local_rope: (M, hd / 2, 2) cos, sin of each row's position."""
         return decode_rows(self.kernels, x, self.arguments(layers), kvs, positions, tables, rope, local_rope,
@@ -457,8 +457,8 @@ class Decoder:
 
     def takes_rows(self, rows: int) -> bool:
         """Whether a forward of `rows` (2 to 16) rows runs every layer in one kernels call (csrc/rows.h): the
-        fused decode's families, float32 weights, not the bfloat16 copies of long prefills."""
-        return (self.fused_decode and self.backend.dtype == torch.float32 and 1 < rows <= self.most_fused_rows
+        fused decode's families, float32 or int8 weights, not the bfloat16 copies of long prefills."""
+        return (self.fused_decode and 1 < rows <= self.most_fused_rows
                 and self.layers_for(rows) is self.weights.layers)
 
     def layers_for(self, rows: int) -> list[Layer]:

@@ -309,12 +309,12 @@ def decode_layers(kernels, x: torch.Tensor, a: DecodeArguments, kvs, position: i
 
 def decode_rows(kernels, x: torch.Tensor, a: DecodeArguments, kvs, positions: torch.Tensor, tables: torch.Tensor | None,
                 rope: torch.Tensor, local_rope: torch.Tensor | None, n_heads: int) -> torch.Tensor:
-    """decode_layers for 2 to 16 rows of x in one kernels call (csrc/rows.h; float32 weights): row m at
+    """decode_layers for 2 to 16 rows of x in one kernels call (csrc/rows.h; float32 or int8 weights): row m at
     positions[m] writes its K/V there and attends over its cache up to it. kvs: each layer's cache (2, KV,
     capacity, hd), which all rows share (tables None: one sequence, a verify pass), or each layer's paged pool
     (blocks, 2, KV, B, hd) with `tables` (M, width) int64, row m's block table. rope, local_rope: (M, hd / 2, 2)."""
     return kernels.decode_rows(x, a.mats, a.scales, a.biases, a.norms, kvs, positions, tables, rope, local_rope,
-                               n_heads, a.attn_eps, a.mlp_eps, a.windows, a.activation)  # (M, C)
+                               n_heads, a.attn_eps, a.mlp_eps, a.windows, a.activation, a.path)  # (M, C)
 
 
 @dataclass

@@ -78,7 +78,7 @@ TORCH_LIBRARY(tokenstep, m) {
         "int activation=0, int int8_path=0) -> Tensor");
   m.def("decode_rows(Tensor x, Tensor[] mats, Tensor?[] scales, Tensor?[] biases, Tensor?[] norms, Tensor[] kv, "
         "Tensor positions, Tensor? tables, Tensor rope, Tensor? local_rope, int heads, float attn_eps, float mlp_eps, "
-        "int[] windows, int activation=0) -> Tensor");
+        "int[] windows, int activation=0, int int8_path=0) -> Tensor");
   m.def("products_region(Tensor[] mats, Tensor?[] scales, Tensor[] xs, int int8_path=0) -> Tensor[]");
   // the head
   m.def("gemv_int4(Tensor packed, Tensor scale, Tensor x, float alpha) -> Tensor");

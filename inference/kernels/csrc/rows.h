@@ -1,6 +1,6 @@
 // Every layer of a pass over several positions in one parallel region (decode_rows): a verify pass of one request
 // (its positions over its own cache, each under the causal mask) or one scheduler step of several requests (each
-// row over its own blocks of the paged pool), M = 2..16 rows, float32 weights.
+// row over its own blocks of the paged pool), M = 2..16 rows, float32 or int8 weights.
 //
 // Per layer, as decode_layers (step.h) runs one position, with each weight row read once for all M rows of x:
 //   1. the qkv rows: each thread claims L2 tiles of weight rows (fill_many_f32) for all M rows of x;
@@ -59,19 +59,19 @@ struct Caches {
 };
 
 // This thread's claimed tiles of y[t, r] = alphas[t] * (W h_t)[r] + bias[r] + residual[t, r] over T rows (glu:
-// act(gate) * up, gate rows [0, N/2), up rows [N/2, N)); xp: the T rows of h, staggered. The epilogue is
-// rows_into's (step.h), row by row. A thread claims its next tile before it computes the one it has, so that tile's
-// rows come into L2 meanwhile (fill_many_f32's `ahead`; a gated product's gate rows fetch its up rows).
-void products_into(const step::Matrix& m, const float* xp, const float* alphas, int64_t T, bool glu,
-                   int64_t activation, const float* residual, float* y, std::atomic<int64_t>* claims, std::vector<float>& first,
-                   std::vector<float>& second) {
-  const int64_t K = m.K, F = m.N / 2, rows = glu ? F : m.N, out = rows, tile = tile_rows(K);
+// act(gate) * up, gate rows [0, N/2), up rows [N/2, N)); fill(r, n, next, next_n, products): the products of weight
+// rows r..r+n-1 with the T rows of h, products[i * T + t] (next, next_n: the rows this thread computes after them, -1
+// for none). The epilogue is rows_into's (step.h), row by row. A thread claims its next tile before it computes the
+// one it has, so that tile's rows come into L2 meanwhile (fill_many_f32's `ahead`; a gated product's gate rows fetch
+// its up rows).
+template <typename Fill>
+void products_into(const step::Matrix& m, int64_t tile, Fill fill, const float* alphas, int64_t T, bool glu,
+                   int64_t activation, const float* residual, float* y, std::atomic<int64_t>* claims,
+                   std::vector<float>& first, std::vector<float>& second) {
+  const int64_t F = m.N / 2, rows = glu ? F : m.N, out = rows;
   const float* bp = m.bias;
   first.resize(tile * T);
   if (glu) second.resize(tile * T);
-  auto fill = [&](int64_t r, int64_t n, int64_t next, int64_t next_n, float* out) {
-    fill_many_f32(m.w + r * K, n, xp, K, T, out, ahead_of(next < 0 ? nullptr : m.w + next * K, next_n, K, T, tile));
-  };
   int64_t b = claims->fetch_add(tile, std::memory_order_relaxed);
   while (b < rows) {
     const int64_t n = std::min(tile, rows - b), nb = claims->fetch_add(tile, std::memory_order_relaxed);
@@ -104,13 +104,23 @@ void products_into(const step::Matrix& m, const float* xp, const float* alphas, 
 
 // Per thread, for one call.
 struct Scratch {
-  std::vector<float> alphas, normed, copy, first, second, scores;
+  std::vector<float> alphas, normed, copy, first, second, scores, one;
+  std::vector<Int16Row> int16;  // the int8 paths: each row of x as the one-position step quantises its one row
+  std::vector<QuantRow> quantised;
 };
 
+// Weight rows of an int8 tile: about kTileBytes of them.
+inline int64_t int8_tile_rows(int64_t K) { return std::max<int64_t>(kWRows, kTileBytes / K / kWRows * kWRows); }
+
 // This thread's share of y = gain_t * (W (x_t * norm)) + bias + residual_t for the T rows of x (K = m.K floats
-// apart): each thread forms the gains and its own staggered copy of the rows (T K floats, no wait).
+// apart): each thread forms the gains and its own copy of the rows (T K floats, or their quantised forms; no wait).
+// Float32: each weight tile applied to all T rows at once (fill_many_f32); int8 on the int16 path likewise
+// (fill_many_int16). Int8 on the other paths (as step::product_rows chooses): each tile of weight rows to each row of
+// x in turn, by the one-row fill of that path (the tile read from memory for the first row, from L2 for the others).
+// Either way each row gets the bits of its own step.
 void product(const step::Matrix& m, const float* x, int64_t T, double eps, const float* norm, bool glu,
-             int64_t activation, const float* residual, float* y, std::atomic<int64_t>* claims, Scratch& s) {
+             int64_t activation, int64_t path, const float* residual, float* y, std::atomic<int64_t>* claims,
+             Scratch& s) {
   const int64_t K = m.K;
   s.alphas.resize(T);
   for (int64_t t = 0; t < T; ++t) s.alphas[t] = step::gain_of(x + t * K, K, eps);
@@ -122,8 +132,45 @@ void product(const step::Matrix& m, const float* x, int64_t T, double eps, const
     }
     h = s.normed.data();
   }
-  const float* xp = staggered(h, T * K, s.copy);
-  products_into(m, xp, s.alphas.data(), T, glu, activation, residual, y, claims, s.first, s.second);
+  if (m.w != nullptr) {
+    const float* xp = staggered(h, T * K, s.copy);
+    const int64_t tile = tile_rows(K);
+    auto fill = [&](int64_t r, int64_t n, int64_t next, int64_t next_n, float* out) {
+      fill_many_f32(m.w + r * K, n, xp, K, T, out, ahead_of(next < 0 ? nullptr : m.w + next * K, next_n, K, T, tile));
+    };
+    return products_into(m, tile, fill, s.alphas.data(), T, glu, activation, residual, y, claims, s.first, s.second);
+  }
+  const int64_t tile = int8_tile_rows(K);
+  s.one.resize(tile);
+  // one(t, r, n, out): the products of rows r..r+n-1 with row t of x, as the step's fill forms them
+  auto each_row = [&](auto one) {
+    auto fill = [&](int64_t r, int64_t n, int64_t, int64_t, float* out) {
+      for (int64_t t = 0; t < T; ++t) {
+        one(t, r, n, s.one.data());
+        for (int64_t i = 0; i < n; ++i) out[i * T + t] = s.one[i];
+      }
+    };
+    products_into(m, tile, fill, s.alphas.data(), T, glu, activation, residual, y, claims, s.first, s.second);
+  };
+  if (path == kInt16Path && int16_fits(m.G)) {  // each weight widened once for up to kIntBlock rows of x
+    s.int16.resize(T);
+    for (int64_t t = 0; t < T; ++t) quantize_int16(h + t * K, K, m.G, s.int16[t]);
+    auto fill = [&](int64_t r, int64_t n, int64_t, int64_t, float* out) {
+      fill_many_int16(m.q + r * K, m.scale + r * m.S, K, s.int16.data(), T, n, out);
+    };
+    return products_into(m, tile, fill, s.alphas.data(), T, glu, activation, residual, y, claims, s.first, s.second);
+  }
+  if (integer_path(path)) {
+    s.quantised.resize(T);
+    for (int64_t t = 0; t < T; ++t) quantize_row(h + t * K, K, m.G, m.act, s.quantised[t]);
+    const FillInteger in_shape = integer_in_shape();
+    return each_row(
+        [&](int64_t t, int64_t r, int64_t n, float* out) { in_shape(m.q, m.scale, K, s.quantised[t], r, n, out); });
+  }
+  const FillInt8 in_shape = int8_in_shape();
+  each_row([&](int64_t t, int64_t r, int64_t n, float* out) {
+    in_shape(m.q + r * K, h + t * K, K, m.scale + r * m.S, m.S, m.G, n, out);
+  });
 }
 
 }  // namespace many
@@ -135,13 +182,13 @@ void product(const step::Matrix& m, const float* x, int64_t T, double eps, const
 // several rows of one request's chunk). rope: (M, hd / 2, 2) cos and sin of each row's position (local_rope: the
 // windowed layers', where they have their own base); windows, activation: as decode_layers takes them. The rows' K/V
 // are all written before any row attends, so rows of one sequence see each other under the causal mask. Float32
-// matrices only.
+// or int8 matrices (int8_path: as decode_layers takes it).
 at::Tensor decode_rows(const at::Tensor& x, at::TensorList mats, const c10::List<std::optional<at::Tensor>>& scales,
                        const c10::List<std::optional<at::Tensor>>& biases,
                        const c10::List<std::optional<at::Tensor>>& norms, at::TensorList kv, const at::Tensor& positions,
                        const std::optional<at::Tensor>& tables, const at::Tensor& rope,
                        const std::optional<at::Tensor>& local_rope, int64_t heads, double attn_eps, double mlp_eps,
-                       at::IntArrayRef windows, int64_t activation) {
+                       at::IntArrayRef windows, int64_t activation, int64_t int8_path) {
   const int64_t L = static_cast<int64_t>(kv.size());
   step::norms_per_layer(L, mats, scales, biases, norms);
   step::check_activation(activation);
@@ -197,12 +244,8 @@ at::Tensor decode_rows(const at::Tensor& x, at::TensorList mats, const c10::List
   const step::Ropes ropes = step::ropes_of(rope, local_rope, M, hd);
   const int64_t q_dim = heads * hd, kv_dim = KV * hd, width = q_dim + 2 * kv_dim, group = heads / KV;
   int64_t F = 0;
-  const std::vector<step::Layer> layers = step::layers_of(L, mats, scales, biases, norms, C, heads, KV, hd, 0, &F);
-  for (const step::Layer& layer : layers) {
-    for (const step::Matrix* m : {&layer.qkv, &layer.o, &layer.glu, &layer.down}) {
-      TORCH_CHECK(m->w != nullptr, "decode_rows: float32 matrices");
-    }
-  }
+  const int64_t path = path_in_use(int8_path);
+  const std::vector<step::Layer> layers = step::layers_of(L, mats, scales, biases, norms, C, heads, KV, hd, path, &F);
   // Each row's attention under a window: its first position, count, chunks (as attend_one cuts `count` positions)
   // and where its partial sums begin; the tasks (row, KV head, chunk) ordered by KV head and chunk, then row: the
   // rows of one sequence read nearly the same positions in their chunk j, so a thread's next task finds that chunk's
@@ -266,7 +309,7 @@ at::Tensor decode_rows(const at::Tensor& x, at::TensorList mats, const c10::List
       const step::Layer& layer = layers[l];
       const Plan& plan = plans[plan_of[l]];
       const float* r = ropes.of(window[l]);
-      many::product(layer.qkv, cur, M, attn_eps, layer.attn_norm, false, activation, nullptr, qkv.data(), claim++, s);
+      many::product(layer.qkv, cur, M, attn_eps, layer.attn_norm, false, activation, path, nullptr, qkv.data(), claim++, s);
 #pragma omp barrier
       {  // each row's heads: norms, rotary at its position, its K and V to its cache
         const auto [begin, end] = step::share(M * (heads + KV), tid, nt);
@@ -320,21 +363,21 @@ at::Tensor decode_rows(const at::Tensor& x, at::TensorList mats, const c10::List
       }
 #pragma omp barrier
       if (layer.post_norm[0] == nullptr) {
-        many::product(layer.o, attended.data(), M, -1.0, nullptr, false, activation, cur, mid.data(), claim++, s);
+        many::product(layer.o, attended.data(), M, -1.0, nullptr, false, activation, path, cur, mid.data(), claim++, s);
       } else {  // Gemma: mid = cur + norm(W_o attended), row by row
-        many::product(layer.o, attended.data(), M, -1.0, nullptr, false, activation, nullptr, branch.data(), claim++,
+        many::product(layer.o, attended.data(), M, -1.0, nullptr, false, activation, path, nullptr, branch.data(), claim++,
                       s);
 #pragma omp barrier
         step::add_normed(branch.data(), layer.post_norm[0], attn_eps, cur, mid.data(), M, C, tid, nt);
       }
 #pragma omp barrier
-      many::product(layer.glu, mid.data(), M, mlp_eps, layer.mlp_norm, true, activation, nullptr, gated.data(),
+      many::product(layer.glu, mid.data(), M, mlp_eps, layer.mlp_norm, true, activation, path, nullptr, gated.data(),
                     claim++, s);
 #pragma omp barrier
       if (layer.post_norm[1] == nullptr) {
-        many::product(layer.down, gated.data(), M, -1.0, nullptr, false, activation, mid.data(), cur, claim++, s);
+        many::product(layer.down, gated.data(), M, -1.0, nullptr, false, activation, path, mid.data(), cur, claim++, s);
       } else {  // cur = mid + norm(W_down gated)
-        many::product(layer.down, gated.data(), M, -1.0, nullptr, false, activation, nullptr, branch.data(),
+        many::product(layer.down, gated.data(), M, -1.0, nullptr, false, activation, path, nullptr, branch.data(),
                       claim++, s);
 #pragma omp barrier
         step::add_normed(branch.data(), layer.post_norm[1], mlp_eps, mid.data(), cur, M, C, tid, nt);

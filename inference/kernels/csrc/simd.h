@@ -179,4 +179,33 @@ inline float max_magnitude(const float* x, int64_t n) {
   return out;
 }
 
+// AVX-512 VNNI (vpdpbusd, vpdpwssd) in an AVX-512 build: its functions carry TOKENSTEP_VNNI and run only where
+// vnni_available() (the build's flags do not include it: an AVX-512 CPU without VNNI runs the rest).
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#define TOKENSTEP_HAS_VNNI_CODE 1
+#define TOKENSTEP_HAS_AVX2_INTEGER_CODE 0
+#if defined(TOKENSTEP_EMULATED_AVX512)  // tests/support/avx512_on_avx2.h: no AVX-512 instruction may be emitted
+#define TOKENSTEP_VNNI
+#else
+#define TOKENSTEP_VNNI __attribute__((target("avx512vnni,avx512bw,avx512f")))
+#endif
+#else
+#define TOKENSTEP_HAS_VNNI_CODE 0
+#define TOKENSTEP_HAS_AVX2_INTEGER_CODE 1  // the kernels build only for AVX-512 or AVX2 + FMA (simd.h)
+#endif
+
+bool vnni_available() {
+#if TOKENSTEP_HAS_VNNI_CODE
+#if defined(TOKENSTEP_EMULATED_AVX512)
+  static const bool yes = true;  // every _mm512 intrinsic is SIMDe's portable code
+#else
+  static const bool yes = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+#endif
+  return yes;
+#else
+  return false;
+#endif
+}
+
+
 }  // namespace
