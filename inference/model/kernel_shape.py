@@ -322,6 +322,14 @@ def ensure(decoder, progress=None) -> Shape | None:
     return shape
 
 
+# A path's measured step time is multiplied by this before the fastest is taken: the float path must be clearly
+# faster to be chosen. Its steps and the int16 path's come within a few % of each other (the same quality, quant.py),
+# but a pass of several rows (a verify pass, a batch of requests: csrc/rows.h) widens each weight once for all rows
+# on the int16 path, where the float path multiplies every row of x in float32: default model, AMD EPYC AVX-512,
+# layers of a 4-row pass 1.75x a step on int16, 3.0x on float (8 rows: 3.5x, 5.9x).
+PATH_HANDICAP = {"float": 1.08}
+
+
 def choose_int8_path(decoder, path: Path, force: dict[str, Shape], progress=None) -> Shape | None:
     """Puts an int8 model's products on the path of MEASURED_PATHS measured fastest here (each in its own fastest
     shape, as a step runs them), cached like the shapes; TOKENSTEP_INT8_PATH forces one instead. Returns the
@@ -343,7 +351,7 @@ def choose_int8_path(decoder, path: Path, force: dict[str, Shape], progress=None
             times = measure(ops, on_path, "int8")
             runs[name] = (on_path, fastest(times), times)
             medians[name] = statistics.median(times[runs[name][1]])
-        chosen = min(medians, key=medians.get)
+        chosen = min(medians, key=lambda name: medians[name] * PATH_HANDICAP.get(name, 1.0))
         if all(quiet(times, shape) for _, shape, times in runs.values()):
             for on_path, shape, times in runs.values():
                 write_cached(path, cache_key("int8", on_path), shape, times, nbytes(on_path))

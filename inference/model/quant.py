@@ -54,7 +54,8 @@ INT4_KERNEL_ROWS = 256  # rows of x the 4-bit head takes on the kernels (KernelI
 # vpmaddubsw ("integer-row": one scale per row; "integer-<n>": one per n, n a multiple of 4). Longer prefills
 # (over KERNEL_ROWS rows) dequantise for BLAS on either. TOKENSTEP_INT8_PATH picks one; unset, the linears are
 # built on "float" and kernel_shape.choose_int8_path then puts them on "float" or "int16", whichever it measured
-# faster on this machine (the same quality), never on "integer":
+# faster on this machine (the same quality; float only when clearly faster, PATH_HANDICAP: passes of several rows
+# cost far less on int16), never on "integer":
 # - speed: where decode streams memory, both paths read at about the same speed. AVX-512 EPYC with VNNI
 #   (2 threads, benchmarks/bench_int8_path.py, two runs): an integer step 1.09-1.10x a float one. AVX2 EPYC
 #   (2 threads, each path in its own shape): integer products 1.06-1.19x, steps 1.07-1.13x the float path's,

@@ -131,9 +131,10 @@ FillInt16 int16_in_shape() {
 }
 
 // Rows of x per pass of fill_many_int16 over kIntRows weight rows: 2 * kIntRows * kIntBlock accumulators (AVX-512:
-// 16 of 32 registers, AVX2: 8 of 16).
-constexpr int64_t kIntBlock = 4;
-constexpr int64_t kIntRows = kLanes == 16 ? 2 : 1;
+// 16 of 32 registers, AVX2: 8 of 16). Two weight rows at a time (each x load serving both) made a pass's layers
+// 1.7x slower on an AMD EPYC AVX-512 (one row of x: 7.9 against 4.6 ms), so one.
+constexpr int64_t kIntBlock = kLanes == 16 ? 8 : 4;
+constexpr int64_t kIntRows = 1;
 
 // R weight rows (q, K apart; their scales sp, S apart) times B quantised rows of x: out[r * T + b], each sum formed
 // as int16_rows forms one row's (per lane the exact int32 sum of a group's products, one fma per group, the lanes
@@ -183,7 +184,11 @@ constexpr int64_t kIntRows = kLanes == 16 ? 2 : 1;
       case 0: break;                                                                                            \
       case 1: BLOCK<R, 1>(q, sp, K, S, xs + t, out + t, T); break;                                              \
       case 2: BLOCK<R, 2>(q, sp, K, S, xs + t, out + t, T); break;                                              \
-      default: BLOCK<R, 3>(q, sp, K, S, xs + t, out + t, T); break;                                             \
+      case 3: BLOCK<R, 3>(q, sp, K, S, xs + t, out + t, T); break;                                              \
+      case 4: BLOCK<R, 4>(q, sp, K, S, xs + t, out + t, T); break;                                              \
+      case 5: BLOCK<R, 5>(q, sp, K, S, xs + t, out + t, T); break;                                              \
+      case 6: BLOCK<R, 6>(q, sp, K, S, xs + t, out + t, T); break;                                              \
+      default: BLOCK<R, 7>(q, sp, K, S, xs + t, out + t, T); break;                                             \
     }                                                                                                           \
   }                                                                                                             \
   ATTR void NAME(const int8_t* q, const uint16_t* sp, int64_t K, const Int16Row* xs, int64_t T, int64_t n,      \

@@ -111,6 +111,59 @@ FillInt8 int8_in_shape() {
   return table[g_shape.int8_rows.load(std::memory_order_relaxed)][g_shape.int8_prefetch.load(std::memory_order_relaxed)];
 }
 
+// Rows of x per pass of fill_many_int8 over a weight row: 4 * B accumulators plus the row's four widened vectors.
+constexpr int64_t kInt8Block = kLanes == 16 ? 4 : 2;
+
+// One weight row (q, its scales sp; G a multiple of kStep) times B rows of x (K apart): out[b], each formed as
+// dot_rows_int8_even forms one row's (per group four products, then sums, then one fma by the scale; the four
+// sums added at the end), so each row of x gets the bits it gets alone; each weight widened once for the B rows.
+template <int64_t B>
+inline void int8_block(const int8_t* q, const uint16_t* sp, const float* x, int64_t K, int64_t G, float* out) {
+  Vec t[B][4];
+  for (int64_t b = 0; b < B; ++b) t[b][0] = t[b][1] = t[b][2] = t[b][3] = vzero();
+  for (int64_t g0 = 0, g = 0; g0 < K; g0 += G, ++g) {
+    Vec a[B][4];
+    for (int64_t k = g0; k < g0 + G; k += kStep) {
+      const Vec w0 = vwiden(q + k), w1 = vwiden(q + k + kLanes), w2 = vwiden(q + k + 2 * kLanes),
+                w3 = vwiden(q + k + 3 * kLanes);
+      for (int64_t b = 0; b < B; ++b) {
+        const float* xb = x + b * K + k;
+        if (k == g0) {
+          a[b][0] = vmul(w0, vload(xb)), a[b][1] = vmul(w1, vload(xb + kLanes));
+          a[b][2] = vmul(w2, vload(xb + 2 * kLanes)), a[b][3] = vmul(w3, vload(xb + 3 * kLanes));
+        } else {
+          a[b][0] = vfma(w0, vload(xb), a[b][0]), a[b][1] = vfma(w1, vload(xb + kLanes), a[b][1]);
+          a[b][2] = vfma(w2, vload(xb + 2 * kLanes), a[b][2]), a[b][3] = vfma(w3, vload(xb + 3 * kLanes), a[b][3]);
+        }
+      }
+    }
+    const Vec sv = vset(bf16_to_float(sp[g]));
+    for (int64_t b = 0; b < B; ++b) {
+      for (int j = 0; j < 4; ++j) t[b][j] = vfma(a[b][j], sv, t[b][j]);
+    }
+  }
+  for (int64_t b = 0; b < B; ++b) out[b] = vsum(vadd(vadd(t[b][0], t[b][1]), vadd(t[b][2], t[b][3])));
+}
+
+// The products of weight rows q[0..n) (K apart, their S scales S apart, groups of G a multiple of kStep) with the T
+// rows of x (K apart): products[i * T + t], the bits fill_int8 gives row t alone (int8_block).
+inline void fill_many_int8(const int8_t* q, const uint16_t* sp, int64_t K, int64_t S, int64_t G, const float* x,
+                           int64_t T, int64_t n, float* products) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int8_t* row = q + i * K;
+    const uint16_t* scales = sp + i * S;
+    float* out = products + i * T;
+    int64_t t = 0;
+    for (; t + kInt8Block <= T; t += kInt8Block) int8_block<kInt8Block>(row, scales, x + t * K, K, G, out + t);
+    switch (T - t) {
+      case 0: break;
+      case 1: int8_block<1>(row, scales, x + t * K, K, G, out + t); break;
+      case 2: int8_block<2>(row, scales, x + t * K, K, G, out + t); break;
+      default: int8_block<3>(row, scales, x + t * K, K, G, out + t); break;
+    }
+  }
+}
+
 // One row of q times its scales, as float32.
 inline void dequantize_row(const int8_t* q, const uint16_t* scale, int64_t K, int64_t G, float* out) {
   for (int64_t g0 = 0; g0 < K; g0 += G, ++scale) {

@@ -114,10 +114,11 @@ inline int64_t int8_tile_rows(int64_t K) { return std::max<int64_t>(kWRows, kTil
 
 // This thread's share of y = gain_t * (W (x_t * norm)) + bias + residual_t for the T rows of x (K = m.K floats
 // apart): each thread forms the gains and its own copy of the rows (T K floats, or their quantised forms; no wait).
-// Float32: each weight tile applied to all T rows at once (fill_many_f32); int8 on the int16 path likewise
-// (fill_many_int16). Int8 on the other paths (as step::product_rows chooses): each tile of weight rows to each row of
-// x in turn, by the one-row fill of that path (the tile read from memory for the first row, from L2 for the others).
-// Either way each row gets the bits of its own step.
+// Float32: each weight tile applied to all T rows at once (fill_many_f32); int8 likewise on the int16 path
+// (fill_many_int16) and on the float path where its groups are whole steps (fill_many_int8). Int8 otherwise (the
+// integer path, other groups; as step::product_rows chooses): each tile of weight rows to each row of x in turn, by
+// the one-row fill of that path (the tile read from memory for the first row, from L2 for the others). Either way
+// each row gets the bits of its own step.
 void product(const step::Matrix& m, const float* x, int64_t T, double eps, const float* norm, bool glu,
              int64_t activation, int64_t path, const float* residual, float* y, std::atomic<int64_t>* claims,
              Scratch& s) {
@@ -166,6 +167,12 @@ void product(const step::Matrix& m, const float* x, int64_t T, double eps, const
     const FillInteger in_shape = integer_in_shape();
     return each_row(
         [&](int64_t t, int64_t r, int64_t n, float* out) { in_shape(m.q, m.scale, K, s.quantised[t], r, n, out); });
+  }
+  if (m.G % kStep == 0) {  // each weight widened once for up to kInt8Block rows of x
+    auto fill = [&](int64_t r, int64_t n, int64_t, int64_t, float* out) {
+      fill_many_int8(m.q + r * K, m.scale + r * m.S, K, m.S, m.G, h, T, n, out);
+    };
+    return products_into(m, tile, fill, s.alphas.data(), T, glu, activation, residual, y, claims, s.first, s.second);
   }
   const FillInt8 in_shape = int8_in_shape();
   each_row([&](int64_t t, int64_t r, int64_t n, float* out) {
