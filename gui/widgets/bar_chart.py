@@ -8,8 +8,9 @@ again paints nothing (`update` only on a change).
 
 Axes: x runs left to right; y runs up, or down where `rows` names the rows (row i at y = i, top to bottom: a
 chart of named rows, like pyqtgraph's inverted y with a left axis of names). Ticks are given, or chosen at
-round values (1, 2, 5 x 10^k) as far apart as the labels need. An empty chart (no bar has a point) draws no
-axes: a range over nothing means nothing.
+round values (1, 2, 5 x 10^k) as far apart as the labels need. A strip without a y axis (`y_axis=False`: the
+timeline's blocks, whose height means nothing) gives the data area the room. An empty chart (no bar has a point)
+draws no axes: a range over nothing means nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, QSizeF, Qt
-from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPen, QPolygonF, QTextDocument
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainter, QPen, QPolygonF, QTextDocument
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from gui.theme import Appearance
@@ -41,21 +42,23 @@ class BarSet:
     alpha: int = 255
     outline: str | None = None  # a pen's colour around each bar (None: no outline)
     outline_width: float = 1.0
+    hatched: bool = False  # diagonal lines of the colour instead of a fill (a re-read, on the timeline)
 
     def same(self, other: BarSet | None) -> bool:
         return (other is not None and self.colour == other.colour and self.alpha == other.alpha
                 and self.outline == other.outline and self.outline_width == other.outline_width
+                and self.hatched == other.hatched
                 and all(np.array_equal(a, b) for a, b in ((self.x0, other.x0), (self.y0, other.y0),
                                                           (self.width, other.width), (self.height, other.height))))
 
 
 def bar_set(colour: str, x0, y0, width, height, alpha: int = 255, outline: str | None = None,
-            outline_width: float = 1.0) -> BarSet:
+            outline_width: float = 1.0, hatched: bool = False) -> BarSet:
     """Scalars are repeated for every bar (as pyqtgraph's BarGraphItem takes them); no width, no bars."""
     arrays = [np.atleast_1d(np.asarray(v, dtype=float)) for v in (x0, y0, width, height)]
     n = 0 if min(len(a) for a in arrays) == 0 else max(len(a) for a in arrays)
     x0, y0, width, height = (np.full(n, a[0]) if len(a) == 1 and n != 1 else a[:n] for a in arrays)
-    return BarSet(x0, y0, width, height, colour, alpha, outline, outline_width)
+    return BarSet(x0, y0, width, height, colour, alpha, outline, outline_width, hatched)
 
 
 @dataclass(frozen=True)
@@ -117,10 +120,11 @@ def tick_text(value: float) -> str:
 
 
 class BarChart(QWidget):
-    def __init__(self, appearance: Appearance, rows: bool = False):
+    def __init__(self, appearance: Appearance, rows: bool = False, y_axis: bool = True):
         super().__init__()
         self.appearance = appearance
         self.rows_axis = rows
+        self.y_axis = y_axis  # False: no y axis drawn, nor room kept for it
         self.title = ""
         self.bottom_label = ""
         self.left_label = ""  # written up the left edge
@@ -239,7 +243,7 @@ class BarChart(QWidget):
         top = GAP + (line + GAP if self.title else 0) + line / 2  # the top tick's text reaches above the area
         tick_texts = 0.0 if self.x_ticks == [] else line + GAP  # none where the x axis is given no ticks
         bottom = self.height() - GAP - tick_texts - TICK - (line + GAP if self.bottom_label else 0)
-        if self.left_axis_px is not None:
+        if self.left_axis_px is not None or not self.y_axis:
             names = []
         elif self.rows_axis:
             names = [t for _, t in self.y_ticks or []]
@@ -247,6 +251,7 @@ class BarChart(QWidget):
             names = [t for _, t in self._y_ticks(QRectF(0, top, 1, max(bottom - top, 1)))]
         widest = max((m.horizontalAdvance(t) for t in names), default=0.0)
         left = (GAP + widest if self.left_axis_px is None else self.left_axis_px) + GAP + TICK
+        left = left if self.y_axis else GAP + m.horizontalAdvance("0")  # the first x tick's text whole
         left += line + GAP if self.left_label else 0
         right = self.width() - GAP - m.horizontalAdvance("0") * 2  # the last x tick's text is centred on it
         return QRectF(left, top, max(right - left, 1.0), max(bottom - top, 1.0))
@@ -377,7 +382,7 @@ class BarChart(QWidget):
         x1, y1 = np.minimum(left, right), np.minimum(top, bottom)
         w, h = np.abs(right - left), np.abs(bottom - top)
         painter.setPen(Qt.NoPen if bars.outline is None else QPen(QColor(bars.outline), bars.outline_width))
-        painter.setBrush(colour)
+        painter.setBrush(QBrush(colour, Qt.BDiagPattern) if bars.hatched else colour)
         painter.drawRects([QRectF(*r) for r in zip(x1.tolist(), y1.tolist(), w.tolist(), h.tolist())])
 
     def _advance(self, text: str) -> float:
@@ -402,10 +407,11 @@ class BarChart(QWidget):
         line, ascent = m.height(), m.ascent()
         painter.setPen(QPen(QColor(self.appearance.theme.grid)))
         painter.drawLine(area.bottomLeft(), area.bottomRight())
-        painter.drawLine(area.topLeft(), area.bottomLeft())
+        if self.y_axis:
+            painter.drawLine(area.topLeft(), area.bottomLeft())
         x_ticks = [(self.map(v, self.y_range[0], area).x(), s) for v, s in self._x_ticks(area)]
         x_ticks = [(x, s) for x, s in x_ticks if area.left() - 0.5 <= x <= area.right() + 0.5]
-        y_ticks = [(self.map(self.x_range[0], v, area).y(), s) for v, s in self._y_ticks(area)]
+        y_ticks = [(self.map(self.x_range[0], v, area).y(), s) for v, s in self._y_ticks(area)] if self.y_axis else []
         y_ticks = [(y, s) for y, s in y_ticks if area.top() - 0.5 <= y <= area.bottom() + 0.5]
         for x, _ in x_ticks:
             painter.drawLine(QPointF(x, area.bottom()), QPointF(x, area.bottom() + TICK))

@@ -39,7 +39,8 @@ def test_the_toggle_runs_without_the_cache_and_timing_shows_both_series(window):
         run(window, LONG)
         assert all(s.kv_used_bytes == 0 for s in c.steps)  # the engine decoded without its cache
         assert timing.series.shown
-        (x_on, y_on), (x_off, y_off) = (timing.series.curves[m].getData() for m in (True, False))
+        (x_on, y_on), (x_off, y_off) = ((line.x, line.y) for line in (timing.step_chart.series[key]
+                                                                       for key in ("cache on", "cache off")))
         assert len(x_on) == STEPS - 1 and len(x_off) == LONG - 1  # step 1 draws from the prefill's logits
         # Which series is which, by position (no timing assertion: the machines are shared and noisy; the
         # cost of each mode is measured by benchmarks/bench_cache.py)
@@ -69,10 +70,10 @@ def test_the_timeline_has_one_prefill_block_and_one_block_per_step_at_least_a_pi
     widths = timing.timeline.bars.opts["width"]
     assert len(widths) == len(blocks) and np.all(np.asarray(widths) >= px * 0.999)
     # the per-step bars: none thinner than 2 px (they touch instead)
-    bar = timing.forward_bars.opts["width"]
-    view = timing.plot.getPlotItem().getViewBox()
-    assert bar * view.width() / (view.viewRange()[0][1] - view.viewRange()[0][0]) >= 1.0
-    top = view.viewRange()[1][1]
+    chart = timing.step_chart
+    bar = chart.bars["cached"].width
+    (x_low, x_high), (_, top) = chart.x_range, chart.y_range
+    assert len(bar) == STEPS - 1 and np.all(bar * chart.data_size().width() / (x_high - x_low) >= 1.0)
     decode = [s.forward_ms + s.sample_ms for s in c.steps[1:]]
     assert max(decode) <= top <= max(decode) * 1.6  # the y axis just above the data
 
