@@ -23,7 +23,7 @@ from gui.state.timing_data import cache_off, median_cached_ms, verify_cost
 from gui.views.base import View
 from gui.widgets.bar_chart import BarChart, bar_set
 from gui.widgets.cache_series import CacheSeries
-from gui.widgets.plotting import show_axes, snug_ceiling, step_top
+from gui.widgets.plotting import snug_ceiling, step_top
 from gui.widgets.timeline import Timeline
 from gui.widgets.wrap_label import WrapLabel, line_spacing
 
@@ -94,7 +94,7 @@ class TimingView(View):
         layout.addLayout(header, 2)
         layout.addWidget(self.progress)
         layout.addWidget(self.step_chart, 3)
-        layout.addWidget(self.timeline.plot, 2)
+        layout.addWidget(self.timeline.chart, 2)
         self._key = None
         intents.progress.connect(self._on_progress)
         intents.state_changed.connect(self._sync_toggle)
@@ -125,7 +125,7 @@ class TimingView(View):
         self.summary.setFont(self.appearance.font(0.9))
         self._summary_room()
         self.timeline.restyle()
-        self.timeline.plot.setMinimumHeight(int(56 * self.appearance.scale))
+        self.timeline.chart.setMinimumHeight(int(56 * self.appearance.scale))
         self.step_chart.setMinimumHeight(int(100 * self.appearance.scale))
         self._key = None
 
@@ -165,7 +165,7 @@ class TimingView(View):
         # identities, not lengths: a rewind, a fork or a branch switch can leave as many steps as before
         key = (c.epoch, id(c.prefill_event), id(c.steps[-1]) if c.steps else None, len(c.steps),
                None if shown is None else shown.index, c.stopped is None, id(reread), len(c.history.log),
-               self.step_chart.width(), self.timeline.plot.width(), c.run_horizon)  # the step axis holds the run's length
+               self.step_chart.width(), self.timeline.chart.width(), c.run_horizon)  # the step axis holds the run's length
         if key == self._key:
             return
         self._key = key
@@ -176,9 +176,7 @@ class TimingView(View):
             self._clear_steps()
             self.series.update([])
             self.counters = None
-            show_axes(self.timeline.plot, False)
             return
-        show_axes(self.timeline.plot, True)
         self.counters = counters(c.history)
         self.summary.setText(self._text(shown, reread))
         self._draw_steps(shown)

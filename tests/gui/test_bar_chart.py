@@ -111,3 +111,25 @@ def test_a_rich_title_is_one_line(appearance):
     middle = range(chart.width() // 3, 2 * chart.width() // 3)
     below = range(int(top) + 1, int(top + 2 * chart.metrics().height()))
     assert all(image.pixel(x, y) == panel for x in middle for y in below)
+
+
+def test_hatched_bars_and_a_chart_without_a_y_axis(appearance):
+    """The timeline's strip: re-reads hatched (lines of their colour over the panel, outlined), and no y axis, its
+    room given to the data."""
+    t = appearance.theme
+    chart = BarChart(appearance, y_axis=False)
+    chart.resize(300, 100)
+    chart.set_range(x=(0, 10), y=(0, 1))
+    chart.set_bars("re-read", bar_set(t.accent, 1.0, 0.0, 8.0, 1.0, outline=t.accent, hatched=True))
+    with_axis = BarChart(appearance)
+    with_axis.resize(300, 100)
+    with_axis.set_range(x=(0, 10), y=(0, 1))
+    assert chart.plot_rect().left() < with_axis.plot_rect().left()
+    image = chart.grab().toImage()
+    left, right = chart.map(2.0, 0.5), chart.map(8.0, 0.5)
+    inside = {QColor(image.pixel(x, int(left.y()))).name() for x in range(int(left.x()), int(right.x()))}
+    assert {QColor(t.accent).name(), QColor(t.panel).name()} <= inside  # lines, and the panel between them
+    edge = int(chart.map(1.0, 0.5).x())  # its outline: a whole column of the colour at the left edge
+    column = [{QColor(image.pixel(x, y)).name() for y in range(int(chart.map(1, 0.9).y()), int(chart.map(1, 0.1).y()))}
+              for x in range(edge - 1, edge + 2)]
+    assert {QColor(t.accent).name()} in column

@@ -49,7 +49,8 @@ def drawn(win) -> dict:
 
 def outlined(timeline) -> int | None:
     """The step of the timeline block drawn outlined (the shown step's pass)."""
-    x0, width = timeline.shown.opts["x0"], timeline.shown.opts["width"]
+    shown = timeline.chart.bars["shown"]
+    x0, width = shown.x0, shown.width
     if not len(x0):
         return None
     centre = float(x0[0]) + float(width[0]) / 2
