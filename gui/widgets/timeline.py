@@ -99,11 +99,15 @@ class Timeline:
         # a hairline of the background between blocks wide enough to spare it: one block per pass, countable
         kinds = np.array([b.kind for b in blocks])
         edged = self.widths >= 3 * px
-        for kind in KINDS:
+        for kind in set(kinds.tolist()):
             for edge in (False, True):
                 at = (kinds == kind) & (edged == edge)
-                self.chart.set_bars(f"{kind} edged" if edge else kind,
-                                    self._style(kind, edge, starts[at], self.widths[at]))
+                if at.any() or len(self.chart.bars[f"{kind} edged" if edge else kind].x0):
+                    self.chart.set_bars(f"{kind} edged" if edge else kind,
+                                        self._style(kind, edge, starts[at], self.widths[at]))
+        for key, bars in self.chart.bars.items():  # kinds gone from the log (a new prompt, a rewind): emptied
+            if len(bars.x0) and key != "shown" and key.split(" ")[0] not in kinds:
+                self.chart.set_bars(key, self._style(key.split(" ")[0], key.endswith(" edged"), [], []))
         self._show(shown_step, starts, total, px)
         self._label(starts, px)
         self.chart.set_range(x=(0.0, total), y=(-0.15, 1.25))

@@ -133,3 +133,50 @@ def test_hatched_bars_and_a_chart_without_a_y_axis(appearance):
     column = [{QColor(image.pixel(x, y)).name() for y in range(int(chart.map(1, 0.9).y()), int(chart.map(1, 0.1).y()))}
               for x in range(edge - 1, edge + 2)]
     assert {QColor(t.accent).name()} in column
+
+
+class Regions(QObject):
+    """The rectangles of a widget's paints."""
+
+    def __init__(self, widget):
+        super().__init__()
+        self.rects = []
+        widget.installEventFilter(self)
+
+    def eventFilter(self, obj, event) -> bool:
+        if event.type() == QEvent.Paint:
+            self.rects.append(event.rect())
+        return False
+
+
+def test_a_chart_changed_in_parts_paints_only_them_and_shows_what_a_whole_paint_shows(appearance):
+    """A frame of a Run moves the shown step's band, adds a step's bar and a block's words: the chart paints where
+    they were and are, and the screen (the window's backing store, painted in parts) holds what one paint of the
+    whole chart draws."""
+    t = appearance.theme
+    chart = BarChart(appearance)
+    chart.resize(320, 180)
+    chart.set_title("title")
+    chart.set_bottom_label("step")
+    chart.set_left_label("ms")
+    x = np.arange(1.0, 11.0)
+    chart.set_range(x=(0, 12), y=(0, 10))
+
+    def frame(band: float, n: int, words: str) -> None:
+        chart.set_bars("band", bar_set(t.selected, band - 0.5, 0.0, 1.0, 10.0, alpha=50))
+        chart.set_bars("steps", bar_set(t.final, x[:n] - 0.35, 0.0, 0.7, x[:n] * 0.8, outline=t.final))
+        chart.set_bars("draws", bar_set(t.warning, x[:n] - 0.35, x[:n] * 0.8, 0.7, 0.5))
+        chart.set_labels([ChartText("first", 2.0, 9.5, (0.5, 0.5)), ChartText(words, 8.0, 9.5, (0.5, 0.5))])
+
+    frame(4.0, 8, "eight")
+    chart.show()
+    for _ in range(4):
+        QApplication.processEvents()
+    regions = Regions(chart)
+    frame(9.0, 9, "nine")
+    for _ in range(4):
+        QApplication.processEvents()
+    assert regions.rects and all(r.width() * r.height() < 0.5 * chart.width() * chart.height() for r in regions.rects)
+    on_screen = chart.screen().grabWindow(chart.winId()).toImage().convertToFormat(QImage.Format_RGB32)
+    assert on_screen == chart.grab().toImage().convertToFormat(QImage.Format_RGB32)
+    chart.close()
