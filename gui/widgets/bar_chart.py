@@ -28,7 +28,7 @@ from gui.theme import Appearance
 from gui.widgets.plotting import text_size
 
 TICK = 5.0  # px a tick mark reaches out of its axis
-LABEL_MARGIN = 4.0  # px around a label's text (as plotting.Label's)
+LABEL_MARGIN = 4.0  # px around a label's text (as pyqtgraph's TextItem's)
 GAP = 3.0  # px between a tick mark and its text, and around the title and the axis label
 
 
@@ -68,7 +68,7 @@ def bar_set(colour: str, x0, y0, width, height, alpha: int = 255, outline: str |
 @dataclass(frozen=True)
 class ChartText:
     """Text at a data point; `anchor` (0..1 of its box, LABEL_MARGIN px around the text) sits at the point, as
-    a plot label's (plotting.Label)."""
+    pyqtgraph's TextItem's."""
     text: str
     x: float
     y: float
