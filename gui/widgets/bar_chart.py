@@ -119,6 +119,11 @@ def round_ticks(lo: float, hi: float, px: float, room_px: float) -> list[float]:
     return [round(k * step, 10) for k in range(first, int(math.floor(hi / step + 1e-9)) + 1)]
 
 
+def many(changed: int, of: int) -> bool:
+    """More than a few of the items changed, and most of them: repainted whole, not measured one by one."""
+    return changed > 4 and 2 * changed > of
+
+
 def tick_text(value: float) -> str:
     return f"{value:g}"
 
@@ -149,15 +154,31 @@ class BarChart(QWidget):
         self._widths: dict[str, float] = {}
         self._elisions: dict[tuple[str, float], str] = {}
         self._rect_key, self._rect = None, QRectF()
+        self._dirty, self._dirty_all = QRect(), False  # marked to paint again since the last paint (_mark)
 
     def sizeHint(self) -> QSize:
         return QSize(300, 160)
 
     # --- what it shows: each setter repaints only on a change -------------------------------------------
+    def _mark(self, rect: QRect | None = None) -> None:
+        """Pixels to paint again (None: all of the chart). A frame's marks add up to one rectangle, and past half
+        the chart to all of it: a region of many small rectangles (Candidates' changed bars and words) clipped
+        every fill and text of the paint, and cost it more than painting everything."""
+        if self._dirty_all:
+            return
+        if rect is not None and not self._dirty.isNull():
+            rect = self._dirty.united(rect)
+        if rect is None or rect.width() * rect.height() > 0.5 * self.width() * self.height():
+            self._dirty_all = True
+            self.update()
+            return
+        self._dirty = rect
+        self.update(rect)
+
     def _set(self, name: str, value) -> None:
         if getattr(self, name) != value:
             setattr(self, name, value)
-            self.update()
+            self._mark()
 
     def set_title(self, title: str) -> None:
         self._set("title", title)
@@ -188,18 +209,23 @@ class BarChart(QWidget):
         had_data = self.holds_data()
         self.bars[key] = bars
         if not bars.styled_as(old) or self.holds_data() != had_data:  # another look, or the axes come or go
-            self.update()
+            self._mark()
             return
+        if self._dirty_all:
+            return  # painted whole already
         # the bars that differ, where they were and where they are (the rest is painted as it was)
         common = min(len(old.x0), len(bars.x0))
         differ = np.zeros(common, dtype=bool)
         for a, b in ((old.x0, bars.x0), (old.y0, bars.y0), (old.width, bars.width), (old.height, bars.height)):
             differ |= a[:common] != b[:common]
         changed = np.flatnonzero(differ)
+        if many(len(changed) + abs(len(old.x0) - len(bars.x0)), max(len(old.x0), len(bars.x0))):
+            self._mark()  # most bars changed (Candidates' at each step): measuring where costs more than it saves
+            return
         for shown, extra in ((old, np.arange(common, len(old.x0))), (bars, np.arange(common, len(bars.x0)))):
             at = np.concatenate([changed, extra])
             if len(at):
-                self.update(self._bars_px(shown, at))
+                self._mark(self._bars_px(shown, at))
 
     def _bars_px(self, bars: BarSet, at: np.ndarray) -> QRect:
         """The pixels bars[at] cover, their outline and a pixel of rounding included."""
@@ -217,7 +243,7 @@ class BarChart(QWidget):
 
     def clear_bars(self) -> None:
         if any(len(b.x0) for b in self.bars.values()):
-            self.update()
+            self._mark()
         self.bars = {}
 
     def set_labels(self, labels: list[ChartText]) -> None:
@@ -227,15 +253,17 @@ class BarChart(QWidget):
             return
         gone, new = set(self.labels) - set(labels), set(labels) - set(self.labels)
         self.labels = labels
-        if self.holds_data():
+        if many(len(gone | new), len(labels)):
+            self._mark()
+        elif self.holds_data():
             for label in gone | new:
-                if label.text:
-                    self.update(self.label_rect(label).toAlignedRect().adjusted(-1, -1, 1, 1))
+                if label.text and not self._dirty_all:
+                    self._mark(self.label_rect(label).toAlignedRect().adjusted(-1, -1, 1, 1))
 
     def set_series(self, key: str, line: Series) -> None:
         if not line.same(self.series.get(key)):
             self.series[key] = line
-            self.update()
+            self._mark()
 
     def set_markers(self, markers: list[Marker]) -> None:
         self._set("markers", list(markers))
@@ -262,7 +290,7 @@ class BarChart(QWidget):
     def _restyled(self) -> None:
         self._label_font = None
         self._title_text = None
-        self.update()
+        self._mark()
 
     def changeEvent(self, event) -> None:
         super().changeEvent(event)
@@ -339,6 +367,7 @@ class BarChart(QWidget):
         """What reaches into the region to paint again (`event.rect()`: all of it, or where bars or labels changed)."""
         a, t = self.appearance, self.appearance.theme
         dirty = QRectF(event.rect())
+        self._dirty, self._dirty_all = QRect(), False
         painter = QPainter(self)
         painter.fillRect(dirty, QColor(t.panel))
         m = self.metrics()
