@@ -455,10 +455,10 @@ class BarChart(QWidget):
             top = bottom - bars.height * sy
         x1, y1 = np.minimum(left, right), np.minimum(top, bottom)
         w, h = np.abs(right - left), np.abs(bottom - top)
-        pad = bars.outline_width + 1.0 if bars.outline is not None else 1.0
-        at = ((x1 - pad <= dirty.right()) & (x1 + w + pad >= dirty.left()) & (y1 - pad <= dirty.bottom())
-              & (y1 + h + pad >= dirty.top()))  # the bars in the region painted
-        if not at.all():
+        if not dirty.contains(area):  # a part painted again: the bars that reach into it
+            pad = bars.outline_width + 1.0 if bars.outline is not None else 1.0
+            at = ((x1 - pad <= dirty.right()) & (x1 + w + pad >= dirty.left()) & (y1 - pad <= dirty.bottom())
+                  & (y1 + h + pad >= dirty.top()))
             if not at.any():
                 return
             x1, y1, w, h = x1[at], y1[at], w[at], h[at]
@@ -525,11 +525,12 @@ class BarChart(QWidget):
 
     def _paint_labels(self, painter: QPainter, area: QRectF, m: QFontMetricsF, text: QColor, dirty: QRectF) -> None:
         ascent = m.ascent()
+        whole = dirty.contains(QRectF(self.rect()))
         for label in self.labels:
             if not label.text:
                 continue
             box = self.label_rect(label, area)
-            if not box.intersects(dirty):
+            if not whole and not box.intersects(dirty):
                 continue
             painter.setPen(text if label.colour is None else QColor(label.colour))
             if "\n" in label.text:
