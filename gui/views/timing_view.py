@@ -11,7 +11,6 @@ forward pass.
 from __future__ import annotations
 
 import numpy as np
-import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QFrame, QHBoxLayout, QProgressBar, QScrollArea, QVBoxLayout
 
@@ -22,9 +21,9 @@ from gui.state.speculation import choice_text, counters, pass_of
 from gui.theme import Appearance
 from gui.state.timing_data import cache_off, median_cached_ms, verify_cost
 from gui.views.base import View
+from gui.widgets.bar_chart import BarChart, bar_set
 from gui.widgets.cache_series import CacheSeries
-from gui.widgets.plotting import (Bars, StyledBars, bar_width, colour, make_plot, set_range, show_axes, snug_ceiling, step_top,
-                       style_plot)
+from gui.widgets.plotting import snug_ceiling, step_top
 from gui.widgets.timeline import Timeline
 from gui.widgets.wrap_label import WrapLabel, line_spacing
 
@@ -33,6 +32,10 @@ ROLES = {"accepted": QT_TRANSLATE_NOOP("Timing", "an accepted draft token"),
          "bonus": QT_TRANSLATE_NOOP("Timing", "the bonus token (whole draft kept)")}
 EMPTY = QT_TRANSLATE_NOOP("Timing", "Prefill and per-step times appear here.")
 SUMMARY_LINES = 5  # the lines of the summary its scroll area always shows (prefill with its estimate, decode)
+# The step chart's bar sets, in the order they are painted: the shown step's band under its bars; a step's forward
+# pass in its mode's colour (step 1's is the prefill's), its draw on top; a verify pass's block over its steps.
+FORWARD = ("prefill", "cached", "no cache")
+STEP_BARS = ("selected", *FORWARD, "sample", "verify")
 
 
 def robust_top(decode: np.ndarray, series_top: float, prefill_ms: float) -> float:
@@ -47,8 +50,14 @@ def robust_top(decode: np.ndarray, series_top: float, prefill_ms: float) -> floa
     return max(high, 1e-3)
 
 
+def touching_width(px_per_step: float, width: float = 0.7) -> float:
+    """Bars `width` steps wide, or touching (1.0) where that would leave them thinner than 2 pixels: sub-pixel bars
+    vanish or alias into gaps."""
+    return width if width * px_per_step >= 2.0 else 1.0
+
+
 class TimingView(View):
-    COSTLY = True  # a plot: several ms per redraw
+    COSTLY = True  # a chart and a strip redrawn at every step
 
     def __init__(self, intents: Intents, appearance: Appearance):
         super().__init__(intents, appearance)
@@ -60,16 +69,13 @@ class TimingView(View):
         self.progress = QProgressBar()
 
         self.progress.hide()
-        self.plot = make_plot(appearance)
-        self.plot.getPlotItem().setLabel("left", "ms")
-        self.forward_bars = StyledBars(x=[], height=[], width=0.7)
-        self.sample_bars = Bars(x=[], y0=[], height=[], width=0.7)
-        self.selected_bar = Bars(x=[], height=[], width=0.9)
-        self.verify_bars = Bars(x=[], height=[], width=0.7)  # one per verify pass, as wide as its steps
+        # painted (bar_chart.py): as a pyqtgraph plot its bars, changed at every step, cost a Run's frames a
+        # graphics scene's layout and paint
+        self.step_chart = BarChart(appearance)
+        self.step_chart.set_left_label("ms")
+        self._clear_steps()  # the bar sets made in the order they are painted
         self.counters = None  # the speculation counters shown (None: no verify pass on this path)
-        for item in (self.selected_bar, self.forward_bars, self.sample_bars, self.verify_bars):
-            self.plot.addItem(item)
-        self.series = CacheSeries(self.plot, appearance)
+        self.series = CacheSeries(self.step_chart, appearance)  # the cache on/off lines, over the bars
         self.timeline = Timeline(appearance)
         self.decode_ms: float | None = None  # the median cached decode pass, kept across prompts of a model
         layout = QVBoxLayout(self)
@@ -87,8 +93,8 @@ class TimingView(View):
         header.addWidget(self.kv_cache, 0, Qt.AlignTop)
         layout.addLayout(header, 2)
         layout.addWidget(self.progress)
-        layout.addWidget(self.plot, 3)
-        layout.addWidget(self.timeline.plot, 2)
+        layout.addWidget(self.step_chart, 3)
+        layout.addWidget(self.timeline.chart, 2)
         self._key = None
         intents.progress.connect(self._on_progress)
         intents.state_changed.connect(self._sync_toggle)
@@ -109,18 +115,18 @@ class TimingView(View):
                                            "whole prefix (same logits, a cost that grows with the context). Applies "
                                            "between steps."))
         self.progress.setFormat(translate("Timing", "prefill: %v of %m positions read"))
-        self.plot.setToolTip(translate("Timing", "Each step's forward pass and draw; step k's pass read prompt + k − 1 "
+        self.step_chart.setToolTip(translate("Timing", "Each step's forward pass and draw; step k's pass read prompt + k − 1 "
                                        "positions"))
         self.timeline.retranslate()
         self._key = None
 
     def restyle(self) -> None:
-        style_plot(self.plot, self.appearance)
+        self.step_chart.update()  # it reads the theme as it paints; the bars' colours come with the next refresh
         self.summary.setFont(self.appearance.font(0.9))
         self._summary_room()
         self.timeline.restyle()
-        self.timeline.plot.setMinimumHeight(int(56 * self.appearance.scale))
-        self.plot.setMinimumHeight(int(100 * self.appearance.scale))
+        self.timeline.chart.setMinimumHeight(int(56 * self.appearance.scale))
+        self.step_chart.setMinimumHeight(int(100 * self.appearance.scale))
         self._key = None
 
     # --- the toggle and the prefill's progress -----------------------------------------------------------
@@ -159,7 +165,7 @@ class TimingView(View):
         # identities, not lengths: a rewind, a fork or a branch switch can leave as many steps as before
         key = (c.epoch, id(c.prefill_event), id(c.steps[-1]) if c.steps else None, len(c.steps),
                None if shown is None else shown.index, c.stopped is None, id(reread), len(c.history.log),
-               self.plot.width(), self.timeline.plot.width(), c.run_horizon)  # the step axis holds the run's length
+               self.step_chart.width(), self.timeline.chart.width(), c.run_horizon)  # the step axis holds the run's length
         if key == self._key:
             return
         self._key = key
@@ -167,17 +173,10 @@ class TimingView(View):
         p = c.prefill_event
         if p is None:
             self.summary.setText(translate("Timing", EMPTY))
-            self.forward_bars.set_bars([], [], x=[], height=[])
-            self.sample_bars.setOpts(x=[], y0=[], height=[])
-            self.selected_bar.setOpts(x=[], height=[])
-            self.verify_bars.setOpts(x=[], height=[], width=[])
+            self._clear_steps()
             self.series.update([])
             self.counters = None
-            for plot in (self.plot, self.timeline.plot):
-                show_axes(plot, False)
             return
-        for plot in (self.plot, self.timeline.plot):
-            show_axes(plot, True)
         self.counters = counters(c.history)
         self.summary.setText(self._text(shown, reread))
         self._draw_steps(shown)
@@ -234,7 +233,12 @@ class TimingView(View):
                                       "prefix; turn it on and step the same prompt to compare").format(colour=t.chosen)
         return ""
 
+    def _clear_steps(self) -> None:
+        for key in STEP_BARS:
+            self.step_chart.set_bars(key, bar_set("", [], [], [], []))
+
     def _draw_steps(self, shown) -> None:
+        """Step k's bar centred on x = k: its forward pass, its draw on top; the x axis holds the run's length."""
         c, t = self.intents, self.appearance.theme
         steps = c.steps
         forward = np.array([s.forward_ms for s in steps])
@@ -244,37 +248,41 @@ class TimingView(View):
         # A long prefill would flatten the decode bars: its bar (step 1's) is cut at the top.
         x = np.arange(1, len(steps) + 1, dtype=float)
         span = step_top(len(steps), 16, c.run_horizon) + 0.4
-        width = bar_width(self.plot, span)
+        width = touching_width(self.step_chart.data_size().width() / span)
+        left = x - width / 2
         shown_forward = np.minimum(forward, top * 0.97)
         shown_forward[[s.verified_by > 0 for s in steps]] = 0.0  # drawn as the pass's block instead
-        self._verify_blocks(top)
-        # step 1's pass is the prefill's (its colour), then cached steps and steps without the cache
-        styles = [0] + [2 if cache_off(s) else 1 for s in steps[1:]]
-        fills = [colour(t.accent), colour(t.final), colour(t.chosen)]
-        palette = [(None if width < 1.0 else pg.mkPen(fill, width=1), fill) for fill in fills]  # touching: >= 1 px
-        self.forward_bars.set_bars(styles, palette, x=x, height=shown_forward, width=width)
-        self.sample_bars.setOpts(x=x, y0=shown_forward, height=sample, width=width, brush=colour(t.warning), pen=None)
+        chart = self.step_chart
         if shown is not None and shown.step is not None:
-            self.selected_bar.setOpts(x=[shown.index], height=[top], width=max(width, 0.95),
-                                      brush=colour(t.selected, 50), pen=None)
+            band = max(width, 0.95)
+            chart.set_bars("selected", bar_set(t.selected, shown.index - band / 2, 0.0, band, top, alpha=50))
         else:
-            self.selected_bar.setOpts(x=[], height=[])
-        set_range(self.plot, x=(0.3, span + 0.3), y=(0, top))
+            chart.set_bars("selected", bar_set(t.selected, [], [], [], []))
+        # step 1's pass is the prefill's (its colour), then cached steps and steps without the cache
+        modes = np.array([0 if i == 0 else 2 if cache_off(s) else 1 for i, s in enumerate(steps)], dtype=int)
+        for mode, (key, fill) in enumerate(zip(FORWARD, (t.accent, t.final, t.chosen))):
+            at = modes == mode
+            outline = fill if width >= 1.0 else None  # touching: outlined in their colour, each at least a pixel
+            chart.set_bars(key, bar_set(fill, left[at], 0.0, width, shown_forward[at], outline=outline))
+        chart.set_bars("sample", bar_set(t.warning, left, shown_forward, width, sample))
+        self._verify_blocks(top)
+        chart.set_range(x=(0.3, span + 0.3), y=(0, top))
         if self.series.shown:
-            self.plot.setToolTip(self.series.formula_text(c.info, c.prefill_event.n_tokens + len(steps)))
+            chart.setToolTip(self.series.formula_text(c.info, c.prefill_event.n_tokens + len(steps)))
 
     def _verify_blocks(self, top: float) -> None:
         """One bar per verify pass of the path, spanning the steps it decided, as high as its one pass."""
         steps = self.intents.steps
-        centres, heights, widths = [], [], []
+        lefts, heights, widths = [], [], []
         for step in steps:
             if step.verified_by and step.index == step.verified_by:
                 n = sum(1 for s in steps[step.index - 1:] if s.verified_by == step.index)
-                centres.append(step.index + (n - 1) / 2)
                 widths.append(n - 0.3)
+                lefts.append(step.index - 0.35)  # centred on the steps it decided: (index + (n - 1) / 2) - width / 2
                 heights.append(min(step.forward_ms, top * 0.97))
-        self.verify_bars.setOpts(x=centres, height=heights, width=widths, brush=colour(self.appearance.theme.kept, 150),
-                                 pen=pg.mkPen(colour(self.appearance.theme.kept), width=1.5))
+        kept = self.appearance.theme.kept
+        self.step_chart.set_bars("verify", bar_set(kept, lefts, 0.0, widths, heights, alpha=150, outline=kept,
+                                                   outline_width=1.5))
 
     def _counter_text(self) -> str:
         k = self.counters

@@ -4,12 +4,14 @@ in data coordinates, and text at data points.
 A pyqtgraph plot costs a frame of a Run several ms of GUI CPU where a chart's bars change (its scene's items
 processed, its view box and axes laid out in Python, the graphics view's paint in C++); this one keeps what
 it shows as a few arrays and paints them in one pass (~0.3 ms at 1600x1000). A frame that sets the same bars
-again paints nothing (`update` only on a change).
+again paints nothing (`update` only on a change), and one that changes a few bars or labels of a set (a new
+step's bar, the shown step's band moved) paints only where they were and are, as a graphics scene does.
 
 Axes: x runs left to right; y runs up, or down where `rows` names the rows (row i at y = i, top to bottom: a
 chart of named rows, like pyqtgraph's inverted y with a left axis of names). Ticks are given, or chosen at
-round values (1, 2, 5 x 10^k) as far apart as the labels need. An empty chart (no bar has a point) draws no
-axes: a range over nothing means nothing.
+round values (1, 2, 5 x 10^k) as far apart as the labels need. A strip without a y axis (`y_axis=False`: the
+timeline's blocks, whose height means nothing) gives the data area the room. An empty chart (no bar has a point)
+draws no axes: a range over nothing means nothing.
 """
 
 from __future__ import annotations
@@ -18,15 +20,15 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, QSizeF, Qt
-from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPen, QPolygonF, QTextDocument
+from PySide6.QtCore import QEvent, QPointF, QRect, QRectF, QSize, QSizeF, Qt
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainter, QPen, QPolygonF, QTextDocument
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from gui.theme import Appearance
 from gui.widgets.plotting import text_size
 
 TICK = 5.0  # px a tick mark reaches out of its axis
-LABEL_MARGIN = 4.0  # px around a label's text (as plotting.Label's)
+LABEL_MARGIN = 4.0  # px around a label's text (as pyqtgraph's TextItem's)
 GAP = 3.0  # px between a tick mark and its text, and around the title and the axis label
 
 
@@ -41,27 +43,32 @@ class BarSet:
     alpha: int = 255
     outline: str | None = None  # a pen's colour around each bar (None: no outline)
     outline_width: float = 1.0
+    hatched: bool = False  # diagonal lines of the colour instead of a fill (a re-read, on the timeline)
 
-    def same(self, other: BarSet | None) -> bool:
+    def styled_as(self, other: BarSet | None) -> bool:
         return (other is not None and self.colour == other.colour and self.alpha == other.alpha
                 and self.outline == other.outline and self.outline_width == other.outline_width
+                and self.hatched == other.hatched)
+
+    def same(self, other: BarSet | None) -> bool:
+        return (self.styled_as(other)
                 and all(np.array_equal(a, b) for a, b in ((self.x0, other.x0), (self.y0, other.y0),
                                                           (self.width, other.width), (self.height, other.height))))
 
 
 def bar_set(colour: str, x0, y0, width, height, alpha: int = 255, outline: str | None = None,
-            outline_width: float = 1.0) -> BarSet:
+            outline_width: float = 1.0, hatched: bool = False) -> BarSet:
     """Scalars are repeated for every bar (as pyqtgraph's BarGraphItem takes them); no width, no bars."""
     arrays = [np.atleast_1d(np.asarray(v, dtype=float)) for v in (x0, y0, width, height)]
     n = 0 if min(len(a) for a in arrays) == 0 else max(len(a) for a in arrays)
     x0, y0, width, height = (np.full(n, a[0]) if len(a) == 1 and n != 1 else a[:n] for a in arrays)
-    return BarSet(x0, y0, width, height, colour, alpha, outline, outline_width)
+    return BarSet(x0, y0, width, height, colour, alpha, outline, outline_width, hatched)
 
 
 @dataclass(frozen=True)
 class ChartText:
     """Text at a data point; `anchor` (0..1 of its box, LABEL_MARGIN px around the text) sits at the point, as
-    a plot label's (plotting.Label)."""
+    pyqtgraph's TextItem's."""
     text: str
     x: float
     y: float
@@ -112,15 +119,21 @@ def round_ticks(lo: float, hi: float, px: float, room_px: float) -> list[float]:
     return [round(k * step, 10) for k in range(first, int(math.floor(hi / step + 1e-9)) + 1)]
 
 
+def many(changed: int, of: int) -> bool:
+    """More than a few of the items changed, and most of them: repainted whole, not measured one by one."""
+    return changed > 4 and 2 * changed > of
+
+
 def tick_text(value: float) -> str:
     return f"{value:g}"
 
 
 class BarChart(QWidget):
-    def __init__(self, appearance: Appearance, rows: bool = False):
+    def __init__(self, appearance: Appearance, rows: bool = False, y_axis: bool = True):
         super().__init__()
         self.appearance = appearance
         self.rows_axis = rows
+        self.y_axis = y_axis  # False: no y axis drawn, nor room kept for it
         self.title = ""
         self.bottom_label = ""
         self.left_label = ""  # written up the left edge
@@ -141,15 +154,31 @@ class BarChart(QWidget):
         self._widths: dict[str, float] = {}
         self._elisions: dict[tuple[str, float], str] = {}
         self._rect_key, self._rect = None, QRectF()
+        self._dirty, self._dirty_all = QRect(), False  # marked to paint again since the last paint (_mark)
 
     def sizeHint(self) -> QSize:
         return QSize(300, 160)
 
     # --- what it shows: each setter repaints only on a change -------------------------------------------
+    def _mark(self, rect: QRect | None = None) -> None:
+        """Pixels to paint again (None: all of the chart). A frame's marks add up to one rectangle, and past half
+        the chart to all of it: a region of many small rectangles (Candidates' changed bars and words) clipped
+        every fill and text of the paint, and cost it more than painting everything."""
+        if self._dirty_all:
+            return
+        if rect is not None and not self._dirty.isNull():
+            rect = self._dirty.united(rect)
+        if rect is None or rect.width() * rect.height() > 0.5 * self.width() * self.height():
+            self._dirty_all = True
+            self.update()
+            return
+        self._dirty = rect
+        self.update(rect)
+
     def _set(self, name: str, value) -> None:
         if getattr(self, name) != value:
             setattr(self, name, value)
-            self.update()
+            self._mark()
 
     def set_title(self, title: str) -> None:
         self._set("title", title)
@@ -174,22 +203,67 @@ class BarChart(QWidget):
         self._set("y_ticks", None if ticks is None else [(float(v), str(t)) for v, t in ticks])
 
     def set_bars(self, key: str, bars: BarSet) -> None:
-        if not bars.same(self.bars.get(key)):
-            self.bars[key] = bars
-            self.update()
+        old = self.bars.get(key)
+        if bars.same(old):
+            return
+        had_data = self.holds_data()
+        self.bars[key] = bars
+        if not bars.styled_as(old) or self.holds_data() != had_data:  # another look, or the axes come or go
+            self._mark()
+            return
+        if self._dirty_all:
+            return  # painted whole already
+        # the bars that differ, where they were and where they are (the rest is painted as it was)
+        common = min(len(old.x0), len(bars.x0))
+        differ = np.zeros(common, dtype=bool)
+        for a, b in ((old.x0, bars.x0), (old.y0, bars.y0), (old.width, bars.width), (old.height, bars.height)):
+            differ |= a[:common] != b[:common]
+        changed = np.flatnonzero(differ)
+        if many(len(changed) + abs(len(old.x0) - len(bars.x0)), max(len(old.x0), len(bars.x0))):
+            self._mark()  # most bars changed (Candidates' at each step): measuring where costs more than it saves
+            return
+        for shown, extra in ((old, np.arange(common, len(old.x0))), (bars, np.arange(common, len(bars.x0)))):
+            at = np.concatenate([changed, extra])
+            if len(at):
+                self._mark(self._bars_px(shown, at))
+
+    def _bars_px(self, bars: BarSet, at: np.ndarray) -> QRect:
+        """The pixels bars[at] cover, their outline and a pixel of rounding included."""
+        area = self.plot_rect()
+        (x_lo, x_hi), (y_lo, y_hi) = self.x_range, self.y_range
+        sx, sy = area.width() / (x_hi - x_lo or 1.0), area.height() / (y_hi - y_lo or 1.0)
+        x = area.left() + (np.concatenate([bars.x0[at], bars.x0[at] + bars.width[at]]) - x_lo) * sx
+        y = np.concatenate([bars.y0[at], bars.y0[at] + bars.height[at]]) - y_lo
+        y = area.top() + y * sy if self.rows_axis else area.bottom() - y * sy
+        margin = math.ceil(bars.outline_width if bars.outline is not None else 0.0) + 2
+        left, right = max(float(np.min(x)), area.left() - 1), min(float(np.max(x)), area.right() + 1)
+        top, bottom = max(float(np.min(y)), area.top() - 1), min(float(np.max(y)), area.bottom() + 1)
+        return QRect(math.floor(left) - margin, math.floor(top) - margin, math.ceil(right - left) + 2 * margin + 1,
+                     math.ceil(bottom - top) + 2 * margin + 1)
 
     def clear_bars(self) -> None:
         if any(len(b.x0) for b in self.bars.values()):
-            self.update()
+            self._mark()
         self.bars = {}
 
     def set_labels(self, labels: list[ChartText]) -> None:
-        self._set("labels", list(labels))
+        """The labels that differ are painted where they were and are."""
+        labels = list(labels)
+        if labels == self.labels:
+            return
+        gone, new = set(self.labels) - set(labels), set(labels) - set(self.labels)
+        self.labels = labels
+        if many(len(gone | new), len(labels)):
+            self._mark()
+        elif self.holds_data():
+            for label in gone | new:
+                if label.text and not self._dirty_all:
+                    self._mark(self.label_rect(label).toAlignedRect().adjusted(-1, -1, 1, 1))
 
     def set_series(self, key: str, line: Series) -> None:
         if not line.same(self.series.get(key)):
             self.series[key] = line
-            self.update()
+            self._mark()
 
     def set_markers(self, markers: list[Marker]) -> None:
         self._set("markers", list(markers))
@@ -216,7 +290,7 @@ class BarChart(QWidget):
     def _restyled(self) -> None:
         self._label_font = None
         self._title_text = None
-        self.update()
+        self._mark()
 
     def changeEvent(self, event) -> None:
         super().changeEvent(event)
@@ -239,7 +313,7 @@ class BarChart(QWidget):
         top = GAP + (line + GAP if self.title else 0) + line / 2  # the top tick's text reaches above the area
         tick_texts = 0.0 if self.x_ticks == [] else line + GAP  # none where the x axis is given no ticks
         bottom = self.height() - GAP - tick_texts - TICK - (line + GAP if self.bottom_label else 0)
-        if self.left_axis_px is not None:
+        if self.left_axis_px is not None or not self.y_axis:
             names = []
         elif self.rows_axis:
             names = [t for _, t in self.y_ticks or []]
@@ -247,6 +321,7 @@ class BarChart(QWidget):
             names = [t for _, t in self._y_ticks(QRectF(0, top, 1, max(bottom - top, 1)))]
         widest = max((m.horizontalAdvance(t) for t in names), default=0.0)
         left = (GAP + widest if self.left_axis_px is None else self.left_axis_px) + GAP + TICK
+        left = left if self.y_axis else GAP + m.horizontalAdvance("0")  # the first x tick's text whole
         left += line + GAP if self.left_label else 0
         right = self.width() - GAP - m.horizontalAdvance("0") * 2  # the last x tick's text is centred on it
         return QRectF(left, top, max(right - left, 1.0), max(bottom - top, 1.0))
@@ -289,14 +364,18 @@ class BarChart(QWidget):
 
     # --- paint ----------------------------------------------------------------------------------------
     def paintEvent(self, event) -> None:
+        """What reaches into the region to paint again (`event.rect()`: all of it, or where bars or labels changed)."""
         a, t = self.appearance, self.appearance.theme
+        dirty = QRectF(event.rect())
+        self._dirty, self._dirty_all = QRect(), False
         painter = QPainter(self)
-        painter.fillRect(self.rect(), QColor(t.panel))
+        painter.fillRect(dirty, QColor(t.panel))
         m = self.metrics()
         painter.setFont(self._font())
         line = m.height()
         text = QColor(t.text)
-        if self.title.startswith("<"):  # rich text (coloured words): laid out once per title, font and colour
+        title = dirty.top() <= GAP + line + 1  # the region painted reaches the title's line
+        if title and self.title.startswith("<"):  # rich text (coloured words): laid out once per title, font and colour
             html = f"<span style='color:{t.text}'>{self.title}</span>"
             if self._title_text is None or self._title_text[0] != html:
                 document = QTextDocument()
@@ -311,7 +390,7 @@ class BarChart(QWidget):
             painter.translate(max(GAP, (self.width() - width) / 2), GAP)
             document.drawContents(painter)
             painter.restore()
-        elif self.title:
+        elif title and self.title:
             painter.setPen(text)
             title = m.elidedText(self.title, Qt.ElideRight, self.width() - 2 * GAP)
             painter.drawText(QRectF(0, GAP, self.width(), line), Qt.AlignHCenter | Qt.AlignVCenter, title)
@@ -322,7 +401,7 @@ class BarChart(QWidget):
         painter.save()
         painter.setClipRect(area.adjusted(-1, -1, 1, 1))
         for bars in self.bars.values():
-            self._paint_bars(painter, bars, area)
+            self._paint_bars(painter, bars, area, dirty)
         for line in self.series.values():
             self._paint_series(painter, line, area)
         for marker in self.markers:
@@ -330,8 +409,8 @@ class BarChart(QWidget):
             painter.setPen(QPen(QColor(marker.colour), marker.width))
             painter.drawLine(QPointF(x, area.top()), QPointF(x, area.bottom()))
         painter.restore()
-        self._paint_axes(painter, area, m, text)
-        self._paint_labels(painter, area, m, text)
+        self._paint_axes(painter, area, m, text, dirty)
+        self._paint_labels(painter, area, m, text, dirty)
         painter.end()
 
     def _paint_series(self, painter: QPainter, line: Series, area: QRectF) -> None:
@@ -361,9 +440,9 @@ class BarChart(QWidget):
             painter.drawPoints(points)
         painter.setRenderHint(QPainter.Antialiasing, False)
 
-    def _paint_bars(self, painter: QPainter, bars: BarSet, area: QRectF) -> None:
-        colour = QColor(bars.colour)
-        colour.setAlpha(bars.alpha)
+    def _paint_bars(self, painter: QPainter, bars: BarSet, area: QRectF, dirty: QRectF) -> None:
+        if not len(bars.x0):
+            return
         (x_lo, x_hi), (y_lo, y_hi) = self.x_range, self.y_range
         sx, sy = area.width() / (x_hi - x_lo or 1.0), area.height() / (y_hi - y_lo or 1.0)
         left = area.left() + (bars.x0 - x_lo) * sx
@@ -376,8 +455,17 @@ class BarChart(QWidget):
             top = bottom - bars.height * sy
         x1, y1 = np.minimum(left, right), np.minimum(top, bottom)
         w, h = np.abs(right - left), np.abs(bottom - top)
+        if not dirty.contains(area):  # a part painted again: the bars that reach into it
+            pad = bars.outline_width + 1.0 if bars.outline is not None else 1.0
+            at = ((x1 - pad <= dirty.right()) & (x1 + w + pad >= dirty.left()) & (y1 - pad <= dirty.bottom())
+                  & (y1 + h + pad >= dirty.top()))
+            if not at.any():
+                return
+            x1, y1, w, h = x1[at], y1[at], w[at], h[at]
+        colour = QColor(bars.colour)
+        colour.setAlpha(bars.alpha)
         painter.setPen(Qt.NoPen if bars.outline is None else QPen(QColor(bars.outline), bars.outline_width))
-        painter.setBrush(colour)
+        painter.setBrush(QBrush(colour, Qt.BDiagPattern) if bars.hatched else colour)
         painter.drawRects([QRectF(*r) for r in zip(x1.tolist(), y1.tolist(), w.tolist(), h.tolist())])
 
     def _advance(self, text: str) -> float:
@@ -398,14 +486,16 @@ class BarChart(QWidget):
             elided = self._elisions[key] = self.metrics().elidedText(text, Qt.ElideRight, room)
         return elided
 
-    def _paint_axes(self, painter: QPainter, area: QRectF, m: QFontMetricsF, text: QColor) -> None:
+    def _paint_axes(self, painter: QPainter, area: QRectF, m: QFontMetricsF, text: QColor, dirty: QRectF) -> None:
+        """The axes' lines and ticks; their words where the region painted reaches them."""
         line, ascent = m.height(), m.ascent()
         painter.setPen(QPen(QColor(self.appearance.theme.grid)))
         painter.drawLine(area.bottomLeft(), area.bottomRight())
-        painter.drawLine(area.topLeft(), area.bottomLeft())
+        if self.y_axis:
+            painter.drawLine(area.topLeft(), area.bottomLeft())
         x_ticks = [(self.map(v, self.y_range[0], area).x(), s) for v, s in self._x_ticks(area)]
         x_ticks = [(x, s) for x, s in x_ticks if area.left() - 0.5 <= x <= area.right() + 0.5]
-        y_ticks = [(self.map(self.x_range[0], v, area).y(), s) for v, s in self._y_ticks(area)]
+        y_ticks = [(self.map(self.x_range[0], v, area).y(), s) for v, s in self._y_ticks(area)] if self.y_axis else []
         y_ticks = [(y, s) for y, s in y_ticks if area.top() - 0.5 <= y <= area.bottom() + 0.5]
         for x, _ in x_ticks:
             painter.drawLine(QPointF(x, area.bottom()), QPointF(x, area.bottom() + TICK))
@@ -413,28 +503,35 @@ class BarChart(QWidget):
             painter.drawLine(QPointF(area.left() - TICK, y), QPointF(area.left(), y))
         painter.setPen(text)
         below = area.bottom() + TICK + GAP
+        right = area.left() - TICK - GAP
+        if dirty.bottom() < below:
+            x_ticks = []  # their words are below the region painted
+        if dirty.left() > right:
+            y_ticks = []  # and these left of it
         for x, s in x_ticks:  # at the baseline: a point, no layout flags (one call per text, each frame)
             painter.drawText(QPointF(x - self._advance(s) / 2, below + ascent), s)
-        right = area.left() - TICK - GAP
         for y, s in y_ticks:
             s = self._elided(s, right - GAP) if self.left_axis_px is not None else s
             painter.drawText(QPointF(right - self._advance(s), y - line / 2 + ascent), s)
-        if self.bottom_label:
+        if self.bottom_label and dirty.bottom() >= below:
             painter.drawText(QRectF(area.left(), below + line + GAP, area.width(), line), Qt.AlignCenter,
                              self.bottom_label)
-        if self.left_label:  # turned a quarter left, centred on the data area's height
+        if self.left_label and dirty.left() <= GAP + line:  # turned a quarter left, centred on the data area's height
             painter.save()
             painter.translate(GAP, area.center().y())
             painter.rotate(-90)
             painter.drawText(QRectF(-area.height() / 2, 0, area.height(), line), Qt.AlignCenter, self.left_label)
             painter.restore()
 
-    def _paint_labels(self, painter: QPainter, area: QRectF, m: QFontMetricsF, text: QColor) -> None:
+    def _paint_labels(self, painter: QPainter, area: QRectF, m: QFontMetricsF, text: QColor, dirty: QRectF) -> None:
         ascent = m.ascent()
+        whole = dirty.contains(QRectF(self.rect()))
         for label in self.labels:
             if not label.text:
                 continue
             box = self.label_rect(label, area)
+            if not whole and not box.intersects(dirty):
+                continue
             painter.setPen(text if label.colour is None else QColor(label.colour))
             if "\n" in label.text:
                 painter.drawText(box.adjusted(LABEL_MARGIN, LABEL_MARGIN, -LABEL_MARGIN, -LABEL_MARGIN),

@@ -9,7 +9,6 @@ second grows with the context.
 from __future__ import annotations
 
 import numpy as np
-import pyqtgraph as pg
 
 from inference.events import ModelInfo
 
@@ -17,15 +16,18 @@ from gui.theme import Appearance
 from gui.state.timing_data import mode_series, work
 from gui.state.format import fmt_bytes, fmt_count
 from gui.state.i18n import number, translate
-from gui.widgets.plotting import colour, set_data
+from gui.widgets.bar_chart import BarChart, series
+
+KEYS = {True: "cache on", False: "cache off"}  # the chart's series
 
 
 class CacheSeries:
-    def __init__(self, plot: pg.PlotWidget, appearance: Appearance):
+    """The two series, drawn as lines with a dot per step (no dots past 80 steps: a dense line reads better)
+    in a painted chart that holds the per-step bars too."""
+
+    def __init__(self, chart: BarChart, appearance: Appearance):
         self.appearance = appearance
-        self.curves = {mode: pg.PlotDataItem([], []) for mode in (True, False)}
-        for mode in (True, False):
-            plot.addItem(self.curves[mode])
+        self.chart = chart
         self.data: dict[bool, tuple[np.ndarray, np.ndarray]] = {True: (np.zeros(0),) * 2, False: (np.zeros(0),) * 2}
         self.shown = False  # both modes have steps: the series are drawn
 
@@ -38,12 +40,11 @@ class CacheSeries:
         self.data = mode_series(log)
         self.shown = all(len(x) for x, _ in self.data.values())
         top = 0.0
-        width = 2.0 * self.appearance.scale
-        for mode, curve in self.curves.items():
+        scale = self.appearance.scale
+        for mode, key in KEYS.items():
             x, y = self.data[mode] if self.shown else (np.zeros(0), np.zeros(0))
-            c = colour(self.colours()[mode])
-            set_data(curve, x, y, pen=pg.mkPen(c, width=width), symbol="o" if len(x) < 80 else None,
-                          symbolSize=5 * self.appearance.scale, symbolBrush=c, symbolPen=None)
+            self.chart.set_series(key, series(self.colours()[mode], x, y, 2.0 * scale,
+                                              dots=5 * scale if len(x) < 80 else 0.0))
             if len(y):
                 top = max(top, float(np.max(y)))
         return top

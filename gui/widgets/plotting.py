@@ -8,7 +8,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QRectF, QSizeF, Qt, QTimer
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPen
-from PySide6.QtWidgets import QGraphicsItem, QGraphicsObject, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from gui.state.i18n import translate
 from gui.theme import Appearance
@@ -49,79 +49,6 @@ def kept(value):
     if isinstance(value, (QPen, QBrush, QColor)):
         return type(value)(value)
     return value
-
-
-class Bars(pg.BarGraphItem):
-    """pg.BarGraphItem with its bounding rectangle kept until the bars or the view change, and bars set again
-    as they are left alone.
-
-    The scene asks every item for it several times a paint, and pg.BarGraphItem computes it each time in
-    Python (the pixel size from the device transform, for the outline's padding): ~60 calls, ~2 ms, a frame.
-    A frame sets every bar item again, and many are as they were (an empty tail bar, the waterfall while the
-    sampler keeps one token): each such `setOpts` made the item again and repainted its plot's area under it.
-    """
-
-    def __init__(self, **opts):
-        self._bounds: QRectF | None = None
-        self._set: dict | None = None  # the options set so far (copies): what the bars show
-        super().__init__(**opts)
-
-    def setOpts(self, **opts) -> None:
-        if shown_already(self._set, opts):
-            return
-        self._set = (self._set or {}) | {k: kept(v) for k, v in opts.items()}
-        self._bounds = None
-        super().setOpts(**opts)
-
-    def viewTransformChanged(self) -> None:
-        self._bounds = None  # the pixel padding changes with the zoom and the view's size
-        super().viewTransformChanged()
-
-    def boundingRect(self) -> QRectF:
-        if self._bounds is None:
-            self._bounds = super().boundingRect()
-        return QRectF(self._bounds)
-
-
-class StyledBars(Bars):
-    """Bars in a few styles (a pen and a brush each), drawn one style at a time.
-
-    `pg.BarGraphItem` with a brush or pen per bar makes a QBrush and a QPen per bar at every `setOpts` and
-    changes the painter's state twice per bar when it paints: a run's Timing view (two bars a step) spent
-    several ms of each frame there. Here each style's pen and brush are made once and each style is one
-    `drawRects`. Bars of a later style are drawn over those of an earlier one.
-    """
-
-    def __init__(self, **opts):
-        self._palette: list[tuple[QPen, QBrush]] = []
-        self._styles = np.zeros(0, dtype=np.intp)
-        super().__init__(**opts)
-
-    def set_bars(self, styles, palette, **coords) -> None:
-        """coords as `setOpts` takes them (x/x0, y/y0, width, height); `styles[i]` indexes bar i's
-        (pen, brush) in `palette`: a pen (None: no outline) and a brush or colour."""
-        palette = [(QPen(Qt.NoPen) if pen is None else QPen(pen), QBrush(brush)) for pen, brush in palette]
-        styles = np.array(styles, dtype=np.intp).reshape(-1)
-        if palette != self._palette or not np.array_equal(styles, self._styles):
-            self._set = None  # the same coordinates in other styles: drawn again
-        self._palette, self._styles = palette, styles
-        widest = max((pen for pen, _ in self._palette), key=QPen.widthF, default=QPen(Qt.NoPen))
-        self.setOpts(pen=widest, brush=None, pens=None, brushes=None, **coords)
-
-    def _updateColors(self, opts) -> None:
-        super()._updateColors(opts)
-        # bounds are padded for the widest outline; paint() draws the picture, never one shared style
-        self._singleColor = False
-
-    def _render(self, painter) -> None:
-        rects = self._rectarray.instances()
-        styles = self._styles[:len(rects)]
-        for index, (pen, brush) in enumerate(self._palette):
-            chosen = np.flatnonzero(styles == index)
-            if len(chosen):
-                painter.setPen(pen)
-                painter.setBrush(brush)
-                painter.drawRects([rects[i] for i in chosen])
 
 
 def set_data(curve: pg.PlotDataItem, x, y, **opts) -> None:
@@ -209,7 +136,7 @@ def style_plot(plot: pg.PlotWidget, appearance: Appearance) -> None:
         item.setTitle(item.titleLabel.text, color=t.text, size=f"{font.pointSizeF():.0f}pt")
 
 
-ALIGN = Qt.AlignLeft | Qt.AlignTop  # a label's lines
+ALIGN = Qt.AlignLeft | Qt.AlignTop  # a chart label's lines
 
 
 _sizes: dict[tuple[str, str], QSizeF] = {}
@@ -225,81 +152,6 @@ def text_size(font: QFont, text: str) -> QSizeF:
             _sizes.clear()
         size = _sizes[key] = QFontMetricsF(font).boundingRect(QRectF(0, 0, 1e6, 1e6), ALIGN, text).size()
     return QSizeF(size)
-
-
-class Label(QGraphicsObject):
-    """Text at a point of a plot, unscaled by the plot's zoom: its anchor (0..1 of its box, as pg.TextItem's)
-    sits at the point. Views reposition their labels on every redraw; this touches Qt only when the text,
-    place, anchor or colour change.
-
-    pg.TextItem lays its text out in a QGraphicsTextItem (a QTextDocument: a new layout at every change)
-    and recomputes its transform in Python at every paint; a run's frames spent several ms of GUI time
-    there. Here the text is measured once per change and drawn with one drawText. Lines are left-aligned
-    in a box with a 4 px margin, as pg.TextItem's.
-    """
-
-    MARGIN = 4.0  # px around the text, as a QGraphicsTextItem's document margin
-
-    def __init__(self, appearance: Appearance, anchor=(0, 0.5)):
-        super().__init__()
-        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations)  # pixels, at a data point
-        self._text = ""
-        self._anchor = tuple(anchor)
-        self._colour = QColor(appearance.theme.text)
-        self._font = appearance.font(0.85)
-        self._box = QRectF()
-        self._shown: tuple = ("", None, None, self._anchor, None)
-
-    def toPlainText(self) -> str:
-        return self._text
-
-    def show_text(self, text: str, x: float = 0.0, y: float = 0.0, anchor=None, color: str | None = None):
-        old_text, old_x, old_y, old_anchor, old_color = self._shown
-        if (text != old_text) or (anchor is not None and tuple(anchor) != old_anchor):
-            self._text, self._anchor = text, tuple(anchor) if anchor is not None else self._anchor
-            self._measure()
-        if color is not None and color != old_color:
-            self._colour = QColor(color)
-            self.update()
-        if text and (x, y) != (old_x, old_y):
-            self.setPos(x, y)
-            old_x, old_y = x, y
-        # the place recorded is where the item is: a hidden (empty) label's call moves nothing
-        self._shown = (text, old_x, old_y, self._anchor, color or old_color)
-
-    def restyle(self, appearance: Appearance) -> None:
-        self._colour = QColor(appearance.theme.text)
-        self._font = appearance.font(0.85)
-        self._measure()
-        self._shown = (self._shown[0], self._shown[1], self._shown[2], self._shown[3], None)
-
-    def _measure(self) -> None:
-        self.prepareGeometryChange()
-        if not self._text:
-            self._box = QRectF()
-        else:
-            size = text_size(self._font, self._text)
-            w, h = size.width() + 2 * self.MARGIN, size.height() + 2 * self.MARGIN
-            self._box = QRectF(-self._anchor[0] * w, -self._anchor[1] * h, w, h)
-        self.update()
-
-    def boundingRect(self) -> QRectF:
-        return QRectF(self._box)
-
-    def dataBounds(self, axis: int, frac: float = 1.0, orthoRange=None):
-        """An auto-ranging plot counts only the point the label is at (pixels have no data size)."""
-        return [0.0, 0.0]
-
-    def paint(self, painter, option, widget=None) -> None:
-        if self._text:
-            painter.setFont(self._font)
-            painter.setPen(self._colour)
-            painter.drawText(self._box.adjusted(self.MARGIN, self.MARGIN, -self.MARGIN, -self.MARGIN), ALIGN,
-                             self._text)
-
-
-def text_item(appearance: Appearance, anchor=(0, 0.5)) -> Label:
-    return Label(appearance, anchor)
 
 
 def set_range(plot: pg.PlotWidget, x: tuple[float, float] | None = None, y: tuple[float, float] | None = None,
@@ -380,13 +232,6 @@ def snug_ceiling(value: float) -> float:
         if step * 10 ** exponent >= value:
             return float(step * 10 ** exponent)
     return float(10 ** (exponent + 1))
-
-
-def bar_width(plot: pg.PlotWidget, span: float, width: float = 0.7) -> float:
-    """Bars `width` apart-units wide, or touching (1.0) where that would leave them thinner than 2 pixels:
-    sub-pixel bars vanish or alias into gaps."""
-    px = max(plot.getPlotItem().getViewBox().width(), 1.0) / max(span, 1e-9)
-    return width if width * px >= 2.0 else 1.0
 
 
 class PlotTitle(ElidedLabel):

@@ -111,3 +111,72 @@ def test_a_rich_title_is_one_line(appearance):
     middle = range(chart.width() // 3, 2 * chart.width() // 3)
     below = range(int(top) + 1, int(top + 2 * chart.metrics().height()))
     assert all(image.pixel(x, y) == panel for x in middle for y in below)
+
+
+def test_hatched_bars_and_a_chart_without_a_y_axis(appearance):
+    """The timeline's strip: re-reads hatched (lines of their colour over the panel, outlined), and no y axis, its
+    room given to the data."""
+    t = appearance.theme
+    chart = BarChart(appearance, y_axis=False)
+    chart.resize(300, 100)
+    chart.set_range(x=(0, 10), y=(0, 1))
+    chart.set_bars("re-read", bar_set(t.accent, 1.0, 0.0, 8.0, 1.0, outline=t.accent, hatched=True))
+    with_axis = BarChart(appearance)
+    with_axis.resize(300, 100)
+    with_axis.set_range(x=(0, 10), y=(0, 1))
+    assert chart.plot_rect().left() < with_axis.plot_rect().left()
+    image = chart.grab().toImage()
+    left, right = chart.map(2.0, 0.5), chart.map(8.0, 0.5)
+    inside = {QColor(image.pixel(x, int(left.y()))).name() for x in range(int(left.x()), int(right.x()))}
+    assert {QColor(t.accent).name(), QColor(t.panel).name()} <= inside  # lines, and the panel between them
+    edge = int(chart.map(1.0, 0.5).x())  # its outline: a whole column of the colour at the left edge
+    column = [{QColor(image.pixel(x, y)).name() for y in range(int(chart.map(1, 0.9).y()), int(chart.map(1, 0.1).y()))}
+              for x in range(edge - 1, edge + 2)]
+    assert {QColor(t.accent).name()} in column
+
+
+class Regions(QObject):
+    """The rectangles of a widget's paints."""
+
+    def __init__(self, widget):
+        super().__init__()
+        self.rects = []
+        widget.installEventFilter(self)
+
+    def eventFilter(self, obj, event) -> bool:
+        if event.type() == QEvent.Paint:
+            self.rects.append(event.rect())
+        return False
+
+
+def test_a_chart_changed_in_parts_paints_only_them_and_shows_what_a_whole_paint_shows(appearance):
+    """A frame of a Run moves the shown step's band, adds a step's bar and a block's words: the chart paints where
+    they were and are, and the screen (the window's backing store, painted in parts) holds what one paint of the
+    whole chart draws."""
+    t = appearance.theme
+    chart = BarChart(appearance)
+    chart.resize(320, 180)
+    chart.set_title("title")
+    chart.set_bottom_label("step")
+    chart.set_left_label("ms")
+    x = np.arange(1.0, 11.0)
+    chart.set_range(x=(0, 12), y=(0, 10))
+
+    def frame(band: float, n: int, words: str) -> None:
+        chart.set_bars("band", bar_set(t.selected, band - 0.5, 0.0, 1.0, 10.0, alpha=50))
+        chart.set_bars("steps", bar_set(t.final, x[:n] - 0.35, 0.0, 0.7, x[:n] * 0.8, outline=t.final))
+        chart.set_bars("draws", bar_set(t.warning, x[:n] - 0.35, x[:n] * 0.8, 0.7, 0.5))
+        chart.set_labels([ChartText("first", 2.0, 9.5, (0.5, 0.5)), ChartText(words, 8.0, 9.5, (0.5, 0.5))])
+
+    frame(4.0, 8, "eight")
+    chart.show()
+    for _ in range(4):
+        QApplication.processEvents()
+    regions = Regions(chart)
+    frame(9.0, 9, "nine")
+    for _ in range(4):
+        QApplication.processEvents()
+    assert regions.rects and all(r.width() * r.height() < 0.5 * chart.width() * chart.height() for r in regions.rects)
+    on_screen = chart.screen().grabWindow(chart.winId()).toImage().convertToFormat(QImage.Format_RGB32)
+    assert on_screen == chart.grab().toImage().convertToFormat(QImage.Format_RGB32)
+    chart.close()

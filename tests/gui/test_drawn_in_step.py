@@ -3,7 +3,7 @@ the real default model.
 
 test_views_in_step.py checks the step each view says it drew (`shown_step`); here each frame reads the plot
 items, labels and gauges themselves: the draw strip's u (its line and its words), the KV cache's bars and their
-bytes, Timing's bars and the last block of its timeline, the Stop gauges, the logit lens's marked column. A view
+bytes, Timing's bars (the newest one's step and height, the shown one's band) and the last block of its timeline, the Stop gauges, the logit lens's marked column. A view
 that drew one of them from another report than the shown step (the newest, or the one before) fails here.
 
 One window serves the module; each test starts from its own Prefill.
@@ -23,6 +23,7 @@ def drawn(win) -> dict:
     """What the views draw now, read from their items (not from what they say they drew)."""
     cand, kv, timing, stop = (win.views[k] for k in ("candidates", "kv", "timing", "stop"))
     blocks = [b for b in timing.timeline.blocks if b.step is not None]
+    draws, band = timing.step_chart.bars["sample"], timing.step_chart.bars["selected"]  # a draw's bar per step
     return {
         "header": cand.header.text(),
         "u_line": cand.draw.markers[0].x if cand.draw.markers else None,
@@ -32,8 +33,12 @@ def drawn(win) -> dict:
         "kv_bar_bytes": 2 * float(np.sum(kv.layers.bars["K"].height)) * 1e3,  # each layer's K + V, KB
         "kv_text": kv.formula.text(),
         "kv_curve_end": float(kv.growth.series["used"].x[-1]) if len(kv.growth.series["used"].x) else None,
-        "timing_bars": len(timing.forward_bars.opts["x"]),
-        "timing_selected": list(timing.selected_bar.opts["x"]),
+        "timing_bars": len(draws.x0),
+        # the last bar's step (its centre), its forward pass (where its draw starts) and its draw, in ms
+        "timing_last_bar": tuple(float(v) for v in (draws.x0[-1] + draws.width[-1] / 2, draws.y0[-1],
+                                                    draws.height[-1])) if len(draws.x0) else None,
+        "timing_top": timing.step_chart.y_range[1],
+        "timing_selected": list(band.x0 + band.width / 2),
         "timeline_last": blocks[-1].step.index if blocks else None,
         "timeline_outlined": outlined(timing.timeline),
         "stop_limit": stop.limit.caption,
@@ -44,7 +49,8 @@ def drawn(win) -> dict:
 
 def outlined(timeline) -> int | None:
     """The step of the timeline block drawn outlined (the shown step's pass)."""
-    x0, width = timeline.shown.opts["x0"], timeline.shown.opts["width"]
+    shown = timeline.chart.bars["shown"]
+    x0, width = shown.x0, shown.width
     if not len(x0):
         return None
     centre = float(x0[0]) + float(width[0]) / 2
@@ -62,7 +68,7 @@ class Paints(QObject):
         cand, kv, timing = (win.views[k] for k in ("candidates", "kv", "timing"))
         self.win, self.frame, self.paint = win, 0, 0
         self.watched = {cand.header: "header", cand.draw: "draw strip", kv.formula: "KV text",
-                        kv.layers: "KV bars", timing.plot.viewport(): "Timing bars"}
+                        kv.layers: "KV bars", timing.step_chart: "Timing bars"}
         self.painted: list[tuple[int, int, str]] = []  # (frame, paint, what)
         win.controller.redraw.connect(self._redrawn)
         QApplication.instance().installEventFilter(self)
@@ -126,6 +132,8 @@ def assert_drawn_is_shown(win, shown, d, newest: bool = True) -> None:
     assert d["timing_selected"] == [k] and d["timeline_outlined"] == k, where
     if newest:
         assert d["timing_bars"] == k and d["timeline_last"] == k, where
+        forward = 0.0 if s.verified_by else min(s.forward_ms, 0.97 * d["timing_top"])  # a verify pass: its block
+        assert np.allclose(d["timing_last_bar"], (k, forward, s.sample_ms)), where
     assert d["stop_limit"].startswith(f"{k} of ") and d["stop_context"] == ((n_prompt, "raw"), (k, "kept")), where
     assert d["stop_eos"] == k, where
 

@@ -1,5 +1,6 @@
 """What a Run's frames skip to cost less GUI time (plotting.py, chip_canvas.py), checked against
-doing the whole work: the same sizes, the same bars and curves, the same chips, the same pixels on screen."""
+doing the whole work: the same sizes, the same curves, the same chips, the same pixels on screen (the painted charts'
+own: test_bar_chart.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ import numpy as np
 import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QImage, QPainter
+from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication, QScrollArea, QWidget
 
 from gui.theme import Appearance
 from gui.widgets.chip_canvas import Chip, ChipCanvas
-from gui.widgets.plotting import Bars, StyledBars, set_data
+from gui.widgets.plotting import set_data
 
 def settle():
     for _ in range(4):
@@ -29,73 +30,6 @@ def on_screen(widget: QWidget) -> QImage:
 
 def same_pixels(a: QImage, b: QImage) -> bool:
     return a.convertToFormat(QImage.Format_RGB32) == b.convertToFormat(QImage.Format_RGB32)
-
-
-class Plot:
-    """A plot to render items in, kept alive with them (its scene owns them)."""
-
-    def __init__(self, size=(160, 80), view=(0, 0, 12, 6)):
-        self.widget = pg.PlotWidget()
-        self.widget.resize(*size)
-        self.widget.setXRange(view[0], view[2], padding=0)
-        self.widget.setYRange(view[1], view[3], padding=0)
-        self.widget.getPlotItem().hideAxis("left")
-        self.widget.getPlotItem().hideAxis("bottom")
-
-    def render(self, *items) -> QImage:
-        for item in items:
-            self.widget.addItem(item)
-        image = QImage(self.widget.size(), QImage.Format_ARGB32)
-        image.fill(0)
-        painter = QPainter(image)
-        self.widget.render(painter)
-        painter.end()
-        for item in items:
-            self.widget.removeItem(item)
-        return image
-
-
-@pytest.fixture
-def rebuilt(monkeypatch):
-    """How many times pyqtgraph's BarGraphItem was set up again (its bars prepared, its picture dropped)."""
-    calls = []
-    original = pg.BarGraphItem.setOpts
-    monkeypatch.setattr(pg.BarGraphItem, "setOpts", lambda self, **opts: (calls.append(opts), original(self, **opts)))
-    return calls
-
-
-def test_bars_set_again_as_they_are_are_left_alone_and_changed_ones_draw_anew(qapp, rebuilt):
-    plot, x = Plot(), np.arange(1.0, 9.0)
-    bars = Bars(x=x, height=x / 2, width=0.6, brush=QColor("#3366cc"), pen=None)
-    bars.setOpts(x=list(x), height=x.copy() / 2, width=0.6, brush=QColor("#3366cc"), pen=None)  # equal, new objects
-    assert len(rebuilt) == 1
-    bars.setOpts(x=[], height=[])  # then changed: drawn anew, as the item it replaces draws it
-    bars.setOpts(x=x, height=x / 3, brush=QColor("#dc3912"))
-    assert len(rebuilt) == 3
-    plain = pg.BarGraphItem(x=x, height=x / 3, width=0.6, brush=QColor("#dc3912"), pen=None)
-    assert plot.render(bars) == plot.render(plain)
-    height = x / 4
-    bars.setOpts(height=height)
-    height[2] = 5.0  # the caller's array changed in place: not the bars shown
-    bars.setOpts(height=height)
-    assert len(rebuilt) == 6  # (the plain item's own)
-    assert plot.render(bars) == plot.render(pg.BarGraphItem(x=x, height=height, width=0.6, brush=QColor("#dc3912"),
-                                                            pen=None))
-
-
-def test_styled_bars_in_new_styles_draw_anew(qapp, rebuilt):
-    plot, x = Plot(), np.arange(1.0, 6.0)
-    fills = [QColor("#3366cc"), QColor("#dc3912")]
-    styled = StyledBars(x=[], height=[], width=0.7)
-    styled.set_bars([0, 1, 0, 1, 0], [(None, fills[0]), (None, fills[1])], x=x, height=x, width=0.7)
-    count = len(rebuilt)
-    styled.set_bars([0, 1, 0, 1, 0], [(None, QColor(fills[0])), (None, QColor(fills[1]))], x=x, height=x, width=0.7)
-    assert len(rebuilt) == count  # the same bars in the same styles
-    styled.set_bars([1, 1, 0, 0, 0], [(None, fills[0]), (None, fills[1])], x=x, height=x, width=0.7)
-    assert len(rebuilt) == count + 1
-    plain = pg.BarGraphItem(x=x, height=x, width=0.7, brushes=[fills[s] for s in (1, 1, 0, 0, 0)],
-                            pens=[pg.mkPen(None)] * 5)
-    assert plot.render(styled) == plot.render(plain)
 
 
 def test_a_curve_set_again_as_it_is_is_left_alone(qapp, monkeypatch):

@@ -215,8 +215,8 @@ def test_during_a_run_the_step_axes_hold_the_whole_run_from_the_start(qtbot, win
     prefill(window, "Count to one thousand: 1, 2, 3,")
     n_prompt = c.prefill_event.n_tokens
     views = window.views
-    plots = {"timing": lambda: views["timing"].plot.getViewBox().viewRange()[0],
-             "stop": lambda: views["stop"].eos_plot.x_range,  # painted charts
+    plots = {"timing": lambda: views["timing"].step_chart.x_range,  # painted charts
+             "stop": lambda: views["stop"].eos_plot.x_range,
              "kv": lambda: views["kv"].growth.x_range}
 
     def ranges():

@@ -120,7 +120,7 @@ def test_the_kv_curve_holds_every_point_and_timing_its_bars(window):
     timing = window.views["timing"]
     steps = window.controller.steps
     tops = [s.forward_ms + s.sample_ms for s in steps[1:]]
-    y_top = timing.plot.getViewBox().viewRange()[1][1]
+    y_top = timing.step_chart.y_range[1]
     assert max(tops) <= y_top <= 1.5 * max(max(tops), window.views["timing"].series.update(
         window.controller.history.log)) + 1e-9
 

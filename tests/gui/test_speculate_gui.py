@@ -117,7 +117,7 @@ def test_a_verify_pass_shows_ghost_chips_a_block_and_counters(window):
     assert k.accepted == sum(p.accepted for p in passes.values())
     assert k.verify_passes == len(passes)
     assert "tokens per forward pass" in timing.summary.text()
-    widths = list(timing.verify_bars.opts["width"])
+    widths = list(timing.step_chart.bars["verify"].width)
     assert len(widths) == k.verify_passes and max(widths) > 1  # a block wider than one step's bar
     assert "tokens per forward pass" in window.status.state.text()
 
@@ -187,7 +187,7 @@ def test_a_run_with_speculation_then_a_rewind_into_a_pass(window):
     assert len(c.steps) == 24 and c.stopped.reason == "max_new_tokens"
     k = window.views["timing"].counters
     assert k.steps == 24 and k.tokens_per_pass > 2 and k.acceptance > 0.9
-    assert sum(window.views["timing"].verify_bars.opts["width"]) > 0
+    assert sum(window.views["timing"].step_chart.bars["verify"].width) > 0
     newest = newest_pass(c.history)  # (the last step may be a plain one: near the end the room left is short)
     c.rewind(newest.index + 1)  # back into the newest pass: its first step stays, the rest leave the path
     wait_until(lambda: len(c.steps) == newest.index and idle(c))

@@ -120,7 +120,8 @@ def test_the_history_slider_moves_every_view_to_the_step(qtbot, window):
     assert f"{fmt_bytes(kv.shown_used_bytes)}</b> used" in kv.formula.text()
     assert stop.shown_generated == k and stop.limit.caption.startswith("2 of ")
     assert "At step 2 of 4" in stop.status.text()
-    assert list(timing.selected_bar.opts["x"]) == [k]
+    band = timing.step_chart.bars["selected"]
+    assert list(band.x0 + band.width / 2) == [k]
     assert f"Step 2</b>: forward {step2.forward_ms:.1f} ms" in timing.summary.text()
     assert "step 2 of 4" in window.views["explain"]._html
     window.history.setValue(window.history.maximum())  # the newest step again: nothing greyed
