@@ -14,7 +14,7 @@ context, M): the median ms over the rounds, the median of the per-round ratios t
 one-position step, and the spread of that ratio (min and max over the rounds). `--products` also times the
 first layer's products and the head alone, M rows (--sizes) on the kernels against BLAS: the crossover.
 The rows' logits of the two sides must agree within 1e-4 (not the same bits: "before" attends through SDPA; int8:
-the ten best of each row within 1e-4 of the largest of them plus 1).
+the ten best of each row within 1e-3 of the largest of them plus 1).
 """
 
 from __future__ import annotations
@@ -143,8 +143,8 @@ def main(argv=None) -> int:
     product_times = products(decoder, args.sizes, args.rounds, args.reps) if args.products else None
     measured = run(decoder, args.contexts, args.sizes, args.rounds, args.reps, most_rows)
     # int8: "before" runs several rows' products dequantised, "after" each row as its one-position step (int16
-    # activations where that is the int8 path: 1/65534 of a group's largest): relative to the row's largest + 1
-    if measured["worst_logit_difference"] > 1e-4:
+    # activations where that is the int8 path: 1/65534 of a group's largest): within 1e-3 of the row's largest + 1
+    if measured["worst_logit_difference"] > (1e-4 if args.dtype == "float32" else 1e-3):
         sys.exit(f"the two sides' logits differ by {measured['worst_logit_difference']:.2e}")
     report = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": " ".join(["python", *sys.argv]),
               "threads": torch.get_num_threads(), "dtype": args.dtype, "most_rows": most_rows,
