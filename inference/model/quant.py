@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from inference.model.layers import Backend, KernelLinear, Linear, Norm
+from inference.model.layers import SMALL_M_ROWS, Backend, KernelLinear, Linear, Norm
 
 INT8_GROUP = 64  # weights that share one int8 scale along a row
 # int8 products of up to this many rows run on the kernels; longer ones dequantise the matrix for BLAS.
@@ -379,10 +379,11 @@ class RescoredHead:
     def logits(self, x: torch.Tensor, final_norm: Norm) -> torch.Tensor:
         lin = self.linear
         on_kernels = isinstance(lin, KernelInt4Linear) or isinstance(lin, KernelInt8Linear) and lin.path in (0, INT16)
-        if (x.shape[0] == 1 and on_kernels and lin.bias is None and final_norm.kind == "rms"
-                and final_norm.weight is not None):  # a decode step: one kernel call
+        if (x.shape[0] <= SMALL_M_ROWS and on_kernels and lin.bias is None and final_norm.kind == "rms"
+                and final_norm.weight is not None):  # a decode step, a pass of a few rows: one kernel call, each
+            # row's logits as a step of its own gives them
             return lin.kernels.head_rescored(lin.weight, lin.scale, x, final_norm.weight, final_norm.eps,
-                                             self.float_rows, self.rescored, lin.path)  # (1, V)
+                                             self.float_rows, self.rescored, lin.path)  # (rows, V)
         h = final_norm(x)  # (T, C)
         logits = self.linear(h)  # (T, V)
         top = logits.topk(min(self.rescored, logits.shape[-1]), dim=-1).indices  # (T, K)

@@ -248,16 +248,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> quantize_activations_int4(const a
 // a decode step, when their code is out of the caches; here one pass picks the top and `rescored` dot products
 // (split between the threads) redo them. h = x / rms(x) * weight in one loop (the squares summed in double):
 // within float rounding of F.rms_norm. q: int8 (the products on `int8_path`), or a 4-bit head (gemv_int4 above).
-at::Tensor head_rescored(const at::Tensor& q, const at::Tensor& scale, const at::Tensor& x,
-                         const at::Tensor& norm_weight, double eps, const at::Tensor& float_rows, int64_t rescored,
-                         int64_t int8_path) {
-  TORCH_CHECK(x.dim() == 2 && x.size(0) == 1 && x.scalar_type() == at::kFloat, "x: one float32 row");
+at::Tensor head_rescored_row(const at::Tensor& q, const at::Tensor& scale, const at::Tensor& x,
+                             const at::Tensor& norm_weight, double eps, const at::Tensor& float_rows, int64_t rescored,
+                             int64_t int8_path) {
   const int64_t V = q.size(0), C = x.size(1), K = std::min<int64_t>(std::max<int64_t>(rescored, 0), V);
-  TORCH_CHECK(float_rows.dim() == 2 && float_rows.size(0) == V && float_rows.size(1) == C &&
-                  float_rows.scalar_type() == at::kFloat && float_rows.is_contiguous(),
-              "float_rows: contiguous float32 (vocabulary, hidden), as the int8 head");
-  TORCH_CHECK(norm_weight.is_contiguous() && norm_weight.numel() == C && norm_weight.scalar_type() == at::kFloat,
-              "norm_weight: float32 (hidden,)");
   const at::Tensor xc = x.contiguous();
   at::Tensor h = at::empty_like(xc);  // x / rms(x) * weight (at::rms_norm is six ATen ops: 130 us cold)
   {
@@ -318,6 +312,28 @@ at::Tensor head_rescored(const at::Tensor& q, const at::Tensor& scale, const at:
     }
   });
   return logits;
+}
+
+
+// head_rescored_row for each of 1 to kMostRows rows of x (a verify pass, a batch step: each row's logits the bits of
+// its own step's), (rows, V).
+at::Tensor head_rescored(const at::Tensor& q, const at::Tensor& scale, const at::Tensor& x,
+                         const at::Tensor& norm_weight, double eps, const at::Tensor& float_rows, int64_t rescored,
+                         int64_t int8_path) {
+  TORCH_CHECK(x.dim() == 2 && x.size(0) >= 1 && x.size(0) <= kMostRows && x.scalar_type() == at::kFloat,
+              "x: 1 to ", kMostRows, " float32 rows");
+  const int64_t V = q.size(0), C = x.size(1);
+  TORCH_CHECK(float_rows.dim() == 2 && float_rows.size(0) == V && float_rows.size(1) == C &&
+                  float_rows.scalar_type() == at::kFloat && float_rows.is_contiguous(),
+              "float_rows: contiguous float32 (vocabulary, hidden), as the int8 head");
+  TORCH_CHECK(norm_weight.is_contiguous() && norm_weight.numel() == C && norm_weight.scalar_type() == at::kFloat,
+              "norm_weight: float32 (hidden,)");
+  if (x.size(0) == 1) return head_rescored_row(q, scale, x, norm_weight, eps, float_rows, rescored, int8_path);
+  std::vector<at::Tensor> rows;
+  for (int64_t t = 0; t < x.size(0); ++t) {
+    rows.push_back(head_rescored_row(q, scale, x.narrow(0, t, 1), norm_weight, eps, float_rows, rescored, int8_path));
+  }
+  return at::cat(rows);
 }
 
 }  // namespace
