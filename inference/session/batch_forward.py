@@ -62,8 +62,8 @@ def paged_rows(decoder: Decoder, chunks: list[Chunk]) -> int:
 
 def in_one_call(decoder: Decoder, chunks: list[Chunk], rows: int) -> bool:
     """Whether the pass runs every layer for all its rows in one kernels call (csrc/rows.h decode_rows): the fused
-    decode's families on float32 weights, at most 16 rows, and no row writing into a block another request shares
-    (the scheduler never plans one)."""
+    decode's families on float32 or int8 weights, at most 16 rows, and no row writing into a block another request
+    shares (the scheduler never plans one)."""
     if not decoder.takes_rows(max(rows, 2)):  # one row too: over its blocks, the bits of a solo decode step
         return False
     for chunk in chunks:
