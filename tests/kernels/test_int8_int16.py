@@ -104,11 +104,28 @@ def test_int16_product_with_rms_norm_and_glu():
     assert close(glu, (torch.nn.functional.silu(gate) * up)[None], 1e-4)
 
 
+@pytest.mark.parametrize("rows", [2, 3, 8, 9, 16])
+def test_a_few_rows_get_the_bits_of_each_row_alone(rows):
+    """2 to 16 rows (a short prompt or a verify pass through torch: layers captured for the logit lens) on the int16
+    path: each row of y is what the row gives alone (as a step and csrc/rows.h compute it), with the norm's gain and
+    weight, a bias and a residual."""
+    g = torch.Generator().manual_seed(rows)
+    q, scale = quantize_rows(torch.randn(70, 192, generator=g))
+    x, bias = torch.randn(rows, 192, generator=g), torch.randn(70, generator=g)
+    residual, norm_weight = torch.randn(rows, 70, generator=g), torch.rand(192, generator=g) + 0.5
+    together = ops.gemv_int8_int16(q, scale, x, 0.9, bias, residual, 1e-5, False, norm_weight)
+    alone = torch.cat([ops.gemv_int8_int16(q, scale, x[t:t + 1], 0.9, bias, residual[t:t + 1], 1e-5, False, norm_weight)
+                       for t in range(rows)])
+    assert torch.equal(together, alone)
+    assert close(together, ops.gemv_int8(q, scale, x, 0.9, bias, residual, 1e-5, False, norm_weight), 1e-3)
+
+
 def test_what_the_path_does_not_fit_is_the_float_path_exactly():
-    """Several rows (a short prefill) and groups that are not a multiple of the int16 lanes run on gemv_int8."""
+    """More rows than a pass of a few (a long prefill) and groups that are not a multiple of the int16 lanes run on
+    gemv_int8."""
     g = torch.Generator().manual_seed(3)
     q, scale = quantize_rows(torch.randn(70, 192, generator=g))
-    x = torch.randn(5, 192, generator=g)
+    x = torch.randn(17, 192, generator=g)
     assert torch.equal(ops.gemv_int8_int16(q, scale, x, 0.9, None, None), ops.gemv_int8(q, scale, x, 0.9, None, None))
     q, scale = quantize_rows(torch.randn(9, 70, generator=g))  # one group of 70 per row
     x = torch.randn(1, 70, generator=g)

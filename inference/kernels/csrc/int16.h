@@ -219,6 +219,39 @@ inline void fill_many_int16(const int8_t* q, const uint16_t* sp, int64_t K, cons
   fill_many_int16_plain(q, sp, K, xs, T, n, products);
 }
 
+// 2 to kMostRows rows of x on the int16 path, each row's products the bits of its own one-row call (fill_many_int16,
+// the epilogue as gemv_f32_many's): a pass of a few rows through torch (a prompt or a verify pass whose layers are
+// captured for the logit lens) then gives what the same rows give in one kernels call (csrc/rows.h) and in steps.
+at::Tensor int16_many(const at::Tensor& q, const at::Tensor& scale, const at::Tensor& x, double alpha,
+                      const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& residual, double rms_eps,
+                      const std::optional<at::Tensor>& norm_weight) {
+  const int64_t G = group_size(q, scale), K = q.size(1), N = q.size(0), S = scale.size(1), T = x.size(0);
+  const std::vector<float> alphas = row_alphas(x.data_ptr<float>(), T, K, alpha, rms_eps);
+  const at::Tensor h = weighted(x, norm_weight);
+  std::vector<Int16Row> rows(T);
+  for (int64_t t = 0; t < T; ++t) quantize_int16(h.data_ptr<float>() + t * K, K, G, rows[t]);
+  const int8_t* qp = q.data_ptr<int8_t>();
+  const uint16_t* sp = reinterpret_cast<const uint16_t*>(scale.data_ptr());
+  at::Tensor y = at::empty({T, N}, x.options());
+  const float* bp = bias.has_value() ? bias->data_ptr<float>() : nullptr;
+  const float* rp = residual.has_value() ? residual->data_ptr<float>() : nullptr;
+  float* yp = y.data_ptr<float>();
+  at::parallel_for(0, N, kRowsPerTask, [&](int64_t begin, int64_t end) {
+    std::vector<float> products((end - begin) * T);  // (rows, T)
+    fill_many_int16(qp + begin * K, sp + begin * S, K, rows.data(), T, end - begin, products.data());
+    for (int64_t i = 0; i < end - begin; ++i) {
+      const int64_t r = begin + i;
+      for (int64_t t = 0; t < T; ++t) {
+        float v = products[i * T + t] * alphas[t];
+        if (bp) v += bp[r];
+        if (rp) v += rp[t * N + r];
+        yp[t * N + r] = v;
+      }
+    }
+  });
+  return y;
+}
+
 // The int16 path: the same contract as gemv_int8 (alpha, RMSNorm gain and weight, bias, residual, glu). One row
 // of x runs here; several (a short prefill) and groups this path does not fit run on gemv_int8.
 at::Tensor gemv_int8_int16(const at::Tensor& q, const at::Tensor& scale, const at::Tensor& x, double alpha,
@@ -226,6 +259,9 @@ at::Tensor gemv_int8_int16(const at::Tensor& q, const at::Tensor& scale, const a
                            double rms_eps, bool glu, const std::optional<at::Tensor>& norm_weight) {
   check(q, x, bias, residual);
   const int64_t G = group_size(q, scale), K = q.size(1);
+  if (x.size(0) > 1 && x.size(0) <= kMostRows && int16_fits(G) && !glu) {
+    return int16_many(q, scale, x, alpha, bias, residual, rms_eps, norm_weight);
+  }
   if (x.size(0) != 1 || !int16_fits(G)) return gemv_int8(q, scale, x, alpha, bias, residual, rms_eps, glu, norm_weight);
   TORCH_CHECK(!glu || !residual.has_value(), "glu: no residual");
   const std::vector<float> alphas = row_alphas(x.data_ptr<float>(), 1, K, alpha, rms_eps);
