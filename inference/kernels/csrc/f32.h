@@ -306,6 +306,23 @@ inline L2Ahead ahead_of(const float* next, int64_t next_rows, int64_t K, int64_t
   return L2Ahead(next, next_rows * K, (T + kXBlock - 1) / kXBlock * ((tile + kWRows - 1) / kWRows));
 }
 
+// y[t, r] = products[(r - r0) * T + t] * alphas[t] + bias[r] + residual[t, r] for weight rows r0..r0+n-1 and the T
+// rows of x (y and residual N wide): a product of several rows' epilogue. Row by row, every row of x within (as
+// rows() writes them): the compiler contracts product * alpha + bias into one fma or not by the loop's shape, and a
+// row of a pass must get the bits it gets alone (tests/kernels/test_small_m.py).
+inline void rows_of_products(const float* products, int64_t r0, int64_t n, int64_t T, int64_t N, const float* alphas,
+                             const float* bp, const float* rp, float* yp) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = r0 + i;
+    for (int64_t t = 0; t < T; ++t) {
+      float v = products[i * T + t] * alphas[t];
+      if (bp) v += bp[r];
+      if (rp) v += rp[t * N + r];
+      yp[t * N + r] = v;
+    }
+  }
+}
+
 // y = alpha_t * (W x_t) + bias + residual_t for T rows of x (2 <= T <= kMostRows): rows of W split over the
 // threads as the one-row products split them, a thread's rows in L2 tiles (fill_many_f32).
 at::Tensor gemv_f32_many(const float* wp, int64_t N, int64_t K, const at::Tensor& x, const std::vector<float>& alphas,
@@ -326,18 +343,7 @@ at::Tensor gemv_f32_many(const float* wp, int64_t N, int64_t K, const at::Tensor
       const int64_t next = r0 + tile < end ? std::min(tile, end - r0 - tile) : 0;
       fill_many_f32(wp + r0 * K, n, xp, K, T, products.data(),
                     ahead_of(next ? wp + (r0 + tile) * K : nullptr, next, K, T, tile));
-      // Row by row, every row of x within (as rows() writes them): the compiler contracts product * alpha + bias
-      // into one fma or not by the loop's shape, and a row of a pass must get the bits it gets alone
-      // (tests/kernels/test_small_m.py).
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t r = r0 + i;
-        for (int64_t t = 0; t < T; ++t) {
-          float v = products[i * T + t] * alphas[t];
-          if (bp) v += bp[r];
-          if (rp) v += rp[t * N + r];
-          yp[t * N + r] = v;
-        }
-      }
+      rows_of_products(products.data(), r0, n, T, N, alphas.data(), bp, rp, yp);
     }
   });
   return y;

@@ -239,15 +239,7 @@ at::Tensor int16_many(const at::Tensor& q, const at::Tensor& scale, const at::Te
   at::parallel_for(0, N, kRowsPerTask, [&](int64_t begin, int64_t end) {
     std::vector<float> products((end - begin) * T);  // (rows, T)
     fill_many_int16(qp + begin * K, sp + begin * S, K, rows.data(), T, end - begin, products.data());
-    for (int64_t i = 0; i < end - begin; ++i) {
-      const int64_t r = begin + i;
-      for (int64_t t = 0; t < T; ++t) {
-        float v = products[i * T + t] * alphas[t];
-        if (bp) v += bp[r];
-        if (rp) v += rp[t * N + r];
-        yp[t * N + r] = v;
-      }
-    }
+    rows_of_products(products.data(), begin, end - begin, T, N, alphas.data(), bp, rp, yp);
   });
   return y;
 }
