@@ -130,74 +130,58 @@ FillInt16 int16_in_shape() {
   return table[g_shape.int8_rows.load(std::memory_order_relaxed)][g_shape.int8_prefetch.load(std::memory_order_relaxed)];
 }
 
-// Rows of x per pass of fill_many_int16 over kIntRows weight rows: 2 * kIntRows * kIntBlock accumulators (AVX-512:
-// 16 of 32 registers, AVX2: 8 of 16). Two weight rows at a time (each x load serving both) made a pass's layers
-// 1.7x slower on an AMD EPYC AVX-512 (one row of x: 7.9 against 4.6 ms), so one.
+// Rows of x per pass of fill_many_int16 over a weight row: 2 * kIntBlock accumulators (AVX-512: 16 of 32 registers,
+// AVX2: 8 of 16). Two weight rows at a time (each x load serving both) made a pass's layers 1.7x slower on an AMD
+// EPYC AVX-512 (one row of x: 7.9 against 4.6 ms), so one.
 constexpr int64_t kIntBlock = kLanes == 16 ? 8 : 4;
-constexpr int64_t kIntRows = 1;
 
-// R weight rows (q, K apart; their scales sp, S apart) times B quantised rows of x: out[r * T + b], each sum formed
-// as int16_rows forms one row's (per lane the exact int32 sum of a group's products, one fma per group, the lanes
-// summed at the end), so each row of x gets the bits it gets alone; each kWide weights widened once for the B rows,
-// each kWide of x loaded once for the R rows. DOT(a, w, x): a plus the pairs of w * x summed into int32 lanes:
-// vpmaddwd + vpaddd, or VNNI's vpdpwssd (the same exact sums in one instruction). ATTR: the function's target.
+// One weight row (q, its scales sp) times B quantised rows of x: out[b], each sum formed as int16_rows forms one
+// row's (per lane the exact int32 sum of a group's products, one fma per group, the lanes summed at the end), so
+// each row of x gets the bits it gets alone; each kWide weights widened once for the B rows. DOT(a, w, x): a plus
+// the pairs of w * x summed into int32 lanes: vpmaddwd + vpaddd, or VNNI's vpdpwssd (the same exact sums in one
+// instruction). ATTR: the function's target.
 #define TOKENSTEP_INT16_BLOCK(NAME, ATTR, DOT)                                                                  \
-  template <int64_t R, int64_t B>                                                                               \
-  ATTR inline void NAME(const int8_t* q, const uint16_t* sp, int64_t K, int64_t S, const Int16Row* xs, float* out, \
-                        int64_t T) {                                                                            \
-    const int64_t G = xs[0].G;                                                                                  \
-    const int16_t* x[B];                                                                                        \
-    for (int64_t b = 0; b < B; ++b) x[b] = xs[b].xq.data();                                                     \
-    Vec acc[R][B];                                                                                              \
-    for (int64_t r = 0; r < R; ++r)                                                                             \
-      for (int64_t b = 0; b < B; ++b) acc[r][b] = vzero();                                                      \
+  template <int64_t B>                                                                                          \
+  ATTR inline void NAME(const int8_t* q, const uint16_t* sp, const Int16Row* xs, float* out) {                  \
+    const int64_t G = xs[0].G, S = xs[0].S;                                                                     \
+    Vec acc[B];                                                                                                 \
+    for (int64_t b = 0; b < B; ++b) acc[b] = vzero();                                                           \
     for (int64_t g = 0; g < S; ++g) {                                                                           \
-      IVec a[R][B];                                                                                             \
-      for (int64_t r = 0; r < R; ++r)                                                                           \
-        for (int64_t b = 0; b < B; ++b) a[r][b] = izero();                                                      \
+      IVec a[B];                                                                                                \
+      for (int64_t b = 0; b < B; ++b) a[b] = izero();                                                           \
       for (int64_t k = g * G; k < (g + 1) * G; k += kWide) {                                                    \
-        IVec w[R];                                                                                              \
-        for (int64_t r = 0; r < R; ++r) w[r] = iwiden(q + r * K + k);                                           \
-        for (int64_t b = 0; b < B; ++b) {                                                                       \
-          const IVec xv = iload(x[b] + k);                                                                      \
-          for (int64_t r = 0; r < R; ++r) a[r][b] = DOT(a[r][b], w[r], xv);                                     \
-        }                                                                                                       \
+        const IVec w = iwiden(q + k);                                                                           \
+        for (int64_t b = 0; b < B; ++b) a[b] = DOT(a[b], w, iload(xs[b].xq.data() + k));                         \
       }                                                                                                         \
-      for (int64_t r = 0; r < R; ++r) {                                                                         \
-        const float s = bf16_to_float(sp[r * S + g]);                                                           \
-        for (int64_t b = 0; b < B; ++b) acc[r][b] = vfma(ifloat(a[r][b]), vset(s * xs[b].scale[g]), acc[r][b]); \
-      }                                                                                                         \
+      const float s = bf16_to_float(sp[g]);                                                                     \
+      for (int64_t b = 0; b < B; ++b) acc[b] = vfma(ifloat(a[b]), vset(s * xs[b].scale[g]), acc[b]);             \
     }                                                                                                           \
-    for (int64_t r = 0; r < R; ++r)                                                                             \
-      for (int64_t b = 0; b < B; ++b) out[r * T + b] = vsum(acc[r][b]);                                         \
+    for (int64_t b = 0; b < B; ++b) out[b] = vsum(acc[b]);                                                      \
   }
 
 // The products of weight rows q[0..n) (K apart, their scales S apart) with the T rows of x quantised (xs, groups
 // that fit this path): products[i * T + t], the bits fill_int16 gives row t alone (BLOCK: a TOKENSTEP_INT16_BLOCK).
 #define TOKENSTEP_FILL_MANY_INT16(NAME, ATTR, BLOCK)                                                            \
-  template <int64_t R>                                                                                          \
-  ATTR inline void NAME##_rows(const int8_t* q, const uint16_t* sp, int64_t K, int64_t S, const Int16Row* xs,   \
-                               int64_t T, float* out) {                                                         \
-    int64_t t = 0;                                                                                              \
-    for (; t + kIntBlock <= T; t += kIntBlock) BLOCK<R, kIntBlock>(q, sp, K, S, xs + t, out + t, T);           \
-    switch (T - t) {                                                                                            \
-      case 0: break;                                                                                            \
-      case 1: BLOCK<R, 1>(q, sp, K, S, xs + t, out + t, T); break;                                              \
-      case 2: BLOCK<R, 2>(q, sp, K, S, xs + t, out + t, T); break;                                              \
-      case 3: BLOCK<R, 3>(q, sp, K, S, xs + t, out + t, T); break;                                              \
-      case 4: BLOCK<R, 4>(q, sp, K, S, xs + t, out + t, T); break;                                              \
-      case 5: BLOCK<R, 5>(q, sp, K, S, xs + t, out + t, T); break;                                              \
-      case 6: BLOCK<R, 6>(q, sp, K, S, xs + t, out + t, T); break;                                              \
-      default: BLOCK<R, 7>(q, sp, K, S, xs + t, out + t, T); break;                                             \
-    }                                                                                                           \
-  }                                                                                                             \
   ATTR void NAME(const int8_t* q, const uint16_t* sp, int64_t K, const Int16Row* xs, int64_t T, int64_t n,      \
                  float* products) {                                                                             \
     const int64_t S = xs[0].S;                                                                                  \
-    int64_t i = 0;                                                                                              \
-    for (; i + kIntRows <= n; i += kIntRows)                                                                    \
-      NAME##_rows<kIntRows>(q + i * K, sp + i * S, K, S, xs, T, products + i * T);                              \
-    for (; i < n; ++i) NAME##_rows<1>(q + i * K, sp + i * S, K, S, xs, T, products + i * T);                    \
+    for (int64_t i = 0; i < n; ++i) {                                                                           \
+      const int8_t* row = q + i * K;                                                                            \
+      const uint16_t* scales = sp + i * S;                                                                      \
+      float* out = products + i * T;                                                                            \
+      int64_t t = 0;                                                                                            \
+      for (; t + kIntBlock <= T; t += kIntBlock) BLOCK<kIntBlock>(row, scales, xs + t, out + t);                 \
+      switch (T - t) {                                                                                          \
+        case 0: break;                                                                                          \
+        case 1: BLOCK<1>(row, scales, xs + t, out + t); break;                                                  \
+        case 2: BLOCK<2>(row, scales, xs + t, out + t); break;                                                  \
+        case 3: BLOCK<3>(row, scales, xs + t, out + t); break;                                                  \
+        case 4: BLOCK<4>(row, scales, xs + t, out + t); break;                                                  \
+        case 5: BLOCK<5>(row, scales, xs + t, out + t); break;                                                  \
+        case 6: BLOCK<6>(row, scales, xs + t, out + t); break;                                                  \
+        default: BLOCK<7>(row, scales, xs + t, out + t); break;                                                 \
+      }                                                                                                         \
+    }                                                                                                           \
   }
 
 inline IVec int16_dot(IVec a, IVec w, IVec x) { return iadd(a, imadd(w, x)); }

@@ -263,7 +263,8 @@ at::Tensor decode_rows(const at::Tensor& x, at::TensorList mats, const c10::List
   };
   struct Plan {
     int64_t window;
-    std::vector<int64_t> first, count, chunks, size, partial_at;
+    std::vector<step::Reach> rows;  // each row's
+    std::vector<int64_t> partial_at;
     std::vector<Task> tasks;
   };
   std::vector<Plan> plans;
@@ -275,22 +276,18 @@ at::Tensor decode_rows(const at::Tensor& x, at::TensorList mats, const c10::List
       plan_of[l] = known - plans.begin();
       continue;
     }
-    Plan p{window[l], std::vector<int64_t>(M), std::vector<int64_t>(M), std::vector<int64_t>(M),
-           std::vector<int64_t>(M), std::vector<int64_t>(M + 1, 0), {}};
+    Plan p{window[l], std::vector<step::Reach>(M), std::vector<int64_t>(M + 1, 0), {}};
     int64_t most_chunks = 0;
     for (int64_t m = 0; m < M; ++m) {
-      const int64_t n = pos[m] + 1;
-      p.first[m] = (p.window > 0 && n > p.window) ? n - p.window : 0;
-      p.count[m] = n - p.first[m];
-      std::tie(p.chunks[m], p.size[m]) = attention::chunking(p.count[m], KV, hd);
-      p.partial_at[m + 1] = p.partial_at[m] + heads * p.chunks[m] * (hd + 2);
-      widest = std::max(widest, p.size[m]);
-      most_chunks = std::max(most_chunks, p.chunks[m]);
+      const step::Reach& r = p.rows[m] = step::reach_of(pos[m] + 1, p.window, KV, hd);
+      p.partial_at[m + 1] = p.partial_at[m] + heads * r.chunks * (hd + 2);
+      widest = std::max(widest, r.size);
+      most_chunks = std::max(most_chunks, r.chunks);
     }
     for (int64_t g = 0; g < KV; ++g) {
       for (int64_t j = 0; j < most_chunks; ++j) {
         for (int64_t m = 0; m < M; ++m) {
-          if (j < p.chunks[m]) p.tasks.push_back({m, g, j});
+          if (j < p.rows[m].chunks) p.tasks.push_back({m, g, j});
         }
       }
     }
@@ -336,12 +333,13 @@ at::Tensor decode_rows(const at::Tensor& x, at::TensorList mats, const c10::List
         const auto [begin, end] = step::share(static_cast<int64_t>(plan.tasks.size()), tid, nt);
         for (int64_t t = begin; t < end; ++t) {
           const auto [m, g, j] = plan.tasks[t];
-          const int64_t at = j * plan.size[m];
-          const int64_t len = std::min(plan.size[m], plan.count[m] - at);
+          const step::Reach& r = plan.rows[m];
+          const int64_t at = j * r.size;
+          const int64_t len = std::min(r.size, r.count - at);
           if (len <= 0) continue;
           const float* q = qkv.data() + m * width;
           float* part = partial.data() + plan.partial_at[m];
-          const int64_t from = plan.first[m] + at;
+          const int64_t from = r.first + at;
           if (caches.paged()) {
             const int64_t* table = caches.tables + m * caches.width;
             const float* base = caches.base[l];
@@ -350,13 +348,13 @@ at::Tensor decode_rows(const at::Tensor& x, at::TensorList mats, const c10::List
                                                         caches.block_stride, hd},
                                    attention::BlockRows{base + (KV + g) * caches.B * hd, table, from, caches.B,
                                                         caches.block_stride, hd},
-                                   len, hd, scale, s.scores.data(), stride, part, plan.chunks[m], j);
+                                   len, hd, scale, s.scores.data(), stride, part, r.chunks, j);
           } else {
             const float* keys = caches.at(l, m, 0, g, from, KV, hd);
             const float* values = caches.at(l, m, 1, g, from, KV, hd);
             attention::chunk_group(q, g * group, (g + 1) * group, attention::Rows{keys, hd},
                                    attention::Rows{values, hd}, len, hd, scale, s.scores.data(), stride, part,
-                                   plan.chunks[m], j);
+                                   r.chunks, j);
           }
         }
       }
@@ -364,8 +362,9 @@ at::Tensor decode_rows(const at::Tensor& x, at::TensorList mats, const c10::List
       {
         const auto [begin, end] = step::share(M, tid, nt);
         for (int64_t m = begin; m < end; ++m) {
-          attention::merge(partial.data() + plan.partial_at[m], heads, hd, plan.count[m], plan.chunks[m],
-                           plan.size[m], attended.data() + m * q_dim);
+          const step::Reach& r = plan.rows[m];
+          attention::merge(partial.data() + plan.partial_at[m], heads, hd, r.count, r.chunks, r.size,
+                           attended.data() + m * q_dim);
         }
       }
 #pragma omp barrier

@@ -305,6 +305,18 @@ std::vector<int64_t> windows_of(at::IntArrayRef windows, int64_t L) {
   return out;
 }
 
+// What a query at position n - 1 attends to under `window` (0: every position): positions [first, n), `count` of
+// them, in `chunks` chunks of `size` as attend_one cuts them.
+struct Reach {
+  int64_t first, count, chunks, size;
+};
+
+inline Reach reach_of(int64_t n, int64_t window, int64_t KV, int64_t hd) {
+  const int64_t first = (window > 0 && n > window) ? n - window : 0;
+  const std::pair<int64_t, int64_t> chunking = attention::chunking(n - first, KV, hd);
+  return Reach{first, n - first, chunking.first, chunking.second};
+}
+
 // The rotary tables of a call: cos and sin of each row's position (rows * hd / 2 pairs), and the windowed layers'
 // own (Gemma 3's local base), where given.
 struct Ropes {
@@ -358,18 +370,11 @@ at::Tensor decode_layers(const at::Tensor& x, at::TensorList mats, const c10::Li
     layers[l].values = layers[l].keys + c.stride(0);
     layers[l].head_stride = c.stride(1);
   }
-  // Each layer's positions [first, n) and their chunks as attend_one cuts them (its window's).
-  struct Reach {
-    int64_t first, count, chunks, size;
-  };
-  std::vector<Reach> reach(L);
+  std::vector<step::Reach> reach(L);  // each layer's, under its window
   int64_t most_chunks = 1, widest = 1;
-  const int64_t n = position + 1;
   for (int64_t l = 0; l < L; ++l) {
-    const int64_t first = (window[l] > 0 && n > window[l]) ? n - window[l] : 0;
-    const std::pair<int64_t, int64_t> chunking = attention::chunking(n - first, KV, hd);
-    reach[l] = Reach{first, n - first, chunking.first, chunking.second};
-    most_chunks = std::max(most_chunks, chunking.first), widest = std::max(widest, chunking.second);
+    reach[l] = step::reach_of(position + 1, window[l], KV, hd);
+    most_chunks = std::max(most_chunks, reach[l].chunks), widest = std::max(widest, reach[l].size);
   }
   const float scale = static_cast<float>(1.0 / std::sqrt(double(hd)));
   at::Tensor out = x.clone();  // the residual stream, layer after layer
@@ -393,7 +398,7 @@ at::Tensor decode_layers(const at::Tensor& x, at::TensorList mats, const c10::Li
     s.attended.resize(q_dim);
     for (int64_t l = 0; l < L; ++l) {
       const step::Layer& layer = layers[l];
-      const Reach& at_l = reach[l];
+      const step::Reach& at_l = reach[l];
       product(layer.qkv, cur, attn_eps, layer.attn_norm, false, nullptr, qkv.data());
 #pragma omp barrier
       step::rotate_heads(layer, qkv.data(), ropes.of(window[l]), heads, KV, hd, attn_eps, position, tid, nt);
