@@ -4199,4 +4199,11 @@ without it: the K/V projections of every position again = {on_macs} × {context}
 无缓存：重新计算每个位置的 K/V = {on_macs} × {context} = {off_macs} 次乘加（而且模型的其余部分也要对每个位置再算一遍）</translation>
     </message>
 </context>
+<context>
+    <name>WrapLabel</name>
+    <message>
+        <source>Copy</source>
+        <translation>复制</translation>
+    </message>
+</context>
 </TS>
