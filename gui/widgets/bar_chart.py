@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from PySide6.QtCore import QEvent, QPointF, QRect, QRectF, QSize, QSizeF, Qt
-from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainter, QPen, QPolygonF, QTextDocument
+from PySide6.QtGui import (QBrush, QColor, QFont, QFontMetricsF, QPainter, QPainterPath, QPainterPathStroker, QPen,
+                           QPolygonF, QStaticText, QTextDocument, QTransform)
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from gui.theme import Appearance
@@ -88,10 +89,12 @@ class Series:
     dots: float = 0.0
     fill: str | None = None  # the area down to y = 0 filled in this colour
 
-    def same(self, other: Series | None) -> bool:
+    def styled_as(self, other: Series | None) -> bool:
         return (other is not None and (self.colour, self.width, self.alpha, self.dashed, self.dots, self.fill)
-                == (other.colour, other.width, other.alpha, other.dashed, other.dots, other.fill)
-                and np.array_equal(self.x, other.x) and np.array_equal(self.y, other.y))
+                == (other.colour, other.width, other.alpha, other.dashed, other.dots, other.fill))
+
+    def same(self, other: Series | None) -> bool:
+        return self.styled_as(other) and np.array_equal(self.x, other.x) and np.array_equal(self.y, other.y)
 
 
 def series(colour: str, x, y, width: float = 1.0, alpha: int = 255, dashed: bool = False, dots: float = 0.0,
@@ -153,6 +156,7 @@ class BarChart(QWidget):
         appearance.changed.connect(self._restyled)
         self._widths: dict[str, float] = {}
         self._elisions: dict[tuple[str, float], str] = {}
+        self._statics: dict[str, QStaticText] = {}  # each text laid out in the labels' font (_draw_text)
         self._rect_key, self._rect = None, QRectF()
         self._dirty, self._dirty_all = QRect(), False  # marked to paint again since the last paint (_mark)
 
@@ -261,9 +265,33 @@ class BarChart(QWidget):
                     self._mark(self.label_rect(label).toAlignedRect().adjusted(-1, -1, 1, 1))
 
     def set_series(self, key: str, line: Series) -> None:
-        if not line.same(self.series.get(key)):
-            self.series[key] = line
+        """A line that only grew (a run's new step: its points so far, and one more) paints its new segments; any
+        other change paints the chart whole."""
+        old = self.series.get(key)
+        if line.same(old):
+            return
+        had_data = self.holds_data()
+        self.series[key] = line
+        grown = (old is not None and len(old.x) and len(line.x) > len(old.x) and line.styled_as(old)
+                 and np.array_equal(line.x[:len(old.x)], old.x) and np.array_equal(line.y[:len(old.y)], old.y))
+        if not grown or self.holds_data() != had_data:
             self._mark()
+        elif not self._dirty_all:
+            self._mark(self._segments_px(line, len(old.x) - 1))
+
+    def _segments_px(self, line: Series, start: int) -> QRect:
+        """The pixels the line covers from point `start` on (its pen, its dots and, where it is filled, the area
+        down to y = 0 included)."""
+        area = self.plot_rect()
+        (x_lo, x_hi), (y_lo, y_hi) = self.x_range, self.y_range
+        x = area.left() + (line.x[start:] - x_lo) / (x_hi - x_lo or 1.0) * area.width()
+        y = area.bottom() - (np.append(line.y[start:], 0.0 if line.fill is not None else line.y[start]) - y_lo) / (
+            y_hi - y_lo or 1.0) * area.height()
+        margin = math.ceil(max(line.width, line.dots)) + 2
+        left, right = max(float(np.min(x)), area.left() - 1), min(float(np.max(x)), area.right() + 1)
+        top, bottom = max(float(np.min(y)), area.top() - 1), min(float(np.max(y)), area.bottom() + 1)
+        return QRect(math.floor(left) - margin, math.floor(top) - margin, math.ceil(right - left) + 2 * margin + 1,
+                     math.ceil(bottom - top) + 2 * margin + 1)
 
     def set_markers(self, markers: list[Marker]) -> None:
         self._set("markers", list(markers))
@@ -280,7 +308,7 @@ class BarChart(QWidget):
         if self._label_font is None:
             font = self._label_font = self.appearance.font(0.85)
             self._font_key, self._font_metrics = font.key(), QFontMetricsF(font)
-            self._widths, self._elisions = {}, {}
+            self._widths, self._elisions, self._statics = {}, {}, {}
         return self._label_font
 
     def metrics(self) -> QFontMetricsF:
@@ -429,10 +457,14 @@ class BarChart(QWidget):
             painter.setBrush(QColor(line.fill))
             painter.drawPolygon(QPolygonF([QPointF(px[0], base), *points, QPointF(px[-1], base)]))
         pen = QPen(colour, line.width)
-        if line.dashed:
+        if line.dashed:  # the dashes as a shape, filled: a stroke's dashes start again where a paint's clip begins
             pen.setStyle(Qt.DashLine)
-        painter.setPen(pen)
-        painter.drawPolyline(points)
+            path = QPainterPath()
+            path.addPolygon(points)
+            painter.fillPath(QPainterPathStroker(pen).createStroke(path), colour)
+        else:
+            painter.setPen(pen)
+            painter.drawPolyline(points)
         if line.dots:  # round dots: points drawn with a pen as wide as a dot, round-capped
             dot = QPen(colour, line.dots)
             dot.setCapStyle(Qt.RoundCap)
@@ -477,6 +509,19 @@ class BarChart(QWidget):
             width = self._widths[text] = self.metrics().horizontalAdvance(text)
         return width
 
+    def _draw_text(self, painter: QPainter, x: float, top: float, text: str) -> None:
+        """One line of text whose line box's top left is at (x, top), laid out once per text and font: a chart's
+        names, ticks and labels mostly repeat from frame to frame, and QPainter.drawText(point, text) shaped
+        the text again at each call."""
+        static = self._statics.get(text)
+        if static is None:
+            if len(self._statics) > 1024:
+                self._statics.clear()
+            static = self._statics[text] = QStaticText(text)
+            static.setTextFormat(Qt.PlainText)
+            static.prepare(QTransform(), self._font())
+        painter.drawStaticText(QPointF(x, top), static)
+
     def _elided(self, text: str, room: float) -> str:
         key = (text, room)
         elided = self._elisions.get(key)
@@ -508,11 +553,11 @@ class BarChart(QWidget):
             x_ticks = []  # their words are below the region painted
         if dirty.left() > right:
             y_ticks = []  # and these left of it
-        for x, s in x_ticks:  # at the baseline: a point, no layout flags (one call per text, each frame)
-            painter.drawText(QPointF(x - self._advance(s) / 2, below + ascent), s)
+        for x, s in x_ticks:
+            self._draw_text(painter, x - self._advance(s) / 2, below, s)
         for y, s in y_ticks:
             s = self._elided(s, right - GAP) if self.left_axis_px is not None else s
-            painter.drawText(QPointF(right - self._advance(s), y - line / 2 + ascent), s)
+            self._draw_text(painter, right - self._advance(s), y - line / 2, s)
         if self.bottom_label and dirty.bottom() >= below:
             painter.drawText(QRectF(area.left(), below + line + GAP, area.width(), line), Qt.AlignCenter,
                              self.bottom_label)
@@ -537,7 +582,7 @@ class BarChart(QWidget):
                 painter.drawText(box.adjusted(LABEL_MARGIN, LABEL_MARGIN, -LABEL_MARGIN, -LABEL_MARGIN),
                                  Qt.AlignLeft | Qt.AlignTop, label.text)
             else:
-                painter.drawText(QPointF(box.left() + LABEL_MARGIN, box.top() + LABEL_MARGIN + ascent), label.text)
+                self._draw_text(painter, box.left() + LABEL_MARGIN, box.top() + LABEL_MARGIN, label.text)
 
     def label_rect(self, label: ChartText, area: QRectF | None = None) -> QRectF:
         """Where a label is drawn (its margin included), in the widget's pixels."""

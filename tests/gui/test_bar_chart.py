@@ -180,3 +180,38 @@ def test_a_chart_changed_in_parts_paints_only_them_and_shows_what_a_whole_paint_
     on_screen = chart.screen().grabWindow(chart.winId()).toImage().convertToFormat(QImage.Format_RGB32)
     assert on_screen == chart.grab().toImage().convertToFormat(QImage.Format_RGB32)
     chart.close()
+
+
+def test_a_line_that_grows_paints_its_new_segments_and_shows_what_a_whole_paint_shows(appearance):
+    """A Run's frame adds a point to KV's used and allocated lines and to Stop's p(EOS): the chart paints the new
+    segments (a filled line: down to y = 0), and the screen holds what one paint of the whole chart draws."""
+    t = appearance.theme
+    chart = BarChart(appearance)
+    chart.resize(320, 180)
+    chart.set_range(x=(0, 40), y=(0, 1))
+    x = np.arange(1.0, 31.0)
+    y = 0.5 + 0.4 * np.sin(x / 3)
+
+    def frame(n: int) -> None:
+        chart.set_series("filled", series(t.chosen, x[:n], y[:n], 2.0, fill=t.removed))
+        chart.set_series("dotted", series(t.final, x[:n], y[:n] * 0.5, 2.5, dots=5.0))
+        chart.set_series("dashed", series(t.warning, x[:n], y[:n] * 0.8, 1.5, dashed=True))
+
+    frame(20)
+    chart.show()
+    for _ in range(4):
+        QApplication.processEvents()
+    for n in (21, 22, 25):
+        regions = Regions(chart)
+        frame(n)
+        for _ in range(4):
+            QApplication.processEvents()
+        assert regions.rects and all(r.width() < 0.5 * chart.width() for r in regions.rects)
+        on_screen = chart.screen().grabWindow(chart.winId()).toImage().convertToFormat(QImage.Format_RGB32)
+        assert on_screen == chart.grab().toImage().convertToFormat(QImage.Format_RGB32)
+    regions = Regions(chart)
+    frame(10)  # not a growth (a rewind): the whole chart
+    for _ in range(4):
+        QApplication.processEvents()
+    assert any(r.width() == chart.width() for r in regions.rects)
+    chart.close()
