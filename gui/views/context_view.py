@@ -31,6 +31,7 @@ from gui.theme import Appearance
 from gui.views.base import View
 from gui.widgets.chip_canvas import Chip, ChipCanvas
 from gui.state.format import byte_label, display, quoted, rank_text, split_characters
+from gui.state import i18n
 from gui.state.i18n import QT_TRANSLATE_NOOP, translate
 from gui.widgets.transcript import Transcript
 from gui.widgets.wrap_label import WrapLabel
@@ -102,6 +103,8 @@ class ContextView(View):
         layout.addLayout(top)
         layout.addWidget(self.pages, 1)  # the chips take all the height the dock gives
         self._shown_count = -1
+        self._prompt_memo: tuple | None = None  # (prefill, language, its chips' fields and tooltips)
+        self._step_memo: dict[int, tuple] = {}  # id(step) -> (step, its chip's label, kind, newline)
         self._shown_past: int | None = None
         self._summary_height = 0  # the summary's wrapped height that minimumSizeHint last counted
         self.restyle()
@@ -263,27 +266,46 @@ class ContextView(View):
         ghosts_after = -1
         if verify is not None and len(verify.steps) >= verify.accepted:
             ghosts_after = verify.index + verify.accepted - 1
-        for pos, token in enumerate(prefill.tokens):
-            kind = "special" if token.special else "prompt"
-            chips.append(Chip(display(token.piece), kind, token.id, pos, None, token.text.endswith("\n")))
-            tips.set(len(chips) - 1, translate("Context", "prompt token · position {position}").format(position=pos)
-                     + f"\nid {token.id}  {quoted(token.piece)}")
+        for label, kind, token_id, pos, newline, tip in self._prompt_chips(prefill):
+            chips.append(Chip(label, kind, token_id, pos, None, newline))
+            tips.set(len(chips) - 1, tip)
         if ghosts_after == 0:
             self._ghosts(verify, chips, tips)
         for step in self.intents.steps:
-            token = step.token
-            kind = "special" if token.special else "generated"
-            draft, note = "", self._verify_note(step)
+            label, kind, newline = self._step_chip(step)
+            draft, note = "", self._verify_note(step) if step.verified_by else ""
             if note.startswith(kept_note()):
                 draft = "verified" if verify is not None and step.verified_by == verify.index else "accepted"
-            chips.append(Chip(display(token.piece), kind, token.id, step.position, step.index,
-                              token.text.endswith("\n"), draft=draft))
+            chips.append(Chip(label, kind, step.token.id, step.position, step.index, newline, draft=draft))
             tips.set(len(chips) - 1, lambda step=step, note=note: step_tip(step, note))
             if step.index == ghosts_after:
                 self._ghosts(verify, chips, tips)
         self._mark_dropped(chips, tips)
         self._group_split_characters(chips, tips, list(prefill.tokens) + [s.token for s in self.intents.steps])
         return chips, tips
+
+    # A Run's frames build the chips of the same prompt and of the same steps again, plus one: what a chip shows of
+    # its token is kept per prompt (and language: the tooltips are worded) and per step (one of its fields each).
+    def _prompt_chips(self, prefill) -> list[tuple]:
+        language = i18n.language()
+        if self._prompt_memo is None or self._prompt_memo[0] is not prefill or self._prompt_memo[1] != language:
+            rows = [(display(token.piece), "special" if token.special else "prompt", token.id, pos,
+                     token.text.endswith("\n"),
+                     translate("Context", "prompt token · position {position}").format(position=pos)
+                     + f"\nid {token.id}  {quoted(token.piece)}") for pos, token in enumerate(prefill.tokens)]
+            self._prompt_memo = (prefill, language, rows)
+        return self._prompt_memo[2]
+
+    def _step_chip(self, step) -> tuple[str, str, bool]:
+        """A step's chip label, kind and whether a line ends after it."""
+        kept = self._step_memo.get(id(step))
+        if kept is None or kept[0] is not step:
+            if len(self._step_memo) > 50_000:
+                self._step_memo.clear()
+            token = step.token
+            kept = self._step_memo[id(step)] = (step, display(token.piece), "special" if token.special else "generated",
+                                                token.text.endswith("\n"))
+        return kept[1:]
 
     def _shifts(self, past=None) -> list:
         """The context shifts on the current path, as far as the shown step (a past one saw fewer)."""

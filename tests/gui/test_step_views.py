@@ -128,3 +128,21 @@ def test_the_history_slider_moves_every_view_to_the_step(qtbot, window):
     settle(window)
     assert context.canvas.greyed == 0 and stop.shown_generated == 4
     assert kv.shown_positions == c.steps[-1].context_tokens
+
+
+def test_context_keeps_what_its_chips_show_per_prompt_and_step_and_builds_the_same_chips(window):
+    """A Run's frames take each chip's label from what was kept for its prompt and step: the chips and tooltips are
+    those of a build from nothing, and a new prompt or language is worded again."""
+    c = window.controller
+    prefill(window, greedy=True, seed=7)
+    step(window, 3)
+    context = window.views["context"]
+    kept_chips, kept_tips = context._chips(c.prefill_event, None)
+    context._prompt_memo, context._step_memo = None, {}
+    fresh_chips, fresh_tips = context._chips(c.prefill_event, None)
+    assert [chip.looks() for chip in kept_chips] == [chip.looks() for chip in fresh_chips]
+    assert [kept_tips[i] for i in kept_tips] == [fresh_tips[i] for i in fresh_tips]
+    assert len(context._step_memo) == 3 and context._prompt_memo[0] is c.prefill_event
+    prefill(window, greedy=True, seed=7)  # a new prompt's event: its chips are made again
+    chips, _ = context._chips(c.prefill_event, None)
+    assert context._prompt_memo[0] is c.prefill_event and len(chips) == c.prefill_event.n_tokens
