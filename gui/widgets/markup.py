@@ -109,11 +109,12 @@ def plain(text: str) -> Marked:
 def paragraphs(marked: Marked) -> list[Marked]:
     """The text cut at its line separators, each piece with its own runs (positions from its start)."""
     pieces, start = [], 0
-    for end in [i for i, ch in enumerate(marked.text) if ch == LINE_SEPARATOR] + [len(marked.text)]:
+    for text in marked.text.split(LINE_SEPARATOR):
+        end = start + len(text)
         runs = tuple(Run(max(r.start, start) - start, min(r.start + r.length, end) - max(r.start, start), r.bold,
                          r.italic, r.colour)
                      for r in marked.runs if r.start < end and r.start + r.length > start)
-        pieces.append(Marked(marked.text[start:end], runs))
+        pieces.append(Marked(text, runs))
         start = end + 1
     return pieces
 
@@ -170,10 +171,13 @@ class Laid:
         self.text = marked.text
         reuse = reuse or {}
         self.kept: dict[tuple, Paragraph] = {}  # what the next text may take over: this one's paragraphs
+        self.pieces: list[Paragraph] = []
+        font_key = font.key()
         for piece in paragraphs(marked):
-            key = (piece, font.key())
-            self.kept[key] = reuse.get(key) or self.kept.get(key) or Paragraph(piece, font)
-        self.pieces = [self.kept[(piece, font.key())] for piece in paragraphs(marked)]
+            key = (piece, font_key)
+            paragraph = self.kept.get(key) or reuse.get(key) or Paragraph(piece, font)
+            self.kept[key] = paragraph
+            self.pieces.append(paragraph)
 
     def lay_out(self, width: float) -> float:
         """The lines broken at `width`; their height (the paragraphs' heights added)."""
