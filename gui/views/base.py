@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QTimer
-from PySide6.QtWidgets import QDockWidget, QWidget
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import QDockWidget, QScrollArea, QWidget
 
 from inference.events import StepDone
 
@@ -43,7 +44,23 @@ class View(QWidget):
         if not self._stale:  # not tabbed away: it drew that step
             self.shown_step = step
 
+    def _fill_background(self) -> None:
+        """The view paints its own background, in the colour the style sheet gives what it sits in (a scroll
+        area's panel, else the dock's window colour): to Qt it is then opaque, and a frame that changes a label or a
+        chart inside it no longer has the dock (and every widget between) paint its style sheet's background under
+        them first (~0.8 ms of a 1600x1000 frame)."""
+        parent, in_scroll_area = self.parentWidget(), False
+        while parent is not None and not isinstance(parent, QDockWidget):
+            in_scroll_area = in_scroll_area or isinstance(parent, QScrollArea)
+            parent = parent.parentWidget()
+        t = self.appearance.theme
+        palette = self.palette()
+        palette.setColor(QPalette.Window, QColor(t.panel if in_scroll_area else t.window))
+        self.setPalette(palette)
+        self.setAutoFillBackground(True)
+
     def _on_appearance(self) -> None:
+        self._fill_background()
         self.restyle()
         self._stale = True
         self._on_redraw()
@@ -63,6 +80,7 @@ class View(QWidget):
 
     def showEvent(self, event) -> None:
         super().showEvent(event)
+        self._fill_background()  # placed now: in a scroll area or not
         if self._stale:
             self._draw()
 

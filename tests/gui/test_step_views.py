@@ -146,3 +146,32 @@ def test_context_keeps_what_its_chips_show_per_prompt_and_step_and_builds_the_sa
     prefill(window, greedy=True, seed=7)  # a new prompt's event: its chips are made again
     chips, _ = context._chips(c.prefill_event, None)
     assert context._prompt_memo[0] is c.prefill_event and len(chips) == c.prefill_event.n_tokens
+
+
+def test_the_views_fill_their_background_in_the_colour_it_had(window):
+    """Each view paints its own background (to Qt it is opaque: a frame's changes no longer repaint the docks' style
+    sheet backgrounds under them), in the colour of what it sits in: the window looks the same, light and dark."""
+    from PySide6.QtGui import QImage
+
+    from gui.views.base import View
+
+    prefill(window, greedy=True, seed=7)
+    step(window, 2)
+    views = [v for v in window.findChildren(View) if v.isVisible()]
+    assert len(views) >= 5 and all(v.autoFillBackground() for v in views)
+    try:
+        for dark in (False, True):
+            window.appearance.set_dark(dark)
+            settle(window)
+            filled = window.grab().toImage().convertToFormat(QImage.Format_RGB32)
+            for v in views:
+                v.setAutoFillBackground(False)
+            try:
+                QApplication.processEvents()
+                assert window.grab().toImage().convertToFormat(QImage.Format_RGB32) == filled, dark
+            finally:
+                for v in views:
+                    v.setAutoFillBackground(True)
+    finally:
+        window.appearance.set_dark(False)
+        settle(window)
