@@ -16,7 +16,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from PySide6.QtCore import QPointF, Qt
+from PySide6.QtCore import QPointF, QRect, Qt
 from PySide6.QtGui import QColor, QFont, QPainter, QTextCharFormat, QTextLayout, QTextOption
 
 LINE_SEPARATOR = "\u2028"  # what QTextDocument makes of <br>: a new line in the same paragraph
@@ -141,8 +141,9 @@ class Paragraph:
             formats.append(span)
         if formats:
             self.layout.setFormats(formats)
-        self.width = -1.0
+        self.width = -1.0  # the width its lines are broken at now
         self.height = 0.0
+        self.heights: dict[float, float] = {}  # its height at each width it was measured at
 
     def lay_out(self, width: float) -> float:
         """Break the lines at `width` (again only when it changed); returns their height."""
@@ -158,8 +159,14 @@ class Paragraph:
                 line.setPosition(QPointF(0.0, y))
                 y += line.height()
             layout.endLayout()
-            self.height = y
+            self.height = self.heights[width] = y
         return self.height
+
+    def height_at(self, width: float) -> float:
+        """Its height at `width`, measured once per width (the layouts ask at their preferred width too: the
+        lines broken there and back at the painted width at every frame cost twice the layout)."""
+        height = self.heights.get(width)
+        return self.lay_out(width) if height is None else height
 
 
 class Laid:
@@ -180,12 +187,23 @@ class Laid:
             self.pieces.append(paragraph)
 
     def lay_out(self, width: float) -> float:
-        """The lines broken at `width`; their height (the paragraphs' heights added)."""
+        """The lines broken at `width`, to paint; their height (the paragraphs' heights added)."""
         return sum(piece.lay_out(width) for piece in self.pieces)
 
-    def paint(self, painter: QPainter, at: QPointF) -> None:
-        """At `at` (the top left), in the painter's pen where a run sets no colour."""
+    def height_at(self, width: float) -> float:
+        """The height at `width`, the lines left broken where they are."""
+        return sum(piece.height_at(width) for piece in self.pieces)
+
+    @property
+    def height(self) -> float:
+        """The height as laid out last (lay_out)."""
+        return sum(piece.height for piece in self.pieces)
+
+    def paint(self, painter: QPainter, at: QPointF, region: QRect | None = None) -> None:
+        """At `at` (the top left), in the painter's pen where a run sets no colour; only the paragraphs that reach
+        into `region` (the paint's rectangle), where one is given."""
         y = at.y()
         for piece in self.pieces:
-            piece.layout.draw(painter, QPointF(at.x(), y))
+            if region is None or (y <= region.bottom() + 1 and y + piece.height >= region.top() - 1):
+                piece.layout.draw(painter, QPointF(at.x(), y))
             y += piece.height

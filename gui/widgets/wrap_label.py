@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt
+from PySide6.QtCore import QEvent, QPointF, QRect, QRectF, QSize, Qt
 from PySide6.QtGui import (QAbstractTextDocumentLayout, QGuiApplication, QPainter, QPalette, QTextDocument,
                            QTextLayout)
 from PySide6.QtGui import Qt as QtGui
@@ -96,12 +96,47 @@ class WrapLabel(QLabel):
         if text == self._text:
             return
         told, self._told = self._told, {}
+        before = self._laid
         self._text = text
         self._fill()
         if not told or len(told) > 4 or any(self.heightForWidth(w) != h for w, h in told.items()):
             self._told = {}
             self.updateGeometry()
-        self.update()
+            self.update()
+        else:
+            self.update(self._changed_lines(before))
+
+    def _changed_lines(self, before: "markup.Laid | None") -> QRect:
+        """Where the new text's paint differs from the one before: the lines from its first paragraph that is
+        not the one before (those kept were laid out once, and are painted as they are) down to the last one
+        (all the rest where a height changed)."""
+        rect = self.contentsRect()
+        if before is None or self._laid is None or not self.isVisible():
+            return rect
+        width = float(max(rect.width(), 1))
+        old, new = before.pieces, self._laid.pieces
+        if before.lay_out(width) != self._laid.lay_out(width):
+            return rect  # the text moves (centred in the label): all of it
+        y, first, last = 0.0, None, None
+        for i, piece in enumerate(new):
+            same_place = i < len(old) and old[i].height == piece.height
+            if i >= len(old) or old[i] is not piece:
+                first = y if first is None else first
+                last = y + piece.height if same_place else float(rect.height())
+            if not same_place:
+                break
+            y += piece.height
+        if first is None:
+            return QRect()
+        top = self._text_top(rect, self._laid.height)
+        return QRect(rect.left(), math.floor(top + first) - 1, rect.width(), math.ceil(last - first) + 3)
+
+    def _text_top(self, rect: QRect, height: float) -> float:
+        """Where the text's first line begins: at the top, or as the label's vertical alignment puts it."""
+        vertical = self.alignment() & Qt.AlignVertical_Mask
+        top = rect.top() if vertical & Qt.AlignTop else (
+            rect.bottom() + 1 - height if vertical & Qt.AlignBottom else rect.top() + (rect.height() - height) / 2)
+        return max(float(rect.top()), top)
 
     def setTextFormat(self, text_format) -> None:
         super().setTextFormat(text_format)
@@ -135,10 +170,10 @@ class WrapLabel(QLabel):
         """The width the label has on screen (0 before it is placed)."""
         return self.width() if self.isVisible() and self.testAttribute(Qt.WA_Resized) else 0
 
-    def _lay_out(self, width: float) -> float:
-        """The text's lines broken at `width`; their height."""
+    def _lay_out(self, width: float, to_paint: bool = True) -> float:
+        """The text's lines broken at `width`; their height (`to_paint` False: only the height)."""
         if self._laid is not None:
-            return self._laid.lay_out(width)
+            return self._laid.lay_out(width) if to_paint else self._laid.height_at(width)
         if width != self._laid_width:
             self._doc.setTextWidth(width)
             self._laid_width = width
@@ -151,7 +186,7 @@ class WrapLabel(QLabel):
                 self._heights.clear()
             margins = self.contentsMargins()
             inner = max(width - margins.left() - margins.right(), 1)
-            text = math.ceil(self._lay_out(float(inner))) if self._text else 0
+            text = math.ceil(self._lay_out(float(inner), to_paint=False)) if self._text else 0
             height = self._heights[width] = max(text + margins.top() + margins.bottom(), self._least_height())
         self._told[width] = height
         return height
@@ -178,16 +213,13 @@ class WrapLabel(QLabel):
             return
         rect = self.contentsRect()
         height = self._lay_out(float(max(rect.width(), 1)))
-        vertical = self.alignment() & Qt.AlignVertical_Mask
-        top = rect.top() if vertical & Qt.AlignTop else (
-            rect.bottom() + 1 - height if vertical & Qt.AlignBottom else rect.top() + (rect.height() - height) / 2)
         colour = self.palette().color(QPalette.Active if self.isEnabled() else QPalette.Disabled,
                                       self.foregroundRole())
         painter = QPainter(self)
-        at = QPointF(rect.left(), max(float(rect.top()), top))
+        at = QPointF(rect.left(), self._text_top(rect, height))
         if self._laid is not None:
             painter.setPen(colour)
-            self._laid.paint(painter, at)
+            self._laid.paint(painter, at, event.rect())
             return
         painter.translate(at)
         context = QAbstractTextDocumentLayout.PaintContext()

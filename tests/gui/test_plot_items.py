@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QFontMetricsF
-from PySide6.QtWidgets import QApplication, QLabel
+from PySide6.QtWidgets import QApplication, QLabel, QVBoxLayout, QWidget
 
 from gui.theme import Appearance
 from gui.widgets.plotting import text_size
@@ -99,3 +99,47 @@ def test_a_wrap_label_has_a_height_for_its_width_before_and_after_a_text(qapp):
     assert label.hasHeightForWidth()
     label.setText("<b>now</b> a text")
     assert label.hasHeightForWidth()
+
+
+def test_a_changed_line_is_all_a_wrap_label_paints_again_and_the_screen_shows_the_new_text(qapp):
+    from PySide6.QtCore import QEvent, QObject
+    from PySide6.QtGui import QImage
+
+    class Regions(QObject):
+        def __init__(self):
+            super().__init__()
+            self.rects = []
+
+        def eventFilter(self, obj, event) -> bool:
+            if event.type() == QEvent.Paint:
+                self.rects.append(event.rect())
+            return False
+
+    def settle():
+        for _ in range(4):
+            QApplication.processEvents()
+
+    def screen(label):
+        window = label.window().screen().grabWindow(label.window().winId()).toImage()
+        return window.copy(label.geometry()).convertToFormat(QImage.Format_RGB32)
+
+    label = WrapLabel("<b>Prefill</b>: 5 positions<br><b>Decode</b>: 20 tokens, 18.9 ms<br>"
+                      "<span style='color:#667085'>Below the steps: every pass</span>")
+    label.setAlignment(Qt.AlignLeft | Qt.AlignTop)
+    holder = QWidget()  # in a layout, as in the views: it tells the label's height to the layout
+    QVBoxLayout(holder).addWidget(label)
+    holder.resize(320, 120)
+    holder.show()
+    settle()
+    regions = Regions()
+    label.installEventFilter(regions)
+    label.setText("<b>Prefill</b>: 5 positions<br><b>Decode</b>: 21 tokens, 19.0 ms<br>"
+                  "<span style='color:#667085'>Below the steps: every pass</span>")
+    settle()
+    assert regions.rects and all(r.height() < label.height() / 2 for r in regions.rects)
+    assert screen(label) == label.grab().toImage().convertToFormat(QImage.Format_RGB32)
+    label.setText("<b>Prefill</b>: 5 positions<br><b>Decode</b>: 21 tokens, 19.0 ms, and a line long enough to wrap "
+                  "onto a second one<br><span style='color:#667085'>Below the steps: every pass</span>")
+    settle()
+    assert screen(label) == label.grab().toImage().convertToFormat(QImage.Format_RGB32)
+    holder.close()
