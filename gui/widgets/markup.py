@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QPointF, QRect, Qt
 from PySide6.QtGui import QColor, QFont, QPainter, QTextCharFormat, QTextLayout, QTextOption
 
+UNBOUNDED = 1e7  # px: a line width nothing wraps at
 LINE_SEPARATOR = "\u2028"  # what QTextDocument makes of <br>: a new line in the same paragraph
 _TOKEN = re.compile(r"<(/?)([A-Za-z]+)((?:\s[^>]*)?)\s*/?>")
 _COLOUR = re.compile(r"""color\s*:\s*([#\w]+)""")
@@ -144,27 +145,41 @@ class Paragraph:
         self.width = -1.0  # the width its lines are broken at now
         self.height = 0.0
         self.heights: dict[float, float] = {}  # its height at each width it was measured at
+        self.natural: float | None = None  # its width on one line (a line set no narrower breaks nowhere)
+
+    def _break(self, width: float) -> float:
+        self.width = width
+        layout, y = self.layout, 0.0
+        layout.beginLayout()
+        while True:
+            line = layout.createLine()
+            if not line.isValid():
+                break
+            line.setLineWidth(width)
+            line.setPosition(QPointF(0.0, y))
+            y += line.height()
+        layout.endLayout()
+        self.height = y
+        return y
 
     def lay_out(self, width: float) -> float:
-        """Break the lines at `width` (again only when it changed); returns their height."""
-        if width != self.width:
-            self.width = width
-            layout, y = self.layout, 0.0
-            layout.beginLayout()
-            while True:
-                line = layout.createLine()
-                if not line.isValid():
-                    break
-                line.setLineWidth(width)
-                line.setPosition(QPointF(0.0, y))
-                y += line.height()
-            layout.endLayout()
-            self.height = self.heights[width] = y
+        """Break the lines at `width` (again only when that breaks them elsewhere); returns their height. Laid out
+        first on one unbounded line: at any width as wide as that line, the lines are the same (left-aligned), and a
+        one-line text is laid out once whatever widths it is asked about and painted at."""
+        if self.natural is None:
+            self._break(UNBOUNDED)
+            self.natural = self.layout.lineAt(0).naturalTextWidth() if self.layout.lineCount() == 1 else UNBOUNDED
+            self.heights[UNBOUNDED] = self.height
+        key = UNBOUNDED if width >= self.natural else width
+        if key != self.width:
+            self.heights[key] = self._break(key)
         return self.height
 
     def height_at(self, width: float) -> float:
         """Its height at `width`, measured once per width (the layouts ask at their preferred width too: the
         lines broken there and back at the painted width at every frame cost twice the layout)."""
+        if self.natural is not None and width >= self.natural:
+            return self.heights[UNBOUNDED]
         height = self.heights.get(width)
         return self.lay_out(width) if height is None else height
 
