@@ -23,7 +23,6 @@ from gui.views.base import View
 from gui.state.format import display
 from gui.widgets.bar_chart import BarChart, Series, series
 from gui.widgets.plotting import step_top
-from gui.widgets.wrap_label import WrapLabel
 
 REASONS = {  # the engine's stop.reason codes, worded here (the trace keeps the codes)
     "eos": QT_TRANSLATE_NOOP("Stop", "the model wrote its end-of-sequence token"),
@@ -87,9 +86,9 @@ class StopView(View):
 
     def __init__(self, intents: Intents, appearance: Appearance):
         super().__init__(intents, appearance)
-        # the texts a Run's frames change are WrapLabels: a new text re-lays out the view only when its height changed
-        self.status = WrapLabel(translate("Stop", EMPTY))
+        self.status = QLabel(translate("Stop", EMPTY))
         self.status.setObjectName("big")
+        self.status.setWordWrap(True)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 6, 8, 6)
         layout.addWidget(self.status)
@@ -124,8 +123,9 @@ class StopView(View):
         self.eos_plot.set_range(y=(0, 1))
         self.eos_plot.set_y_ticks([(0, "0"), (1, "1")])
         self.eos_plot.set_x_ticks([])  # the steps: under Length limit's gauge
-        self.eos_text = WrapLabel()
+        self.eos_text = QLabel()
         self.eos_text.setObjectName("muted")
+        self.eos_text.setWordWrap(True)
         box = QVBoxLayout()
         box.addWidget(self.eos_plot)
         box.addWidget(self.eos_text)
@@ -143,8 +143,9 @@ class StopView(View):
 
         row(3, "context_full")
         self.gauge = Gauge(appearance)
-        self.gauge_text = WrapLabel()  # wrapped: a longer count must not widen the view (a scroll bar, everything moved)
+        self.gauge_text = QLabel()
         self.gauge_text.setObjectName("muted")
+        self.gauge_text.setWordWrap(True)  # a longer count must not widen the view (a scroll bar, everything moved)
         box = QVBoxLayout()
         box.addWidget(self.gauge)
         box.addWidget(self.gauge_text)
