@@ -102,6 +102,8 @@ def split_characters(raws: Sequence[bytes]) -> tuple[list[list[CharPart]], list[
     and the runs of tokens those characters join (start, end exclusive; 2 tokens or more), which a reader
     sees as one group: "\\xE6\\xB1" + "\\x89" is 汉."""
     data = b"".join(raws)
+    if data.isascii():  # no character of more than one byte, split or not (a Run's frames ask at every step)
+        return [[] for _ in raws], []
     owner = [i for i, raw in enumerate(raws) for _ in raw]
     parts: list[list[CharPart]] = [[] for _ in raws]
     links: list[tuple[int, int]] = []

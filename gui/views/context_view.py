@@ -274,7 +274,7 @@ class ContextView(View):
         for step in self.intents.steps:
             label, kind, newline = self._step_chip(step)
             draft, note = "", self._verify_note(step) if step.verified_by else ""
-            if note.startswith(kept_note()):
+            if note and note.startswith(kept_note()):
                 draft = "verified" if verify is not None and step.verified_by == verify.index else "accepted"
             chips.append(Chip(label, kind, step.token.id, step.position, step.index, newline, draft=draft))
             tips.set(len(chips) - 1, lambda step=step, note=note: step_tip(step, note))

@@ -91,3 +91,9 @@ def test_the_context_groups_chinese_and_shows_a_transcript(window):
     cursor.setPosition(shown.index(PROMPT) + 2)
     assert cursor.charFormat().foreground().color() != dim
     view.plain.setChecked(False)
+
+
+def test_ascii_tokens_carry_no_split_character_and_a_split_one_after_them_is_found():
+    assert split_characters([b"Once", b" upon", b" a"]) == ([[], [], []], [])
+    parts, runs = split_characters([b"Once", b" \xe6\xb1", b"\x89"])  # 汉 split over two tokens after ASCII ones
+    assert runs == [(1, 3)] and parts[0] == [] and {p.char for p in parts[1] + parts[2]} == {"汉"}
