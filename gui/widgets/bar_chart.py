@@ -33,6 +33,12 @@ LABEL_MARGIN = 4.0  # px around a label's text (as pyqtgraph's TextItem's)
 GAP = 3.0  # px between a tick mark and its text, and around the title and the axis label
 
 
+def equal(a: np.ndarray, b: np.ndarray) -> bool:
+    """The same values, bit for bit (a frame's few bars: np.array_equal's checks cost more than the comparison;
+    -0.0 against 0.0 reads as a change, which only paints again)."""
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
 @dataclass(frozen=True)
 class BarSet:
     """Bars of one colour: bar i spans x0[i] .. x0[i] + width[i], y0[i] .. y0[i] + height[i] (data units)."""
@@ -53,7 +59,7 @@ class BarSet:
 
     def same(self, other: BarSet | None) -> bool:
         return (self.styled_as(other)
-                and all(np.array_equal(a, b) for a, b in ((self.x0, other.x0), (self.y0, other.y0),
+                and all(equal(a, b) for a, b in ((self.x0, other.x0), (self.y0, other.y0),
                                                           (self.width, other.width), (self.height, other.height))))
 
 
@@ -94,7 +100,7 @@ class Series:
                 == (other.colour, other.width, other.alpha, other.dashed, other.dots, other.fill))
 
     def same(self, other: Series | None) -> bool:
-        return self.styled_as(other) and np.array_equal(self.x, other.x) and np.array_equal(self.y, other.y)
+        return self.styled_as(other) and equal(self.x, other.x) and equal(self.y, other.y)
 
 
 def series(colour: str, x, y, width: float = 1.0, alpha: int = 255, dashed: bool = False, dots: float = 0.0,
@@ -273,7 +279,7 @@ class BarChart(QWidget):
         had_data = self.holds_data()
         self.series[key] = line
         grown = (old is not None and len(old.x) and len(line.x) > len(old.x) and line.styled_as(old)
-                 and np.array_equal(line.x[:len(old.x)], old.x) and np.array_equal(line.y[:len(old.y)], old.y))
+                 and equal(line.x[:len(old.x)], old.x) and equal(line.y[:len(old.y)], old.y))
         if not grown or self.holds_data() != had_data:
             self._mark()
         elif not self._dirty_all:
