@@ -242,12 +242,17 @@ class BarChart(QWidget):
         area = self.plot_rect()
         (x_lo, x_hi), (y_lo, y_hi) = self.x_range, self.y_range
         sx, sy = area.width() / (x_hi - x_lo or 1.0), area.height() / (y_hi - y_lo or 1.0)
-        x = area.left() + (np.concatenate([bars.x0[at], bars.x0[at] + bars.width[at]]) - x_lo) * sx
-        y = np.concatenate([bars.y0[at], bars.y0[at] + bars.height[at]]) - y_lo
-        y = area.top() + y * sy if self.rows_axis else area.bottom() - y * sy
+        # in Python floats: a frame's few changed bars cost more in numpy's calls than in the arithmetic
+        x0, width, y0, height = (bars.x0[at].tolist(), bars.width[at].tolist(), bars.y0[at].tolist(),
+                                 bars.height[at].tolist())
+        xs = x0 + [a + b for a, b in zip(x0, width)]
+        ys = y0 + [a + b for a, b in zip(y0, height)]
+        x = [area.left() + (min(xs) - x_lo) * sx, area.left() + (max(xs) - x_lo) * sx]
+        y = [(v - y_lo) * sy for v in (min(ys), max(ys))]
+        y = [area.top() + v for v in y] if self.rows_axis else [area.bottom() - v for v in y]
         margin = math.ceil(bars.outline_width if bars.outline is not None else 0.0) + 2
-        left, right = max(float(np.min(x)), area.left() - 1), min(float(np.max(x)), area.right() + 1)
-        top, bottom = max(float(np.min(y)), area.top() - 1), min(float(np.max(y)), area.bottom() + 1)
+        left, right = max(min(x), area.left() - 1), min(max(x), area.right() + 1)
+        top, bottom = max(min(y), area.top() - 1), min(max(y), area.bottom() + 1)
         return QRect(math.floor(left) - margin, math.floor(top) - margin, math.ceil(right - left) + 2 * margin + 1,
                      math.ceil(bottom - top) + 2 * margin + 1)
 
