@@ -12,7 +12,6 @@ same paragraph, as QTextDocument makes it).
 from __future__ import annotations
 
 import html
-import math
 import re
 from dataclasses import dataclass
 
@@ -123,9 +122,9 @@ def paragraphs(marked: Marked) -> list[Marked]:
 class Paragraph:
     """One line-separated piece of a text laid out in a font: lines broken at a width, their height, its paint."""
 
-    def __init__(self, marked: Marked, font: QFont, alignment=Qt.AlignLeft):
+    def __init__(self, marked: Marked, font: QFont):
         self.layout = QTextLayout(marked.text, font)
-        option = QTextOption(alignment)
+        option = QTextOption(Qt.AlignLeft)  # left-aligned: a line laid out unbroken is the same at any wider width
         option.setWrapMode(QTextOption.WordWrap)
         self.layout.setTextOption(option)
         formats = []

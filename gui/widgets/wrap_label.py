@@ -59,16 +59,18 @@ def wrapped_lines(text: str, font, width: int) -> list[tuple[int, int]]:
 class WrapLabel(QLabel):
     """A word-wrapped label for texts that change at every frame of a run (summaries, headers), rich or plain.
 
-    It lays its text out in a document of its own, once per change of its text or width, and paints that
-    layout. QLabel, for a rich text, parses the text into its document at each change, lays it out twice per
-    height-for-width question (at the width asked, then back at its own) and once more to paint; and every
-    change asks the layouts above it again (updateGeometry: a pass up to the dock). Here a change asks them only
-    when a height it told them (at its width, and at any other width a layout asked) changed. Measured in a frame of the 1600x1000 window (60 steps shown in
-    turn): the KV paragraph and Timing's summary cost 1.2 and 1.1 ms of a frame's GUI CPU as QLabels.
+    It lays its text out itself: the views' few tags in one text layout per line (markup.py), any other markup in a
+    document of its own. A line is laid out once per text and width, and a new text repaints only the lines that
+    changed. QLabel, for a rich text, parsed the text into its document at each change, laid it out twice per
+    height-for-width question (at the width asked, then back at its own) and once more to paint; and every change
+    asked the layouts above it again (updateGeometry: a pass up to the dock). Here a change asks them only when a
+    height it told them (at its width, or at any other width a layout asked) changed. Measured in a frame of the
+    1600x1000 window (60 steps shown in turn): the KV paragraph and Timing's summary cost 1.2 and 1.1 ms of a frame's
+    GUI CPU as QLabels.
 
     The label is still a QLabel to the style sheet (QLabel#muted, #heading) and to its callers (`text()`,
-    `textFormat()`, `alignment()`); QLabel's own text stays a space. A selectable label (setTextInteractionFlags)
-    offers "Copy" on its context menu instead of a mouse selection.
+    `textFormat()`, `alignment()` (vertical; the text is left-aligned)); QLabel's own text stays a space. A
+    selectable label (setTextInteractionFlags) offers "Copy" on its context menu instead of a mouse selection.
     """
 
     def __init__(self, text: str = "", lines: int = 1):
