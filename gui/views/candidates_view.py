@@ -26,7 +26,7 @@ from gui.views.base import View
 from gui.widgets.candidate_labels import compact, legend_tip, header_text, legend, row_label, row_tooltip
 from gui.state.format import byte_label, display, partial_note, quoted, rank_text
 from gui.widgets.bar_chart import LABEL_MARGIN, BarChart, ChartText, Marker, bar_set
-from gui.widgets.plotting import titled
+from gui.widgets.plotting import TextWidths, titled
 from gui.widgets.token_picker import TokenPicker
 from gui.widgets.wrap_label import CaptionLabel, WrapLabel
 
@@ -135,7 +135,7 @@ class CandidatesView(View):
             # 1024x700 has no room for the whole plot grown by the type's factor)
             plot.setMinimumHeight(int(height + PLOT_AXES * (a.scale - 1)))
         self._label_metrics = QFontMetricsF(a.font(0.85))  # the plot labels' font, measured once
-        self._widths: dict[str, float] = {}  # each text's width in it (a step's labels mostly repeat)
+        self._advance = TextWidths(self._label_metrics)  # each text's width in it, measured once
         self.legend.setText(legend(t, None if self._drawn is None else self._drawn.dist.settings))
         self._last = ("dirty",)
 
@@ -291,15 +291,6 @@ class CandidatesView(View):
             "\n" + kept.format(stage=title, n=f"{counts[i]:,}")
             + (cut.format(percent=f"{removed[i] * 100:.2f}") if removed[i] else "")
             for i, title in enumerate(titles)))
-
-    def _advance(self, text: str) -> float:
-        """A text's width in the plot labels' font, measured once per text."""
-        width = self._widths.get(text)
-        if width is None:
-            if len(self._widths) > 4096:
-                self._widths.clear()
-            width = self._widths[text] = self._label_metrics.horizontalAdvance(text)
-        return width
 
     def _label_px(self, lines: int) -> float:
         """The px a plot label of that many lines takes (its margins included), and a gap."""

@@ -26,7 +26,7 @@ from PySide6.QtGui import (QBrush, QColor, QFont, QFontMetricsF, QPainter, QPain
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from gui.theme import Appearance
-from gui.widgets.plotting import text_size
+from gui.widgets.plotting import TextWidths, text_size
 
 TICK = 5.0  # px a tick mark reaches out of its axis
 LABEL_MARGIN = 4.0  # px around a label's text (as pyqtgraph's TextItem's)
@@ -160,7 +160,7 @@ class BarChart(QWidget):
         self._label_font: QFont | None = None
         self._font_key, self._font_metrics = "", None
         appearance.changed.connect(self._restyled)
-        self._widths: dict[str, float] = {}
+        self._widths: TextWidths | None = None  # made with the font (_font)
         self._elisions: dict[tuple[str, float], str] = {}
         self._statics: dict[str, QStaticText] = {}  # each text laid out in the labels' font (_draw_text)
         self._rect_key, self._rect = None, QRectF()
@@ -319,7 +319,7 @@ class BarChart(QWidget):
         if self._label_font is None:
             font = self._label_font = self.appearance.font(0.85)
             self._font_key, self._font_metrics = font.key(), QFontMetricsF(font)
-            self._widths, self._elisions, self._statics = {}, {}, {}
+            self._widths, self._elisions, self._statics = TextWidths(self._font_metrics), {}, {}
         return self._label_font
 
     def metrics(self) -> QFontMetricsF:
@@ -513,12 +513,8 @@ class BarChart(QWidget):
 
     def _advance(self, text: str) -> float:
         """A text's width in the labels' font, measured once per text (a step's names and labels mostly repeat)."""
-        width = self._widths.get(text)
-        if width is None:
-            if len(self._widths) > 4096:
-                self._widths.clear()
-            width = self._widths[text] = self.metrics().horizontalAdvance(text)
-        return width
+        self._font()
+        return self._widths(text)
 
     def _draw_text(self, painter: QPainter, x: float, top: float, text: str) -> None:
         """One line of text whose line box's top left is at (x, top), laid out once per text and font: a chart's

@@ -139,6 +139,23 @@ def style_plot(plot: pg.PlotWidget, appearance: Appearance) -> None:
 ALIGN = Qt.AlignLeft | Qt.AlignTop  # a chart label's lines
 
 
+class TextWidths:
+    """Texts' widths in one font (horizontalAdvance), each measured once: a frame's names and labels mostly repeat
+    the texts of the frame before."""
+
+    def __init__(self, metrics: QFontMetricsF):
+        self.metrics = metrics
+        self._widths: dict[str, float] = {}
+
+    def __call__(self, text: str) -> float:
+        width = self._widths.get(text)
+        if width is None:
+            if len(self._widths) > 4096:
+                self._widths.clear()
+            width = self._widths[text] = self.metrics.horizontalAdvance(text)
+        return width
+
+
 _sizes: dict[tuple[str, str], QSizeF] = {}
 
 
