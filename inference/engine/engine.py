@@ -68,6 +68,7 @@ class Engine:
         self.batch_reply = p.Stepped  # what carries them
         self.batch_s = 0.0
         self.batch_started = 0.0
+        self.first_at_once = False  # a Run's first step goes at once (its first token is not held batch_s)
         self.announce_run = False
         self.recheck = False  # hash the weights again once the current command is answered
         self.cancelled = False  # a Cancel came while a Serve or a MeasureBatch read the pipe
@@ -95,7 +96,8 @@ class Engine:
         if not self.batch:
             self.batch_started = time.monotonic()
         self.batch.append(event)
-        if time.monotonic() - self.batch_started >= self.batch_s:
+        if self.first_at_once or time.monotonic() - self.batch_started >= self.batch_s:
+            self.first_at_once = False
             self.flush()
 
     def flush(self) -> None:
@@ -303,12 +305,12 @@ class Engine:
 
     def run(self, command: p.Run) -> None:
         session = self.need_session()
-        self.batch_s, self.announce_run = command.batch_s, True
+        self.batch_s, self.announce_run, self.first_at_once = command.batch_s, True, True
         try:
             for event in session.run(command.max_steps, between=self.between_steps):
                 self.send_event(event)
         finally:
-            self.batch_s = 0.0
+            self.batch_s, self.first_at_once = 0.0, False
         self.send_preview()
 
     def between_steps(self) -> None:

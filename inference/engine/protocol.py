@@ -81,8 +81,9 @@ class Step(Command):
 class Run(Command):
     """Step until a stop rule fires, Pause or Abort arrives, or `max_steps` were taken (0 = no limit).
 
-    Steps come back in batches at most `batch_s` apart (0: each at once): a front-end that redraws a few
-    times a second needs one wake-up per batch, not per token.
+    The first step comes back at once (the first token is seen as soon as it is drawn), the others in batches
+    at most `batch_s` apart (0: each at once): a front-end that redraws a few times a second needs one wake-up
+    per batch, not per token.
     """
 
     max_steps: int = 0

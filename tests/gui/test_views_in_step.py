@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QApplication
 from gui.state.history import History
 from gui.views.base import View
 from gui.views.branches_view import assign_rows
+from inference.engine import protocol as p
 from inference.events import PrefillDone, StepDone, Stopped, Token
 from app_driver import FrameLog, idle, prefill, run_reading, settle, wait_until, window_fixture
 
@@ -70,10 +71,16 @@ def assert_in_step(frames, n_views_at_least=5):
         assert set(steps.values()) == {shown}, (shown, steps)
 
 
-def test_paced_run_shows_every_step_in_every_view_at_once(window):
+def test_paced_run_shows_every_step_in_every_view_at_once(window, monkeypatch):
     c = window.controller
     prefill(window, greedy=True, max_new=6)
+    sent = []
+    emit = c._emit
+    monkeypatch.setattr(c, "_emit", lambda command: (sent.append(command), emit(command)))
     frames = run_and_record(window, 8.0)
+    # its steps come no further apart than half its period: a step due on screen is not held in a batch
+    runs = [command for command in sent if isinstance(command, p.Run)]
+    assert len(runs) == 1 and 0 < runs[0].batch_s <= 0.5 / 8.0
     assert_in_step(frames)
     views = frames[0][2]
     assert {"ContextView", "CandidatesView", "KvView", "StopView", "TimingView", "ExplainView"} <= set(views)
