@@ -27,7 +27,7 @@ from inference.engine.backend_switch import start_build, switch_if_built
 from inference.errors import Cancelled, NotReady, is_expected, one_line
 
 from inference.messages import Message, said, say
-from inference.events import Stopped
+from inference.events import StepDone, Stopped
 from inference.session import batch_curve
 from inference.session.batch import BatchRequest, Scheduler, blocks_for_all
 from inference.session.session import Session, prompt_ids
@@ -96,8 +96,9 @@ class Engine:
         if not self.batch:
             self.batch_started = time.monotonic()
         self.batch.append(event)
-        if self.first_at_once or time.monotonic() - self.batch_started >= self.batch_s:
-            self.first_at_once = False
+        first = self.first_at_once and isinstance(event, StepDone)  # with what came before it (a verify pass)
+        if first or time.monotonic() - self.batch_started >= self.batch_s:
+            self.first_at_once = self.first_at_once and not first
             self.flush()
 
     def flush(self) -> None:
