@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
+from itertools import accumulate
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -91,6 +93,9 @@ class CharPart:
         return translate("Format", "{which} of {size} of {char}").format(which=which, size=self.size, char=of)
 
 
+_NOT_ASCII = re.compile(rb"[\x80-\xff]")
+
+
 def _char_size(lead: int) -> int:
     """Bytes of the UTF-8 character a lead byte starts (0: not a lead byte)."""
     return 1 if lead < 0x80 else 2 if 0xC2 <= lead < 0xE0 else 3 if 0xE0 <= lead < 0xF0 else \
@@ -100,33 +105,41 @@ def _char_size(lead: int) -> int:
 def split_characters(raws: Sequence[bytes]) -> tuple[list[list[CharPart]], list[tuple[int, int]]]:
     """For tokens' raw bytes in order: per token, the parts it carries of characters split over tokens;
     and the runs of tokens those characters join (start, end exclusive; 2 tokens or more), which a reader
-    sees as one group: "\\xE6\\xB1" + "\\x89" is 汉."""
+    sees as one group: "\\xE6\\xB1" + "\\x89" is 汉.
+
+    Only the bytes past ASCII are looked at, one by one (a regular expression finds the next; a byte's token by
+    bisection over the tokens' offsets): a Run's frames ask at every step, over the whole context."""
     data = b"".join(raws)
-    if data.isascii():  # no character of more than one byte, split or not (a Run's frames ask at every step)
+    if data.isascii():  # no character of more than one byte, split or not
         return [[] for _ in raws], []
-    owner = [i for i, raw in enumerate(raws) for _ in raw]
+    starts = list(accumulate((len(raw) for raw in raws[:-1]), initial=0))  # each token's first byte
+
+    def owner(at: int) -> int:
+        return bisect_right(starts, at) - 1  # an empty token owns no byte: the next one starts there too
+
     parts: list[list[CharPart]] = [[] for _ in raws]
     links: list[tuple[int, int]] = []
-    at = 0
-    while at < len(data):
+    found = _NOT_ASCII.search(data)
+    while found is not None:
+        at = found.start()
         size = _char_size(data[at])
         chunk = data[at:at + size]
-        if size <= 1 or any(b & 0xC0 != 0x80 for b in chunk[1:]):
-            at += 1  # ASCII, or a byte that is no UTF-8 character: not a split character
-            continue
-        complete = len(chunk) == size
-        try:
-            char = chunk.decode("utf-8") if complete else ""
-        except UnicodeDecodeError:
-            at += 1
-            continue
-        owners = owner[at:at + len(chunk)]
-        if owners[0] != owners[-1] or not complete:  # not complete: the end of the text, the next token's
-            for token in sorted(set(owners)):
-                mine = [k + 1 for k, o in enumerate(owners) if o == token]
-                parts[token].append(CharPart(char, mine[0], mine[-1], size))
-            links.append((owners[0], owners[-1]))
-        at += len(chunk)
+        step = 1
+        if size > 1 and all(b & 0xC0 == 0x80 for b in chunk[1:]):  # else no UTF-8 character starts here
+            complete = len(chunk) == size
+            try:
+                char = chunk.decode("utf-8") if complete else ""
+            except UnicodeDecodeError:
+                char = None
+            if char is not None:
+                owners = [owner(at + k) for k in range(len(chunk))]
+                if owners[0] != owners[-1] or not complete:  # not complete: the end of the text, the next token's
+                    for token in sorted(set(owners)):
+                        mine = [k + 1 for k, o in enumerate(owners) if o == token]
+                        parts[token].append(CharPart(char, mine[0], mine[-1], size))
+                    links.append((owners[0], owners[-1]))
+                step = len(chunk)
+        found = _NOT_ASCII.search(data, at + step)
     return parts, _runs(links)
 
 

@@ -4,6 +4,7 @@ read ‹E6 B1›; and the plain transcript. On the default model's real token id
 
 from __future__ import annotations
 
+from hypothesis import given, settings, strategies as st
 from PySide6.QtGui import QColor, QTextCursor
 
 from app_driver import idle, settle, wait_until, window_fixture
@@ -97,3 +98,50 @@ def test_ascii_tokens_carry_no_split_character_and_a_split_one_after_them_is_fou
     assert split_characters([b"Once", b" upon", b" a"]) == ([[], [], []], [])
     parts, runs = split_characters([b"Once", b" \xe6\xb1", b"\x89"])  # 汉 split over two tokens after ASCII ones
     assert runs == [(1, 3)] and parts[0] == [] and {p.char for p in parts[1] + parts[2]} == {"汉"}
+
+
+def _split_byte_by_byte(raws):
+    """The definition, byte by byte: at each byte, the UTF-8 character it starts, if any; one that lies across two
+    tokens, or is cut off at the end, is split (what split_characters finds by skipping ASCII and bisecting)."""
+    data = b"".join(raws)
+    owner = [i for i, raw in enumerate(raws) for _ in raw]
+    parts, links, at = [[] for _ in raws], [], 0
+    while at < len(data):
+        lead = data[at]
+        size = 2 if 0xC2 <= lead < 0xE0 else 3 if 0xE0 <= lead < 0xF0 else 4 if 0xF0 <= lead < 0xF5 else 1
+        chunk = data[at:at + size]
+        if size == 1 or any(b & 0xC0 != 0x80 for b in chunk[1:]):
+            at += 1
+            continue
+        try:
+            char = chunk.decode("utf-8") if len(chunk) == size else ""
+        except UnicodeDecodeError:
+            at += 1
+            continue
+        owners = owner[at:at + len(chunk)]
+        if owners[0] != owners[-1] or len(chunk) < size:
+            for token in sorted(set(owners)):
+                mine = [k + 1 for k, o in enumerate(owners) if o == token]
+                parts[token].append((char, mine[0], mine[-1], size))
+            links.append((owners[0], owners[-1]))
+        at += len(chunk)
+    return parts, links
+
+
+PIECES = [b"", b"a b", b"\xe6", b"\xb1", b"\x89", b"\xe6\xb1\x89", b"\xf0\x9f", b"\x98\x80", b"\xc3", b"\xa9",
+          b"\xff", b"\xc0\x80", b"\x80", "汉字 émigré 😀".encode()]
+
+
+@given(st.lists(st.one_of(st.sampled_from(PIECES), st.binary(max_size=4)), min_size=1, max_size=12))
+@settings(max_examples=400, deadline=None)
+def test_split_characters_finds_what_a_byte_by_byte_reading_finds(raws):
+    parts, runs = split_characters(raws)
+    expected_parts, links = _split_byte_by_byte(raws)
+    assert [[(p.char, p.first, p.last, p.size) for p in token] for token in parts] == expected_parts
+    merged: list[list[int]] = []  # the tokens the links join, overlapping groups merged (links come in order)
+    for first, last in links:
+        if merged and first <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], last)
+        else:
+            merged.append([first, last])
+    assert runs == [(first, last + 1) for first, last in merged if last > first]
