@@ -442,7 +442,7 @@ class BarChart(QWidget):
         for bars in self.bars.values():
             self._paint_bars(painter, bars, area, dirty)
         for line in self.series.values():
-            self._paint_series(painter, line, area)
+            self._paint_series(painter, line, area, dirty)
         for marker in self.markers:
             x = self.map(marker.x, 0.0, area).x()
             painter.setPen(QPen(QColor(marker.colour), marker.width))
@@ -452,12 +452,21 @@ class BarChart(QWidget):
         self._paint_labels(painter, area, m, text, dirty)
         painter.end()
 
-    def _paint_series(self, painter: QPainter, line: Series, area: QRectF) -> None:
+    def _paint_series(self, painter: QPainter, line: Series, area: QRectF, dirty: QRectF) -> None:
         if not len(line.x):
             return
         (x_lo, x_hi), (y_lo, y_hi) = self.x_range, self.y_range
-        px = (area.left() + (line.x - x_lo) / (x_hi - x_lo or 1.0) * area.width()).tolist()
-        py = (area.bottom() - (line.y - y_lo) / (y_hi - y_lo or 1.0) * area.height()).tolist()
+        px = area.left() + (line.x - x_lo) / (x_hi - x_lo or 1.0) * area.width()
+        py = area.bottom() - (line.y - y_lo) / (y_hi - y_lo or 1.0) * area.height()
+        if not line.dashed and not dirty.contains(area) and len(px) > 8 and bool(np.all(px[1:] >= px[:-1])):
+            # x in order (a line over steps or positions): the points that reach into the region painted, and two
+            # more each side (their segments, joins and caps); a run's new point repainted a line of every step.
+            # (Not a dashed line: its dashes would start again where the slice begins.)
+            pad = max(line.width, line.dots) + 2.0
+            lo = max(int(np.searchsorted(px, dirty.left() - pad, "left")) - 2, 0)
+            hi = min(int(np.searchsorted(px, dirty.right() + pad, "right")) + 2, len(px))
+            px, py = px[lo:hi], py[lo:hi]
+        px, py = px.tolist(), py.tolist()
         points = QPolygonF([QPointF(x, y) for x, y in zip(px, py)])
         colour = QColor(line.colour)
         colour.setAlpha(line.alpha)
