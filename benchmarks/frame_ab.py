@@ -1,13 +1,14 @@
 """A frame's GUI CPU, this tree against a reference commit, side by side in one run.
 
-Two windows (1600x1000, the default model, 60 sampled steps, seed 7), one per tree, each in its own process, take
-turns: one draws --frames frames while the other waits, then the other, --turns times each. A frame shows the next
-step as a paced playback reveals it (the history holds the later steps back) and costs the GUI thread's CPU from
-the redraw to the end of the events it set off (every view's refresh, the window's paint, the layouts asked). These
-machines drift by 10-30 % within a minute; taking turns, both trees see the same drift, and the ratio holds where
-the absolute figures do not.
+Two windows (1600x1000, the default model, --steps sampled steps, 60 unless asked, seed 7), one per tree, each in
+its own process, take turns: one draws --frames frames while the other waits, then the other, --turns times each. A
+frame shows the next step as a paced playback reveals it (the history holds the later steps back) and costs the GUI
+thread's CPU from the redraw to the end of the events it set off (every view's refresh, the window's paint, the
+layouts asked). These machines drift by 10-30 % within a minute; taking turns, both trees see the same drift, and
+the ratio holds where the absolute figures do not.
 
-    python benchmarks/frame_ab.py --ref 054291b [--turns 20] [--frames 41] [--json benchmarks/results/frames/<name>.json]
+    python benchmarks/frame_ab.py --ref 054291b [--turns 20] [--frames 41] [--steps 60]
+        [--json benchmarks/results/frames/<name>.json]
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import results  # noqa: E402  (benchmarks/results/: where --json writes)
 
 
-def child(tree: str, role: str, other: str, turn: str, turns: int, frames: int) -> None:
+def child(tree: str, role: str, other: str, turn: str, turns: int, frames: int, steps: int) -> None:
     """One window of one tree: draw `frames` frames at each of its turns; print what each cost."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     sys.path.insert(0, tree)
@@ -63,7 +64,7 @@ def child(tree: str, role: str, other: str, turn: str, turns: int, frames: int) 
     controls = window.controls
     controls.greedy.setChecked(False)
     controls.seed.setValue(7)
-    controls.max_new.setValue(60)
+    controls.max_new.setValue(steps)
     controls.prompt.setPlainText("Once upon a time, in a small village by the sea,")
     window.prefill()
     wait(lambda: c.prefilled and not c.busy)
@@ -133,12 +134,13 @@ def main() -> int:
     parser.add_argument("--ref", help="the reference commit (checked out in a temporary worktree)")
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--frames", type=int, default=41, help="frames per turn (each a step of the last ones)")
+    parser.add_argument("--steps", type=int, default=60, help="steps each window holds (more: a longer context)")
     parser.add_argument("--child", nargs=5, metavar=("TREE", "ROLE", "OTHER", "TURN", "_"), help=argparse.SUPPRESS)
     results.json_option(parser, "frames")
     args = parser.parse_args()
     if args.child:
         tree, role, other, turn, _ = args.child
-        child(tree, role, other, turn, args.turns, args.frames)
+        child(tree, role, other, turn, args.turns, args.frames, args.steps)
         return 0
     if not args.ref:
         parser.error("--ref is needed")
@@ -150,7 +152,7 @@ def main() -> int:
     try:
         trees = {"this": str(ROOT), "reference": str(reference)}
         procs = {name: subprocess.Popen([sys.executable, __file__, "--turns", str(args.turns), "--frames",
-                                         str(args.frames), "--child", tree, name,
+                                         str(args.frames), "--steps", str(args.steps), "--child", tree, name,
                                          "reference" if name == "this" else "this", str(turn), "-"],
                                         stdout=subprocess.PIPE, text=True) for name, tree in trees.items()}
         # both windows loaded and run before the first turn (a model loading beside a turn would be in its figures)
@@ -167,7 +169,7 @@ def main() -> int:
             out[name] = json.loads(stdout.strip().splitlines()[-1])
     finally:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(reference)], capture_output=True)
-    report = {"ref": args.ref, "turns": args.turns, "frames_per_turn": args.frames}
+    report = {"ref": args.ref, "turns": args.turns, "frames_per_turn": args.frames, "steps": args.steps}
     for name in ("this", "reference"):
         s = summary(out[name]["frames_ms"])
         report[name] = {**s, "paint_ms_per_frame": out[name]["paint_ms_per_frame"],
