@@ -26,6 +26,7 @@ from gui.state.serving import Serving
 from gui.link.playback import Clock, Pacer
 from gui.link.branch_intents import BranchIntents
 from gui.link.engine_restore import EngineRestore
+from gui.link.heap import HeapTidy
 from gui.link.redraw import RedrawScheduler
 from gui.link.worker import InferenceWorker
 
@@ -55,6 +56,8 @@ class Controller(QObject):
         self.scheduler = RedrawScheduler(lambda: self.running, self._on_cpu, self)
         self.redraw = self.scheduler.redraw
         self.clock, self.pacer = Clock(), Pacer(self)  # paced playback of a Run (a recorder's clock is virtual)
+        self.heap = HeapTidy(lambda: self.busy or self.running or self.loading, self)  # no full collection in a Run
+        self.state_changed.connect(self.heap.changed)
         self.loading = False
         self.capture_lens = False  # whether the logit lens is asked for (its dock is shown)
         self.capture_attention = False  # likewise the attention view
@@ -384,6 +387,7 @@ class Controller(QObject):
 
     def shutdown(self, timeout_ms: int = 2000) -> bool:
         """End the engine process and the worker thread within `timeout_ms`. True when both are gone."""
+        self.heap.release()
         if self.thread.isFinished():
             return True
         self.worker.shutdown(timeout_ms / 2000)
