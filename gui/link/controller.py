@@ -181,10 +181,7 @@ class Controller(QObject):
     def run(self, n_steps: int = 0) -> None:
         if self.can_step and self.prefilled and not self.busy:
             self.history.follow_latest()
-            # a paced playback reveals a step per period: its steps must not come later than that in batches
-            pace = self.pacer
-            batch_s = min(RUN_BATCH_S, pace.period / 2) if pace.paced else RUN_BATCH_S
-            self._request(p.Run(max_steps=n_steps, batch_s=batch_s))
+            self._request(p.Run(max_steps=n_steps, batch_s=self.pacer.batch_s(RUN_BATCH_S)))
             self.pacer.start_run()
 
     # --- many requests at once -----------------------------------------------------------------------

@@ -72,6 +72,11 @@ class Pacer(QObject):
     def period(self) -> float:
         return 1.0 / self.tokens_per_s if self.paced else 0.0
 
+    def batch_s(self, longest: float) -> float:
+        """How far apart a Run's steps may come in batches, at most `longest`: a paced playback reveals a step per
+        period, so its steps come at least twice a period (a step due on screen is never held in a batch)."""
+        return min(longest, self.period / 2) if self.paced else longest
+
     @property
     def active(self) -> bool:
         """A paced playback is under way (revealing, or waiting for the engine's next step)."""

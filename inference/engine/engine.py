@@ -97,8 +97,9 @@ class Engine:
             self.batch_started = time.monotonic()
         self.batch.append(event)
         first = self.first_at_once and isinstance(event, StepDone)  # with what came before it (a verify pass)
+        if first:
+            self.first_at_once = False
         if first or time.monotonic() - self.batch_started >= self.batch_s:
-            self.first_at_once = self.first_at_once and not first
             self.flush()
 
     def flush(self) -> None:
