@@ -135,7 +135,7 @@ inline void dot4_f32(const float* w, const float* x, int64_t K, float* out) {
 // One weight row streamed from memory past B rows of x (xstride floats apart), the row's vectors loaded once
 // for all B. Each product is formed exactly as dot_f32 forms it (four accumulators over kStep, the same order,
 // the same tail), so a row of x gets the same bits in a pass of M rows as alone. B accumulators x 4 live at
-// once: 16 of AVX-512's 32 registers at B = 4, 8 of AVX2's 16 at B = 2 (kStreamBlock).
+// once: 8 registers at B = 2 (fill_many_f32 streams at most kStreamMost rows of x).
 template <int64_t B, int64_t P>
 inline void dot_block_f32(const float* w, const float* x, int64_t K, int64_t xstride, float* out, int64_t ostride) {
   Vec a[B][4];
@@ -164,6 +164,28 @@ inline void dot_block_f32(const float* w, const float* x, int64_t K, int64_t xst
   }
 }
 
+// Asks for `bytes` from `p` into L2 in `parts` slices, one slice per call of next() (rest(): all that is left): the
+// rows a thread reads after its current tile, fetched while it computes that tile from L2. dot_tile_f32 calls next()
+// at every step of its inner loop, so the lines go out a line or two at a time among the fmas; asked for in slices of
+// ~70 lines after each group of four weight rows, they stalled the thread at each slice (perf: 92 % of the samples in
+// fill_many_f32 on the prefetch loop) and a pass of 8 positions took 29.0-31.6 ms against 21.8-24.9 now (default
+// model, context 128, AMD EPYC AVX-512, 2 threads, the two builds taking turns, fastest of 10 each).
+struct L2Ahead {
+  const char* p = nullptr;
+  int64_t bytes = 0, per = 0, at = 0;
+  L2Ahead() = default;
+  L2Ahead(const float* rows, int64_t floats, int64_t parts)
+      : p(reinterpret_cast<const char*>(rows)), bytes(rows ? floats * int64_t(sizeof(float)) : 0),
+        per(((bytes + std::max<int64_t>(parts, 1) - 1) / std::max<int64_t>(parts, 1) + 63) / 64 * 64) {}
+  void next() {
+    const int64_t end = std::min(bytes, at + per);
+    for (; at < end; at += 64) _mm_prefetch(p + at, _MM_HINT_T1);
+  }
+  void rest() {
+    for (; at < bytes; at += 64) _mm_prefetch(p + at, _MM_HINT_T1);
+  }
+};
+
 // The small-M products: R weight rows (K apart) times B rows of x (K apart), products into out[r * orow + b]. Each
 // product is formed exactly as dot_f32 forms it, so a row of x gets the same bits in a pass of M rows as alone:
 // dot_f32's four accumulators (the floats at k % kStep in [j kLanes, (j + 1) kLanes), each summed in k order, the
@@ -172,9 +194,12 @@ inline void dot_block_f32(const float* w, const float* x, int64_t K, int64_t xst
 // B and R products: 16 accumulators and 8 loads per 16 fmas at R = B = 4 (AVX-512), where one weight row at a time
 // with four accumulators per product took 20 loads per 16 fmas and ran at half the fma rate (in L1, 4 rows of x,
 // K = 576: 73 against 37 GFLOP/s on an AMD EPYC, one thread). For rows already in L2 (phase-strided reads of
-// rows streamed from memory measured slower than dot_block_f32's one pass).
+// rows streamed from memory measured slower than dot_block_f32's one pass). Each phase asks for the vectors the next
+// phase reads (after the last phase: the next R weight rows' first) into L1, so that the strided reads of a phase do
+// not wait on L2 (perf put 45 % of this function's samples on the weight loads without it; a pass of 8 positions,
+// the same A/B as L2Ahead's: 25.6-26.6 ms against 29.0-30.2 ms).
 template <int64_t R, int64_t B>
-inline void dot_tile_f32(const float* w, const float* x, int64_t K, float* out, int64_t orow) {
+inline void dot_tile_f32(const float* w, const float* x, int64_t K, float* out, int64_t orow, L2Ahead& ahead) {
   Vec part[4][R][B];
   const int64_t steps = K / kStep;
   int64_t end = steps * kStep;  // where the first phase's vector tail ends
@@ -182,10 +207,17 @@ inline void dot_tile_f32(const float* w, const float* x, int64_t K, float* out, 
     Vec a[R][B];
     for (int64_t r = 0; r < R; ++r)
       for (int64_t b = 0; b < B; ++b) a[r][b] = vzero();
+    // The vectors the next phase reads (the next kWRows weight rows' first phase after the last), asked into L1 while
+    // this phase computes.
+    const float* next = j < 3 ? w + (j + 1) * kLanes : w + R * K;
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t k = s * kStep + j * kLanes;
       Vec wv[R];
-      for (int64_t r = 0; r < R; ++r) wv[r] = vload(w + r * K + k);
+      for (int64_t r = 0; r < R; ++r) {
+        _mm_prefetch(reinterpret_cast<const char*>(next + r * K + s * kStep), _MM_HINT_T0);
+        wv[r] = vload(w + r * K + k);
+      }
+      ahead.next();
       for (int64_t b = 0; b < B; ++b) {
         const Vec xv = vload(x + b * K + k);
         for (int64_t r = 0; r < R; ++r) a[r][b] = vfma(wv[r], xv, a[r][b]);
@@ -213,17 +245,18 @@ inline void dot_tile_f32(const float* w, const float* x, int64_t K, float* out, 
 
 constexpr int64_t kWRows = kLanes == 16 ? 4 : 2;  // weight rows per tile (AVX-512: 16 accumulators; AVX2: 8 of 16)
 constexpr int64_t kXBlock = 4;                     // rows of x per tile
-constexpr int64_t kStreamBlock = kLanes == 16 ? 4 : 2;  // rows of x per dot_block_f32 (its registers)
+constexpr int64_t kStreamMost = 2;                 // the most rows of x streamed past each weight row (more: L2 tiles)
 constexpr int64_t kMostRows = 16;                  // the most rows of x a small-M product takes
 
 // R weight rows times the b (1..kXBlock) rows of x from x: dot_tile_f32 for that b.
 template <int64_t R>
-inline void dot_tile_any_f32(const float* w, const float* x, int64_t K, int64_t b, float* out, int64_t orow) {
+inline void dot_tile_any_f32(const float* w, const float* x, int64_t K, int64_t b, float* out, int64_t orow,
+                             L2Ahead& ahead) {
   switch (b) {
-    case 4: return dot_tile_f32<R, 4>(w, x, K, out, orow);
-    case 3: return dot_tile_f32<R, 3>(w, x, K, out, orow);
-    case 2: return dot_tile_f32<R, 2>(w, x, K, out, orow);
-    default: return dot_tile_f32<R, 1>(w, x, K, out, orow);
+    case 4: return dot_tile_f32<R, 4>(w, x, K, out, orow, ahead);
+    case 3: return dot_tile_f32<R, 3>(w, x, K, out, orow, ahead);
+    case 2: return dot_tile_f32<R, 2>(w, x, K, out, orow, ahead);
+    default: return dot_tile_f32<R, 1>(w, x, K, out, orow, ahead);
   }
 }
 
@@ -236,51 +269,28 @@ inline int64_t tile_rows(int64_t K) {
   return std::max<int64_t>(kWRows, kTileBytes / (K * int64_t(sizeof(float))) / kWRows * kWRows);
 }
 
-// Asks for `bytes` from `p` into L2 in `parts` slices, one slice per call of next(): the rows a thread reads after its
-// current tile, fetched while it computes that tile from L2.
-struct L2Ahead {
-  const char* p = nullptr;
-  int64_t bytes = 0, per = 0, at = 0;
-  L2Ahead() = default;
-  L2Ahead(const float* rows, int64_t floats, int64_t parts)
-      : p(reinterpret_cast<const char*>(rows)), bytes(rows ? floats * int64_t(sizeof(float)) : 0),
-        per(((bytes + std::max<int64_t>(parts, 1) - 1) / std::max<int64_t>(parts, 1) + 63) / 64 * 64) {}
-  void next() {
-    const int64_t end = std::min(bytes, at + per);
-    for (; at < end; at += 64) _mm_prefetch(p + at, _MM_HINT_T1);
-  }
-};
 
 // The products of weight rows w[0..n) (K apart, an L2 tile: tile_rows) with T rows of x (xp, K apart):
 // products[i * T + t], each formed as dot_f32 forms it (the bits a row of x gets alone). `ahead`: the rows this thread
-// reads after the tile, asked for into L2 in slices as the tile is computed (ahead_of). Up to kXBlock rows of x,
-// each weight row is streamed once past them (dot_block_f32: 4, then 2, then 1 rows of x at a time); more rows of x
-// go over the tile in blocks of kXBlock from L2 (dot_tile_f32, kWRows weight rows at a time, phase by phase: 8 loads
+// reads after the tile, asked for into L2 in slices as the tile is computed (ahead_of). Up to kStreamMost rows of x,
+// each weight row is streamed once past them (dot_block_f32); more rows of x go over the tile in blocks of kXBlock
+// from L2 (dot_tile_f32, kWRows weight rows at a time, phase by phase: 8 loads
 // per 16 fmas where a streamed row with four accumulators a product takes 20), the tile having come into L2 while the
 // one before was computed. Measured (default model, a pass of M positions in one call, AMD EPYC AVX-512, 2 threads,
 // fastest of 6 rounds under load 3, the same bits): streaming M = 2 as one block of 2 rather than two of 1, 22.2 ->
 // 20.3 ms; M = 5, 8, 16 all from L2 with the next tile asked for, rather than the first block streamed from memory
 // and the rest from L2 without it: 28.0 / 30.2 / 44.2 -> 29.0 / 30.5 / 43.5 ms at 16 positions, 29.3 / 35.1 / 53.5 ->
-// 28.6 / 33.7 / 48.0 ms at 512.
+// 28.6 / 33.7 / 48.0 ms at 512. Since the tiles' prefetches go out among the fmas (L2Ahead, dot_tile_f32), 3 and 4 rows
+// of x take the tiles too, where they were streamed: 18.2-19.1 / 19.0-21.5 ms against 20.7-24.4 / 21.8-23.3 (context
+// 128, the two builds taking turns); 2 rows about equal either way (19.2-20.2 against 18.8-19.1), so they stream.
 inline void fill_many_f32(const float* wp, int64_t n, const float* xp, int64_t K, int64_t T, float* products,
                           L2Ahead ahead) {
-  if (T <= kXBlock) {
+  if (T <= kStreamMost) {
     for (int64_t i = 0; i < n; ++i) {
       const float* w = wp + i * K;
       float* out = products + i * T;
-      int64_t u = 0;
-      for (; u + kStreamBlock <= T; u += kStreamBlock) {
-        if (u == 0) dot_block_f32<kStreamBlock, kPrefetchBytes>(w, xp, K, K, out, 1);
-        else dot_block_f32<kStreamBlock, 0>(w, xp + u * K, K, K, out + u, 1);
-      }
-      for (; u + 2 <= T; u += 2) {
-        if (u == 0) dot_block_f32<2, kPrefetchBytes>(w, xp, K, K, out, 1);
-        else dot_block_f32<2, 0>(w, xp + u * K, K, K, out + u, 1);
-      }
-      for (; u < T; ++u) {
-        if (u == 0) dot_block_f32<1, kPrefetchBytes>(w, xp, K, K, out, 1);
-        else dot_block_f32<1, 0>(w, xp + u * K, K, K, out + u, 1);
-      }
+      if (T == 2) dot_block_f32<2, kPrefetchBytes>(w, xp, K, K, out, 1);
+      else dot_block_f32<1, kPrefetchBytes>(w, xp, K, K, out, 1);
     }
     return;
   }
@@ -290,20 +300,20 @@ inline void fill_many_f32(const float* wp, int64_t n, const float* xp, int64_t K
       const float* w = wp + i * K;
       float* out = products + i * T + t;
       const int64_t rows = i + kWRows <= n ? kWRows : 1;
-      if (rows == kWRows) dot_tile_any_f32<kWRows>(w, xp + t * K, K, b, out, T);
-      else dot_tile_any_f32<1>(w, xp + t * K, K, b, out, T);
+      if (rows == kWRows) dot_tile_any_f32<kWRows>(w, xp + t * K, K, b, out, T, ahead);
+      else dot_tile_any_f32<1>(w, xp + t * K, K, b, out, T, ahead);
       i += rows;
-      ahead.next();
     }
   }
-  ahead.next();  // what rounding left
+  ahead.rest();  // what rounding left
 }
 
 // The L2Ahead of a fill of T rows of x over a tile of `tile` rows: the thread's next `next_rows` rows from `next` (none
 // when null), one slice per kWRows rows and block of x; none when the rows of x are few enough to stream.
 inline L2Ahead ahead_of(const float* next, int64_t next_rows, int64_t K, int64_t T, int64_t tile) {
-  if (T <= kXBlock || next == nullptr) return L2Ahead();
-  return L2Ahead(next, next_rows * K, (T + kXBlock - 1) / kXBlock * ((tile + kWRows - 1) / kWRows));
+  if (T <= kStreamMost || next == nullptr) return L2Ahead();
+  const int64_t steps = std::max<int64_t>(K / kStep, 1) * 4;  // dot_tile_f32's steps over a group of weight rows
+  return L2Ahead(next, next_rows * K, (T + kXBlock - 1) / kXBlock * ((tile + kWRows - 1) / kWRows) * steps);
 }
 
 // y[t, r] = products[(r - r0) * T + t] * alphas[t] + bias[r] + residual[t, r] for weight rows r0..r0+n-1 and the T
