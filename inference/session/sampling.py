@@ -113,6 +113,19 @@ class _Softmax:
     top: tuple[np.ndarray, np.ndarray] | None = None
 
 
+# Logits of these types are float32 values exactly, so their float32 copy on the host is the same distribution.
+_EXACT_IN_FLOAT32 = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def on_host(logits: torch.Tensor) -> torch.Tensor:
+    """The step's logits on the CPU, flat, in one copy: float32 where that holds them exactly (a GPU's bfloat16 or
+    float32 logits: the kernels' path then reads them as it reads the CPU's), float64 otherwise."""
+    logits = logits.detach().flatten()
+    if logits.device.type == "cpu" and logits.dtype in (torch.float32, torch.float64):
+        return logits
+    return logits.to("cpu", torch.float32 if logits.dtype in _EXACT_IN_FLOAT32 else torch.float64)
+
+
 def _by_kernel(logits: torch.Tensor, top_n: int, greedy: bool) -> _Softmax | None:
     """One kernels call (csrc/vocab.h) instead of ~15 torch ops, each 20-100 us right after a decode
     step; None where it does not apply (kernels not loaded, not float32 on the CPU, a NaN or no finite
@@ -151,7 +164,9 @@ def _greedy(raw: _Softmax) -> Distribution:
 
 def distribution(logits: torch.Tensor, s: SamplerSettings, top_n: int = 0) -> Distribution:
     """The step's distribution under `s`; with `top_n` the top n logits are read off too where the kernels
-    can (Distribution.top), so that the report needs no top-k of its own."""
+    can (Distribution.top), so that the report needs no top-k of its own. Logits on a GPU come to the host in one
+    copy first (on_host): the sampler's float64 arithmetic and its draw run there, as on the CPU."""
+    logits = on_host(logits)
     raw = _by_kernel(logits, top_n, s.is_greedy) or _by_torch(logits)
     if s.is_greedy:
         return _greedy(raw)

@@ -62,6 +62,29 @@ def test_the_kernel_distribution_equals_the_torch_one(V, top_n, kind, seed, gree
     assert values.tolist() == [float(x[i]) for i in ids]
 
 
+@given(st.integers(1, 3000), st.sampled_from(["normal", "few values", "huge range"]), st.integers(0, 2**31 - 1),
+       st.booleans())
+def test_bfloat16_logits_are_read_by_the_kernel_as_their_float32_values(V, kind, seed, greedy):
+    """Issue 43: a GPU model's bfloat16 (or float16) logits come to the host as they are (sources/local.py); the
+    sampler copies them to float32 (exact) and takes the kernel path, the distribution of the same values in float32,
+    bit for bit, where it took ~15 float64 torch ops before."""
+    x = _logits(V, kind, seed).to(torch.bfloat16)
+    s = SamplerSettings(greedy=greedy) if greedy else SamplerSettings(temperature=0.8, top_k=40, min_p=0.02)
+    used = []
+    original = sampling._by_kernel
+    sampling._by_kernel = lambda *args: used.append(original(*args)) or used[-1]
+    try:
+        low, same = distribution(x, s, top_n=10), distribution(x.float(), s, top_n=10)
+        half = distribution(x.to(torch.float16), s, top_n=10) if kind != "huge range" else same  # float16 overflows
+    finally:
+        sampling._by_kernel = original
+    assert used and all(raw is not None for raw in used)
+    for got in (low, half):
+        assert torch.equal(got.p_raw, same.p_raw) and torch.equal(got.p_final, same.p_final)
+        assert torch.equal(got.kept_ids, same.kept_ids) and got.entropy == same.entropy
+        assert got.stages == same.stages and got.top[0].tolist() == same.top[0].tolist()
+
+
 def test_exp_is_within_two_ulp_of_the_library_exp():
     t = torch.cat([-torch.rand(200_000, dtype=torch.float64) * 760, torch.tensor(
         [0.0, -1e-300, -0.5 * math.log(2), -708.39, -708.4, -744.4, -745.1, -745.2, -800.0, float("-inf")],
