@@ -115,3 +115,40 @@ def test_the_weights_fingerprint_is_checked_on_the_device(folder):
     with torch.inference_mode():
         model.decoder.weights.embed[3, 5] += 1.0
     assert model.current_fingerprint() != model.fingerprint
+
+
+def test_a_batch_on_cuda_gives_each_request_its_solo_run(folder):
+    """Issue 43 item 2: a scheduler step's pass over the paged pool on the GPU (issue 39's batch, blocks on the
+    device): each request's tokens are those of its run alone on the same GPU model, its draws the same u, its
+    candidates' logits within 1e-4 (the solo steps replay graphs, the batch runs eagerly; summation order only)."""
+    import dataclasses
+
+    from inference.events import StepDone, Stopped
+    from inference.session.batch import BatchRequest, Scheduler
+
+    model = load_model(folder, device="cuda", dtype="float32")
+    model.config = dataclasses.replace(model.config, eos_ids=())  # every request runs to its max new tokens
+
+    def settings(seed, n, **sampler):
+        return GenerationSettings(SamplerSettings(**sampler), max_new_tokens=n, seed=seed, top_n=8)
+
+    system = [(7 * i + 3) % 250 for i in range(32)]  # two blocks of 16 that two requests share
+    asked = [BatchRequest(system + [40, 41], settings(1, 6, temperature=0.8, top_k=40), 0),
+             BatchRequest([5, 77, 200, 31], settings(2, 5, greedy=True), 0),
+             BatchRequest(system + [90], settings(3, 4, temperature=1.2, top_p=0.9), 2),
+             BatchRequest(list(range(60, 100)), settings(4, 3, temperature=1.0, min_p=0.05), 1)]
+    scheduler = Scheduler(model, asked, n_blocks=32, block_tokens=16, token_budget=24)
+    events = []
+    while not scheduler.done:
+        events += scheduler.step()
+        assert scheduler.step_index < 200
+    assert scheduler.pool.data.device.type == "cuda"
+    assert scheduler.pool.n_free == scheduler.pool.n_blocks  # every block back
+    for index, request in enumerate(asked):
+        mine = [e for e in events if isinstance(e, StepDone) and e.request == index]
+        solo = [e for e in Session(model, request.settings).generate(request.prompt) if isinstance(e, StepDone)]
+        assert [s.token.id for s in mine] == [s.token.id for s in solo]
+        assert len([e for e in events if isinstance(e, Stopped) and e.request == index]) == 1
+        for a, b in zip(mine, solo):
+            assert a.random_u == b.random_u and list(a.dist.candidates.ids) == list(b.dist.candidates.ids)
+            assert abs(a.dist.candidates.logits - b.dist.candidates.logits).max() <= 1e-4
