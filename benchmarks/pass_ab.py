@@ -7,7 +7,8 @@ These machines' memory speed drifts by 10-30 % within a minute (the VM's two sta
 the same drift, so the per-turn ratio pass / step and the ratio of the two trees' passes hold where absolute
 figures do not. `--peak` also measures this machine's float32 fma rate (an L1-resident loop of 12 independent
 AVX-512 or AVX2 fmas per thread, built with torch.utils.cpp_extension), the ceiling an M-row pass's arithmetic
-meets: M positions need M x 2 x (the model's parameters) flops.
+meets: M positions need M x 2 x (the model's parameters) flops. TOKENSTEP_KERNELS_FLAGS (inference/kernels) builds
+both sides for another instruction set, e.g. "-mavx2 -mfma": the AVX2 code on this CPU; the report records it.
 
     PYTHONPATH=. python benchmarks/pass_ab.py --ref 5944d51 [--turns 6] [--reps 5] [--context 128]
         [--sizes 2 3 4 5 8 16] [--peak] [--json benchmarks/results/small_m/<machine>_<date>_ab.json]
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -181,7 +183,8 @@ def main() -> int:
         shutil.rmtree(temporary, ignore_errors=True)
     import torch
 
-    report = {"machine": results.cpu(), "ref": args.ref, "context": args.context, "dtype": args.dtype,
+    report = {"machine": results.cpu(), "kernels_flags": os.environ.get("TOKENSTEP_KERNELS_FLAGS"),
+              "ref": args.ref, "context": args.context, "dtype": args.dtype,
               "turns": args.turns, "reps": args.reps, "torch": torch.__version__, "sides": sides,
               "table": table(sides, args.sizes)}
     if args.peak:

@@ -135,7 +135,7 @@ inline void dot4_f32(const float* w, const float* x, int64_t K, float* out) {
 // One weight row streamed from memory past B rows of x (xstride floats apart), the row's vectors loaded once
 // for all B. Each product is formed exactly as dot_f32 forms it (four accumulators over kStep, the same order,
 // the same tail), so a row of x gets the same bits in a pass of M rows as alone. B accumulators x 4 live at
-// once: 8 registers at B = 2 (fill_many_f32 streams at most kStreamMost rows of x).
+// once: 8 registers at B = 2 (fill_many_f32 streams rows of x two at a time, at most kStreamMost of them).
 template <int64_t B, int64_t P>
 inline void dot_block_f32(const float* w, const float* x, int64_t K, int64_t xstride, float* out, int64_t ostride) {
   Vec a[B][4];
@@ -170,16 +170,23 @@ inline void dot_block_f32(const float* w, const float* x, int64_t K, int64_t xst
 // ~70 lines after each group of four weight rows, they stalled the thread at each slice (perf: 92 % of the samples in
 // fill_many_f32 on the prefetch loop) and a pass of 8 positions took 29.0-31.6 ms against 21.8-24.9 now (default
 // model, context 128, AMD EPYC AVX-512, 2 threads, the two builds taking turns, fastest of 10 each).
+// Where the next tile's lines are asked for: at each step of dot_tile_f32's inner loop (AVX-512), or after each group
+// of kWRows weight rows (AVX2). The AVX2 code built on the AMD EPYC (TOKENSTEP_KERNELS_FLAGS="-mavx2 -mfma", the same
+// A/B, context 128): at each step, passes of 8 and 16 positions took 1.05x and 1.18x what they took with the lines
+// asked for by group (its inner steps are half as long: 8 fmas on 8 lanes, 2 weight rows).
+constexpr bool kPrefetchEachStep = kLanes == 16;
+
+// The slices are even (call c asks for floor(c * bytes / (parts * 64)) lines in all): where a slice is less than a
+// line, a line every few calls, never a line every call and then none.
 struct L2Ahead {
   const char* p = nullptr;
-  int64_t bytes = 0, per = 0, at = 0;
+  int64_t bytes = 0, unit = 64, owed = 0, at = 0;  // owed / unit: the lines asked for by now, less those sent
   L2Ahead() = default;
   L2Ahead(const float* rows, int64_t floats, int64_t parts)
       : p(reinterpret_cast<const char*>(rows)), bytes(rows ? floats * int64_t(sizeof(float)) : 0),
-        per(((bytes + std::max<int64_t>(parts, 1) - 1) / std::max<int64_t>(parts, 1) + 63) / 64 * 64) {}
-  void next() {
-    const int64_t end = std::min(bytes, at + per);
-    for (; at < end; at += 64) _mm_prefetch(p + at, _MM_HINT_T1);
+        unit(std::max<int64_t>(parts, 1) * 64) {}
+  void next() {  // no division: one runs at every step of dot_tile_f32's inner loop
+    for (owed += bytes; owed >= unit && at < bytes; owed -= unit, at += 64) _mm_prefetch(p + at, _MM_HINT_T1);
   }
   void rest() {
     for (; at < bytes; at += 64) _mm_prefetch(p + at, _MM_HINT_T1);
@@ -208,16 +215,18 @@ inline void dot_tile_f32(const float* w, const float* x, int64_t K, float* out, 
     for (int64_t r = 0; r < R; ++r)
       for (int64_t b = 0; b < B; ++b) a[r][b] = vzero();
     // The vectors the next phase reads (the next kWRows weight rows' first phase after the last), asked into L1 while
-    // this phase computes.
+    // this phase computes; not where the next phase's vectors share this phase's cache lines (AVX2: 32-byte vectors,
+    // phases 0 and 1, 2 and 3 on one line).
     const float* next = j < 3 ? w + (j + 1) * kLanes : w + R * K;
+    const bool ask = j == 3 || ((j + 1) * kLanes * int64_t(sizeof(float))) % 64 == 0;
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t k = s * kStep + j * kLanes;
       Vec wv[R];
       for (int64_t r = 0; r < R; ++r) {
-        _mm_prefetch(reinterpret_cast<const char*>(next + r * K + s * kStep), _MM_HINT_T0);
+        if (ask) _mm_prefetch(reinterpret_cast<const char*>(next + r * K + s * kStep), _MM_HINT_T0);
         wv[r] = vload(w + r * K + k);
       }
-      ahead.next();
+      if (kPrefetchEachStep) ahead.next();
       for (int64_t b = 0; b < B; ++b) {
         const Vec xv = vload(x + b * K + k);
         for (int64_t r = 0; r < R; ++r) a[r][b] = vfma(wv[r], xv, a[r][b]);
@@ -245,7 +254,10 @@ inline void dot_tile_f32(const float* w, const float* x, int64_t K, float* out, 
 
 constexpr int64_t kWRows = kLanes == 16 ? 4 : 2;  // weight rows per tile (AVX-512: 16 accumulators; AVX2: 8 of 16)
 constexpr int64_t kXBlock = 4;                     // rows of x per tile
-constexpr int64_t kStreamMost = 2;                 // the most rows of x streamed past each weight row (more: L2 tiles)
+// The most rows of x streamed past each weight row (more: L2 tiles). AVX2, whose tiles ask for the next one's lines by
+// group (kPrefetchEachStep): 3 and 4 rows took 1.11x and 1.08x longer from the tiles than streamed (the AVX2 build,
+// the same A/B).
+constexpr int64_t kStreamMost = kPrefetchEachStep ? 2 : 4;
 constexpr int64_t kMostRows = 16;                  // the most rows of x a small-M product takes
 
 // R weight rows times the b (1..kXBlock) rows of x from x: dot_tile_f32 for that b.
@@ -289,8 +301,15 @@ inline void fill_many_f32(const float* wp, int64_t n, const float* xp, int64_t K
     for (int64_t i = 0; i < n; ++i) {
       const float* w = wp + i * K;
       float* out = products + i * T;
-      if (T == 2) dot_block_f32<2, kPrefetchBytes>(w, xp, K, K, out, 1);
-      else dot_block_f32<1, kPrefetchBytes>(w, xp, K, K, out, 1);
+      int64_t u = 0;  // two rows of x at a time (8 accumulators: AVX2 has 16 registers), the first from memory
+      for (; u + 2 <= T; u += 2) {
+        if (u == 0) dot_block_f32<2, kPrefetchBytes>(w, xp, K, K, out, 1);
+        else dot_block_f32<2, 0>(w, xp + u * K, K, K, out + u, 1);
+      }
+      if (u < T) {
+        if (u == 0) dot_block_f32<1, kPrefetchBytes>(w, xp, K, K, out, 1);
+        else dot_block_f32<1, 0>(w, xp + u * K, K, K, out + u, 1);
+      }
     }
     return;
   }
@@ -303,6 +322,7 @@ inline void fill_many_f32(const float* wp, int64_t n, const float* xp, int64_t K
       if (rows == kWRows) dot_tile_any_f32<kWRows>(w, xp + t * K, K, b, out, T, ahead);
       else dot_tile_any_f32<1>(w, xp + t * K, K, b, out, T, ahead);
       i += rows;
+      if (!kPrefetchEachStep) ahead.next();
     }
   }
   ahead.rest();  // what rounding left
@@ -312,7 +332,8 @@ inline void fill_many_f32(const float* wp, int64_t n, const float* xp, int64_t K
 // when null), one slice per kWRows rows and block of x; none when the rows of x are few enough to stream.
 inline L2Ahead ahead_of(const float* next, int64_t next_rows, int64_t K, int64_t T, int64_t tile) {
   if (T <= kStreamMost || next == nullptr) return L2Ahead();
-  const int64_t steps = std::max<int64_t>(K / kStep, 1) * 4;  // dot_tile_f32's steps over a group of weight rows
+  // the calls of next() per group of weight rows: each step of dot_tile_f32's over it, or one after it
+  const int64_t steps = kPrefetchEachStep ? std::max<int64_t>(K / kStep, 1) * 4 : 1;
   return L2Ahead(next, next_rows * K, (T + kXBlock - 1) / kXBlock * ((tile + kWRows - 1) / kWRows) * steps);
 }
 
