@@ -117,7 +117,7 @@ class _Softmax:
 _EXACT_IN_FLOAT32 = (torch.float32, torch.bfloat16, torch.float16)
 
 
-def on_host(logits: torch.Tensor) -> torch.Tensor:
+def _on_host(logits: torch.Tensor) -> torch.Tensor:
     """The step's logits on the CPU, flat, in one copy: float32 where that holds them exactly (a GPU's bfloat16 or
     float32 logits: the kernels' path then reads them as it reads the CPU's), float64 otherwise."""
     logits = logits.detach().flatten()
@@ -165,8 +165,8 @@ def _greedy(raw: _Softmax) -> Distribution:
 def distribution(logits: torch.Tensor, s: SamplerSettings, top_n: int = 0) -> Distribution:
     """The step's distribution under `s`; with `top_n` the top n logits are read off too where the kernels
     can (Distribution.top), so that the report needs no top-k of its own. Logits on a GPU come to the host in one
-    copy first (on_host): the sampler's float64 arithmetic and its draw run there, as on the CPU."""
-    logits = on_host(logits)
+    copy first (_on_host): the sampler's float64 arithmetic and its draw run there, as on the CPU."""
+    logits = _on_host(logits)
     raw = _by_kernel(logits, top_n, s.is_greedy) or _by_torch(logits)
     if s.is_greedy:
         return _greedy(raw)

@@ -164,20 +164,20 @@ inline void dot_block_f32(const float* w, const float* x, int64_t K, int64_t xst
   }
 }
 
-// Asks for `bytes` from `p` into L2 in `parts` slices, one slice per call of next() (rest(): all that is left): the
-// rows a thread reads after its current tile, fetched while it computes that tile from L2. dot_tile_f32 calls next()
-// at every step of its inner loop, so the lines go out a line or two at a time among the fmas; asked for in slices of
-// ~70 lines after each group of four weight rows, they stalled the thread at each slice (perf: 92 % of the samples in
-// fill_many_f32 on the prefetch loop) and a pass of 8 positions took 29.0-31.6 ms against 21.8-24.9 now (default
-// model, context 128, AMD EPYC AVX-512, 2 threads, the two builds taking turns, fastest of 10 each).
-// Where the next tile's lines are asked for: at each step of dot_tile_f32's inner loop (AVX-512), or after each group
-// of kWRows weight rows (AVX2). The AVX2 code built on the AMD EPYC (TOKENSTEP_KERNELS_FLAGS="-mavx2 -mfma", the same
-// A/B, context 128): at each step, passes of 8 and 16 positions took 1.05x and 1.18x what they took with the lines
-// asked for by group (its inner steps are half as long: 8 fmas on 8 lanes, 2 weight rows).
+// Where the next L2 tile's lines are asked for (L2Ahead::next): at each step of dot_tile_f32's inner loop (AVX-512), or
+// after each group of kWRows weight rows (AVX2).
+// - AVX-512: asked for in slices of ~70 lines after each group of four weight rows, they stalled the thread at each
+//   slice (perf: 92 % of fill_many_f32's samples on that loop); among the fmas, a line or two at a time, a pass of 8
+//   positions took 21.8-24.9 ms against 29.0-31.6 (default model, context 128, AMD EPYC, 2 threads, the two builds
+//   taking turns, fastest of 10 each).
+// - AVX2 (its code built on the AMD EPYC: TOKENSTEP_KERNELS_FLAGS="-mavx2 -mfma", the same A/B): at each step, passes
+//   of 8 and 16 positions took 1.05x and 1.18x what they took by group; its inner steps are half as long (8 fmas of 8
+//   lanes, 2 weight rows).
 constexpr bool kPrefetchEachStep = kLanes == 16;
 
-// The slices are even (call c asks for floor(c * bytes / (parts * 64)) lines in all): where a slice is less than a
-// line, a line every few calls, never a line every call and then none.
+// Asks for `bytes` from `p` into L2 in `parts` even slices, one per call of next() (call c: floor(c * bytes / (parts *
+// 64)) lines in all, so a slice of less than a line is a line every few calls), rest(): all that is left. The rows a
+// thread reads after its current tile, fetched while it computes that tile from L2.
 struct L2Ahead {
   const char* p = nullptr;
   int64_t bytes = 0, unit = 64, owed = 0, at = 0;  // owed / unit: the lines asked for by now, less those sent
@@ -204,7 +204,7 @@ struct L2Ahead {
 // rows streamed from memory measured slower than dot_block_f32's one pass). Each phase asks for the vectors the next
 // phase reads (after the last phase: the next R weight rows' first) into L1, so that the strided reads of a phase do
 // not wait on L2 (perf put 45 % of this function's samples on the weight loads without it; a pass of 8 positions,
-// the same A/B as L2Ahead's: 25.6-26.6 ms against 29.0-30.2 ms).
+// the same A/B as kPrefetchEachStep's: 25.6-26.6 ms against 29.0-30.2 ms).
 template <int64_t R, int64_t B>
 inline void dot_tile_f32(const float* w, const float* x, int64_t K, float* out, int64_t orow, L2Ahead& ahead) {
   Vec part[4][R][B];
@@ -329,7 +329,7 @@ inline void fill_many_f32(const float* wp, int64_t n, const float* xp, int64_t K
 }
 
 // The L2Ahead of a fill of T rows of x over a tile of `tile` rows: the thread's next `next_rows` rows from `next` (none
-// when null), one slice per kWRows rows and block of x; none when the rows of x are few enough to stream.
+// when null), one slice per call of next() over the tile (kPrefetchEachStep); none when the rows of x stream.
 inline L2Ahead ahead_of(const float* next, int64_t next_rows, int64_t K, int64_t T, int64_t tile) {
   if (T <= kStreamMost || next == nullptr) return L2Ahead();
   // the calls of next() per group of weight rows: each step of dot_tile_f32's over it, or one after it
