@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,13 +26,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import results  # noqa: E402  (benchmarks/results/: where --json writes)
+import turns  # noqa: E402
 
 
-def child(tree: str, role: str, other: str, turn: str, turns: int, frames: int, steps: int) -> None:
+def child(side: turns.Side, n_turns: int, frames: int, steps: int) -> None:
     """One window of one tree: draw `frames` frames at each of its turns; print what each cost."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    sys.path.insert(0, tree)
-    os.chdir(tree)
+    sys.path.insert(0, side.tree)
+    os.chdir(side.tree)
     from PySide6.QtCore import QCoreApplication, QEvent, QObject, QSettings
     from PySide6.QtWidgets import QApplication
 
@@ -110,13 +110,10 @@ def child(tree: str, role: str, other: str, turn: str, turns: int, frames: int, 
     refresh.clear()
     paints = Paints()
     app.installEventFilter(paints)
-    Path(f"{turn}.{role}").touch()  # ready: the parent starts the turns once both are
+    side.ready()
     costs = []
-    for _ in range(turns):
-        while Path(turn).read_text().strip() != role:
-            time.sleep(0.005)
+    for _ in side.turns(n_turns):
         costs += [frame(n - frames + 1 + k) for k in range(frames)]
-        Path(turn).write_text(other)
     app.removeEventFilter(paints)
     print(json.dumps({"frames_ms": costs, "paint_ms_per_frame": paint[0] / len(costs),
                       "refresh_ms_median": {k: statistics.median(v) for k, v in sorted(refresh.items())}}), flush=True)
@@ -135,40 +132,16 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--frames", type=int, default=41, help="frames per turn (each a step of the last ones)")
     parser.add_argument("--steps", type=int, default=60, help="steps each window holds (more: a longer context)")
-    parser.add_argument("--child", nargs=5, metavar=("TREE", "ROLE", "OTHER", "TURN", "_"), help=argparse.SUPPRESS)
+    turns.child_option(parser)
     results.json_option(parser, "frames")
     args = parser.parse_args()
     if args.child:
-        tree, role, other, turn, _ = args.child
-        child(tree, role, other, turn, args.turns, args.frames, args.steps)
+        child(turns.Side(*args.child), args.turns, args.frames, args.steps)
         return 0
     if not args.ref:
         parser.error("--ref is needed")
-    reference = Path(tempfile.mkdtemp()) / "reference"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(reference), args.ref], check=True,
-                   capture_output=True)
-    turn = Path(tempfile.mkdtemp()) / "turn"
-    turn.write_text("")
-    try:
-        trees = {"this": str(ROOT), "reference": str(reference)}
-        procs = {name: subprocess.Popen([sys.executable, __file__, "--turns", str(args.turns), "--frames",
-                                         str(args.frames), "--steps", str(args.steps), "--child", tree, name,
-                                         "reference" if name == "this" else "this", str(turn), "-"],
-                                        stdout=subprocess.PIPE, text=True) for name, tree in trees.items()}
-        # both windows loaded and run before the first turn (a model loading beside a turn would be in its figures)
-        while not all(Path(f"{turn}.{name}").exists() for name in trees):
-            if any(proc.poll() is not None for proc in procs.values()):
-                break
-            time.sleep(0.1)
-        turn.write_text("this")
-        out = {}
-        for name, proc in procs.items():
-            stdout, _ = proc.communicate(timeout=3600)
-            if proc.returncode:
-                raise SystemExit(f"{name} failed ({proc.returncode})")
-            out[name] = json.loads(stdout.strip().splitlines()[-1])
-    finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(reference)], capture_output=True)
+    out = turns.run(__file__, args.ref, ["--turns", str(args.turns), "--frames", str(args.frames), "--steps",
+                                         str(args.steps)])
     report = {"ref": args.ref, "turns": args.turns, "frames_per_turn": args.frames, "steps": args.steps}
     for name in ("this", "reference"):
         s = summary(out[name]["frames_ms"])

@@ -19,17 +19,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import results  # noqa: E402  (benchmarks/results/: where --json writes)
+import turns  # noqa: E402
 
 _PEAK_SOURCE = r"""
 #include <torch/extension.h>
@@ -82,20 +80,18 @@ def fma_peak(threads: int) -> dict:
     from torch.utils.cpp_extension import load_inline
 
     sys.path.insert(0, str(ROOT))
-    from inference.kernels import ISA_FLAGS, _isa_flags
+    from inference.kernels import _isa_flags
 
     flags = ["-O2", "-fopenmp"] + _isa_flags()
     module = load_inline("tokenstep_fma_peak", cpp_sources=_PEAK_SOURCE, functions=["fma_rate"],
                          extra_cflags=flags, extra_ldflags=["-fopenmp"], verbose=False)
     rates = {n: max(module.fma_rate(n, 20_000_000) for _ in range(5)) for n in sorted({1, threads})}
-    return {"flags": [f for f in flags if f.startswith("-m")], "isa_flags_known": sorted(ISA_FLAGS),
-            "gflops_by_threads": rates}
+    return {"flags": [f for f in flags if f.startswith("-m")], "gflops_by_threads": rates}
 
 
-def child(tree: str, role: str, other: str, turn: str, turns: int, reps: int, context: int, sizes: list[int],
-          dtype: str) -> None:
+def child(side: turns.Side, n_turns: int, reps: int, context: int, sizes: list[int], dtype: str) -> None:
     """One tree's side: the model loaded, then at each of its turns the fastest of `reps` for a step and each M."""
-    sys.path.insert(0, tree)
+    sys.path.insert(0, side.tree)
     import torch
 
     from inference.store.loading import load_model
@@ -116,13 +112,8 @@ def child(tree: str, role: str, other: str, turn: str, turns: int, reps: int, co
 
         for m in [1] + sizes:  # a first pass: every path warm in both trees alike
             fastest(m)
-        Path(f"{turn}.{role}").touch()  # ready: the parent starts the turns once both are
-        rounds = []
-        for _ in range(turns):
-            while Path(turn).read_text().strip() != role:
-                time.sleep(0.005)
-            rounds.append({str(m): fastest(m) for m in [1] + sizes})
-            Path(turn).write_text(other)
+        side.ready()
+        rounds = [{str(m): fastest(m) for m in [1] + sizes} for _ in side.turns(n_turns)]
     print(json.dumps({"rounds": rounds, "torch": torch.__version__, "threads": torch.get_num_threads()}), flush=True)
 
 
@@ -151,36 +142,17 @@ def main() -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[2, 3, 4, 5, 8, 16])
     parser.add_argument("--dtype", default="float32", choices=["float32", "int8"])
     parser.add_argument("--peak", action="store_true", help="also measure this machine's fma rate")
-    parser.add_argument("--child", nargs=4, metavar=("TREE", "ROLE", "OTHER", "TURN"), help=argparse.SUPPRESS)
+    turns.child_option(parser)
     results.json_option(parser, "small_m")
     args = parser.parse_args()
     if args.child:
-        child(*args.child, args.turns, args.reps, args.context, args.sizes, args.dtype)
+        child(turns.Side(*args.child), args.turns, args.reps, args.context, args.sizes, args.dtype)
         return 0
     if not args.ref:
         parser.error("--ref is needed")
-    temporary = Path(tempfile.mkdtemp())
-    reference = temporary / "reference"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(reference), args.ref], check=True,
-                   capture_output=True)
-    turn = temporary / "turn"
-    turn.write_text("")
-    try:
-        trees = {"this": str(ROOT), "reference": str(reference)}
-        other = {"this": "reference", "reference": "this"}
-        procs = {name: subprocess.Popen(
-            [sys.executable, __file__, "--turns", str(args.turns), "--reps", str(args.reps), "--context",
-             str(args.context), "--dtype", args.dtype, "--sizes", *map(str, args.sizes), "--child", tree, name,
-             other[name], str(turn)], stdout=subprocess.PIPE, text=True, cwd=tree) for name, tree in trees.items()}
-        while not all(Path(f"{turn}.{name}").exists() for name in trees):
-            if any(p.poll() is not None for p in procs.values()):
-                raise SystemExit("a side ended before it was ready")
-            time.sleep(0.1)
-        turn.write_text("this")
-        sides = {name: json.loads(p.communicate()[0].strip().splitlines()[-1])["rounds"] for name, p in procs.items()}
-    finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(reference)], capture_output=True)
-        shutil.rmtree(temporary, ignore_errors=True)
+    out = turns.run(__file__, args.ref, ["--turns", str(args.turns), "--reps", str(args.reps), "--context",
+                                         str(args.context), "--dtype", args.dtype, "--sizes", *map(str, args.sizes)])
+    sides = {name: report["rounds"] for name, report in out.items()}
     import torch
 
     report = {"machine": results.cpu(), "kernels_flags": os.environ.get("TOKENSTEP_KERNELS_FLAGS"),
