@@ -39,9 +39,20 @@ def test_products_of_m_rows_match_float64(out_features, in_features, rows):
     assert _close(ops.gemv_f32(w, x, 1.0, None, None, 1e-6, False, norm_weight), expected)
 
 
-@pytest.mark.parametrize("out_features, in_features", [(1536, 576), (130, 100), (6, 16)])
-def test_each_row_of_a_pass_has_the_bits_it_has_alone(out_features, in_features):
-    """A verify pass's row gets exactly the products of a one-position step: the same sums in the same order."""
+@pytest.fixture(params=[1, 4, -2])
+def f32_rows(request):
+    """The one-row products' rows per pass in force (the streamed small-M rows follow it: one or two weight rows at a
+    time), put back after the test."""
+    before = ops.get_shape()
+    ops.set_shape(request.param, before[1], before[2], before[3])
+    yield request.param
+    ops.set_shape(*before)
+
+
+@pytest.mark.parametrize("out_features, in_features", [(1536, 576), (130, 100), (7, 37), (6, 16)])
+def test_each_row_of_a_pass_has_the_bits_it_has_alone(out_features, in_features, f32_rows):
+    """A verify pass's row gets exactly the products of a one-position step: the same sums in the same order, in every
+    shape of the one-row products (which the streamed rows of a pass follow)."""
     g = torch.Generator().manual_seed(in_features)
     w = torch.randn(out_features, in_features, generator=g)
     x = torch.randn(16, in_features, generator=g)

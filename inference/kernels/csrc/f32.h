@@ -132,35 +132,42 @@ inline void dot4_f32(const float* w, const float* x, int64_t K, float* out) {
   }
 }
 
-// One weight row streamed from memory past B rows of x (xstride floats apart), the row's vectors loaded once
-// for all B. Each product is formed exactly as dot_f32 forms it (four accumulators over kStep, the same order,
-// the same tail), so a row of x gets the same bits in a pass of M rows as alone. B accumulators x 4 live at
-// once: 8 registers at B = 2 (fill_many_f32 streams rows of x two at a time, at most kStreamMost of them).
-template <int64_t B, int64_t P>
-inline void dot_block_f32(const float* w, const float* x, int64_t K, int64_t xstride, float* out, int64_t ostride) {
-  Vec a[B][4];
-  for (int64_t b = 0; b < B; ++b) a[b][0] = a[b][1] = a[b][2] = a[b][3] = vzero();
+// R weight rows (K apart) streamed from memory past B rows of x (xstride floats apart), each weight vector loaded once
+// for all B and each x vector for all R; products into out[r * orow + b]. Each product is formed exactly as dot_f32
+// forms it (four accumulators over kStep, the same order, the same tail), so a row of x gets the same bits in a pass
+// of M rows as alone. 4 R B accumulators live at once: 8 registers at R = 1, B = 2; 16 at R = B = 2 (AVX-512 only:
+// AVX2 has 16 registers in all). fill_many_f32 streams rows of x two at a time, at most kStreamMost of them.
+template <int64_t R, int64_t B, int64_t P>
+inline void dot_block_f32(const float* w, const float* x, int64_t K, int64_t xstride, float* out, int64_t orow) {
+  Vec a[R][B][4];
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t b = 0; b < B; ++b) a[r][b][0] = a[r][b][1] = a[r][b][2] = a[r][b][3] = vzero();
   int64_t k = 0;
   for (; k + kStep <= K; k += kStep) {
-    prefetch_ahead<P>(w + k, kStep * sizeof(float));
-    const Vec w0 = vload(w + k), w1 = vload(w + k + kLanes), w2 = vload(w + k + 2 * kLanes),
-              w3 = vload(w + k + 3 * kLanes);
+    for (int64_t r = 0; r < R; ++r) prefetch_ahead<P>(w + r * K + k, kStep * sizeof(float));
+    Vec wv[R][4];
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t j = 0; j < 4; ++j) wv[r][j] = vload(w + r * K + k + j * kLanes);
     for (int64_t b = 0; b < B; ++b) {
       const float* v = x + b * xstride + k;
-      a[b][0] = vfma(w0, vload(v), a[b][0]);
-      a[b][1] = vfma(w1, vload(v + kLanes), a[b][1]);
-      a[b][2] = vfma(w2, vload(v + 2 * kLanes), a[b][2]);
-      a[b][3] = vfma(w3, vload(v + 3 * kLanes), a[b][3]);
+      for (int64_t j = 0; j < 4; ++j) {
+        const Vec xv = vload(v + j * kLanes);
+        for (int64_t r = 0; r < R; ++r) a[r][b][j] = vfma(wv[r][j], xv, a[r][b][j]);
+      }
     }
   }
   for (; k + kLanes <= K; k += kLanes) {
-    const Vec w0 = vload(w + k);
-    for (int64_t b = 0; b < B; ++b) a[b][0] = vfma(w0, vload(x + b * xstride + k), a[b][0]);
+    for (int64_t r = 0; r < R; ++r) {
+      const Vec w0 = vload(w + r * K + k);
+      for (int64_t b = 0; b < B; ++b) a[r][b][0] = vfma(w0, vload(x + b * xstride + k), a[r][b][0]);
+    }
   }
-  for (int64_t b = 0; b < B; ++b) {
-    float sum = vsum(vadd(vadd(a[b][0], a[b][1]), vadd(a[b][2], a[b][3])));
-    for (int64_t tail = k; tail < K; ++tail) sum += w[tail] * x[b * xstride + tail];
-    out[b * ostride] = sum;
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t b = 0; b < B; ++b) {
+      float sum = vsum(vadd(vadd(a[r][b][0], a[r][b][1]), vadd(a[r][b][2], a[r][b][3])));
+      for (int64_t tail = k; tail < K; ++tail) sum += w[r * K + tail] * x[b * xstride + tail];
+      out[r * orow + b] = sum;
+    }
   }
 }
 
@@ -272,6 +279,30 @@ inline void dot_tile_any_f32(const float* w, const float* x, int64_t K, int64_t 
   }
 }
 
+// R weight rows (K apart) streamed past T rows of x (at most kStreamMost), two rows of x at a time, the first two from
+// memory (prefetched as the one-row products are), the rest from L1.
+template <int64_t R>
+inline void stream_rows_f32(const float* w, const float* xp, int64_t K, int64_t T, float* out) {
+  int64_t u = 0;
+  for (; u + 2 <= T; u += 2) {
+    if (u == 0) dot_block_f32<R, 2, kPrefetchBytes>(w, xp, K, K, out, T);
+    else dot_block_f32<R, 2, 0>(w, xp + u * K, K, K, out + u, T);
+  }
+  if (u < T) {
+    if (u == 0) dot_block_f32<R, 1, kPrefetchBytes>(w, xp, K, K, out, T);
+    else dot_block_f32<R, 1, 0>(w, xp + u * K, K, K, out + u, T);
+  }
+}
+
+// Whether streamed rows of x go past two weight rows at once (AVX-512 only) or one: as the one-row products read
+// theirs, in the shape measured on this machine (kernel_shape.py). Where one row per pass measured fastest (an AMD
+// EPYC: 1.3x faster than four), one; where more did (an Intel Xeon: 4 rows far apart), two adjacent rows. On that
+// Xeon (AMX, 2 threads, default model, context 128, pass_ab.py: five runs of the two builds taking turns) a pass of 2
+// positions took 0.92-0.98x the time it took with one weight row at a time.
+inline bool stream_in_pairs() {
+  return kLanes == 16 && rows_of(kShapeRows[g_shape.f32_rows.load(std::memory_order_relaxed)]) > 1;
+}
+
 // Weight rows per L2 tile of gemv_f32_many: about this many bytes of them, which stay in L2 while the blocks of x go
 // over them.
 constexpr int64_t kTileBytes = 96 << 10;
@@ -298,19 +329,11 @@ inline int64_t tile_rows(int64_t K) {
 inline void fill_many_f32(const float* wp, int64_t n, const float* xp, int64_t K, int64_t T, float* products,
                           L2Ahead ahead) {
   if (T <= kStreamMost) {
-    for (int64_t i = 0; i < n; ++i) {
-      const float* w = wp + i * K;
-      float* out = products + i * T;
-      int64_t u = 0;  // two rows of x at a time (8 accumulators: AVX2 has 16 registers), the first from memory
-      for (; u + 2 <= T; u += 2) {
-        if (u == 0) dot_block_f32<2, kPrefetchBytes>(w, xp, K, K, out, 1);
-        else dot_block_f32<2, 0>(w, xp + u * K, K, K, out + u, 1);
-      }
-      if (u < T) {
-        if (u == 0) dot_block_f32<1, kPrefetchBytes>(w, xp, K, K, out, 1);
-        else dot_block_f32<1, 0>(w, xp + u * K, K, K, out + u, 1);
-      }
+    int64_t i = 0;
+    if (stream_in_pairs()) {
+      for (; i + 2 <= n; i += 2) stream_rows_f32<2>(wp + i * K, xp, K, T, products + i * T);
     }
+    for (; i < n; ++i) stream_rows_f32<1>(wp + i * K, xp, K, T, products + i * T);
     return;
   }
   for (int64_t t = 0; t < T; t += kXBlock) {
