@@ -23,7 +23,8 @@ def _close(got: torch.Tensor, expected: torch.Tensor) -> bool:
     return (got.double() - expected).abs().max().item() <= 1e-5 * expected.abs().max().item() + 1e-5
 
 
-@pytest.mark.parametrize("out_features, in_features", [(960, 576), (130, 100), (33, 16), (7, 37)])
+# in_features 1536: on a 48 KB L1 a group of weight rows goes over 4 rows of x at a time, at 576 over 8 (sweep_rows)
+@pytest.mark.parametrize("out_features, in_features", [(960, 576), (130, 100), (33, 16), (7, 37), (41, 1536)])
 @pytest.mark.parametrize("rows", SIZES)
 def test_products_of_m_rows_match_float64(out_features, in_features, rows):
     g = torch.Generator().manual_seed(out_features * 17 + rows)
@@ -49,7 +50,7 @@ def f32_rows(request):
     ops.set_shape(*before)
 
 
-@pytest.mark.parametrize("out_features, in_features", [(1536, 576), (130, 100), (7, 37), (6, 16)])
+@pytest.mark.parametrize("out_features, in_features", [(1536, 576), (130, 100), (7, 37), (6, 16), (41, 1536)])
 def test_each_row_of_a_pass_has_the_bits_it_has_alone(out_features, in_features, f32_rows):
     """A verify pass's row gets exactly the products of a one-position step: the same sums in the same order, in every
     shape of the one-row products (which the streamed rows of a pass follow)."""
