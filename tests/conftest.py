@@ -33,18 +33,23 @@ def default_model():
 
 @pytest.fixture
 def shape_kept(monkeypatch, tmp_path):
-    """The decode kernels' shape changes a test makes undone after it; the shape cache in a folder of its own; no
+    """The decode kernels' shape changes a test makes undone after it (the tiles' L1 prefetch too); the shape cache in a
+    folder of its own; no
     forced shape (modules that set shapes or tune use it for every test: pytest.mark.usefixtures)."""
     from inference.model import kernel_shape
     from inference import kernels
 
     ops = kernels.ops()
     before = ops.get_shape() if ops is not None else None
+    tiles = ops.set_tile_l1_prefetch(True) if ops is not None else None  # (read by setting it; put back at once)
+    if ops is not None:
+        ops.set_tile_l1_prefetch(tiles)
     monkeypatch.setenv("TOKENSTEP_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv(kernel_shape.ENV, raising=False)
     yield
     if before is not None:
         ops.set_shape(*before)
+        ops.set_tile_l1_prefetch(tiles)
 
 
 def pytest_collection_modifyitems(items):

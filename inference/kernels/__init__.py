@@ -5,7 +5,8 @@ ops, `torch.ops.tokenstep.<op>`.
 The ops by group (csrc/ops.cpp registers them; each group's header named):
 - float32 products (f32.h): gemv_f32 (y = alpha * W x [RMSNorm, glu] + bias + residual, for one row of x or 2 to
   16: small M, a verify pass, each weight row read once for all), set_x_offset (where the copy of x sits against
-  the weight rows);
+  the weight rows), set_tile_l1_prefetch (whether the small-M tiles ask for their next vectors into L1,
+  kernel_shape.py's choice);
 - int8 products (int8.h, int16.h, int8_integer.h): gemv_int8 (float32 activations), gemv_int8_int16 (int16
   activations), gemv_int8_integer (int8 activations, VNNI or AVX2), dequantize_int8 (the float32 matrix, for
   BLAS); their activations for the tests: quantize_activations_int16, quantize_activations; what runs here:

@@ -16,6 +16,10 @@ for the passes to agree: QUIET_SPREAD). About a second, once; reported as the st
 products are smaller than MIN_TUNE_BYTES (they would be timed from the CPU's caches, not memory) is not
 measured: it uses the cached shape, else the defaults.
 
+A float32 model's passes of several positions (csrc/f32.h's small-M tiles) ask for their next vectors into L1 or
+not, also by machine: `ensure_tiles` times the model's own passes of TILE_ROWS positions both ways at first use and
+caches the faster (TILES_KEY).
+
 An int8 model's path is chosen the same way (`choose_int8_path`): its products on float and on int16
 activations, which give the same quality report, each timed in its own fastest shape; the faster is used and
 cached (PATH_KEY), unless TOKENSTEP_INT8_PATH names one.
@@ -259,29 +263,36 @@ def measure(ops, mats: list[tuple], kind: str, rounds: int = ROUNDS, shapes=CAND
     order (so a slow spell of a shared machine falls on all of them); after MIN_ROUNDS no round starts
     past `budget_s`, after one none past 4 x `budget_s`. `beside(shape, ms)`, when given, runs after each pass
     (the benchmark times a read of the same bytes there). The shape in force is kept."""
-    started = time.perf_counter()
     before = in_force(ops)
-    times: dict[Shape, list[float]] = {s: [] for s in shapes}
-    order = list(shapes)
     try:
-        with torch.inference_mode():
-            run_products(ops, mats)  # warm-up: first calls pay one-off costs
-            for round_ in range(rounds):
-                elapsed = time.perf_counter() - started
-                if budget_s is not None and (round_ >= MIN_ROUNDS and elapsed > budget_s or
-                                             round_ >= 1 and elapsed > 4 * budget_s):  # a very busy machine
-                    break
-                random.Random(round_).shuffle(order)
-                for shape in order:
-                    apply(ops, kind, shape)
-                    pass_started = time.perf_counter()  # (`started` is the whole measurement's, for the budget)
-                    run_products(ops, mats)
-                    times[shape].append((time.perf_counter() - pass_started) * 1000)
-                    if beside is not None:
-                        beside(shape, times[shape][-1])
+        return interleaved(shapes, lambda shape: apply(ops, kind, shape), lambda: run_products(ops, mats), rounds,
+                           beside, budget_s)
     finally:
         apply(ops, "f32", before["f32"])
         apply(ops, "int8", before["int8"])
+
+
+def interleaved(options, put, run, rounds: int = ROUNDS, beside=None, budget_s: float | None = BUDGET_S) -> dict:
+    """Milliseconds of `run()` with each option put in force (`put(option)`), every round all options once in a fresh
+    order, after a warm-up; the rounds stop as `measure` says. The caller puts back what was in force."""
+    started = time.perf_counter()
+    times: dict = {option: [] for option in options}
+    order = list(options)
+    with torch.inference_mode():
+        run()  # warm-up: first calls pay one-off costs
+        for round_ in range(rounds):
+            elapsed = time.perf_counter() - started
+            if budget_s is not None and (round_ >= MIN_ROUNDS and elapsed > budget_s or
+                                         round_ >= 1 and elapsed > 4 * budget_s):  # a very busy machine
+                break
+            random.Random(round_).shuffle(order)
+            for option in order:
+                put(option)
+                pass_started = time.perf_counter()  # (`started` is the whole measurement's, for the budget)
+                run()
+                times[option].append((time.perf_counter() - pass_started) * 1000)
+                if beside is not None:
+                    beside(option, times[option][-1])
     return times
 
 
@@ -309,17 +320,82 @@ def ensure(decoder, progress=None) -> Shape | None:
     shape = force.get(kind) or read_cached(path).get(key) or measured
     if shape is None:
         if nbytes(mats) < MIN_TUNE_BYTES or (key == "int8-integer" and ops.integer_code() == "vnni"):
-            return in_force(ops)[kind]  # too small to tell, or no shape to choose: the shape in force
+            shape = in_force(ops)[kind]  # too small to tell, or no shape to choose: the shape in force
+        else:
+            if progress:
+                progress("tune", 0, 1)
+            times = measure(ops, mats, kind)
+            shape = fastest(times)
+            if quiet(times, shape):
+                write_cached(path, key, shape, times, nbytes(mats))
+            if progress:
+                progress("tune", 1, 1)
+    apply(ops, kind, shape)
+    if kind == "f32":
+        ensure_tiles(decoder, path, progress)
+    return shape
+
+
+# The small-M tiles (csrc/f32.h, a pass of several positions: a verify pass, a batch of requests) ask for each phase's
+# next vectors into L1 or leave it to the CPU: faster one way on an AMD EPYC (a pass of 8 positions 0.87x the time
+# with them), the other on an Intel Xeon (0.96-0.98x without them). Timed as such passes run: the model's own passes
+# of TILE_ROWS positions after a prompt of TILE_CONTEXT, each setting in turn (products timed as separate calls
+# ranked them within their noise there), and cached under TILES_KEY. Not for models under TILES_MIN_BYTES of float32
+# products (read from the caches, not memory): the setting in force stays.
+TILES_KEY = "f32-tiles"
+TILE_ROWS = 8
+TILE_CONTEXT = 32
+TILES_MIN_BYTES = 64 << 20
+
+
+def read_cached_tiles(path: Path) -> bool | None:
+    """Whether the tiles ask for their next vectors into L1, as a cache file holds it (None: not there)."""
+    entry = _cache_data(path).get(TILES_KEY)
+    chosen = entry.get("l1_prefetch") if isinstance(entry, dict) else None
+    return chosen if isinstance(chosen, bool) else None
+
+
+def measure_tiles(decoder, rounds: int = ROUNDS) -> dict[bool, list[float]]:
+    """Milliseconds of the model's passes of TILE_ROWS positions (after TILE_CONTEXT), with and without the tiles' L1
+    prefetch; the setting in force is kept."""
+    ops = decoder.backend.kernels
+    cache = decoder.new_cache(TILE_CONTEXT + TILE_ROWS)
+    vocab = decoder.config.vocab
+    prompt, rows = torch.arange(TILE_CONTEXT) % vocab, (torch.arange(TILE_ROWS) + TILE_CONTEXT) % vocab
+
+    def run() -> None:
+        decoder.forward(rows, TILE_CONTEXT, cache, all_logits=True)
+        cache.crop(TILE_CONTEXT)
+
+    before = ops.set_tile_l1_prefetch(True)
+    try:
+        with torch.inference_mode():
+            decoder.forward(prompt, 0, cache)
+        return interleaved((True, False), ops.set_tile_l1_prefetch, run, rounds)
+    finally:
+        ops.set_tile_l1_prefetch(before)
+
+
+def ensure_tiles(decoder, path: Path, progress=None) -> bool | None:
+    """Puts the tiles' L1 prefetch as this machine's cache says, else as measured now on the model (cached when quiet).
+    Returns the setting in force; None where there was nothing to decide (too few bytes to tell)."""
+    ops = decoder.backend.kernels
+    chosen = read_cached_tiles(path)
+    if chosen is None:
+        if nbytes(products(decoder.weights, "f32", limit=TILES_MIN_BYTES)) < TILES_MIN_BYTES:
+            return None
         if progress:
             progress("tune", 0, 1)
-        times = measure(ops, mats, kind)
-        shape = fastest(times)
-        if quiet(times, shape):
-            write_cached(path, key, shape, times, nbytes(mats))
+        times = measure_tiles(decoder)
+        chosen = min(times, key=lambda on: statistics.median(times[on]))
+        if quiet(times, chosen):
+            _update_cache(path, TILES_KEY, {"l1_prefetch": chosen, "rows": TILE_ROWS, "context": TILE_CONTEXT,
+                                            "median_ms": {("l1" if on else "none"): round(statistics.median(t), 4)
+                                                          for on, t in times.items()}})
         if progress:
             progress("tune", 1, 1)
-    apply(ops, kind, shape)
-    return shape
+    ops.set_tile_l1_prefetch(chosen)
+    return chosen
 
 
 # A path's measured step time is multiplied by this before the fastest is taken: the float path must be clearly

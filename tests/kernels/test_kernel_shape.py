@@ -253,3 +253,62 @@ def test_a_noisy_measurement_holds_for_this_run_but_is_not_cached(tmp_path, tune
         monkeypatch.setattr(kernel_shape, "measure", lambda *a, **k: timings)
         assert kernel_shape.ensure(model.decoder) == winner == kernel_shape.in_force(ops)["f32"]
         assert kernel_shape.cache_file().exists() == cached
+
+
+@pytest.mark.parametrize("out_features, in_features", [(1536, 576), (130, 100), (41, 1536)])
+def test_the_tiles_give_the_same_bits_with_and_without_their_l1_prefetch(out_features, in_features):
+    g = torch.Generator().manual_seed(out_features)
+    w, x = torch.randn(out_features, in_features, generator=g), torch.randn(16, in_features, generator=g)
+    products = {}
+    for on in (True, False):
+        ops.set_tile_l1_prefetch(on)
+        products[on] = [ops.gemv_f32(w, x[:rows].contiguous(), 0.8, None, None) for rows in range(2, 17)]
+    assert all(torch.equal(a, b) for a, b in zip(products[True], products[False]))
+
+
+def _tiles_in_force() -> bool:
+    on = ops.set_tile_l1_prefetch(True)
+    ops.set_tile_l1_prefetch(on)
+    return on
+
+
+@pytest.mark.parametrize("faster", [False, True])
+def test_the_tiles_l1_prefetch_is_measured_once_cached_and_reused(tmp_path, monkeypatch, faster):
+    """A float32 model's load times passes of several rows with and without the tiles' L1 prefetch, puts the faster
+    in force and caches it; the next load takes it from the file without measuring."""
+    timed = []
+
+    def measure_tiles(decoder, rounds=kernel_shape.ROUNDS):
+        timed.append(decoder)
+        return {faster: [1.0, 1.1, 1.0], not faster: [2.0, 2.1, 2.0]}
+
+    monkeypatch.setattr(kernel_shape, "TILES_MIN_BYTES", 0)
+    monkeypatch.setattr(kernel_shape, "measure_tiles", measure_tiles)
+    ops.set_tile_l1_prefetch(not faster)
+    folder = save_hf_model(make_hf_model("llama"), tmp_path / "tiny")
+    load_model(folder, device="cpu", dtype="float32")
+    assert len(timed) == 1 and _tiles_in_force() == faster
+    path = kernel_shape.cache_file()
+    assert kernel_shape.read_cached_tiles(path) == faster
+    assert json.loads(path.read_text())[kernel_shape.TILES_KEY]["median_ms"] == {"l1" if faster else "none": 1.0,
+                                                                                  "none" if faster else "l1": 2.0}
+    ops.set_tile_l1_prefetch(not faster)
+    load_model(folder, device="cpu", dtype="float32")
+    assert len(timed) == 1 and _tiles_in_force() == faster  # from the file
+
+
+def test_the_tiles_are_timed_on_the_models_passes_of_several_rows_with_each_setting(tmp_path):
+    """measure_tiles itself: every round times both settings on the model's own passes of TILE_ROWS positions, and
+    the setting in force is kept."""
+    model = load_model(save_hf_model(make_hf_model("llama"), tmp_path / "tiny"), device="cpu", dtype="float32")
+    ops.set_tile_l1_prefetch(False)
+    times = kernel_shape.measure_tiles(model.decoder, rounds=3)
+    assert set(times) == {True, False} and all(len(t) == 3 and min(t) > 0 for t in times.values())
+    assert _tiles_in_force() is False
+
+
+def test_a_small_model_leaves_the_tiles_as_they_are(tmp_path, monkeypatch):
+    monkeypatch.setattr(kernel_shape, "measure_tiles", lambda *a, **k: pytest.fail("a tiny model's passes were timed"))
+    ops.set_tile_l1_prefetch(False)
+    load_model(save_hf_model(make_hf_model("llama"), tmp_path / "tiny"), device="cpu", dtype="float32")
+    assert _tiles_in_force() is False and not kernel_shape.cache_file().exists()

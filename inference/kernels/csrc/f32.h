@@ -201,6 +201,17 @@ struct L2Ahead {
   }
 };
 
+// Whether dot_tile_f32's phases ask for the next phase's vectors into L1 (below). Which is faster depends on the
+// machine, not the code: on an AMD EPYC a pass of 8 positions took 25.6-26.6 ms with them against 29.0-30.2 without,
+// on an Intel Xeon (AMX) passes of 4, 5 and 8 positions 0.91-0.95x the time without them (its L1 prefetcher follows
+// a phase's strided reads by itself; the asks took load slots from the fmas). So kernel_shape.py times both on the
+// model's own weights at first use and sets the faster (set_tile_l1_prefetch); the same bits either way.
+std::atomic<bool> g_tile_l1_prefetch{true};
+
+// Sets whether the tiles' phases ask for the next phase's vectors into L1, from the next call on; returns the setting
+// before.
+bool set_tile_l1_prefetch(bool on) { return g_tile_l1_prefetch.exchange(on); }
+
 // The small-M products: R weight rows (K apart) times B rows of x (K apart), products into out[r * orow + b]. Each
 // product is formed exactly as dot_f32 forms it, so a row of x gets the same bits in a pass of M rows as alone:
 // dot_f32's four accumulators (the floats at k % kStep in [j kLanes, (j + 1) kLanes), each summed in k order, the
@@ -209,12 +220,13 @@ struct L2Ahead {
 // B and R products: 16 accumulators and 8 loads per 16 fmas at R = B = 4 (AVX-512), where one weight row at a time
 // with four accumulators per product took 20 loads per 16 fmas and ran at half the fma rate (in L1, 4 rows of x,
 // K = 576: 73 against 37 GFLOP/s on an AMD EPYC, one thread). For rows already in L2 (phase-strided reads of
-// rows streamed from memory measured slower than dot_block_f32's one pass). Each phase asks for the vectors the next
+// rows streamed from memory measured slower than dot_block_f32's one pass). Each phase (where g_tile_l1_prefetch) asks for the vectors the next
 // phase reads (after the last phase: the next R weight rows' first) into L1, so that the strided reads of a phase do
 // not wait on L2 (perf put 45 % of this function's samples on the weight loads without it; a pass of 8 positions,
 // the same A/B as kPrefetchEachStep's: 25.6-26.6 ms against 29.0-30.2 ms).
 template <int64_t R, int64_t B>
-inline void dot_tile_f32(const float* w, const float* x, int64_t K, float* out, int64_t orow, L2Ahead& ahead) {
+inline void dot_tile_f32(const float* w, const float* x, int64_t K, float* out, int64_t orow, L2Ahead& ahead,
+                         bool l1) {
   Vec part[4][R][B];
   const int64_t steps = K / kStep;
   int64_t end = steps * kStep;  // where the first phase's vector tail ends
@@ -226,7 +238,7 @@ inline void dot_tile_f32(const float* w, const float* x, int64_t K, float* out, 
     // this phase computes; not where the next phase's vectors share this phase's cache lines (AVX2: 32-byte vectors,
     // phases 0 and 1, 2 and 3 on one line).
     const float* next = j < 3 ? w + (j + 1) * kLanes : w + R * K;
-    const bool ask = j == 3 || ((j + 1) * kLanes * int64_t(sizeof(float))) % 64 == 0;
+    const bool ask = l1 && (j == 3 || ((j + 1) * kLanes * int64_t(sizeof(float))) % 64 == 0);
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t k = s * kStep + j * kLanes;
       Vec wv[R];
@@ -271,12 +283,12 @@ constexpr int64_t kMostRows = 16;                  // the most rows of x a small
 // R weight rows times the b (1..kXBlock) rows of x from x: dot_tile_f32 for that b.
 template <int64_t R>
 inline void dot_tile_any_f32(const float* w, const float* x, int64_t K, int64_t b, float* out, int64_t orow,
-                             L2Ahead& ahead) {
+                             L2Ahead& ahead, bool l1) {
   switch (b) {
-    case 4: return dot_tile_f32<R, 4>(w, x, K, out, orow, ahead);
-    case 3: return dot_tile_f32<R, 3>(w, x, K, out, orow, ahead);
-    case 2: return dot_tile_f32<R, 2>(w, x, K, out, orow, ahead);
-    default: return dot_tile_f32<R, 1>(w, x, K, out, orow, ahead);
+    case 4: return dot_tile_f32<R, 4>(w, x, K, out, orow, ahead, l1);
+    case 3: return dot_tile_f32<R, 3>(w, x, K, out, orow, ahead, l1);
+    case 2: return dot_tile_f32<R, 2>(w, x, K, out, orow, ahead, l1);
+    default: return dot_tile_f32<R, 1>(w, x, K, out, orow, ahead, l1);
   }
 }
 
@@ -356,6 +368,7 @@ inline void fill_many_f32(const float* wp, int64_t n, const float* xp, int64_t K
   // Each group of weight rows goes over a whole sweep of x's rows (sweep_rows) before the next group: the group is read
   // from L2 once per sweep, not once per block of x.
   const int64_t sweep = sweep_rows(K);
+  const bool l1 = g_tile_l1_prefetch.load(std::memory_order_relaxed);
   for (int64_t s0 = 0; s0 < T; s0 += sweep) {
     const int64_t s1 = std::min(T, s0 + sweep);
     for (int64_t i = 0; i < n;) {
@@ -364,8 +377,8 @@ inline void fill_many_f32(const float* wp, int64_t n, const float* xp, int64_t K
       for (int64_t t = s0; t < s1; t += kXBlock) {
         const int64_t b = std::min(kXBlock, s1 - t);
         float* out = products + i * T + t;
-        if (rows == kWRows) dot_tile_any_f32<kWRows>(w, xp + t * K, K, b, out, T, ahead);
-        else dot_tile_any_f32<1>(w, xp + t * K, K, b, out, T, ahead);
+        if (rows == kWRows) dot_tile_any_f32<kWRows>(w, xp + t * K, K, b, out, T, ahead, l1);
+        else dot_tile_any_f32<1>(w, xp + t * K, K, b, out, T, ahead, l1);
         if (!kPrefetchEachStep) ahead.next();
       }
       i += rows;

@@ -19,7 +19,7 @@
 //   simd.h          the vector primitives (AVX-512 / AVX2)
 //   shape.h         the kernel shape: rows per pass, prefetch distance (set_shape, get_shape)
 //   products.h      what every one-row product shares: checks, RMSNorm gain, the row frames
-//   f32.h           float32 products (gemv_f32, set_x_offset)
+//   f32.h           float32 products (gemv_f32, set_x_offset, set_tile_l1_prefetch)
 //   int8.h          int8 products on float32 activations (gemv_int8, dequantize_int8)
 //   attention.h     one-query attention over the cache (attend_one), over paged caches (attend_paged)
 //   int16.h         the int16 int8 path (gemv_int8_int16, quantize_activations_int16, int16_groups)
@@ -68,6 +68,7 @@ TORCH_LIBRARY(tokenstep, m) {
   m.def("set_shape(int f32_rows, int f32_prefetch, int int8_rows, int int8_prefetch) -> int[]", set_shape);
   m.def("get_shape() -> int[]", get_shape);
   m.def("set_x_offset(int bytes) -> int", set_x_offset);
+  m.def("set_tile_l1_prefetch(bool on) -> bool", set_tile_l1_prefetch);
   // attention, layers, steps
   m.def("attend_one(Tensor q, Tensor keys, Tensor values, float scale) -> Tensor");
   m.def("attend_paged(Tensor qkv, Tensor(a!) blocks, Tensor tables, Tensor lengths, int q_dim, float scale) -> Tensor");
