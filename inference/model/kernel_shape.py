@@ -307,7 +307,8 @@ def quiet(times: dict[Shape, list[float]], shape: Shape) -> bool:
 
 def ensure(decoder, progress=None) -> Shape | None:
     """The shape of this model's products put in force: forced by TOKENSTEP_KERNEL_SHAPE, else this machine's
-    cached choice, else measured now on the model's weights and cached. None off the kernels."""
+    cached choice, else measured now on the model's weights and cached; a float32 model's tiles too (ensure_tiles).
+    None off the kernels."""
     force = forced()  # a bad value is an error even off the kernels: never silently ignored
     ops = decoder.backend.kernels
     if ops is None:
