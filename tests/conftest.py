@@ -41,9 +41,7 @@ def shape_kept(monkeypatch, tmp_path):
 
     ops = kernels.ops()
     before = ops.get_shape() if ops is not None else None
-    tiles = ops.set_tile_l1_prefetch(True) if ops is not None else None  # (read by setting it; put back at once)
-    if ops is not None:
-        ops.set_tile_l1_prefetch(tiles)
+    tiles = kernel_shape.tiles_in_force(ops) if ops is not None else None
     monkeypatch.setenv("TOKENSTEP_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv(kernel_shape.ENV, raising=False)
     yield

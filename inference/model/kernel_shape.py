@@ -333,7 +333,7 @@ def ensure(decoder, progress=None) -> Shape | None:
                 progress("tune", 1, 1)
     apply(ops, kind, shape)
     if kind == "f32":
-        ensure_tiles(decoder, path, progress)
+        ensure_tiles(decoder, path, nbytes(mats), progress)
     return shape
 
 
@@ -377,13 +377,21 @@ def measure_tiles(decoder, rounds: int = ROUNDS) -> dict[bool, list[float]]:
         ops.set_tile_l1_prefetch(before)
 
 
-def ensure_tiles(decoder, path: Path, progress=None) -> bool | None:
+def tiles_in_force(ops) -> bool:
+    """Whether the tiles ask for their next vectors into L1 now (the op sets and returns the setting before)."""
+    on = ops.set_tile_l1_prefetch(True)
+    ops.set_tile_l1_prefetch(on)
+    return on
+
+
+def ensure_tiles(decoder, path: Path, f32_bytes: int, progress=None) -> bool | None:
     """Puts the tiles' L1 prefetch as this machine's cache says, else as measured now on the model (cached when quiet).
-    Returns the setting in force; None where there was nothing to decide (too few bytes to tell)."""
+    `f32_bytes`: the model's float32 products timed for its shape (up to TUNE_BYTES). Returns the setting in force;
+    None where there was nothing to decide (too few bytes to tell)."""
     ops = decoder.backend.kernels
     chosen = read_cached_tiles(path)
     if chosen is None:
-        if nbytes(products(decoder.weights, "f32", limit=TILES_MIN_BYTES)) < TILES_MIN_BYTES:
+        if f32_bytes < TILES_MIN_BYTES:
             return None
         if progress:
             progress("tune", 0, 1)

@@ -267,9 +267,7 @@ def test_the_tiles_give_the_same_bits_with_and_without_their_l1_prefetch(out_fea
 
 
 def _tiles_in_force() -> bool:
-    on = ops.set_tile_l1_prefetch(True)
-    ops.set_tile_l1_prefetch(on)
-    return on
+    return kernel_shape.tiles_in_force(ops)
 
 
 @pytest.mark.parametrize("faster", [False, True])

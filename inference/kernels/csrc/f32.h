@@ -203,9 +203,10 @@ struct L2Ahead {
 
 // Whether dot_tile_f32's phases ask for the next phase's vectors into L1 (below). Which is faster depends on the
 // machine, not the code: on an AMD EPYC a pass of 8 positions took 25.6-26.6 ms with them against 29.0-30.2 without,
-// on an Intel Xeon (AMX) passes of 4, 5 and 8 positions 0.91-0.95x the time without them (its L1 prefetcher follows
-// a phase's strided reads by itself; the asks took load slots from the fmas). So kernel_shape.py times both on the
-// model's own weights at first use and sets the faster (set_tile_l1_prefetch); the same bits either way.
+// on an Intel Xeon (AMX) passes of 4-16 positions 0.96-0.98x the time without them (one process switching between
+// rounds; its L1 prefetcher follows a phase's strided reads by itself, the asks took load slots from the fmas). So
+// kernel_shape.py times the model's own passes both ways at first use and sets the faster (set_tile_l1_prefetch); the
+// same bits either way.
 std::atomic<bool> g_tile_l1_prefetch{true};
 
 // Sets whether the tiles' phases ask for the next phase's vectors into L1, from the next call on; returns the setting
@@ -220,10 +221,10 @@ bool set_tile_l1_prefetch(bool on) { return g_tile_l1_prefetch.exchange(on); }
 // B and R products: 16 accumulators and 8 loads per 16 fmas at R = B = 4 (AVX-512), where one weight row at a time
 // with four accumulators per product took 20 loads per 16 fmas and ran at half the fma rate (in L1, 4 rows of x,
 // K = 576: 73 against 37 GFLOP/s on an AMD EPYC, one thread). For rows already in L2 (phase-strided reads of
-// rows streamed from memory measured slower than dot_block_f32's one pass). Each phase (where g_tile_l1_prefetch) asks for the vectors the next
-// phase reads (after the last phase: the next R weight rows' first) into L1, so that the strided reads of a phase do
-// not wait on L2 (perf put 45 % of this function's samples on the weight loads without it; a pass of 8 positions,
-// the same A/B as kPrefetchEachStep's: 25.6-26.6 ms against 29.0-30.2 ms).
+// rows streamed from memory measured slower than dot_block_f32's one pass). Each phase (where g_tile_l1_prefetch)
+// asks for the vectors the next phase reads (after the last phase: the next R weight rows' first) into L1, so that
+// the strided reads of a phase do not wait on L2 (perf put 45 % of this function's samples on the weight loads
+// without it; a pass of 8 positions, the same A/B as kPrefetchEachStep's: 25.6-26.6 ms against 29.0-30.2 ms).
 template <int64_t R, int64_t B>
 inline void dot_tile_f32(const float* w, const float* x, int64_t K, float* out, int64_t orow, L2Ahead& ahead,
                          bool l1) {
@@ -326,8 +327,8 @@ inline int64_t tile_rows(int64_t K) {
 }
 
 
-// The rows of x a group of weight rows goes over before the next group (fill_many_f32): two blocks of x where they and a
-// group fit in two thirds of this machine's L1 data cache (so each group is read from L2 once for 8 rows of x, and
+// The rows of x a group of weight rows goes over before the next group (fill_many_f32): two blocks of x where they and
+// a group fit in two thirds of this machine's L1 data cache (so each group is read from L2 once for 8 rows of x, and
 // the rows of x stay in L1 across the groups), else one block (each group read from L2 once per block). An Intel Xeon
 // (48 KB L1): K = 576 sweeps 8 rows, K = 1536 4; an AMD EPYC (32 KB): 4 at both, as before. On that Xeon (AMX, 2
 // threads, default model, context 128, pass_ab.py against one block at a time, the same bits): passes of 5, 8 and 16
